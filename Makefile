@@ -1,0 +1,65 @@
+# gemmshim build. `make` builds build/libgemmshim.so; `make test` builds and
+# runs every test on the CPU (no GPU needed); `make asan` / `make tsan` run the
+# same suite under AddressSanitizer+UBSan / ThreadSanitizer.
+#
+# Variants build into their own folder: BUILD=build/asan SAN=asan ...
+
+CUDA     ?= /usr/local/cuda
+CC       ?= gcc
+PYTHON   ?= python3
+BUILD    ?= build
+SAN      ?=
+
+SAN_FLAGS_asan := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
+SAN_FLAGS_tsan := -fsanitize=thread
+SAN_FLAGS := $(SAN_FLAGS_$(SAN))
+
+WARN     := -Wall -Wextra -Wno-unused-parameter -Wshadow -Wstrict-prototypes
+CFLAGS   ?= -O2 -g
+ALL_CFLAGS := $(CFLAGS) $(WARN) -std=gnu11 -fPIC -pthread -I$(CUDA)/include $(SAN_FLAGS)
+LDFLAGS_SAN := $(SAN_FLAGS)
+
+# --- the shim -------------------------------------------------------------
+# Everything the preloaded library is made of. Its only run-time dependency
+# is libc: cuBLAS and the driver are found with dlopen/dlsym at run time.
+SHIM_SRC   := $(sort $(wildcard shim/*.c) $(wildcard policy/*.c) $(wildcard kernels/*_launch.c))
+SHIM_ASM   := $(sort $(wildcard shim/*.S))
+SHIM_OBJ   := $(patsubst %.c,$(BUILD)/obj/%.o,$(SHIM_SRC)) $(patsubst %.S,$(BUILD)/obj/%.o,$(SHIM_ASM))
+SHIM_SO    := $(BUILD)/libgemmshim.so
+
+.PHONY: all test unit integration asan tsan bench clean
+all: $(SHIM_SO)
+
+$(BUILD)/obj/%.o: %.c $(wildcard shim/*.h policy/*.h kernels/*.h)
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -fvisibility=hidden -c $< -o $@
+
+$(BUILD)/obj/%.o: %.S
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -c $< -o $@
+
+$(SHIM_SO): $(SHIM_OBJ) shim/exports.map
+	$(CC) -shared -Wl,--version-script=shim/exports.map -Wl,-z,defs -Wl,-z,nodelete \
+	  $(LDFLAGS_SAN) -o $@ $(SHIM_OBJ) -ldl -lpthread
+
+# --- tests ----------------------------------------------------------------
+# Each area adds its own rules and appends its runnable checks to TEST_STEPS.
+TEST_STEPS :=
+-include kernels/kernels.mk
+include tests/standin/standin.mk
+include tests/unit/unit.mk
+include tests/integration/integration.mk
+-include tests/bench/bench.mk
+
+test: all $(TEST_DEPS)
+	@set -e; for step in $(TEST_STEPS); do $(MAKE) --no-print-directory $$step; done
+	@echo "gemmshim: all test steps passed ($(words $(TEST_STEPS)) steps, BUILD=$(BUILD))"
+
+asan:
+	$(MAKE) BUILD=build/asan SAN=asan CFLAGS="-O1 -g" test
+
+tsan:
+	$(MAKE) BUILD=build/tsan SAN=tsan CFLAGS="-O1 -g" test
+
+clean:
+	rm -rf build

@@ -1,0 +1,87 @@
+/* policy.h: the device-capability policy table. Given what a GEMM is (its
+ * device's compute capability, operand types, compute type, entry point),
+ * the first rule that matches names the route. Pure C: no CUDA calls, no
+ * allocation on the matching path, no global state; the shim owns one table.
+ *
+ * Policy file format (GEMMSHIM_POLICY=path), one rule per line:
+ *
+ *     # comment; blank lines are ignored
+ *     <route> [key=value ...]          route: native | ffma | fp8
+ *     builtin off                      drop the built-in rules
+ *
+ * Keys, each optional (absent = any), each at most once per line:
+ *     sm=6.1 | sm=6.0-7.5 | sm=8.9- | sm=-7.5 | sm=any   compute capability
+ *     ab=bf16[,fp16...]   both A and B have a type in the list
+ *     c=fp32[,bf16...]    C (and D) type
+ *     compute=32f[,...]   cublasComputeType_t (names as in names.h)
+ *     api=cublasGemmEx[,cublasLtMatmul...]
+ * A list may be "any" (or "*"). Rules from the file are matched before the
+ * built-in ones, unless the file says "builtin off".
+ *
+ * Built-in rules:
+ *     ffma sm=6.0-7.5 ab=bf16 compute=32f
+ *     native
+ */
+#ifndef GEMMSHIM_POLICY_H
+#define GEMMSHIM_POLICY_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "names.h"
+
+#define POLICY_SM_UNKNOWN (-1)
+
+/* What the table is matched on. sm is major*10+minor (61 for 6.1), or
+ * POLICY_SM_UNKNOWN when the device could not be found: then only rules
+ * without an sm key match. */
+typedef struct policy_key {
+  int sm;
+  int a_type, b_type, c_type; /* cudaDataType_t */
+  int compute_type;           /* cublasComputeType_t */
+  gs_api api;
+} policy_key;
+
+typedef struct policy_rule {
+  gs_route route;
+  int sm_lo, sm_hi;      /* inclusive; 0 and 1000 when unbounded */
+  int has_sm;            /* 0: the rule has no sm key and matches any device */
+  uint64_t ab_types;     /* bit t set: cudaDataType t allowed; ~0 = any */
+  uint64_t c_types;      /* likewise */
+  uint64_t compute_types;/* bit (v - 64) for cublasComputeType_t v; ~0 = any */
+  uint32_t apis;         /* bit gs_api; ~0 = any */
+  int line;              /* line in the policy file; 0 for a built-in rule */
+} policy_rule;
+
+#define POLICY_MAX_RULES 256
+
+typedef struct policy_table {
+  policy_rule rules[POLICY_MAX_RULES];
+  int n;
+  char source[256]; /* the policy file's path, "" when built-in only */
+} policy_table;
+
+/* Fill t with the built-in rules only. */
+void policy_builtin(policy_table *t);
+
+/* Parse a policy file's text (len bytes, need not be NUL-terminated) into t:
+ * the file's rules first, then the built-in ones unless "builtin off".
+ * path names the file in messages. Returns 0 on success. On the first error
+ * returns -1 and writes one message to err (errlen bytes, always
+ * NUL-terminated) of the form
+ *     "<path>:<line>: <what was found>; expected <what is allowed>"
+ * and leaves t as the built-in table. More than POLICY_MAX_RULES rules is an
+ * error too. */
+int policy_parse(policy_table *t, const char *text, size_t len,
+                 const char *path, char *err, size_t errlen);
+
+/* Index of the first rule matching k, or -1 when none does. */
+int policy_match(const policy_table *t, const policy_key *k);
+
+/* One-line description of rule i for logs and reasons, e.g.
+ * "built-in rule 1 (ffma sm=6.0-7.5 ab=bf16 compute=32f)" or
+ * "/etc/p.txt:3 (fp8 sm=8.9- ab=bf16,fp16)". Returns the length written
+ * (snprintf semantics). */
+int policy_rule_describe(const policy_table *t, int i, char *buf, size_t len);
+
+#endif

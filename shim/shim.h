@@ -1,0 +1,134 @@
+/* shim.h: the shim's internal interface, grouped by the file that defines
+ * each part. A call flows hook -> decode -> decide -> route -> log:
+ *
+ *   hooks.c      the exported cuBLAS entry points and dlsym; re-entrancy
+ *   resolve.c    finding the real cuBLAS/driver functions at run time
+ *   sys.c        the one table of every fallible call the shim makes
+ *   options.c    the options table (GEMMSHIM_* environment)
+ *   decode.c     arguments and Lt descriptors -> gs_gemm
+ *   device.c     stream -> context -> device and compute capability
+ *   decide.c     mode + policy table -> route and reason
+ *   site.c       call-site ids
+ *   route_*.c    one file per route
+ *   log.c        the per-call routing log (JSON lines) and exit summary
+ *   debug.c      WARN/INFO/TRACE messages to stderr or GEMMSHIM_DEBUG_FILE
+ */
+#ifndef GEMMSHIM_SHIM_H
+#define GEMMSHIM_SHIM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../policy/names.h"
+#include "../policy/policy.h"
+
+/* ------------------------------------------------------------------------ */
+/* "decode.c": one GEMM, whichever entry point it came through. Integer
+ * fields hold the CUDA enum values (cudaDataType_t, cublasOperation_t, ...);
+ * -1 where the entry point has no such thing (e.g. epilogue on GemmEx). */
+typedef struct gs_gemm {
+  gs_api api;
+  int transa, transb;
+  int64_t m, n, k, batch;
+  int a_type, b_type, c_type, d_type;
+  int compute_type, scale_type;
+  int64_t lda, ldb, ldc, ldd;
+  int64_t stride_a, stride_b, stride_c, stride_d; /* elements; 0 if none */
+  int order_a, order_b, order_c, order_d;         /* Lt only; -1 otherwise */
+  int pointer_mode;  /* cublasPointerMode_t / Lt pointer mode; -1 unknown */
+  int epilogue;      /* Lt only */
+  const void *bias;
+  int bias_type;
+  const void *a_scale, *b_scale, *c_scale, *d_scale, *amax_d;
+  int fast_accum;
+  int algo;          /* cublasGemmAlgo_t; -1 for Lt */
+  const void *alpha, *beta;
+  const void *A, *B, *C;
+  void *D;           /* == C for the cublasGemm*Ex family */
+  void *handle;      /* cublasHandle_t or cublasLtHandle_t */
+  void *stream;      /* CUstream; from the handle for the GemmEx family */
+  int decoded;       /* 1 when every field above could be read */
+} gs_gemm;
+
+/* ------------------------------------------------------------------------ */
+/* "hooks.c": the state of one top-level intercepted call. */
+#define GS_REASON_MAX 160
+
+typedef struct gs_call {
+  gs_gemm g;
+  uint64_t seq;
+  uint64_t t_ns;       /* CLOCK_REALTIME at the call's start */
+  uint64_t dur_ns;     /* host time spent in the call */
+  int tid;
+  int device;          /* CUdevice ordinal, -1 unknown */
+  int sm;              /* major*10+minor, -1 unknown */
+  uint64_t site;
+  uint32_t site_flags; /* GS_SITE_NEW, ... (fp8 sites) */
+  gs_route decided;    /* what mode/policy asked for */
+  gs_route route;      /* what actually ran */
+  const char *backend; /* e.g. "cublas", "sgemm", "own"; NULL = none */
+  char reason[GS_REASON_MAX];
+  int status;          /* cublasStatus_t returned to the caller */
+  const void *caller;  /* return address of the hooked call */
+} gs_call;
+
+/* ------------------------------------------------------------------------ */
+/* "options.c": one table, read once from the environment at load. */
+typedef enum gs_mode { GS_MODE_AUTO = 0, GS_MODE_NATIVE, GS_MODE_FFMA, GS_MODE_FP8 } gs_mode;
+typedef enum gs_level { GS_LEVEL_WARN = 0, GS_LEVEL_INFO, GS_LEVEL_TRACE } gs_level;
+
+typedef struct gs_options {
+  gs_mode mode;
+  int passthrough;        /* 1 after bad configuration: everything native */
+  char policy_path[512];
+  char log_path[512];     /* raw, with %p %h %r placeholders */
+  gs_level debug_level;
+  char debug_file[512];
+  int dlsym_hook;         /* GEMMSHIM_DLSYM: wrap dlsym for pattern 3 */
+  uint64_t ffma_max_bytes;
+  uint64_t ffma_min_flops;
+  int fp8_format;
+  int fp8_history;
+  int fp8_margin;
+  int fp8_max_sites;
+} gs_options;
+
+extern gs_options gs_opt;
+extern policy_table gs_policy;
+
+void options_init(void);          /* reads the environment; never fails */
+void options_print(void);         /* INFO: every effective option */
+/* Parse helpers shared by every option (and by tests). Each returns 0 on
+ * success, -1 with a message in err naming var, what was expected and the
+ * value used instead. */
+int options_parse_u64(const char *var, const char *s, uint64_t lo, uint64_t hi,
+                      uint64_t *out, char *err, size_t errlen);
+int options_parse_size(const char *var, const char *s, uint64_t *out,
+                       char *err, size_t errlen);
+
+/* ------------------------------------------------------------------------ */
+/* "debug.c" */
+void debug_init(void);
+void gs_debug(gs_level level, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+#define GS_WARN(...) gs_debug(GS_LEVEL_WARN, __VA_ARGS__)
+#define GS_INFO(...) do { if (gs_opt.debug_level >= GS_LEVEL_INFO) gs_debug(GS_LEVEL_INFO, __VA_ARGS__); } while (0)
+#define GS_TRACE(...) do { if (gs_opt.debug_level >= GS_LEVEL_TRACE) gs_debug(GS_LEVEL_TRACE, __VA_ARGS__); } while (0)
+
+/* ------------------------------------------------------------------------ */
+/* "log.c" */
+void log_init(void);                  /* opens GEMMSHIM_LOG lazily later */
+void log_record(const gs_call *c);    /* buffer one JSON line; never blocks on I/O */
+void log_flush(void);                 /* one write of what is buffered */
+void log_shutdown(void);              /* flush, summary to debug output */
+/* Format c as one JSON object plus '\n' into buf; returns the length, or
+ * 0 if it did not fit. Exposed for the unit tests. */
+size_t log_format(const gs_call *c, char *buf, size_t len);
+/* Expand %p %h %r %% in a log path. Returns 0, or -1 if it did not fit. */
+int log_expand_path(const char *pattern, char *out, size_t len);
+
+/* ------------------------------------------------------------------------ */
+/* "site.c" */
+uint64_t site_id(const void *caller, const gs_gemm *g);
+
+#endif

@@ -1,0 +1,201 @@
+/* sys.h: every call the shim makes that can fail goes through one table,
+ * generated from the lists below, so the enum, the names and the pointer
+ * types cannot drift apart. Tests arm a fault on any entry ("make the Nth
+ * call of write fail") through gs_fault_arm() or GEMMSHIM_FAULT; the shim
+ * must then run the GEMM native and say why, never crash.
+ *
+ * libc entries are bound at load. Driver entries come from libcuda.so.1 and
+ * cuBLAS entries from the loaded libcublas/libcublasLt, found by resolve.c
+ * at first use; a NULL entry means "not available" and callers check it.
+ *
+ * X(name, return type, failure value, (params), (args))
+ */
+#ifndef GEMMSHIM_SYS_H
+#define GEMMSHIM_SYS_H
+
+#include <cublasLt.h>
+#include <cublas_api.h>
+#include <cuda.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <time.h>
+
+#define GS_SYS_LIBC(X)                                                         \
+  X(open, int, -1, (const char *path, int flags, mode_t mode), (path, flags, mode)) \
+  X(read, ssize_t, -1, (int fd, void *buf, size_t n), (fd, buf, n))            \
+  X(write, ssize_t, -1, (int fd, const void *buf, size_t n), (fd, buf, n))     \
+  X(close, int, -1, (int fd), (fd))                                            \
+  X(malloc, void *, NULL, (size_t n), (n))                                     \
+  X(calloc, void *, NULL, (size_t n, size_t size), (n, size))                  \
+  X(pthread_create, int, EAGAIN,                                               \
+    (pthread_t *t, const pthread_attr_t *a, void *(*fn)(void *), void *arg),   \
+    (t, a, fn, arg))                                                           \
+  X(gethostname, int, -1, (char *name, size_t len), (name, len))               \
+  X(dlopen, void *, NULL, (const char *file, int mode), (file, mode))          \
+  X(dlsym, void *, NULL, (void *handle, const char *name), (handle, name))
+
+/* The CUDA driver API, by the names libcuda.so.1 exports. */
+#define GS_SYS_DRIVER(X)                                                       \
+  X(cuInit, CUresult, CUDA_ERROR_UNKNOWN, (unsigned int flags), (flags))       \
+  X(cuStreamGetCtx, CUresult, CUDA_ERROR_UNKNOWN, (CUstream s, CUcontext *c), (s, c)) \
+  X(cuCtxGetCurrent, CUresult, CUDA_ERROR_UNKNOWN, (CUcontext *c), (c))        \
+  X(cuCtxPushCurrent_v2, CUresult, CUDA_ERROR_UNKNOWN, (CUcontext c), (c))     \
+  X(cuCtxPopCurrent_v2, CUresult, CUDA_ERROR_UNKNOWN, (CUcontext *c), (c))     \
+  X(cuCtxGetDevice, CUresult, CUDA_ERROR_UNKNOWN, (CUdevice *d), (d))          \
+  X(cuDeviceGetAttribute, CUresult, CUDA_ERROR_UNKNOWN,                        \
+    (int *v, CUdevice_attribute a, CUdevice d), (v, a, d))                     \
+  X(cuStreamIsCapturing, CUresult, CUDA_ERROR_UNKNOWN,                         \
+    (CUstream s, CUstreamCaptureStatus *st), (s, st))                          \
+  X(cuMemAlloc_v2, CUresult, CUDA_ERROR_OUT_OF_MEMORY, (CUdeviceptr *p, size_t n), (p, n)) \
+  X(cuMemFree_v2, CUresult, CUDA_ERROR_UNKNOWN, (CUdeviceptr p), (p))          \
+  X(cuMemAllocAsync, CUresult, CUDA_ERROR_OUT_OF_MEMORY,                       \
+    (CUdeviceptr *p, size_t n, CUstream s), (p, n, s))                         \
+  X(cuMemFreeAsync, CUresult, CUDA_ERROR_UNKNOWN, (CUdeviceptr p, CUstream s), (p, s)) \
+  X(cuMemsetD8Async, CUresult, CUDA_ERROR_UNKNOWN,                             \
+    (CUdeviceptr p, unsigned char v, size_t n, CUstream s), (p, v, n, s))      \
+  X(cuModuleLoadData, CUresult, CUDA_ERROR_UNKNOWN, (CUmodule *m, const void *img), (m, img)) \
+  X(cuModuleGetFunction, CUresult, CUDA_ERROR_UNKNOWN,                         \
+    (CUfunction *f, CUmodule m, const char *name), (f, m, name))               \
+  X(cuLaunchKernel, CUresult, CUDA_ERROR_UNKNOWN,                              \
+    (CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,         \
+     unsigned by, unsigned bz, unsigned shmem, CUstream s, void **params,      \
+     void **extra),                                                            \
+    (f, gx, gy, gz, bx, by, bz, shmem, s, params, extra))
+
+/* cuBLAS functions the shim calls besides the hooked ones, from the same
+ * libcublas object as the real hooked functions. */
+#define GS_SYS_CUBLAS(X)                                                       \
+  X(cublasGetStream_v2, cublasStatus_t, CUBLAS_STATUS_INTERNAL_ERROR,          \
+    (cublasHandle_t h, cudaStream_t *s), (h, s))                               \
+  X(cublasGetPointerMode_v2, cublasStatus_t, CUBLAS_STATUS_INTERNAL_ERROR,     \
+    (cublasHandle_t h, cublasPointerMode_t *m), (h, m))                        \
+  X(cublasGetMathMode, cublasStatus_t, CUBLAS_STATUS_INTERNAL_ERROR,           \
+    (cublasHandle_t h, cublasMath_t *m), (h, m))                               \
+  X(cublasSetMathMode, cublasStatus_t, CUBLAS_STATUS_INTERNAL_ERROR,           \
+    (cublasHandle_t h, cublasMath_t m), (h, m))
+
+/* cuBLASLt functions the shim calls, from the real libcublasLt object. */
+#define GS_SYS_CUBLASLT(X)                                                     \
+  X(cublasLtMatmulDescGetAttribute, cublasStatus_t, CUBLAS_STATUS_INTERNAL_ERROR, \
+    (cublasLtMatmulDesc_t d, cublasLtMatmulDescAttributes_t a, void *buf,      \
+     size_t n, size_t *written), (d, a, buf, n, written))                      \
+  X(cublasLtMatrixLayoutGetAttribute, cublasStatus_t, CUBLAS_STATUS_INTERNAL_ERROR, \
+    (cublasLtMatrixLayout_t l, cublasLtMatrixLayoutAttribute_t a, void *buf,   \
+     size_t n, size_t *written), (l, a, buf, n, written))                      \
+  X(cublasLtMatmulDescCreate, cublasStatus_t, CUBLAS_STATUS_ALLOC_FAILED,      \
+    (cublasLtMatmulDesc_t *d, cublasComputeType_t c, cudaDataType_t s), (d, c, s)) \
+  X(cublasLtMatmulDescDestroy, cublasStatus_t, CUBLAS_STATUS_INTERNAL_ERROR,   \
+    (cublasLtMatmulDesc_t d), (d))                                             \
+  X(cublasLtMatmulDescSetAttribute, cublasStatus_t, CUBLAS_STATUS_INTERNAL_ERROR, \
+    (cublasLtMatmulDesc_t d, cublasLtMatmulDescAttributes_t a, const void *buf, \
+     size_t n), (d, a, buf, n))                                                \
+  X(cublasLtMatrixLayoutCreate, cublasStatus_t, CUBLAS_STATUS_ALLOC_FAILED,    \
+    (cublasLtMatrixLayout_t *l, cudaDataType t, uint64_t r, uint64_t c, int64_t ld), \
+    (l, t, r, c, ld))                                                          \
+  X(cublasLtMatrixLayoutDestroy, cublasStatus_t, CUBLAS_STATUS_INTERNAL_ERROR, \
+    (cublasLtMatrixLayout_t l), (l))                                           \
+  X(cublasLtMatrixLayoutSetAttribute, cublasStatus_t, CUBLAS_STATUS_INTERNAL_ERROR, \
+    (cublasLtMatrixLayout_t l, cublasLtMatrixLayoutAttribute_t a, const void *buf, \
+     size_t n), (l, a, buf, n))
+
+/* The hooked functions themselves: the real cuBLAS definitions. */
+#define GS_SYS_HOOKED(X)                                                       \
+  X(cublasGemmEx, cublasStatus_t, CUBLAS_STATUS_INTERNAL_ERROR,                \
+    (cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m,      \
+     int n, int k, const void *alpha, const void *A, cudaDataType at, int lda, \
+     const void *B, cudaDataType bt, int ldb, const void *beta, void *C,       \
+     cudaDataType ct, int ldc, cublasComputeType_t comp, cublasGemmAlgo_t algo), \
+    (h, ta, tb, m, n, k, alpha, A, at, lda, B, bt, ldb, beta, C, ct, ldc, comp, algo)) \
+  X(cublasGemmEx_64, cublasStatus_t, CUBLAS_STATUS_INTERNAL_ERROR,             \
+    (cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int64_t m,  \
+     int64_t n, int64_t k, const void *alpha, const void *A, cudaDataType at,  \
+     int64_t lda, const void *B, cudaDataType bt, int64_t ldb,                 \
+     const void *beta, void *C, cudaDataType ct, int64_t ldc,                  \
+     cublasComputeType_t comp, cublasGemmAlgo_t algo),                         \
+    (h, ta, tb, m, n, k, alpha, A, at, lda, B, bt, ldb, beta, C, ct, ldc, comp, algo)) \
+  X(cublasGemmStridedBatchedEx, cublasStatus_t, CUBLAS_STATUS_INTERNAL_ERROR,  \
+    (cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m,      \
+     int n, int k, const void *alpha, const void *A, cudaDataType at, int lda, \
+     long long sa, const void *B, cudaDataType bt, int ldb, long long sb,      \
+     const void *beta, void *C, cudaDataType ct, int ldc, long long sc,        \
+     int batch, cublasComputeType_t comp, cublasGemmAlgo_t algo),              \
+    (h, ta, tb, m, n, k, alpha, A, at, lda, sa, B, bt, ldb, sb, beta, C, ct,   \
+     ldc, sc, batch, comp, algo))                                              \
+  X(cublasGemmStridedBatchedEx_64, cublasStatus_t, CUBLAS_STATUS_INTERNAL_ERROR, \
+    (cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int64_t m,  \
+     int64_t n, int64_t k, const void *alpha, const void *A, cudaDataType at,  \
+     int64_t lda, long long sa, const void *B, cudaDataType bt, int64_t ldb,   \
+     long long sb, const void *beta, void *C, cudaDataType ct, int64_t ldc,    \
+     long long sc, int64_t batch, cublasComputeType_t comp, cublasGemmAlgo_t algo), \
+    (h, ta, tb, m, n, k, alpha, A, at, lda, sa, B, bt, ldb, sb, beta, C, ct,   \
+     ldc, sc, batch, comp, algo))                                              \
+  X(cublasGemmBatchedEx, cublasStatus_t, CUBLAS_STATUS_INTERNAL_ERROR,         \
+    (cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m,      \
+     int n, int k, const void *alpha, const void *const A[], cudaDataType at,  \
+     int lda, const void *const B[], cudaDataType bt, int ldb,                 \
+     const void *beta, void *const C[], cudaDataType ct, int ldc, int batch,   \
+     cublasComputeType_t comp, cublasGemmAlgo_t algo),                         \
+    (h, ta, tb, m, n, k, alpha, A, at, lda, B, bt, ldb, beta, C, ct, ldc,      \
+     batch, comp, algo))                                                       \
+  X(cublasGemmBatchedEx_64, cublasStatus_t, CUBLAS_STATUS_INTERNAL_ERROR,      \
+    (cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int64_t m,  \
+     int64_t n, int64_t k, const void *alpha, const void *const A[],           \
+     cudaDataType at, int64_t lda, const void *const B[], cudaDataType bt,     \
+     int64_t ldb, const void *beta, void *const C[], cudaDataType ct,          \
+     int64_t ldc, int64_t batch, cublasComputeType_t comp, cublasGemmAlgo_t algo), \
+    (h, ta, tb, m, n, k, alpha, A, at, lda, B, bt, ldb, beta, C, ct, ldc,      \
+     batch, comp, algo))                                                       \
+  X(cublasLtMatmul, cublasStatus_t, CUBLAS_STATUS_INTERNAL_ERROR,              \
+    (cublasLtHandle_t h, cublasLtMatmulDesc_t desc, const void *alpha,         \
+     const void *A, cublasLtMatrixLayout_t ad, const void *B,                  \
+     cublasLtMatrixLayout_t bd, const void *beta, const void *C,               \
+     cublasLtMatrixLayout_t cd, void *D, cublasLtMatrixLayout_t dd,            \
+     const cublasLtMatmulAlgo_t *algo, void *ws, size_t wss, cudaStream_t s),  \
+    (h, desc, alpha, A, ad, B, bd, beta, C, cd, D, dd, algo, ws, wss, s))
+
+#define GS_SYS_ALL(X) GS_SYS_LIBC(X) GS_SYS_DRIVER(X) GS_SYS_CUBLAS(X) GS_SYS_CUBLASLT(X) GS_SYS_HOOKED(X)
+
+/* One id per entry. */
+typedef enum gs_sys_id {
+#define GS_SYS_ID(name, ret, fail, params, args) GS_SYS_##name,
+  GS_SYS_ALL(GS_SYS_ID)
+#undef GS_SYS_ID
+  GS_SYS_COUNT
+} gs_sys_id;
+
+/* One pointer per entry; NULL until resolved (driver/cuBLAS) or when absent. */
+typedef struct gs_sys_table {
+#define GS_SYS_PTR(name, ret, fail, params, args) ret(*name) params;
+  GS_SYS_ALL(GS_SYS_PTR)
+#undef GS_SYS_PTR
+} gs_sys_table;
+
+extern gs_sys_table gs_sys;
+extern const char *const gs_sys_names[GS_SYS_COUNT];
+extern volatile int gs_fault_armed; /* nonzero while any fault is armed */
+
+/* Arm a fault: the nth call (1 = the next one) of entry `id` fails with the
+ * entry's failure value (errno = EIO for libc entries); with persistent, that
+ * call and every later one. n = 0 disarms the entry. */
+void gs_fault_arm(gs_sys_id id, unsigned n, int persistent);
+void gs_fault_clear(void);
+int gs_fault_hit(gs_sys_id id); /* 1 when this call must fail */
+/* Parse GEMMSHIM_FAULT ("name:N[+],name:N..."); 0 ok, -1 with err set. */
+int gs_fault_parse(const char *spec, char *err, size_t errlen);
+int gs_sys_lookup(const char *name, size_t len); /* id or -1 */
+
+/* Call entry `name` through the table, honouring armed faults. The caller
+ * checks the pointer first for driver/cuBLAS entries (they may be absent). */
+#define GS_CALL(name, ...)                                                     \
+  ((__builtin_expect(gs_fault_armed, 0) && gs_fault_hit(GS_SYS_##name))        \
+       ? gs_sys_fail_##name()                                                  \
+       : gs_sys.name(__VA_ARGS__))
+
+/* The failure value of each entry, for GS_CALL. */
+#define GS_SYS_FAILFN(name, ret, fail, params, args)                          \
+  static inline ret gs_sys_fail_##name(void) { return (ret)(fail); }
+GS_SYS_ALL(GS_SYS_FAILFN)
+#undef GS_SYS_FAILFN
+
+#endif

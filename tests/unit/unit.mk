@@ -1,0 +1,18 @@
+# Unit tests: cmocka programs, one per tests/unit/test_*.c, each linked with
+# the shim's objects minus the hooks (so the test binary does not interpose
+# cuBLAS or dlsym on itself).
+UNIT_SRC  := $(sort $(wildcard tests/unit/test_*.c))
+UNIT_BIN  := $(patsubst tests/unit/%.c,$(BUILD)/tests/unit/%,$(UNIT_SRC))
+SHIM_HOOK_OBJ := $(BUILD)/obj/shim/hooks.o $(patsubst %.S,$(BUILD)/obj/%.o,$(SHIM_ASM))
+SHIM_CORE_OBJ := $(filter-out $(SHIM_HOOK_OBJ),$(SHIM_OBJ))
+
+$(BUILD)/tests/unit/%: tests/unit/%.c $(SHIM_CORE_OBJ) $(wildcard tests/unit/*.h)
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -Ishim -Ipolicy -o $@ $< $(SHIM_CORE_OBJ) $(LDFLAGS_SAN) -lcmocka -ldl -lpthread -lm
+
+TEST_DEPS  += $(UNIT_BIN)
+TEST_STEPS += unit
+
+# Each unit program runs on its own; cmocka prints a summary per program.
+unit: $(UNIT_BIN)
+	@set -e; for t in $(UNIT_BIN); do echo "== $$t"; $(UNIT_ENV) $$t; done
