@@ -16,7 +16,7 @@ SAN_FLAGS := $(SAN_FLAGS_$(SAN))
 
 WARN     := -Wall -Wextra -Wno-unused-parameter -Wshadow -Wstrict-prototypes
 CFLAGS   ?= -O2 -g
-ALL_CFLAGS := $(CFLAGS) $(WARN) -std=gnu11 -fPIC -pthread -I$(CUDA)/include $(SAN_FLAGS)
+ALL_CFLAGS := $(CFLAGS) $(WARN) -std=gnu11 -fPIC -pthread -isystem $(CUDA)/include $(SAN_FLAGS)
 LDFLAGS_SAN := $(SAN_FLAGS)
 
 # --- the shim -------------------------------------------------------------

@@ -128,6 +128,49 @@ size_t log_format(const gs_call *c, char *buf, size_t len);
 int log_expand_path(const char *pattern, char *out, size_t len);
 
 /* ------------------------------------------------------------------------ */
+/* "decode.c": fill g from the arguments. Strides are in elements; batch is 1
+ * for the non-batched calls. Lt descriptors are read through the real
+ * cuBLASLt getters; a getter that fails leaves g->decoded 0 and the fields it
+ * could not read at -1. */
+void decode_gemm(gs_gemm *g, void *handle, int ta, int tb, int64_t m, int64_t n,
+                 int64_t k, const void *alpha, const void *A, int at, int64_t lda,
+                 long long sa, const void *B, int bt, int64_t ldb, long long sb,
+                 const void *beta, void *C, int ct, int64_t ldc, long long sc,
+                 int64_t batch, int comp, int algo);
+void decode_lt(gs_gemm *g, void *handle, void *desc, const void *alpha,
+               const void *A, void *adesc, const void *B, void *bdesc,
+               const void *beta, const void *C, void *cdesc, void *D,
+               void *ddesc, void *stream);
+
+/* ------------------------------------------------------------------------ */
+/* "device.c": the device of a call, from the handle's stream and context,
+ * cached per context. Never synchronises. Returns NULL when found (c->device
+ * and c->sm set), else a static string saying why not (both left -1). */
+const char *device_of_call(gs_call *c);
+void device_handle_created(void *handle);
+void device_handle_destroyed(void *handle);
+
+/* ------------------------------------------------------------------------ */
+/* "decide.c": mode and policy table -> c->decided and c->reason. */
+void call_decide(gs_call *c);
+/* The route that ran is `ran`, and why (appended to the reason). */
+void call_decline(gs_call *c, gs_route ran, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* Site id and routing log, once the call returned. */
+void call_finish(gs_call *c);
+/* Per-call timing and bookkeeping are only paid for when someone reads them. */
+static inline int hooks_timing(void) {
+  return gs_opt.log_path[0] != 0 || gs_opt.debug_level >= GS_LEVEL_INFO;
+}
+static inline int hooks_dlsym_enabled(void) { return gs_opt.dlsym_hook; }
+
+/* ------------------------------------------------------------------------ */
+/* "route.c": run a non-native route. Returns the cublasStatus_t the caller
+ * gets, or GS_DECLINED (reason recorded) when the GEMM must run native. */
+#define GS_DECLINED (-1)
+int route_run(gs_call *c);
+
+/* ------------------------------------------------------------------------ */
 /* "site.c" */
 uint64_t site_id(const void *caller, const gs_gemm *g);
 

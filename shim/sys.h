@@ -13,6 +13,7 @@
 #ifndef GEMMSHIM_SYS_H
 #define GEMMSHIM_SYS_H
 
+#include <errno.h>
 #include <cublasLt.h>
 #include <cublas_api.h>
 #include <cuda.h>
@@ -99,8 +100,13 @@
     (cublasLtMatrixLayout_t l, cublasLtMatrixLayoutAttribute_t a, const void *buf, \
      size_t n), (l, a, buf, n))
 
-/* The hooked functions themselves: the real cuBLAS definitions. */
+/* The hooked functions themselves: the real cuBLAS definitions. Handle
+ * creation and destruction are hooked only to know which handles are dead. */
 #define GS_SYS_HOOKED(X)                                                       \
+  X(cublasCreate_v2, cublasStatus_t, CUBLAS_STATUS_NOT_INITIALIZED,           \
+    (cublasHandle_t *h), (h))                                                  \
+  X(cublasDestroy_v2, cublasStatus_t, CUBLAS_STATUS_INTERNAL_ERROR,           \
+    (cublasHandle_t h), (h))                                                   \
   X(cublasGemmEx, cublasStatus_t, CUBLAS_STATUS_INTERNAL_ERROR,                \
     (cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m,      \
      int n, int k, const void *alpha, const void *A, cudaDataType at, int lda, \

@@ -1,0 +1,169 @@
+/* decode.c: one gs_gemm from whichever entry point the call came through.
+ * GemmEx-family arguments are copied; cublasLtMatmul hides the GEMM in its
+ * descriptors, which are read back through the real cuBLASLt getters (the
+ * same library that will run the call, so its enum values apply). Nothing
+ * here dereferences caller memory: invalid arguments reach cuBLAS as they
+ * came, and cuBLAS gives the caller its own error. */
+#include <string.h>
+
+#include "shim.h"
+#include "sys.h"
+
+static void gemm_defaults(gs_gemm *g) {
+  g->order_a = g->order_b = g->order_c = g->order_d = -1;
+  g->pointer_mode = -1;
+  g->epilogue = -1;
+  g->bias_type = -1;
+  g->scale_type = -1;
+  g->d_type = -1;
+  g->algo = -1;
+  g->ldd = -1;
+}
+
+void decode_gemm(gs_gemm *g, void *handle, int ta, int tb, int64_t m, int64_t n, int64_t k,
+                 const void *alpha, const void *A, int at, int64_t lda, long long sa,
+                 const void *B, int bt, int64_t ldb, long long sb, const void *beta, void *C,
+                 int ct, int64_t ldc, long long sc, int64_t batch, int comp, int algo) {
+  gemm_defaults(g);
+  g->handle = handle;
+  g->transa = ta;
+  g->transb = tb;
+  g->m = m;
+  g->n = n;
+  g->k = k;
+  g->batch = batch;
+  g->a_type = at;
+  g->b_type = bt;
+  g->c_type = g->d_type = ct;
+  g->compute_type = comp;
+  g->lda = lda;
+  g->ldb = ldb;
+  g->ldc = g->ldd = ldc;
+  g->stride_a = sa;
+  g->stride_b = sb;
+  g->stride_c = g->stride_d = sc;
+  g->algo = algo;
+  g->alpha = alpha;
+  g->beta = beta;
+  g->A = A;
+  g->B = B;
+  g->C = C;
+  g->D = C;
+  /* The pointer mode lives in the handle; device.c asks for it together
+   * with the stream, and only for a handle that is alive. */
+  g->decoded = 1;
+}
+
+/* ---- cuBLASLt descriptors ---------------------------------------------- */
+/* Each attribute is read with the exact size the real library expects (a
+ * wrong size is CUBLAS_STATUS_INVALID_VALUE there). */
+static int desc_i32(void *desc, cublasLtMatmulDescAttributes_t a, int *out) {
+  int32_t v = 0;
+  size_t w = 0;
+  if (!gs_sys.cublasLtMatmulDescGetAttribute ||
+      GS_CALL(cublasLtMatmulDescGetAttribute, desc, a, &v, sizeof v, &w) != CUBLAS_STATUS_SUCCESS)
+    return -1;
+  *out = v;
+  return 0;
+}
+
+static int desc_ptr(void *desc, cublasLtMatmulDescAttributes_t a, const void **out) {
+  void *v = NULL;
+  size_t w = 0;
+  if (!gs_sys.cublasLtMatmulDescGetAttribute ||
+      GS_CALL(cublasLtMatmulDescGetAttribute, desc, a, &v, sizeof v, &w) != CUBLAS_STATUS_SUCCESS)
+    return -1;
+  *out = v;
+  return 0;
+}
+
+typedef struct lt_layout {
+  int type, order;
+  int64_t rows, cols, ld, batch, stride;
+} lt_layout;
+
+static int layout_get(void *l, cublasLtMatrixLayoutAttribute_t a, void *buf, size_t n) {
+  size_t w = 0;
+  return gs_sys.cublasLtMatrixLayoutGetAttribute &&
+                 GS_CALL(cublasLtMatrixLayoutGetAttribute, l, a, buf, n, &w) == CUBLAS_STATUS_SUCCESS
+             ? 0
+             : -1;
+}
+
+static int read_layout(void *l, lt_layout *out) {
+  uint32_t type = 0;
+  int32_t order = 0, batch = 0;
+  uint64_t rows = 0, cols = 0;
+  int64_t ld = 0, stride = 0;
+  if (!l) return -1;
+  int bad = layout_get(l, CUBLASLT_MATRIX_LAYOUT_TYPE, &type, sizeof type) |
+            layout_get(l, CUBLASLT_MATRIX_LAYOUT_ORDER, &order, sizeof order) |
+            layout_get(l, CUBLASLT_MATRIX_LAYOUT_ROWS, &rows, sizeof rows) |
+            layout_get(l, CUBLASLT_MATRIX_LAYOUT_COLS, &cols, sizeof cols) |
+            layout_get(l, CUBLASLT_MATRIX_LAYOUT_LD, &ld, sizeof ld) |
+            layout_get(l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &batch, sizeof batch) |
+            layout_get(l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride, sizeof stride);
+  if (bad) return -1;
+  *out = (lt_layout){(int)type, order, (int64_t)rows, (int64_t)cols, ld, batch, stride};
+  return 0;
+}
+
+void decode_lt(gs_gemm *g, void *handle, void *desc, const void *alpha, const void *A,
+               void *adesc, const void *B, void *bdesc, const void *beta, const void *C,
+               void *cdesc, void *D, void *ddesc, void *stream) {
+  gemm_defaults(g);
+  g->handle = handle;
+  g->stream = stream;
+  g->alpha = alpha;
+  g->beta = beta;
+  g->A = A;
+  g->B = B;
+  g->C = C;
+  g->D = D;
+  g->transa = g->transb = -1;
+  g->m = g->n = g->k = g->batch = -1;
+  g->a_type = g->b_type = g->c_type = g->compute_type = -1;
+  g->lda = g->ldb = g->ldc = -1;
+  g->fast_accum = -1;
+
+  int ok = desc != NULL;
+  if (ok) {
+    int8_t fast = 0;
+    size_t w = 0;
+    ok = desc_i32(desc, CUBLASLT_MATMUL_DESC_COMPUTE_TYPE, &g->compute_type) == 0 &&
+         desc_i32(desc, CUBLASLT_MATMUL_DESC_SCALE_TYPE, &g->scale_type) == 0 &&
+         desc_i32(desc, CUBLASLT_MATMUL_DESC_POINTER_MODE, &g->pointer_mode) == 0 &&
+         desc_i32(desc, CUBLASLT_MATMUL_DESC_TRANSA, &g->transa) == 0 &&
+         desc_i32(desc, CUBLASLT_MATMUL_DESC_TRANSB, &g->transb) == 0 &&
+         desc_i32(desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &g->epilogue) == 0 &&
+         desc_ptr(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &g->bias) == 0 &&
+         desc_i32(desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &g->bias_type) == 0 &&
+         desc_ptr(desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &g->a_scale) == 0 &&
+         desc_ptr(desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &g->b_scale) == 0 &&
+         desc_ptr(desc, CUBLASLT_MATMUL_DESC_C_SCALE_POINTER, &g->c_scale) == 0 &&
+         desc_ptr(desc, CUBLASLT_MATMUL_DESC_D_SCALE_POINTER, &g->d_scale) == 0 &&
+         desc_ptr(desc, CUBLASLT_MATMUL_DESC_AMAX_D_POINTER, &g->amax_d) == 0 &&
+         gs_sys.cublasLtMatmulDescGetAttribute &&
+         GS_CALL(cublasLtMatmulDescGetAttribute, desc, CUBLASLT_MATMUL_DESC_FAST_ACCUM, &fast,
+                 sizeof fast, &w) == CUBLAS_STATUS_SUCCESS;
+    if (ok) g->fast_accum = fast;
+  }
+
+  lt_layout la, lb, lc, ld;
+  int have_a = read_layout(adesc, &la) == 0, have_b = read_layout(bdesc, &lb) == 0;
+  int have_c = read_layout(cdesc, &lc) == 0, have_d = read_layout(ddesc, &ld) == 0;
+  if (have_a) {
+    g->a_type = la.type, g->lda = la.ld, g->order_a = la.order, g->stride_a = la.stride;
+    /* k is the inner dimension of op(A) */
+    if (g->transa != -1) g->k = g->transa == CUBLAS_OP_N ? la.cols : la.rows;
+  }
+  if (have_b) g->b_type = lb.type, g->ldb = lb.ld, g->order_b = lb.order, g->stride_b = lb.stride;
+  if (have_c) g->c_type = lc.type, g->ldc = lc.ld, g->order_c = lc.order, g->stride_c = lc.stride;
+  if (have_d) {
+    g->d_type = ld.type, g->ldd = ld.ld, g->order_d = ld.order, g->stride_d = ld.stride;
+    g->m = ld.rows, g->n = ld.cols, g->batch = ld.batch;
+  }
+  /* An unset bias type means "the D type" (cuBLASLt's documented default). */
+  if (g->bias_type == -1 && g->d_type != -1) g->bias_type = g->d_type;
+  g->decoded = ok && have_a && have_b && have_c && have_d;
+}

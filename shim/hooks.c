@@ -1,0 +1,246 @@
+/* hooks.c: what the process sees. The exported cuBLAS entry points, each
+ * the same four steps (decode, decide, route, log) around the real call, and
+ * the explicit-handle half of the dlsym wrapper (dlsym.S has the rest).
+ *
+ * Re-entrancy: libcublas calls cublasLtMatmul through the PLT, so a call the
+ * shim forwards can come back into the shim's cublasLtMatmul. A per-thread
+ * depth counter lets such nested calls straight through: not decided, not
+ * logged as calls of their own. */
+#define _GNU_SOURCE
+#include <stdatomic.h>
+#include <string.h>
+#include <time.h>
+
+#include "resolve.h"
+#include "shim.h"
+#include "sys.h"
+
+#define GS_EXPORT __attribute__((visibility("default")))
+
+static __thread int call_depth __attribute__((tls_model("initial-exec")));
+
+/* The real function of hooked entry `name`, typed. */
+#define REAL(name) ((__typeof__(gs_sys.name))resolve_hooked(GS_SYS_##name))
+
+static uint64_t now_ns(clockid_t clock) {
+  struct timespec ts;
+  clock_gettime(clock, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* Set up a top-level call. Returns 0 when the call must simply be forwarded
+ * (nested inside a call the shim is already making). */
+static int call_begin(gs_call *c, gs_api api, const void *caller) {
+  if (call_depth) return 0;
+  call_depth++;
+  memset(c, 0, sizeof *c);
+  c->g.api = api;
+  c->caller = caller;
+  if (hooks_timing()) {
+    c->t_ns = now_ns(CLOCK_REALTIME);
+    c->dur_ns = now_ns(CLOCK_MONOTONIC);
+  }
+  return 1;
+}
+
+static cublasStatus_t call_end(gs_call *c, cublasStatus_t status) {
+  c->status = status;
+  if (hooks_timing()) c->dur_ns = now_ns(CLOCK_MONOTONIC) - c->dur_ns;
+  call_finish(c);
+  call_depth--;
+  return status;
+}
+
+/* The real function could not be found: say so in the log, answer as
+ * cuBLAS does for an unusable library. */
+static cublasStatus_t no_real(gs_call *c) {
+  call_decline(c, GS_ROUTE_NATIVE, "the real %s was not found in any loaded cuBLAS", gs_api_name(c->g.api));
+  return call_end(c, CUBLAS_STATUS_NOT_INITIALIZED);
+}
+
+/* Run the decided route; GS_DECLINED means "run native" (reason set). */
+#define DISPATCH(c, native_call)                                               \
+  do {                                                                         \
+    call_decide(c);                                                            \
+    int st_ = GS_DECLINED;                                                     \
+    if ((c)->decided != GS_ROUTE_NATIVE) st_ = route_run(c);                   \
+    if (st_ == GS_DECLINED) {                                                  \
+      (c)->route = GS_ROUTE_NATIVE;                                            \
+      st_ = (native_call);                                                     \
+    }                                                                          \
+    return call_end(c, (cublasStatus_t)st_);                                   \
+  } while (0)
+
+GS_EXPORT cublasStatus_t cublasGemmEx(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb,
+                                      int m, int n, int k, const void *alpha, const void *A,
+                                      cudaDataType at, int lda, const void *B, cudaDataType bt,
+                                      int ldb, const void *beta, void *C, cudaDataType ct, int ldc,
+                                      cublasComputeType_t comp, cublasGemmAlgo_t algo) {
+  __typeof__(gs_sys.cublasGemmEx) real = REAL(cublasGemmEx);
+  gs_call c;
+  if (!call_begin(&c, GS_API_GEMM_EX, __builtin_return_address(0)))
+    return real ? real(h, ta, tb, m, n, k, alpha, A, at, lda, B, bt, ldb, beta, C, ct, ldc, comp, algo)
+                : CUBLAS_STATUS_NOT_INITIALIZED;
+  decode_gemm(&c.g, h, ta, tb, m, n, k, alpha, A, at, lda, 0, B, bt, ldb, 0, beta, C, ct, ldc, 0, 1, comp, algo);
+  if (!real) return no_real(&c);
+  DISPATCH(&c, GS_CALL(cublasGemmEx, h, ta, tb, m, n, k, alpha, A, at, lda, B, bt, ldb, beta, C, ct, ldc, comp, algo));
+}
+
+GS_EXPORT cublasStatus_t cublasGemmEx_64(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb,
+                                         int64_t m, int64_t n, int64_t k, const void *alpha,
+                                         const void *A, cudaDataType at, int64_t lda, const void *B,
+                                         cudaDataType bt, int64_t ldb, const void *beta, void *C,
+                                         cudaDataType ct, int64_t ldc, cublasComputeType_t comp,
+                                         cublasGemmAlgo_t algo) {
+  __typeof__(gs_sys.cublasGemmEx_64) real = REAL(cublasGemmEx_64);
+  gs_call c;
+  if (!call_begin(&c, GS_API_GEMM_EX_64, __builtin_return_address(0)))
+    return real ? real(h, ta, tb, m, n, k, alpha, A, at, lda, B, bt, ldb, beta, C, ct, ldc, comp, algo)
+                : CUBLAS_STATUS_NOT_INITIALIZED;
+  decode_gemm(&c.g, h, ta, tb, m, n, k, alpha, A, at, lda, 0, B, bt, ldb, 0, beta, C, ct, ldc, 0, 1, comp, algo);
+  if (!real) return no_real(&c);
+  DISPATCH(&c, GS_CALL(cublasGemmEx_64, h, ta, tb, m, n, k, alpha, A, at, lda, B, bt, ldb, beta, C, ct, ldc, comp, algo));
+}
+
+GS_EXPORT cublasStatus_t cublasGemmStridedBatchedEx(
+    cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
+    const void *alpha, const void *A, cudaDataType at, int lda, long long sa, const void *B,
+    cudaDataType bt, int ldb, long long sb, const void *beta, void *C, cudaDataType ct, int ldc,
+    long long sc, int batch, cublasComputeType_t comp, cublasGemmAlgo_t algo) {
+  __typeof__(gs_sys.cublasGemmStridedBatchedEx) real = REAL(cublasGemmStridedBatchedEx);
+  gs_call c;
+  if (!call_begin(&c, GS_API_GEMM_STRIDED_BATCHED_EX, __builtin_return_address(0)))
+    return real ? real(h, ta, tb, m, n, k, alpha, A, at, lda, sa, B, bt, ldb, sb, beta, C, ct, ldc, sc, batch, comp, algo)
+                : CUBLAS_STATUS_NOT_INITIALIZED;
+  decode_gemm(&c.g, h, ta, tb, m, n, k, alpha, A, at, lda, sa, B, bt, ldb, sb, beta, C, ct, ldc, sc, batch, comp, algo);
+  if (!real) return no_real(&c);
+  DISPATCH(&c, GS_CALL(cublasGemmStridedBatchedEx, h, ta, tb, m, n, k, alpha, A, at, lda, sa, B, bt, ldb, sb, beta, C, ct, ldc, sc, batch, comp, algo));
+}
+
+GS_EXPORT cublasStatus_t cublasGemmStridedBatchedEx_64(
+    cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int64_t m, int64_t n, int64_t k,
+    const void *alpha, const void *A, cudaDataType at, int64_t lda, long long sa, const void *B,
+    cudaDataType bt, int64_t ldb, long long sb, const void *beta, void *C, cudaDataType ct,
+    int64_t ldc, long long sc, int64_t batch, cublasComputeType_t comp, cublasGemmAlgo_t algo) {
+  __typeof__(gs_sys.cublasGemmStridedBatchedEx_64) real = REAL(cublasGemmStridedBatchedEx_64);
+  gs_call c;
+  if (!call_begin(&c, GS_API_GEMM_STRIDED_BATCHED_EX_64, __builtin_return_address(0)))
+    return real ? real(h, ta, tb, m, n, k, alpha, A, at, lda, sa, B, bt, ldb, sb, beta, C, ct, ldc, sc, batch, comp, algo)
+                : CUBLAS_STATUS_NOT_INITIALIZED;
+  decode_gemm(&c.g, h, ta, tb, m, n, k, alpha, A, at, lda, sa, B, bt, ldb, sb, beta, C, ct, ldc, sc, batch, comp, algo);
+  if (!real) return no_real(&c);
+  DISPATCH(&c, GS_CALL(cublasGemmStridedBatchedEx_64, h, ta, tb, m, n, k, alpha, A, at, lda, sa, B, bt, ldb, sb, beta, C, ct, ldc, sc, batch, comp, algo));
+}
+
+GS_EXPORT cublasStatus_t cublasGemmBatchedEx(cublasHandle_t h, cublasOperation_t ta,
+                                             cublasOperation_t tb, int m, int n, int k,
+                                             const void *alpha, const void *const A[],
+                                             cudaDataType at, int lda, const void *const B[],
+                                             cudaDataType bt, int ldb, const void *beta,
+                                             void *const C[], cudaDataType ct, int ldc, int batch,
+                                             cublasComputeType_t comp, cublasGemmAlgo_t algo) {
+  __typeof__(gs_sys.cublasGemmBatchedEx) real = REAL(cublasGemmBatchedEx);
+  gs_call c;
+  if (!call_begin(&c, GS_API_GEMM_BATCHED_EX, __builtin_return_address(0)))
+    return real ? real(h, ta, tb, m, n, k, alpha, A, at, lda, B, bt, ldb, beta, C, ct, ldc, batch, comp, algo)
+                : CUBLAS_STATUS_NOT_INITIALIZED;
+  decode_gemm(&c.g, h, ta, tb, m, n, k, alpha, A, at, lda, 0, B, bt, ldb, 0, beta, (void *)C, ct, ldc, 0, batch, comp, algo);
+  if (!real) return no_real(&c);
+  DISPATCH(&c, GS_CALL(cublasGemmBatchedEx, h, ta, tb, m, n, k, alpha, A, at, lda, B, bt, ldb, beta, C, ct, ldc, batch, comp, algo));
+}
+
+GS_EXPORT cublasStatus_t cublasGemmBatchedEx_64(cublasHandle_t h, cublasOperation_t ta,
+                                                cublasOperation_t tb, int64_t m, int64_t n,
+                                                int64_t k, const void *alpha,
+                                                const void *const A[], cudaDataType at,
+                                                int64_t lda, const void *const B[],
+                                                cudaDataType bt, int64_t ldb, const void *beta,
+                                                void *const C[], cudaDataType ct, int64_t ldc,
+                                                int64_t batch, cublasComputeType_t comp,
+                                                cublasGemmAlgo_t algo) {
+  __typeof__(gs_sys.cublasGemmBatchedEx_64) real = REAL(cublasGemmBatchedEx_64);
+  gs_call c;
+  if (!call_begin(&c, GS_API_GEMM_BATCHED_EX_64, __builtin_return_address(0)))
+    return real ? real(h, ta, tb, m, n, k, alpha, A, at, lda, B, bt, ldb, beta, C, ct, ldc, batch, comp, algo)
+                : CUBLAS_STATUS_NOT_INITIALIZED;
+  decode_gemm(&c.g, h, ta, tb, m, n, k, alpha, A, at, lda, 0, B, bt, ldb, 0, beta, (void *)C, ct, ldc, 0, batch, comp, algo);
+  if (!real) return no_real(&c);
+  DISPATCH(&c, GS_CALL(cublasGemmBatchedEx_64, h, ta, tb, m, n, k, alpha, A, at, lda, B, bt, ldb, beta, C, ct, ldc, batch, comp, algo));
+}
+
+GS_EXPORT cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_t desc,
+                                        const void *alpha, const void *A, cublasLtMatrixLayout_t ad,
+                                        const void *B, cublasLtMatrixLayout_t bd, const void *beta,
+                                        const void *C, cublasLtMatrixLayout_t cd, void *D,
+                                        cublasLtMatrixLayout_t dd, const cublasLtMatmulAlgo_t *algo,
+                                        void *ws, size_t wss, cudaStream_t s) {
+  __typeof__(gs_sys.cublasLtMatmul) real = REAL(cublasLtMatmul);
+  gs_call c;
+  if (!call_begin(&c, GS_API_LT_MATMUL, __builtin_return_address(0)))
+    return real ? real(h, desc, alpha, A, ad, B, bd, beta, C, cd, D, dd, algo, ws, wss, s)
+                : CUBLAS_STATUS_NOT_INITIALIZED;
+  if (!real) return no_real(&c);
+  decode_lt(&c.g, h, desc, alpha, A, ad, B, bd, beta, C, cd, D, dd, s);
+  DISPATCH(&c, GS_CALL(cublasLtMatmul, h, desc, alpha, A, ad, B, bd, beta, C, cd, D, dd, algo, ws, wss, s));
+}
+
+/* Handles: only watched so the decision step never asks a destroyed handle
+ * for its stream. */
+GS_EXPORT cublasStatus_t cublasCreate_v2(cublasHandle_t *h) {
+  __typeof__(gs_sys.cublasCreate_v2) real = REAL(cublasCreate_v2);
+  if (!real) return CUBLAS_STATUS_NOT_INITIALIZED;
+  cublasStatus_t st = GS_CALL(cublasCreate_v2, h);
+  if (st == CUBLAS_STATUS_SUCCESS && h) device_handle_created(*h);
+  return st;
+}
+
+GS_EXPORT cublasStatus_t cublasDestroy_v2(cublasHandle_t h) {
+  __typeof__(gs_sys.cublasDestroy_v2) real = REAL(cublasDestroy_v2);
+  if (!real) return CUBLAS_STATUS_NOT_INITIALIZED;
+  device_handle_destroyed(h);
+  return GS_CALL(cublasDestroy_v2, h);
+}
+
+/* ---- dlsym on an explicit handle (dlsym.S sends those here) ------------- */
+static void *const hook_of[GS_SYS_COUNT] = {
+    [GS_SYS_cublasCreate_v2] = (void *)cublasCreate_v2,
+    [GS_SYS_cublasDestroy_v2] = (void *)cublasDestroy_v2,
+    [GS_SYS_cublasGemmEx] = (void *)cublasGemmEx,
+    [GS_SYS_cublasGemmEx_64] = (void *)cublasGemmEx_64,
+    [GS_SYS_cublasGemmStridedBatchedEx] = (void *)cublasGemmStridedBatchedEx,
+    [GS_SYS_cublasGemmStridedBatchedEx_64] = (void *)cublasGemmStridedBatchedEx_64,
+    [GS_SYS_cublasGemmBatchedEx] = (void *)cublasGemmBatchedEx,
+    [GS_SYS_cublasGemmBatchedEx_64] = (void *)cublasGemmBatchedEx_64,
+    [GS_SYS_cublasLtMatmul] = (void *)cublasLtMatmul,
+};
+
+static int hooked_id(const char *name) {
+  /* Every hooked name starts with "cublas"; most lookups are not. */
+  if (strncmp(name, "cublas", 6) != 0) return -1;
+  for (int i = 0; i < GS_SYS_COUNT; i++)
+    if (hook_of[i] && strcmp(name, gs_sys_names[i]) == 0) return i;
+  return -1;
+}
+
+void *gs_dlsym_handle(void *handle, const char *name) {
+  void *(*real_dlsym)(void *, const char *) = (void *(*)(void *, const char *))gs_resolve_real_dlsym();
+  if (!real_dlsym) return NULL;
+  void *p = real_dlsym(handle, name);
+  if (!p || !name || !hooks_dlsym_enabled()) return p;
+  int id = hooked_id(name);
+  /* Only a lookup that really lands in cuBLAS is swapped: anything else
+   * (another library's function of that name, the shim itself) is left as
+   * the loader answered. */
+  if (id < 0 || resolve_is_self(p) || !resolve_object_is_cublas(p, NULL)) return p;
+  resolve_adopt((gs_sys_id)id, p);
+  return hook_of[id];
+}
+
+/* ---- load and exit -------------------------------------------------------- */
+__attribute__((constructor)) static void shim_load(void) {
+  resolve_init();
+  options_init();
+  log_init();
+}
+
+__attribute__((destructor)) static void shim_unload(void) { log_shutdown(); }

@@ -1,0 +1,248 @@
+/* options.c: the one table of options. Each GEMMSHIM_* variable is parsed
+ * the same way (enums, booleans, numbers, sizes); a bad value gets one line
+ * naming the variable, what was expected and what happens instead, and
+ * turns the shim into a pass-through: every GEMM native, still logged. A
+ * preloaded library must never abort its host program over configuration. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <unistd.h>
+
+#include "shim.h"
+#include "sys.h"
+
+/* Defaults hold before the constructor runs: dlsym can be called earlier. */
+gs_options gs_opt = {
+    .mode = GS_MODE_AUTO,
+    .debug_level = GS_LEVEL_WARN,
+    .dlsym_hook = 1,
+};
+policy_table gs_policy;
+
+typedef enum opt_kind { OPT_ENUM, OPT_BOOL, OPT_U64, OPT_SIZE, OPT_PATH } opt_kind;
+
+typedef struct opt_def {
+  const char *name;
+  opt_kind kind;
+  const char *def;     /* default, as a user would write it */
+  const char *meaning; /* one line, printed at INFO and in --help-like docs */
+  void *field;
+  const char *const *choices; /* OPT_ENUM: NULL-terminated, index = value */
+  uint64_t lo, hi;            /* OPT_U64/OPT_SIZE bounds */
+} opt_def;
+
+static const char *const mode_names[] = {"auto", "native", "ffma", "fp8", NULL};
+static const char *const level_names[] = {"WARN", "INFO", "TRACE", NULL};
+
+/* The options table. Route-specific options live here too, so every
+ * variable the shim reads is listed in one place. */
+static const opt_def options[] = {
+    {"GEMMSHIM_MODE", OPT_ENUM, "auto",
+     "auto: the policy table decides; native: pass everything through (still logged); ffma/fp8: that route wherever it applies",
+     &gs_opt.mode, mode_names, 0, 0},
+    {"GEMMSHIM_POLICY", OPT_PATH, "",
+     "policy file whose rules go before the built-in ones (see README)", gs_opt.policy_path, NULL, 0, 0},
+    {"GEMMSHIM_LOG", OPT_PATH, "",
+     "routing log path, one JSON line per call; %p pid, %h host, %r rank", gs_opt.log_path, NULL, 0, 0},
+    {"GEMMSHIM_DEBUG", OPT_ENUM, "WARN", "debug output level: WARN, INFO or TRACE",
+     &gs_opt.debug_level, level_names, 0, 0},
+    {"GEMMSHIM_DEBUG_FILE", OPT_PATH, "",
+     "debug output file instead of stderr; %h host, %p pid", gs_opt.debug_file, NULL, 0, 0},
+    {"GEMMSHIM_DLSYM", OPT_BOOL, "1",
+     "hand out the shim's wrappers for cuBLAS functions looked up with dlsym on a cuBLAS handle (XLA/TensorFlow)",
+     &gs_opt.dlsym_hook, NULL, 0, 1},
+};
+#define N_OPTIONS (sizeof options / sizeof options[0])
+
+static int opt_set_by_env[N_OPTIONS];
+
+/* ---- shared parsers ------------------------------------------------------ */
+int options_parse_u64(const char *var, const char *s, uint64_t lo, uint64_t hi,
+                      uint64_t *out, char *err, size_t errlen) {
+  char *end;
+  errno = 0;
+  if (!s || !*s || *s == '-' || *s == '+') goto bad;
+  unsigned long long v = strtoull(s, &end, 10);
+  if (errno || *end || v < lo || v > hi) goto bad;
+  *out = v;
+  return 0;
+bad:
+  snprintf(err, errlen, "%s='%s': expected a whole number from %" PRIu64 " to %" PRIu64, var,
+           s ? s : "", lo, hi);
+  return -1;
+}
+
+/* Sizes: bytes, or a number with K, M, G or T (powers of 1024, optional
+ * "iB"/"B"), e.g. 512M, 2GiB. */
+int options_parse_size(const char *var, const char *s, uint64_t *out, char *err, size_t errlen) {
+  char *end;
+  errno = 0;
+  if (!s || !*s || *s == '-' || *s == '+') goto bad;
+  unsigned long long v = strtoull(s, &end, 10);
+  if (errno || end == s) goto bad;
+  int shift = 0;
+  switch (*end) {
+    case 'k': case 'K': shift = 10; end++; break;
+    case 'm': case 'M': shift = 20; end++; break;
+    case 'g': case 'G': shift = 30; end++; break;
+    case 't': case 'T': shift = 40; end++; break;
+    default: break;
+  }
+  if (shift && (strcmp(end, "iB") == 0 || strcmp(end, "B") == 0)) end += strlen(end);
+  else if (!shift && strcmp(end, "B") == 0) end++;
+  if (*end || (shift && v > (UINT64_MAX >> shift))) goto bad;
+  *out = (uint64_t)v << shift;
+  return 0;
+bad:
+  snprintf(err, errlen, "%s='%s': expected a size in bytes, optionally with K, M, G or T (e.g. 512M)",
+           var, s ? s : "");
+  return -1;
+}
+
+static int parse_enum(const opt_def *o, const char *s, char *err, size_t errlen) {
+  for (int i = 0; o->choices[i]; i++) {
+    if (strcasecmp(s, o->choices[i]) == 0) {
+      *(int *)o->field = i;
+      return 0;
+    }
+  }
+  int n = snprintf(err, errlen, "%s='%s': expected ", o->name, s);
+  for (int i = 0; o->choices[i] && n > 0 && (size_t)n < errlen; i++)
+    n += snprintf(err + n, errlen - (size_t)n, "%s%s", i ? (o->choices[i + 1] ? ", " : " or ") : "",
+                  o->choices[i]);
+  return -1;
+}
+
+static int parse_bool(const opt_def *o, const char *s, char *err, size_t errlen) {
+  static const char *const yes[] = {"1", "true", "yes", "on"}, *const no[] = {"0", "false", "no", "off"};
+  for (int i = 0; i < 4; i++) {
+    if (strcasecmp(s, yes[i]) == 0) { *(int *)o->field = 1; return 0; }
+    if (strcasecmp(s, no[i]) == 0) { *(int *)o->field = 0; return 0; }
+  }
+  snprintf(err, errlen, "%s='%s': expected 1/0, true/false, yes/no or on/off", o->name, s);
+  return -1;
+}
+
+static int parse_one(const opt_def *o, const char *s, char *err, size_t errlen) {
+  uint64_t v;
+  switch (o->kind) {
+    case OPT_ENUM: return parse_enum(o, s, err, errlen);
+    case OPT_BOOL: return parse_bool(o, s, err, errlen);
+    case OPT_U64:
+      if (options_parse_u64(o->name, s, o->lo, o->hi, &v, err, errlen)) return -1;
+      *(uint64_t *)o->field = v;
+      return 0;
+    case OPT_SIZE:
+      if (options_parse_size(o->name, s, &v, err, errlen)) return -1;
+      if (v < o->lo || v > o->hi) {
+        snprintf(err, errlen, "%s='%s': expected a size from %" PRIu64 " to %" PRIu64 " bytes", o->name, s, o->lo, o->hi);
+        return -1;
+      }
+      *(uint64_t *)o->field = v;
+      return 0;
+    case OPT_PATH:
+      if (strlen(s) >= sizeof gs_opt.log_path) {
+        snprintf(err, errlen, "%s: path of %zu bytes; expected at most %zu", o->name, strlen(s),
+                 sizeof gs_opt.log_path - 1);
+        return -1;
+      }
+      strcpy((char *)o->field, s);
+      return 0;
+  }
+  return -1;
+}
+
+static void go_passthrough(const char *why) {
+  gs_opt.passthrough = 1;
+  GS_WARN("%s; running pass-through (every GEMM native, still logged)", why);
+}
+
+/* ---- the policy file ------------------------------------------------------- */
+#define POLICY_MAX_BYTES (1u << 20)
+
+static void load_policy(void) {
+  char err[1024];
+  policy_builtin(&gs_policy);
+  if (!gs_opt.policy_path[0]) return;
+  const char *path = gs_opt.policy_path;
+  int fd = GS_CALL(open, path, O_RDONLY | O_CLOEXEC, 0);
+  if (fd < 0) {
+    snprintf(err, sizeof err, "GEMMSHIM_POLICY='%s': cannot open (%s); expected a readable policy file", path,
+             strerror(errno));
+    go_passthrough(err);
+    return;
+  }
+  char *text = GS_CALL(malloc, POLICY_MAX_BYTES + 1);
+  size_t len = 0;
+  ssize_t r = 0;
+  while (text && len <= POLICY_MAX_BYTES &&
+         (r = GS_CALL(read, fd, text + len, POLICY_MAX_BYTES + 1 - len)) > 0)
+    len += (size_t)r;
+  int read_errno = errno;
+  GS_CALL(close, fd);
+  if (!text || r < 0) {
+    snprintf(err, sizeof err, "GEMMSHIM_POLICY='%s': cannot read (%s)", path,
+             text ? strerror(read_errno) : "out of memory");
+    go_passthrough(err);
+  } else if (len > POLICY_MAX_BYTES) {
+    snprintf(err, sizeof err, "GEMMSHIM_POLICY='%s': larger than %u bytes; expected a policy file", path,
+             POLICY_MAX_BYTES);
+    go_passthrough(err);
+  } else if (policy_parse(&gs_policy, text, len, path, err, sizeof err) != 0) {
+    go_passthrough(err);
+  }
+  free(text);
+}
+
+/* ---- load ----------------------------------------------------------------- */
+void options_init(void) {
+  char err[1024];
+  for (size_t i = 0; i < N_OPTIONS; i++) {
+    const char *env = getenv(options[i].name);
+    if (parse_one(&options[i], options[i].def, err, sizeof err) != 0) continue; /* defaults are valid */
+    if (!env) continue;
+    opt_set_by_env[i] = 1;
+    if (parse_one(&options[i], env, err, sizeof err) != 0) {
+      parse_one(&options[i], options[i].def, err, sizeof err);
+      go_passthrough(err);
+    }
+  }
+  debug_init();
+  const char *fault = getenv("GEMMSHIM_FAULT");
+  if (fault && *fault && gs_fault_parse(fault, err, sizeof err) != 0) go_passthrough(err);
+  load_policy();
+  options_print();
+}
+
+static void format_value(const opt_def *o, char *buf, size_t len) {
+  switch (o->kind) {
+    case OPT_ENUM: snprintf(buf, len, "%s", o->choices[*(int *)o->field]); break;
+    case OPT_BOOL: snprintf(buf, len, "%d", *(int *)o->field); break;
+    case OPT_U64:
+    case OPT_SIZE: snprintf(buf, len, "%" PRIu64, *(uint64_t *)o->field); break;
+    case OPT_PATH: snprintf(buf, len, "%s", *(char *)o->field ? (char *)o->field : "(none)"); break;
+  }
+}
+
+void options_print(void) {
+  if (gs_opt.debug_level < GS_LEVEL_INFO) return;
+  char v[600];
+  for (size_t i = 0; i < N_OPTIONS; i++) {
+    format_value(&options[i], v, sizeof v);
+    if (opt_set_by_env[i])
+      GS_INFO("%s set by environment to %s", options[i].name, v);
+    else
+      GS_INFO("%s=%s (default): %s", options[i].name, v, options[i].meaning);
+  }
+  char rule[256];
+  for (int i = 0; i < gs_policy.n; i++) {
+    policy_rule_describe(&gs_policy, i, rule, sizeof rule);
+    GS_INFO("policy rule %d: %s", i + 1, rule);
+  }
+  if (gs_opt.passthrough) GS_INFO("pass-through: bad configuration above, every GEMM runs native");
+}

@@ -1,0 +1,16 @@
+/* route.c: hands a call decided for a non-native route to that route's
+ * file. A route that cannot run the call declines (reason recorded) and the
+ * hook runs it native: never a wrong answer, never a lost call. */
+#include "shim.h"
+
+int route_run(gs_call *c) {
+  switch (c->decided) {
+    case GS_ROUTE_FFMA:
+    case GS_ROUTE_FP8:
+      call_decline(c, GS_ROUTE_NATIVE, "the %s route is not available in this build; ran native",
+                   gs_route_name(c->decided));
+      return GS_DECLINED;
+    default:
+      return GS_DECLINED;
+  }
+}

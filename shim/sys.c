@@ -1,0 +1,112 @@
+/* sys.c: the table of fallible calls (see sys.h) and its fault injection.
+ * libc entries are bound statically; dlsym is the real one (resolve.c fills
+ * it, since the shim's own exported dlsym would otherwise answer). */
+#define _GNU_SOURCE
+#include "sys.h"
+
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <unistd.h>
+
+static int sys_open(const char *path, int flags, mode_t mode) { return open(path, flags, mode); }
+
+gs_sys_table gs_sys = {
+    .open = sys_open,
+    .read = read,
+    .write = write,
+    .close = close,
+    .malloc = malloc,
+    .calloc = calloc,
+    .pthread_create = pthread_create,
+    .gethostname = gethostname,
+    .dlopen = dlopen,
+    /* .dlsym: set by resolve_init() to libc's dlsym, never to our own. */
+};
+
+const char *const gs_sys_names[GS_SYS_COUNT] = {
+#define GS_SYS_NAME(name, ret, fail, params, args) #name,
+    GS_SYS_ALL(GS_SYS_NAME)
+#undef GS_SYS_NAME
+};
+
+/* Fault state: per entry, the countdown to the failing call and whether it
+ * stays failed. Touched only by tests, so plain atomics are enough. */
+volatile int gs_fault_armed;
+static _Atomic unsigned fault_countdown[GS_SYS_COUNT];
+static _Atomic int fault_persistent[GS_SYS_COUNT];
+
+void gs_fault_arm(gs_sys_id id, unsigned n, int persistent) {
+  if ((unsigned)id >= GS_SYS_COUNT) return;
+  atomic_store(&fault_persistent[id], persistent);
+  atomic_store(&fault_countdown[id], n);
+  if (n) gs_fault_armed = 1;
+}
+
+void gs_fault_clear(void) {
+  for (int i = 0; i < GS_SYS_COUNT; i++) {
+    atomic_store(&fault_countdown[i], 0);
+    atomic_store(&fault_persistent[i], 0);
+  }
+  gs_fault_armed = 0;
+}
+
+int gs_fault_hit(gs_sys_id id) {
+  unsigned c = atomic_load(&fault_countdown[id]);
+  while (c > 0) {
+    if (c == 1) {
+      if (atomic_load(&fault_persistent[id])) break;
+      if (atomic_compare_exchange_weak(&fault_countdown[id], &c, 0)) break;
+    } else if (atomic_compare_exchange_weak(&fault_countdown[id], &c, c - 1)) {
+      return 0;
+    }
+  }
+  if (c != 1) return 0;
+  errno = EIO;
+  return 1;
+}
+
+int gs_sys_lookup(const char *name, size_t len) {
+  for (int i = 0; i < GS_SYS_COUNT; i++)
+    if (strlen(gs_sys_names[i]) == len && strncmp(gs_sys_names[i], name, len) == 0) return i;
+  return -1;
+}
+
+/* "write:3" fails the third write; "write:3+" the third and every later one. */
+int gs_fault_parse(const char *spec, char *err, size_t errlen) {
+  const char *p = spec;
+  while (*p) {
+    const char *colon = strchr(p, ':');
+    const char *end = strchr(p, ',');
+    if (!end) end = p + strlen(p);
+    if (!colon || colon > end) {
+      snprintf(err, errlen, "GEMMSHIM_FAULT: '%.*s' has no ':N'; expected name:N[+],...",
+               (int)(end - p), p);
+      return -1;
+    }
+    int id = gs_sys_lookup(p, (size_t)(colon - p));
+    if (id < 0) {
+      snprintf(err, errlen, "GEMMSHIM_FAULT: unknown call '%.*s'; expected a name from the shim's call table (e.g. write, cuMemAllocAsync)",
+               (int)(colon - p), p);
+      return -1;
+    }
+    char *num_end;
+    errno = 0;
+    unsigned long n = strtoul(colon + 1, &num_end, 10);
+    int persistent = 0;
+    if (num_end < end && *num_end == '+') { persistent = 1; num_end++; }
+    if (errno || num_end != end || num_end == colon + 1 || n == 0 || n > 1000000000UL) {
+      snprintf(err, errlen, "GEMMSHIM_FAULT: bad count in '%.*s'; expected a number from 1, optionally followed by '+'",
+               (int)(end - p), p);
+      return -1;
+    }
+    gs_fault_arm((gs_sys_id)id, (unsigned)n, persistent);
+    p = *end ? end + 1 : end;
+  }
+  return 0;
+}
