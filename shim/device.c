@@ -118,6 +118,7 @@ static const char *query_ctx(CUcontext ctx, int *device, int *sm) {
 
 const char *device_of_call(gs_call *c) {
   c->device = c->sm = -1;
+  c->ctx = NULL;
   gs_gemm *g = &c->g;
   if (g->api != GS_API_LT_MATMUL) {
     /* The GemmEx family runs on the handle's stream. */
@@ -138,6 +139,7 @@ const char *device_of_call(gs_call *c) {
   CUcontext ctx = NULL;
   if (GS_CALL(cuStreamGetCtx, (CUstream)g->stream, &ctx) != CUDA_SUCCESS || !ctx)
     return "cuStreamGetCtx failed (no current context?)";
+  c->ctx = ctx;
   if (ctx_lookup((uintptr_t)ctx, &c->device, &c->sm)) return NULL;
   int device, sm;
   why = query_ctx(ctx, &device, &sm);

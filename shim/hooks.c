@@ -181,6 +181,8 @@ GS_EXPORT cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_t
                 : CUBLAS_STATUS_NOT_INITIALIZED;
   if (!real) return no_real(&c);
   decode_lt(&c.g, h, desc, alpha, A, ad, B, bd, beta, C, cd, D, dd, s);
+  c.g.workspace = ws;
+  c.g.workspace_size = wss;
   DISPATCH(&c, GS_CALL(cublasLtMatmul, h, desc, alpha, A, ad, B, bd, beta, C, cd, D, dd, algo, ws, wss, s));
 }
 

@@ -53,6 +53,12 @@ static const opt_def options[] = {
      &gs_opt.debug_level, level_names, 0, 0},
     {"GEMMSHIM_DEBUG_FILE", OPT_PATH, "",
      "debug output file instead of stderr; %h host, %p pid", gs_opt.debug_file, NULL, 0, 0},
+    {"GEMMSHIM_FFMA_MAX_BYTES", OPT_SIZE, "1G",
+     "most transient device memory one ffma call may take; a call needing more runs native",
+     &gs_opt.ffma_max_bytes, NULL, 0, UINT64_MAX},
+    {"GEMMSHIM_FFMA_MIN_FLOPS", OPT_U64, "268435456",
+     "GEMMs of fewer flops (2*m*n*k*batch) stay native on the ffma route: the casts would cost more than they save",
+     &gs_opt.ffma_min_flops, NULL, 0, UINT64_MAX},
     {"GEMMSHIM_DLSYM", OPT_BOOL, "1",
      "hand out the shim's wrappers for cuBLAS functions looked up with dlsym on a cuBLAS handle (XLA/TensorFlow)",
      &gs_opt.dlsym_hook, NULL, 0, 1},
@@ -157,9 +163,18 @@ static int parse_one(const opt_def *o, const char *s, char *err, size_t errlen) 
   return -1;
 }
 
+/* Problems found before the debug output is open are held back, so they
+ * reach GEMMSHIM_DEBUG_FILE like every later message. */
+#define MAX_HELD 8
+static char held[MAX_HELD][1024];
+static int n_held, debug_open;
+
 static void go_passthrough(const char *why) {
   gs_opt.passthrough = 1;
-  GS_WARN("%s; running pass-through (every GEMM native, still logged)", why);
+  if (debug_open)
+    GS_WARN("%s; running pass-through (every GEMM native, still logged)", why);
+  else if (n_held < MAX_HELD)
+    snprintf(held[n_held++], sizeof held[0], "%s", why);
 }
 
 /* ---- the policy file ------------------------------------------------------- */
@@ -202,6 +217,10 @@ static void load_policy(void) {
 /* ---- load ----------------------------------------------------------------- */
 void options_init(void) {
   char err[1024];
+  /* Safe to call again (tests do): every field is set from scratch. */
+  gs_opt.passthrough = 0;
+  debug_open = 0;
+  memset(opt_set_by_env, 0, sizeof opt_set_by_env);
   for (size_t i = 0; i < N_OPTIONS; i++) {
     const char *env = getenv(options[i].name);
     if (parse_one(&options[i], options[i].def, err, sizeof err) != 0) continue; /* defaults are valid */
@@ -213,6 +232,10 @@ void options_init(void) {
     }
   }
   debug_init();
+  debug_open = 1;
+  for (int i = 0; i < n_held; i++)
+    GS_WARN("%s; running pass-through (every GEMM native, still logged)", held[i]);
+  n_held = 0;
   const char *fault = getenv("GEMMSHIM_FAULT");
   if (fault && *fault && gs_fault_parse(fault, err, sizeof err) != 0) go_passthrough(err);
   load_policy();

@@ -47,6 +47,8 @@ typedef struct gs_gemm {
   void *D;           /* == C for the cublasGemm*Ex family */
   void *handle;      /* cublasHandle_t or cublasLtHandle_t */
   void *stream;      /* CUstream; from the handle for the GemmEx family */
+  void *workspace;   /* Lt only: the caller's workspace */
+  size_t workspace_size;
   int decoded;       /* 1 when every field above could be read */
 } gs_gemm;
 
@@ -61,6 +63,7 @@ typedef struct gs_call {
   uint64_t dur_ns;     /* host time spent in the call */
   int tid;
   int device;          /* CUdevice ordinal, -1 unknown */
+  void *ctx;           /* CUcontext of the call's stream, NULL unknown */
   int sm;              /* major*10+minor, -1 unknown */
   uint64_t site;
   uint32_t site_flags; /* GS_SITE_NEW, ... (fp8 sites) */
@@ -85,8 +88,8 @@ typedef struct gs_options {
   gs_level debug_level;
   char debug_file[512];
   int dlsym_hook;         /* GEMMSHIM_DLSYM: wrap dlsym for pattern 3 */
-  uint64_t ffma_max_bytes;
-  uint64_t ffma_min_flops;
+  uint64_t ffma_max_bytes;  /* transient memory one ffma call may take */
+  uint64_t ffma_min_flops;  /* smaller GEMMs stay native */
   int fp8_format;
   int fp8_history;
   int fp8_margin;
@@ -169,6 +172,9 @@ static inline int hooks_dlsym_enabled(void) { return gs_opt.dlsym_hook; }
  * gets, or GS_DECLINED (reason recorded) when the GEMM must run native. */
 #define GS_DECLINED (-1)
 int route_run(gs_call *c);
+
+/* "route_ffma.c": bf16/fp16 GEMMs as fp32 GEMMs through the cast kernels. */
+int route_ffma(gs_call *c);
 
 /* ------------------------------------------------------------------------ */
 /* "site.c" */

@@ -8,7 +8,11 @@ SHIM_CORE_OBJ := $(filter-out $(SHIM_HOOK_OBJ),$(SHIM_OBJ))
 
 $(BUILD)/tests/unit/%: tests/unit/%.c $(SHIM_CORE_OBJ) $(wildcard tests/unit/*.h)
 	@mkdir -p $(dir $@)
-	$(CC) $(ALL_CFLAGS) -Ishim -Ipolicy -o $@ $< $(SHIM_CORE_OBJ) $(LDFLAGS_SAN) -lcmocka -ldl -lpthread -lm
+	$(CC) $(ALL_CFLAGS) -Ishim -Ipolicy -o $@ $< $(SHIM_CORE_OBJ) $(LDFLAGS_SAN) $(UNIT_LIBS_$*) -lcmocka -ldl -lpthread -lm
+
+# Descriptor decoding is checked against the toolkit's real cuBLASLt, whose
+# descriptors work without a GPU.
+UNIT_LIBS_test_decode := -L$(CUDA)/lib64 -Wl,-rpath,$(CUDA)/lib64 -lcublasLt
 
 TEST_DEPS  += $(UNIT_BIN)
 TEST_STEPS += unit

@@ -1,0 +1,52 @@
+/* kernels.h: the shim's own device code, seen from the host. The kernels
+ * are CUDA C in kernels/ (.cu files), compiled to sm_61 PTX (the oldest target the
+ * shim serves; the driver JIT-compiles it for any later GPU), embedded in
+ * libgemmshim.so, loaded once per context with cuModuleLoadData and
+ * launched with cuLaunchKernel: no cudart.
+ *
+ * Every launcher is stream-ordered on `stream`, never synchronises, returns
+ * the driver's CUresult (CUDA_SUCCESS when nothing needed launching, e.g. a
+ * zero-sized matrix), and must be called with `ctx` the stream's context.
+ *
+ * Matrices are column-major: element (r, c) of batch member b lives at
+ * base + b*stride + c*ld + r. rows/cols/ld/stride are in elements.
+ * Types are cudaDataType_t values: CUDA_R_16BF, CUDA_R_16F (and CUDA_R_32F
+ * where a launcher says so). */
+#ifndef GEMMSHIM_KERNELS_H
+#define GEMMSHIM_KERNELS_H
+
+#include <cuda.h>
+#include <stdint.h>
+
+/* Load the module for ctx if needed. NULL on success, else why not (static
+ * string). Thread-safe; cached per context. */
+const char *kernels_ready(CUcontext ctx);
+
+/* bf16/fp16 -> fp32, widening exactly. */
+CUresult kernel_widen(CUcontext ctx, CUstream stream, int src_type, const void *src, int64_t ld_src,
+                      int64_t stride_src, float *dst, int64_t ld_dst, int64_t stride_dst,
+                      int64_t rows, int64_t cols, int64_t batch);
+
+/* The same, reading batch member b from the device array src_array[b]
+ * (cublasGemmBatchedEx's pointer arrays, which live in device memory and
+ * are never read on the host). dst is one strided buffer. */
+CUresult kernel_widen_ptrarray(CUcontext ctx, CUstream stream, int src_type,
+                               const void *const *src_array, int64_t ld_src, float *dst,
+                               int64_t ld_dst, int64_t stride_dst, int64_t rows, int64_t cols,
+                               int64_t batch);
+
+/* fp32 -> bf16/fp16, round to nearest even, NaN kept, overflow to inf. */
+CUresult kernel_narrow(CUcontext ctx, CUstream stream, int dst_type, const float *src,
+                       int64_t ld_src, int64_t stride_src, void *dst, int64_t ld_dst,
+                       int64_t stride_dst, int64_t rows, int64_t cols, int64_t batch);
+
+/* The same, writing batch member b to the device array dst_array[b]. */
+CUresult kernel_narrow_ptrarray(CUcontext ctx, CUstream stream, int dst_type, const float *src,
+                                int64_t ld_src, int64_t stride_src, void *const *dst_array,
+                                int64_t ld_dst, int64_t rows, int64_t cols, int64_t batch);
+
+/* A vector of n elements (bias): bf16/fp16/fp32 -> fp32. */
+CUresult kernel_widen_vector(CUcontext ctx, CUstream stream, int src_type, const void *src,
+                             float *dst, int64_t n);
+
+#endif

@@ -1,0 +1,145 @@
+/* memory.c: transient device memory for the routes, stream-ordered.
+ *
+ * The normal path allocates from the device's default memory pool with
+ * cuMemAllocAsync on the caller's stream and frees with cuMemFreeAsync right
+ * after the last kernel that uses it is enqueued: no synchronisation, and
+ * legal inside CUDA graph capture (the graph gets alloc/free nodes).
+ *
+ * Devices or drivers without pools get a per-(context, stream) scratch
+ * buffer from cuMemAlloc, kept for the process and reused: work on one
+ * stream runs in order, so the next call's kernels cannot overtake the last
+ * call's. The slot stays locked from alloc to release so two host threads
+ * sharing a stream cannot interleave their kernels on it. Growing a scratch
+ * buffer frees the old one with cuMemFree, which waits for the device: that
+ * happens only when a larger GEMM than any before arrives. Scratch memory
+ * inside graph capture would be shared by every replay, so that case runs
+ * native. */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "memory.h"
+#include "shim.h"
+#include "sys.h"
+
+/* Pool support per device ordinal: 0 unknown, 1 yes, 2 no. */
+#define MAX_DEVICES 64
+static _Atomic int pools[MAX_DEVICES];
+
+static int device_has_pools(int device) {
+  if (device < 0 || device >= MAX_DEVICES) return 0;
+  int p = atomic_load_explicit(&pools[device], memory_order_relaxed);
+  if (p) return p == 1;
+  int v = 0;
+  if (!gs_sys.cuDeviceGetAttribute || !gs_sys.cuMemAllocAsync || !gs_sys.cuMemFreeAsync ||
+      GS_CALL(cuDeviceGetAttribute, &v, CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED, device) != CUDA_SUCCESS)
+    v = 0;
+  atomic_store_explicit(&pools[device], v ? 1 : 2, memory_order_relaxed);
+  return v != 0;
+}
+
+/* ---- scratch fallback ------------------------------------------------------ */
+#define SCRATCH_SLOTS 32
+typedef struct scratch_slot {
+  pthread_mutex_t lock; /* held from transient_alloc to transient_release */
+  void *ctx, *stream;   /* owner; ctx NULL = free slot */
+  CUdeviceptr ptr;
+  size_t bytes;
+} scratch_slot;
+static scratch_slot scratch[SCRATCH_SLOTS];
+static pthread_mutex_t scratch_table_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_once_t scratch_once = PTHREAD_ONCE_INIT;
+
+static void scratch_init(void) {
+  for (int i = 0; i < SCRATCH_SLOTS; i++) pthread_mutex_init(&scratch[i].lock, NULL);
+}
+
+static scratch_slot *scratch_slot_for(void *ctx, void *stream) {
+  pthread_once(&scratch_once, scratch_init);
+  scratch_slot *found = NULL;
+  pthread_mutex_lock(&scratch_table_lock);
+  for (int i = 0; i < SCRATCH_SLOTS && !found; i++)
+    if (scratch[i].ctx == ctx && scratch[i].stream == stream) found = &scratch[i];
+  for (int i = 0; i < SCRATCH_SLOTS && !found; i++)
+    if (!scratch[i].ctx) {
+      scratch[i].ctx = ctx;
+      scratch[i].stream = stream;
+      found = &scratch[i];
+    }
+  pthread_mutex_unlock(&scratch_table_lock);
+  return found;
+}
+
+static const char *scratch_alloc(gs_call *c, size_t bytes, gs_transient *t) {
+  scratch_slot *s = scratch_slot_for(c->ctx, c->g.stream);
+  if (!s) return "no stream-ordered allocator and every scratch slot is taken by another stream";
+  pthread_mutex_lock(&s->lock);
+  if (s->bytes < bytes) {
+    if (GS_CALL(cuCtxPushCurrent_v2, (CUcontext)c->ctx) != CUDA_SUCCESS) {
+      pthread_mutex_unlock(&s->lock);
+      return "cuCtxPushCurrent failed";
+    }
+    if (s->ptr) GS_CALL(cuMemFree_v2, s->ptr);
+    s->ptr = 0;
+    s->bytes = 0;
+    CUdeviceptr p = 0;
+    CUresult r = GS_CALL(cuMemAlloc_v2, &p, bytes);
+    CUcontext popped;
+    GS_CALL(cuCtxPopCurrent_v2, &popped);
+    if (r != CUDA_SUCCESS) {
+      pthread_mutex_unlock(&s->lock);
+      return "cuMemAlloc of the scratch buffer failed";
+    }
+    s->ptr = p;
+    s->bytes = bytes;
+  }
+  t->ptr = s->ptr;
+  t->bytes = bytes;
+  t->slot = s;
+  return NULL;
+}
+
+/* ---- the interface ---------------------------------------------------------- */
+const char *transient_alloc(gs_call *c, size_t bytes, gs_transient *t) {
+  memset(t, 0, sizeof *t);
+  t->stream = c->g.stream;
+  if (bytes == 0) return NULL;
+  if (!c->ctx) return "the call's context is unknown";
+  CUstreamCaptureStatus capture = CU_STREAM_CAPTURE_STATUS_NONE;
+  if (gs_sys.cuStreamIsCapturing)
+    GS_CALL(cuStreamIsCapturing, (CUstream)c->g.stream, &capture);
+  if (device_has_pools(c->device)) {
+    CUresult r = GS_CALL(cuMemAllocAsync, &t->ptr, bytes, (CUstream)c->g.stream);
+    if (r == CUDA_SUCCESS) {
+      t->bytes = bytes;
+      t->pooled = 1;
+      return NULL;
+    }
+    if (r == CUDA_ERROR_OUT_OF_MEMORY) return "cuMemAllocAsync: out of device memory";
+    return "cuMemAllocAsync failed";
+  }
+  if (capture != CU_STREAM_CAPTURE_STATUS_NONE)
+    return "stream is being captured and the device has no memory pools";
+  return scratch_alloc(c, bytes, t);
+}
+
+void transient_release(gs_transient *t) {
+  if (t->pooled) {
+    if (t->ptr) GS_CALL(cuMemFreeAsync, t->ptr, (CUstream)t->stream);
+  } else if (t->slot) {
+    pthread_mutex_unlock(&((scratch_slot *)t->slot)->lock);
+  }
+  memset(t, 0, sizeof *t);
+}
+
+/* Carve n sub-buffers of the given byte sizes, each 256-byte aligned (what
+ * cuBLAS wants of its operands), out of one allocation. */
+size_t transient_layout(const size_t *sizes, size_t *offsets, int n) {
+  size_t off = 0;
+  for (int i = 0; i < n; i++) {
+    offsets[i] = off;
+    off += (sizes[i] + 255) & ~(size_t)255;
+  }
+  return off;
+}

@@ -1,0 +1,26 @@
+/* memory.h: transient device memory for the routes (memory.c). */
+#ifndef GEMMSHIM_MEMORY_H
+#define GEMMSHIM_MEMORY_H
+
+#include <cuda.h>
+#include <stddef.h>
+
+#include "shim.h"
+
+typedef struct gs_transient {
+  CUdeviceptr ptr;
+  size_t bytes;
+  void *stream;
+  int pooled;  /* 1: cuMemAllocAsync, freed stream-ordered on release */
+  void *slot;  /* scratch fallback: the locked slot, unlocked on release */
+} gs_transient;
+
+/* bytes of device memory usable on c's stream until transient_release.
+ * NULL on success, else why not (nothing to release then). */
+const char *transient_alloc(gs_call *c, size_t bytes, gs_transient *t);
+/* Enqueue the free after everything enqueued so far on the stream. */
+void transient_release(gs_transient *t);
+/* Offsets of n 256-byte-aligned sub-buffers; returns the total size. */
+size_t transient_layout(const size_t *sizes, size_t *offsets, int n);
+
+#endif

@@ -1,0 +1,187 @@
+/* Descriptor decoding against the real cuBLASLt of the toolkit: its
+ * descriptors work without a GPU, so the attribute sizes and enum values the
+ * shim reads are checked against the library users run. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include <cublasLt.h>
+
+#include "shim.h"
+#include "sys.h"
+
+static void use_real_lt(void) {
+  gs_sys.cublasLtMatmulDescGetAttribute = cublasLtMatmulDescGetAttribute;
+  gs_sys.cublasLtMatrixLayoutGetAttribute = cublasLtMatrixLayoutGetAttribute;
+}
+
+static cublasLtMatrixLayout_t layout(cudaDataType t, uint64_t rows, uint64_t cols, int64_t ld,
+                                     int32_t batch, int64_t stride) {
+  cublasLtMatrixLayout_t l = NULL;
+  assert_int_equal(cublasLtMatrixLayoutCreate(&l, t, rows, cols, ld), CUBLAS_STATUS_SUCCESS);
+  assert_int_equal(cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &batch, sizeof batch), 0);
+  assert_int_equal(cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride, sizeof stride), 0);
+  return l;
+}
+
+static void test_lt_full_descriptor(void **state) {
+  use_real_lt();
+  cublasLtMatmulDesc_t d = NULL;
+  assert_int_equal(cublasLtMatmulDescCreate(&d, CUBLAS_COMPUTE_32F, CUDA_R_32F), 0);
+  int32_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
+  uint32_t epi = CUBLASLT_EPILOGUE_GELU_BIAS;
+  const void *bias = (const void *)0x1000;
+  int32_t bias_type = CUDA_R_16BF;
+  int8_t fast = 1;
+  const void *sa = (const void *)0x2000;
+  cublasLtMatmulDescSetAttribute(d, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta);
+  cublasLtMatmulDescSetAttribute(d, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb);
+  cublasLtMatmulDescSetAttribute(d, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi);
+  cublasLtMatmulDescSetAttribute(d, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias);
+  cublasLtMatmulDescSetAttribute(d, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bias_type, sizeof bias_type);
+  cublasLtMatmulDescSetAttribute(d, CUBLASLT_MATMUL_DESC_FAST_ACCUM, &fast, sizeof fast);
+  cublasLtMatmulDescSetAttribute(d, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &sa, sizeof sa);
+  /* A is stored k x m (transposed), B k x n, C/D m x n; m=64 n=32 k=48. */
+  cublasLtMatrixLayout_t la = layout(CUDA_R_16BF, 48, 64, 56, 3, 56 * 64);
+  cublasLtMatrixLayout_t lb = layout(CUDA_R_16BF, 48, 32, 48, 3, 48 * 32);
+  cublasLtMatrixLayout_t lc = layout(CUDA_R_16BF, 64, 32, 64, 3, 64 * 32);
+  cublasLtMatrixLayout_t ld = layout(CUDA_R_16BF, 64, 32, 72, 3, 72 * 32);
+  int32_t row = CUBLASLT_ORDER_ROW;
+  cublasLtMatrixLayoutSetAttribute(lb, CUBLASLT_MATRIX_LAYOUT_ORDER, &row, sizeof row);
+
+  gs_gemm g;
+  memset(&g, 0, sizeof g);
+  decode_lt(&g, (void *)0x10, d, (void *)0x20, (void *)0x30, la, (void *)0x40, lb, (void *)0x50,
+            (void *)0x60, lc, (void *)0x70, ld, (void *)0x80);
+  assert_int_equal(g.decoded, 1);
+  assert_int_equal(g.transa, CUBLAS_OP_T);
+  assert_int_equal(g.transb, CUBLAS_OP_N);
+  assert_int_equal(g.m, 64);
+  assert_int_equal(g.n, 32);
+  assert_int_equal(g.k, 48);
+  assert_int_equal(g.batch, 3);
+  assert_int_equal(g.compute_type, CUBLAS_COMPUTE_32F);
+  assert_int_equal(g.scale_type, CUDA_R_32F);
+  assert_int_equal(g.pointer_mode, CUBLASLT_POINTER_MODE_HOST);
+  assert_int_equal(g.epilogue, CUBLASLT_EPILOGUE_GELU_BIAS);
+  assert_ptr_equal(g.bias, bias);
+  assert_int_equal(g.bias_type, CUDA_R_16BF);
+  assert_int_equal(g.fast_accum, 1);
+  assert_ptr_equal(g.a_scale, sa);
+  assert_null(g.b_scale);
+  assert_int_equal(g.a_type, CUDA_R_16BF);
+  assert_int_equal(g.lda, 56);
+  assert_int_equal(g.ldb, 48);
+  assert_int_equal(g.ldc, 64);
+  assert_int_equal(g.ldd, 72);
+  assert_int_equal(g.order_a, CUBLASLT_ORDER_COL);
+  assert_int_equal(g.order_b, CUBLASLT_ORDER_ROW);
+  assert_int_equal(g.stride_a, 56 * 64);
+  assert_int_equal(g.stride_d, 72 * 32);
+  assert_ptr_equal(g.C, (void *)0x60);
+  assert_ptr_equal(g.D, (void *)0x70);
+  assert_ptr_equal(g.stream, (void *)0x80);
+  assert_int_equal(g.algo, -1);
+  cublasLtMatrixLayoutDestroy(la);
+  cublasLtMatrixLayoutDestroy(lb);
+  cublasLtMatrixLayoutDestroy(lc);
+  cublasLtMatrixLayoutDestroy(ld);
+  cublasLtMatmulDescDestroy(d);
+}
+
+/* Defaults: no bias type set means "the D type"; N/N gives k from A's cols. */
+static void test_lt_defaults(void **state) {
+  use_real_lt();
+  cublasLtMatmulDesc_t d = NULL;
+  cublasLtMatmulDescCreate(&d, CUBLAS_COMPUTE_32F, CUDA_R_32F);
+  cublasLtMatrixLayout_t la = layout(CUDA_R_32F, 8, 5, 8, 1, 0);
+  cublasLtMatrixLayout_t lb = layout(CUDA_R_32F, 5, 7, 5, 1, 0);
+  cublasLtMatrixLayout_t lc = layout(CUDA_R_32F, 8, 7, 8, 1, 0);
+  gs_gemm g;
+  decode_lt(&g, NULL, d, NULL, NULL, la, NULL, lb, NULL, NULL, lc, NULL, lc, NULL);
+  assert_int_equal(g.decoded, 1);
+  assert_int_equal(g.m, 8);
+  assert_int_equal(g.n, 7);
+  assert_int_equal(g.k, 5);
+  assert_int_equal(g.epilogue, CUBLASLT_EPILOGUE_DEFAULT);
+  assert_int_equal(g.bias_type, CUDA_R_32F);
+  assert_null(g.bias);
+  cublasLtMatrixLayoutDestroy(la);
+  cublasLtMatrixLayoutDestroy(lb);
+  cublasLtMatrixLayoutDestroy(lc);
+  cublasLtMatmulDescDestroy(d);
+}
+
+/* NULL descriptors are the caller's error: decoding notes it, never crashes,
+ * and keeps what it could read. */
+static void test_lt_null_descriptors(void **state) {
+  use_real_lt();
+  cublasLtMatrixLayout_t la = layout(CUDA_R_16F, 4, 4, 4, 1, 0);
+  gs_gemm g;
+  decode_lt(&g, NULL, NULL, NULL, NULL, la, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL);
+  assert_int_equal(g.decoded, 0);
+  assert_int_equal(g.a_type, CUDA_R_16F);
+  assert_int_equal(g.m, -1);
+  assert_int_equal(g.transa, -1);
+  cublasLtMatrixLayoutDestroy(la);
+}
+
+/* A getter that fails (fault injected) leaves the call undecoded. */
+static void test_lt_getter_failure(void **state) {
+  use_real_lt();
+  cublasLtMatmulDesc_t d = NULL;
+  cublasLtMatmulDescCreate(&d, CUBLAS_COMPUTE_32F, CUDA_R_32F);
+  cublasLtMatrixLayout_t l = layout(CUDA_R_32F, 4, 4, 4, 1, 0);
+  for (unsigned nth = 1; nth <= 14; nth++) {
+    gs_fault_clear();
+    gs_fault_arm(GS_SYS_cublasLtMatmulDescGetAttribute, nth, 0);
+    gs_gemm g;
+    decode_lt(&g, NULL, d, NULL, NULL, l, NULL, l, NULL, NULL, l, NULL, l, NULL);
+    assert_int_equal(g.decoded, 0);
+  }
+  gs_fault_clear();
+  gs_fault_arm(GS_SYS_cublasLtMatrixLayoutGetAttribute, 3, 0);
+  gs_gemm g;
+  decode_lt(&g, NULL, d, NULL, NULL, l, NULL, l, NULL, NULL, l, NULL, l, NULL);
+  assert_int_equal(g.decoded, 0);
+  gs_fault_clear();
+  decode_lt(&g, NULL, d, NULL, NULL, l, NULL, l, NULL, NULL, l, NULL, l, NULL);
+  assert_int_equal(g.decoded, 1);
+  cublasLtMatrixLayoutDestroy(l);
+  cublasLtMatmulDescDestroy(d);
+}
+
+static void test_gemm_ex_fields(void **state) {
+  gs_gemm g;
+  decode_gemm(&g, (void *)0x1, CUBLAS_OP_T, CUBLAS_OP_N, 10, 20, 30, (void *)2, (void *)3,
+              CUDA_R_16BF, 40, 1200, (void *)4, CUDA_R_16BF, 50, 1500, (void *)5, (void *)6,
+              CUDA_R_32F, 60, 1200, 7, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT_TENSOR_OP);
+  assert_int_equal(g.decoded, 1);
+  assert_int_equal(g.m, 10);
+  assert_int_equal(g.n, 20);
+  assert_int_equal(g.k, 30);
+  assert_int_equal(g.batch, 7);
+  assert_int_equal(g.lda, 40);
+  assert_int_equal(g.ldb, 50);
+  assert_int_equal(g.ldc, 60);
+  assert_int_equal(g.ldd, 60);
+  assert_int_equal(g.c_type, CUDA_R_32F);
+  assert_int_equal(g.d_type, CUDA_R_32F);
+  assert_int_equal(g.stride_b, 1500);
+  assert_int_equal(g.algo, CUBLAS_GEMM_DEFAULT_TENSOR_OP);
+  assert_int_equal(g.epilogue, -1);
+  assert_int_equal(g.order_a, -1);
+  assert_ptr_equal(g.D, (void *)6);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_lt_full_descriptor), cmocka_unit_test(test_lt_defaults),
+      cmocka_unit_test(test_lt_null_descriptors), cmocka_unit_test(test_lt_getter_failure),
+      cmocka_unit_test(test_gemm_ex_fields),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,234 @@
+/* The options table: shared parsers, and options_init over real
+ * environments, asserting the exact one-line message for each bad input. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#include "shim.h"
+#include "sys.h"
+
+static char debug_path[256];
+
+static const char *const all_vars[] = {"GEMMSHIM_MODE", "GEMMSHIM_POLICY", "GEMMSHIM_LOG", "GEMMSHIM_DEBUG",
+                                       "GEMMSHIM_DEBUG_FILE", "GEMMSHIM_DLSYM", "GEMMSHIM_FAULT", NULL};
+
+static int setup(void **state) {
+  for (int i = 0; all_vars[i]; i++) unsetenv(all_vars[i]);
+  snprintf(debug_path, sizeof debug_path, "/tmp/gemmshim-test-options-%d.txt", (int)getpid());
+  setenv("GEMMSHIM_DEBUG_FILE", debug_path, 1);
+  gs_fault_clear();
+  return 0;
+}
+
+static int teardown(void **state) {
+  unlink(debug_path);
+  gs_fault_clear();
+  return 0;
+}
+
+/* Everything the shim printed since options_init, and its line count. */
+static char *debug_output(int *lines) {
+  static char buf[16384];
+  FILE *f = fopen(debug_path, "r");
+  size_t n = f ? fread(buf, 1, sizeof buf - 1, f) : 0;
+  if (f) fclose(f);
+  buf[n] = 0;
+  *lines = 0;
+  for (char *p = buf; *p; p++) *lines += *p == '\n';
+  return buf;
+}
+
+static void expect_one_warning(const char *text) {
+  int lines;
+  char *out = debug_output(&lines);
+  assert_int_equal(lines, 1);
+  assert_non_null(strstr(out, " WARN "));
+  if (!strstr(out, text)) fail_msg("expected '%s' in '%s'", text, out);
+}
+
+static void test_parse_u64(void **state) {
+  char err[256];
+  uint64_t v = 0;
+  assert_int_equal(options_parse_u64("V", "16", 1, 1024, &v, err, sizeof err), 0);
+  assert_int_equal(v, 16);
+  assert_int_equal(options_parse_u64("V", "0", 1, 1024, &v, err, sizeof err), -1);
+  assert_string_equal(err, "V='0': expected a whole number from 1 to 1024");
+  assert_int_equal(options_parse_u64("V", "12abc", 1, 1024, &v, err, sizeof err), -1);
+  assert_int_equal(options_parse_u64("V", "-3", 0, 10, &v, err, sizeof err), -1);
+  assert_string_equal(err, "V='-3': expected a whole number from 0 to 10");
+  assert_int_equal(options_parse_u64("V", "", 0, 10, &v, err, sizeof err), -1);
+  assert_int_equal(options_parse_u64("V", "99999999999999999999999", 0, UINT64_MAX, &v, err, sizeof err), -1);
+}
+
+static void test_parse_size(void **state) {
+  char err[256];
+  uint64_t v = 0;
+  assert_int_equal(options_parse_size("S", "512M", &v, err, sizeof err), 0);
+  assert_int_equal(v, 512ull << 20);
+  assert_int_equal(options_parse_size("S", "2GiB", &v, err, sizeof err), 0);
+  assert_int_equal(v, 2ull << 30);
+  assert_int_equal(options_parse_size("S", "3k", &v, err, sizeof err), 0);
+  assert_int_equal(v, 3072);
+  assert_int_equal(options_parse_size("S", "1T", &v, err, sizeof err), 0);
+  assert_int_equal(v, 1ull << 40);
+  assert_int_equal(options_parse_size("S", "4096", &v, err, sizeof err), 0);
+  assert_int_equal(v, 4096);
+  assert_int_equal(options_parse_size("S", "100B", &v, err, sizeof err), 0);
+  assert_int_equal(v, 100);
+  assert_int_equal(options_parse_size("S", "12X", &v, err, sizeof err), -1);
+  assert_string_equal(err, "S='12X': expected a size in bytes, optionally with K, M, G or T (e.g. 512M)");
+  assert_int_equal(options_parse_size("S", "-1", &v, err, sizeof err), -1);
+  assert_int_equal(options_parse_size("S", "M", &v, err, sizeof err), -1);
+  assert_int_equal(options_parse_size("S", "99999999999T", &v, err, sizeof err), -1);
+}
+
+static void test_defaults(void **state) {
+  options_init();
+  assert_int_equal(gs_opt.mode, GS_MODE_AUTO);
+  assert_int_equal(gs_opt.passthrough, 0);
+  assert_int_equal(gs_opt.debug_level, GS_LEVEL_WARN);
+  assert_int_equal(gs_opt.dlsym_hook, 1);
+  assert_string_equal(gs_opt.log_path, "");
+  assert_int_equal(gs_policy.n, 2); /* the built-in table */
+  int lines;
+  debug_output(&lines);
+  assert_int_equal(lines, 0); /* nothing to say at WARN */
+}
+
+static void test_mode_values(void **state) {
+  setenv("GEMMSHIM_MODE", "FP8", 1); /* case-insensitive, like NCCL's */
+  options_init();
+  assert_int_equal(gs_opt.mode, GS_MODE_FP8);
+  setenv("GEMMSHIM_MODE", "native", 1);
+  options_init();
+  assert_int_equal(gs_opt.mode, GS_MODE_NATIVE);
+  assert_int_equal(gs_opt.passthrough, 0);
+}
+
+static void test_bad_mode(void **state) {
+  setenv("GEMMSHIM_MODE", "fast", 1);
+  options_init();
+  assert_int_equal(gs_opt.passthrough, 1);
+  assert_int_equal(gs_opt.mode, GS_MODE_AUTO);
+  expect_one_warning("GEMMSHIM_MODE='fast': expected auto, native, ffma or fp8; running pass-through (every GEMM native, still logged)\n");
+}
+
+static void test_bad_bool_and_level(void **state) {
+  setenv("GEMMSHIM_DLSYM", "maybe", 1);
+  options_init();
+  assert_int_equal(gs_opt.passthrough, 1);
+  assert_int_equal(gs_opt.dlsym_hook, 1);
+  expect_one_warning("GEMMSHIM_DLSYM='maybe': expected 1/0, true/false, yes/no or on/off; running pass-through");
+  unsetenv("GEMMSHIM_DLSYM");
+  setenv("GEMMSHIM_DEBUG", "LOUD", 1);
+  options_init();
+  assert_int_equal(gs_opt.passthrough, 1);
+  expect_one_warning("GEMMSHIM_DEBUG='LOUD': expected WARN, INFO or TRACE; running pass-through");
+}
+
+static void test_missing_policy(void **state) {
+  setenv("GEMMSHIM_POLICY", "/nonexistent/policy.txt", 1);
+  options_init();
+  assert_int_equal(gs_opt.passthrough, 1);
+  assert_int_equal(gs_policy.n, 2);
+  expect_one_warning("GEMMSHIM_POLICY='/nonexistent/policy.txt': cannot open (No such file or directory); expected a readable policy file; running pass-through");
+}
+
+static void write_file(const char *path, const char *text) {
+  FILE *f = fopen(path, "w");
+  assert_non_null(f);
+  fputs(text, f);
+  fclose(f);
+}
+
+static void test_policy_file(void **state) {
+  char path[256];
+  snprintf(path, sizeof path, "/tmp/gemmshim-test-policy-%d.txt", (int)getpid());
+  write_file(path, "# ours\nfp8 sm=9.0 ab=bf16\n");
+  setenv("GEMMSHIM_POLICY", path, 1);
+  options_init();
+  assert_int_equal(gs_opt.passthrough, 0);
+  assert_int_equal(gs_policy.n, 3);
+  assert_int_equal(gs_policy.rules[0].route, GS_ROUTE_FP8);
+
+  write_file(path, "fp8 sm=9.0\nfast sm=6.1\n");
+  options_init();
+  assert_int_equal(gs_opt.passthrough, 1);
+  assert_int_equal(gs_policy.n, 2);
+  char want[512];
+  snprintf(want, sizeof want, "%s:2: unknown route 'fast'; expected native, ffma or fp8; running pass-through", path);
+  expect_one_warning(want);
+
+  /* A read error is reported, not mistaken for an empty file. */
+  write_file(path, "native\n");
+  gs_fault_arm(GS_SYS_read, 1, 0);
+  options_init();
+  assert_int_equal(gs_opt.passthrough, 1);
+  snprintf(want, sizeof want, "GEMMSHIM_POLICY='%s': cannot read (Input/output error); running pass-through", path);
+  expect_one_warning(want);
+  unlink(path);
+}
+
+static void test_bad_fault_spec(void **state) {
+  setenv("GEMMSHIM_FAULT", "writ:1", 1);
+  options_init();
+  assert_int_equal(gs_opt.passthrough, 1);
+  expect_one_warning("GEMMSHIM_FAULT: unknown call 'writ'; expected a name from the shim's call table (e.g. write, cuMemAllocAsync); running pass-through");
+  setenv("GEMMSHIM_FAULT", "write:0", 1);
+  options_init();
+  expect_one_warning("GEMMSHIM_FAULT: bad count in 'write:0'; expected a number from 1, optionally followed by '+'");
+  setenv("GEMMSHIM_FAULT", "write", 1);
+  options_init();
+  expect_one_warning("GEMMSHIM_FAULT: 'write' has no ':N'; expected name:N[+],...");
+}
+
+static void test_fault_counting(void **state) {
+  char err[256];
+  gs_fault_clear();
+  assert_int_equal(gs_fault_parse("close:2,read:1+", err, sizeof err), 0);
+  assert_int_equal(gs_fault_hit(GS_SYS_close), 0);
+  assert_int_equal(gs_fault_hit(GS_SYS_close), 1);
+  assert_int_equal(gs_fault_hit(GS_SYS_close), 0);
+  for (int i = 0; i < 5; i++) assert_int_equal(gs_fault_hit(GS_SYS_read), 1);
+  assert_int_equal(gs_fault_hit(GS_SYS_write), 0);
+  gs_fault_clear();
+  assert_int_equal(gs_fault_hit(GS_SYS_read), 0);
+}
+
+static void test_info_prints_every_option(void **state) {
+  setenv("GEMMSHIM_DEBUG", "INFO", 1);
+  setenv("GEMMSHIM_LOG", "/tmp/x-%p.jsonl", 1);
+  options_init();
+  int lines;
+  char *out = debug_output(&lines);
+  assert_non_null(strstr(out, "GEMMSHIM_MODE=auto (default): auto: the policy table decides"));
+  assert_non_null(strstr(out, "GEMMSHIM_LOG set by environment to /tmp/x-%p.jsonl"));
+  assert_non_null(strstr(out, "GEMMSHIM_DEBUG set by environment to INFO"));
+  assert_non_null(strstr(out, "GEMMSHIM_DLSYM=1 (default)"));
+  assert_non_null(strstr(out, "policy rule 1: built-in rule 1 (ffma sm=6.0-7.5 ab=bf16 compute=32f)"));
+  assert_non_null(strstr(out, "policy rule 2: built-in rule 2 (native)"));
+  gs_opt.debug_level = GS_LEVEL_WARN;
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_parse_u64),
+      cmocka_unit_test(test_parse_size),
+      cmocka_unit_test_setup_teardown(test_defaults, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_mode_values, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_bad_mode, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_bad_bool_and_level, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_missing_policy, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_policy_file, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_bad_fault_spec, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_fault_counting, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_info_prints_every_option, setup, teardown),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
