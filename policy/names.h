@@ -32,7 +32,8 @@ typedef enum gs_route {
  * and returns the value, or -1 when it is not a known name. */
 
 /* cudaDataType_t: "fp32", "fp16", "bf16", "fp64", "e4m3", "e5m2", "i8", "u8",
- * "i32", "tf32"-less: exactly the real types cuBLAS GEMMs take. */
+ * "i32", and the complex "c16f", "c32f", "c64f", "c8i"; "tf32"-less: exactly
+ * the types cuBLAS GEMMs take. */
 const char *gs_type_name(int cuda_data_type);
 int gs_type_parse(const char *s, size_t len);
 

@@ -11,6 +11,7 @@
  *
  * Keys, each optional (absent = any), each at most once per line:
  *     sm=6.1 | sm=6.0-7.5 | sm=8.9- | sm=-7.5 | sm=any   compute capability
+ *                         (sm=any is the same as no sm key)
  *     ab=bf16[,fp16...]   both A and B have a type in the list
  *     c=fp32[,bf16...]    C (and D) type
  *     compute=32f[,...]   cublasComputeType_t (names as in names.h)
@@ -80,7 +81,8 @@ int policy_match(const policy_table *t, const policy_key *k);
 
 /* One-line description of rule i for logs and reasons, e.g.
  * "built-in rule 1 (ffma sm=6.0-7.5 ab=bf16 compute=32f)" or
- * "/etc/p.txt:3 (fp8 sm=8.9- ab=bf16,fp16)". Returns the length written
+ * "/etc/p.txt:3 (fp8 sm=8.9- ab=fp16,bf16)"; list items come in value
+ * order, whatever order the file gave them. Returns the length written
  * (snprintf semantics). */
 int policy_rule_describe(const policy_table *t, int i, char *buf, size_t len);
 

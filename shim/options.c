@@ -38,6 +38,8 @@ typedef struct opt_def {
 
 static const char *const mode_names[] = {"auto", "native", "ffma", "fp8", NULL};
 static const char *const level_names[] = {"WARN", "INFO", "TRACE", NULL};
+static const char *const fp8_format_names[] = {"e4m3", "e5m2", "hybrid", NULL};
+static const char *const fp8_backend_names[] = {"auto", "own", "cublaslt", NULL};
 
 /* The options table. Route-specific options live here too, so every
  * variable the shim reads is listed in one place. */
@@ -59,6 +61,21 @@ static const opt_def options[] = {
     {"GEMMSHIM_FFMA_MIN_FLOPS", OPT_U64, "268435456",
      "GEMMs of fewer flops (2*m*n*k*batch) stay native on the ffma route: the casts would cost more than they save",
      &gs_opt.ffma_min_flops, NULL, 0, UINT64_MAX},
+    {"GEMMSHIM_FP8_FORMAT", OPT_ENUM, "e4m3",
+     "fp8 format: e4m3, e5m2, or hybrid (E5M2 for operands detected as gradients)", &gs_opt.fp8_format,
+     fp8_format_names, 0, 0},
+    {"GEMMSHIM_FP8_BACKEND", OPT_ENUM, "auto",
+     "fp8 GEMM backend: auto (cuBLASLt fp8 on sm_89+ where it applies, else the shim's kernel), own, cublaslt",
+     &gs_opt.fp8_backend, fp8_backend_names, 0, 0},
+    {"GEMMSHIM_FP8_HISTORY", OPT_U64, "16", "amax history length per call site and operand",
+     &gs_opt.fp8_history, NULL, 1, 4096},
+    {"GEMMSHIM_FP8_MARGIN", OPT_U64, "0", "scale = max(amax history) / fp8 max / 2^margin",
+     &gs_opt.fp8_margin, NULL, 0, 64},
+    {"GEMMSHIM_FP8_MAX_SITES", OPT_U64, "4096",
+     "most fp8 call sites kept; the least recently used is evicted", &gs_opt.fp8_max_sites, NULL, 1, 1048576},
+    {"GEMMSHIM_FP8_MAX_BYTES", OPT_SIZE, "1G",
+     "most transient device memory one fp8 call may take; a call needing more runs native",
+     &gs_opt.fp8_max_bytes, NULL, 0, UINT64_MAX},
     {"GEMMSHIM_DLSYM", OPT_BOOL, "1",
      "hand out the shim's wrappers for cuBLAS functions looked up with dlsym on a cuBLAS handle (XLA/TensorFlow)",
      &gs_opt.dlsym_hook, NULL, 0, 1},

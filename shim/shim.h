@@ -78,6 +78,8 @@ typedef struct gs_call {
 /* ------------------------------------------------------------------------ */
 /* "options.c": one table, read once from the environment at load. */
 typedef enum gs_mode { GS_MODE_AUTO = 0, GS_MODE_NATIVE, GS_MODE_FFMA, GS_MODE_FP8 } gs_mode;
+typedef enum gs_fp8_format { GS_FP8_FORMAT_E4M3 = 0, GS_FP8_FORMAT_E5M2, GS_FP8_FORMAT_HYBRID } gs_fp8_format;
+typedef enum gs_fp8_backend { GS_FP8_BACKEND_AUTO = 0, GS_FP8_BACKEND_OWN, GS_FP8_BACKEND_CUBLASLT } gs_fp8_backend;
 typedef enum gs_level { GS_LEVEL_WARN = 0, GS_LEVEL_INFO, GS_LEVEL_TRACE } gs_level;
 
 typedef struct gs_options {
@@ -90,10 +92,12 @@ typedef struct gs_options {
   int dlsym_hook;         /* GEMMSHIM_DLSYM: wrap dlsym for pattern 3 */
   uint64_t ffma_max_bytes;  /* transient memory one ffma call may take */
   uint64_t ffma_min_flops;  /* smaller GEMMs stay native */
-  int fp8_format;
-  int fp8_history;
-  int fp8_margin;
-  int fp8_max_sites;
+  int fp8_format;            /* GS_FP8_FORMAT_* */
+  int fp8_backend;           /* GS_FP8_BACKEND_* */
+  uint64_t fp8_history;      /* amax history length per site and operand */
+  uint64_t fp8_margin;       /* scale = max(history) / fmt_max / 2^margin */
+  uint64_t fp8_max_sites;    /* site table bound; least recently used evicted */
+  uint64_t fp8_max_bytes;    /* transient memory one fp8 call may take */
 } gs_options;
 
 extern gs_options gs_opt;

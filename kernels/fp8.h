@@ -1,0 +1,86 @@
+/* fp8.h: the fp8 route's device code, seen from the host (fp8_launch.c).
+ *
+ * Delayed scaling, per call site and operand: a gs_fp8_ring in device memory
+ * holds the amax history and a double-buffered scale. Scales are
+ * quantization steps: x8 = x / scale. A call quantizes with
+ * scale[parity]; the quantize kernel measures amax of the raw values on the
+ * way, and the last block to finish folds it into the history and publishes
+ * the next step's scale into scale[parity ^ 1] — no host round trip, no
+ * synchronisation. The GEMM of the same call reads scale[parity], the step
+ * its operand was quantized with. The host flips parity per call.
+ *
+ * Rules the fold follows (TransformerEngine's, with AstrAI's step form):
+ *   next = max(history) / fmt_max / 2^margin, clamped to >= 1e-12;
+ *   an amax of 0, inf or NaN is not entered and the scale is kept.
+ * A site's first call has no history: gs_fp8_amax_init runs one reduction
+ * pass first and publishes scale[parity] from the current amax, so the
+ * first quantization is not a guess.
+ *
+ * Operands are written in the layout both GEMM backends take ("TN", the
+ * only one cuBLASLt fp8 accepts): op(A) as k x m with k contiguous
+ * (ld = k), op(B) as k x n with k contiguous (ld = k), batch members
+ * k*m (k*n) apart. The quantize kernel transposes where the source's
+ * contiguous dimension is not k.
+ */
+#ifndef GEMMSHIM_FP8_H
+#define GEMMSHIM_FP8_H
+
+#include <cuda.h>
+#include <stdint.h>
+
+enum { GS_FP8_E4M3 = 0, GS_FP8_E5M2 = 1 };
+#define GS_FP8_E4M3_MAX 448.0f
+#define GS_FP8_E5M2_MAX 57344.0f
+/* Partial amax is spread over this many slots: one atomic slot serialises
+ * tens of thousands of blocks. */
+#define GS_FP8_AMAX_SLOTS 32
+
+/* Device memory, one per (site, operand), followed by `history` floats.
+ * Created zeroed with scale[0] = scale[1] = 1 (gs_fp8_ring_bytes gives the
+ * size). */
+typedef struct gs_fp8_ring {
+  float scale[2];
+  float amax_slot[GS_FP8_AMAX_SLOTS]; /* non-negative floats, max by int atomics */
+  unsigned int blocks_done;           /* re-armed to 0 by the last block */
+  unsigned int pos;                   /* next history slot */
+  unsigned int history;               /* length of hist[] */
+  unsigned int fmt;                   /* GS_FP8_E4M3 / GS_FP8_E5M2 */
+  float margin_div;                   /* 2^margin */
+  float last_amax;                    /* amax of the latest call (for tests) */
+  float hist[];                       /* `history` entries, 0 = empty */
+} gs_fp8_ring;
+
+static inline uint64_t gs_fp8_ring_bytes(unsigned history) {
+  return (uint64_t)sizeof(gs_fp8_ring) + (uint64_t)history * sizeof(float);
+}
+
+/* Quantize one GEMM operand. src is bf16/fp16/fp32 (type), column-major,
+ * `rows x cols` as stored with leading dimension ld and batch stride
+ * `stride`; `trans` says whether the GEMM uses it transposed. For A
+ * (is_b = 0), op(A) is m x k; for B (is_b = 1), op(B) is k x n. dst gets the
+ * TN layout above. ring/parity as described at the top; fmt is the ring's. */
+CUresult fp8_quantize(CUcontext ctx, CUstream stream, int src_type, const void *src, int64_t rows,
+                      int64_t cols, int64_t ld, int64_t stride, int64_t batch, int trans, int is_b,
+                      uint8_t *dst, gs_fp8_ring *ring, int parity);
+
+/* First call of a site: amax of src, and scale[parity] published from it
+ * (history gets that amax as its first entry). */
+CUresult fp8_amax_init(CUcontext ctx, CUstream stream, int src_type, const void *src, int64_t rows,
+                       int64_t cols, int64_t ld, int64_t stride, int64_t batch, gs_fp8_ring *ring,
+                       int parity);
+
+/* The shim's own fp8 GEMM: D = alpha * scale_a * scale_b * op(A8) op(B8)
+ * + beta * C, then the epilogue (bias of m elements in bias_type, relu,
+ * gelu as cuBLASLt defines them), written in d_type (bf16, fp16, fp32).
+ * A8/B8 in the TN layout above with formats fmt_a/fmt_b; scale_a/scale_b are
+ * device pointers (the rings' scale[parity]); alpha/beta are host or device
+ * floats per pointer_mode (cuBLAS's values). C/D column-major with their ld
+ * and batch strides; C may equal D; C is not read when beta is zero on the
+ * host. fp32 accumulation; any shape, edges predicated. */
+CUresult fp8_gemm(CUcontext ctx, CUstream stream, int64_t m, int64_t n, int64_t k, int64_t batch,
+                  const uint8_t *A8, int fmt_a, const uint8_t *B8, int fmt_b, const float *scale_a,
+                  const float *scale_b, const void *alpha, const void *beta, int pointer_mode,
+                  int c_type, const void *C, int64_t ldc, int64_t stride_c, int d_type, void *D,
+                  int64_t ldd, int64_t stride_d, int epilogue, const void *bias, int bias_type);
+
+#endif
