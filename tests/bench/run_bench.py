@@ -1,0 +1,105 @@
+#!/usr/bin/env python3
+"""Host cost of the shim per intercepted call, over the CPU stand-in.
+
+For each entry point (cublasGemmEx, cublasLtMatmul) and each setting
+(without the shim, shim with the log off, shim with the log on) it measures
+  * instructions per call with valgrind's callgrind: the difference between
+    a run of N2 and a run of N1 calls, divided by N2 - N1, so load-time work
+    cancels out (repeatable to the instruction);
+  * wall time per call: median of several in-process loops;
+  * system calls per call with strace -c (difference of two call counts),
+    when strace is installed.
+The shim's cost is each number minus the no-shim baseline, measured in the
+same run. Usage: run_bench.py [BUILD_DIR]  (default: build)
+"""
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+
+BUILD = sys.argv[1] if len(sys.argv) > 1 else os.environ.get("GEMMSHIM_BUILD", "build")
+CLIENT = os.path.join(BUILD, "tests", "bench", "bench_client")
+STANDIN = os.path.join(BUILD, "standin", "cu12")
+SHIM = os.path.abspath(os.path.join(BUILD, "libgemmshim.so"))
+N1, N2 = 2000, 12000
+WALL_CALLS, WALL_REPEATS = 200000, 7
+
+
+def env_for(setting, tmp):
+    env = dict(os.environ)
+    env["LD_LIBRARY_PATH"] = os.path.abspath(STANDIN)
+    env["STANDIN_CC"] = "8.0"
+    for k in list(env):
+        if k.startswith("GEMMSHIM_"):
+            del env[k]
+    if setting != "no shim":
+        env["LD_PRELOAD"] = SHIM
+    if setting == "shim, log on":
+        env["GEMMSHIM_LOG"] = os.path.join(tmp, "bench-%p.jsonl")
+    return env
+
+
+def run(cmd, env):
+    return subprocess.run(cmd, env=env, check=True, capture_output=True, text=True)
+
+
+def instructions(api, calls, env, tmp):
+    out = os.path.join(tmp, "cg.out")
+    run(["valgrind", "--tool=callgrind", "--callgrind-out-file=" + out, CLIENT, api, str(calls)], env)
+    with open(out) as f:
+        for line in f:
+            if line.startswith("summary:") or line.startswith("totals:"):
+                return int(line.split()[1])
+    raise RuntimeError("no callgrind totals")
+
+
+def syscalls(api, calls, env, tmp):
+    out = os.path.join(tmp, "strace.out")
+    run(["strace", "-f", "-c", "-o", out, CLIENT, api, str(calls)], env)
+    with open(out) as f:
+        m = re.search(r"^-+.*\n\s*100\.00\s+\S+\s+\S+\s+(\d+)", f.read(), re.M)
+    return int(m.group(1)) if m else None
+
+
+def wall_ns(api, env):
+    times = []
+    for _ in range(WALL_REPEATS):
+        r = run([CLIENT, api, str(WALL_CALLS)], env)
+        times.append(float(re.search(r"ns_per_call=([\d.]+)", r.stdout).group(1)))
+    return statistics.median(times)
+
+
+def main():
+    settings = ["no shim", "shim, log off", "shim, log on"]
+    have_strace = shutil.which("strace") is not None
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for api in ("gemm", "lt"):
+            base = {}
+            for s in settings:
+                env = env_for(s, tmp)
+                ins = (instructions(api, N2, env, tmp) - instructions(api, N1, env, tmp)) / (N2 - N1)
+                sc = None
+                if have_strace:
+                    a, b = syscalls(api, N1, env, tmp), syscalls(api, N2, env, tmp)
+                    sc = (b - a) / (N2 - N1) if a is not None and b is not None else None
+                ns = wall_ns(api, env)
+                if s == "no shim":
+                    base = {"ins": ins, "ns": ns}
+                rows.append((api, s, ins, ins - base["ins"], ns, ns - base["ns"], sc))
+    name = {"gemm": "cublasGemmEx", "lt": "cublasLtMatmul"}
+    print("| entry point | setting | instructions/call | added by shim | ns/call | added ns | syscalls/call |")
+    print("|---|---|---:|---:|---:|---:|---:|")
+    for api, s, ins, dins, ns, dns, sc in rows:
+        scs = "n/a (no strace)" if sc is None else f"{sc:.3f}"
+        print(f"| {name[api]} | {s} | {ins:.0f} | {dins:.0f} | {ns:.1f} | {dns:.1f} | {scs} |")
+    print()
+    print("Goals: log off < 1000 added instructions and < 150 ns added; log on < 1000 ns added; "
+          "0 system calls per call (log on: one write per flush, not per call).")
+
+
+if __name__ == "__main__":
+    main()
