@@ -43,10 +43,15 @@ static void debug_after_fork_child(void) {
   debug_tid = 0; /* the forking thread, the child's only one */
 }
 
+/* Registered at load, not lazily: a first message from inside another fork
+ * handler would otherwise call pthread_atfork while fork holds its lock. */
+__attribute__((constructor)) static void debug_register_fork(void) {
+  pthread_atfork(NULL, NULL, debug_after_fork_child);
+}
+
 static void debug_setup_once(void) {
   if (log_expand_path("%h", debug_host, sizeof debug_host) != 0)
     snprintf(debug_host, sizeof debug_host, "unknown");
-  pthread_atfork(NULL, NULL, debug_after_fork_child);
 }
 
 static int current_pid(void) {

@@ -56,7 +56,7 @@
  *
  * Records go to a buffer under a mutex and reach the file in one write()
  * per flush: when the buffer is full (the full one is written while the
- * other fills; a record that finds both busy is dropped and counted), once
+ * other fills; a record that finds both busy waits for the write in flight), once
  * a second from a flusher thread, and at exit. The first failed or short
  * write turns the log off for the rest of the process with one warning. */
 #define _GNU_SOURCE
@@ -422,6 +422,7 @@ static struct {
   int cur;          /* the buffer records go into */
   size_t fill;
   int writing;      /* the other buffer is being written, outside mu */
+  int waiters;      /* threads waiting on write_done for the write to end */
   uint64_t last_flush_ns;
   int flusher_state;
   int flusher_stop;
@@ -500,9 +501,29 @@ static int swap_locked(size_t *len) {
   *len = state.fill;
   state.cur ^= 1;
   state.fill = 0;
-  state.writing = 1;
+  __atomic_store_n(&state.writing, 1, __ATOMIC_SEQ_CST);
   state.last_flush_ns = monotonic_ns();
   return full;
+}
+
+static int write_in_flight(void) { return __atomic_load_n(&state.writing, __ATOMIC_SEQ_CST); }
+
+/* The common end of a write takes no lock: under contention the writer
+ * would queue behind every recording thread, which then wait for it.
+ * Waiters announce themselves before
+ * testing write_in_flight(), so one side always sees the other. */
+static void end_write(void) {
+  __atomic_store_n(&state.writing, 0, __ATOMIC_SEQ_CST);
+  if (__atomic_load_n(&state.waiters, __ATOMIC_SEQ_CST) == 0) return;
+  pthread_mutex_lock(&state.mu);
+  pthread_cond_broadcast(&state.write_done);
+  pthread_mutex_unlock(&state.mu);
+}
+
+static void wait_write_locked(void) {
+  __atomic_add_fetch(&state.waiters, 1, __ATOMIC_SEQ_CST);
+  while (write_in_flight()) pthread_cond_wait(&state.write_done, &state.mu);
+  __atomic_sub_fetch(&state.waiters, 1, __ATOMIC_SEQ_CST);
 }
 
 /* One write of buffer b; never under state.mu. Only one write is ever in
@@ -511,30 +532,40 @@ static void write_buffer(int b, int fd, size_t len) {
   ssize_t n;
   do n = GS_CALL(write, fd, state.buf[b], len);
   while (n < 0 && errno == EINTR);
-  char ebuf[128], why[160] = "";
+  if (n == (ssize_t)len) {
+    end_write();
+    return;
+  }
+  char ebuf[128], why[160];
   if (n < 0) snprintf(why, sizeof why, "%s", strerror_r(errno, ebuf, sizeof ebuf));
-  else if ((size_t)n != len) snprintf(why, sizeof why, "short write: %zd of %zu bytes", n, len);
+  else snprintf(why, sizeof why, "short write: %zd of %zu bytes", n, len);
   pthread_mutex_lock(&state.mu);
-  state.writing = 0;
-  int failed = n != (ssize_t)len && !is_disabled();
-  if (failed) disable_locked();
+  int first = !is_disabled();
+  if (first) disable_locked();
+  __atomic_store_n(&state.writing, 0, __ATOMIC_SEQ_CST);
   pthread_cond_broadcast(&state.write_done);
   pthread_mutex_unlock(&state.mu);
-  if (failed)
+  if (first)
     GS_WARN("GEMMSHIM_LOG: cannot write '%s' (%s); the routing log is off for the rest of this process", state.path,
             why);
 }
 
 /* ---- flusher thread ------------------------------------------------------- */
+/* Sleeps until a record is pending, then writes it out a second later: an
+ * idle process is never woken. */
 static void *flusher_main(void *arg) {
   (void)arg;
   pthread_mutex_lock(&state.mu);
   while (!state.flusher_stop) {
+    if (state.fill == 0) {
+      pthread_cond_wait(&state.flusher_wake, &state.mu);
+      continue;
+    }
     struct timespec deadline;
     clock_gettime(CLOCK_MONOTONIC, &deadline);
     deadline.tv_sec += FLUSH_INTERVAL_NS / 1000000000u;
-    pthread_cond_timedwait(&state.flusher_wake, &state.mu, &deadline);
-    if (state.flusher_stop || state.fill == 0 || state.writing || state.fd < 0) continue;
+    while (!state.flusher_stop && pthread_cond_timedwait(&state.flusher_wake, &state.mu, &deadline) != ETIMEDOUT) {}
+    if (state.flusher_stop || state.fill == 0 || write_in_flight() || state.fd < 0) continue;
     int fd = state.fd;
     size_t len;
     int b = swap_locked(&len);
@@ -569,7 +600,7 @@ static void stop_flusher(void) {
     state.flusher_stop = 1;
     pthread_cond_signal(&state.flusher_wake);
   }
-  pthread_t t = state.flusher;
+  pthread_t t = running ? state.flusher : (pthread_t)0;
   pthread_mutex_unlock(&state.mu);
   if (!running) return;
   pthread_join(t, NULL);
@@ -583,7 +614,7 @@ static void stop_flusher(void) {
 /* Whether the caller must flush now: after log_shutdown every record, and
  * without a flusher thread once a second. */
 static int flush_due_locked(void) {
-  if (state.writing) return 0;
+  if (write_in_flight()) return 0;
   if (state.late) return 1;
   return state.flusher_state == FLUSHER_FAILED && monotonic_ns() - state.last_flush_ns >= FLUSH_INTERVAL_NS;
 }
@@ -592,20 +623,20 @@ static int flush_due_locked(void) {
 static int append_locked(const char *rec, size_t n, size_t *len) {
   if (state.fd < 0 && !open_locked()) return -1;
   if (!state.buf[0] && !alloc_locked()) return -1;
-  if (state.late)
-    while (state.writing) pthread_cond_wait(&state.write_done, &state.mu);
+  if (state.late) wait_write_locked();
   int b = -1;
   if (state.fill + n > LOG_BUF_BYTES) {
-    if (state.writing) {
-      state.dropped++;
-      return -1;
-    }
+    /* Both buffers busy: wait for the write in flight rather than lose a
+     * record. Only a producer faster than the disk ever waits here. */
+    if (write_in_flight()) wait_write_locked();
+    if (is_disabled()) return -1;
     b = swap_locked(len);
   }
   memcpy(state.buf[state.cur] + state.fill, rec, n);
   state.fill += n;
   if (b < 0 && flush_due_locked()) b = swap_locked(len);
   if (state.flusher_state == FLUSHER_NONE && !state.late) start_flusher_locked();
+  else if (state.fill == n && state.flusher_state == FLUSHER_RUNNING) pthread_cond_signal(&state.flusher_wake);
   return b;
 }
 
@@ -635,7 +666,7 @@ void log_record(const gs_call *c) {
 void log_flush(void) {
   pthread_once(&log_once, log_setup_once);
   pthread_mutex_lock(&state.mu);
-  while (state.writing) pthread_cond_wait(&state.write_done, &state.mu);
+  wait_write_locked();
   int b = -1, fd = state.fd;
   size_t len = 0;
   if (state.fill > 0 && fd >= 0 && !is_disabled()) b = swap_locked(&len);
@@ -668,6 +699,7 @@ static void atfork_child(void) {
   state.late = 0;
   state.fill = 0;
   state.writing = 0;
+  state.waiters = 0;
   state.flusher_state = FLUSHER_NONE;
   state.flusher_stop = 0;
   state.dropped = 0;
@@ -691,7 +723,7 @@ void log_init(void) {
   pthread_once(&log_once, log_setup_once);
   stop_flusher();
   pthread_mutex_lock(&state.mu);
-  while (state.writing) pthread_cond_wait(&state.write_done, &state.mu);
+  wait_write_locked();
   if (state.fd >= 0) GS_CALL(close, state.fd);
   state.fd = -1;
   snprintf(state.pattern, sizeof state.pattern, "%s", gs_opt.log_path);
@@ -704,6 +736,7 @@ void log_init(void) {
   state.fill = 0;
   state.dropped = 0;
   state.warned_too_long = 0;
+  state.flusher_state = FLUSHER_NONE; /* a failed start is retried */
   memset(&stats, 0, sizeof stats);
   __atomic_store_n(&log_wanted, state.on || gs_opt.debug_level >= GS_LEVEL_INFO, __ATOMIC_RELAXED);
   pthread_mutex_unlock(&state.mu);
@@ -759,7 +792,7 @@ static void print_summary(void) {
     summary_top_locked();
   }
   if (state.dropped)
-    GS_WARN("GEMMSHIM_LOG: %" PRIu64 " records dropped (log buffers full, or a record too long); '%s' misses them",
+    GS_WARN("GEMMSHIM_LOG: %" PRIu64 " records dropped (longer than a record may be); '%s' misses them",
             state.dropped, state.path);
   pthread_mutex_unlock(&state.mu);
 }

@@ -1,0 +1,351 @@
+/* test_debug.c: the debug output. The exact NCCL-style prefix, level
+ * filtering, one write per message, truncation, GEMMSHIM_DEBUG_FILE with its
+ * placeholders and its open failures, whole lines from many threads, and
+ * the pid/tid of a forked child. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "shim.h"
+/* cublasLt.h (through sys.h) has a declaration without a prototype. */
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wstrict-prototypes"
+#include "sys.h"
+#pragma GCC diagnostic pop
+
+static char dir[64];
+
+/* ---- helpers -------------------------------------------------------------- */
+static char *read_file(const char *path) {
+  FILE *f = fopen(path, "rb");
+  if (!f) return NULL;
+  size_t cap = 1 << 16, n = 0;
+  char *buf = malloc(cap + 1);
+  for (size_t got; (got = fread(buf + n, 1, cap - n, f)) > 0;) {
+    n += got;
+    if (n == cap) buf = realloc(buf, (cap *= 2) + 1);
+  }
+  fclose(f);
+  buf[n] = '\0';
+  return buf;
+}
+
+static int count_lines(const char *s) {
+  int n = 0;
+  for (; *s; s++) n += *s == '\n';
+  return n;
+}
+
+static int my_tid(void) { return (int)syscall(SYS_gettid); }
+
+static void short_host(char *host, size_t len) {
+  assert_int_equal(gethostname(host, len), 0);
+  char *dot = strchr(host, '.');
+  if (dot && dot != host) *dot = '\0';
+}
+
+/* "gemmshim <host>:<pid>:<tid> " for the calling thread. */
+static void expected_prefix(char *out, size_t len, int pid, int tid) {
+  char host[256];
+  short_host(host, sizeof host);
+  snprintf(out, len, "gemmshim %s:%d:%d ", host, pid, tid);
+}
+
+/* Debug output to dir/name at level. */
+static void debug_to(const char *name, gs_level level, char *path, size_t len) {
+  snprintf(path, len, "%s/%s", dir, name);
+  snprintf(gs_opt.debug_file, sizeof gs_opt.debug_file, "%s", path);
+  gs_opt.debug_level = level;
+  debug_init();
+}
+
+/* stderr into a file while a test looks at it. */
+static int saved_stderr = -1;
+
+static void capture_stderr(const char *name, char *path, size_t len) {
+  snprintf(path, len, "%s/%s", dir, name);
+  int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  assert_true(fd >= 0);
+  saved_stderr = dup(STDERR_FILENO);
+  dup2(fd, STDERR_FILENO);
+  close(fd);
+}
+
+static void restore_stderr(void) {
+  if (saved_stderr < 0) return;
+  dup2(saved_stderr, STDERR_FILENO);
+  close(saved_stderr);
+  saved_stderr = -1;
+}
+
+static int teardown(void **state) {
+  (void)state;
+  restore_stderr();
+  gs_fault_clear();
+  gs_opt.debug_file[0] = '\0';
+  gs_opt.debug_level = GS_LEVEL_WARN;
+  debug_init();
+  return 0;
+}
+
+/* ---- tests ---------------------------------------------------------------- */
+static void test_prefix_and_levels(void **state) {
+  (void)state;
+  char path[128], prefix[512], want[2048];
+  debug_to("levels.txt", GS_LEVEL_WARN, path, sizeof path);
+  GS_WARN("warned %d", 1);
+  GS_INFO("not at WARN");
+  GS_TRACE("not at WARN");
+  gs_debug(GS_LEVEL_INFO, "not at WARN either");
+  gs_opt.debug_level = GS_LEVEL_INFO;
+  GS_INFO("informed %s", "x");
+  GS_TRACE("not at INFO");
+  gs_opt.debug_level = GS_LEVEL_TRACE;
+  GS_TRACE("traced");
+  expected_prefix(prefix, sizeof prefix, (int)getpid(), my_tid());
+  snprintf(want, sizeof want, "%sWARN warned 1\n%sINFO informed x\n%sTRACE traced\n", prefix, prefix, prefix);
+  char *got = read_file(path);
+  assert_string_equal(got, want);
+  free(got);
+}
+
+/* A message that ends in a newline gets no second one. */
+static void test_trailing_newline(void **state) {
+  (void)state;
+  char path[128], prefix[512], want[2048];
+  debug_to("newline.txt", GS_LEVEL_WARN, path, sizeof path);
+  GS_WARN("ends in a newline\n");
+  GS_WARN("%s", "");
+  expected_prefix(prefix, sizeof prefix, (int)getpid(), my_tid());
+  snprintf(want, sizeof want, "%sWARN ends in a newline\n%sWARN \n", prefix, prefix);
+  char *got = read_file(path);
+  assert_string_equal(got, want);
+  free(got);
+}
+
+static ssize_t (*real_write)(int, const void *, size_t);
+static int writes;
+
+static ssize_t counting_write(int fd, const void *buf, size_t n) {
+  writes++;
+  return real_write(fd, buf, n);
+}
+
+/* Lines longer than the 1024-byte line buffer end in "..." and a newline,
+ * still in one write. */
+static void test_long_message_truncated(void **state) {
+  (void)state;
+  char path[128], prefix[512], body[5000];
+  debug_to("long.txt", GS_LEVEL_WARN, path, sizeof path);
+  memset(body, 'a', sizeof body - 1);
+  body[sizeof body - 1] = '\0';
+  real_write = gs_sys.write;
+  gs_sys.write = counting_write;
+  writes = 0;
+  GS_WARN("%s", body);
+  GS_WARN("short");
+  gs_sys.write = real_write;
+  assert_int_equal(writes, 2);
+  expected_prefix(prefix, sizeof prefix, (int)getpid(), my_tid());
+  char *got = read_file(path);
+  char *nl = strchr(got, '\n');
+  assert_int_equal(nl + 1 - got, 1023);
+  assert_memory_equal(got, prefix, strlen(prefix));
+  assert_memory_equal(got + strlen(prefix), "WARN aaaa", 9);
+  assert_memory_equal(nl - 4, "a...\n", 5);
+  assert_string_equal(nl + 1 + strlen(prefix), "WARN short\n");
+  free(got);
+}
+
+/* Callers format strerror(errno) after a message: it must survive. */
+static void test_errno_preserved(void **state) {
+  (void)state;
+  char path[128];
+  debug_to("errno.txt", GS_LEVEL_WARN, path, sizeof path);
+  errno = ENOSPC;
+  GS_WARN("x");
+  assert_int_equal(errno, ENOSPC);
+  gs_fault_arm(GS_SYS_write, 1, 0); /* even when the write itself fails */
+  errno = ENOSPC;
+  GS_WARN("lost");
+  assert_int_equal(errno, ENOSPC);
+}
+
+static void test_file_placeholders(void **state) {
+  (void)state;
+  char pattern[128], path[512], host[256], prefix[512], want[1024];
+  short_host(host, sizeof host);
+  snprintf(pattern, sizeof pattern, "%s/dbg.%%h.%%p.txt", dir);
+  snprintf(gs_opt.debug_file, sizeof gs_opt.debug_file, "%s", pattern);
+  debug_init();
+  GS_WARN("to the expanded file");
+  snprintf(path, sizeof path, "%s/dbg.%s.%d.txt", dir, host, (int)getpid());
+  expected_prefix(prefix, sizeof prefix, (int)getpid(), my_tid());
+  snprintf(want, sizeof want, "%sWARN to the expanded file\n", prefix);
+  char *got = read_file(path);
+  assert_non_null(got);
+  assert_string_equal(got, want);
+  free(got);
+}
+
+/* Before options_init (gs_opt as loaded) and with no file: stderr. */
+static void test_default_is_stderr(void **state) {
+  (void)state;
+  char path[128], prefix[512], want[1024];
+  capture_stderr("stderr_default.txt", path, sizeof path);
+  GS_WARN("early %d", 7);
+  GS_INFO("not shown");
+  restore_stderr();
+  expected_prefix(prefix, sizeof prefix, (int)getpid(), my_tid());
+  snprintf(want, sizeof want, "%sWARN early 7\n", prefix);
+  char *got = read_file(path);
+  assert_string_equal(got, want);
+  free(got);
+}
+
+static void check_open_failure(const char *file, const char *expanded, const char *why) {
+  char path[128], prefix[512], want[2048];
+  capture_stderr("stderr_open.txt", path, sizeof path);
+  snprintf(gs_opt.debug_file, sizeof gs_opt.debug_file, "%s", file);
+  debug_init();
+  GS_WARN("after the failure");
+  restore_stderr();
+  expected_prefix(prefix, sizeof prefix, (int)getpid(), my_tid());
+  snprintf(want, sizeof want,
+           "%sWARN GEMMSHIM_DEBUG_FILE='%s': cannot open '%s' (%s); debug output goes to stderr instead\n"
+           "%sWARN after the failure\n",
+           prefix, file, expanded, why, prefix);
+  char *got = read_file(path);
+  assert_string_equal(got, want);
+  free(got);
+}
+
+static void test_open_failure_falls_back(void **state) {
+  (void)state;
+  check_open_failure("/nonexistent-gemmshim-dir/debug.txt", "/nonexistent-gemmshim-dir/debug.txt",
+                     "No such file or directory");
+}
+
+static void test_open_fault_falls_back(void **state) {
+  (void)state;
+  char file[128];
+  snprintf(file, sizeof file, "%s/fault.txt", dir);
+  gs_fault_arm(GS_SYS_open, 1, 0);
+  check_open_failure(file, file, "Input/output error");
+}
+
+/* Switching back to stderr and to another file leaves no stale fd. */
+static void test_reinit_switches(void **state) {
+  (void)state;
+  char first[128], second[128];
+  debug_to("first.txt", GS_LEVEL_WARN, first, sizeof first);
+  GS_WARN("one");
+  debug_to("second.txt", GS_LEVEL_WARN, second, sizeof second);
+  GS_WARN("two");
+  char *a = read_file(first), *b = read_file(second);
+  assert_int_equal(count_lines(a), 1);
+  assert_non_null(strstr(a, "WARN one\n"));
+  assert_int_equal(count_lines(b), 1);
+  assert_non_null(strstr(b, "WARN two\n"));
+  free(a);
+  free(b);
+}
+
+#define THREADS 4
+#define PER_THREAD 2000
+
+static void *warn_many(void *arg) {
+  (void)arg;
+  int tid = my_tid();
+  for (int i = 0; i < PER_THREAD; i++) GS_WARN("thread %d message %d", tid, i);
+  return NULL;
+}
+
+/* Whole lines from every thread, each with its own tid in the prefix. */
+static void test_threads_whole_lines(void **state) {
+  (void)state;
+  char path[128];
+  debug_to("threads.txt", GS_LEVEL_WARN, path, sizeof path);
+  pthread_t t[THREADS];
+  for (int i = 0; i < THREADS; i++) assert_int_equal(pthread_create(&t[i], NULL, warn_many, NULL), 0);
+  for (int i = 0; i < THREADS; i++) pthread_join(t[i], NULL);
+  char *got = read_file(path);
+  assert_int_equal(count_lines(got), THREADS * PER_THREAD);
+  for (char *p = got, *nl; *p; p = nl + 1) {
+    nl = strchr(p, '\n');
+    int pid, tid, msg_tid, i;
+    char *colon = strchr(p, ':');
+    assert_int_equal(sscanf(colon, ":%d:%d WARN thread %d message %d", &pid, &tid, &msg_tid, &i), 4);
+    assert_int_equal(pid, getpid());
+    assert_int_equal(tid, msg_tid);
+  }
+  free(got);
+}
+
+/* The child's lines carry the child's pid and tid, not cached parent ones. */
+static void test_fork_child_ids(void **state) {
+  (void)state;
+  char path[128], prefix[512], want[1024];
+  debug_to("fork.txt", GS_LEVEL_WARN, path, sizeof path);
+  GS_WARN("parent"); /* fills the parent's caches */
+  pid_t pid = fork();
+  assert_true(pid >= 0);
+  if (pid == 0) {
+    GS_WARN("child");
+    _exit(0);
+  }
+  int status;
+  assert_int_equal(waitpid(pid, &status, 0), pid);
+  assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  char *got = read_file(path);
+  expected_prefix(prefix, sizeof prefix, (int)pid, (int)pid);
+  snprintf(want, sizeof want, "%sWARN child\n", prefix);
+  assert_non_null(strstr(got, want));
+  assert_int_equal(count_lines(got), 2);
+  free(got);
+}
+
+static int group_setup(void **state) {
+  (void)state;
+  snprintf(dir, sizeof dir, "/tmp/gemmshim_test_debug.XXXXXX");
+  return mkdtemp(dir) ? 0 : -1;
+}
+
+static int group_teardown(void **state) {
+  (void)state;
+  char cmd[128];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+  return system(cmd) == 0 ? 0 : -1;
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      /* First, while gs_opt is as the loader left it. */
+      cmocka_unit_test_teardown(test_default_is_stderr, teardown),
+      cmocka_unit_test_teardown(test_prefix_and_levels, teardown),
+      cmocka_unit_test_teardown(test_trailing_newline, teardown),
+      cmocka_unit_test_teardown(test_long_message_truncated, teardown),
+      cmocka_unit_test_teardown(test_errno_preserved, teardown),
+      cmocka_unit_test_teardown(test_file_placeholders, teardown),
+      cmocka_unit_test_teardown(test_open_failure_falls_back, teardown),
+      cmocka_unit_test_teardown(test_open_fault_falls_back, teardown),
+      cmocka_unit_test_teardown(test_reinit_switches, teardown),
+      cmocka_unit_test_teardown(test_threads_whole_lines, teardown),
+      cmocka_unit_test_teardown(test_fork_child_ids, teardown),
+  };
+  return cmocka_run_group_tests(tests, group_setup, group_teardown);
+}

@@ -1,0 +1,923 @@
+/* test_log.c: the routing log. The exact JSON of a record, path
+ * placeholders, buffered writes (one write per flush, in order, from many
+ * threads), every failure the log can meet (open, write, no flusher thread)
+ * and fork, then the exit summary read back from the debug output. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "shim.h"
+/* cublasLt.h (through sys.h) has a declaration without a prototype. */
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wstrict-prototypes"
+#include "sys.h"
+#pragma GCC diagnostic pop
+
+/* ThreadSanitizer cannot follow a child that starts a thread after a fork
+ * in a process that had one (it reuses the parent's thread id and stops):
+ * under it the fork tests run without flusher threads. */
+#if defined(__SANITIZE_THREAD__)
+#define FORK_WITHOUT_FLUSHER 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define FORK_WITHOUT_FLUSHER 1
+#endif
+#endif
+#ifndef FORK_WITHOUT_FLUSHER
+#define FORK_WITHOUT_FLUSHER 0
+#endif
+
+/* log.c's buffer size: records flushed per write depend on it. */
+#define LOG_BUF_BYTES (256u * 1024)
+
+static char dir[64];
+
+/* ---- helpers -------------------------------------------------------------- */
+static char *read_file(const char *path, size_t *len) {
+  FILE *f = fopen(path, "rb");
+  if (!f) return NULL;
+  size_t cap = 1 << 16, n = 0;
+  char *buf = malloc(cap + 1);
+  for (size_t got; (got = fread(buf + n, 1, cap - n, f)) > 0;) {
+    n += got;
+    if (n == cap) buf = realloc(buf, (cap *= 2) + 1);
+  }
+  fclose(f);
+  buf[n] = '\0';
+  if (len) *len = n;
+  return buf;
+}
+
+static void path_in_dir(char *out, size_t len, const char *name) { snprintf(out, len, "%s/%s", dir, name); }
+
+static int file_exists(const char *path) {
+  struct stat st;
+  return stat(path, &st) == 0;
+}
+
+static int count_lines(const char *s) {
+  int n = 0;
+  for (; *s; s++) n += *s == '\n';
+  return n;
+}
+
+/* Start a fresh log writing to dir/name ("" = off) and debug output to
+ * dir/debug_name ("" = stderr). */
+static void start_log(const char *name, gs_level level, const char *debug_name) {
+  if (name[0]) path_in_dir(gs_opt.log_path, sizeof gs_opt.log_path, name);
+  else gs_opt.log_path[0] = '\0';
+  if (debug_name[0]) path_in_dir(gs_opt.debug_file, sizeof gs_opt.debug_file, debug_name);
+  else gs_opt.debug_file[0] = '\0';
+  gs_opt.debug_level = level;
+  debug_init();
+  log_init();
+}
+
+static int teardown(void **state) {
+  (void)state;
+  log_shutdown();
+  gs_fault_clear();
+  gs_opt.log_path[0] = '\0';
+  gs_opt.debug_file[0] = '\0';
+  gs_opt.debug_level = GS_LEVEL_WARN;
+  debug_init();
+  log_init();
+  return 0;
+}
+
+/* A cublasGemmEx call as decode.c and hooks.c fill it. */
+static gs_call gemm_ex_call(void) {
+  gs_call c;
+  memset(&c, 0, sizeof c);
+  c.g = (gs_gemm){
+      .api = GS_API_GEMM_EX,
+      .transa = 1, /* CUBLAS_OP_T */
+      .transb = 0,
+      .m = 4096, .n = 1024, .k = 512, .batch = 1,
+      .a_type = 14, .b_type = 14, .c_type = 0, .d_type = -1, /* bf16 bf16 fp32 */
+      .compute_type = 68, .scale_type = -1,                  /* CUBLAS_COMPUTE_32F */
+      .lda = 512, .ldb = 512, .ldc = 4096, .ldd = -1,
+      .stride_a = 0, .stride_b = 0, .stride_c = 0, .stride_d = 0,
+      .order_a = -1, .order_b = -1, .order_c = -1, .order_d = -1,
+      .pointer_mode = 0,
+      .epilogue = -1,
+      .bias_type = -1,
+      .algo = 99, /* CUBLAS_GEMM_DEFAULT_TENSOR_OP */
+      .stream = (void *)(uintptr_t)0x7f00dead0000ull,
+      .decoded = 1,
+  };
+  c.seq = 42;
+  c.t_ns = 1700000000123456789ull;
+  c.dur_ns = 15300;
+  c.tid = 4242;
+  c.device = 0;
+  c.sm = 61;
+  c.site = 0x00ab12cd34ef5678ull;
+  c.decided = GS_ROUTE_FFMA;
+  c.route = GS_ROUTE_FFMA;
+  c.backend = "sgemm";
+  snprintf(c.reason, sizeof c.reason, "policy: built-in rule 1 (ffma sm=6.0-7.5 ab=bf16 compute=32f)");
+  c.status = 0;
+  return c;
+}
+
+static const char gemm_ex_line[] =
+    "{\"seq\":42,\"t_ns\":1700000000123456789,\"tid\":4242,\"api\":\"cublasGemmEx\","
+    "\"m\":4096,\"n\":1024,\"k\":512,\"batch\":1,\"transa\":\"T\",\"transb\":\"N\","
+    "\"a_type\":\"bf16\",\"b_type\":\"bf16\",\"c_type\":\"fp32\",\"compute_type\":\"32f\","
+    "\"lda\":512,\"ldb\":512,\"ldc\":4096,\"stride_a\":0,\"stride_b\":0,\"stride_c\":0,"
+    "\"pointer_mode\":\"host\",\"algo\":99,\"device\":0,\"sm\":\"6.1\",\"stream\":\"0x7f00dead0000\","
+    "\"site\":\"00ab12cd34ef5678\",\"decided\":\"ffma\",\"route\":\"ffma\",\"backend\":\"sgemm\","
+    "\"reason\":\"policy: built-in rule 1 (ffma sm=6.0-7.5 ab=bf16 compute=32f)\",\"status\":0,"
+    "\"status_name\":\"CUBLAS_STATUS_SUCCESS\",\"dur_ns\":15300}\n";
+
+/* A small call for the buffering tests: seq and reason vary. */
+static gs_call numbered_call(uint64_t seq) {
+  gs_call c = gemm_ex_call();
+  c.seq = seq;
+  snprintf(c.reason, sizeof c.reason, "r%llu", (unsigned long long)seq);
+  return c;
+}
+
+static size_t format_numbered(uint64_t seq, char *buf, size_t len) {
+  gs_call c = numbered_call(seq);
+  return log_format(&c, buf, len);
+}
+
+/* ---- log_format ----------------------------------------------------------- */
+static void test_format_gemm_ex(void **state) {
+  (void)state;
+  gs_call c = gemm_ex_call();
+  char buf[4096];
+  size_t n = log_format(&c, buf, sizeof buf);
+  assert_string_equal(buf, gemm_ex_line);
+  assert_int_equal(n, strlen(gemm_ex_line));
+}
+
+static void test_format_lt_epilogue_bias(void **state) {
+  (void)state;
+  gs_call c = gemm_ex_call();
+  static const uint16_t bias[4];
+  c.g.api = GS_API_LT_MATMUL;
+  c.g.transa = 1, c.g.transb = 0;
+  c.g.m = 256, c.g.n = 128, c.g.k = 64, c.g.batch = 8;
+  c.g.a_type = 28, c.g.b_type = 28, c.g.c_type = 14, c.g.d_type = 14; /* e4m3 e4m3 bf16 bf16 */
+  c.g.compute_type = 68, c.g.scale_type = 0;                             /* 32f, fp32 */
+  c.g.lda = 64, c.g.ldb = 64, c.g.ldc = 256, c.g.ldd = 256;
+  c.g.stride_a = 16384, c.g.stride_b = 8192, c.g.stride_c = 32768, c.g.stride_d = 32768;
+  c.g.order_a = c.g.order_b = c.g.order_c = c.g.order_d = 0;
+  c.g.epilogue = 36; /* CUBLASLT_EPILOGUE_GELU_BIAS */
+  c.g.bias = bias;
+  c.g.bias_type = 14;
+  c.g.pointer_mode = 1;
+  c.g.algo = -1;
+  c.g.stream = NULL;
+  c.device = 3, c.sm = 90;
+  c.site = 1;
+  c.decided = GS_ROUTE_FP8, c.route = GS_ROUTE_NATIVE;
+  c.backend = NULL;
+  snprintf(c.reason, sizeof c.reason, "fp8 declined: n %% 16 != 0");
+  c.status = 15;
+  c.dur_ns = 0;
+  char buf[4096];
+  log_format(&c, buf, sizeof buf);
+  assert_string_equal(buf,
+                      "{\"seq\":42,\"t_ns\":1700000000123456789,\"tid\":4242,\"api\":\"cublasLtMatmul\","
+                      "\"m\":256,\"n\":128,\"k\":64,\"batch\":8,\"transa\":\"T\",\"transb\":\"N\","
+                      "\"a_type\":\"e4m3\",\"b_type\":\"e4m3\",\"c_type\":\"bf16\",\"d_type\":\"bf16\","
+                      "\"compute_type\":\"32f\",\"scale_type\":\"fp32\",\"lda\":64,\"ldb\":64,\"ldc\":256,"
+                      "\"ldd\":256,\"stride_a\":16384,\"stride_b\":8192,\"stride_c\":32768,"
+                      "\"epilogue\":\"gelu_bias\",\"bias_type\":\"bf16\",\"pointer_mode\":\"device\","
+                      "\"device\":3,\"sm\":\"9.0\",\"stream\":\"0x0\",\"site\":\"0000000000000001\","
+                      "\"decided\":\"fp8\",\"route\":\"native\",\"reason\":\"fp8 declined: n % 16 != 0\","
+                      "\"status\":15,\"status_name\":\"CUBLAS_STATUS_NOT_SUPPORTED\",\"dur_ns\":0}\n");
+}
+
+static void test_format_escapes_reason(void **state) {
+  (void)state;
+  gs_call c = gemm_ex_call();
+  snprintf(c.reason, sizeof c.reason, "say \"hi\"\nback\\slash\x01\x1f\t end");
+  c.backend = "a\"b";
+  char buf[4096];
+  log_format(&c, buf, sizeof buf);
+  assert_non_null(strstr(buf, ",\"backend\":\"a\\\"b\",\"reason\":\"say \\\"hi\\\"\\u000aback\\\\slash"
+                              "\\u0001\\u001f\\u0009 end\",\"status\":0,"));
+}
+
+/* A reason filling the whole array without a NUL stops at the array's end. */
+static void test_format_unterminated_reason(void **state) {
+  (void)state;
+  gs_call c = gemm_ex_call();
+  memset(c.reason, 'x', sizeof c.reason);
+  char buf[4096], want[GS_REASON_MAX + 32];
+  log_format(&c, buf, sizeof buf);
+  snprintf(want, sizeof want, "\"reason\":\"%.*s\",\"status\"", GS_REASON_MAX, c.reason);
+  assert_non_null(strstr(buf, want));
+}
+
+static void test_format_unknown_values(void **state) {
+  (void)state;
+  gs_call c = gemm_ex_call();
+  c.g.api = (gs_api)10;
+  c.g.transa = 7;
+  c.g.a_type = 99, c.g.b_type = -1, c.g.d_type = 123, c.g.scale_type = 77;
+  c.g.compute_type = 12345;
+  c.g.ldd = 5, c.g.stride_a = -1, c.g.stride_b = -1, c.g.stride_c = -1;
+  c.g.epilogue = 3; /* not printed: not an Lt call */
+  c.g.pointer_mode = 9;
+  c.g.algo = -1;
+  c.device = -1, c.sm = -1;
+  c.decided = (gs_route)9, c.route = (gs_route)-2;
+  c.status = 999;
+  char buf[4096];
+  log_format(&c, buf, sizeof buf);
+  assert_string_equal(buf,
+                      "{\"seq\":42,\"t_ns\":1700000000123456789,\"tid\":4242,\"api\":\"unknown(10)\","
+                      "\"m\":4096,\"n\":1024,\"k\":512,\"batch\":1,\"transa\":\"unknown(7)\",\"transb\":\"N\","
+                      "\"a_type\":\"unknown(99)\",\"b_type\":\"unknown(-1)\",\"c_type\":\"fp32\","
+                      "\"d_type\":\"unknown(123)\",\"compute_type\":\"unknown(12345)\",\"scale_type\":\"unknown(77)\","
+                      "\"lda\":512,\"ldb\":512,\"ldc\":4096,\"ldd\":5,\"pointer_mode\":\"unknown(9)\",\"algo\":-1,"
+                      "\"device\":-1,\"sm\":null,\"stream\":\"0x7f00dead0000\",\"site\":\"00ab12cd34ef5678\","
+                      "\"decided\":\"unknown(9)\",\"route\":\"unknown(-2)\",\"backend\":\"sgemm\","
+                      "\"reason\":\"policy: built-in rule 1 (ffma sm=6.0-7.5 ab=bf16 compute=32f)\","
+                      "\"status\":999,\"status_name\":\"unknown\",\"dur_ns\":15300}\n");
+}
+
+static void test_format_lt_unknown_epilogue(void **state) {
+  (void)state;
+  gs_call c = gemm_ex_call();
+  c.g.api = GS_API_LT_MATMUL;
+  c.g.epilogue = 3;
+  c.g.pointer_mode = -1;
+  c.sm = 121;
+  char buf[4096];
+  log_format(&c, buf, sizeof buf);
+  assert_non_null(strstr(buf, ",\"stride_c\":0,\"epilogue\":\"unknown(3)\",\"device\":0,\"sm\":\"12.1\","));
+}
+
+/* Every size short of the record plus its NUL fails cleanly. */
+static void test_format_too_small(void **state) {
+  (void)state;
+  gs_call c = gemm_ex_call();
+  size_t need = strlen(gemm_ex_line) + 1;
+  char buf[4096];
+  for (size_t len = 0; len < need; len++) {
+    memset(buf, '#', sizeof buf);
+    assert_int_equal(log_format(&c, buf, len), 0);
+    if (len) assert_int_equal(buf[0], '\0');
+    assert_int_equal(buf[len], '#'); /* nothing written past len */
+  }
+  assert_int_equal(log_format(&c, buf, need), need - 1);
+  assert_string_equal(buf, gemm_ex_line);
+}
+
+/* ---- log_expand_path ------------------------------------------------------ */
+static void short_host(char *host, size_t len) {
+  assert_int_equal(gethostname(host, len), 0);
+  char *dot = strchr(host, '.');
+  if (dot && dot != host) *dot = '\0';
+}
+
+static void test_expand_pid_host(void **state) {
+  (void)state;
+  char out[512], want[512], host[256];
+  short_host(host, sizeof host);
+  assert_int_equal(log_expand_path("/tmp/gemm.%h.%p.jsonl", out, sizeof out), 0);
+  snprintf(want, sizeof want, "/tmp/gemm.%s.%d.jsonl", host, (int)getpid());
+  assert_string_equal(out, want);
+  gs_fault_arm(GS_SYS_gethostname, 1, 0);
+  assert_int_equal(log_expand_path("%h.log", out, sizeof out), 0);
+  assert_string_equal(out, "unknown.log");
+}
+
+static void test_expand_rank(void **state) {
+  (void)state;
+  char out[64];
+  setenv("RANK", "3", 1);
+  setenv("LOCAL_RANK", "1", 1);
+  assert_int_equal(log_expand_path("log.%r", out, sizeof out), 0);
+  assert_string_equal(out, "log.3");
+  unsetenv("RANK");
+  assert_int_equal(log_expand_path("log.%r", out, sizeof out), 0);
+  assert_string_equal(out, "log.1");
+  setenv("RANK", "abc", 1); /* not a number: ignored */
+  assert_int_equal(log_expand_path("log.%r", out, sizeof out), 0);
+  assert_string_equal(out, "log.1");
+  unsetenv("RANK");
+  unsetenv("LOCAL_RANK");
+  assert_int_equal(log_expand_path("log.%r", out, sizeof out), 0);
+  assert_string_equal(out, "log.0");
+}
+
+static void test_expand_literal_percent(void **state) {
+  (void)state;
+  char out[64];
+  assert_int_equal(log_expand_path("a%%p%x%", out, sizeof out), 0);
+  assert_string_equal(out, "a%p%x%");
+  assert_int_equal(log_expand_path("", out, sizeof out), 0);
+  assert_string_equal(out, "");
+}
+
+static void test_expand_overflow(void **state) {
+  (void)state;
+  char out[16];
+  memset(out, '#', sizeof out);
+  assert_int_equal(log_expand_path("0123456789abcdef", out, sizeof out), -1);
+  assert_string_equal(out, "");
+  assert_int_equal(log_expand_path("0123456789abcde", out, sizeof out), 0); /* 15 + NUL fits */
+  assert_string_equal(out, "0123456789abcde");
+  char pid_path[64], big[64];
+  int need = snprintf(pid_path, sizeof pid_path, "01234567%d", (int)getpid()) + 1;
+  assert_int_equal(log_expand_path("01234567%p", big, (size_t)need - 1), -1);
+  assert_int_equal(log_expand_path("01234567%p", big, (size_t)need), 0);
+  assert_string_equal(big, pid_path);
+  assert_int_equal(log_expand_path("x", out, 0), -1);
+}
+
+/* ---- writing -------------------------------------------------------------- */
+static void test_lazy_open(void **state) {
+  (void)state;
+  char path[128];
+  start_log("lazy.jsonl", GS_LEVEL_WARN, "");
+  path_in_dir(path, sizeof path, "lazy.jsonl");
+  log_flush();
+  assert_false(file_exists(path)); /* no record, no file */
+  gs_call c = numbered_call(1);
+  log_record(&c);
+  assert_true(file_exists(path));
+}
+
+static void test_records_in_order(void **state) {
+  (void)state;
+  char path[128], want[8192] = "", line[1024];
+  start_log("order.jsonl", GS_LEVEL_WARN, "");
+  for (uint64_t s = 1; s <= 5; s++) {
+    gs_call c = numbered_call(s);
+    log_record(&c);
+    assert_int_not_equal(log_format(&c, line, sizeof line), 0);
+    strcat(want, line);
+  }
+  log_flush();
+  path_in_dir(path, sizeof path, "order.jsonl");
+  char *got = read_file(path, NULL);
+  assert_string_equal(got, want);
+  free(got);
+}
+
+/* Counts the log's writes (those that start a record) and checks each ends
+ * on a whole line. */
+static ssize_t (*real_write)(int, const void *, size_t);
+static int log_writes;
+static size_t log_write_max;
+static int log_write_partial_line;
+
+static ssize_t counting_write(int fd, const void *buf, size_t n) {
+  if (n >= 8 && memcmp(buf, "{\"seq\":", 7) == 0) {
+    log_writes++;
+    if (n > log_write_max) log_write_max = n;
+    if (((const char *)buf)[n - 1] != '\n') log_write_partial_line = 1;
+  }
+  return real_write(fd, buf, n);
+}
+
+static void test_one_write_per_flush(void **state) {
+  (void)state;
+  char path[128], line[1024];
+  start_log("writes.jsonl", GS_LEVEL_WARN, "");
+  real_write = gs_sys.write;
+  gs_sys.write = counting_write;
+  log_writes = 0;
+  for (uint64_t s = 1; s <= 3; s++) {
+    gs_call c = numbered_call(s);
+    log_record(&c);
+  }
+  log_flush();
+  assert_int_equal(log_writes, 1);
+  log_flush(); /* nothing pending: no write */
+  assert_int_equal(log_writes, 1);
+
+  /* Past the buffer: one write each time it fills, one for the rest. */
+  int expected = 1;
+  size_t fill = 0;
+  for (uint64_t s = 4; s < 2004; s++) {
+    size_t n = format_numbered(s, line, sizeof line);
+    if (fill + n > LOG_BUF_BYTES) expected++, fill = 0;
+    fill += n;
+    gs_call c = numbered_call(s);
+    log_record(&c);
+  }
+  log_flush();
+  expected += fill > 0;
+  log_shutdown();
+  gs_sys.write = real_write;
+  assert_true(expected >= 3);
+  assert_int_equal(log_writes, expected);
+  assert_true(log_write_max <= LOG_BUF_BYTES);
+  assert_false(log_write_partial_line);
+  path_in_dir(path, sizeof path, "writes.jsonl");
+  size_t len;
+  char *got = read_file(path, &len);
+  assert_int_equal(count_lines(got), 2003);
+  free(got);
+}
+
+static void test_write_failure_disables(void **state) {
+  (void)state;
+  char path[128], dbg[128];
+  start_log("wfail.jsonl", GS_LEVEL_WARN, "wfail.debug");
+  gs_call c = numbered_call(1);
+  log_record(&c);
+  gs_fault_arm(GS_SYS_write, 1, 0); /* the log's flush; the warning's write works */
+  log_flush();
+  for (uint64_t s = 2; s < 2000; s++) { /* more than a buffer's worth */
+    c = numbered_call(s);
+    log_record(&c);
+  }
+  log_flush();
+  log_shutdown();
+  path_in_dir(path, sizeof path, "wfail.jsonl");
+  path_in_dir(dbg, sizeof dbg, "wfail.debug");
+  size_t len;
+  char *got = read_file(path, &len);
+  assert_non_null(got);
+  assert_int_equal(len, 0);
+  free(got);
+  char *warn = read_file(dbg, NULL);
+  assert_int_equal(count_lines(warn), 1);
+  assert_non_null(strstr(warn, " WARN GEMMSHIM_LOG: cannot write '"));
+  assert_non_null(strstr(warn, path));
+  assert_non_null(strstr(warn, "(Input/output error); the routing log is off for the rest of this process\n"));
+  free(warn);
+}
+
+/* A short write is as bad as a failed one: the file now ends mid-line. */
+static ssize_t short_write(int fd, const void *buf, size_t n) {
+  int is_log = n >= 7 && memcmp(buf, "{\"seq\":", 7) == 0;
+  return real_write(fd, buf, is_log ? n / 2 : n);
+}
+
+static void test_short_write_disables(void **state) {
+  (void)state;
+  char dbg[128];
+  start_log("short.jsonl", GS_LEVEL_WARN, "short.debug");
+  gs_call c = numbered_call(1);
+  log_record(&c);
+  real_write = gs_sys.write;
+  gs_sys.write = short_write;
+  log_flush();
+  gs_sys.write = real_write;
+  log_record(&c);
+  log_shutdown();
+  path_in_dir(dbg, sizeof dbg, "short.debug");
+  char *warn = read_file(dbg, NULL);
+  assert_int_equal(count_lines(warn), 1);
+  assert_non_null(strstr(warn, "(short write: "));
+  free(warn);
+}
+
+static void test_open_failure_disables(void **state) {
+  (void)state;
+  char path[128], dbg[128];
+  start_log("ofail.jsonl", GS_LEVEL_WARN, "ofail.debug");
+  gs_fault_arm(GS_SYS_open, 1, 0);
+  for (uint64_t s = 1; s < 10; s++) {
+    gs_call c = numbered_call(s);
+    log_record(&c);
+  }
+  log_flush();
+  log_shutdown();
+  path_in_dir(path, sizeof path, "ofail.jsonl");
+  path_in_dir(dbg, sizeof dbg, "ofail.debug");
+  assert_false(file_exists(path));
+  char *warn = read_file(dbg, NULL);
+  assert_int_equal(count_lines(warn), 1);
+  assert_non_null(strstr(warn, " WARN GEMMSHIM_LOG: cannot open '"));
+  assert_non_null(strstr(warn, path));
+  assert_non_null(strstr(warn, "(Input/output error); the routing log is off for the rest of this process\n"));
+  free(warn);
+}
+
+/* Runs before any other test records: the buffers are allocated once. */
+static void test_malloc_failure_disables(void **state) {
+  (void)state;
+  char dbg[128];
+  start_log("mfail.jsonl", GS_LEVEL_WARN, "mfail.debug");
+  gs_fault_arm(GS_SYS_malloc, 1, 1);
+  gs_call c = numbered_call(1);
+  log_record(&c);
+  log_record(&c);
+  gs_fault_clear();
+  log_shutdown();
+  path_in_dir(dbg, sizeof dbg, "mfail.debug");
+  char *warn = read_file(dbg, NULL);
+  assert_int_equal(count_lines(warn), 1);
+  assert_non_null(strstr(warn, " WARN GEMMSHIM_LOG: cannot allocate 524288 bytes of log buffers; the routing log is off\n"));
+  free(warn);
+}
+
+static void sleep_ms(long ms) {
+  struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+  while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {}
+}
+
+static void test_no_flusher_thread_still_flushes(void **state) {
+  (void)state;
+  char path[128], want[2048] = "", line[1024];
+  start_log("nothread.jsonl", GS_LEVEL_WARN, "");
+  path_in_dir(path, sizeof path, "nothread.jsonl");
+  gs_fault_arm(GS_SYS_pthread_create, 1, 1);
+  gs_call c = numbered_call(1);
+  log_record(&c);
+  char *got = read_file(path, NULL);
+  assert_string_equal(got, ""); /* buffered */
+  free(got);
+  log_format(&c, line, sizeof line), strcat(want, line);
+  sleep_ms(1100);
+  c = numbered_call(2);
+  log_record(&c); /* a second has passed: this call flushes */
+  log_format(&c, line, sizeof line), strcat(want, line);
+  got = read_file(path, NULL);
+  assert_string_equal(got, want);
+  free(got);
+  c = numbered_call(3);
+  log_record(&c);
+  log_shutdown();
+  log_format(&c, line, sizeof line), strcat(want, line);
+  got = read_file(path, NULL);
+  assert_string_equal(got, want);
+  free(got);
+}
+
+static void test_flusher_thread_flushes(void **state) {
+  (void)state;
+  char path[128], line[1024];
+  start_log("flusher.jsonl", GS_LEVEL_WARN, "");
+  path_in_dir(path, sizeof path, "flusher.jsonl");
+  gs_call c = numbered_call(7);
+  log_record(&c);
+  log_format(&c, line, sizeof line);
+  char *got = NULL;
+  for (int i = 0; i < 40; i++) { /* within 1 s, plus slack for slow runs */
+    free(got);
+    sleep_ms(100);
+    got = read_file(path, NULL);
+    if (got[0]) break;
+  }
+  assert_string_equal(got, line);
+  free(got);
+}
+
+/* Records after log_shutdown (later destructors) are still written. */
+static void test_late_records(void **state) {
+  (void)state;
+  char path[128], want[2048] = "", line[1024];
+  start_log("late.jsonl", GS_LEVEL_WARN, "");
+  gs_call c = numbered_call(1);
+  log_record(&c);
+  log_format(&c, line, sizeof line), strcat(want, line);
+  log_shutdown();
+  c = numbered_call(2);
+  log_record(&c);
+  log_format(&c, line, sizeof line), strcat(want, line);
+  path_in_dir(path, sizeof path, "late.jsonl");
+  char *got = read_file(path, NULL);
+  assert_string_equal(got, want);
+  free(got);
+}
+
+/* ---- threads -------------------------------------------------------------- */
+#define THREADS 8
+#define PER_THREAD 10000
+/* Each thread flushes after this many of its records, so at most
+ * THREADS * FLUSH_EVERY records (~110 KiB) wait between writes and the
+ * buffer never overflows: nothing can be dropped. */
+#define FLUSH_EVERY 25
+
+typedef struct producer {
+  uintptr_t index;
+  int flush_every; /* 0: record as fast as possible */
+} producer;
+
+static void *record_many(void *arg) {
+  const producer *p = arg;
+  uint64_t base = p->index * PER_THREAD;
+  for (uint64_t i = 0; i < PER_THREAD; i++) {
+    gs_call c = numbered_call(base + i);
+    c.tid = (int)p->index;
+    log_record(&c);
+    if (p->flush_every && (i + 1) % (uint64_t)p->flush_every == 0) log_flush();
+  }
+  return NULL;
+}
+
+static void run_producers(int flush_every) {
+  pthread_t t[THREADS];
+  producer p[THREADS];
+  for (uintptr_t i = 0; i < THREADS; i++) {
+    p[i] = (producer){i, flush_every};
+    assert_int_equal(pthread_create(&t[i], NULL, record_many, &p[i]), 0);
+  }
+  for (int i = 0; i < THREADS; i++) pthread_join(t[i], NULL);
+  log_shutdown();
+}
+
+
+/* Checks every line is whole, no seq appears twice and each thread's seqs
+ * appear in the order it recorded them; returns the number of lines. */
+static uint64_t check_thread_lines(const char *name) {
+  char path[128];
+  path_in_dir(path, sizeof path, name);
+  char *got = read_file(path, NULL);
+  static unsigned char seen[THREADS * PER_THREAD];
+  int64_t last[THREADS];
+  memset(seen, 0, sizeof seen);
+  for (int i = 0; i < THREADS; i++) last[i] = -1;
+  uint64_t lines = 0;
+  for (char *p = got, *nl; *p; p = nl + 1) {
+    nl = strchr(p, '\n');
+    assert_non_null(nl);
+    assert_memory_equal(p, "{\"seq\":", 7);
+    assert_memory_equal(nl - 15, "\"dur_ns\":15300}", 15);
+    unsigned long long seq = strtoull(p + 7, NULL, 10);
+    assert_true(seq < THREADS * PER_THREAD);
+    assert_int_equal(seen[seq], 0);
+    seen[seq] = 1;
+    assert_true((int64_t)seq > last[seq / PER_THREAD]);
+    last[seq / PER_THREAD] = (int64_t)seq;
+    lines++;
+  }
+  free(got);
+  return lines;
+}
+
+static void test_threads_every_seq_once(void **state) {
+  (void)state;
+  char dbg[128];
+  start_log("threads.jsonl", GS_LEVEL_WARN, "threads.debug");
+  run_producers(FLUSH_EVERY);
+  assert_int_equal(check_thread_lines("threads.jsonl"), THREADS * PER_THREAD);
+  path_in_dir(dbg, sizeof dbg, "threads.debug");
+  char *debug_text = read_file(dbg, NULL);
+  assert_string_equal(debug_text, "");
+  free(debug_text);
+}
+
+/* Recording flat out outruns the disk: a record that finds both buffers
+ * busy waits for the write in flight; nothing is lost, duplicated or torn. */
+static void test_threads_overload_waits(void **state) {
+  (void)state;
+  char dbg[128];
+  start_log("overload.jsonl", GS_LEVEL_WARN, "overload.debug");
+  run_producers(0);
+  uint64_t lines = check_thread_lines("overload.jsonl");
+  path_in_dir(dbg, sizeof dbg, "overload.debug");
+  char *debug_text = read_file(dbg, NULL);
+  assert_int_equal(lines, THREADS * PER_THREAD);
+  assert_int_equal(count_lines(debug_text), 0);
+  free(debug_text);
+}
+
+/* ---- fork ----------------------------------------------------------------- */
+static void child_records(uint64_t first, uint64_t n) {
+  for (uint64_t s = first; s < first + n; s++) {
+    gs_call c = numbered_call(s);
+    log_record(&c);
+  }
+  log_shutdown();
+  _exit(0);
+}
+
+static void wait_child(pid_t pid) {
+  int status;
+  assert_int_equal(waitpid(pid, &status, 0), pid);
+  assert_true(WIFEXITED(status));
+  assert_int_equal(WEXITSTATUS(status), 0);
+}
+
+static void append_formatted(char *want, uint64_t seq) {
+  char line[1024];
+  format_numbered(seq, line, sizeof line);
+  strcat(want, line);
+}
+
+static void record_seq(uint64_t seq) {
+  gs_call c = numbered_call(seq);
+  log_record(&c);
+}
+
+static void start_fork_log(const char *name) {
+  start_log(name, GS_LEVEL_WARN, "");
+  if (FORK_WITHOUT_FLUSHER) gs_fault_arm(GS_SYS_pthread_create, 1, 1);
+}
+
+static void test_fork_own_file(void **state) {
+  (void)state;
+  char path[128], want[4096] = "";
+  start_fork_log("fork.%p.jsonl");
+  record_seq(1);
+  record_seq(2); /* still buffered at the fork: the parent's to write */
+  pid_t pid = fork();
+  assert_true(pid >= 0);
+  if (pid == 0) child_records(100, 2);
+  wait_child(pid);
+  record_seq(3);
+  log_shutdown();
+
+  snprintf(path, sizeof path, "%s/fork.%d.jsonl", dir, (int)getpid());
+  append_formatted(want, 1), append_formatted(want, 2), append_formatted(want, 3);
+  char *got = read_file(path, NULL);
+  assert_string_equal(got, want);
+  free(got);
+  snprintf(path, sizeof path, "%s/fork.%d.jsonl", dir, (int)pid);
+  want[0] = '\0';
+  append_formatted(want, 100), append_formatted(want, 101);
+  got = read_file(path, NULL);
+  assert_non_null(got);
+  assert_string_equal(got, want);
+  free(got);
+}
+
+/* Same path: the child appends (no truncation) and never writes the
+ * parent's buffered record 2. */
+static void test_fork_shared_file(void **state) {
+  (void)state;
+  char path[128], want[4096] = "";
+  start_fork_log("shared.jsonl");
+  record_seq(1);
+  log_flush();
+  record_seq(2);
+  pid_t pid = fork();
+  assert_true(pid >= 0);
+  if (pid == 0) child_records(100, 1);
+  wait_child(pid);
+  record_seq(3);
+  log_shutdown();
+  path_in_dir(path, sizeof path, "shared.jsonl");
+  append_formatted(want, 1), append_formatted(want, 100), append_formatted(want, 2), append_formatted(want, 3);
+  char *got = read_file(path, NULL);
+  assert_string_equal(got, want);
+  free(got);
+}
+
+/* A parent that forks before its first record creates the shared file at
+ * the fork, so its own later open cannot truncate the child's records. */
+static void test_fork_before_first_record(void **state) {
+  (void)state;
+  char path[128], want[4096] = "";
+  start_fork_log("early.jsonl");
+  path_in_dir(path, sizeof path, "early.jsonl");
+  pid_t pid = fork();
+  assert_true(pid >= 0);
+  if (pid == 0) child_records(100, 1);
+  wait_child(pid);
+  record_seq(1);
+  log_shutdown();
+  append_formatted(want, 100), append_formatted(want, 1);
+  char *got = read_file(path, NULL);
+  assert_string_equal(got, want);
+  free(got);
+}
+
+/* ---- summary -------------------------------------------------------------- */
+static void record_n(int n, gs_api api, gs_route route, const char *reason, uint64_t site) {
+  gs_call c = gemm_ex_call();
+  c.g.api = api;
+  c.route = route;
+  c.site = site;
+  snprintf(c.reason, sizeof c.reason, "%s", reason);
+  for (int i = 0; i < n; i++) log_record(&c);
+}
+
+/* The debug text with each line's "gemmshim host:pid:tid " prefix cut. */
+static char *debug_messages(const char *name) {
+  char path[128];
+  path_in_dir(path, sizeof path, name);
+  char *text = read_file(path, NULL), *out = malloc(strlen(text) + 1), *o = out;
+  for (char *p = text, *nl; *p; p = nl + 1) {
+    nl = strchr(p, '\n');
+    char *level = strstr(p, " ");
+    level = strstr(level + 1, " ") + 1;
+    memcpy(o, level, (size_t)(nl + 1 - level));
+    o += nl + 1 - level;
+  }
+  *o = '\0';
+  free(text);
+  return out;
+}
+
+static void test_summary(void **state) {
+  (void)state;
+  start_log("", GS_LEVEL_INFO, "summary.debug"); /* log off: counted for INFO */
+  record_n(120, GS_API_GEMM_EX, GS_ROUTE_NATIVE, "policy: built-in rule 2 (native)", 0x10);
+  record_n(40, GS_API_GEMM_EX, GS_ROUTE_FFMA, "policy: built-in rule 1 (ffma)", 0x20);
+  record_n(7, GS_API_LT_MATMUL, GS_ROUTE_NATIVE, "mode native", 0x30);
+  record_n(5, GS_API_LT_MATMUL, GS_ROUTE_NATIVE, "nested \"quoted\"", 0x40);
+  record_n(3, GS_API_GEMM_STRIDED_BATCHED_EX, GS_ROUTE_FP8, "fp8", 0x50);
+  record_n(2, GS_API_GEMM_STRIDED_BATCHED_EX, GS_ROUTE_FP8, "sixth reason", 0x60);
+  log_shutdown();
+  char *got = debug_messages("summary.debug");
+  assert_string_equal(got,
+                      "INFO summary: 177 calls: cublasGemmEx native 120, cublasGemmEx ffma 40, "
+                      "cublasGemmStridedBatchedEx fp8 5, cublasLtMatmul native 12\n"
+                      "INFO summary: reason 120 calls: policy: built-in rule 2 (native)\n"
+                      "INFO summary: reason 40 calls: policy: built-in rule 1 (ffma)\n"
+                      "INFO summary: reason 7 calls: mode native\n"
+                      "INFO summary: reason 5 calls: nested \"quoted\"\n"
+                      "INFO summary: reason 3 calls: fp8\n"
+                      "INFO summary: site 0000000000000010 120 calls\n"
+                      "INFO summary: site 0000000000000020 40 calls\n"
+                      "INFO summary: site 0000000000000030 7 calls\n"
+                      "INFO summary: site 0000000000000040 5 calls\n"
+                      "INFO summary: site 0000000000000050 3 calls\n");
+  free(got);
+}
+
+static void test_summary_overflow_and_dropped(void **state) {
+  (void)state;
+  char reason[32];
+  start_log("big.jsonl", GS_LEVEL_INFO, "big.debug");
+  for (int i = 0; i < 70; i++) { /* 64 reasons fit; 6 go to "other" */
+    snprintf(reason, sizeof reason, "reason %02d", i);
+    record_n(i < 64 ? 100 + i : 1, GS_API_GEMM_EX, GS_ROUTE_NATIVE, reason, 0x1000 + (uint64_t)i);
+  }
+  for (int i = 0; i < 300; i++) record_n(1, GS_API_GEMM_EX, GS_ROUTE_NATIVE, "reason 00", 0x5000 + (uint64_t)i);
+  log_shutdown();
+  char *got = debug_messages("big.debug");
+  uint64_t total = 300 + 6;
+  for (int i = 0; i < 64; i++) total += 100 + (uint64_t)i;
+  char want[256];
+  snprintf(want, sizeof want, "INFO summary: %llu calls: cublasGemmEx native %llu\n", (unsigned long long)total,
+           (unsigned long long)total);
+  assert_non_null(strstr(got, want));
+  assert_non_null(strstr(got, "INFO summary: reason 400 calls: reason 00\n"
+                              "INFO summary: reason 163 calls: reason 63\n"
+                              "INFO summary: reason 162 calls: reason 62\n"
+                              "INFO summary: reason 161 calls: reason 61\n"
+                              "INFO summary: reason 160 calls: reason 60\n"
+                              "INFO summary: reason 6 calls: (other reasons, beyond the first 64)\n"
+                              "INFO summary: site 000000000000103f 163 calls\n"));
+  /* 70 + 300 distinct sites: the last 114 are "other", 1 call each. */
+  assert_non_null(strstr(got, "INFO summary: site other 114 calls (sites beyond the first 256)\n"));
+  assert_null(strstr(got, "dropped"));
+  free(got);
+}
+
+static int group_setup(void **state) {
+  (void)state;
+  snprintf(dir, sizeof dir, "/tmp/gemmshim_test_log.XXXXXX");
+  return mkdtemp(dir) ? 0 : -1;
+}
+
+static int group_teardown(void **state) {
+  (void)state;
+  char cmd[128];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+  return system(cmd) == 0 ? 0 : -1;
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_format_gemm_ex),
+      cmocka_unit_test(test_format_lt_epilogue_bias),
+      cmocka_unit_test(test_format_escapes_reason),
+      cmocka_unit_test(test_format_unterminated_reason),
+      cmocka_unit_test(test_format_unknown_values),
+      cmocka_unit_test(test_format_lt_unknown_epilogue),
+      cmocka_unit_test(test_format_too_small),
+      cmocka_unit_test_teardown(test_expand_pid_host, teardown),
+      cmocka_unit_test(test_expand_rank),
+      cmocka_unit_test(test_expand_literal_percent),
+      cmocka_unit_test(test_expand_overflow),
+      cmocka_unit_test_teardown(test_malloc_failure_disables, teardown),
+      cmocka_unit_test_teardown(test_lazy_open, teardown),
+      cmocka_unit_test_teardown(test_records_in_order, teardown),
+      cmocka_unit_test_teardown(test_one_write_per_flush, teardown),
+      cmocka_unit_test_teardown(test_write_failure_disables, teardown),
+      cmocka_unit_test_teardown(test_short_write_disables, teardown),
+      cmocka_unit_test_teardown(test_open_failure_disables, teardown),
+      cmocka_unit_test_teardown(test_no_flusher_thread_still_flushes, teardown),
+      cmocka_unit_test_teardown(test_flusher_thread_flushes, teardown),
+      cmocka_unit_test_teardown(test_late_records, teardown),
+      cmocka_unit_test_teardown(test_threads_every_seq_once, teardown),
+      cmocka_unit_test_teardown(test_threads_overload_waits, teardown),
+      cmocka_unit_test_teardown(test_fork_own_file, teardown),
+      cmocka_unit_test_teardown(test_fork_shared_file, teardown),
+      cmocka_unit_test_teardown(test_fork_before_first_record, teardown),
+      cmocka_unit_test_teardown(test_summary, teardown),
+      cmocka_unit_test_teardown(test_summary_overflow_and_dropped, teardown),
+  };
+  return cmocka_run_group_tests(tests, group_setup, group_teardown);
+}
