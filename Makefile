@@ -34,6 +34,12 @@ $(BUILD)/obj/%.o: %.c $(wildcard shim/*.h policy/*.h kernels/*.h)
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -fvisibility=hidden -c $< -o $@
 
+# The dlsym entry runs before a sanitizer runtime has initialised (the
+# runtime itself calls dlsym): never instrument it.
+$(BUILD)/obj/shim/dlsym_entry.o: shim/dlsym_entry.c $(wildcard shim/*.h)
+	@mkdir -p $(dir $@)
+	$(CC) $(filter-out $(SAN_FLAGS),$(ALL_CFLAGS)) -fvisibility=hidden -c $< -o $@
+
 $(BUILD)/obj/%.o: %.S
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -c $< -o $@
@@ -46,6 +52,7 @@ $(SHIM_SO): $(SHIM_OBJ) shim/exports.map
 # Each area adds its own rules and appends its runnable checks to TEST_STEPS.
 TEST_STEPS :=
 -include kernels/kernels.mk
+-include kernels/fp8.mk
 include tests/standin/standin.mk
 include tests/unit/unit.mk
 include tests/integration/integration.mk

@@ -73,6 +73,8 @@ void call_decide(gs_call *c) {
 
 void call_finish(gs_call *c) {
   if (!hooks_timing()) return;
-  c->site = site_id(c->caller, &c->g);
+  /* The fp8 route sets its own site id (fp8_sites.c): stable per layer,
+   * where this one is the same for every layer of a shape. */
+  if (!c->site) c->site = site_id(c->caller, &c->g);
   log_record(c);
 }

@@ -124,6 +124,7 @@ void decode_lt(gs_gemm *g, void *handle, void *desc, const void *alpha, const vo
   g->m = g->n = g->k = g->batch = -1;
   g->a_type = g->b_type = g->c_type = g->compute_type = -1;
   g->lda = g->ldb = g->ldc = -1;
+  g->stride_a = g->stride_b = g->stride_c = g->stride_d = -1;
   g->fast_accum = -1;
 
   int ok = desc != NULL;

@@ -7,9 +7,11 @@
  * depth counter lets such nested calls straight through: not decided, not
  * logged as calls of their own. */
 #define _GNU_SOURCE
+#include <pthread.h>
 #include <stdatomic.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "resolve.h"
 #include "shim.h"
@@ -18,6 +20,9 @@
 #define GS_EXPORT __attribute__((visibility("default")))
 
 static __thread int call_depth __attribute__((tls_model("initial-exec")));
+/* gettid is a system call: once per thread. */
+static __thread int thread_id __attribute__((tls_model("initial-exec")));
+static _Atomic uint64_t call_seq;
 
 /* The real function of hooked entry `name`, typed. */
 #define REAL(name) ((__typeof__(gs_sys.name))resolve_hooked(GS_SYS_##name))
@@ -37,6 +42,9 @@ static int call_begin(gs_call *c, gs_api api, const void *caller) {
   c->g.api = api;
   c->caller = caller;
   if (hooks_timing()) {
+    if (!thread_id) thread_id = (int)gettid();
+    c->tid = thread_id;
+    c->seq = atomic_fetch_add_explicit(&call_seq, 1, memory_order_relaxed) + 1;
     c->t_ns = now_ns(CLOCK_REALTIME);
     c->dur_ns = now_ns(CLOCK_MONOTONIC);
   }
@@ -203,7 +211,7 @@ GS_EXPORT cublasStatus_t cublasDestroy_v2(cublasHandle_t h) {
   return GS_CALL(cublasDestroy_v2, h);
 }
 
-/* ---- dlsym on an explicit handle (dlsym.S sends those here) ------------- */
+/* ---- dlsym on an explicit handle ---------------------------------------------- */
 static void *const hook_of[GS_SYS_COUNT] = {
     [GS_SYS_cublasCreate_v2] = (void *)cublasCreate_v2,
     [GS_SYS_cublasDestroy_v2] = (void *)cublasDestroy_v2,
@@ -216,31 +224,27 @@ static void *const hook_of[GS_SYS_COUNT] = {
     [GS_SYS_cublasLtMatmul] = (void *)cublasLtMatmul,
 };
 
-static int hooked_id(const char *name) {
-  /* Every hooked name starts with "cublas"; most lookups are not. */
-  if (strncmp(name, "cublas", 6) != 0) return -1;
-  for (int i = 0; i < GS_SYS_COUNT; i++)
-    if (hook_of[i] && strcmp(name, gs_sys_names[i]) == 0) return i;
-  return -1;
-}
-
-void *gs_dlsym_handle(void *handle, const char *name) {
-  void *(*real_dlsym)(void *, const char *) = (void *(*)(void *, const char *))gs_resolve_real_dlsym();
-  if (!real_dlsym) return NULL;
-  void *p = real_dlsym(handle, name);
-  if (!p || !name || !hooks_dlsym_enabled()) return p;
-  int id = hooked_id(name);
-  /* Only a lookup that really lands in cuBLAS is swapped: anything else
-   * (another library's function of that name, the shim itself) is left as
-   * the loader answered. */
-  if (id < 0 || resolve_is_self(p) || !resolve_object_is_cublas(p, NULL)) return p;
-  resolve_adopt((gs_sys_id)id, p);
-  return hook_of[id];
+/* dlsym_entry.c found that `name` (a cublas* name) resolved to p on an
+ * explicit handle. Only a lookup that really lands in cuBLAS is swapped:
+ * anything else (another library's function of that name, the shim
+ * itself) is left as the loader answered. */
+void *hooks_dlsym_swap(const char *name, void *p) {
+  if (!hooks_dlsym_enabled()) return p;
+  for (int i = 0; i < GS_SYS_COUNT; i++) {
+    if (!hook_of[i] || strcmp(name, gs_sys_names[i]) != 0) continue;
+    if (resolve_is_self(p) || !resolve_object_is_cublas(p, NULL)) return p;
+    resolve_adopt((gs_sys_id)i, p);
+    return hook_of[i];
+  }
+  return p;
 }
 
 /* ---- load and exit -------------------------------------------------------- */
+static void forget_thread_id(void) { thread_id = 0; }
+
 __attribute__((constructor)) static void shim_load(void) {
   resolve_init();
+  pthread_atfork(NULL, NULL, forget_thread_id);
   options_init();
   log_init();
 }

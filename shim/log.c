@@ -11,11 +11,12 @@
  *   m, n, k, batch numbers
  *   transa, transb string, "N" "T" "C" "CONJG"
  *   a_type, b_type, c_type   string, "bf16" "fp32" ... (names.h)
- *   d_type         string; omitted when -1 (the GemmEx family: D is C)
+ *   d_type         string; cublasLtMatmul only (the GemmEx family: D is C),
+ *                  omitted when -1
  *   compute_type   string, "32f" ... (names.h)
  *   scale_type     string; omitted when -1
  *   lda, ldb, ldc  numbers, printed as they are (-1 included)
- *   ldd            number; omitted when -1
+ *   ldd            number; cublasLtMatmul only, omitted when -1
  *   stride_a, stride_b, stride_c   numbers in elements; each omitted when
  *                  -1, printed otherwise (0 = no stride, e.g. batch 1)
  *   epilogue       string ("default", "bias", ...); only for cublasLtMatmul
@@ -31,6 +32,11 @@
  *   stream         string, "0x" and the stream's address in lowercase hex
  *                  without leading zeros; the NULL stream is "0x0"
  *   site           string, the call-site id as 16 lowercase hex digits
+ *   site_event     string, what happened to the call's fp8 site
+ *                  (fp8_sites.c): "new", "evicted" (it evicted another
+ *                  site) or "new,evicted"; omitted when nothing did
+ *   evicted_site   string, the evicted site's id as 16 lowercase hex
+ *                  digits; only with "evicted"
  *   decided        string, the route mode/policy asked for
  *   route          string, the route that ran ("native" "ffma" "fp8")
  *   backend        string; omitted when there is none
@@ -190,7 +196,8 @@ static void format_types(json_out *o, const gs_gemm *g) {
   OUT_KEY(o, "a_type"), out_enum(o, gs_type_name(g->a_type), g->a_type);
   OUT_KEY(o, "b_type"), out_enum(o, gs_type_name(g->b_type), g->b_type);
   OUT_KEY(o, "c_type"), out_enum(o, gs_type_name(g->c_type), g->c_type);
-  if (g->d_type != -1) OUT_KEY(o, "d_type"), out_enum(o, gs_type_name(g->d_type), g->d_type);
+  int lt = g->api == GS_API_LT_MATMUL;
+  if (lt && g->d_type != -1) OUT_KEY(o, "d_type"), out_enum(o, gs_type_name(g->d_type), g->d_type);
   OUT_KEY(o, "compute_type"), out_enum(o, gs_compute_name(g->compute_type), g->compute_type);
   if (g->scale_type != -1) OUT_KEY(o, "scale_type"), out_enum(o, gs_type_name(g->scale_type), g->scale_type);
 }
@@ -199,7 +206,7 @@ static void format_layout(json_out *o, const gs_gemm *g) {
   OUT_KEY(o, "lda"), out_i64(o, g->lda);
   OUT_KEY(o, "ldb"), out_i64(o, g->ldb);
   OUT_KEY(o, "ldc"), out_i64(o, g->ldc);
-  if (g->ldd != -1) OUT_KEY(o, "ldd"), out_i64(o, g->ldd);
+  if (g->api == GS_API_LT_MATMUL && g->ldd != -1) OUT_KEY(o, "ldd"), out_i64(o, g->ldd);
   if (g->stride_a != -1) OUT_KEY(o, "stride_a"), out_i64(o, g->stride_a);
   if (g->stride_b != -1) OUT_KEY(o, "stride_b"), out_i64(o, g->stride_b);
   if (g->stride_c != -1) OUT_KEY(o, "stride_c"), out_i64(o, g->stride_c);
@@ -224,6 +231,11 @@ static void format_place(json_out *o, const gs_call *c) {
   }
   OUT_KEY(o, "stream"), OUT_LIT(o, "\"0x"), out_hex(o, (uintptr_t)c->g.stream, 1), OUT_LIT(o, "\"");
   OUT_KEY(o, "site"), OUT_LIT(o, "\""), out_hex(o, c->site, 16), OUT_LIT(o, "\"");
+  static const char *const site_events[4] = {NULL, "new", "evicted", "new,evicted"};
+  const char *event = site_events[c->site_flags & (GS_SITE_NEW | GS_SITE_EVICTED)];
+  if (event) OUT_KEY(o, "site_event"), out_string(o, event, strlen(event));
+  if (c->site_flags & GS_SITE_EVICTED)
+    OUT_KEY(o, "evicted_site"), OUT_LIT(o, "\""), out_hex(o, c->evicted_site, 16), OUT_LIT(o, "\"");
 }
 
 static void format_outcome(json_out *o, const gs_call *c) {

@@ -23,24 +23,6 @@
 #include "shim.h"
 #include "sys.h"
 
-/* libc's dlsym; the asm wrapper in dlsym.S jumps here for RTLD_NEXT and
- * RTLD_DEFAULT so that libc sees the original caller. */
-void *gs_real_dlsym;
-
-void *gs_resolve_real_dlsym(void) {
-  void *p = gs_real_dlsym;
-  if (p) return p;
-  /* dlvsym is not wrapped, and from here RTLD_NEXT finds libc's dlsym.
-   * glibc 2.34 moved dlsym into libc with a new version. */
-  p = dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.34");
-  if (!p) p = dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.2.5");
-  if (p) {
-    gs_real_dlsym = p;
-    gs_sys.dlsym = (void *(*)(void *, const char *))p;
-  }
-  return p;
-}
-
 static int self_anchor;
 
 /* Is p inside libgemmshim.so? */

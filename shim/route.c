@@ -8,9 +8,7 @@ int route_run(gs_call *c) {
     case GS_ROUTE_FFMA:
       return route_ffma(c);
     case GS_ROUTE_FP8:
-      call_decline(c, GS_ROUTE_NATIVE, "the %s route is not available in this build; ran native",
-                   gs_route_name(c->decided));
-      return GS_DECLINED;
+      return route_fp8(c);
     default:
       return GS_DECLINED;
   }

@@ -54,7 +54,7 @@ typedef struct gs_gemm {
 
 /* ------------------------------------------------------------------------ */
 /* "hooks.c": the state of one top-level intercepted call. */
-#define GS_REASON_MAX 160
+#define GS_REASON_MAX 384
 
 typedef struct gs_call {
   gs_gemm g;
@@ -67,6 +67,7 @@ typedef struct gs_call {
   int sm;              /* major*10+minor, -1 unknown */
   uint64_t site;
   uint32_t site_flags; /* GS_SITE_NEW, ... (fp8 sites) */
+  uint64_t evicted_site; /* with GS_SITE_EVICTED: the site that made room */
   gs_route decided;    /* what mode/policy asked for */
   gs_route route;      /* what actually ran */
   const char *backend; /* e.g. "cublas", "sgemm", "own"; NULL = none */
@@ -74,6 +75,13 @@ typedef struct gs_call {
   int status;          /* cublasStatus_t returned to the caller */
   const void *caller;  /* return address of the hooked call */
 } gs_call;
+
+/* site_flags: what happened to the call's fp8 site (fp8_sites.c). NEW: the
+ * site was created by this call (its first call, or its first since it was
+ * evicted); EVICTED: making room for it evicted the least recently used
+ * site, whose id is in evicted_site. */
+#define GS_SITE_NEW 0x1u
+#define GS_SITE_EVICTED 0x2u
 
 /* ------------------------------------------------------------------------ */
 /* "options.c": one table, read once from the environment at load. */
@@ -179,6 +187,10 @@ int route_run(gs_call *c);
 
 /* "route_ffma.c": bf16/fp16 GEMMs as fp32 GEMMs through the cast kernels. */
 int route_ffma(gs_call *c);
+
+/* "route_fp8.c": bf16/fp16/fp32 GEMMs with fp8 operands and delayed scaling
+ * per call site (fp8_sites.c), on cuBLASLt's fp8 GEMM or the shim's own. */
+int route_fp8(gs_call *c);
 
 /* ------------------------------------------------------------------------ */
 /* "site.c" */

@@ -25,6 +25,7 @@ gs_sys_table gs_sys = {
     .calloc = calloc,
     .pthread_create = pthread_create,
     .gethostname = gethostname,
+    .pthread_getname_np = pthread_getname_np,
     .dlopen = dlopen,
     /* .dlsym: set by resolve_init() to libc's dlsym, never to our own. */
 };

@@ -33,6 +33,8 @@
     (pthread_t *t, const pthread_attr_t *a, void *(*fn)(void *), void *arg),   \
     (t, a, fn, arg))                                                           \
   X(gethostname, int, -1, (char *name, size_t len), (name, len))               \
+  X(pthread_getname_np, int, ERANGE, (pthread_t t, char *name, size_t len),    \
+    (t, name, len))                                                            \
   X(dlopen, void *, NULL, (const char *file, int mode), (file, mode))          \
   X(dlsym, void *, NULL, (void *handle, const char *name), (handle, name))
 
@@ -41,6 +43,7 @@
   X(cuInit, CUresult, CUDA_ERROR_UNKNOWN, (unsigned int flags), (flags))       \
   X(cuStreamGetCtx, CUresult, CUDA_ERROR_UNKNOWN, (CUstream s, CUcontext *c), (s, c)) \
   X(cuCtxGetCurrent, CUresult, CUDA_ERROR_UNKNOWN, (CUcontext *c), (c))        \
+  X(cuCtxGetId, CUresult, CUDA_ERROR_UNKNOWN, (CUcontext c, unsigned long long *id), (c, id)) \
   X(cuCtxPushCurrent_v2, CUresult, CUDA_ERROR_UNKNOWN, (CUcontext c), (c))     \
   X(cuCtxPopCurrent_v2, CUresult, CUDA_ERROR_UNKNOWN, (CUcontext *c), (c))     \
   X(cuCtxGetDevice, CUresult, CUDA_ERROR_UNKNOWN, (CUdevice *d), (d))          \
@@ -55,7 +58,16 @@
   X(cuMemFreeAsync, CUresult, CUDA_ERROR_UNKNOWN, (CUdeviceptr p, CUstream s), (p, s)) \
   X(cuMemsetD8Async, CUresult, CUDA_ERROR_UNKNOWN,                             \
     (CUdeviceptr p, unsigned char v, size_t n, CUstream s), (p, v, n, s))      \
+  X(cuMemsetD32Async, CUresult, CUDA_ERROR_UNKNOWN,                            \
+    (CUdeviceptr p, unsigned int v, size_t n, CUstream s), (p, v, n, s))       \
+  X(cuMemcpyDtoDAsync_v2, CUresult, CUDA_ERROR_UNKNOWN,                        \
+    (CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s), (dst, src, n, s)) \
+  X(cuEventCreate, CUresult, CUDA_ERROR_UNKNOWN, (CUevent *e, unsigned int flags), (e, flags)) \
+  X(cuEventRecord, CUresult, CUDA_ERROR_UNKNOWN, (CUevent e, CUstream s), (e, s)) \
+  X(cuStreamWaitEvent, CUresult, CUDA_ERROR_UNKNOWN,                           \
+    (CUstream s, CUevent e, unsigned int flags), (s, e, flags))                \
   X(cuModuleLoadData, CUresult, CUDA_ERROR_UNKNOWN, (CUmodule *m, const void *img), (m, img)) \
+  X(cuModuleUnload, CUresult, CUDA_ERROR_UNKNOWN, (CUmodule m), (m))          \
   X(cuModuleGetFunction, CUresult, CUDA_ERROR_UNKNOWN,                         \
     (CUfunction *f, CUmodule m, const char *name), (f, m, name))               \
   X(cuLaunchKernel, CUresult, CUDA_ERROR_UNKNOWN,                              \
@@ -84,6 +96,8 @@
   X(cublasLtMatrixLayoutGetAttribute, cublasStatus_t, CUBLAS_STATUS_INTERNAL_ERROR, \
     (cublasLtMatrixLayout_t l, cublasLtMatrixLayoutAttribute_t a, void *buf,   \
      size_t n, size_t *written), (l, a, buf, n, written))                      \
+  X(cublasLtCreate, cublasStatus_t, CUBLAS_STATUS_NOT_INITIALIZED,             \
+    (cublasLtHandle_t *h), (h))                                                \
   X(cublasLtMatmulDescCreate, cublasStatus_t, CUBLAS_STATUS_ALLOC_FAILED,      \
     (cublasLtMatmulDesc_t *d, cublasComputeType_t c, cudaDataType_t s), (d, c, s)) \
   X(cublasLtMatmulDescDestroy, cublasStatus_t, CUBLAS_STATUS_INTERNAL_ERROR,   \

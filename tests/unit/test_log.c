@@ -236,7 +236,7 @@ static void test_format_unknown_values(void **state) {
   c.g.a_type = 99, c.g.b_type = -1, c.g.d_type = 123, c.g.scale_type = 77;
   c.g.compute_type = 12345;
   c.g.ldd = 5, c.g.stride_a = -1, c.g.stride_b = -1, c.g.stride_c = -1;
-  c.g.epilogue = 3; /* not printed: not an Lt call */
+  c.g.epilogue = 3; /* epilogue, d_type and ldd: not printed, not an Lt call */
   c.g.pointer_mode = 9;
   c.g.algo = -1;
   c.device = -1, c.sm = -1;
@@ -248,8 +248,8 @@ static void test_format_unknown_values(void **state) {
                       "{\"seq\":42,\"t_ns\":1700000000123456789,\"tid\":4242,\"api\":\"unknown(10)\","
                       "\"m\":4096,\"n\":1024,\"k\":512,\"batch\":1,\"transa\":\"unknown(7)\",\"transb\":\"N\","
                       "\"a_type\":\"unknown(99)\",\"b_type\":\"unknown(-1)\",\"c_type\":\"fp32\","
-                      "\"d_type\":\"unknown(123)\",\"compute_type\":\"unknown(12345)\",\"scale_type\":\"unknown(77)\","
-                      "\"lda\":512,\"ldb\":512,\"ldc\":4096,\"ldd\":5,\"pointer_mode\":\"unknown(9)\",\"algo\":-1,"
+                      "\"compute_type\":\"unknown(12345)\",\"scale_type\":\"unknown(77)\","
+                      "\"lda\":512,\"ldb\":512,\"ldc\":4096,\"pointer_mode\":\"unknown(9)\",\"algo\":-1,"
                       "\"device\":-1,\"sm\":null,\"stream\":\"0x7f00dead0000\",\"site\":\"00ab12cd34ef5678\","
                       "\"decided\":\"unknown(9)\",\"route\":\"unknown(-2)\",\"backend\":\"sgemm\","
                       "\"reason\":\"policy: built-in rule 1 (ffma sm=6.0-7.5 ab=bf16 compute=32f)\","

@@ -1,0 +1,357 @@
+/* fp8_block.h: the block-level CUDA that the fp8 kernels need beyond
+ * device.h: __shared__ memory, __syncthreads(), 32-bit atomics and
+ * __threadfence(). On the GPU they are the hardware's, through clang's NVPTX
+ * builtins (no CUDA headers). In the host build (GS_EMU) a block's threads
+ * run as fibers on the calling thread, so a barrier is a real barrier:
+ *
+ *   - every thread of a block is a ucontext fiber with its own stack; the
+ *     scheduler resumes each runnable fiber until it reaches __syncthreads()
+ *     or returns; when all have, the barrier opens. Between two barriers the
+ *     threads run in ascending thread order, then descending, alternately,
+ *     so that a missing barrier is seen from both sides. Blocks run one
+ *     after another, as emu.h runs them.
+ *   - __shared__ is `static thread_local`: one copy per host thread, which
+ *     all fibers of the running block share (a launch stays on its host
+ *     thread, so concurrent launches from different threads do not mix).
+ *   - a barrier that not every live thread reaches (one thread returned, or
+ *     threads sit at different barrier counts) is a kernel bug that would
+ *     hang or misbehave on a GPU; the launch fails with
+ *     CUDA_ERROR_LAUNCH_FAILED and a line on stderr.
+ *   - faults detected by emu.h's checked accesses (misalignment) end the
+ *     launch with that CUresult, as in emu.h.
+ *   - fibers switch with sanitizer annotations (ASan's fake stacks, TSan's
+ *     fibers), so `make asan` / `make tsan` run the same kernels. TSan
+ *     orders every switch, so it reports no races between a block's threads:
+ *     two fixed interleavings are all this emulation shows.
+ *
+ * emu.h (the cast kernels' emulation) runs a block's threads one after
+ * another and rejects __syncthreads(); this file adds the fiber launcher
+ * next to it and replaces the name, so kernels that include it get the
+ * barrier. Kernels register with GS_FP8_EMU_ENTRY instead of GS_EMU_ENTRY. */
+#ifndef GEMMSHIM_FP8_BLOCK_H
+#define GEMMSHIM_FP8_BLOCK_H
+
+#include "device.h"
+
+/* Loops with a fixed trip count that must be unrolled (array indices become
+ * constants, so the arrays live in registers). */
+#if defined(__clang__)
+#define GS_FP8_UNROLL _Pragma("unroll")
+#define GS_FP8_UNROLL_8 _Pragma("unroll 8")
+#else
+#define GS_FP8_UNROLL _Pragma("GCC unroll 16")
+#define GS_FP8_UNROLL_8 _Pragma("GCC unroll 8")
+#endif
+
+#if !defined(GS_EMU)
+
+#define __shared__ __attribute__((shared))
+
+/* __syncthreads() is itself a clang NVPTX builtin (bar.sync 0). */
+static __device__ __forceinline__ unsigned gs_fp8_atomic_max(unsigned *p, unsigned v) {
+  return __nvvm_atom_max_gen_ui(p, v);
+}
+static __device__ __forceinline__ unsigned gs_fp8_atomic_add(unsigned *p, unsigned v) {
+  return (unsigned)__nvvm_atom_add_gen_i((int *)p, (int)v);
+}
+static __device__ __forceinline__ unsigned gs_fp8_atomic_exch(unsigned *p, unsigned v) {
+  return (unsigned)__nvvm_atom_xchg_gen_i((int *)p, (int)v);
+}
+/* A scalar that no thread of the kernel writes (alpha, beta, scales):
+ * ld.global.nc. An intrinsic, not a plain load, so clang cannot merge
+ * `p ? *p : value` into a load through a selected pointer (which would put
+ * the by-value argument in local memory). */
+static __device__ __forceinline__ float gs_fp8_load_const(const float *p) { return __nvvm_ldg_f(p); }
+/* membar.gl: this thread's global writes are seen by every block before its
+ * later ones (the threadFenceReduction pattern). */
+static __device__ __forceinline__ void gs_fp8_threadfence(void) { __nvvm_membar_gl(); }
+
+#else /* GS_EMU */
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/mman.h>
+#include <ucontext.h>
+
+#include <new>
+#include <tuple>
+#include <utility>
+
+#if defined(__SANITIZE_ADDRESS__)
+#define GS_FP8_EMU_ASAN 1
+#endif
+#if defined(__SANITIZE_THREAD__)
+#define GS_FP8_EMU_TSAN 1
+#endif
+#if defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define GS_FP8_EMU_ASAN 1
+#endif
+#if __has_feature(thread_sanitizer)
+#define GS_FP8_EMU_TSAN 1
+#endif
+#endif
+#if defined(GS_FP8_EMU_ASAN)
+#include <sanitizer/common_interface_defs.h>
+#endif
+#if defined(GS_FP8_EMU_TSAN)
+#include <sanitizer/tsan_interface.h>
+#endif
+
+#define __shared__ static thread_local
+
+inline unsigned gs_fp8_atomic_max(unsigned *p, unsigned v) {
+  unsigned old = __atomic_load_n(p, __ATOMIC_RELAXED);
+  while (old < v && !__atomic_compare_exchange_n(p, &old, v, 1, __ATOMIC_SEQ_CST, __ATOMIC_RELAXED)) {
+  }
+  return old;
+}
+inline unsigned gs_fp8_atomic_add(unsigned *p, unsigned v) {
+  return __atomic_fetch_add(p, v, __ATOMIC_SEQ_CST);
+}
+inline unsigned gs_fp8_atomic_exch(unsigned *p, unsigned v) {
+  return __atomic_exchange_n(p, v, __ATOMIC_SEQ_CST);
+}
+/* A block's threads share one host thread, and the atomics above are
+ * sequentially consistent already; TSan (which rejects fences) orders
+ * every fiber switch itself. */
+inline void gs_fp8_threadfence(void) {
+#if !defined(GS_FP8_EMU_TSAN)
+  __atomic_thread_fence(__ATOMIC_SEQ_CST);
+#endif
+}
+inline float gs_fp8_load_const(const float *p) { return *p; }
+
+/* Kernel frames are small; sanitizers grow them several times over. The
+ * stacks are mmap'ed, so only the pages a fiber touches cost memory. */
+#define GS_FP8_EMU_STACK (256u * 1024u)
+
+enum { GS_FP8_FIBER_RUNNABLE, GS_FP8_FIBER_AT_BARRIER, GS_FP8_FIBER_DONE };
+
+struct gs_fp8_fiber {
+  ucontext_t uc;
+  char *stack;
+  int state;
+  unsigned long long barriers; /* barriers this thread reached */
+  void *tsan;
+};
+
+struct gs_fp8_block_run {
+  ucontext_t sched;
+  gs_fp8_fiber *fibers;
+  unsigned nthreads, cur;
+  void (*body)(void *);
+  void *arg;
+  const void *sched_stack; /* the scheduler's stack, for ASan */
+  size_t sched_stack_size;
+  void *sched_tsan;
+};
+
+inline thread_local gs_fp8_block_run *gs_fp8_run;
+
+inline void gs_fp8_asan_start(void **fake, const void *bottom, size_t size) {
+#if defined(GS_FP8_EMU_ASAN)
+  __sanitizer_start_switch_fiber(fake, bottom, size);
+#else
+  (void)fake, (void)bottom, (void)size;
+#endif
+}
+inline void gs_fp8_asan_finish(void *fake, const void **bottom, size_t *size) {
+#if defined(GS_FP8_EMU_ASAN)
+  __sanitizer_finish_switch_fiber(fake, bottom, size);
+#else
+  (void)fake, (void)bottom, (void)size;
+#endif
+}
+inline void gs_fp8_tsan_switch(void *fiber) {
+#if defined(GS_FP8_EMU_TSAN)
+  __tsan_switch_to_fiber(fiber, 0);
+#else
+  (void)fiber;
+#endif
+}
+
+/* From the running fiber back to the scheduler; returns when resumed. */
+inline void gs_fp8_fiber_yield(gs_fp8_block_run *r, gs_fp8_fiber *f, int finished) {
+  void *fake = nullptr;
+  gs_fp8_asan_start(finished ? nullptr : &fake, r->sched_stack, r->sched_stack_size);
+  gs_fp8_tsan_switch(r->sched_tsan);
+  swapcontext(&f->uc, &r->sched);
+  gs_fp8_asan_finish(fake, nullptr, nullptr);
+}
+
+inline void gs_fp8_fiber_main(void) {
+  gs_fp8_block_run *r = gs_fp8_run;
+  gs_fp8_asan_finish(nullptr, &r->sched_stack, &r->sched_stack_size);
+  r->body(r->arg);
+  gs_fp8_fiber *f = &r->fibers[r->cur];
+  f->state = GS_FP8_FIBER_DONE;
+  gs_fp8_fiber_yield(r, f, 1); /* never resumed */
+}
+
+/* __syncthreads(): wait here until every thread of the block has come. */
+inline void gs_fp8_syncthreads(void) {
+  gs_fp8_block_run *r = gs_fp8_run;
+  gs_fp8_fiber *f = &r->fibers[r->cur];
+  f->state = GS_FP8_FIBER_AT_BARRIER;
+  f->barriers++;
+  __asm__ __volatile__("" ::: "memory");
+  gs_fp8_fiber_yield(r, f, 0);
+  __asm__ __volatile__("" ::: "memory");
+}
+#define __syncthreads gs_fp8_syncthreads
+
+/* Resume fiber i; returns when it waits at a barrier or has finished. */
+inline void gs_fp8_fiber_resume(gs_fp8_block_run *r, unsigned i) {
+  const unsigned bx = blockDim.x, by = blockDim.y;
+  r->cur = i;
+  threadIdx = {i % bx, (i / bx) % by, i / (bx * by)};
+  void *fake = nullptr;
+  gs_fp8_asan_start(&fake, r->fibers[i].stack, GS_FP8_EMU_STACK);
+  gs_fp8_tsan_switch(r->fibers[i].tsan);
+  swapcontext(&r->sched, &r->fibers[i].uc);
+  gs_fp8_asan_finish(fake, nullptr, nullptr);
+}
+
+/* A fresh fiber at the kernel's start. Out of line: getcontext counts as
+ * returning twice, which would pin its caller's locals to memory. */
+__attribute__((noinline)) inline void gs_fp8_fiber_init(gs_fp8_fiber *f) {
+  getcontext(&f->uc);
+  f->uc.uc_stack.ss_sp = f->stack;
+  f->uc.uc_stack.ss_size = GS_FP8_EMU_STACK;
+  f->uc.uc_link = nullptr;
+  makecontext(&f->uc, gs_fp8_fiber_main, 0);
+  f->state = GS_FP8_FIBER_RUNNABLE;
+  f->barriers = 0;
+}
+
+/* One block: 0 when every thread returned, else a CUresult. */
+inline int gs_fp8_block(gs_fp8_block_run *r) {
+  for (unsigned i = 0; i < r->nthreads; i++) gs_fp8_fiber_init(&r->fibers[i]);
+  /* Between barriers the threads run in ascending order, then descending,
+   * alternately (odd blocks start descending), so a missing barrier shows
+   * as a thread reading shared memory before its writer has run. */
+  const unsigned block = blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z);
+  for (unsigned phase = block & 1u;; phase++) {
+    for (unsigned n = 0; n < r->nthreads; n++) {
+      const unsigned i = phase & 1u ? r->nthreads - 1 - n : n;
+      if (r->fibers[i].state != GS_FP8_FIBER_RUNNABLE) continue;
+      gs_fp8_fiber_resume(r, i);
+      if (gs_emu_fault != CUDA_SUCCESS) return gs_emu_fault;
+    }
+    unsigned waiting = 0, done = 0, first_waiting = 0;
+    for (unsigned i = 0; i < r->nthreads; i++) {
+      if (r->fibers[i].state == GS_FP8_FIBER_DONE) done++;
+      else if (waiting++ == 0) first_waiting = i;
+    }
+    if (done == r->nthreads) return CUDA_SUCCESS;
+    unsigned long long n = r->fibers[first_waiting].barriers;
+    for (unsigned i = 0; i < r->nthreads; i++) {
+      const gs_fp8_fiber *f = &r->fibers[i];
+      if (f->state == GS_FP8_FIBER_DONE || f->barriers != n) {
+        fprintf(stderr,
+                "fp8_block: block (%u,%u,%u): thread %u waits at barrier %llu while thread %u %s %llu: "
+                "divergent __syncthreads()\n",
+                blockIdx.x, blockIdx.y, blockIdx.z, first_waiting, n, i,
+                f->state == GS_FP8_FIBER_DONE ? "returned after barrier" : "waits at barrier",
+                f->barriers);
+        return CUDA_ERROR_LAUNCH_FAILED;
+      }
+    }
+    for (unsigned i = 0; i < r->nthreads; i++) r->fibers[i].state = GS_FP8_FIBER_RUNNABLE;
+  }
+}
+
+/* The fiber stacks of this host thread's launches, kept for the next one:
+ * mapping and unmapping them per launch costs more than the kernels under
+ * the sanitizers. Left mapped when the thread exits. */
+struct gs_fp8_stack_cache {
+  void *base;
+  size_t bytes;
+  void **tsan; /* TSan's fiber per stack, made once (each costs mappings) */
+  unsigned ntsan;
+};
+inline thread_local gs_fp8_stack_cache gs_fp8_stacks;
+
+inline void *gs_fp8_stacks_get(size_t bytes) {
+  gs_fp8_stack_cache *c = &gs_fp8_stacks;
+  if (c->bytes >= bytes) return c->base;
+  if (c->base) munmap(c->base, c->bytes);
+  c->base = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (c->base == MAP_FAILED) {
+    c->base = nullptr, c->bytes = 0;
+    return nullptr;
+  }
+  c->bytes = bytes;
+  return c->base;
+}
+
+/* Run body(arg) as the kernel of launch l, every block, every thread. */
+inline int gs_fp8_emu_run(const standin_launch *l, void (*body)(void *), void *arg) {
+  gridDim = {l->grid.x, l->grid.y, l->grid.z};
+  blockDim = {l->block.x, l->block.y, l->block.z};
+  gs_emu_fault = CUDA_SUCCESS;
+  gs_fp8_block_run r = {};
+  r.nthreads = l->block.x * l->block.y * l->block.z;
+  r.body = body;
+  r.arg = arg;
+  /* A launch from inside a kernel would reuse the running fibers' stacks. */
+  if (gs_fp8_run) return CUDA_ERROR_NOT_SUPPORTED;
+  r.fibers = new (std::nothrow) gs_fp8_fiber[r.nthreads]();
+  void *stacks = r.fibers ? gs_fp8_stacks_get((size_t)r.nthreads * GS_FP8_EMU_STACK) : nullptr;
+  if (!stacks) {
+    delete[] r.fibers;
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  }
+#if defined(GS_FP8_EMU_TSAN)
+  gs_fp8_stack_cache *c = &gs_fp8_stacks;
+  if (c->ntsan < r.nthreads) {
+    void **grown = (void **)realloc(c->tsan, r.nthreads * sizeof(void *));
+    if (!grown) {
+      delete[] r.fibers;
+      return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    c->tsan = grown;
+    for (; c->ntsan < r.nthreads; c->ntsan++) c->tsan[c->ntsan] = __tsan_create_fiber(0);
+  }
+  r.sched_tsan = __tsan_get_current_fiber();
+  for (unsigned i = 0; i < r.nthreads; i++) r.fibers[i].tsan = c->tsan[i];
+#endif
+  for (unsigned i = 0; i < r.nthreads; i++) r.fibers[i].stack = (char *)stacks + (size_t)i * GS_FP8_EMU_STACK;
+  gs_fp8_run = &r;
+  int rc = CUDA_SUCCESS;
+  for (unsigned bz = 0; bz < gridDim.z && rc == CUDA_SUCCESS; bz++)
+    for (unsigned by = 0; by < gridDim.y && rc == CUDA_SUCCESS; by++)
+      for (unsigned bx = 0; bx < gridDim.x && rc == CUDA_SUCCESS; bx++) {
+        blockIdx = {bx, by, bz};
+        rc = gs_fp8_block(&r);
+      }
+  gs_fp8_run = nullptr;
+  delete[] r.fibers;
+  return rc;
+}
+
+template <typename... A> struct gs_fp8_closure {
+  void (*k)(A...);
+  std::tuple<typename std::decay<A>::type...> args;
+  static void call(void *p) {
+    gs_fp8_closure *c = static_cast<gs_fp8_closure *>(p);
+    std::apply(c->k, c->args);
+  }
+};
+
+template <typename... A> static int gs_fp8_emu_launch(const standin_launch *l, void (*k)(A...)) {
+  if (!l || l->abi != STANDIN_KERNEL_ABI) return CUDA_ERROR_NOT_SUPPORTED;
+  if (sizeof...(A) > 0 && !l->params) return CUDA_ERROR_INVALID_VALUE;
+  gs_fp8_closure<A...> c = {k, gs_emu_args<A...>(l->params, std::index_sequence_for<A...>{})};
+  return gs_fp8_emu_run(l, gs_fp8_closure<A...>::call, &c);
+}
+
+#define GS_FP8_EMU_ENTRY(name)                                                 \
+  extern "C" __attribute__((visibility("default"))) int standin_kernel_##name( \
+      const standin_launch *l) {                                               \
+    return gs_fp8_emu_launch(l, name);                                         \
+  }
+
+#endif /* GS_EMU */
+#endif

@@ -1,0 +1,183 @@
+/* fp8_gemm.cu: the shim's own fp8 GEMM, for GPUs (or shapes) that cuBLASLt
+ * fp8 does not serve:
+ *
+ *   D = epilogue(alpha * scale_a * scale_b * op(A8) op(B8) + beta * C + bias)
+ *
+ * with A8 (k x m) and B8 (k x n) in the TN layout of fp8.h, E4M3 or E5M2
+ * each, decoded exactly to fp32 and multiplied with fp32 FFMA accumulation
+ * (no tensor cores: it runs from sm_61 on). C and D are column-major bf16,
+ * fp16 or fp32 with their own ld and batch stride, C may be D, C is not read
+ * when beta is zero; bias has m elements (bf16, fp16, fp32); relu and
+ * cuBLASLt's tanh GELU. Any m, n, k (k = 0 included: beta*C + bias),
+ * batches over gridDim.z with a grid-stride loop past 65535.
+ *
+ * Shape: 64 x 64 output tiles, k in steps of 32, 256 threads, each owning a
+ * 4 x 4 micro-tile. Each step a thread loads 16 fp8 bytes (one LDG.128 when
+ * k is a multiple of 16) of one A or B row, decodes them and stores the 16
+ * floats k-major into shared memory (2 x 32 x 68 floats, 17 KB: the pad keeps
+ * 16-byte alignment for the LDS.128 reads), so the inner loop is 2 LDS.128
+ * and 16 FFMA per k. 17 KB and ~64 registers allow 3-4 blocks per SM on
+ * Pascal and later. Decoding costs 16 integer ops per 64 x 64 x 32 / 256 = 512
+ * FFMA per thread and step, about 3%. fp8 bytes are decoded once and reused
+ * 64 times from shared memory. */
+#include "fp8_block.h"
+#include "fp8_convert.h"
+#include "fp8_kernels.h"
+
+/* Multiply-adds are explicit __builtin_fmaf; nothing else may be fused, so
+ * the host build computes the same bits as the GPU. */
+#if defined(__clang__)
+#pragma clang fp contract(off)
+#endif
+
+
+/* Four floats moved as one 16-byte shared-memory access. */
+typedef struct __attribute__((aligned(16))) fp8_f4 {
+  float v[4];
+} fp8_f4;
+
+static __device__ __forceinline__ float fp8_load_elem(const void *p, int64_t i, int type) {
+  if (type == GS_ELEM_BF16) return gs_bf16_to_f32(((const uint16_t *)p)[i]);
+  if (type == GS_ELEM_F16) return gs_f16_to_f32(((const uint16_t *)p)[i]);
+  return ((const float *)p)[i];
+}
+
+static __device__ __forceinline__ void fp8_store_elem(void *p, int64_t i, int type, float v) {
+  if (type == GS_ELEM_BF16) ((uint16_t *)p)[i] = gs_f32_to_bf16_rn(v);
+  else if (type == GS_ELEM_F16) ((uint16_t *)p)[i] = gs_f32_to_f16_rn(v);
+  else ((float *)p)[i] = v;
+}
+
+/* exp(x) for |x| <= 80 from basic operations (the build has no libdevice):
+ * x = n ln2 + r, |r| <= ln2/2 with ln2 split in two (Cody-Waite), degree-6
+ * Taylor polynomial (truncation below 2e-7 relative), times 2^n built in
+ * the exponent field. Same bits on GPU and host. */
+static __device__ __forceinline__ float fp8_expf(float x) {
+  const float magic = 12582912.0f; /* 1.5 * 2^23: adding it rounds to an integer */
+  float t = __builtin_fmaf(x, 1.44269504088896341f, magic);
+  float n = t - magic;
+  float r = __builtin_fmaf(-n, 0.693145751953125f, x);     /* ln2 high part, exact product */
+  r = __builtin_fmaf(-n, 1.42860682030941723e-6f, r);       /* ln2 low part */
+  float p = 1.0f / 720.0f;
+  p = __builtin_fmaf(p, r, 1.0f / 120.0f);
+  p = __builtin_fmaf(p, r, 1.0f / 24.0f);
+  p = __builtin_fmaf(p, r, 1.0f / 6.0f);
+  p = __builtin_fmaf(p, r, 0.5f);
+  p = __builtin_fmaf(p, r, 1.0f);
+  p = __builtin_fmaf(p, r, 1.0f);
+  return p * gs_f32_from_bits((uint32_t)((int)n + 127) << 23);
+}
+
+/* tanh(u) = 1 - 2 / (exp(2u) + 1) for u >= 0, odd. Past u = 9 the result
+ * rounds to 1 in fp32. Absolute error about 1e-7 near 0, where GELU
+ * multiplies it by 0.5x. */
+static __device__ __forceinline__ float fp8_tanhf(float u) {
+  float a = u < 0.0f ? -u : u;
+  if (a > 9.0f) a = 9.0f;
+  float t = 1.0f - 2.0f / (fp8_expf(2.0f * a) + 1.0f);
+  return u < 0.0f ? -t : t;
+}
+
+/* cuBLASLt's GELU: 0.5 x (1 + tanh(0.7978845608 (x + 0.044715 x^3))). */
+static __device__ __forceinline__ float fp8_gelu(float x) {
+  if (!(x == x)) return x;
+  float x3 = x * x * x;
+  float u = 0.7978845608f * (x + 0.044715f * x3);
+  return 0.5f * x * (1.0f + fp8_tanhf(u));
+}
+
+/* One row of A8 or B8: the 16 codes from k index p (zeros past k and past
+ * the matrix), decoded into column `row` of the k-major tile s. */
+static __device__ __forceinline__ void fp8_stage_row(fp8_f4 (*s)[GS_FP8_G_BM / 4 + 1], const uint8_t *row_base,
+                                                     int in_range, int64_t p, int64_t k, int vec,
+                                                     int fmt, int row, int chunk) {
+  uint32_t w[4] = {0, 0, 0, 0};
+  if (in_range && p < k) {
+    if (vec && p + 16 <= k) {
+      gs_u32x4 v = gs_ld16(row_base + p);
+      for (int i = 0; i < 4; i++) w[i] = v.v[i];
+    } else {
+GS_FP8_UNROLL
+      for (int q = 0; q < 16; q++)
+        if (p + q < k) w[q / 4] |= (uint32_t)row_base[p + q] << (8 * (q % 4));
+    }
+  }
+GS_FP8_UNROLL
+  for (int q = 0; q < 16; q++) {
+    uint8_t code = (uint8_t)(w[q / 4] >> (8 * (q % 4)));
+    s[chunk * 16 + q][row / 4].v[row % 4] = gs_fp8_to_f32(code, fmt);
+  }
+}
+
+extern "C" __global__ void __launch_bounds__(GS_FP8_G_THREADS) gs_fp8_gemm(gs_fp8_gemm_args a) {
+  __shared__ fp8_f4 s_a[GS_FP8_G_BK][GS_FP8_G_BM / 4 + 1];
+  __shared__ fp8_f4 s_b[GS_FP8_G_BK][GS_FP8_G_BN / 4 + 1];
+
+  const unsigned tid = threadIdx.x;
+  const int tx = (int)(tid % 16), ty = (int)(tid / 16); /* rows tx*4.., cols ty*4.. */
+  /* Staging: threads 0-127 load A rows, 128-255 B rows; 64 rows x 2 chunks
+   * of 16 bytes each; a warp covers 32 consecutive rows of one chunk, so its
+   * shared-memory stores hit 32 consecutive words. */
+  const int stage_b = tid >= 128;
+  const int stage_row = (int)(tid % 64), stage_chunk = (int)((tid % 128) / 64);
+
+  const float alpha = a.alpha_ptr ? gs_fp8_load_const(a.alpha_ptr) : a.alpha;
+  const float beta = a.beta_ptr ? gs_fp8_load_const(a.beta_ptr) : a.beta;
+  /* The step each operand was quantized with; k = 0 reads neither. */
+  const float scale =
+      a.k > 0 ? alpha * (gs_fp8_load_const(a.scale_a) * gs_fp8_load_const(a.scale_b)) : alpha;
+  const int fmt = stage_b ? a.fmt_b : a.fmt_a;
+
+  for (int64_t b = blockIdx.z; b < a.batch; b += gridDim.z)
+    for (int64_t tn = blockIdx.y; tn < a.tiles_n; tn += gridDim.y)
+      for (int64_t tm = blockIdx.x; tm < a.tiles_m; tm += gridDim.x) {
+        const int64_t i0 = tm * GS_FP8_G_BM, j0 = tn * GS_FP8_G_BN;
+        float acc[4][4];
+GS_FP8_UNROLL
+        for (int r = 0; r < 4; r++)
+GS_FP8_UNROLL
+          for (int c = 0; c < 4; c++) acc[r][c] = 0.0f;
+
+        const int64_t g_row = (stage_b ? j0 : i0) + stage_row;
+        const int64_t g_rows = stage_b ? a.n : a.m;
+        const uint8_t *row_base =
+            stage_b ? a.b8 + (b * a.n + g_row) * a.k : a.a8 + (b * a.m + g_row) * a.k;
+        for (int64_t p0 = 0; p0 < a.k; p0 += GS_FP8_G_BK) {
+          fp8_stage_row(stage_b ? s_b : s_a, row_base, g_row < g_rows, p0 + stage_chunk * 16, a.k,
+                        a.vec_k, fmt, stage_row, stage_chunk);
+          __syncthreads();
+GS_FP8_UNROLL_8
+          for (int kk = 0; kk < GS_FP8_G_BK; kk++) {
+            const fp8_f4 av = s_a[kk][tx], bv = s_b[kk][ty];
+GS_FP8_UNROLL
+            for (int r = 0; r < 4; r++)
+GS_FP8_UNROLL
+              for (int c = 0; c < 4; c++) acc[r][c] = __builtin_fmaf(av.v[r], bv.v[c], acc[r][c]);
+          }
+          __syncthreads();
+        }
+
+        /* Epilogue: a warp writes 64 consecutive rows of 2 columns. */
+GS_FP8_UNROLL
+        for (int c = 0; c < 4; c++) {
+          const int64_t j = j0 + ty * 4 + c;
+          if (j >= a.n) continue;
+GS_FP8_UNROLL
+          for (int r = 0; r < 4; r++) {
+            const int64_t i = i0 + tx * 4 + r;
+            if (i >= a.m) continue;
+            float v = acc[r][c] * scale;
+            if (beta != 0.0f)
+              v = __builtin_fmaf(beta, fp8_load_elem(a.c, b * a.stride_c + j * a.ldc + i, a.c_type), v);
+            if (a.epilogue & GS_FP8_EPI_BIAS) v = v + fp8_load_elem(a.bias, i, a.bias_type);
+            if ((a.epilogue & GS_FP8_EPI_RELU) && v < 0.0f) v = 0.0f;
+            if (a.epilogue & GS_FP8_EPI_GELU) v = fp8_gelu(v);
+            fp8_store_elem(a.d, b * a.stride_d + j * a.ldd + i, a.d_type, v);
+          }
+        }
+      }
+}
+
+#if defined(GS_EMU)
+GS_FP8_EMU_ENTRY(gs_fp8_gemm)
+#endif

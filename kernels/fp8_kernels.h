@@ -1,0 +1,108 @@
+/* fp8_kernels.h: what the fp8 kernels (fp8_quantize.cu, fp8_gemm.cu) and
+ * their launchers (fp8_launch.c) share: the ring as device code sees it, the
+ * one argument block each kernel takes, the launch shapes and the list of
+ * kernels. The list is the only place a kernel is named. C and C++ (device
+ * and host builds). */
+#ifndef GEMMSHIM_FP8_KERNELS_H
+#define GEMMSHIM_FP8_KERNELS_H
+
+#include <stdint.h>
+
+#include "cast.h" /* GS_ELEM_F32 / GS_ELEM_BF16 / GS_ELEM_F16 */
+
+/* fp8.h's gs_fp8_ring, which device code cannot include (it includes
+ * cuda.h); fp8_launch.c asserts that the two layouts agree field by field.
+ * amax_slot holds non-negative floats as bits, so unsigned max is float max
+ * (and a NaN, whose bits are above inf's, wins: the fold then keeps the
+ * scale). */
+#define GS_FP8_DEV_AMAX_SLOTS 32
+typedef struct gs_fp8_ring_dev {
+  float scale[2];
+  uint32_t amax_slot[GS_FP8_DEV_AMAX_SLOTS];
+  uint32_t blocks_done;
+  uint32_t pos;
+  uint32_t history;
+  uint32_t fmt;
+  float margin_div;
+  float last_amax;
+  float hist[];
+} gs_fp8_ring_dev;
+
+/* Quantize (and amax) kernels: 64 x 64 tiles of the source as stored, one
+ * block of 256 threads per tile at a time (see fp8_quantize.cu). */
+#define GS_FP8_Q_TILE 64
+#define GS_FP8_Q_THREADS 256
+
+/* Passed by value as the kernel's only parameter. Every field is 8 bytes or
+ * one of a pair of 4-byte fields, so C (gcc, x86-64) and CUDA C++ (clang,
+ * nvptx64) lay it out alike; sizes and strides are in elements, validated
+ * by the launcher. */
+typedef struct gs_fp8_quantize_args {
+  const void *src;       /* column-major rows x cols, ld, batch stride */
+  uint8_t *dst;          /* TN layout (fp8.h); NULL for the amax kernels */
+  gs_fp8_ring_dev *ring;
+  int64_t rows, cols, ld, stride, batch;
+  int64_t tiles_r, tiles_c; /* ceil(rows / 64), ceil(cols / 64) */
+  int32_t transpose;     /* dst[r*cols + c] (1) or dst[c*rows + r] (0) */
+  int32_t parity;        /* quantize with scale[parity] */
+  int32_t vec_in;        /* src 16-byte aligned, ld and stride too */
+  int32_t vec_out;       /* dst rows (cols when transposing) 8-byte aligned */
+} gs_fp8_quantize_args;
+
+/* GEMM: 64 x 64 output tiles, k in steps of 32, 256 threads each owning a
+ * 4 x 4 micro-tile (see fp8_gemm.cu). */
+#define GS_FP8_G_BM 64
+#define GS_FP8_G_BN 64
+#define GS_FP8_G_BK 32
+#define GS_FP8_G_THREADS 256
+
+/* Epilogue flags (fp8_launch.c maps cuBLASLt's epilogues onto them). */
+#define GS_FP8_EPI_BIAS 1
+#define GS_FP8_EPI_RELU 2
+#define GS_FP8_EPI_GELU 4
+
+typedef struct gs_fp8_gemm_args {
+  const uint8_t *a8;       /* op(A) as k x m, k contiguous; members k*m apart */
+  const uint8_t *b8;       /* op(B) as k x n, k contiguous; members k*n apart */
+  const float *scale_a, *scale_b; /* device scalars */
+  const float *alpha_ptr, *beta_ptr; /* device scalars, or NULL: use alpha/beta */
+  const void *c;
+  void *d;
+  const void *bias;        /* m elements of bias_type, or NULL */
+  int64_t m, n, k, batch;
+  int64_t ldc, stride_c, ldd, stride_d;
+  int64_t tiles_m, tiles_n;
+  float alpha, beta;       /* host pointer mode's values */
+  int32_t fmt_a, fmt_b;    /* GS_FP8_E4M3 / GS_FP8_E5M2 */
+  int32_t c_type, d_type;  /* GS_ELEM_* */
+  int32_t bias_type, epilogue; /* GS_ELEM_*, GS_FP8_EPI_* flags */
+  int32_t vec_k, unused;   /* A8/B8 16-byte aligned and k % 16 == 0 */
+} gs_fp8_gemm_args;
+
+/* X(name, source element, mode). The quantize list is defined by
+ * fp8_quantize.cu, the GEMM list by fp8_gemm.cu; the launcher looks up
+ * every kernel of GS_FP8_KERNELS in the module. */
+#define GS_FP8_MODE_QUANTIZE 0
+#define GS_FP8_MODE_AMAX_INIT 1
+#define GS_FP8_MODE_GEMM 2
+#define GS_FP8_QUANTIZE_KERNELS(X)                                             \
+  X(gs_fp8_quantize_bf16, GS_ELEM_BF16, GS_FP8_MODE_QUANTIZE)                  \
+  X(gs_fp8_quantize_f16, GS_ELEM_F16, GS_FP8_MODE_QUANTIZE)                    \
+  X(gs_fp8_quantize_f32, GS_ELEM_F32, GS_FP8_MODE_QUANTIZE)                    \
+  X(gs_fp8_amax_init_bf16, GS_ELEM_BF16, GS_FP8_MODE_AMAX_INIT)                \
+  X(gs_fp8_amax_init_f16, GS_ELEM_F16, GS_FP8_MODE_AMAX_INIT)                  \
+  X(gs_fp8_amax_init_f32, GS_ELEM_F32, GS_FP8_MODE_AMAX_INIT)
+#define GS_FP8_GEMM_KERNELS(X) X(gs_fp8_gemm, GS_ELEM_F32, GS_FP8_MODE_GEMM)
+#define GS_FP8_KERNELS(X) GS_FP8_QUANTIZE_KERNELS(X) GS_FP8_GEMM_KERNELS(X)
+
+/* The layouts must not depend on the compiler: checked in every build
+ * (gcc for the launchers, clang for the device, g++ for the host kernels). */
+#if defined(__cplusplus)
+static_assert(sizeof(gs_fp8_quantize_args) == 96, "gs_fp8_quantize_args has padding");
+static_assert(sizeof(gs_fp8_gemm_args) == 192, "gs_fp8_gemm_args has padding");
+#else
+_Static_assert(sizeof(gs_fp8_quantize_args) == 96, "gs_fp8_quantize_args has padding");
+_Static_assert(sizeof(gs_fp8_gemm_args) == 192, "gs_fp8_gemm_args has padding");
+#endif
+
+#endif

@@ -1,0 +1,410 @@
+/* fp8_launch.c: the launchers of the fp8 kernels (fp8.h; fp8_quantize.cu,
+ * fp8_gemm.cu).
+ *
+ * Each checks its arguments before touching the driver (bad ones:
+ * CUDA_ERROR_INVALID_VALUE, an epilogue it does not implement:
+ * CUDA_ERROR_NOT_SUPPORTED), sizes the grid within the hardware's limits
+ * (the kernels' grid-stride loops cover the rest) and launches one kernel of
+ * GS_FP8_KERNELS on the caller's stream, never synchronising.
+ *
+ * kernels.mk embeds each kernel file's PTX (gs_ptx_fp8_quantize,
+ * gs_ptx_fp8_gemm). Until module.h's GS_KERNEL_FILES lists the fp8 files,
+ * their modules are loaded here, once per context, into a cache of
+ * module_launch.c's design: fixed slots filled once under a mutex, scanned
+ * without a lock, keyed by context address and cuCtxGetId. Launches go
+ * through kernels_launch (module.h), which makes the context current. */
+#include <library_types.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "../shim/resolve.h"
+#include "../shim/shim.h"
+#include "../shim/sys.h"
+#include "fp8.h"
+#include "fp8_kernels.h"
+#include "module.h"
+
+/* The device-side ring must be fp8.h's, byte for byte. */
+#define RING_SAME(f) _Static_assert(offsetof(gs_fp8_ring, f) == offsetof(gs_fp8_ring_dev, f), \
+                                    "gs_fp8_ring_dev." #f " is not where gs_fp8_ring." #f " is")
+RING_SAME(scale);
+RING_SAME(amax_slot);
+RING_SAME(blocks_done);
+RING_SAME(pos);
+RING_SAME(history);
+RING_SAME(fmt);
+RING_SAME(margin_div);
+RING_SAME(last_amax);
+RING_SAME(hist);
+#undef RING_SAME
+_Static_assert(sizeof(gs_fp8_ring) == sizeof(gs_fp8_ring_dev), "ring sizes differ");
+_Static_assert(GS_FP8_AMAX_SLOTS == GS_FP8_DEV_AMAX_SLOTS, "amax slot counts differ");
+
+/* gridDim.y/z are at most 65535 on every GPU; x is capped alike. */
+#define GRID_MAX 65535
+
+/* ---- the fp8 modules, per context ---------------------------------------- */
+#define FP8_SLOTS 256
+
+enum {
+#define FP8_ID(name, elem, mode) FP8_K_##name,
+  GS_FP8_KERNELS(FP8_ID)
+#undef FP8_ID
+  FP8_KERNEL_COUNT
+};
+
+#define FP8_NAME(name, elem, mode) #name,
+static const char *const fp8_kernel_names[FP8_KERNEL_COUNT] = {GS_FP8_KERNELS(FP8_NAME)};
+#undef FP8_NAME
+
+/* Each file's PTX text (kernels.mk, ptx_blob.S) and how many kernels of
+ * GS_FP8_KERNELS it holds, in list order. */
+extern const char gs_ptx_fp8_quantize[], gs_ptx_fp8_gemm[];
+#define FP8_ONE(name, elem, mode) +1
+static const struct fp8_file {
+  const char *ptx;
+  int count;
+} fp8_files[] = {
+    {gs_ptx_fp8_quantize, 0 GS_FP8_QUANTIZE_KERNELS(FP8_ONE)},
+    {gs_ptx_fp8_gemm, 0 GS_FP8_GEMM_KERNELS(FP8_ONE)},
+};
+#undef FP8_ONE
+#define FP8_FILES ((int)(sizeof fp8_files / sizeof fp8_files[0]))
+
+typedef struct fp8_slot {
+  _Atomic(uintptr_t) ctx;    /* set last, with release: the slot is complete */
+  unsigned long long ctx_id; /* 0 where the driver has no cuCtxGetId */
+  CUfunction fn[FP8_KERNEL_COUNT];
+} fp8_slot;
+
+static fp8_slot fp8_slots[FP8_SLOTS];
+static _Atomic int fp8_slots_used;
+static pthread_mutex_t fp8_lock = PTHREAD_MUTEX_INITIALIZER;
+static _Atomic int fp8_warned;
+
+static const fp8_slot *fp8_slot_find(CUcontext ctx, unsigned long long id) {
+  int n = atomic_load_explicit(&fp8_slots_used, memory_order_acquire);
+  for (int i = 0; i < n; i++)
+    if (atomic_load_explicit(&fp8_slots[i].ctx, memory_order_acquire) == (uintptr_t)ctx &&
+        fp8_slots[i].ctx_id == id)
+      return &fp8_slots[i];
+  return NULL;
+}
+
+/* Load both modules into ctx (made current for the call) and fill s. Called
+ * with fp8_lock held. A failure unloads what this attempt loaded. */
+static CUresult fp8_slot_load(CUcontext ctx, fp8_slot *s, const char **why) {
+  CUcontext cur = NULL;
+  CUresult r = GS_CALL(cuCtxGetCurrent, &cur);
+  if (r != CUDA_SUCCESS) {
+    *why = "cuCtxGetCurrent failed";
+    return r;
+  }
+  int pushed = cur != ctx;
+  if (pushed && (r = GS_CALL(cuCtxPushCurrent_v2, ctx)) != CUDA_SUCCESS) {
+    *why = "cuCtxPushCurrent failed";
+    return r;
+  }
+  CUmodule mods[FP8_FILES] = {NULL};
+  int id = 0;
+  for (int f = 0; r == CUDA_SUCCESS && f < FP8_FILES; f++) {
+    r = GS_CALL(cuModuleLoadData, &mods[f], fp8_files[f].ptx);
+    if (r != CUDA_SUCCESS) {
+      *why = "cuModuleLoadData failed: the driver did not take the fp8 kernels' sm_61 PTX";
+      mods[f] = NULL;
+    }
+    for (int i = 0; r == CUDA_SUCCESS && i < fp8_files[f].count; i++, id++) {
+      r = GS_CALL(cuModuleGetFunction, &s->fn[id], mods[f], fp8_kernel_names[id]);
+      if (r != CUDA_SUCCESS) *why = "cuModuleGetFunction failed: an fp8 kernel is missing from its PTX";
+    }
+  }
+  if (r != CUDA_SUCCESS && gs_sys.cuModuleUnload)
+    for (int f = 0; f < FP8_FILES; f++)
+      if (mods[f]) (void)GS_CALL(cuModuleUnload, mods[f]);
+  if (pushed) {
+    CUcontext popped;
+    CUresult pr = GS_CALL(cuCtxPopCurrent_v2, &popped);
+    if (pr != CUDA_SUCCESS && r == CUDA_SUCCESS) {
+      *why = "cuCtxPopCurrent failed after loading the fp8 modules";
+      r = pr;
+    }
+  }
+  return r;
+}
+
+static CUresult fp8_function(CUcontext ctx, int id, CUfunction *f) {
+  const char *why = resolve_driver();
+  if (why) return CUDA_ERROR_NOT_INITIALIZED;
+  if (!ctx) return CUDA_ERROR_INVALID_CONTEXT;
+  if (!gs_sys.cuCtxGetCurrent || !gs_sys.cuCtxPushCurrent_v2 || !gs_sys.cuCtxPopCurrent_v2 ||
+      !gs_sys.cuModuleLoadData || !gs_sys.cuModuleGetFunction || !gs_sys.cuLaunchKernel)
+    return CUDA_ERROR_NOT_FOUND;
+  unsigned long long ctx_id = 0;
+  if (gs_sys.cuCtxGetId) {
+    CUresult r = GS_CALL(cuCtxGetId, ctx, &ctx_id);
+    if (r != CUDA_SUCCESS) return r;
+  }
+  const fp8_slot *found = fp8_slot_find(ctx, ctx_id);
+  if (found) {
+    *f = found->fn[id];
+    return CUDA_SUCCESS;
+  }
+  CUresult r = CUDA_SUCCESS;
+  pthread_mutex_lock(&fp8_lock);
+  found = fp8_slot_find(ctx, ctx_id);
+  int n = atomic_load_explicit(&fp8_slots_used, memory_order_relaxed);
+  if (!found && n == FP8_SLOTS) {
+    why = "fp8 module cache full (too many contexts)";
+    r = CUDA_ERROR_OUT_OF_MEMORY;
+  } else if (!found) {
+    fp8_slot *s = &fp8_slots[n];
+    r = fp8_slot_load(ctx, s, &why);
+    if (r == CUDA_SUCCESS) {
+      s->ctx_id = ctx_id;
+      atomic_store_explicit(&s->ctx, (uintptr_t)ctx, memory_order_release);
+      atomic_store_explicit(&fp8_slots_used, n + 1, memory_order_release);
+      found = s;
+      GS_INFO("fp8: modules loaded for context %p (id %llu): %d kernels", (void *)ctx, ctx_id,
+              (int)FP8_KERNEL_COUNT);
+    }
+  }
+  pthread_mutex_unlock(&fp8_lock);
+  if (r != CUDA_SUCCESS) {
+    /* Not cached: a transient failure (memory) gets another try next call. */
+    if (!atomic_exchange(&fp8_warned, 1))
+      GS_WARN("fp8: %s (CUresult %d, context %p); fp8 GEMMs run native", why, (int)r, (void *)ctx);
+    else
+      GS_TRACE("fp8: %s (CUresult %d, context %p)", why, (int)r, (void *)ctx);
+    return r;
+  }
+  *f = found->fn[id];
+  return CUDA_SUCCESS;
+}
+
+static CUresult fp8_launch(CUcontext ctx, CUstream stream, int id, const unsigned grid[3],
+                           unsigned threads, void *args) {
+  CUfunction f;
+  CUresult r = fp8_function(ctx, id, &f);
+  if (r != CUDA_SUCCESS) return r;
+  const unsigned block[3] = {threads, 1, 1};
+  void *params[] = {args};
+  return kernels_launch(ctx, f, grid, block, stream, params);
+}
+
+/* ---- argument checks ----------------------------------------------------- */
+static int elem_of(int type) {
+  switch (type) {
+  case CUDA_R_16BF: return GS_ELEM_BF16;
+  case CUDA_R_16F: return GS_ELEM_F16;
+  case CUDA_R_32F: return GS_ELEM_F32;
+  default: return -1;
+  }
+}
+
+static int64_t elem_size(int elem) { return elem == GS_ELEM_F32 ? 4 : 2; }
+static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
+static int64_t max64(int64_t a, int64_t b) { return a > b ? a : b; }
+static int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+static int aligned(const void *p, size_t n) { return (uintptr_t)p % n == 0; }
+
+/* Bytes of one batch member, ld*(cols-1) + rows elements; -1 on overflow. */
+static int64_t member_span(int64_t ld, int64_t rows, int64_t cols) {
+  int64_t span;
+  if (__builtin_mul_overflow(ld, cols - 1, &span) || __builtin_add_overflow(span, rows, &span))
+    return -1;
+  return span;
+}
+
+/* A strided batch of non-empty members: offsets fit int64, and a written
+ * matrix's members do not overlap (two threads would write one element).
+ * A stride of 0 on a read matrix is a broadcast. */
+static int batch_ok(int64_t stride, int64_t batch, int64_t span, int written) {
+  if (batch <= 1) return 1;
+  int64_t end;
+  if (stride < 0 || (written && stride < span)) return 0;
+  return !__builtin_mul_overflow(stride, batch - 1, &end) && !__builtin_add_overflow(end, span, &end);
+}
+
+/* rows*cols*batch fits int64 (the fp8 buffer's size in bytes). */
+static int volume_ok(int64_t a, int64_t b, int64_t c) {
+  int64_t v;
+  return !__builtin_mul_overflow(a, b, &v) && !__builtin_mul_overflow(v, c, &v);
+}
+
+/* ---- quantize and amax ---------------------------------------------------- */
+static const int quantize_ids[3] = {
+    [GS_ELEM_F32] = FP8_K_gs_fp8_quantize_f32,
+    [GS_ELEM_BF16] = FP8_K_gs_fp8_quantize_bf16,
+    [GS_ELEM_F16] = FP8_K_gs_fp8_quantize_f16,
+};
+static const int amax_ids[3] = {
+    [GS_ELEM_F32] = FP8_K_gs_fp8_amax_init_f32,
+    [GS_ELEM_BF16] = FP8_K_gs_fp8_amax_init_bf16,
+    [GS_ELEM_F16] = FP8_K_gs_fp8_amax_init_f16,
+};
+
+/* Checks shared by quantize and amax; fills the source part of q. An empty
+ * source still launches one block: it measures nothing, so the fold keeps
+ * the scale, and the ring's parity contract (scale[parity ^ 1] is published
+ * by every call) holds for every call. */
+static CUresult source_args(int src_type, const void *src, int64_t rows, int64_t cols, int64_t ld,
+                            int64_t stride, int64_t batch, gs_fp8_ring *ring, int parity,
+                            gs_fp8_quantize_args *q) {
+  int e = elem_of(src_type);
+  if (e < 0 || !ring || (parity != 0 && parity != 1)) return CUDA_ERROR_INVALID_VALUE;
+  if (rows < 0 || cols < 0 || batch < 0 || ld < max64(1, rows)) return CUDA_ERROR_INVALID_VALUE;
+  memset(q, 0, sizeof *q);
+  q->ring = (gs_fp8_ring_dev *)ring;
+  q->parity = parity;
+  if (rows == 0 || cols == 0 || batch == 0) return CUDA_SUCCESS; /* tiles stay 0 */
+  int64_t span = member_span(ld, rows, cols);
+  if (span < 0 || !batch_ok(stride, batch, span, 0) || !volume_ok(rows, cols, batch))
+    return CUDA_ERROR_INVALID_VALUE;
+  if (!src || !aligned(src, (size_t)elem_size(e))) return CUDA_ERROR_INVALID_VALUE;
+  int64_t es = elem_size(e);
+  q->src = src;
+  q->rows = rows;
+  q->cols = cols;
+  q->ld = ld;
+  q->stride = batch > 1 ? stride : 0;
+  q->batch = batch;
+  q->tiles_r = ceil_div(rows, GS_FP8_Q_TILE);
+  q->tiles_c = ceil_div(cols, GS_FP8_Q_TILE);
+  /* 16-byte loads need every column start 16-byte aligned. */
+  q->vec_in = aligned(src, 16) && (ld * es) % 16 == 0 && (batch == 1 || (q->stride * es) % 16 == 0);
+  return CUDA_SUCCESS;
+}
+
+static unsigned quantize_grid(const gs_fp8_quantize_args *q) {
+  int64_t tiles = q->tiles_r * q->tiles_c * q->batch; /* <= rows*cols*batch */
+  return (unsigned)max64(1, min64(tiles, GRID_MAX));
+}
+
+CUresult fp8_quantize(CUcontext ctx, CUstream stream, int src_type, const void *src, int64_t rows,
+                      int64_t cols, int64_t ld, int64_t stride, int64_t batch, int trans, int is_b,
+                      uint8_t *dst, gs_fp8_ring *ring, int parity) {
+  gs_fp8_quantize_args q;
+  CUresult r = source_args(src_type, src, rows, cols, ld, stride, batch, ring, parity, &q);
+  if (r != CUDA_SUCCESS) return r;
+  if (q.batch > 0) {
+    if (!dst) return CUDA_ERROR_INVALID_VALUE;
+    /* op(A) is m x k, op(B) k x n; k must end up contiguous. Stored
+     * untransposed A (m x k) and transposed B (n x k) have it across
+     * columns. */
+    q.transpose = (trans != 0) == (is_b != 0);
+    q.dst = dst;
+    q.vec_out = aligned(dst, 8) && (q.transpose ? cols : rows) % 8 == 0;
+  }
+  const unsigned grid[3] = {quantize_grid(&q), 1, 1};
+  return fp8_launch(ctx, stream, quantize_ids[elem_of(src_type)], grid, GS_FP8_Q_THREADS, &q);
+}
+
+CUresult fp8_amax_init(CUcontext ctx, CUstream stream, int src_type, const void *src, int64_t rows,
+                       int64_t cols, int64_t ld, int64_t stride, int64_t batch, gs_fp8_ring *ring,
+                       int parity) {
+  gs_fp8_quantize_args q;
+  CUresult r = source_args(src_type, src, rows, cols, ld, stride, batch, ring, parity, &q);
+  if (r != CUDA_SUCCESS) return r;
+  const unsigned grid[3] = {quantize_grid(&q), 1, 1};
+  return fp8_launch(ctx, stream, amax_ids[elem_of(src_type)], grid, GS_FP8_Q_THREADS, &q);
+}
+
+/* ---- GEMM ------------------------------------------------------------------ */
+/* cuBLASLt's epilogues (the GemmEx family has none: -1) as kernel flags;
+ * -1 for one the kernel does not implement. */
+static int epilogue_flags(int epilogue) {
+  switch (epilogue) {
+  case -1: case 0: case CUBLASLT_EPILOGUE_DEFAULT: return 0;
+  case CUBLASLT_EPILOGUE_RELU: return GS_FP8_EPI_RELU;
+  case CUBLASLT_EPILOGUE_BIAS: return GS_FP8_EPI_BIAS;
+  case CUBLASLT_EPILOGUE_RELU_BIAS: return GS_FP8_EPI_BIAS | GS_FP8_EPI_RELU;
+  case CUBLASLT_EPILOGUE_GELU: return GS_FP8_EPI_GELU;
+  case CUBLASLT_EPILOGUE_GELU_BIAS: return GS_FP8_EPI_BIAS | GS_FP8_EPI_GELU;
+  default: return -1;
+  }
+}
+
+CUresult fp8_gemm(CUcontext ctx, CUstream stream, int64_t m, int64_t n, int64_t k, int64_t batch,
+                  const uint8_t *A8, int fmt_a, const uint8_t *B8, int fmt_b, const float *scale_a,
+                  const float *scale_b, const void *alpha, const void *beta, int pointer_mode,
+                  int c_type, const void *C, int64_t ldc, int64_t stride_c, int d_type, void *D,
+                  int64_t ldd, int64_t stride_d, int epilogue, const void *bias, int bias_type) {
+  if (m < 0 || n < 0 || k < 0 || batch < 0) return CUDA_ERROR_INVALID_VALUE;
+  if ((fmt_a != GS_FP8_E4M3 && fmt_a != GS_FP8_E5M2) || (fmt_b != GS_FP8_E4M3 && fmt_b != GS_FP8_E5M2))
+    return CUDA_ERROR_INVALID_VALUE;
+  if ((pointer_mode != 0 && pointer_mode != 1) || !alpha || !beta) return CUDA_ERROR_INVALID_VALUE;
+  const int flags = epilogue_flags(epilogue);
+  if (flags < 0) return CUDA_ERROR_NOT_SUPPORTED;
+  const int d_elem = elem_of(d_type);
+  if (d_elem < 0 || ldd < max64(1, m)) return CUDA_ERROR_INVALID_VALUE;
+  if (m == 0 || n == 0 || batch == 0) return CUDA_SUCCESS; /* an empty grid is illegal */
+
+  gs_fp8_gemm_args g;
+  memset(&g, 0, sizeof g);
+  /* Host pointer mode: the values are read now, as cuBLAS reads them at the
+   * call; beta == 0 means C is not read at all. */
+  const int host = pointer_mode == 0;
+  if (host) {
+    memcpy(&g.alpha, alpha, sizeof g.alpha);
+    memcpy(&g.beta, beta, sizeof g.beta);
+  } else {
+    if (!aligned(alpha, 4) || !aligned(beta, 4)) return CUDA_ERROR_INVALID_VALUE;
+    g.alpha_ptr = (const float *)alpha;
+    g.beta_ptr = (const float *)beta;
+  }
+  const int may_read_c = !host || g.beta != 0.0f;
+
+  int64_t span_d = member_span(ldd, m, n);
+  if (!D || span_d < 0 || !batch_ok(stride_d, batch, span_d, 1) || !aligned(D, (size_t)elem_size(d_elem)))
+    return CUDA_ERROR_INVALID_VALUE;
+  int c_elem = d_elem;
+  if (may_read_c) {
+    c_elem = elem_of(c_type);
+    int64_t span_c = c_elem < 0 ? -1 : member_span(ldc, m, n);
+    if (c_elem < 0 || !C || ldc < max64(1, m) || span_c < 0 || !batch_ok(stride_c, batch, span_c, 0) ||
+        !aligned(C, (size_t)elem_size(c_elem)))
+      return CUDA_ERROR_INVALID_VALUE;
+  }
+  int bias_elem = GS_ELEM_F32;
+  if (flags & GS_FP8_EPI_BIAS) {
+    bias_elem = elem_of(bias_type);
+    if (bias_elem < 0 || !bias || !aligned(bias, (size_t)elem_size(bias_elem))) return CUDA_ERROR_INVALID_VALUE;
+  }
+  if (k > 0) {
+    if (!A8 || !B8 || !scale_a || !scale_b || !aligned(scale_a, 4) || !aligned(scale_b, 4))
+      return CUDA_ERROR_INVALID_VALUE;
+    if (!volume_ok(k, m, batch) || !volume_ok(k, n, batch)) return CUDA_ERROR_INVALID_VALUE;
+  }
+
+  g.a8 = A8;
+  g.b8 = B8;
+  g.scale_a = scale_a;
+  g.scale_b = scale_b;
+  g.c = may_read_c ? C : NULL;
+  g.d = D;
+  g.bias = (flags & GS_FP8_EPI_BIAS) ? bias : NULL;
+  g.m = m;
+  g.n = n;
+  g.k = k;
+  g.batch = batch;
+  g.ldc = may_read_c ? ldc : 0;
+  g.stride_c = may_read_c && batch > 1 ? stride_c : 0;
+  g.ldd = ldd;
+  g.stride_d = batch > 1 ? stride_d : 0;
+  g.tiles_m = ceil_div(m, GS_FP8_G_BM);
+  g.tiles_n = ceil_div(n, GS_FP8_G_BN);
+  g.fmt_a = fmt_a;
+  g.fmt_b = fmt_b;
+  g.c_type = c_elem;
+  g.d_type = d_elem;
+  g.bias_type = bias_elem;
+  g.epilogue = flags;
+  g.vec_k = k % 16 == 0 && aligned(A8, 16) && aligned(B8, 16);
+
+  const unsigned grid[3] = {(unsigned)min64(g.tiles_m, GRID_MAX), (unsigned)min64(g.tiles_n, GRID_MAX),
+                            (unsigned)min64(batch, GRID_MAX)};
+  return fp8_launch(ctx, stream, FP8_K_gs_fp8_gemm, grid, GS_FP8_G_THREADS, &g);
+}

@@ -1,0 +1,257 @@
+/* fp8_quantize.cu: one GEMM operand (bf16, fp16 or fp32, column-major, any
+ * ld, strided batch) to fp8 in the TN layout of fp8.h, in one pass: each
+ * element is divided by the ring's scale[parity] and encoded with
+ * saturation (fp8_convert.h), the amax of the raw values is measured on the
+ * way, and the last block to finish folds it into the ring's history and
+ * publishes the next scale into scale[parity ^ 1]. The amax kernels run the
+ * same pass without writing (a site's first call).
+ *
+ * Bandwidth is the limit: 2 (or 4) bytes in, 1 out per element, against a
+ * division and a handful of integer ops. A block takes a 64 x 64 tile of
+ * the source as stored; each of its 256 threads moves 2 groups of 8
+ * consecutive elements along a column: one 16-byte load (two for fp32,
+ * LDG.128, whole 32-byte sectors for a warp of 4 columns x 8 groups) and
+ * one 8-byte store. When the source's contiguous dimension is not k, the
+ * tile's codes go through shared memory (64 columns x 68 bytes: the 4-byte
+ * pad keeps the transposed reads to 2-way bank conflicts) and leave as
+ * 8-byte stores along k. 4.3 KB of shared memory and few registers leave
+ * 8 blocks (2048 threads) per SM, enough bytes in flight to cover DRAM
+ * latency. A grid-stride loop over tiles keeps the grid within limits and
+ * the amax in registers until the block's end.
+ *
+ * The fold: a block's amax goes to one of GS_FP8_AMAX_SLOTS slots (one slot
+ * would serialise tens of thousands of blocks' atomics), then a fenced
+ * atomic counter names the last block, which takes the slots (exchanging
+ * them to 0), enters the amax in the history unless it is 0, inf or NaN,
+ * computes max(history) / fmt_max / margin_div clamped to >= 1e-12 (or
+ * keeps the scale) and re-arms the counter. All in-kernel: no host round
+ * trip, and the next launch on the stream sees a clean ring. */
+#include "fp8_block.h"
+#include "fp8_convert.h"
+#include "fp8_kernels.h"
+
+/* Separate multiply and add, as written: the host build then computes the
+ * same bits as the GPU. */
+#if defined(__clang__)
+#pragma clang fp contract(off)
+#endif
+
+#define FP8_Q_GROUPS (GS_FP8_Q_TILE * GS_FP8_Q_TILE / 8) /* 8-element groups in a tile: 512 */
+#define FP8_Q_PITCH_WORDS (GS_FP8_Q_TILE / 4 + 1) /* 68 bytes a tile column */
+#define FP8_TINY_SCALE 1e-12f
+
+template <int E> struct fp8_src_elem;
+template <> struct fp8_src_elem<GS_ELEM_BF16> { typedef uint16_t bits; };
+template <> struct fp8_src_elem<GS_ELEM_F16> { typedef uint16_t bits; };
+template <> struct fp8_src_elem<GS_ELEM_F32> { typedef uint32_t bits; };
+
+template <int E> static __device__ __forceinline__ float fp8_widen(uint32_t x) {
+  if constexpr (E == GS_ELEM_BF16) return gs_bf16_to_f32((uint16_t)x);
+  else if constexpr (E == GS_ELEM_F16) return gs_f16_to_f32((uint16_t)x);
+  else return gs_f32_from_bits(x);
+}
+
+/* Eight elements' raw bits, packed as stored: 16-bit elements two to a
+ * word (element 2i low), fp32 one to a word. Kept packed until each is
+ * encoded, which saves registers over eight widened floats. */
+template <int E> struct fp8_group {
+  uint32_t w[E == GS_ELEM_F32 ? 8 : 4];
+};
+
+/* From an address aligned to 16 bytes: one or two LDG.128. */
+template <int E> static __device__ __forceinline__ void fp8_load8(const void *p, fp8_group<E> &g) {
+  gs_u32x4 lo = gs_ld16(p);
+  for (int i = 0; i < 4; i++) g.w[i] = lo.v[i];
+  if constexpr (E == GS_ELEM_F32) {
+    gs_u32x4 hi = gs_ld16((const char *)p + 16);
+    for (int i = 0; i < 4; i++) g.w[4 + i] = hi.v[i];
+  }
+}
+
+/* The first n (< 8) elements one by one, zeros after them. */
+template <int E, typename T>
+static __device__ __forceinline__ void fp8_load_tail(const T *p, int n, fp8_group<E> &g) {
+GS_FP8_UNROLL
+  for (int q = 0; q < 8; q++) {
+    uint32_t x = q < n ? (uint32_t)p[q] : 0u;
+    if constexpr (E == GS_ELEM_F32) g.w[q] = x;
+    else if (q % 2 == 0) g.w[q / 2] = x;
+    else g.w[q / 2] |= x << 16;
+  }
+}
+
+template <int E> static __device__ __forceinline__ float fp8_group_elem(const fp8_group<E> &g, int q) {
+  if constexpr (E == GS_ELEM_F32) return gs_f32_from_bits(g.w[q]);
+  else return fp8_widen<E>(q % 2 ? g.w[q / 2] >> 16 : g.w[q / 2] & 0xFFFFu);
+}
+
+/* step = max(history) / fmt_max / margin_div, clamped to >= 1e-12; a
+ * non-finite step (a broken margin_div) keeps the current one. Correctly
+ * rounded divisions (div.rn.f32; no fast-math), so the host computes the
+ * same bits. */
+static __device__ __forceinline__ float fp8_next_scale(float amax, float fmt_max, float margin_div,
+                                                       float current) {
+  float s = amax / fmt_max;
+  s = s / margin_div;
+  if (!(s <= 3.4028234663852886e38f)) return current;
+  return s < FP8_TINY_SCALE ? FP8_TINY_SCALE : s;
+}
+
+/* The last block's fold, by one thread. amax_bits: this launch's amax;
+ * others_bits: max of the history without the entry the new amax replaces. */
+template <int MODE>
+static __device__ __forceinline__ void fp8_fold(gs_fp8_ring_dev *ring, int parity, uint32_t amax_bits,
+                                                uint32_t others_bits, uint32_t pos) {
+  const float amax = gs_f32_from_bits(amax_bits);
+  const float fmt_max = ring->fmt ? 57344.0f : 448.0f;
+  const uint32_t hlen = ring->history;
+  const float current = ring->scale[parity];
+  const int valid = amax_bits != 0 && amax_bits < 0x7F800000u && hlen != 0;
+  ring->last_amax = amax;
+  if (valid) {
+    ring->hist[pos] = amax;
+    ring->pos = pos + 1 == hlen ? 0 : pos + 1;
+  }
+  if constexpr (MODE == GS_FP8_MODE_AMAX_INIT) {
+    if (valid) ring->scale[parity] = fp8_next_scale(amax, fmt_max, ring->margin_div, current);
+  } else {
+    float next = current;
+    if (valid) {
+      uint32_t m = others_bits > amax_bits ? others_bits : amax_bits;
+      next = fp8_next_scale(gs_f32_from_bits(m), fmt_max, ring->margin_div, current);
+    }
+    ring->scale[parity ^ 1] = next;
+  }
+  ring->blocks_done = 0;
+}
+
+template <int E, int MODE>
+static __device__ __forceinline__ void fp8_quantize_body(const gs_fp8_quantize_args &a) {
+  typedef typename fp8_src_elem<E>::bits sbits;
+  __shared__ uint32_t s_tile[GS_FP8_Q_TILE][FP8_Q_PITCH_WORDS];
+  __shared__ unsigned s_block_amax, s_slots_amax, s_others_amax, s_last;
+
+  const unsigned tid = threadIdx.x;
+  if (tid == 0) {
+    s_block_amax = 0;
+    s_slots_amax = 0;
+    s_others_amax = 0;
+    s_last = 0;
+  }
+  __syncthreads();
+
+  gs_fp8_ring_dev *ring = a.ring;
+  const int fmt = (int)ring->fmt;
+  const float scale = ring->scale[a.parity];
+  const int64_t rows = a.rows, cols = a.cols;
+  const int64_t per_member = a.tiles_r * a.tiles_c;
+  const int64_t tiles = per_member * a.batch;
+  uint32_t amax = 0; /* |x| bits: unsigned order is float order, NaN on top */
+
+  for (int64_t t = blockIdx.x; t < tiles; t += gridDim.x) {
+    const int64_t b = t / per_member, in_member = t - b * per_member;
+    const int64_t tc = in_member / a.tiles_r, tr = in_member - tc * a.tiles_r;
+    const int64_t r0 = tr * GS_FP8_Q_TILE, c0 = tc * GS_FP8_Q_TILE;
+    const sbits *src = (const sbits *)a.src + b * a.stride;
+    uint8_t *dst = a.dst + b * rows * cols;
+
+    for (unsigned g = tid; g < FP8_Q_GROUPS; g += blockDim.x) {
+      const int64_t cl = g / 8, rg = g % 8;
+      const int64_t c = c0 + cl, r = r0 + rg * 8;
+      if (c >= cols || r >= rows) continue;
+      const sbits *col = src + c * a.ld;
+      const int n = rows - r < 8 ? (int)(rows - r) : 8;
+      /* Fixed trip counts, so the group stays in registers. */
+      fp8_group<E> grp;
+      if (a.vec_in && n == 8) fp8_load8<E>(col + r, grp);
+      else fp8_load_tail<E>(col + r, n, grp);
+      uint64_t codes = 0;
+GS_FP8_UNROLL
+      for (int q = 0; q < 8; q++) {
+        if (q >= n) continue;
+        const float x = fp8_group_elem<E>(grp, q);
+        const uint32_t mag = gs_f32_bits(x) & 0x7FFFFFFFu;
+        amax = mag > amax ? mag : amax;
+        if constexpr (MODE == GS_FP8_MODE_QUANTIZE)
+          codes |= (uint64_t)gs_f32_to_fp8_sat(x / scale, fmt) << (8 * q);
+      }
+      if constexpr (MODE == GS_FP8_MODE_QUANTIZE) {
+        if (a.transpose) {
+          s_tile[cl][rg * 2] = (uint32_t)codes;
+          s_tile[cl][rg * 2 + 1] = (uint32_t)(codes >> 32);
+        } else if (a.vec_out && n == 8) {
+          gs_st8(dst + c * rows + r, codes);
+        } else {
+          for (int q = 0; q < n; q++) dst[c * rows + r + q] = (uint8_t)(codes >> (8 * q));
+        }
+      }
+    }
+
+    if constexpr (MODE == GS_FP8_MODE_QUANTIZE) {
+      if (a.transpose) {
+        __syncthreads();
+        /* A warp writes 4 rows of 64 contiguous bytes each. */
+        for (unsigned g = tid; g < FP8_Q_GROUPS; g += blockDim.x) {
+          const int64_t rl = g / 8, cg = g % 8;
+          const int64_t r = r0 + rl, c = c0 + cg * 8;
+          if (r >= rows || c >= cols) continue;
+          const int n = cols - c < 8 ? (int)(cols - c) : 8;
+          uint64_t codes = 0;
+          for (int q = 0; q < n; q++) {
+            uint32_t word = s_tile[cg * 8 + q][rl >> 2];
+            codes |= (uint64_t)((word >> (8 * (rl & 3))) & 0xFFu) << (8 * q);
+          }
+          if (a.vec_out && n == 8) {
+            gs_st8(dst + r * cols + c, codes);
+          } else {
+            for (int q = 0; q < n; q++) dst[r * cols + c + q] = (uint8_t)(codes >> (8 * q));
+          }
+        }
+        __syncthreads(); /* the tile buffer is refilled next iteration */
+      }
+    }
+  }
+
+  /* Block amax -> one slot; the last block to count itself folds. */
+  if (amax != 0) gs_fp8_atomic_max(&s_block_amax, amax);
+  __syncthreads();
+  if (tid == 0) {
+    if (s_block_amax != 0)
+      gs_fp8_atomic_max(&ring->amax_slot[blockIdx.x % GS_FP8_DEV_AMAX_SLOTS], s_block_amax);
+    gs_fp8_threadfence();
+    s_last = gs_fp8_atomic_add(&ring->blocks_done, 1) == gridDim.x - 1;
+  }
+  __syncthreads();
+  if (!s_last) return;
+  gs_fp8_threadfence();
+
+  const uint32_t hlen = ring->history;
+  const uint32_t pos = hlen ? ring->pos % hlen : 0;
+  uint32_t slots = 0, others = 0;
+  for (unsigned i = tid; i < GS_FP8_DEV_AMAX_SLOTS; i += blockDim.x) {
+    uint32_t s = gs_fp8_atomic_exch(&ring->amax_slot[i], 0);
+    slots = s > slots ? s : slots;
+  }
+  if constexpr (MODE == GS_FP8_MODE_QUANTIZE) {
+    for (uint32_t i = tid; i < hlen; i += blockDim.x) {
+      uint32_t h = gs_f32_bits(ring->hist[i]);
+      if (i != pos && h > others) others = h;
+    }
+  }
+  if (slots != 0) gs_fp8_atomic_max(&s_slots_amax, slots);
+  if (others != 0) gs_fp8_atomic_max(&s_others_amax, others);
+  __syncthreads();
+  if (tid == 0) fp8_fold<MODE>(ring, a.parity, s_slots_amax, s_others_amax, pos);
+}
+
+#define GS_FP8_Q_DEFINE(name, E, MODE)                                         \
+  extern "C" __global__ void __launch_bounds__(GS_FP8_Q_THREADS)               \
+      name(gs_fp8_quantize_args a) {                                           \
+    fp8_quantize_body<E, MODE>(a);                                             \
+  }
+GS_FP8_QUANTIZE_KERNELS(GS_FP8_Q_DEFINE)
+
+#if defined(GS_EMU)
+#define GS_FP8_Q_ENTRY(name, E, MODE) GS_FP8_EMU_ENTRY(name)
+GS_FP8_QUANTIZE_KERNELS(GS_FP8_Q_ENTRY)
+#endif

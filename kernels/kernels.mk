@@ -1,0 +1,78 @@
+# kernels.mk: the shim's device code, included by the top Makefile.
+#
+#   $(BUILD)/kernels/<file>.ptx      kernels/<file>.cu -> sm_61 PTX (clang-19)
+#   $(BUILD)/kernels/<file>.ptx.o    that PTX, embedded in libgemmshim.so as
+#                                    gs_ptx_<file> (one module per file)
+#   $(BUILD)/kernels/libgemmshim_kernels_host.so
+#                                    the same sources built for the CPU with
+#                                    kernels/emu.h: the host kernels the
+#                                    stand-in libcuda runs (STANDIN_KERNELS)
+#   kernels-ptx-check (test step)    ptxas assembles each PTX for every GPU
+#                                    target it knows; fails without ptxas
+CLANG_CUDA ?= clang-19
+PTXAS      ?= $(CUDA)/bin/ptxas
+
+KERNELS_CU       := $(sort $(wildcard kernels/*.cu))
+KERNELS_HDR      := $(wildcard kernels/*.h)
+KERNELS_PTX      := $(patsubst kernels/%.cu,$(BUILD)/kernels/%.ptx,$(KERNELS_CU))
+KERNELS_PTX_OBJ  := $(patsubst kernels/%.cu,$(BUILD)/kernels/%.ptx.o,$(KERNELS_CU))
+KERNELS_HOST_SO  := $(BUILD)/kernels/libgemmshim_kernels_host.so
+
+# The PTX ISA version: clang takes it from the CUDA installation it finds
+# (8.5, its newest, with CUDA 13). Pointed at none (--cuda-path=/nonexistent;
+# -nocudainc -nocudalib mean nothing is read from it), it emits the lowest
+# the target allows: 5.0 for sm_61, which every driver since CUDA 8 can JIT,
+# so Pascal users on drivers older than the 580 branch are served too.
+# kernels-ptx-check asserts the version.
+KERNELS_PTX_ISA := 5.0
+KERNELS_PTX_TARGET := sm_61
+KERNELS_CUDA_FLAGS := -x cuda --cuda-gpu-arch=$(KERNELS_PTX_TARGET) --cuda-device-only \
+  -nocudainc -nocudalib --cuda-path=/nonexistent -std=c++17 -O3 -Wall -Wextra
+
+$(BUILD)/kernels/%.ptx: kernels/%.cu $(KERNELS_HDR)
+	@mkdir -p $(dir $@)
+	$(CLANG_CUDA) $(KERNELS_CUDA_FLAGS) -S $< -o $@
+
+# Kept after the build: kernels-ptx-check and people read them.
+.SECONDARY: $(KERNELS_PTX)
+
+$(BUILD)/kernels/%.ptx.o: kernels/ptx_blob.S $(BUILD)/kernels/%.ptx
+	$(CC) $(ALL_CFLAGS) -DGS_PTX_SYMBOL=gs_ptx_$* -DGS_PTX_FILE='"$(BUILD)/kernels/$*.ptx"' -c $< -o $@
+
+# SHIM_SO's prerequisites were read before this file, so the images are
+# added to them here; the link recipe expands SHIM_OBJ when it runs, and
+# unit.mk (included after this file) links the unit tests with them too.
+SHIM_OBJ += $(KERNELS_PTX_OBJ)
+$(SHIM_SO): $(KERNELS_PTX_OBJ)
+
+# Host build: C++ (the kernels use templates), libstdc++ allowed here only.
+KERNELS_HOST_FLAGS := -x c++ -std=c++17 -O2 -g -fPIC -fvisibility=hidden -Wall -Wextra -Wshadow \
+  -DGS_EMU -isystem $(CUDA)/include $(SAN_FLAGS)
+
+$(KERNELS_HOST_SO): $(KERNELS_CU) $(KERNELS_HDR) tests/standin/standin_kernel.h
+	@mkdir -p $(dir $@)
+	$(CXX) $(KERNELS_HOST_FLAGS) -shared -o $@ $(KERNELS_CU) $(LDFLAGS_SAN)
+
+TEST_DEPS += $(KERNELS_HOST_SO)
+# test_kernels runs the host kernels (dlopen); make it build them first.
+$(BUILD)/tests/unit/test_kernels: $(KERNELS_HOST_SO)
+
+# Every plain sm_XY that this ptxas lists (CUDA 13: sm_75 and up; it refuses
+# sm_61 itself but assembles .target sm_61 PTX for any newer GPU).
+.PHONY: kernels-ptx-check
+kernels-ptx-check: $(KERNELS_PTX)
+	@if [ ! -x "$(PTXAS)" ]; then \
+	  echo "kernels-ptx-check: FAILED: no ptxas at $(PTXAS) (the CUDA toolkit's; set CUDA= or PTXAS=)"; exit 1; fi
+	@set -e; archs=$$($(PTXAS) --help | grep -o "'sm_[0-9]*'" | tr -d "'" | sort -u -V); \
+	if [ -z "$$archs" ]; then echo "kernels-ptx-check: FAILED: $(PTXAS) --help lists no sm_ targets"; exit 1; fi; \
+	for ptx in $(KERNELS_PTX); do \
+	  v=$$(grep -m1 '^\.version' $$ptx); t=$$(grep -m1 '^\.target' $$ptx); \
+	  if [ "$$v" != ".version $(KERNELS_PTX_ISA)" ] || [ "$$t" != ".target $(KERNELS_PTX_TARGET)" ]; then \
+	    echo "kernels-ptx-check: FAILED: $$ptx has '$$v' '$$t', expected .version $(KERNELS_PTX_ISA) .target $(KERNELS_PTX_TARGET)"; exit 1; fi; \
+	  for a in $$archs; do \
+	    $(PTXAS) -arch=$$a -o $${ptx%.ptx}.$$a.cubin $$ptx || { \
+	      echo "kernels-ptx-check: FAILED: $(PTXAS) -arch=$$a $$ptx"; exit 1; }; \
+	  done; \
+	  echo "kernels-ptx-check: $$ptx (PTX ISA $(KERNELS_PTX_ISA), .target $(KERNELS_PTX_TARGET)) assembles for" $$archs; \
+	done
+TEST_STEPS += kernels-ptx-check

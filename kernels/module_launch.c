@@ -1,0 +1,197 @@
+/* module_launch.c: the shim's kernel modules, loaded once per context.
+ *
+ * Each kernel file's sm_61 PTX is embedded in libgemmshim.so (ptx_blob.S);
+ * at cuModuleLoadData the driver JIT-compiles it for the context's GPU,
+ * once. Each context's functions are cached in a table of slots that are
+ * filled once and never changed: readers scan it without a lock (a slot is
+ * published by a release store of its context), loads serialise on a mutex.
+ *
+ * A slot is keyed by the context's address and, where the driver has
+ * cuCtxGetId (CUDA 12.0+), its unique id: a context destroyed and another
+ * created at the same address must not reuse the dead modules' functions.
+ * Drivers without it key by address alone. A dead context's slot is never
+ * reused; after MODULE_SLOTS contexts the launchers say so and the route
+ * runs native. */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include "../shim/resolve.h"
+#include "../shim/shim.h"
+#include "../shim/sys.h"
+#include "kernels.h"
+#include "module.h"
+
+#define MODULE_SLOTS 256
+
+#define GS_KERNEL_NAME(name, ...) #name,
+#define GS_KERNEL_FILE_NAMES(file, list) list(GS_KERNEL_NAME)
+static const char *const kernel_names[GS_KERNEL_COUNT] = {GS_KERNEL_FILES(GS_KERNEL_FILE_NAMES)};
+#undef GS_KERNEL_FILE_NAMES
+#undef GS_KERNEL_NAME
+
+/* Each file's image and how many kernels it holds; their ids follow on from
+ * the previous file's, as the enum lists them. */
+#define GS_KERNEL_ONE(name, ...) +1
+#define GS_KERNEL_FILE(file, list) {gs_ptx_##file, (0 list(GS_KERNEL_ONE))},
+static const struct kernel_file {
+  const char *ptx;
+  int count;
+} kernel_files[] = {GS_KERNEL_FILES(GS_KERNEL_FILE)};
+#undef GS_KERNEL_FILE
+#undef GS_KERNEL_ONE
+
+typedef struct module_slot {
+  _Atomic(uintptr_t) ctx;    /* set last, with release: the slot is complete */
+  unsigned long long ctx_id; /* 0 where the driver has no cuCtxGetId */
+  CUfunction fn[GS_KERNEL_COUNT];
+} module_slot;
+
+static module_slot slots[MODULE_SLOTS];
+static _Atomic int slots_used;
+static pthread_mutex_t module_lock = PTHREAD_MUTEX_INITIALIZER;
+static _Atomic int warned;
+
+static const module_slot *slot_find(CUcontext ctx, unsigned long long id) {
+  int n = atomic_load_explicit(&slots_used, memory_order_acquire);
+  for (int i = 0; i < n; i++)
+    if (atomic_load_explicit(&slots[i].ctx, memory_order_acquire) == (uintptr_t)ctx &&
+        slots[i].ctx_id == id)
+      return &slots[i];
+  return NULL;
+}
+
+#define FILE_COUNT ((int)(sizeof kernel_files / sizeof kernel_files[0]))
+
+/* Load every module into ctx (current meanwhile) and fill s. Returns the
+ * load's result; a failure unloads what this attempt loaded. *pop_result is
+ * the restoring of the caller's context, which can fail on its own. */
+static CUresult slot_load(CUcontext ctx, module_slot *s, const char **why, CUresult *pop_result) {
+  *pop_result = CUDA_SUCCESS;
+  CUcontext cur = NULL;
+  CUresult r = GS_CALL(cuCtxGetCurrent, &cur);
+  if (r != CUDA_SUCCESS) {
+    *why = "cuCtxGetCurrent failed";
+    return r;
+  }
+  /* cuModuleLoadData loads into the current context. */
+  int pushed = cur != ctx;
+  if (pushed && (r = GS_CALL(cuCtxPushCurrent_v2, ctx)) != CUDA_SUCCESS) {
+    *why = "cuCtxPushCurrent failed";
+    return r;
+  }
+  CUmodule loaded[FILE_COUNT];
+  int nloaded = 0, id = 0;
+  for (int i = 0; r == CUDA_SUCCESS && i < FILE_COUNT; i++) {
+    r = GS_CALL(cuModuleLoadData, &loaded[i], kernel_files[i].ptx);
+    if (r != CUDA_SUCCESS) {
+      *why = "cuModuleLoadData failed: the driver did not take the shim's sm_61 PTX";
+      break;
+    }
+    nloaded++;
+    /* A missing function means the PTX and the kernel list disagree, a
+     * build error the tests catch. */
+    for (int k = 0; r == CUDA_SUCCESS && k < kernel_files[i].count; k++, id++) {
+      r = GS_CALL(cuModuleGetFunction, &s->fn[id], loaded[i], kernel_names[id]);
+      if (r != CUDA_SUCCESS) *why = "cuModuleGetFunction failed: a kernel is missing from the shim's PTX";
+    }
+  }
+  if (r != CUDA_SUCCESS)
+    for (int i = 0; i < nloaded; i++) GS_CALL(cuModuleUnload, loaded[i]);
+  if (pushed) {
+    CUcontext popped;
+    *pop_result = GS_CALL(cuCtxPopCurrent_v2, &popped);
+  }
+  return r;
+}
+
+CUresult kernels_function(CUcontext ctx, gs_kernel_id id, CUfunction *f, const char **why) {
+  *why = NULL;
+  if (!ctx) {
+    *why = "no context";
+    return CUDA_ERROR_INVALID_CONTEXT;
+  }
+  if (!gs_sys.cuCtxGetCurrent || !gs_sys.cuCtxPushCurrent_v2 || !gs_sys.cuCtxPopCurrent_v2 ||
+      !gs_sys.cuModuleLoadData || !gs_sys.cuModuleUnload || !gs_sys.cuModuleGetFunction ||
+      !gs_sys.cuLaunchKernel) {
+    *why = "the driver lacks a module or context function the kernels need";
+    return CUDA_ERROR_NOT_FOUND;
+  }
+  unsigned long long ctx_id = 0;
+  if (gs_sys.cuCtxGetId) {
+    CUresult r = GS_CALL(cuCtxGetId, ctx, &ctx_id);
+    if (r != CUDA_SUCCESS) {
+      *why = "cuCtxGetId failed (destroyed context?)";
+      return r;
+    }
+  }
+  const module_slot *found = slot_find(ctx, ctx_id);
+  if (found) {
+    *f = found->fn[id];
+    return CUDA_SUCCESS;
+  }
+
+  CUresult r = CUDA_SUCCESS;
+  pthread_mutex_lock(&module_lock);
+  found = slot_find(ctx, ctx_id);
+  int n = atomic_load_explicit(&slots_used, memory_order_relaxed);
+  if (!found && n == MODULE_SLOTS) {
+    *why = "kernel module cache full (too many contexts)";
+    r = CUDA_ERROR_OUT_OF_MEMORY;
+  } else if (!found) {
+    module_slot *s = &slots[n];
+    CUresult pop_result;
+    r = slot_load(ctx, s, why, &pop_result);
+    if (r == CUDA_SUCCESS) {
+      s->ctx_id = ctx_id;
+      atomic_store_explicit(&s->ctx, (uintptr_t)ctx, memory_order_release);
+      atomic_store_explicit(&slots_used, n + 1, memory_order_release);
+      found = s;
+      GS_INFO("kernels: %d modules loaded for context %p (id %llu): %d kernels",
+              (int)(sizeof kernel_files / sizeof kernel_files[0]), (void *)ctx, ctx_id,
+              (int)GS_KERNEL_COUNT);
+    }
+    /* The modules are good and kept even so; this call reports it. */
+    if (r == CUDA_SUCCESS && pop_result != CUDA_SUCCESS) {
+      *why = "cuCtxPopCurrent failed after loading the modules";
+      r = pop_result;
+    }
+  }
+  pthread_mutex_unlock(&module_lock);
+  if (r != CUDA_SUCCESS) {
+    /* Not cached: a transient failure (memory) gets another try next call. */
+    if (!atomic_exchange(&warned, 1))
+      GS_WARN("kernels: %s (CUresult %d, context %p); GEMMs that need the shim's kernels run native",
+              *why, (int)r, (void *)ctx);
+    else
+      GS_TRACE("kernels: %s (CUresult %d, context %p)", *why, (int)r, (void *)ctx);
+    return r;
+  }
+  *f = found->fn[id];
+  return CUDA_SUCCESS;
+}
+
+const char *kernels_ready(CUcontext ctx) {
+  const char *why = resolve_driver();
+  if (why) return why;
+  CUfunction f;
+  if (kernels_function(ctx, (gs_kernel_id)0, &f, &why) != CUDA_SUCCESS) return why;
+  return NULL;
+}
+
+CUresult kernels_launch(CUcontext ctx, CUfunction f, const unsigned grid[3],
+                        const unsigned block[3], CUstream stream, void **params) {
+  CUcontext cur = NULL;
+  CUresult r = GS_CALL(cuCtxGetCurrent, &cur);
+  if (r != CUDA_SUCCESS) return r;
+  int pushed = cur != ctx;
+  if (pushed && (r = GS_CALL(cuCtxPushCurrent_v2, ctx)) != CUDA_SUCCESS) return r;
+  r = GS_CALL(cuLaunchKernel, f, grid[0], grid[1], grid[2], block[0], block[1], block[2], 0,
+              stream, params, NULL);
+  if (pushed) {
+    CUcontext popped;
+    CUresult pr = GS_CALL(cuCtxPopCurrent_v2, &popped);
+    if (r == CUDA_SUCCESS) r = pr;
+  }
+  return r;
+}

@@ -1,0 +1,765 @@
+/* fp8_sites.c: which fp8 call site a GEMM belongs to, and that site's
+ * delayed-scaling state.
+ *
+ * Identity. Delayed scaling carries an amax history from one call of a
+ * layer to the next, so a site must name one layer's GEMM and keep naming
+ * it across training steps. The return address cannot: every PyTorch GEMM
+ * comes through the same one. So calls are first put in a *group*: same
+ * caller (object-relative return address), api, shape, types, transposes,
+ * compute type, epilogue and device (site.c's id plus D's type and the
+ * device). A group holds every layer of that shape; within it a call is
+ * matched to a site by, in this order:
+ *   1. a key pointer: an operand pointer (A, B or D) equal to the one the
+ *      site recorded for the same role, where that role's pointer was
+ *      already the same on the site's previous call. Weights are key
+ *      pointers from the second step on (they never move); so are
+ *      activations and gradients when the caching allocator hands out the
+ *      same addresses each step.
+ *   2. the ordinal: the call's position within its group since the group's
+ *      round began (rounds below), which names the layer when pointers move,
+ *      as they do for activations: frameworks run the same layers in the
+ *      same order each step. A site whose key pointer contradicts the call
+ *      is skipped.
+ *   3. a plain pointer match (a role equal to the site's last one), for a
+ *      site not used yet in this round.
+ *   4. a repeat: a site already used in this round matched on A (weights in
+ *      forward and grad-input GEMMs, saved activations in weight-gradient
+ *      GEMMs: tensors that are all alive during a step, so A cannot repeat
+ *      by address reuse), or on B from a forward thread. The group starts a
+ *      new round at that site.
+ *   5. otherwise a new site, at the group's current ordinal.
+ * A round ends when the group repeats (4, or a key match on a site used in
+ * the round), and at every new step ("epoch") of the context. A step
+ * begins at the first forward-thread call after backward-thread calls (a
+ * training loop: PyTorch runs backward on its autograd threads), or when
+ * the anchor site repeats on a forward thread (loops without a backward:
+ * the anchor is the first site ever to repeat, normally the first layer's
+ * forward GEMM). Site ids are (group, ordinal) hashed, so the same program
+ * gets the same ids in every run, and a layer keeps its id across steps.
+ *
+ * Gradients (GEMMSHIM_FP8_FORMAT=hybrid: E5M2 for gradients). The shim is
+ * not told which operand is a gradient. A call is from a backward thread
+ * when its thread is named "pt_autograd_<device>" (PyTorch's autograd
+ * workers), or, in a process where no such thread has called, when its
+ * thread is not the first one that called in the context. Forward-thread
+ * calls record their A and B pointers with the current step, counting
+ * uses; each backward use takes one back (a forward tensor is used once in
+ * backward per forward use, then freed, and its memory often returns as a
+ * gradient). In a backward-thread call, the operand no forward call of
+ * this step used, beside one with a use left, is the gradient: PyTorch's
+ * backward GEMMs take a forward tensor (the weight for grad-input, the
+ * saved activation for grad-weight) and the incoming gradient. Anything
+ * else (both seen, neither seen) is E4M3. The format is fixed when the
+ * site is made: its rings are of one format.
+ *
+ * State. Each site has one gs_fp8_ring per operand (kernels/fp8.h) in
+ * device memory: a "slot" of two rings, carved from slabs allocated with
+ * cuMemAlloc outside graph capture. An evicted site's slot goes on a free
+ * list instead of being freed (cuMemFree would synchronise) and is reused
+ * by a new site: directly when it is fresh or last ran on the new site's
+ * stream, else after the new stream waits for an event recorded on the old
+ * one (outside capture only). A site's rings are initialised by memsets on
+ * the call's stream before their first use. A site is held by one call at
+ * a time (its mutex) from lookup until its kernels are enqueued, because the
+ * quantize kernel of a call and the GEMM of the previous one share the
+ * scale slots; a site moving to another stream first makes the new stream
+ * wait for the old one, or, where it cannot (during capture, without the
+ * event API, another thread's per-thread stream), starts over on a fresh
+ * ring. Sites used during capture are pinned (a graph holds their rings)
+ * and never evicted. Everything here is per CUDA context: a ring lives on
+ * one device.
+ *
+ * Locks: the context's lock guards its tables and the order event; a
+ * site's mutex guards its ring use. Order: site mutex, then context lock.
+ * The table never evicts a site whose busy count (taken under the context
+ * lock before waiting on its mutex) is nonzero. */
+#define _GNU_SOURCE
+#include "fp8_sites.h"
+
+#include <limits.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sys.h"
+
+#define FP8_MAX_CTX 64
+#define GROUP_BUCKETS 1024       /* per context; chains beyond */
+#define SEEN_SLOTS 16384         /* recent forward operand pointers per context */
+#define SEEN_PROBE 8
+#define SLAB_SLOTS 32            /* sites' ring slots per cuMemAlloc */
+#define STABLE_MAX 1000000u
+
+/* ---- tables ------------------------------------------------------------------ */
+typedef struct fp8_slot {
+  CUdeviceptr ptr;          /* ring A; ring B at ptr + ring_stride() */
+  void *stream;             /* stream of its last use (when used) */
+  uintptr_t stream_thread;  /* for the per-thread stream: whose */
+  int used;                 /* has run anything */
+  struct fp8_slot *next;    /* free list */
+} fp8_slot;
+
+typedef struct fp8_ctx fp8_ctx;
+typedef struct fp8_group fp8_group;
+
+struct fp8_site {
+  uint64_t id;
+  fp8_ctx *owner;
+  fp8_group *group;
+  fp8_site *group_next;
+  fp8_site *lru_prev, *lru_next; /* head = most recently used */
+  uint64_t ordinal, round, last_tick;
+  const void *ptr[FP8_ROLES];    /* the last call's operand pointers */
+  unsigned stable[FP8_ROLES];    /* calls in a row with that pointer unchanged */
+  fp8_slot *slot;
+  int fmt[2], gradient[2];
+  int parity;
+  int ring_ready;  /* init memsets enqueued */
+  int measured;    /* amax_init has run */
+  int pinned;      /* used during capture */
+  unsigned busy;   /* calls holding or waiting for mu (context lock) */
+  pthread_mutex_t mu;
+};
+
+struct fp8_group {
+  uint64_t hash;
+  fp8_group *next;    /* bucket chain */
+  fp8_site *sites;
+  uint64_t round, pos, epoch;
+};
+
+typedef struct seen_entry {
+  uintptr_t ptr;
+  uint64_t epoch;
+  uint64_t uses; /* forward calls this step that used it, less backward calls since */
+} seen_entry;
+
+struct fp8_ctx {
+  void *ctx;
+  int device;
+  pthread_mutex_t lock;
+  fp8_group *buckets[GROUP_BUCKETS];
+  fp8_site *lru_head, *lru_tail;
+  size_t live;
+  uint64_t tick, epoch;
+  int backward_since_epoch;
+  fp8_site *anchor;
+  pthread_t primary;   /* the first thread that called in this context */
+  seen_entry *seen;    /* SEEN_SLOTS */
+  fp8_slot *free_slots;
+  size_t slots_total;
+  uint64_t ring_bytes;
+  CUevent order_event;
+};
+
+static _Atomic(fp8_ctx *) ctxs[FP8_MAX_CTX];
+static pthread_mutex_t ctxs_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static uint64_t ring_stride(void) {
+  return (gs_fp8_ring_bytes((unsigned)gs_opt.fp8_history) + 255) & ~(uint64_t)255;
+}
+
+/* ---- hashing ----------------------------------------------------------------- */
+static uint64_t mix64(uint64_t h, uint64_t v) {
+  uint64_t z = h ^ (v + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2));
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  return z ^ (z >> 31);
+}
+
+static uint64_t group_hash(const gs_call *c) {
+  uint64_t h = site_id(c->caller, &c->g);
+  h = mix64(h, (uint64_t)(uint32_t)c->g.d_type);
+  return mix64(h, (uint64_t)(uint32_t)c->device);
+}
+
+/* ---- contexts ----------------------------------------------------------------- */
+static fp8_ctx *ctx_find(void *ctx) {
+  for (int i = 0; i < FP8_MAX_CTX; i++) {
+    fp8_ctx *x = atomic_load_explicit(&ctxs[i], memory_order_acquire);
+    if (!x) return NULL;
+    if (x->ctx == ctx) return x;
+  }
+  return NULL;
+}
+
+static fp8_ctx *ctx_get(const gs_call *c, const char **why) {
+  fp8_ctx *x = ctx_find(c->ctx);
+  if (x) return x;
+  pthread_mutex_lock(&ctxs_lock);
+  x = ctx_find(c->ctx);
+  int free_slot = -1;
+  for (int i = 0; !x && i < FP8_MAX_CTX && free_slot < 0; i++)
+    if (!atomic_load_explicit(&ctxs[i], memory_order_relaxed)) free_slot = i;
+  if (!x && free_slot < 0) *why = "more CUDA contexts than the fp8 site table keeps (64)";
+  if (!x && free_slot >= 0) {
+    x = GS_CALL(calloc, 1, sizeof *x);
+    seen_entry *seen = x ? GS_CALL(calloc, SEEN_SLOTS, sizeof *seen) : NULL;
+    if (!seen) {
+      free(x);
+      x = NULL;
+      *why = "out of host memory for the fp8 site table";
+    } else {
+      x->ctx = c->ctx;
+      x->device = c->device;
+      x->seen = seen;
+      x->primary = pthread_self();
+      pthread_mutex_init(&x->lock, NULL);
+      atomic_store_explicit(&ctxs[free_slot], x, memory_order_release);
+    }
+  }
+  pthread_mutex_unlock(&ctxs_lock);
+  return x;
+}
+
+/* Driver calls with the site's context current (memsets and event
+ * records on the legacy stream act on the current context). */
+static CUresult ctx_push(const fp8_ctx *x) { return GS_CALL(cuCtxPushCurrent_v2, (CUcontext)x->ctx); }
+static void ctx_pop(void) {
+  CUcontext popped;
+  GS_CALL(cuCtxPopCurrent_v2, &popped);
+}
+
+/* ---- threads: forward or backward ---------------------------------------------- */
+enum { THREAD_UNKNOWN = 0, THREAD_AUTOGRAD, THREAD_OTHER };
+/* initial-exec: the shim must need nothing but libc (the general-dynamic
+ * model would import __tls_get_addr from ld.so). */
+static __thread int thread_kind __attribute__((tls_model("initial-exec")));
+static _Atomic int autograd_seen; /* a "pt_autograd_" thread has called */
+
+static int thread_is_autograd(void) {
+  if (thread_kind == THREAD_UNKNOWN) {
+    char name[16] = "";
+    thread_kind = THREAD_OTHER;
+    if (gs_sys.pthread_getname_np && GS_CALL(pthread_getname_np, pthread_self(), name, sizeof name) == 0 &&
+        strncmp(name, "pt_autograd_", 12) == 0)
+      thread_kind = THREAD_AUTOGRAD;
+  }
+  if (thread_kind == THREAD_AUTOGRAD) {
+    atomic_store_explicit(&autograd_seen, 1, memory_order_relaxed);
+    return 1;
+  }
+  return 0;
+}
+
+/* Backward-thread call: see the top of this file. */
+static int thread_is_backward(const fp8_ctx *x) {
+  if (thread_is_autograd()) return 1;
+  if (atomic_load_explicit(&autograd_seen, memory_order_relaxed)) return 0;
+  return !pthread_equal(pthread_self(), x->primary);
+}
+
+/* ---- forward operand pointers (hybrid detection) --------------------------------- */
+static seen_entry *seen_probe(fp8_ctx *x, uintptr_t p, int insert) {
+  unsigned start = (unsigned)(mix64(0, p) & (SEEN_SLOTS - 1));
+  seen_entry *oldest = NULL;
+  for (int i = 0; i < SEEN_PROBE; i++) {
+    seen_entry *e = &x->seen[(start + (unsigned)i) & (SEEN_SLOTS - 1)];
+    if (e->ptr == p) return e;
+    if (!insert) continue;
+    if (!e->ptr) return e;
+    if (!oldest || e->epoch < oldest->epoch) oldest = e;
+  }
+  return oldest; /* insert over the stalest of the probe window */
+}
+
+static void seen_put(fp8_ctx *x, const void *p) {
+  if (!p) return;
+  seen_entry *e = seen_probe(x, (uintptr_t)p, 1);
+  if (e->ptr != (uintptr_t)p || e->epoch != x->epoch) {
+    e->ptr = (uintptr_t)p;
+    e->epoch = x->epoch;
+    e->uses = 0;
+  }
+  e->uses++;
+}
+
+/* A forward tensor is used once in backward per forward use (C = A B
+ * saves A for dB and B for dA). After its last backward use it is freed
+ * and its memory often comes back as a gradient: so it counts as seen only
+ * while backward uses remain. */
+static int seen_this_step(fp8_ctx *x, const void *p) {
+  seen_entry *e = p ? seen_probe(x, (uintptr_t)p, 0) : NULL;
+  return e && e->epoch == x->epoch && e->uses > 0;
+}
+
+static void seen_take(fp8_ctx *x, const void *p) {
+  seen_entry *e = p ? seen_probe(x, (uintptr_t)p, 0) : NULL;
+  if (e && e->epoch == x->epoch && e->uses > 0) e->uses--;
+}
+
+static void choose_formats(fp8_ctx *x, int backward, const void *A, const void *B, int fmt[2], int grad[2]) {
+  grad[0] = grad[1] = 0;
+  if (gs_opt.fp8_format == GS_FP8_FORMAT_E5M2) {
+    fmt[0] = fmt[1] = GS_FP8_E5M2;
+    return;
+  }
+  if (gs_opt.fp8_format == GS_FP8_FORMAT_HYBRID && backward) {
+    int a = seen_this_step(x, A), b = seen_this_step(x, B);
+    if (a && !b) grad[1] = 1;
+    else if (b && !a) grad[0] = 1;
+  }
+  fmt[0] = grad[0] ? GS_FP8_E5M2 : GS_FP8_E4M3;
+  fmt[1] = grad[1] ? GS_FP8_E5M2 : GS_FP8_E4M3;
+}
+
+/* ---- streams -------------------------------------------------------------------- */
+/* The per-thread default stream is one handle for a different stream on
+ * each thread. */
+static uintptr_t stream_thread_of(const void *stream) {
+  return stream == CU_STREAM_PER_THREAD ? (uintptr_t)pthread_self() : 0;
+}
+
+static int slot_on_stream(const fp8_slot *s, const gs_call *c) {
+  return !s->used || (s->stream == c->g.stream && s->stream_thread == stream_thread_of(c->g.stream));
+}
+
+/* Make everything enqueued so far on the slot's last stream come before
+ * what c enqueues next on its stream. Context lock held (order_event).
+ * Outside capture only: a captured stream cannot wait on an event recorded
+ * outside its graph. Returns 1 when ordered. */
+static int order_after_slot(fp8_ctx *x, const gs_call *c, const fp8_slot *s) {
+  if (slot_on_stream(s, c)) return 1;
+  if (s->stream_thread && s->stream_thread != (uintptr_t)pthread_self()) return 0;
+  if (!gs_sys.cuEventCreate || !gs_sys.cuEventRecord || !gs_sys.cuStreamWaitEvent) return 0;
+  if (ctx_push(x) != CUDA_SUCCESS) return 0;
+  CUresult r = CUDA_SUCCESS;
+  if (!x->order_event) r = GS_CALL(cuEventCreate, &x->order_event, CU_EVENT_DISABLE_TIMING);
+  if (r == CUDA_SUCCESS) r = GS_CALL(cuEventRecord, x->order_event, (CUstream)s->stream);
+  if (r == CUDA_SUCCESS) r = GS_CALL(cuStreamWaitEvent, (CUstream)c->g.stream, x->order_event, 0);
+  ctx_pop();
+  return r == CUDA_SUCCESS;
+}
+
+/* ---- ring slots ------------------------------------------------------------------ */
+static size_t slots_cap(void) { return 2 * (size_t)gs_opt.fp8_max_sites + SLAB_SLOTS; }
+
+/* A new slab of ring slots on the free list. Context lock held; never
+ * during capture (cuMemAlloc is not a stream operation). */
+static const char *slab_new(fp8_ctx *x) {
+  size_t room = slots_cap() - x->slots_total;
+  size_t n = room < SLAB_SLOTS ? room : SLAB_SLOTS;
+  if (n == 0) return "fp8 ring memory is at its bound (2 x GEMMSHIM_FP8_MAX_SITES + 32 sites)";
+  fp8_slot *slots = GS_CALL(calloc, n, sizeof *slots);
+  if (!slots) return "out of host memory for fp8 ring slots";
+  uint64_t bytes = (uint64_t)n * 2 * ring_stride();
+  CUdeviceptr p = 0;
+  CUresult r = ctx_push(x);
+  if (r == CUDA_SUCCESS) {
+    r = GS_CALL(cuMemAlloc_v2, &p, bytes);
+    ctx_pop();
+  }
+  if (r != CUDA_SUCCESS) {
+    free(slots);
+    return r == CUDA_ERROR_OUT_OF_MEMORY ? "cuMemAlloc of fp8 ring memory: out of device memory"
+                                          : "cuMemAlloc of fp8 ring memory failed";
+  }
+  /* The slab stays for the process: freeing device memory synchronises. */
+  for (size_t i = n; i-- > 0;) {
+    slots[i].ptr = p + (CUdeviceptr)(i * 2 * ring_stride());
+    slots[i].next = x->free_slots;
+    x->free_slots = &slots[i];
+  }
+  x->slots_total += n;
+  x->ring_bytes += bytes;
+  return NULL;
+}
+
+/* Take a slot off the free list for c's stream (already ordered there). */
+static fp8_slot *slot_unlink(fp8_slot **link, const gs_call *c) {
+  fp8_slot *s = *link;
+  *link = s->next;
+  s->next = NULL;
+  if (s->used) {
+    s->stream = c->g.stream;
+    s->stream_thread = stream_thread_of(c->g.stream);
+  }
+  return s;
+}
+
+/* A slot usable on c's stream. Context lock held. */
+static const char *slot_take(fp8_ctx *x, const gs_call *c, int capturing, fp8_slot **out) {
+  for (fp8_slot **l = &x->free_slots; *l; l = &(*l)->next)
+    if (slot_on_stream(*l, c)) {
+      *out = slot_unlink(l, c);
+      return NULL;
+    }
+  if (capturing)
+    return "new fp8 ring state is needed during graph capture and no ring memory is free for this stream "
+           "(run the call once outside capture, on the capture stream)";
+  for (fp8_slot **l = &x->free_slots; *l; l = &(*l)->next)
+    if (order_after_slot(x, c, *l)) {
+      *out = slot_unlink(l, c);
+      return NULL;
+    }
+  const char *why = slab_new(x);
+  if (why) return why;
+  *out = slot_unlink(&x->free_slots, c);
+  return NULL;
+}
+
+/* ---- groups and sites ------------------------------------------------------------- */
+static fp8_group **bucket_of(fp8_ctx *x, uint64_t hash) { return &x->buckets[hash & (GROUP_BUCKETS - 1)]; }
+
+static fp8_group *group_get(fp8_ctx *x, uint64_t hash) {
+  fp8_group **b = bucket_of(x, hash);
+  for (fp8_group *g = *b; g; g = g->next)
+    if (g->hash == hash) return g;
+  fp8_group *g = GS_CALL(calloc, 1, sizeof *g);
+  if (!g) return NULL;
+  g->hash = hash;
+  g->epoch = x->epoch;
+  g->next = *b;
+  *b = g;
+  return g;
+}
+
+static void group_drop_if_empty(fp8_ctx *x, fp8_group *g) {
+  if (g->sites) return;
+  for (fp8_group **l = bucket_of(x, g->hash); *l; l = &(*l)->next)
+    if (*l == g) {
+      *l = g->next;
+      free(g);
+      return;
+    }
+}
+
+static void lru_unlink(fp8_ctx *x, fp8_site *s) {
+  if (s->lru_prev) s->lru_prev->lru_next = s->lru_next;
+  else x->lru_head = s->lru_next;
+  if (s->lru_next) s->lru_next->lru_prev = s->lru_prev;
+  else x->lru_tail = s->lru_prev;
+  s->lru_prev = s->lru_next = NULL;
+}
+
+static void lru_push_head(fp8_ctx *x, fp8_site *s) {
+  s->lru_next = x->lru_head;
+  s->lru_prev = NULL;
+  if (x->lru_head) x->lru_head->lru_prev = s;
+  x->lru_head = s;
+  if (!x->lru_tail) x->lru_tail = s;
+}
+
+/* A site's key pointer that the call does not carry: another layer. */
+static int contradicted(const fp8_site *s, const void *const ptr[FP8_ROLES]) {
+  for (int r = 0; r < FP8_ROLES; r++)
+    if (s->stable[r] && s->ptr[r] != ptr[r]) return 1;
+  return 0;
+}
+
+/* Steps 1-4 of the matching at the top of this file; NULL: a new site. */
+static fp8_site *group_match(const fp8_group *g, const void *const ptr[FP8_ROLES], int backward) {
+  /* A before D before B: A holds weights and saved activations, D the
+   * weight gradients, B the most short-lived tensors. */
+  static const int role_rank[FP8_ROLES] = {0, 2, 1};
+  fp8_site *key = NULL, *ord = NULL, *fresh = NULL, *repeat = NULL;
+  int key_rank = INT_MAX, fresh_rank = INT_MAX;
+  for (fp8_site *s = g->sites; s; s = s->group_next) {
+    int unused = s->round != g->round;
+    int contra = contradicted(s, ptr);
+    if (unused && !contra && s->ordinal == g->pos && (!ord || s->last_tick > ord->last_tick)) ord = s;
+    for (int r = 0; r < FP8_ROLES; r++) {
+      if (!ptr[r] || s->ptr[r] != ptr[r]) continue;
+      if (s->stable[r]) {
+        int rank = role_rank[r] * 4 + (unused ? 0 : 2) + (s->ordinal == g->pos ? 0 : 1);
+        if (rank < key_rank) key = s, key_rank = rank;
+      } else if (!contra && unused) {
+        if (role_rank[r] < fresh_rank) fresh = s, fresh_rank = role_rank[r];
+      } else if (!contra && !repeat && (r == FP8_ROLE_A || (r == FP8_ROLE_B && !backward))) {
+        repeat = s;
+      }
+    }
+  }
+  if (key) return key;
+  if (ord) return ord;
+  if (fresh) return fresh;
+  return repeat;
+}
+
+/* Record a call of s; returns 1 when it started a new round of its group. */
+static int site_touch(fp8_ctx *x, fp8_site *s, const void *const ptr[FP8_ROLES]) {
+  fp8_group *g = s->group;
+  int restarted = 0;
+  if (s->round == g->round) {
+    g->round++;
+    restarted = 1;
+  }
+  s->round = g->round;
+  g->pos = s->ordinal + 1;
+  for (int r = 0; r < FP8_ROLES; r++) {
+    if (s->ptr[r] == ptr[r]) {
+      if (s->stable[r] < STABLE_MAX) s->stable[r]++;
+    } else {
+      s->stable[r] = 0;
+      s->ptr[r] = ptr[r];
+    }
+  }
+  s->last_tick = ++x->tick;
+  lru_unlink(x, s);
+  lru_push_head(x, s);
+  return restarted;
+}
+
+static void epoch_advance(fp8_ctx *x) {
+  x->epoch++;
+  x->backward_since_epoch = 0;
+}
+
+/* Evict the least recently used site that no call holds and no graph
+ * uses; its slot goes on the free list. Never frees group `keep`. */
+static int evict_one(fp8_ctx *x, fp8_group *keep, uint64_t *id) {
+  fp8_site *s = x->lru_tail;
+  while (s && (s->busy || s->pinned)) s = s->lru_prev;
+  if (!s) return 0;
+  lru_unlink(x, s);
+  fp8_group *g = s->group;
+  for (fp8_site **l = &g->sites; *l; l = &(*l)->group_next)
+    if (*l == s) {
+      *l = s->group_next;
+      break;
+    }
+  if (g != keep) group_drop_if_empty(x, g);
+  if (x->anchor == s) x->anchor = NULL;
+  s->slot->next = x->free_slots;
+  x->free_slots = s->slot;
+  x->live--;
+  *id = s->id;
+  pthread_mutex_destroy(&s->mu);
+  free(s);
+  return 1;
+}
+
+static uint64_t site_new_id(const fp8_group *g, uint64_t ordinal) {
+  uint64_t id = mix64(g->hash, ordinal);
+  for (;;) {
+    const fp8_site *s = g->sites;
+    while (s && s->id != id) s = s->group_next;
+    if (!s && id) return id;
+    id = mix64(id, 1); /* two live sites at one ordinal: the later one differs */
+  }
+}
+
+/* Step 5: a new site at the group's ordinal. Context lock held. */
+static const char *site_create(fp8_ctx *x, fp8_group *g, gs_call *c, int capturing, int backward,
+                               const void *const ptr[FP8_ROLES], fp8_site **out) {
+  if (x->live >= gs_opt.fp8_max_sites) {
+    uint64_t evicted = 0;
+    if (!evict_one(x, g, &evicted))
+      return "the fp8 site table is full (GEMMSHIM_FP8_MAX_SITES) and every site is held or used by a captured graph";
+    c->site_flags |= GS_SITE_EVICTED;
+    c->evicted_site = evicted;
+  }
+  fp8_slot *slot = NULL;
+  const char *why = slot_take(x, c, capturing, &slot);
+  if (why) return why;
+  fp8_site *s = GS_CALL(calloc, 1, sizeof *s);
+  if (!s) {
+    slot->next = x->free_slots;
+    x->free_slots = slot;
+    return "out of host memory for an fp8 site";
+  }
+  pthread_mutex_init(&s->mu, NULL);
+  s->owner = x;
+  s->group = g;
+  s->ordinal = g->pos;
+  s->id = site_new_id(g, s->ordinal);
+  s->round = g->round;
+  s->slot = slot;
+  for (int r = 0; r < FP8_ROLES; r++) s->ptr[r] = ptr[r];
+  choose_formats(x, backward, ptr[FP8_ROLE_A], ptr[FP8_ROLE_B], s->fmt, s->gradient);
+  s->group_next = g->sites;
+  g->sites = s;
+  g->pos = s->ordinal + 1;
+  s->last_tick = ++x->tick;
+  lru_push_head(x, s);
+  x->live++;
+  c->site_flags |= GS_SITE_NEW;
+  *out = s;
+  return NULL;
+}
+
+/* ---- ring initialisation ---------------------------------------------------------- */
+static CUresult set_u32(CUdeviceptr p, uint32_t v, CUstream stream) {
+  if (gs_sys.cuMemsetD32Async) return GS_CALL(cuMemsetD32Async, p, v, 1, stream);
+  /* Byte by byte where the driver has no 32-bit memset (little endian). */
+  CUresult r = CUDA_SUCCESS;
+  for (int i = 0; i < 4 && r == CUDA_SUCCESS; i++)
+    r = GS_CALL(cuMemsetD8Async, p + (CUdeviceptr)i, (unsigned char)(v >> (8 * i)), 1, stream);
+  return r;
+}
+
+static uint32_t f32_bits(float f) {
+  uint32_t u;
+  memcpy(&u, &f, sizeof u);
+  return u;
+}
+
+/* A ring as fp8.h wants it new: zero, scale[0] = scale[1] = 1, history
+ * length, format and 2^margin. Memsets only: legal during capture, and
+ * ordered on the stream before the ring's first use. */
+static CUresult ring_init(CUdeviceptr ring, int fmt, CUstream stream) {
+  if (!gs_sys.cuMemsetD8Async) return CUDA_ERROR_NOT_SUPPORTED;
+  unsigned history = (unsigned)gs_opt.fp8_history;
+  uint32_t margin_div = (uint32_t)(127 + gs_opt.fp8_margin) << 23; /* 2^margin, margin <= 64 */
+  CUresult r = GS_CALL(cuMemsetD8Async, ring, 0, (size_t)gs_fp8_ring_bytes(history), stream);
+  if (r == CUDA_SUCCESS) r = set_u32(ring + offsetof(gs_fp8_ring, scale[0]), f32_bits(1.0f), stream);
+  if (r == CUDA_SUCCESS) r = set_u32(ring + offsetof(gs_fp8_ring, scale[1]), f32_bits(1.0f), stream);
+  if (r == CUDA_SUCCESS) r = set_u32(ring + offsetof(gs_fp8_ring, history), history, stream);
+  if (r == CUDA_SUCCESS) r = set_u32(ring + offsetof(gs_fp8_ring, fmt), (uint32_t)fmt, stream);
+  if (r == CUDA_SUCCESS) r = set_u32(ring + offsetof(gs_fp8_ring, margin_div), margin_div, stream);
+  return r;
+}
+
+/* With s held: put its rings on c's stream and initialise them if needed. */
+static const char *site_prepare(fp8_ctx *x, fp8_site *s, const gs_call *c, int capturing) {
+  if (!slot_on_stream(s->slot, c)) {
+    pthread_mutex_lock(&x->lock);
+    const char *why = NULL;
+    if (capturing || !order_after_slot(x, c, s->slot)) {
+      /* No way to order against the old stream: start over on a fresh
+       * ring. The old slot is retired, never reused (its stream may still
+       * be using it); it stays counted against the slot bound. */
+      fp8_slot *fresh = NULL;
+      why = slot_take(x, c, capturing, &fresh);
+      if (!why) {
+        s->slot = fresh;
+        s->ring_ready = s->measured = 0;
+        s->parity = 0;
+      }
+    }
+    pthread_mutex_unlock(&x->lock);
+    if (why) return why;
+  }
+  s->slot->used = 1;
+  s->slot->stream = c->g.stream;
+  s->slot->stream_thread = stream_thread_of(c->g.stream);
+  if (!s->ring_ready) {
+    if (ctx_push(x) != CUDA_SUCCESS) return "cuCtxPushCurrent failed before initialising fp8 rings";
+    CUresult r = ring_init(s->slot->ptr, s->fmt[0], (CUstream)c->g.stream);
+    if (r == CUDA_SUCCESS) r = ring_init(s->slot->ptr + ring_stride(), s->fmt[1], (CUstream)c->g.stream);
+    ctx_pop();
+    if (r != CUDA_SUCCESS) return "could not initialise the site's fp8 rings (memset failed)";
+    s->ring_ready = 1;
+  }
+  return NULL;
+}
+
+/* ---- the interface ----------------------------------------------------------------- */
+const char *fp8_site_acquire(gs_call *c, int capturing, fp8_use *u) {
+  memset(u, 0, sizeof *u);
+  u->capturing = capturing;
+  if (!c->ctx) return "the call's context is unknown";
+  const char *why = NULL;
+  fp8_ctx *x = ctx_get(c, &why);
+  if (!x) return why;
+  const void *ptr[FP8_ROLES] = {c->g.A, c->g.B, c->g.D};
+  uint64_t hash = group_hash(c);
+
+  pthread_mutex_lock(&x->lock);
+  int backward = thread_is_backward(x);
+  if (backward) x->backward_since_epoch = 1;
+  else if (x->backward_since_epoch) epoch_advance(x);
+  fp8_group *g = group_get(x, hash);
+  if (!g) {
+    pthread_mutex_unlock(&x->lock);
+    return "out of host memory for the fp8 site table";
+  }
+  if (g->epoch != x->epoch) {
+    g->round++;
+    g->pos = 0;
+    g->epoch = x->epoch;
+  }
+  fp8_site *s = group_match(g, ptr, backward);
+  if (s) {
+    if (site_touch(x, s, ptr) && !backward) {
+      if (!x->anchor) x->anchor = s;
+      if (x->anchor == s) {
+        epoch_advance(x);
+        g->epoch = x->epoch;
+      }
+    }
+  } else {
+    why = site_create(x, g, c, capturing, backward, ptr, &s);
+    if (why) {
+      group_drop_if_empty(x, g);
+      pthread_mutex_unlock(&x->lock);
+      return why;
+    }
+  }
+  if (!backward) {
+    seen_put(x, c->g.A);
+    seen_put(x, c->g.B);
+  } else {
+    seen_take(x, c->g.A);
+    seen_take(x, c->g.B);
+  }
+  s->busy++;
+  if (capturing) s->pinned = 1;
+  c->site = s->id;
+  pthread_mutex_unlock(&x->lock);
+
+  pthread_mutex_lock(&s->mu);
+  why = site_prepare(x, s, c, capturing);
+  if (why) {
+    pthread_mutex_unlock(&s->mu);
+    pthread_mutex_lock(&x->lock);
+    s->busy--;
+    pthread_mutex_unlock(&x->lock);
+    return why;
+  }
+  u->site = s;
+  u->id = s->id;
+  u->ring[0] = (gs_fp8_ring *)(uintptr_t)s->slot->ptr;
+  u->ring[1] = (gs_fp8_ring *)(uintptr_t)(s->slot->ptr + ring_stride());
+  u->fmt[0] = s->fmt[0];
+  u->fmt[1] = s->fmt[1];
+  u->gradient[0] = s->gradient[0];
+  u->gradient[1] = s->gradient[1];
+  u->parity = s->parity;
+  u->needs_amax_init = !s->measured;
+  return NULL;
+}
+
+void fp8_site_release(fp8_use *u, unsigned ran) {
+  fp8_site *s = u->site;
+  if (!s) return;
+  if (ran & FP8_RAN_AMAX_INIT) s->measured = 1;
+  /* During capture the parity stays: every replay must quantize with the
+   * same slot, which the route refreshes after its GEMM. */
+  if ((ran & FP8_RAN_QUANTIZE) && !u->capturing) s->parity ^= 1;
+  fp8_ctx *x = s->owner;
+  pthread_mutex_unlock(&s->mu);
+  pthread_mutex_lock(&x->lock);
+  s->busy--;
+  pthread_mutex_unlock(&x->lock);
+  u->site = NULL;
+}
+
+size_t fp8_sites_live(void *ctx) {
+  fp8_ctx *x = ctx_find(ctx);
+  if (!x) return 0;
+  pthread_mutex_lock(&x->lock);
+  size_t n = x->live;
+  pthread_mutex_unlock(&x->lock);
+  return n;
+}
+
+uint64_t fp8_sites_ring_bytes(void *ctx) {
+  fp8_ctx *x = ctx_find(ctx);
+  if (!x) return 0;
+  pthread_mutex_lock(&x->lock);
+  uint64_t n = x->ring_bytes;
+  pthread_mutex_unlock(&x->lock);
+  return n;
+}
+
+uint64_t fp8_sites_epoch(void *ctx) {
+  fp8_ctx *x = ctx_find(ctx);
+  if (!x) return 0;
+  pthread_mutex_lock(&x->lock);
+  uint64_t e = x->epoch;
+  pthread_mutex_unlock(&x->lock);
+  return e;
+}

@@ -1,0 +1,432 @@
+/* route_fp8.c: GEMMs run with fp8 operands and delayed scaling.
+ *
+ * For a bf16/fp16/fp32 GEMM with fp32 compute, A and B are quantized into
+ * transient fp8 buffers (kernels/fp8.h: TN layout, k contiguous) with the
+ * scale their call site's ring published on the previous call
+ * (fp8_sites.c), then multiplied in fp32 by cuBLASLt's fp8 GEMM (sm_89+,
+ * where its rules allow) or by the shim's own fp8 kernel, writing the
+ * caller's D in its own type: D = alpha * scale_a * scale_b * op(A8) op(B8)
+ * + beta * C, then the caller's Lt epilogue. The quantize kernels measure
+ * amax on the way and publish the next scale on the device: no host round
+ * trip, no synchronisation. The caller's tensors keep their types and
+ * memory; the fp8 buffers are freed stream-ordered.
+ *
+ * Anything this file does not handle, and any failure before the caller's
+ * output is written, declines: the hook runs the call native and the log
+ * says why. Once a GEMM has been enqueued the call is never declined (a
+ * native rerun would read a C it already overwrote). */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "../kernels/fp8.h"
+#include "../kernels/kernels.h"
+#include "fp8_sites.h"
+#include "memory.h"
+#include "resolve.h"
+#include "shim.h"
+#include "sys.h"
+
+#define F32 CUDA_R_32F
+
+static int elem_type(int t) { return t == CUDA_R_16BF || t == CUDA_R_16F || t == F32; }
+
+static size_t type_size(int t) { return t == F32 ? 4 : 2; }
+
+static int64_t max1(int64_t v) { return v > 1 ? v : 1; }
+
+static const char *fmt_name(int fmt) { return fmt == GS_FP8_E5M2 ? "e5m2" : "e4m3"; }
+
+static cudaDataType fmt_type(int fmt) { return fmt == GS_FP8_E5M2 ? CUDA_R_8F_E5M2 : CUDA_R_8F_E4M3; }
+
+static int is_ptr_array(gs_api api) { return api == GS_API_GEMM_BATCHED_EX || api == GS_API_GEMM_BATCHED_EX_64; }
+
+/* The plan of one call: operand shapes as stored, buffer offsets, and the
+ * epilogue the GEMM applies (DEFAULT for the GemmEx family). */
+typedef struct fp8_plan {
+  int64_t a_rows, a_cols, b_rows, b_cols;
+  size_t off[2]; /* A8, B8 */
+  size_t bytes;
+  int epilogue;
+  const void *bias;
+  int bias_type;
+} fp8_plan;
+
+enum { BUF_A8, BUF_B8 };
+
+/* ---- checks ------------------------------------------------------------------------ */
+static const char *check_types(const gs_gemm *g) {
+  if (!elem_type(g->a_type) || g->b_type != g->a_type) return "A and B are not both bf16, fp16 or fp32";
+  switch (g->compute_type) {
+    case CUBLAS_COMPUTE_32F: case CUBLAS_COMPUTE_32F_FAST_16BF: case CUBLAS_COMPUTE_32F_FAST_16F:
+    case CUBLAS_COMPUTE_32F_FAST_TF32:
+      break;
+    case CUBLAS_COMPUTE_32F_PEDANTIC:
+      return "compute type 32f_pedantic asks for exact fp32 arithmetic";
+    default:
+      return "compute type is not fp32";
+  }
+  if (!elem_type(g->c_type)) return "C is not bf16, fp16 or fp32";
+  if (g->d_type != g->c_type) return "D's type differs from C's";
+  if (g->api == GS_API_LT_MATMUL && g->scale_type != F32) return "scale type is not fp32";
+  return NULL;
+}
+
+/* Arguments cuBLAS would reject are forwarded untouched so the caller gets
+ * cuBLAS's own error. */
+static const char *check_arguments(const gs_gemm *g, const fp8_plan *p) {
+  if (g->m < 0 || g->n < 0 || g->k < 0 || g->batch < 0) return "negative size (forwarded for cuBLAS's own error)";
+  if (g->lda < max1(p->a_rows) || g->ldb < max1(p->b_rows) || g->ldc < max1(g->m) || g->ldd < max1(g->m))
+    return "leading dimension too small (forwarded for cuBLAS's own error)";
+  if (!g->handle || !g->alpha || !g->beta || !g->A || !g->B || !g->C || !g->D)
+    return "NULL handle or pointer (forwarded for cuBLAS's own error)";
+  if ((g->transa != CUBLAS_OP_N && g->transa != CUBLAS_OP_T && g->transa != CUBLAS_OP_C) ||
+      (g->transb != CUBLAS_OP_N && g->transb != CUBLAS_OP_T && g->transb != CUBLAS_OP_C))
+    return "unsupported transpose (forwarded for cuBLAS's own error)";
+  return NULL;
+}
+
+static const char *check_lt(const gs_gemm *g) {
+  if (g->order_a != CUBLASLT_ORDER_COL || g->order_b != CUBLASLT_ORDER_COL || g->order_c != CUBLASLT_ORDER_COL ||
+      g->order_d != CUBLASLT_ORDER_COL)
+    return "a layout is not column-major";
+  switch (g->epilogue) {
+    case CUBLASLT_EPILOGUE_DEFAULT: case CUBLASLT_EPILOGUE_RELU: case CUBLASLT_EPILOGUE_BIAS:
+    case CUBLASLT_EPILOGUE_RELU_BIAS: case CUBLASLT_EPILOGUE_GELU: case CUBLASLT_EPILOGUE_GELU_BIAS:
+      break;
+    default:
+      return "epilogue other than bias/relu/gelu";
+  }
+  if (g->a_scale || g->b_scale || g->c_scale || g->d_scale || g->amax_d) return "the caller set scale pointers";
+  if ((g->epilogue & CUBLASLT_EPILOGUE_BIAS) && !g->bias) return "bias epilogue without a bias pointer";
+  if ((g->epilogue & CUBLASLT_EPILOGUE_BIAS) && !elem_type(g->bias_type)) return "bias type is not bf16, fp16 or fp32";
+  /* The A and B layouts' own batch counts (1 = broadcast) are not decoded,
+   * so the quantize kernels could not tell how far to read. */
+  if (g->batch > 1) return "batched cublasLtMatmul (A/B batch counts are not decoded)";
+  return NULL;
+}
+
+static const char *plan(const gs_call *c, fp8_plan *p) {
+  const gs_gemm *g = &c->g;
+  memset(p, 0, sizeof *p);
+  p->a_rows = g->transa == CUBLAS_OP_N ? g->m : g->k;
+  p->a_cols = g->transa == CUBLAS_OP_N ? g->k : g->m;
+  p->b_rows = g->transb == CUBLAS_OP_N ? g->k : g->n;
+  p->b_cols = g->transb == CUBLAS_OP_N ? g->n : g->k;
+  const char *why = check_types(g);
+  if (!why) why = check_arguments(g, p);
+  if (!why && g->api == GS_API_LT_MATMUL) why = check_lt(g);
+  if (why) return why;
+  if (g->pointer_mode != CUBLAS_POINTER_MODE_HOST && g->pointer_mode != CUBLAS_POINTER_MODE_DEVICE)
+    return g->pointer_mode == -1 ? "the handle's pointer mode is unknown" : "alpha/beta pointer mode is a vector mode";
+  /* The device's pointer arrays are never read on the host, and the fp8
+   * kernels take strided operands only. */
+  if (is_ptr_array(g->api)) return "pointer-array batch (the fp8 kernels take strided operands only)";
+  if (g->m == 0 || g->n == 0 || g->k == 0 || g->batch == 0) return "empty GEMM: nothing to quantize";
+  size_t a8, b8;
+  if (__builtin_mul_overflow((size_t)g->m, (size_t)g->k, &a8) || __builtin_mul_overflow(a8, (size_t)g->batch, &a8) ||
+      __builtin_mul_overflow((size_t)g->k, (size_t)g->n, &b8) || __builtin_mul_overflow(b8, (size_t)g->batch, &b8) ||
+      a8 > SIZE_MAX / 4 || b8 > SIZE_MAX / 4)
+    return "needs more transient memory than GEMMSHIM_FP8_MAX_BYTES";
+  size_t sizes[2] = {a8, b8};
+  p->bytes = transient_layout(sizes, p->off, 2);
+  if (p->bytes > gs_opt.fp8_max_bytes) return "needs more transient memory than GEMMSHIM_FP8_MAX_BYTES";
+  if (g->api == GS_API_LT_MATMUL) {
+    p->epilogue = g->epilogue;
+    p->bias = (g->epilogue & CUBLASLT_EPILOGUE_BIAS) ? g->bias : NULL;
+    p->bias_type = g->bias_type;
+  } else {
+    p->epilogue = CUBLASLT_EPILOGUE_DEFAULT;
+    p->bias_type = -1;
+  }
+  return NULL;
+}
+
+/* ---- capture ----------------------------------------------------------------------- */
+static const char *stream_capturing(const gs_call *c, int *capturing) {
+  CUstreamCaptureStatus st = CU_STREAM_CAPTURE_STATUS_NONE;
+  if (!gs_sys.cuStreamIsCapturing) return "cuStreamIsCapturing not found";
+  if (GS_CALL(cuStreamIsCapturing, (CUstream)c->g.stream, &st) != CUDA_SUCCESS)
+    return "cuStreamIsCapturing failed";
+  /* An invalidated capture is still a capture: nothing may allocate. */
+  *capturing = st != CU_STREAM_CAPTURE_STATUS_NONE;
+  return NULL;
+}
+
+static CUdeviceptr scale_ptr(const gs_fp8_ring *ring, int parity) {
+  return (CUdeviceptr)(uintptr_t)&ring->scale[parity];
+}
+
+/* In a graph the parity is fixed at capture, so each replay must find the
+ * scale its quantize published in the slot it reads: copy it over once the
+ * GEMM has read the old one. */
+static CUresult carry_scales(const gs_call *c, const fp8_use *u) {
+  CUresult r = CUDA_SUCCESS;
+  for (int i = 0; i < 2 && r == CUDA_SUCCESS; i++)
+    r = GS_CALL(cuMemcpyDtoDAsync_v2, scale_ptr(u->ring[i], u->parity), scale_ptr(u->ring[i], u->parity ^ 1),
+                sizeof(float), (CUstream)c->g.stream);
+  return r;
+}
+
+/* ---- quantization ------------------------------------------------------------------- */
+static CUresult quantize_operands(const gs_call *c, const fp8_plan *p, const fp8_use *u, char *base, unsigned *ran) {
+  const gs_gemm *g = &c->g;
+  CUcontext ctx = (CUcontext)c->ctx;
+  CUstream s = (CUstream)g->stream;
+  CUresult r = CUDA_SUCCESS;
+  if (u->needs_amax_init) {
+    r = fp8_amax_init(ctx, s, g->a_type, g->A, p->a_rows, p->a_cols, g->lda, g->stride_a, g->batch, u->ring[0],
+                      u->parity);
+    if (r == CUDA_SUCCESS)
+      r = fp8_amax_init(ctx, s, g->b_type, g->B, p->b_rows, p->b_cols, g->ldb, g->stride_b, g->batch, u->ring[1],
+                        u->parity);
+    if (r != CUDA_SUCCESS) return r;
+    *ran |= FP8_RAN_AMAX_INIT;
+  }
+  r = fp8_quantize(ctx, s, g->a_type, g->A, p->a_rows, p->a_cols, g->lda, g->stride_a, g->batch,
+                   g->transa != CUBLAS_OP_N, 0, (uint8_t *)(base + p->off[BUF_A8]), u->ring[0], u->parity);
+  if (r == CUDA_SUCCESS)
+    r = fp8_quantize(ctx, s, g->b_type, g->B, p->b_rows, p->b_cols, g->ldb, g->stride_b, g->batch,
+                     g->transb != CUBLAS_OP_N, 1, (uint8_t *)(base + p->off[BUF_B8]), u->ring[1], u->parity);
+  if (r == CUDA_SUCCESS) *ran |= FP8_RAN_QUANTIZE;
+  return r;
+}
+
+/* ---- cuBLASLt's fp8 GEMM -------------------------------------------------------------- */
+/* One cuBLASLt handle per context for the GemmEx family, which brings no
+ * handle of its own; made outside capture (creation may allocate) and kept
+ * for the process. */
+#define LT_HANDLES 64
+static struct {
+  _Atomic(void *) ctx;
+  cublasLtHandle_t handle;
+} lt_handles[LT_HANDLES];
+static pthread_mutex_t lt_handles_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static cublasLtHandle_t lt_handle_find(void *ctx) {
+  for (int i = 0; i < LT_HANDLES; i++) {
+    void *c = atomic_load_explicit(&lt_handles[i].ctx, memory_order_acquire);
+    if (!c) return NULL;
+    if (c == ctx) return lt_handles[i].handle;
+  }
+  return NULL;
+}
+
+static cublasLtHandle_t lt_handle_for(const gs_call *c, int capturing, const char **why) {
+  if (c->g.api == GS_API_LT_MATMUL) return (cublasLtHandle_t)c->g.handle;
+  cublasLtHandle_t h = lt_handle_find(c->ctx);
+  if (h) return h;
+  if (capturing) {
+    *why = "no cuBLASLt handle for this context yet, and none is made during capture";
+    return NULL;
+  }
+  if (!gs_sys.cublasLtCreate) {
+    *why = "cublasLtCreate not found";
+    return NULL;
+  }
+  pthread_mutex_lock(&lt_handles_lock);
+  h = lt_handle_find(c->ctx);
+  int slot = -1;
+  for (int i = 0; !h && i < LT_HANDLES && slot < 0; i++)
+    if (!atomic_load_explicit(&lt_handles[i].ctx, memory_order_relaxed)) slot = i;
+  if (!h && slot < 0) *why = "more contexts than cuBLASLt handles kept (64)";
+  if (!h && slot >= 0) {
+    CUcontext popped;
+    if (GS_CALL(cuCtxPushCurrent_v2, (CUcontext)c->ctx) != CUDA_SUCCESS) {
+      *why = "cuCtxPushCurrent failed";
+    } else {
+      if (GS_CALL(cublasLtCreate, &h) != CUBLAS_STATUS_SUCCESS) {
+        h = NULL;
+        *why = "cublasLtCreate failed";
+      }
+      GS_CALL(cuCtxPopCurrent_v2, &popped);
+    }
+    if (h) {
+      lt_handles[slot].handle = h;
+      atomic_store_explicit(&lt_handles[slot].ctx, c->ctx, memory_order_release);
+    }
+  }
+  pthread_mutex_unlock(&lt_handles_lock);
+  return h;
+}
+
+static int aligned16(const void *p) { return ((uintptr_t)p & 15) == 0; }
+
+/* Why this call cannot take cuBLASLt's fp8 GEMM, or NULL. Its rules: sm_89
+ * or newer, TN (our buffers are), 16-byte aligned pointers and leading
+ * dimensions, no E5M2 x E5M2, fp32 compute and scale, and a bias in bf16
+ * (fp32 D) or D's type. */
+static const char *lt_unfit(const gs_call *c, const fp8_plan *p, const fp8_use *u) {
+  const gs_gemm *g = &c->g;
+  if (gs_opt.fp8_backend == GS_FP8_BACKEND_OWN) return "GEMMSHIM_FP8_BACKEND=own";
+  if (c->sm < 89) return "cuBLASLt fp8 needs sm_89 or newer";
+  if (u->fmt[0] == GS_FP8_E5M2 && u->fmt[1] == GS_FP8_E5M2) return "cuBLASLt fp8 has no E5M2 x E5M2";
+  if (g->k % 16) return "k is not a multiple of 16 (cuBLASLt fp8 leading dimensions)";
+  int64_t es = (int64_t)type_size(g->d_type);
+  if (!aligned16(g->C) || !aligned16(g->D) || (g->ldc * es) % 16 || (g->ldd * es) % 16 ||
+      (g->batch > 1 && ((g->stride_c * es) % 16 || (g->stride_d * es) % 16)))
+    return "C or D is not 16-byte aligned (cuBLASLt fp8)";
+  if (p->bias && p->bias_type != (g->d_type == F32 ? CUDA_R_16BF : g->d_type))
+    return "bias type is not cuBLASLt's fp8 bias type";
+  if (!resolve_hooked(GS_SYS_cublasLtMatmul) || !gs_sys.cublasLtMatmulDescCreate ||
+      !gs_sys.cublasLtMatmulDescSetAttribute || !gs_sys.cublasLtMatrixLayoutCreate ||
+      !gs_sys.cublasLtMatrixLayoutSetAttribute || !gs_sys.cublasLtMatmulDescDestroy ||
+      !gs_sys.cublasLtMatrixLayoutDestroy)
+    return "cuBLASLt not loaded";
+  return NULL;
+}
+
+typedef struct lt_objects {
+  cublasLtMatmulDesc_t desc;
+  cublasLtMatrixLayout_t la, lb, lc, ld;
+} lt_objects;
+
+static void lt_destroy(lt_objects *o) {
+  if (o->desc) GS_CALL(cublasLtMatmulDescDestroy, o->desc);
+  cublasLtMatrixLayout_t *ls[] = {&o->la, &o->lb, &o->lc, &o->ld};
+  for (int i = 0; i < 4; i++)
+    if (*ls[i]) GS_CALL(cublasLtMatrixLayoutDestroy, *ls[i]);
+}
+
+static cublasStatus_t lt_layout(cublasLtMatrixLayout_t *l, cudaDataType type, int64_t rows, int64_t cols, int64_t ld,
+                                int64_t batch, int64_t stride) {
+  int32_t b = (int32_t)batch;
+  cublasStatus_t s = GS_CALL(cublasLtMatrixLayoutCreate, l, type, (uint64_t)rows, (uint64_t)cols, ld);
+  if (s == CUBLAS_STATUS_SUCCESS)
+    s = GS_CALL(cublasLtMatrixLayoutSetAttribute, *l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &b, sizeof b);
+  if (s == CUBLAS_STATUS_SUCCESS)
+    s = GS_CALL(cublasLtMatrixLayoutSetAttribute, *l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride,
+                sizeof stride);
+  return s;
+}
+
+/* op(A) = A8^T with A8 k x m (ld k), op(B) = B8 k x n (ld k): TN. */
+static cublasStatus_t lt_fp8(const gs_call *c, const fp8_plan *p, const fp8_use *u, cublasLtHandle_t h,
+                             const char *base) {
+  const gs_gemm *g = &c->g;
+  lt_objects o = {0};
+  int32_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N, pm = g->pointer_mode, bias_type = p->bias_type;
+  uint32_t epi = (uint32_t)p->epilogue;
+  const void *sa = (const void *)(uintptr_t)scale_ptr(u->ring[0], u->parity);
+  const void *sb = (const void *)(uintptr_t)scale_ptr(u->ring[1], u->parity);
+  cublasStatus_t s = GS_CALL(cublasLtMatmulDescCreate, &o.desc, CUBLAS_COMPUTE_32F, F32);
+#define SET(attr, v) \
+  if (s == CUBLAS_STATUS_SUCCESS) s = GS_CALL(cublasLtMatmulDescSetAttribute, o.desc, attr, &(v), sizeof(v))
+  SET(CUBLASLT_MATMUL_DESC_TRANSA, ta);
+  SET(CUBLASLT_MATMUL_DESC_TRANSB, tb);
+  SET(CUBLASLT_MATMUL_DESC_POINTER_MODE, pm);
+  SET(CUBLASLT_MATMUL_DESC_EPILOGUE, epi);
+  SET(CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, sa);
+  SET(CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, sb);
+  if (p->bias) {
+    SET(CUBLASLT_MATMUL_DESC_BIAS_POINTER, p->bias);
+    SET(CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, bias_type);
+  }
+#undef SET
+  if (s == CUBLAS_STATUS_SUCCESS) s = lt_layout(&o.la, fmt_type(u->fmt[0]), g->k, g->m, g->k, g->batch, g->k * g->m);
+  if (s == CUBLAS_STATUS_SUCCESS) s = lt_layout(&o.lb, fmt_type(u->fmt[1]), g->k, g->n, g->k, g->batch, g->k * g->n);
+  if (s == CUBLAS_STATUS_SUCCESS) s = lt_layout(&o.lc, (cudaDataType)g->c_type, g->m, g->n, g->ldc, g->batch, g->stride_c);
+  if (s == CUBLAS_STATUS_SUCCESS) s = lt_layout(&o.ld, (cudaDataType)g->d_type, g->m, g->n, g->ldd, g->batch, g->stride_d);
+  /* The GemmEx family has no workspace to lend; cuBLASLt then picks among
+   * algorithms that need none. */
+  void *ws = g->api == GS_API_LT_MATMUL ? g->workspace : NULL;
+  size_t wss = g->api == GS_API_LT_MATMUL ? g->workspace_size : 0;
+  if (s == CUBLAS_STATUS_SUCCESS)
+    s = GS_CALL(cublasLtMatmul, h, o.desc, g->alpha, base + p->off[BUF_A8], o.la, base + p->off[BUF_B8], o.lb,
+                g->beta, g->C, o.lc, g->D, o.ld, NULL, ws, wss, (cudaStream_t)g->stream);
+  lt_destroy(&o);
+  return s;
+}
+
+static CUresult own_fp8(const gs_call *c, const fp8_plan *p, const fp8_use *u, const char *base) {
+  const gs_gemm *g = &c->g;
+  return fp8_gemm((CUcontext)c->ctx, (CUstream)g->stream, g->m, g->n, g->k, g->batch,
+                  (const uint8_t *)(base + p->off[BUF_A8]), u->fmt[0], (const uint8_t *)(base + p->off[BUF_B8]),
+                  u->fmt[1], &u->ring[0]->scale[u->parity], &u->ring[1]->scale[u->parity], g->alpha, g->beta,
+                  g->pointer_mode, g->c_type, g->C, g->ldc, g->stride_c, g->d_type, g->D, g->ldd, g->stride_d,
+                  p->epilogue, p->bias, p->bias_type);
+}
+
+/* ---- the route ---------------------------------------------------------------------- */
+static int decline(gs_call *c, const char *why) {
+  call_decline(c, GS_ROUTE_NATIVE, "fp8 declined: %s; ran native", why);
+  return GS_DECLINED;
+}
+
+static void describe_formats(gs_call *c, const fp8_use *u) {
+  static const char *const grad[4] = {"", " (A: gradient)", " (B: gradient)", ""};
+  call_decline(c, GS_ROUTE_FP8, "fp8 %s x %s%s%s", fmt_name(u->fmt[0]), fmt_name(u->fmt[1]),
+               grad[u->gradient[0] | u->gradient[1] << 1],
+               u->needs_amax_init ? "; first call: scales from its own amax" : "");
+}
+
+int route_fp8(gs_call *c) {
+  if (!c->ctx) return decline(c, "the call's device is unknown");
+  fp8_plan p;
+  const char *why = plan(c, &p);
+  if (why) return decline(c, why);
+  int capturing = 0;
+  why = stream_capturing(c, &capturing);
+  if (why) return decline(c, why);
+  if (capturing && !gs_sys.cuMemcpyDtoDAsync_v2)
+    return decline(c, "graph capture needs cuMemcpyDtoDAsync to carry scales across replays");
+  why = kernels_ready((CUcontext)c->ctx);
+  if (why) {
+    call_decline(c, GS_ROUTE_NATIVE, "fp8 declined: kernels not loaded (%s); ran native", why);
+    return GS_DECLINED;
+  }
+
+  fp8_use u;
+  why = fp8_site_acquire(c, capturing, &u);
+  if (why) return decline(c, why);
+  gs_transient t;
+  why = transient_alloc(c, p.bytes, &t);
+  if (why) {
+    fp8_site_release(&u, 0);
+    return decline(c, why);
+  }
+  char *base = (char *)(uintptr_t)t.ptr;
+  unsigned ran = 0;
+  CUresult r = quantize_operands(c, &p, &u, base, &ran);
+  if (r != CUDA_SUCCESS) {
+    transient_release(&t);
+    fp8_site_release(&u, ran);
+    call_decline(c, GS_ROUTE_NATIVE, "fp8 declined: quantize kernel launch failed (CUresult %d); ran native", (int)r);
+    return GS_DECLINED;
+  }
+
+  /* Nothing of the caller's is written until a GEMM succeeds: a cuBLASLt
+   * call that returns an error has launched nothing, and neither has a
+   * failed launch of the own kernel. */
+  const char *own_why = lt_unfit(c, &p, &u);
+  cublasLtHandle_t lt = NULL;
+  if (!own_why) lt = lt_handle_for(c, capturing, &own_why);
+  cublasStatus_t lt_status = CUBLAS_STATUS_SUCCESS;
+  if (lt) {
+    lt_status = lt_fp8(c, &p, &u, lt, base);
+    if (lt_status != CUBLAS_STATUS_SUCCESS) lt = NULL;
+  }
+  if (!lt) {
+    r = own_fp8(c, &p, &u, base);
+    if (r != CUDA_SUCCESS) {
+      transient_release(&t);
+      fp8_site_release(&u, ran);
+      call_decline(c, GS_ROUTE_NATIVE, "fp8 declined: fp8 GEMM kernel launch failed (CUresult %d); ran native", (int)r);
+      return GS_DECLINED;
+    }
+  }
+  transient_release(&t);
+  CUresult carried = capturing ? carry_scales(c, &u) : CUDA_SUCCESS;
+  describe_formats(c, &u);
+  fp8_site_release(&u, ran);
+
+  c->backend = lt ? "cublaslt-fp8" : "own";
+  if (!lt && lt_status != CUBLAS_STATUS_SUCCESS)
+    call_decline(c, GS_ROUTE_FP8, "cuBLASLt fp8 returned status %d, ran the own kernel", (int)lt_status);
+  else if (!lt && gs_opt.fp8_backend != GS_FP8_BACKEND_OWN)
+    call_decline(c, GS_ROUTE_FP8, "own kernel: %s", own_why);
+  if (carried != CUDA_SUCCESS)
+    call_decline(c, GS_ROUTE_FP8, "scale not carried for graph replays (CUresult %d)", (int)carried);
+  return CUBLAS_STATUS_SUCCESS;
+}

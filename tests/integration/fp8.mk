@@ -1,0 +1,23 @@
+# tests/integration/fp8.mk: the fp8 route's test wiring, included by the top
+# Makefile after tests/integration/integration.mk (it uses that file's
+# variables and compile rule).
+#
+#   fp8_client_cu13   a training loop (forward on the main thread, backward
+#                     on a thread named pt_autograd_0) linked against
+#                     cuBLAS 13; test_fp8_route.py runs it under the shim
+#                     over the stand-in, on devices 9.0 and 6.1
+#   test_route_fp8    (tests/unit, built by unit.mk) loads the stand-in and
+#                     the host kernels when it runs: built after them
+FP8_CLIENT := $(INTEG_DIR)/fp8_client_cu13
+
+$(FP8_CLIENT): $(INTEG_DIR)/obj/fp8_client.o $(INTEG_DIR)/obj/client_cuda.o $(call integ_cublas_deps,13)
+	$(CC) $(LDFLAGS_SAN) -pthread -o $@ $(INTEG_DIR)/obj/fp8_client.o $(INTEG_DIR)/obj/client_cuda.o \
+	  $(call integ_cublas_link,13) $(INTEG_LIBS)
+
+$(INTEG_DIR)/obj/fp8_client.o: kernels/convert.h
+
+$(BUILD)/tests/unit/test_route_fp8: $(KERNELS_HOST_SO) $(STANDIN_LIBS_CU13)
+
+TEST_DEPS += $(FP8_CLIENT)
+# The integration step's prerequisites were read with integration.mk.
+integration: $(FP8_CLIENT)

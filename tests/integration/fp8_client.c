@@ -1,0 +1,136 @@
+/* fp8_client.c: a training loop as PyTorch drives cuBLAS, for the fp8
+ * route's end-to-end test (test_fp8_route.py).
+ *
+ * L Linear layers of one shape (H x H weights, bf16), T tokens. Each step
+ * runs the forward on the main thread (y = x W^T: cublasGemmEx T,N with A =
+ * W, B = x) and the backward on a new thread named "pt_autograd_0", as
+ * PyTorch's autograd engine names its CUDA worker (grad-input dx = dy W: N,N
+ * with A = W, B = dy; grad-weight dW = dy^T x: N,T with A = x, B = dy).
+ * Every activation and gradient is a fresh allocation that is never freed,
+ * so no activation pointer repeats across steps: only the weights stay put.
+ * All GEMMs come from one call site in this program, as in PyTorch.
+ *
+ * Prints one line per GEMM: "gemm step=S kind=fwd|dgrad|wgrad layer=L
+ * status=N sqnr=DB", the SQNR of its output against a float64 reference of
+ * the stored inputs, and exits 0 when every call returned 0. */
+#define _GNU_SOURCE
+#include <math.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../../kernels/convert.h"
+#include "client.h"
+
+static int L = 4, STEPS = 3, H = 64, T = 32;
+static CUcontext ctx;
+static CUstream stream;
+static cublasHandle_t handle;
+static int failures;
+
+static uint64_t rng = 0x66703863;
+static float uniform(void) {
+  uint64_t z = (rng += 0x9E3779B97F4A7C15ull);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  z ^= z >> 31;
+  return (float)((double)(z >> 11) / (double)(1ull << 52) - 1.0);
+}
+
+/* A bf16 matrix in device memory with its host copy. */
+typedef struct mat {
+  CUdeviceptr dev;
+  uint16_t *host;
+  int rows, cols;
+} mat;
+
+static mat mat_new(int rows, int cols, float amp) {
+  mat m = {0, calloc((size_t)rows * cols, 2), rows, cols};
+  if (!m.host || client_drv.cuMemAlloc_v2(&m.dev, (size_t)rows * cols * 2) != CUDA_SUCCESS) {
+    fprintf(stderr, "fp8_client: allocation failed\n");
+    exit(2);
+  }
+  for (int i = 0; i < rows * cols; i++) m.host[i] = gs_f32_to_bf16_rn(amp * uniform());
+  client_drv.cuMemcpyHtoD_v2(m.dev, m.host, (size_t)rows * cols * 2);
+  return m;
+}
+
+static void mat_fetch(mat *m) { client_drv.cuMemcpyDtoH_v2(m->host, m->dev, (size_t)m->rows * m->cols * 2); }
+
+static double at(const mat *m, int r, int c) { return gs_bf16_to_f32(m->host[r + (size_t)c * m->rows]); }
+
+/* D = op(A) op(B), column-major, and the SQNR of the result. */
+static void gemm(int step, const char *kind, int layer, int ta, int tb, mat *A, mat *B, mat *D) {
+  const float one = 1.0f, zero = 0.0f;
+  int m = D->rows, n = D->cols, k = ta == CUBLAS_OP_N ? A->cols : A->rows;
+  cublasStatus_t s = cublasGemmEx(handle, (cublasOperation_t)ta, (cublasOperation_t)tb, m, n, k, &one,
+                                  (const void *)A->dev, CUDA_R_16BF, A->rows, (const void *)B->dev, CUDA_R_16BF,
+                                  B->rows, &zero, (void *)D->dev, CUDA_R_16BF, D->rows, CUBLAS_COMPUTE_32F,
+                                  CUBLAS_GEMM_DEFAULT);
+  client_drv.cuStreamSynchronize(stream);
+  mat_fetch(D);
+  double sig = 0, err = 0;
+  for (int j = 0; j < n; j++)
+    for (int i = 0; i < m; i++) {
+      double r = 0;
+      for (int kk = 0; kk < k; kk++)
+        r += (ta == CUBLAS_OP_N ? at(A, i, kk) : at(A, kk, i)) * (tb == CUBLAS_OP_N ? at(B, kk, j) : at(B, j, kk));
+      double d = at(D, i, j) - r;
+      sig += r * r;
+      err += d * d;
+    }
+  if (s != CUBLAS_STATUS_SUCCESS) failures++;
+  printf("gemm step=%d kind=%s layer=%d status=%d sqnr=%.2f\n", step, kind, layer, (int)s,
+         err == 0 ? 99.0 : 10.0 * log10(sig / err));
+}
+
+static mat *W, *x;
+static int cur_step;
+
+static void *backward(void *arg) {
+  pthread_setname_np(pthread_self(), "pt_autograd_0");
+  client_drv.cuCtxSetCurrent(ctx);
+  mat dy = mat_new(H, T, 1.0f);
+  for (int l = L - 1; l >= 0; l--) {
+    mat dx = mat_new(H, T, 0.0f), dW = mat_new(H, H, 0.0f);
+    gemm(cur_step, "dgrad", l, CUBLAS_OP_N, CUBLAS_OP_N, &W[l], &dy, &dx);
+    gemm(cur_step, "wgrad", l, CUBLAS_OP_N, CUBLAS_OP_T, &x[l], &dy, &dW);
+    dy = dx;
+  }
+  return arg;
+}
+
+int main(int argc, char **argv) {
+  for (int i = 1; i < argc; i++) {
+    if (sscanf(argv[i], "--layers=%d", &L) == 1 || sscanf(argv[i], "--steps=%d", &STEPS) == 1 ||
+        sscanf(argv[i], "--dim=%d", &H) == 1 || sscanf(argv[i], "--tokens=%d", &T) == 1)
+      continue;
+    fprintf(stderr, "usage: fp8_client [--layers=L] [--steps=S] [--dim=H] [--tokens=T]\n");
+    return 2;
+  }
+  const char *why = client_driver_load();
+  CUdevice dev;
+  if (why || client_drv.cuInit(0) || client_drv.cuDeviceGet(&dev, 0) ||
+      client_drv.cuDevicePrimaryCtxRetain(&ctx, dev) || client_drv.cuCtxSetCurrent(ctx) ||
+      client_drv.cuStreamCreate(&stream, 0) || cublasCreate(&handle) || cublasSetStream(handle, stream)) {
+    fprintf(stderr, "fp8_client: set-up failed: %s\n", why ? why : "driver or cuBLAS");
+    return 2;
+  }
+  W = calloc((size_t)L, sizeof *W);
+  x = calloc((size_t)L + 1, sizeof *x);
+  /* Weights scaled 1/sqrt(H): activations stay of one size through the layers. */
+  for (int l = 0; l < L; l++) W[l] = mat_new(H, H, 1.0f / sqrtf((float)H));
+  for (cur_step = 0; cur_step < STEPS; cur_step++) {
+    x[0] = mat_new(H, T, 1.0f);
+    for (int l = 0; l < L; l++) {
+      x[l + 1] = mat_new(H, T, 0.0f);
+      gemm(cur_step, "fwd", l, CUBLAS_OP_T, CUBLAS_OP_N, &W[l], &x[l], &x[l + 1]);
+    }
+    pthread_t t;
+    if (pthread_create(&t, NULL, backward, NULL) || pthread_join(t, NULL)) return 2;
+  }
+  cublasDestroy(handle);
+  return failures ? 1 : 0;
+}

@@ -1,0 +1,66 @@
+"""The fp8 route end to end: fp8_client_cu13 (a training loop of L Linear
+layers, forward on the main thread, backward on a thread named
+pt_autograd_0, fresh activation pointers every step) under the preloaded
+shim with GEMMSHIM_MODE=fp8, over the stand-in on devices 9.0 (cuBLASLt's
+fp8 GEMM) and 6.1 (the shim's own)."""
+
+import pytest
+
+from harness import CLIENT_DIR, read_log, require_built, run_ok
+
+LAYERS, STEPS = 4, 3
+KINDS = ("fwd", "dgrad", "wgrad")
+
+
+@pytest.fixture(scope="module")
+def fp8_client(shim):
+    path = CLIENT_DIR / "fp8_client_cu13"
+    require_built([path])
+    return path
+
+
+def gemm_lines(r):
+    out = []
+    for words in r.lines("gemm"):
+        d = dict(w.split("=", 1) for w in words[1:])
+        out.append({"step": int(d["step"]), "kind": d["kind"], "layer": int(d["layer"]),
+                    "status": int(d["status"]), "sqnr": float(d["sqnr"])})
+    return out
+
+
+@pytest.mark.parametrize("cc,backend", [("9.0", "cublaslt-fp8"), ("6.1", "own")])
+@pytest.mark.parametrize("fmt", ["e4m3", "hybrid"])
+def test_training_loop(fp8_client, standin, tmp_path, cc, backend, fmt):
+    log = tmp_path / "gemms.jsonl"
+    r = run_ok([fp8_client, f"--layers={LAYERS}", f"--steps={STEPS}"], standin[13], shim=True,
+               env={"STANDIN_CC": cc, "GEMMSHIM_MODE": "fp8", "GEMMSHIM_FP8_FORMAT": fmt,
+                    "GEMMSHIM_LOG": str(log)})
+    gemms = gemm_lines(r)
+    recs = read_log(log)
+    assert len(gemms) == len(recs) == STEPS * LAYERS * len(KINDS), r.describe()
+
+    sites = {}
+    for g, rec in zip(gemms, recs):
+        assert g["status"] == 0 and rec["status"] == 0, rec
+        assert rec["decided"] == "fp8" and rec["route"] == "fp8" and rec["backend"] == backend, rec
+        gradient = fmt == "hybrid" and g["kind"] != "fwd"
+        formats = "fp8 e4m3 x e5m2 (B: gradient)" if gradient else "fp8 e4m3 x e4m3"
+        first = g["step"] == 0
+        want = f"GEMMSHIM_MODE=fp8; {formats}"
+        if first:
+            want += "; first call: scales from its own amax"
+        if backend == "own":
+            want += "; own kernel: cuBLASLt fp8 needs sm_89 or newer"
+        assert rec["reason"] == want, rec
+        # E4M3 x E4M3 at >= 25 dB; an E5M2 gradient costs one mantissa bit.
+        assert g["sqnr"] >= (18.0 if gradient else 25.0), g
+        # New on a site's first call only; never an eviction here.
+        assert rec.get("site_event") == ("new" if first else None), rec
+        assert "evicted_site" not in rec
+        key = (g["kind"], g["layer"])
+        if first:
+            sites[key] = rec["site"]
+        else:
+            assert rec["site"] == sites[key], (key, rec)
+    # One site per layer and GEMM: 3L, all different, the same every step.
+    assert len(sites) == len(set(sites.values())) == LAYERS * len(KINDS)

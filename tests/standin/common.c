@@ -1,0 +1,114 @@
+/* common.c: counters file, environment parsing and diagnostics shared by the
+ * stand-in libraries (see common.h). */
+#include "common.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+void standin_msg(const char *fmt, ...) {
+  char buf[512];
+  int n = snprintf(buf, sizeof buf, "standin: ");
+  va_list ap;
+  va_start(ap, fmt);
+  int m = vsnprintf(buf + n, sizeof buf - (size_t)n - 1, fmt, ap);
+  va_end(ap);
+  if (m < 0) return;
+  size_t len = (size_t)n + ((size_t)m < sizeof buf - (size_t)n - 1 ? (size_t)m : sizeof buf - (size_t)n - 2);
+  buf[len++] = '\n';
+  ssize_t w = write(2, buf, len);
+  (void)w;
+}
+
+int standin_counts_path(char *out, size_t len) {
+  const char *p = getenv("STANDIN_COUNTS");
+  if (!p || !*p) return 0;
+  size_t o = 0;
+  for (; *p; p++) {
+    char tmp[24];
+    const char *ins = tmp;
+    if (p[0] == '%' && p[1] == 'p') {
+      snprintf(tmp, sizeof tmp, "%ld", (long)getpid());
+      p++;
+    } else if (p[0] == '%' && p[1] == '%') {
+      tmp[0] = '%', tmp[1] = 0;
+      p++;
+    } else {
+      tmp[0] = *p, tmp[1] = 0;
+    }
+    size_t l = strlen(ins);
+    if (o + l + 1 > len) return 0;
+    memcpy(out + o, ins, l);
+    o += l;
+  }
+  out[o] = 0;
+  return 1;
+}
+
+void standin_counts_truncate(void) {
+  char path[1024];
+  if (!standin_counts_path(path, sizeof path)) return;
+  int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) {
+    standin_msg("STANDIN_COUNTS: cannot create %s: %s", path, strerror(errno));
+    return;
+  }
+  close(fd);
+}
+
+void standin_counts_append(const standin_counters *c, const char *extra) {
+  char path[1024];
+  if (!standin_counts_path(path, sizeof path)) return;
+  size_t cap = 64 + (extra ? strlen(extra) : 0);
+  for (size_t i = 0; i < c->n; i++) cap += strlen(c->names[i]) + 24;
+  char *buf = malloc(cap);
+  if (!buf) return;
+  size_t o = 0;
+  for (size_t i = 0; i < c->n; i++)
+    o += (size_t)snprintf(buf + o, cap - o, "%s %llu\n", c->names[i],
+                          __atomic_load_n(&c->counts[i], __ATOMIC_RELAXED));
+  if (extra) o += (size_t)snprintf(buf + o, cap - o, "%s", extra);
+  int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  if (fd >= 0) {
+    ssize_t w = write(fd, buf, o);
+    (void)w;
+    close(fd);
+  } else {
+    standin_msg("STANDIN_COUNTS: cannot open %s: %s", path, strerror(errno));
+  }
+  free(buf);
+}
+
+int standin_env_flag(const char *name, int *out) {
+  const char *v = getenv(name);
+  if (!v || !*v) return 0;
+  if (!strcmp(v, "0") || !strcmp(v, "1")) {
+    *out = v[0] - '0';
+    return 1;
+  }
+  standin_msg("%s=\"%s\": expected 0 or 1; using 0", name, v);
+  return -1;
+}
+
+int standin_env_size(const char *name, uint64_t *out) {
+  const char *v = getenv(name);
+  if (!v || !*v) return 0;
+  char *end = NULL;
+  errno = 0;
+  unsigned long long x = strtoull(v, &end, 10);
+  uint64_t mul = 1;
+  if (end && (*end == 'k' || *end == 'K')) mul = 1ull << 10, end++;
+  else if (end && (*end == 'm' || *end == 'M')) mul = 1ull << 20, end++;
+  else if (end && (*end == 'g' || *end == 'G')) mul = 1ull << 30, end++;
+  if (errno || end == v || *end || v[0] == '-' || (mul > 1 && x > UINT64_MAX / mul)) {
+    standin_msg("%s=\"%s\": expected a byte count (digits, optional k/m/g suffix); "
+                "using no limit", name, v);
+    return -1;
+  }
+  *out = (uint64_t)x * mul;
+  return 1;
+}

@@ -1,0 +1,102 @@
+/* cublaslt.h: internals of the stand-in libcublasLt.so.N, shared by
+ *
+ *   cublaslt_desc.c    the handle, versions, and the three descriptors
+ *   cublaslt_matmul.c  cublasLtMatmul and the heuristic query
+ *
+ * Descriptors live inside the opaque storage the header gives them
+ * (cublasLtMatmulDescOpaque_t etc.), so both Create and the stack-allocated
+ * Init_internal forms work, as with the real library. */
+#ifndef STANDIN_CUBLASLT_H
+#define STANDIN_CUBLASLT_H
+
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wstrict-prototypes"
+#include <cublasLt.h>
+#pragma GCC diagnostic pop
+#include <stdint.h>
+
+#include "common.h"
+
+#define LT_API_LIST(X)                                                         \
+  X(cublasLtCreate) X(cublasLtDestroy) X(cublasLtGetVersion)                   \
+  X(cublasLtGetCudartVersion) X(cublasLtGetProperty) X(cublasLtGetStatusName)  \
+  X(cublasLtGetStatusString)                                                   \
+  X(cublasLtMatmulDescCreate) X(cublasLtMatmulDescInit_internal)               \
+  X(cublasLtMatmulDescDestroy) X(cublasLtMatmulDescSetAttribute)               \
+  X(cublasLtMatmulDescGetAttribute)                                            \
+  X(cublasLtMatrixLayoutCreate) X(cublasLtMatrixLayoutInit_internal)           \
+  X(cublasLtMatrixLayoutDestroy) X(cublasLtMatrixLayoutSetAttribute)           \
+  X(cublasLtMatrixLayoutGetAttribute)                                          \
+  X(cublasLtMatmulPreferenceCreate) X(cublasLtMatmulPreferenceInit_internal)   \
+  X(cublasLtMatmulPreferenceDestroy) X(cublasLtMatmulPreferenceSetAttribute)   \
+  X(cublasLtMatmulPreferenceGetAttribute)                                      \
+  X(cublasLtMatmulAlgoGetHeuristic) X(cublasLtMatmul)
+
+typedef enum lt_api_id {
+#define LT_API_ID(name) LT_API_##name,
+  LT_API_LIST(LT_API_ID)
+#undef LT_API_ID
+  LT_API_COUNT
+} lt_api_id;
+
+extern unsigned long long lt_counts[LT_API_COUNT];
+#define LT_COUNT(name) STANDIN_BUMP(lt_counts, LT_API_##name)
+
+#define LT_HANDLE_MAGIC 0x4c74486eu /* "LtHn" */
+
+struct cublasLtContext {
+  uint32_t magic; /* cleared by cublasLtDestroy before the free */
+  int device;     /* current device at creation */
+};
+
+/* Matmul descriptor state; field types are the attribute types. */
+typedef struct lt_desc {
+  int32_t compute, scale, pointer_mode, transa, transb, transc, fill_mode;
+  uint32_t epilogue;
+  const void *bias;
+  int64_t bias_batch_stride;
+  void *aux;
+  int64_t aux_ld, aux_batch_stride, alpha_vector_batch_stride;
+  int32_t sm_count_target;
+  const void *a_scale, *b_scale, *c_scale, *d_scale;
+  void *amax_d;
+  int32_t aux_type;
+  void *aux_scale, *aux_amax;
+  int8_t fast_accum;
+  int32_t bias_type;
+  int32_t a_scale_mode, b_scale_mode, c_scale_mode, d_scale_mode, aux_scale_mode;
+  void *d_out_scale;
+  int32_t d_out_scale_mode;
+  void *emulation;
+} lt_desc;
+
+typedef struct lt_layout {
+  uint32_t type;
+  int32_t order;
+  uint64_t rows, cols;
+  int64_t ld;
+  int32_t batch_count;
+  uint32_t batch_mode;
+  int64_t stride;
+  int64_t plane_offset;
+} lt_layout;
+
+typedef struct lt_pref {
+  uint32_t search_mode;
+  uint64_t max_workspace;
+  uint32_t reduction_mask;
+  uint32_t align_a, align_b, align_c, align_d;
+  float max_waves;
+  uint64_t impl_mask;
+} lt_pref;
+
+_Static_assert(sizeof(lt_desc) <= sizeof(cublasLtMatmulDescOpaque_t), "matmul desc fits");
+_Static_assert(sizeof(lt_layout) <= sizeof(cublasLtMatrixLayoutOpaque_t), "layout fits");
+_Static_assert(sizeof(lt_pref) <= sizeof(cublasLtMatmulPreferenceOpaque_t), "preference fits");
+
+static inline const lt_desc *lt_desc_of(cublasLtMatmulDesc_t d) { return (const lt_desc *)d; }
+static inline const lt_layout *lt_layout_of(cublasLtMatrixLayout_t l) {
+  return (const lt_layout *)l;
+}
+
+#endif

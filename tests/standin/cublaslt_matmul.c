@@ -1,0 +1,269 @@
+/* cublaslt_matmul.c: cublasLtMatmul and cublasLtMatmulAlgoGetHeuristic.
+ *
+ * Validation follows cuBLASLt. A NULL handle is NOT_INITIALIZED. These are
+ * INVALID_VALUE: NULL descriptors or scalars; shapes that do not chain
+ * (op(A) m x k, op(B) k x n, C and D m x n); leading dimensions below the
+ * stored rows (columns for row order); batch counts other than D's (or 1);
+ * C of another type than D; A/B scale and amax pointers on a non-fp8
+ * problem; C/D scale pointers (they apply to fp8 C/D, which the stand-in
+ * does not offer). These are NOT_SUPPORTED: type combinations cuBLAS lacks,
+ * other memory orders, pointer-array or planar-complex batches, vector
+ * pointer modes, transposed C, other epilogues, block-scaling modes. fp8
+ * inputs need a device of capability 8.9 or newer, the TN form (A
+ * transposed, B not), and 16-byte aligned A/B pointers and leading
+ * dimensions.
+ *
+ * The call runs synchronously on the calling thread; the stream only picks
+ * the device (and so the capability). Workspace and algo are accepted as
+ * given: the CPU needs neither. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "cublaslt.h"
+#include "gemm_ref.h"
+#include "runtime.h"
+
+static int lt_has_bias(uint32_t e) {
+  return e == CUBLASLT_EPILOGUE_BIAS || e == CUBLASLT_EPILOGUE_RELU_BIAS ||
+         e == CUBLASLT_EPILOGUE_GELU_BIAS;
+}
+
+static int lt_epilogue_supported(uint32_t e) {
+  return e == CUBLASLT_EPILOGUE_DEFAULT || e == CUBLASLT_EPILOGUE_RELU ||
+         e == CUBLASLT_EPILOGUE_GELU || lt_has_bias(e);
+}
+
+/* The bias type in effect: BIAS_DATA_TYPE, or by default D's type, except
+ * bf16 for fp8 GEMMs with an fp32 D (cuBLASLt's fp8 rule). */
+static cudaDataType_t lt_bias_type(const lt_desc *d, cudaDataType_t atype, cudaDataType_t dtype) {
+  if (d->bias_type != -1) return (cudaDataType_t)d->bias_type;
+  return sg_is_fp8(atype) && dtype == CUDA_R_32F ? CUDA_R_16BF : dtype;
+}
+
+static int lt_bias_type_ok(cudaDataType_t bias, cudaDataType_t atype, cudaDataType_t dtype) {
+  if (sg_is_fp8(atype)) return bias == (dtype == CUDA_R_32F ? CUDA_R_16BF : dtype);
+  return bias == dtype;
+}
+
+static cublasStatus_t lt_check_layout(const lt_layout *l, int32_t batch) {
+  if (l->order != CUBLASLT_ORDER_COL && l->order != CUBLASLT_ORDER_ROW)
+    return CUBLAS_STATUS_NOT_SUPPORTED;
+  if (l->batch_mode != 0 || l->plane_offset != 0) return CUBLAS_STATUS_NOT_SUPPORTED;
+  if (l->rows > INT64_MAX / 2 || l->cols > INT64_MAX / 2) return CUBLAS_STATUS_INVALID_VALUE;
+  uint64_t need = l->order == CUBLASLT_ORDER_COL ? l->rows : l->cols;
+  if (l->ld < 0 || (uint64_t)l->ld < need) return CUBLAS_STATUS_INVALID_VALUE;
+  if (l->batch_count != batch && l->batch_count != 1) return CUBLAS_STATUS_INVALID_VALUE;
+  if (l->stride < 0) return CUBLAS_STATUS_INVALID_VALUE;
+  return CUBLAS_STATUS_SUCCESS;
+}
+
+static void lt_matrix(sg_matrix *x, const lt_layout *l, const void *ptr) {
+  x->ptr = ptr;
+  x->type = (cudaDataType_t)l->type;
+  x->order = l->order;
+  x->rows = (int64_t)l->rows;
+  x->cols = (int64_t)l->cols;
+  x->ld = l->ld;
+  x->batch_count = l->batch_count;
+  x->stride = l->stride;
+}
+
+/* Everything that can be judged without touching memory. */
+static cublasStatus_t lt_plan(const lt_desc *d, const lt_layout *A, const lt_layout *B,
+                              const lt_layout *C, const lt_layout *D, sg_problem *p) {
+  cublasStatus_t s;
+  if (d->transa < CUBLAS_OP_N || d->transa > CUBLAS_OP_C || d->transb < CUBLAS_OP_N ||
+      d->transb > CUBLAS_OP_C || d->transc < CUBLAS_OP_N || d->transc > CUBLAS_OP_C)
+    return CUBLAS_STATUS_INVALID_VALUE;
+  if (d->transc != CUBLAS_OP_N || d->fill_mode != CUBLAS_FILL_MODE_FULL)
+    return CUBLAS_STATUS_NOT_SUPPORTED;
+  if (d->pointer_mode != CUBLASLT_POINTER_MODE_HOST &&
+      d->pointer_mode != CUBLASLT_POINTER_MODE_DEVICE)
+    return d->pointer_mode >= 0 && d->pointer_mode <= CUBLASLT_POINTER_MODE_ALPHA_DEVICE_VECTOR_BETA_HOST
+               ? CUBLAS_STATUS_NOT_SUPPORTED
+               : CUBLAS_STATUS_INVALID_VALUE;
+  if (D->batch_count < 1) return CUBLAS_STATUS_INVALID_VALUE;
+  if ((s = lt_check_layout(A, D->batch_count)) || (s = lt_check_layout(B, D->batch_count)) ||
+      (s = lt_check_layout(C, D->batch_count)) || (s = lt_check_layout(D, D->batch_count)))
+    return s;
+  if (C->order != D->order) return CUBLAS_STATUS_NOT_SUPPORTED;
+
+  uint64_t m = D->rows, n = D->cols;
+  uint64_t am = d->transa == CUBLAS_OP_N ? A->rows : A->cols;
+  uint64_t ak = d->transa == CUBLAS_OP_N ? A->cols : A->rows;
+  uint64_t bk = d->transb == CUBLAS_OP_N ? B->rows : B->cols;
+  uint64_t bn = d->transb == CUBLAS_OP_N ? B->cols : B->rows;
+  if (am != m || bn != n || ak != bk || C->rows != m || C->cols != n)
+    return CUBLAS_STATUS_INVALID_VALUE;
+  if (C->type != D->type) return CUBLAS_STATUS_INVALID_VALUE;
+
+  cudaDataType_t at = (cudaDataType_t)A->type, dt = (cudaDataType_t)D->type;
+  if ((s = sg_check_types((cublasComputeType_t)d->compute, (cudaDataType_t)d->scale, at,
+                          (cudaDataType_t)B->type, dt, 1)))
+    return s;
+  int fp8 = sg_is_fp8(at);
+  if (fp8) {
+    if (d->transa != CUBLAS_OP_T || d->transb != CUBLAS_OP_N) return CUBLAS_STATUS_NOT_SUPPORTED;
+    if (A->ld % 16 || B->ld % 16) return CUBLAS_STATUS_NOT_SUPPORTED;
+  } else if (d->a_scale || d->b_scale || d->amax_d) {
+    return CUBLAS_STATUS_INVALID_VALUE;
+  }
+  if (d->c_scale || d->d_scale) return CUBLAS_STATUS_INVALID_VALUE;
+  if (d->a_scale_mode || d->b_scale_mode || d->c_scale_mode || d->d_scale_mode || d->d_out_scale)
+    return CUBLAS_STATUS_NOT_SUPPORTED;
+  if (!lt_epilogue_supported(d->epilogue)) return CUBLAS_STATUS_NOT_SUPPORTED;
+  cudaDataType_t bias_type = lt_bias_type(d, at, dt);
+  if (lt_has_bias(d->epilogue)) {
+    if (!d->bias) return CUBLAS_STATUS_INVALID_VALUE;
+    if (!lt_bias_type_ok(bias_type, at, dt)) return CUBLAS_STATUS_NOT_SUPPORTED;
+  }
+
+  memset(p, 0, sizeof *p);
+  p->transa = d->transa;
+  p->transb = d->transb;
+  p->m = (int64_t)m;
+  p->n = (int64_t)n;
+  p->k = (int64_t)ak;
+  p->batch = D->batch_count;
+  p->compute = (cublasComputeType_t)d->compute;
+  p->epilogue = (cublasLtEpilogue_t)d->epilogue;
+  p->bias = d->bias;
+  p->bias_type = bias_type;
+  p->bias_batch_stride = d->bias_batch_stride;
+  p->scale_a = p->scale_b = 1.0f;
+  lt_matrix(&p->a, A, NULL);
+  lt_matrix(&p->b, B, NULL);
+  lt_matrix(&p->c, C, NULL);
+  lt_matrix(&p->d, D, NULL);
+  return CUBLAS_STATUS_SUCCESS;
+}
+
+static cublasStatus_t lt_check_device(int device, const sg_problem *p) {
+  int major, minor;
+  if (rt_device_cc(device, &major, &minor)) return CUBLAS_STATUS_EXECUTION_FAILED;
+  if (sg_is_fp8(p->a.type) && major * 10 + minor < 89) return CUBLAS_STATUS_NOT_SUPPORTED;
+  return CUBLAS_STATUS_SUCCESS;
+}
+
+static size_t lt_span(const sg_matrix *x) {
+  return rt_matrix_span(sg_type_size(x->type), x->rows, x->cols, x->ld,
+                        x->order == CUBLASLT_ORDER_ROW, x->batch_count, x->stride);
+}
+
+/* Read a scalar as the pointer mode says. Host mode must not be handed
+ * device memory: a GPU program would fault reading it on the host. */
+static int lt_read_scalar(const char *what, const void *ptr, int device_mode, cudaDataType_t t,
+                          double *out) {
+  size_t size = sg_type_size(t);
+  if (device_mode ? !rt_check_operand("cublasLtMatmul", what, ptr, size)
+                  : rt_is_device_pointer(ptr)) {
+    if (!device_mode)
+      standin_msg("cublasLtMatmul: %s (%p) is device memory but the pointer mode is HOST", what,
+                  ptr);
+    return 0;
+  }
+  *out = sg_read_scalar(ptr, t);
+  return 1;
+}
+
+static int lt_read_scale(const char *what, const void *ptr, float *out) {
+  if (!ptr) return 1;
+  if (!rt_check_operand("cublasLtMatmul", what, ptr, sizeof(float))) return 0;
+  *out = *(const float *)ptr;
+  return 1;
+}
+
+cublasStatus_t cublasLtMatmul(cublasLtHandle_t lightHandle, cublasLtMatmulDesc_t computeDesc,
+                              const void *alpha, const void *A, cublasLtMatrixLayout_t Adesc,
+                              const void *B, cublasLtMatrixLayout_t Bdesc, const void *beta,
+                              const void *C, cublasLtMatrixLayout_t Cdesc, void *D,
+                              cublasLtMatrixLayout_t Ddesc, const cublasLtMatmulAlgo_t *algo,
+                              void *workspace, size_t workspaceSizeInBytes, cudaStream_t stream) {
+  LT_COUNT(cublasLtMatmul);
+  if (!lightHandle || lightHandle->magic != LT_HANDLE_MAGIC) return CUBLAS_STATUS_NOT_INITIALIZED;
+  if (!computeDesc || !Adesc || !Bdesc || !Cdesc || !Ddesc || !alpha || !beta)
+    return CUBLAS_STATUS_INVALID_VALUE;
+  const lt_desc *d = lt_desc_of(computeDesc);
+  sg_problem p;
+  cublasStatus_t s = lt_plan(d, lt_layout_of(Adesc), lt_layout_of(Bdesc), lt_layout_of(Cdesc),
+                             lt_layout_of(Ddesc), &p);
+  if (s) return s;
+
+  int device, major, minor;
+  if (rt_ensure_context(lightHandle->device) ||
+      rt_stream_device((CUstream)stream, &device, &major, &minor))
+    return CUBLAS_STATUS_EXECUTION_FAILED;
+  if ((s = lt_check_device(device, &p))) return s;
+  if (sg_is_fp8(p.a.type) && (((uintptr_t)A | (uintptr_t)B) % 16))
+    return CUBLAS_STATUS_NOT_SUPPORTED;
+
+  cudaDataType_t st = (cudaDataType_t)d->scale;
+  int dev_mode = d->pointer_mode == CUBLASLT_POINTER_MODE_DEVICE;
+  if (!lt_read_scalar("alpha", alpha, dev_mode, st, &p.alpha) ||
+      !lt_read_scalar("beta", beta, dev_mode, st, &p.beta))
+    return CUBLAS_STATUS_EXECUTION_FAILED;
+  if (!lt_read_scale("A scale", d->a_scale, &p.scale_a) ||
+      !lt_read_scale("B scale", d->b_scale, &p.scale_b))
+    return CUBLAS_STATUS_EXECUTION_FAILED;
+  if (d->amax_d && !rt_check_operand("cublasLtMatmul", "amax D", d->amax_d, sizeof(float)))
+    return CUBLAS_STATUS_EXECUTION_FAILED;
+  p.amax_d = d->amax_d;
+
+  p.a.ptr = A;
+  p.b.ptr = B;
+  p.c.ptr = C;
+  p.d.ptr = D;
+  if (C == D && C && (p.c.ld != p.d.ld || (p.batch > 1 && p.c.stride != p.d.stride) ||
+                      p.c.batch_count != p.d.batch_count))
+    return CUBLAS_STATUS_INVALID_VALUE; /* in place needs identical layouts */
+  if (p.m == 0 || p.n == 0) return CUBLAS_STATUS_SUCCESS;
+
+  /* the bias: m elements per member, bias_batch_stride apart */
+  size_t bias_bytes = rt_matrix_span(sg_type_size(p.bias_type), 1, p.m, 1, 1, p.batch,
+                                     p.bias_batch_stride);
+  if (!rt_check_operand("cublasLtMatmul", "A", A, lt_span(&p.a)) ||
+      !rt_check_operand("cublasLtMatmul", "B", B, lt_span(&p.b)) ||
+      (p.beta != 0.0 && !rt_check_operand("cublasLtMatmul", "C", C, lt_span(&p.c))) ||
+      !rt_check_operand("cublasLtMatmul", "D", D, lt_span(&p.d)) ||
+      (lt_has_bias(p.epilogue) &&
+       !rt_check_operand("cublasLtMatmul", "bias", p.bias, bias_bytes)) ||
+      (workspace && workspaceSizeInBytes &&
+       !rt_check_operand("cublasLtMatmul", "workspace", workspace, workspaceSizeInBytes)))
+    return CUBLAS_STATUS_EXECUTION_FAILED;
+
+  return sg_gemm(&p) ? CUBLAS_STATUS_ALLOC_FAILED : CUBLAS_STATUS_SUCCESS;
+}
+
+cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t lightHandle,
+                                              cublasLtMatmulDesc_t operationDesc,
+                                              cublasLtMatrixLayout_t Adesc,
+                                              cublasLtMatrixLayout_t Bdesc,
+                                              cublasLtMatrixLayout_t Cdesc,
+                                              cublasLtMatrixLayout_t Ddesc,
+                                              cublasLtMatmulPreference_t preference,
+                                              int requestedAlgoCount,
+                                              cublasLtMatmulHeuristicResult_t heuristicResultsArray[],
+                                              int *returnAlgoCount) {
+  LT_COUNT(cublasLtMatmulAlgoGetHeuristic);
+  if (!lightHandle || lightHandle->magic != LT_HANDLE_MAGIC) return CUBLAS_STATUS_NOT_INITIALIZED;
+  if (!operationDesc || !Adesc || !Bdesc || !Cdesc || !Ddesc || !preference ||
+      requestedAlgoCount <= 0 || !heuristicResultsArray || !returnAlgoCount)
+    return CUBLAS_STATUS_INVALID_VALUE;
+  *returnAlgoCount = 0;
+  sg_problem p;
+  cublasStatus_t s = lt_plan(lt_desc_of(operationDesc), lt_layout_of(Adesc), lt_layout_of(Bdesc),
+                             lt_layout_of(Cdesc), lt_layout_of(Ddesc), &p);
+  if (s) return s;
+  int device;
+  if (rt_ensure_context(lightHandle->device) || rt_current_device(&device))
+    return CUBLAS_STATUS_EXECUTION_FAILED;
+  if ((s = lt_check_device(device, &p))) return s;
+  /* One algorithm, needing no workspace, fits every problem the CPU runs. */
+  memset(&heuristicResultsArray[0], 0, sizeof heuristicResultsArray[0]);
+  heuristicResultsArray[0].algo.data[0] = 1;
+  heuristicResultsArray[0].workspaceSize = 0;
+  heuristicResultsArray[0].state = CUBLAS_STATUS_SUCCESS;
+  heuristicResultsArray[0].wavesCount = 1.0f;
+  *returnAlgoCount = 1;
+  return CUBLAS_STATUS_SUCCESS;
+}

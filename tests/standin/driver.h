@@ -1,0 +1,199 @@
+/* driver.h: internals of the stand-in libcuda.so.1, shared by driver_*.c.
+ *
+ *   driver_init.c    environment controls, cuInit, devices and attributes,
+ *                    the object registry, call counters and the exit report
+ *   driver_ctx.c     contexts: primary contexts, the per-thread stack
+ *   driver_stream.c  streams, graph capture, events, synchronisation
+ *   driver_mem.c     device memory (= host memory), copies, memsets
+ *   driver_module.c  modules and kernel launches (standin_kernel.h)
+ *   driver_errors.c  cuGetErrorName / cuGetErrorString
+ *
+ * Device memory is host memory and every stream runs its work inline, on
+ * the calling thread, before the enqueuing call returns. One mutex (sd_lock)
+ * guards all driver state; it is never held while user work (a host kernel)
+ * runs. The opaque handle types of cuda.h (CUctx_st, CUstream_st, ...) are
+ * defined here, as a driver defines them; a handle is valid while it is in
+ * the registry, so a stale or foreign handle is reported, never
+ * dereferenced.
+ */
+#ifndef STANDIN_DRIVER_H
+#define STANDIN_DRIVER_H
+
+#include <cuda.h>
+#include <pthread.h>
+#include <stdint.h>
+
+#include "common.h"
+#include "standin_kernel.h"
+
+/* cu12 builds report a CUDA 12.8 driver, cu13 builds a CUDA 13.0 driver;
+ * the newest PTX ISA each one's JIT accepts goes with it. */
+#if STANDIN_CUDA_MAJOR == 12
+#define SD_DRIVER_VERSION 12080
+#define SD_PTX_ISA_MAX 87 /* 8.7 */
+#else
+#define SD_DRIVER_VERSION 13000
+#define SD_PTX_ISA_MAX 90 /* 9.0 */
+#endif
+
+#define SD_MAX_DEVICES 16
+#define SD_CTX_STACK_MAX 32 /* contexts one thread can push */
+
+/* ------------------------------------------------------------------------ */
+/* Every exported function, for STANDIN_COUNTS. */
+#define SD_API_LIST(X)                                                         \
+  X(cuInit) X(cuDriverGetVersion) X(cuDeviceGetCount) X(cuDeviceGet)           \
+  X(cuDeviceGetName) X(cuDeviceGetAttribute) X(cuDeviceTotalMem_v2)            \
+  X(cuDevicePrimaryCtxRetain) X(cuDevicePrimaryCtxRelease_v2)                  \
+  X(cuCtxCreate_v4) X(cuCtxDestroy_v2) X(cuCtxSetCurrent) X(cuCtxGetCurrent)   \
+  X(cuCtxPushCurrent_v2) X(cuCtxPopCurrent_v2) X(cuCtxGetDevice)               \
+  X(cuCtxGetDevice_v2) X(cuCtxGetId) X(cuCtxSynchronize)                       \
+  X(cuStreamCreate) X(cuStreamDestroy_v2) X(cuStreamGetCtx)                    \
+  X(cuStreamSynchronize) X(cuStreamIsCapturing) X(cuStreamBeginCapture_v2)     \
+  X(cuStreamEndCapture) X(cuStreamWaitEvent) X(cuGraphDestroy)                 \
+  X(cuEventCreate) X(cuEventRecord) X(cuEventSynchronize)                      \
+  X(cuEventElapsedTime_v2) X(cuEventDestroy_v2)                                \
+  X(cuMemAlloc_v2) X(cuMemFree_v2) X(cuMemAllocAsync) X(cuMemFreeAsync)        \
+  X(cuMemGetInfo_v2) X(cuMemcpyHtoD_v2) X(cuMemcpyDtoH_v2) X(cuMemcpyDtoD_v2)  \
+  X(cuMemcpyDtoDAsync_v2) X(cuMemsetD8_v2) X(cuMemsetD8Async) X(cuMemsetD32_v2) \
+  X(cuMemsetD32Async)                                                          \
+  X(cuPointerGetAttribute)                                                     \
+  X(cuModuleLoadData) X(cuModuleUnload) X(cuModuleGetFunction)                 \
+  X(cuLaunchKernel) X(cuFuncSetAttribute)                                      \
+  X(cuGetErrorString) X(cuGetErrorName)
+
+typedef enum sd_api_id {
+#define SD_API_ID(name) SD_API_##name,
+  SD_API_LIST(SD_API_ID)
+#undef SD_API_ID
+  SD_API_COUNT
+} sd_api_id;
+
+extern unsigned long long sd_counts[SD_API_COUNT];
+#define SD_COUNT(name) STANDIN_BUMP(sd_counts, SD_API_##name)
+
+/* ------------------------------------------------------------------------ */
+/* "driver_init.c": devices and process-wide state. */
+typedef struct sd_device {
+  int major, minor;
+  char name[64];
+  int sm_count;
+  int max_threads_per_sm;
+  int max_blocks_per_sm;
+  int shared_optin;       /* MAX_SHARED_MEMORY_PER_BLOCK_OPTIN */
+  int shared_per_sm;
+  int l2_bytes;
+  int clock_khz, mem_clock_khz, bus_width;
+  uint64_t total_mem;
+  uint64_t live_bytes;    /* under sd_lock */
+  CUcontext primary;
+  int primary_used;       /* retained at least once (under sd_lock) */
+} sd_device;
+
+typedef struct sd_state {
+  int initialized;        /* cuInit succeeded (atomic) */
+  int config_error;       /* a STANDIN_* variable was bad: cuInit fails */
+  int ndev;
+  sd_device dev[SD_MAX_DEVICES];
+  int no_pools;           /* STANDIN_NO_POOLS */
+  int forbid_sync;        /* STANDIN_FORBID_SYNC */
+  uint64_t mem_limit;     /* STANDIN_MEM_LIMIT, 0 = none */
+  char kernels[1024];     /* STANDIN_KERNELS, "" = none */
+  unsigned long long forbidden_syncs;
+} sd_state;
+
+extern sd_state sd;
+extern pthread_mutex_t sd_lock;
+
+/* CUDA_SUCCESS once cuInit succeeded, else CUDA_ERROR_NOT_INITIALIZED. */
+CUresult sd_check_init(void);
+/* CUDA_ERROR_INVALID_DEVICE unless 0 <= dev < ndev (after init). */
+CUresult sd_check_device(CUdevice dev);
+
+/* The registry of live handles. All of these need sd_lock held. */
+typedef enum sd_kind { SD_CTX = 1, SD_STREAM, SD_EVENT, SD_MODULE, SD_FUNC, SD_GRAPH } sd_kind;
+int sd_reg_add(void *obj, sd_kind kind);        /* 0, or -1 out of memory */
+int sd_reg_has(const void *obj, sd_kind kind);
+void sd_reg_del(const void *obj);
+/* Call fn on every live object of `kind`; fn may sd_reg_del its object. */
+void sd_reg_each(sd_kind kind, void (*fn)(void *obj, void *arg), void *arg);
+
+/* ------------------------------------------------------------------------ */
+/* "driver_ctx.c" */
+struct CUctx_st {
+  unsigned long long id; /* cuCtxGetId: unique for the process's lifetime */
+  int device;
+  int primary;    /* a device's primary context */
+  int refs;       /* primary: retain count; active while > 0 */
+  int destroyed;  /* kept in the registry so users get CONTEXT_IS_DESTROYED */
+};
+
+CUcontext sd_ctx_new(int device, int primary); /* lock held; NULL on OOM */
+unsigned long long sd_ctx_next_id(void);        /* lock held */
+/* The calling thread's current context, checked: NOT_INITIALIZED,
+ * INVALID_CONTEXT (none, unknown or an inactive primary) or
+ * CONTEXT_IS_DESTROYED. Lock held. */
+CUresult sd_ctx_current_locked(CUcontext *out);
+/* The same check for a given context. Lock held. */
+CUresult sd_ctx_usable_locked(CUcontext ctx);
+
+/* ------------------------------------------------------------------------ */
+/* "driver_stream.c" */
+struct CUstream_st {
+  CUcontext ctx;
+  unsigned flags;
+  CUstreamCaptureStatus capture;
+  CUstreamCaptureMode capture_mode;
+  pthread_t capture_thread;
+  struct CUstream_st *origin; /* the stream that began the capture (itself
+                                 for the origin, another for a forked one) */
+  unsigned long long work;    /* operations enqueued, for join tracking */
+  int unjoined;               /* forked, with work the origin has not
+                                 waited for */
+};
+
+struct CUevent_st {
+  CUcontext ctx;
+  unsigned flags;
+  int recorded;
+  int captured;   /* last recorded into a capture: not a point in time */
+  struct CUstream_st *captured_on; /* that capture's stream, its work count */
+  unsigned long long captured_work;
+  uint64_t t_ns;
+};
+
+struct CUgraph_st {
+  CUcontext ctx;
+};
+
+/* Resolve a stream handle for enqueuing work: NULL, CU_STREAM_LEGACY and
+ * CU_STREAM_PER_THREAD mean the current context. Fails like a driver:
+ * INVALID_HANDLE for an unknown stream, the context errors, IMPLICIT when
+ * legacy-stream work meets a blocking stream under capture (which is
+ * invalidated), CAPTURE_INVALIDATED on an invalidated capture. *real is
+ * the stream object, NULL for the special handles. Lock held. */
+CUresult sd_stream_enqueue_locked(CUstream s, CUcontext *ctx, struct CUstream_st **real);
+/* The same lookup without the capture rules (for queries). Lock held. */
+CUresult sd_stream_lookup_locked(CUstream s, CUcontext *ctx, struct CUstream_st **real);
+/* Calls a driver refuses while a capture is under way on this thread (or a
+ * global-mode capture on any thread): allocation, synchronous copies,
+ * synchronisation. CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, invalidating the
+ * calling thread's own captures, or CUDA_SUCCESS. Lock held. */
+CUresult sd_capture_forbids_locked(void);
+/* A synchronising call: counted, and under STANDIN_FORBID_SYNC reported. */
+void sd_note_sync(const char *fn);
+/* Free every stream/event of ctx (context destruction). Lock held. */
+void sd_streams_drop_ctx_locked(CUcontext ctx);
+
+/* ------------------------------------------------------------------------ */
+/* "driver_mem.c" */
+/* Is [p, p+n) inside one live allocation? 1/0. Lock held. */
+int sd_mem_covers_locked(CUdeviceptr p, size_t n);
+void sd_mem_drop_ctx_locked(CUcontext ctx);
+void sd_mem_totals(unsigned long long *allocations, unsigned long long *bytes);
+
+/* ------------------------------------------------------------------------ */
+/* "driver_module.c" */
+void sd_modules_drop_ctx_locked(CUcontext ctx);
+
+#endif

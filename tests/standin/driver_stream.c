@@ -1,0 +1,514 @@
+/* driver_stream.c: streams, graph capture, events and synchronisation.
+ *
+ * Work runs inline, so a stream never has anything pending; what is modelled
+ * is what a driver refuses. During capture (cuStreamBeginCapture_v2) work
+ * still runs at once, but the capture rules of a GPU hold:
+ *   - synchronising a capturing stream (or its context) fails with
+ *     CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED and invalidates the capture;
+ *   - allocation, synchronous copies and synchronisation are refused while
+ *     this thread captures (or any thread captures in global mode);
+ *   - legacy-stream work while a blocking stream of the context captures
+ *     fails with CUDA_ERROR_STREAM_CAPTURE_IMPLICIT;
+ *   - waiting on an event recorded in a capture forks the waiting stream
+ *     into it; the fork must be joined back (a stream of the capture waits
+ *     on an event recorded after the forked stream's last work) before
+ *     cuStreamEndCapture, else CUDA_ERROR_STREAM_CAPTURE_UNJOINED; two
+ *     captures cannot merge (CUDA_ERROR_STREAM_CAPTURE_MERGE);
+ *   - invalidating any stream of a capture invalidates all of it.
+ * Waiting on an event recorded outside any capture is accepted as is. The
+ * graph that cuStreamEndCapture returns holds nothing; it can only be
+ * destroyed. */
+#include "driver.h"
+
+#include <stdlib.h>
+#include <time.h>
+
+static int sd_is_special(CUstream s) {
+  return s == NULL || s == CU_STREAM_LEGACY || s == CU_STREAM_PER_THREAD;
+}
+
+static void sd_invalidate_one(void *obj, void *arg) {
+  struct CUstream_st *st = obj;
+  if (st->capture != CU_STREAM_CAPTURE_STATUS_NONE && st->origin == arg)
+    st->capture = CU_STREAM_CAPTURE_STATUS_INVALIDATED;
+}
+
+/* Invalidate the whole capture st belongs to. Lock held. */
+static void sd_capture_invalidate(struct CUstream_st *st) {
+  if (st->capture == CU_STREAM_CAPTURE_STATUS_NONE) return;
+  sd_reg_each(SD_STREAM, sd_invalidate_one, st->origin);
+}
+
+CUresult sd_stream_lookup_locked(CUstream s, CUcontext *ctx, struct CUstream_st **real) {
+  CUresult r = sd_check_init();
+  if (r) return r;
+  if (sd_is_special(s)) {
+    r = sd_ctx_current_locked(ctx);
+    if (real) *real = NULL;
+    return r;
+  }
+  if (!sd_reg_has(s, SD_STREAM)) return CUDA_ERROR_INVALID_HANDLE;
+  r = sd_ctx_usable_locked(s->ctx);
+  if (r) return r;
+  *ctx = s->ctx;
+  if (real) *real = s;
+  return CUDA_SUCCESS;
+}
+
+typedef struct sd_implicit_scan {
+  CUcontext ctx;
+  int invalidate;
+  int hit;
+} sd_implicit_scan;
+
+static void sd_implicit_one(void *obj, void *arg) {
+  struct CUstream_st *st = obj;
+  sd_implicit_scan *scan = arg;
+  if (st->ctx == scan->ctx && !(st->flags & CU_STREAM_NON_BLOCKING) &&
+      st->capture == CU_STREAM_CAPTURE_STATUS_ACTIVE) {
+    if (scan->invalidate) sd_capture_invalidate(st);
+    scan->hit = 1;
+  }
+}
+
+CUresult sd_stream_enqueue_locked(CUstream s, CUcontext *ctx, struct CUstream_st **real) {
+  struct CUstream_st *st;
+  CUresult r = sd_stream_lookup_locked(s, ctx, &st);
+  if (r) return r;
+  if (real) *real = st;
+  if (st && st->capture == CU_STREAM_CAPTURE_STATUS_INVALIDATED)
+    return CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
+  if (s == NULL || s == CU_STREAM_LEGACY) {
+    /* The legacy stream synchronises with every blocking stream: joining a
+     * stream under capture is an implicit dependency, which invalidates it. */
+    sd_implicit_scan scan = {*ctx, 1, 0};
+    sd_reg_each(SD_STREAM, sd_implicit_one, &scan);
+    if (scan.hit) return CUDA_ERROR_STREAM_CAPTURE_IMPLICIT;
+  }
+  if (st && st->capture == CU_STREAM_CAPTURE_STATUS_ACTIVE) {
+    st->work++;
+    if (st->origin != st) st->unjoined = 1;
+  }
+  return CUDA_SUCCESS;
+}
+
+typedef struct sd_forbid_scan {
+  pthread_t self;
+  int forbidden;
+} sd_forbid_scan;
+
+static void sd_forbid_one(void *obj, void *arg) {
+  struct CUstream_st *st = obj;
+  sd_forbid_scan *scan = arg;
+  if (st->capture != CU_STREAM_CAPTURE_STATUS_ACTIVE) return;
+  int mine = pthread_equal(st->capture_thread, scan->self);
+  if (st->capture_mode == CU_STREAM_CAPTURE_MODE_GLOBAL ||
+      (mine && st->capture_mode == CU_STREAM_CAPTURE_MODE_THREAD_LOCAL))
+    scan->forbidden = 1;
+}
+
+static void sd_invalidate_mine(void *obj, void *arg) {
+  struct CUstream_st *st = obj;
+  sd_forbid_scan *scan = arg;
+  if (st->capture == CU_STREAM_CAPTURE_STATUS_ACTIVE &&
+      st->capture_mode != CU_STREAM_CAPTURE_MODE_RELAXED &&
+      pthread_equal(st->capture_thread, scan->self))
+    sd_capture_invalidate(st);
+}
+
+CUresult sd_capture_forbids_locked(void) {
+  sd_forbid_scan scan = {pthread_self(), 0};
+  sd_reg_each(SD_STREAM, sd_forbid_one, &scan);
+  if (!scan.forbidden) return CUDA_SUCCESS;
+  sd_reg_each(SD_STREAM, sd_invalidate_mine, &scan);
+  return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+}
+
+void sd_note_sync(const char *fn) {
+  if (!sd.forbid_sync) return;
+  __atomic_fetch_add(&sd.forbidden_syncs, 1ull, __ATOMIC_RELAXED);
+  standin_msg("forbidden synchronisation: %s", fn);
+}
+
+static void sd_stream_free_if_ctx(void *obj, void *arg) {
+  struct CUstream_st *st = obj;
+  if (st->ctx == arg) {
+    sd_reg_del(st);
+    free(st);
+  }
+}
+
+static void sd_event_free_if_ctx(void *obj, void *arg) {
+  struct CUevent_st *ev = obj;
+  if (ev->ctx == arg) {
+    sd_reg_del(ev);
+    free(ev);
+  }
+}
+
+static void sd_graph_free_if_ctx(void *obj, void *arg) {
+  struct CUgraph_st *g = obj;
+  if (g->ctx == arg) {
+    sd_reg_del(g);
+    free(g);
+  }
+}
+
+void sd_streams_drop_ctx_locked(CUcontext ctx) {
+  sd_reg_each(SD_STREAM, sd_stream_free_if_ctx, ctx);
+  sd_reg_each(SD_EVENT, sd_event_free_if_ctx, ctx);
+  sd_reg_each(SD_GRAPH, sd_graph_free_if_ctx, ctx);
+}
+
+/* ------------------------------------------------------------------------ */
+CUresult cuStreamCreate(CUstream *phStream, unsigned int flags) {
+  SD_COUNT(cuStreamCreate);
+  if (!phStream || (flags & ~(unsigned)CU_STREAM_NON_BLOCKING)) return CUDA_ERROR_INVALID_VALUE;
+  pthread_mutex_lock(&sd_lock);
+  CUcontext ctx;
+  CUresult r = sd_ctx_current_locked(&ctx);
+  struct CUstream_st *st = NULL;
+  if (!r) {
+    st = calloc(1, sizeof *st);
+    if (!st || sd_reg_add(st, SD_STREAM) != 0) {
+      free(st);
+      r = CUDA_ERROR_OUT_OF_MEMORY;
+    }
+  }
+  if (!r) {
+    st->ctx = ctx;
+    st->flags = flags;
+    st->capture = CU_STREAM_CAPTURE_STATUS_NONE;
+    *phStream = st;
+  }
+  pthread_mutex_unlock(&sd_lock);
+  return r;
+}
+
+CUresult cuStreamDestroy_v2(CUstream hStream) {
+  SD_COUNT(cuStreamDestroy_v2);
+  CUresult r = sd_check_init();
+  if (r) return r;
+  pthread_mutex_lock(&sd_lock);
+  if (sd_is_special(hStream) || !sd_reg_has(hStream, SD_STREAM)) {
+    r = CUDA_ERROR_INVALID_HANDLE;
+  } else {
+    sd_reg_del(hStream);
+    free(hStream);
+  }
+  pthread_mutex_unlock(&sd_lock);
+  return r;
+}
+
+CUresult cuStreamGetCtx(CUstream hStream, CUcontext *pctx) {
+  SD_COUNT(cuStreamGetCtx);
+  if (!pctx) return CUDA_ERROR_INVALID_VALUE;
+  pthread_mutex_lock(&sd_lock);
+  CUresult r = sd_stream_lookup_locked(hStream, pctx, NULL);
+  pthread_mutex_unlock(&sd_lock);
+  return r;
+}
+
+CUresult cuStreamSynchronize(CUstream hStream) {
+  SD_COUNT(cuStreamSynchronize);
+  sd_note_sync("cuStreamSynchronize");
+  pthread_mutex_lock(&sd_lock);
+  CUcontext ctx;
+  struct CUstream_st *st;
+  CUresult r = sd_stream_lookup_locked(hStream, &ctx, &st);
+  if (!r && st && st->capture != CU_STREAM_CAPTURE_STATUS_NONE) {
+    sd_capture_invalidate(st);
+    r = CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+  }
+  if (!r) r = sd_capture_forbids_locked();
+  if (!r && (hStream == NULL || hStream == CU_STREAM_LEGACY))
+    r = sd_stream_enqueue_locked(hStream, &ctx, NULL);
+  pthread_mutex_unlock(&sd_lock);
+  return r;
+}
+
+typedef struct sd_ctx_scan {
+  CUcontext ctx;
+  int hit;
+} sd_ctx_scan;
+
+static void sd_invalidate_in_ctx(void *obj, void *arg) {
+  struct CUstream_st *st = obj;
+  sd_ctx_scan *scan = arg;
+  if (st->ctx == scan->ctx && st->capture != CU_STREAM_CAPTURE_STATUS_NONE) {
+    sd_capture_invalidate(st);
+    scan->hit = 1;
+  }
+}
+
+CUresult cuCtxSynchronize(void) {
+  SD_COUNT(cuCtxSynchronize);
+  sd_note_sync("cuCtxSynchronize");
+  pthread_mutex_lock(&sd_lock);
+  CUcontext ctx;
+  CUresult r = sd_ctx_current_locked(&ctx);
+  if (!r) {
+    /* Waiting for the whole context waits for every capturing stream. */
+    sd_ctx_scan scan = {ctx, 0};
+    sd_reg_each(SD_STREAM, sd_invalidate_in_ctx, &scan);
+    if (scan.hit) r = CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+  }
+  if (!r) r = sd_capture_forbids_locked();
+  pthread_mutex_unlock(&sd_lock);
+  return r;
+}
+
+CUresult cuStreamIsCapturing(CUstream hStream, CUstreamCaptureStatus *captureStatus) {
+  SD_COUNT(cuStreamIsCapturing);
+  if (!captureStatus) return CUDA_ERROR_INVALID_VALUE;
+  pthread_mutex_lock(&sd_lock);
+  CUcontext ctx;
+  struct CUstream_st *st;
+  CUresult r = sd_stream_lookup_locked(hStream, &ctx, &st);
+  if (!r) {
+    *captureStatus = st ? st->capture : CU_STREAM_CAPTURE_STATUS_NONE;
+    if (!st && (hStream == NULL || hStream == CU_STREAM_LEGACY)) {
+      /* Asking the legacy stream while a blocking stream captures is an
+       * error, but only a query: the capture stays valid. */
+      sd_implicit_scan scan = {ctx, 0, 0};
+      sd_reg_each(SD_STREAM, sd_implicit_one, &scan);
+      if (scan.hit) r = CUDA_ERROR_STREAM_CAPTURE_IMPLICIT;
+    }
+  }
+  pthread_mutex_unlock(&sd_lock);
+  return r;
+}
+
+CUresult cuStreamBeginCapture_v2(CUstream hStream, CUstreamCaptureMode mode) {
+  SD_COUNT(cuStreamBeginCapture_v2);
+  if (mode != CU_STREAM_CAPTURE_MODE_GLOBAL && mode != CU_STREAM_CAPTURE_MODE_THREAD_LOCAL &&
+      mode != CU_STREAM_CAPTURE_MODE_RELAXED)
+    return CUDA_ERROR_INVALID_VALUE;
+  pthread_mutex_lock(&sd_lock);
+  CUcontext ctx;
+  struct CUstream_st *st;
+  CUresult r = sd_stream_lookup_locked(hStream, &ctx, &st);
+  if (!r && (hStream == NULL || hStream == CU_STREAM_LEGACY))
+    r = CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED; /* the legacy stream cannot capture */
+  else if (!r && !st)
+    r = CUDA_ERROR_NOT_SUPPORTED; /* per-thread stream capture: not modelled */
+  else if (!r && st->capture != CU_STREAM_CAPTURE_STATUS_NONE)
+    r = CUDA_ERROR_ILLEGAL_STATE;
+  if (!r) {
+    st->capture = CU_STREAM_CAPTURE_STATUS_ACTIVE;
+    st->capture_mode = mode;
+    st->capture_thread = pthread_self();
+    st->origin = st;
+    st->work = 0;
+    st->unjoined = 0;
+  }
+  pthread_mutex_unlock(&sd_lock);
+  return r;
+}
+
+typedef struct sd_end_scan {
+  struct CUstream_st *origin;
+  int unjoined, invalidated;
+} sd_end_scan;
+
+static void sd_end_one(void *obj, void *arg) {
+  struct CUstream_st *st = obj;
+  sd_end_scan *scan = arg;
+  if (st->capture == CU_STREAM_CAPTURE_STATUS_NONE || st->origin != scan->origin) return;
+  scan->unjoined |= st->unjoined;
+  scan->invalidated |= st->capture == CU_STREAM_CAPTURE_STATUS_INVALIDATED;
+  st->capture = CU_STREAM_CAPTURE_STATUS_NONE;
+  st->origin = NULL;
+  st->unjoined = 0;
+}
+
+CUresult cuStreamEndCapture(CUstream hStream, CUgraph *phGraph) {
+  SD_COUNT(cuStreamEndCapture);
+  if (!phGraph) return CUDA_ERROR_INVALID_VALUE;
+  pthread_mutex_lock(&sd_lock);
+  CUcontext ctx;
+  struct CUstream_st *st;
+  CUresult r = sd_stream_lookup_locked(hStream, &ctx, &st);
+  if (!r && (!st || st->capture == CU_STREAM_CAPTURE_STATUS_NONE)) r = CUDA_ERROR_ILLEGAL_STATE;
+  if (!r && st->origin != st) r = CUDA_ERROR_STREAM_CAPTURE_UNMATCHED; /* a forked stream */
+  if (!r && st->capture_mode != CU_STREAM_CAPTURE_MODE_RELAXED &&
+      !pthread_equal(st->capture_thread, pthread_self()))
+    r = CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD;
+  if (!r) {
+    /* The capture ends for every stream in it, whatever the outcome. */
+    sd_end_scan scan = {st, 0, 0};
+    sd_reg_each(SD_STREAM, sd_end_one, &scan);
+    *phGraph = NULL;
+    if (scan.invalidated) {
+      r = CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
+    } else if (scan.unjoined) {
+      r = CUDA_ERROR_STREAM_CAPTURE_UNJOINED;
+    } else {
+      struct CUgraph_st *g = calloc(1, sizeof *g);
+      if (!g || sd_reg_add(g, SD_GRAPH) != 0) {
+        free(g);
+        r = CUDA_ERROR_OUT_OF_MEMORY;
+      } else {
+        g->ctx = ctx;
+        *phGraph = g;
+      }
+    }
+  }
+  pthread_mutex_unlock(&sd_lock);
+  return r;
+}
+
+/* Stream ordering is implicit (work runs at once); what is modelled is the
+ * capture graph's shape: a fork into a capture and a join back. */
+CUresult cuStreamWaitEvent(CUstream hStream, CUevent hEvent, unsigned int Flags) {
+  SD_COUNT(cuStreamWaitEvent);
+  if (Flags & ~(unsigned)CU_EVENT_WAIT_EXTERNAL) return CUDA_ERROR_INVALID_VALUE;
+  CUresult r = sd_check_init();
+  if (r) return r;
+  pthread_mutex_lock(&sd_lock);
+  CUcontext ctx;
+  struct CUstream_st *st = NULL;
+  if (!sd_reg_has(hEvent, SD_EVENT)) r = CUDA_ERROR_INVALID_HANDLE;
+  if (!r) r = sd_stream_enqueue_locked(hStream, &ctx, &st);
+  struct CUstream_st *src = hEvent && !r && hEvent->captured ? hEvent->captured_on : NULL;
+  if (src && (!sd_reg_has(src, SD_STREAM) || src->capture != CU_STREAM_CAPTURE_STATUS_ACTIVE))
+    src = NULL; /* that capture is over: an ordinary event now */
+  if (src && !(Flags & CU_EVENT_WAIT_EXTERNAL)) {
+    if (!st) {
+      r = CUDA_ERROR_STREAM_CAPTURE_ISOLATION; /* special streams cannot join */
+    } else if (st->capture == CU_STREAM_CAPTURE_STATUS_NONE) {
+      /* fork: st joins src's capture and must be joined back */
+      st->capture = CU_STREAM_CAPTURE_STATUS_ACTIVE;
+      st->capture_mode = src->capture_mode;
+      st->capture_thread = src->capture_thread;
+      st->origin = src->origin;
+      st->work = 0;
+      st->unjoined = 1;
+    } else if (st->origin != src->origin) {
+      sd_capture_invalidate(st);
+      sd_capture_invalidate(src);
+      r = CUDA_ERROR_STREAM_CAPTURE_MERGE; /* two captures cannot merge */
+    } else if (src != st && hEvent->captured_work == src->work) {
+      src->unjoined = 0; /* everything src did is now behind st */
+    }
+  }
+  pthread_mutex_unlock(&sd_lock);
+  return r;
+}
+
+CUresult cuGraphDestroy(CUgraph hGraph) {
+  SD_COUNT(cuGraphDestroy);
+  CUresult r = sd_check_init();
+  if (r) return r;
+  pthread_mutex_lock(&sd_lock);
+  if (!sd_reg_has(hGraph, SD_GRAPH)) {
+    r = CUDA_ERROR_INVALID_VALUE;
+  } else {
+    sd_reg_del(hGraph);
+    free(hGraph);
+  }
+  pthread_mutex_unlock(&sd_lock);
+  return r;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Events: a recorded event holds the host clock at the moment its stream
+ * reached it, which with inline streams is the moment of cuEventRecord. */
+static uint64_t sd_now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+CUresult cuEventCreate(CUevent *phEvent, unsigned int flags) {
+  SD_COUNT(cuEventCreate);
+  const unsigned known = CU_EVENT_BLOCKING_SYNC | CU_EVENT_DISABLE_TIMING | CU_EVENT_INTERPROCESS;
+  if (!phEvent || (flags & ~known)) return CUDA_ERROR_INVALID_VALUE;
+  if ((flags & CU_EVENT_INTERPROCESS) && !(flags & CU_EVENT_DISABLE_TIMING))
+    return CUDA_ERROR_INVALID_VALUE;
+  pthread_mutex_lock(&sd_lock);
+  CUcontext ctx;
+  CUresult r = sd_ctx_current_locked(&ctx);
+  struct CUevent_st *ev = NULL;
+  if (!r) {
+    ev = calloc(1, sizeof *ev);
+    if (!ev || sd_reg_add(ev, SD_EVENT) != 0) {
+      free(ev);
+      r = CUDA_ERROR_OUT_OF_MEMORY;
+    }
+  }
+  if (!r) {
+    ev->ctx = ctx;
+    ev->flags = flags;
+    *phEvent = ev;
+  }
+  pthread_mutex_unlock(&sd_lock);
+  return r;
+}
+
+CUresult cuEventRecord(CUevent hEvent, CUstream hStream) {
+  SD_COUNT(cuEventRecord);
+  CUresult r = sd_check_init();
+  if (r) return r;
+  pthread_mutex_lock(&sd_lock);
+  CUcontext ctx;
+  struct CUstream_st *st = NULL;
+  if (!sd_reg_has(hEvent, SD_EVENT)) r = CUDA_ERROR_INVALID_HANDLE;
+  if (!r) r = sd_stream_enqueue_locked(hStream, &ctx, &st);
+  if (!r && ctx != hEvent->ctx) r = CUDA_ERROR_INVALID_HANDLE;
+  if (!r) {
+    hEvent->recorded = 1;
+    hEvent->captured = st && st->capture == CU_STREAM_CAPTURE_STATUS_ACTIVE;
+    hEvent->captured_on = hEvent->captured ? st : NULL;
+    hEvent->captured_work = hEvent->captured ? st->work : 0;
+    hEvent->t_ns = sd_now_ns();
+  }
+  pthread_mutex_unlock(&sd_lock);
+  return r;
+}
+
+CUresult cuEventSynchronize(CUevent hEvent) {
+  SD_COUNT(cuEventSynchronize);
+  sd_note_sync("cuEventSynchronize");
+  CUresult r = sd_check_init();
+  if (r) return r;
+  pthread_mutex_lock(&sd_lock);
+  if (!sd_reg_has(hEvent, SD_EVENT)) r = CUDA_ERROR_INVALID_HANDLE;
+  else if (hEvent->captured) r = CUDA_ERROR_CAPTURED_EVENT;
+  if (!r) r = sd_capture_forbids_locked();
+  pthread_mutex_unlock(&sd_lock);
+  return r;
+}
+
+CUresult cuEventElapsedTime_v2(float *pMilliseconds, CUevent hStart, CUevent hEnd) {
+  SD_COUNT(cuEventElapsedTime_v2);
+  CUresult r = sd_check_init();
+  if (r) return r;
+  if (!pMilliseconds) return CUDA_ERROR_INVALID_VALUE;
+  pthread_mutex_lock(&sd_lock);
+  if (!sd_reg_has(hStart, SD_EVENT) || !sd_reg_has(hEnd, SD_EVENT) || hStart->ctx != hEnd->ctx)
+    r = CUDA_ERROR_INVALID_HANDLE;
+  else if ((hStart->flags | hEnd->flags) & CU_EVENT_DISABLE_TIMING)
+    r = CUDA_ERROR_INVALID_HANDLE;
+  else if (!hStart->recorded || !hEnd->recorded || hStart->captured || hEnd->captured)
+    r = CUDA_ERROR_INVALID_HANDLE;
+  else
+    *pMilliseconds = (float)(((double)hEnd->t_ns - (double)hStart->t_ns) / 1e6);
+  pthread_mutex_unlock(&sd_lock);
+  return r;
+}
+
+CUresult cuEventDestroy_v2(CUevent hEvent) {
+  SD_COUNT(cuEventDestroy_v2);
+  CUresult r = sd_check_init();
+  if (r) return r;
+  pthread_mutex_lock(&sd_lock);
+  if (!sd_reg_has(hEvent, SD_EVENT)) {
+    r = CUDA_ERROR_INVALID_HANDLE;
+  } else {
+    sd_reg_del(hEvent);
+    free(hEvent);
+  }
+  pthread_mutex_unlock(&sd_lock);
+  return r;
+}

@@ -1,0 +1,1070 @@
+/* test_fp8_kernels.c: the fp8 kernels (kernels/fp8_quantize.cu,
+ * kernels/fp8_gemm.cu) and their launchers (kernels/fp8_launch.c), run on
+ * the CPU: the launchers call the stand-in libcuda.so.1, whose
+ * cuLaunchKernel runs the host build of the same kernel source (the
+ * STANDIN_KERNELS library; fp8_block.h runs each block's threads as fibers,
+ * so barriers, shared memory and the last-block fold are real). Fresh
+ * random data each run (seed printed; GS_TEST_SEED repeats a run); outputs
+ * are poisoned (NaN) first.
+ *
+ * The references beside each kernel:
+ *   - quantize: an element-by-element model of the TN layout (op(A) as k x m,
+ *     op(B) as k x n, k contiguous) and of x / scale encoded with
+ *     saturation (fp8_convert.h, itself checked against ml_dtypes in
+ *     test_fp8_convert); every byte compared, guards past the end and the
+ *     source's padding (NaN, so an amax that read it would be NaN) checked;
+ *   - the ring: a host model of the delayed-scaling fold (history roll,
+ *     margin, clamp, 0/inf/NaN keep the scale, amax_init), compared bit
+ *     for bit after every call, with counter and slots re-armed;
+ *   - GEMM: the same fp32 operations in the same order on the host (decode,
+ *     fmaf over k, alpha*scales, beta*C, bias, relu), so every output is
+ *     compared bit for bit; GELU against double precision; and end to end
+ *     (amax_init, quantize, GEMM) against a float64 GEMM of the unquantized
+ *     inputs: SQNR >= 25 dB for E4M3, as torchao requires. */
+#include <dlfcn.h>
+#include <inttypes.h>
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#include <cublasLt.h>
+#include <library_types.h>
+
+#include "../../kernels/fp8.h"
+#include "../../kernels/fp8_convert.h"
+#include "../../kernels/fp8_kernels.h"
+#include "../standin/standin_kernel.h"
+#include "resolve.h"
+#include "sys.h"
+
+/* ---- random data ------------------------------------------------------- */
+static uint64_t rng_state;
+
+static uint64_t rng_next(void) { /* splitmix64 */
+  uint64_t z = (rng_state += 0x9E3779B97F4A7C15ull);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+static double rng_unit(void) { return (double)(rng_next() >> 11) * 0x1p-53; }
+static uint32_t rng_below(uint32_t n) { return (uint32_t)((rng_next() >> 33) % n); }
+static double rng_normal(void) { /* Box-Muller */
+  double u = rng_unit(), v = rng_unit();
+  return sqrt(-2.0 * log(u + 0x1p-60)) * cos(6.283185307179586 * v);
+}
+
+/* ---- elements ------------------------------------------------------------ */
+static size_t type_size(int type) { return type == CUDA_R_32F ? 4 : 2; }
+
+static float get_elem(int type, const void *p, int64_t i) {
+  if (type == CUDA_R_16BF) return gs_bf16_to_f32(((const uint16_t *)p)[i]);
+  if (type == CUDA_R_16F) return gs_f16_to_f32(((const uint16_t *)p)[i]);
+  return ((const float *)p)[i];
+}
+
+static void put_elem(int type, void *p, int64_t i, float v) {
+  if (type == CUDA_R_16BF) ((uint16_t *)p)[i] = gs_f32_to_bf16_rn(v);
+  else if (type == CUDA_R_16F) ((uint16_t *)p)[i] = gs_f32_to_f16_rn(v);
+  else ((float *)p)[i] = v;
+}
+
+static uint32_t get_bits(int type, const void *p, int64_t i) {
+  if (type == CUDA_R_32F) return ((const uint32_t *)p)[i];
+  return ((const uint16_t *)p)[i];
+}
+
+/* The element type's own rounding of an fp32 value, as bits. */
+static uint32_t round_bits(int type, float v) {
+  if (type == CUDA_R_16BF) return gs_f32_to_bf16_rn(v);
+  if (type == CUDA_R_16F) return gs_f32_to_f16_rn(v);
+  return gs_f32_bits(v);
+}
+
+/* A NaN of each type, for poisoning. */
+static void put_nan(int type, void *p, int64_t i) {
+  if (type == CUDA_R_32F) ((uint32_t *)p)[i] = 0x7FC00001u;
+  else ((uint16_t *)p)[i] = type == CUDA_R_16BF ? 0x7FC1 : 0x7E01;
+}
+static uint32_t nan_bits(int type) {
+  return type == CUDA_R_32F ? 0x7FC00001u : type == CUDA_R_16BF ? 0x7FC1u : 0x7E01u;
+}
+
+static const char *type_name(int type) {
+  return type == CUDA_R_16BF ? "bf16" : type == CUDA_R_16F ? "fp16" : "fp32";
+}
+
+static float fmt_max(int fmt) { return fmt ? GS_FP8_E5M2_MAX : GS_FP8_E4M3_MAX; }
+
+/* ---- the host kernels and the stand-in driver ------------------------------ */
+static void *host_lib, *standin_cuda;
+static CUcontext ctx;
+static unsigned long long (*take_vector_accesses)(void);
+
+/* $(BUILD)/tests/unit/test_fp8_kernels -> $(BUILD)/<rel> */
+static void build_path(char *out, size_t len, const char *rel) {
+  ssize_t n = readlink("/proc/self/exe", out, len - 1);
+  assert_true(n > 0);
+  out[n] = 0;
+  char *slash = strrchr(out, '/');
+  snprintf(slash, len - (size_t)(slash - out), "/../../%s", rel);
+}
+
+static void *standin_sym(const char *name) {
+  void *p = dlsym(standin_cuda, name);
+  if (!p) fail_msg("the stand-in has no %s", name);
+  return p;
+}
+
+/* The host kernels, and the stand-in libcuda.so.1 (cu13) loaded before the
+ * shim looks for libcuda.so.1, so that its dlopen finds this one by soname.
+ * The stand-in reads its environment when loaded. */
+static int setup(void **state) {
+  (void)state;
+  char path[4096], cuda[4096];
+  const char *env = getenv("STANDIN_KERNELS");
+  if (env && *env) snprintf(path, sizeof path, "%s", env);
+  else build_path(path, sizeof path, "kernels/libgemmshim_kernels_host.so");
+  host_lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+  if (!host_lib) {
+    fprintf(stderr, "test_fp8_kernels: cannot load the host kernels %s: %s\n", path, dlerror());
+    return -1;
+  }
+  *(void **)&take_vector_accesses = dlsym(host_lib, "gs_emu_take_vector_accesses");
+  if (!take_vector_accesses) return -1;
+  setenv("STANDIN_KERNELS", path, 1);
+  setenv("STANDIN_CC", "6.1,9.0", 1);
+  build_path(cuda, sizeof cuda, "standin/cu13/libcuda.so.1");
+  standin_cuda = dlopen(cuda, RTLD_NOW | RTLD_GLOBAL);
+  if (!standin_cuda) {
+    fprintf(stderr, "test_fp8_kernels: cannot load the stand-in driver %s: %s\n", cuda, dlerror());
+    return -1;
+  }
+  const char *why = resolve_driver();
+  if (why) {
+    fprintf(stderr, "test_fp8_kernels: resolve_driver: %s\n", why);
+    return -1;
+  }
+  if (gs_sys.cuInit(0) != CUDA_SUCCESS) return -1;
+  CUresult (*create)(CUcontext *, CUctxCreateParams *, unsigned, CUdevice);
+  *(void **)&create = dlsym(standin_cuda, "cuCtxCreate_v4");
+  CUcontext popped;
+  if (!create || create(&ctx, NULL, 0, 0) != CUDA_SUCCESS) return -1;
+  return gs_sys.cuCtxPopCurrent_v2(&popped) == CUDA_SUCCESS ? 0 : -1;
+}
+
+/* Device memory: host memory in the stand-in. */
+static void *dev_alloc(size_t bytes) {
+  CUdeviceptr p;
+  CUcontext popped;
+  assert_int_equal(gs_sys.cuCtxPushCurrent_v2(ctx), CUDA_SUCCESS);
+  assert_int_equal(gs_sys.cuMemAlloc_v2(&p, bytes ? bytes : 1), CUDA_SUCCESS);
+  assert_int_equal(gs_sys.cuCtxPopCurrent_v2(&popped), CUDA_SUCCESS);
+  return (void *)(uintptr_t)p;
+}
+
+static void dev_free(void *p) {
+  CUcontext popped;
+  if (!p) return;
+  assert_int_equal(gs_sys.cuCtxPushCurrent_v2(ctx), CUDA_SUCCESS);
+  assert_int_equal(gs_sys.cuMemFree_v2((CUdeviceptr)(uintptr_t)p), CUDA_SUCCESS);
+  assert_int_equal(gs_sys.cuCtxPopCurrent_v2(&popped), CUDA_SUCCESS);
+}
+
+/* Call a host kernel directly with a grid of our choosing (the launchers
+ * always cover the work with blocks; this exercises the grid-stride loops). */
+static int run_host_kernel(const char *name, const unsigned grid[3], unsigned threads, void *args) {
+  char sym[128];
+  snprintf(sym, sizeof sym, "%s%s", STANDIN_KERNEL_PREFIX, name);
+  void *p = dlsym(host_lib, sym);
+  if (!p) fail_msg("%s is not in the host kernel library", sym);
+  standin_kernel_fn fn;
+  memcpy(&fn, &p, sizeof p);
+  void *params[] = {args};
+  standin_launch l = {.abi = STANDIN_KERNEL_ABI,
+                      .grid = {grid[0], grid[1], grid[2]},
+                      .block = {threads, 1, 1},
+                      .params = params,
+                      .cc_major = 6,
+                      .cc_minor = 1};
+  return fn(&l);
+}
+
+/* ---- rings and their host model -------------------------------------------- */
+#define MAX_HISTORY 64
+
+typedef struct ring_model {
+  float scale[2];
+  float hist[MAX_HISTORY];
+  unsigned pos, history;
+  int fmt;
+  float margin_div;
+  float last_amax;
+} ring_model;
+
+static gs_fp8_ring *ring_new(ring_model *m, unsigned history, int fmt, float margin_div) {
+  assert_true(history <= MAX_HISTORY);
+  gs_fp8_ring *r = dev_alloc((size_t)gs_fp8_ring_bytes(history));
+  memset(r, 0, (size_t)gs_fp8_ring_bytes(history));
+  r->scale[0] = r->scale[1] = 1.0f;
+  r->history = history;
+  r->fmt = (unsigned)fmt;
+  r->margin_div = margin_div;
+  memset(m, 0, sizeof *m);
+  m->scale[0] = m->scale[1] = 1.0f;
+  m->history = history;
+  m->fmt = fmt;
+  m->margin_div = margin_div;
+  return r;
+}
+
+/* The fold as fp8.h states it, written from the rules, not the kernel. */
+static float model_step(const ring_model *m, float amax) {
+  float s = amax / fmt_max(m->fmt);
+  s = s / m->margin_div;
+  return s < 1e-12f ? 1e-12f : s;
+}
+
+static void model_fold(ring_model *m, float amax, int parity, int init) {
+  int valid = amax > 0.0f && isfinite(amax);
+  m->last_amax = amax;
+  if (valid) {
+    m->hist[m->pos] = amax;
+    m->pos = (m->pos + 1) % m->history;
+  }
+  if (init) {
+    if (valid) m->scale[parity] = model_step(m, amax);
+    return;
+  }
+  float next = m->scale[parity];
+  if (valid) {
+    float h = 0;
+    for (unsigned i = 0; i < m->history; i++) h = m->hist[i] > h ? m->hist[i] : h;
+    next = model_step(m, h);
+  }
+  m->scale[parity ^ 1] = next;
+}
+
+static void ring_check(const gs_fp8_ring *r, const ring_model *m, const char *what) {
+  if (gs_f32_bits(r->scale[0]) != gs_f32_bits(m->scale[0]) || gs_f32_bits(r->scale[1]) != gs_f32_bits(m->scale[1]))
+    fail_msg("%s: scales %a %a, model %a %a", what, (double)r->scale[0], (double)r->scale[1],
+             (double)m->scale[0], (double)m->scale[1]);
+  if (isnan(m->last_amax) ? !isnan(r->last_amax) : gs_f32_bits(r->last_amax) != gs_f32_bits(m->last_amax))
+    fail_msg("%s: last_amax %a, model %a", what, (double)r->last_amax, (double)m->last_amax);
+  if (r->pos != m->pos) fail_msg("%s: pos %u, model %u", what, r->pos, m->pos);
+  for (unsigned i = 0; i < m->history; i++)
+    if (gs_f32_bits(r->hist[i]) != gs_f32_bits(m->hist[i]))
+      fail_msg("%s: hist[%u] %a, model %a", what, i, (double)r->hist[i], (double)m->hist[i]);
+  /* Re-armed for the next launch on the stream. */
+  assert_int_equal(r->blocks_done, 0);
+  for (int i = 0; i < GS_FP8_AMAX_SLOTS; i++)
+    if (r->amax_slot[i] != 0.0f) fail_msg("%s: amax slot %d left at %a", what, i, (double)r->amax_slot[i]);
+}
+
+/* ---- operand matrices ------------------------------------------------------- */
+/* A source matrix as stored: column-major rows x cols, ld, batch stride, in
+ * device memory. Padding (rows..ld-1 and the gaps between members) is NaN:
+ * an amax that read it would be NaN. */
+typedef struct smat {
+  int type;
+  int64_t rows, cols, ld, stride, batch;
+  void *p;
+} smat;
+
+typedef enum { FILL_NORMAL, FILL_CONST } fill_kind;
+
+static void smat_make(smat *s, int type, int64_t rows, int64_t cols, int64_t ld, int64_t stride,
+                      int64_t batch, double sigma) {
+  s->type = type, s->rows = rows, s->cols = cols, s->ld = ld, s->stride = stride, s->batch = batch;
+  int64_t len = (batch - 1) * stride + ld * (cols - 1) + rows;
+  if (len < 1) len = 1;
+  s->p = dev_alloc((size_t)len * type_size(type));
+  for (int64_t i = 0; i < len; i++) put_nan(type, s->p, i);
+  for (int64_t b = 0; b < batch; b++)
+    for (int64_t c = 0; c < cols; c++)
+      for (int64_t r = 0; r < rows; r++)
+        put_elem(type, s->p, b * stride + c * ld + r, (float)(rng_normal() * sigma));
+}
+
+static float smat_get(const smat *s, int64_t b, int64_t r, int64_t c) {
+  return get_elem(s->type, s->p, b * s->stride + c * s->ld + r);
+}
+static void smat_put(const smat *s, int64_t b, int64_t r, int64_t c, float v) {
+  put_elem(s->type, s->p, b * s->stride + c * s->ld + r, v);
+}
+
+/* max |x| over the matrix (not the padding); NaN if any element is. */
+static float smat_amax(const smat *s) {
+  float m = 0.0f;
+  for (int64_t b = 0; b < s->batch; b++)
+    for (int64_t c = 0; c < s->cols; c++)
+      for (int64_t r = 0; r < s->rows; r++) {
+        float v = fabsf(smat_get(s, b, r, c));
+        if (isnan(v)) return v;
+        m = v > m ? v : m;
+      }
+  return m;
+}
+
+/* op(X) element (row `i` of op(A), or column `i` of op(B)) at k index p. */
+static float op_elem(const smat *s, int is_b, int trans, int64_t b, int64_t i, int64_t p) {
+  if (!is_b) return trans ? smat_get(s, b, p, i) : smat_get(s, b, i, p);
+  return trans ? smat_get(s, b, i, p) : smat_get(s, b, p, i);
+}
+
+/* m (or n) and k of the operand stored as s. */
+static void op_dims(const smat *s, int is_b, int trans, int64_t *mn, int64_t *k) {
+  int k_is_rows = is_b ? !trans : trans;
+  *k = k_is_rows ? s->rows : s->cols;
+  *mn = k_is_rows ? s->cols : s->rows;
+}
+
+#define GUARD 64
+#define FP8_POISON 0x7F /* E4M3 NaN */
+
+/* dst (with GUARD poison bytes after it) holds the TN layout of s
+ * quantized with `scale`. */
+static void check_quantized(const smat *s, int is_b, int trans, const uint8_t *dst, float scale, int fmt,
+                            const char *what) {
+  int64_t mn, k;
+  op_dims(s, is_b, trans, &mn, &k);
+  int64_t total = mn * k * s->batch;
+  for (int64_t b = 0; b < s->batch; b++)
+    for (int64_t i = 0; i < mn; i++)
+      for (int64_t p = 0; p < k; p++) {
+        float x = op_elem(s, is_b, trans, b, i, p);
+        uint8_t want = gs_f32_to_fp8_sat(x / scale, fmt);
+        uint8_t got = dst[b * mn * k + i * k + p];
+        if (got != want)
+          fail_msg("%s: member %" PRId64 " %s %" PRId64 " k %" PRId64 ": 0x%02x, want 0x%02x (x %a)", what, b,
+                   is_b ? "col" : "row", i, p, got, want, (double)x);
+      }
+  for (int g = 0; g < GUARD; g++)
+    if (dst[total + g] != FP8_POISON) fail_msg("%s: wrote %d bytes past the end", what, g + 1);
+}
+
+static uint8_t *dst_alloc(int64_t bytes) {
+  uint8_t *d = dev_alloc((size_t)bytes + GUARD);
+  memset(d, FP8_POISON, (size_t)bytes + GUARD);
+  return d;
+}
+
+/* ---- quantize ------------------------------------------------------------------- */
+typedef struct qshape {
+  int64_t rows, cols, ld_pad, batch, stride_pad;
+} qshape;
+
+/* One quantize call against the references; returns the vector accesses
+ * the kernels made. */
+static unsigned long long quantize_case(int type, int is_b, int trans, const qshape *q, int fmt, float scale) {
+  smat s;
+  int64_t ld = q->rows + q->ld_pad;
+  int64_t stride = ld * (q->cols - 1) + q->rows + q->stride_pad;
+  smat_make(&s, type, q->rows, q->cols, ld, stride, q->batch, 3.0);
+  ring_model m;
+  gs_fp8_ring *ring = ring_new(&m, 4, fmt, 1.0f);
+  int parity = (int)rng_below(2);
+  ring->scale[parity] = m.scale[parity] = scale;
+  uint8_t *dst = dst_alloc(q->rows * q->cols * q->batch);
+  take_vector_accesses();
+  CUresult r = fp8_quantize(ctx, NULL, type, s.p, q->rows, q->cols, ld, stride, q->batch, trans, is_b, dst, ring,
+                            parity);
+  unsigned long long vec = take_vector_accesses();
+  char what[160];
+  snprintf(what, sizeof what, "quantize %s %s%s %" PRId64 "x%" PRId64 " ld %" PRId64 " batch %" PRId64 " fmt %d",
+           type_name(type), is_b ? "B" : "A", trans ? "^T" : "", q->rows, q->cols, ld, q->batch, fmt);
+  if (r != CUDA_SUCCESS) fail_msg("%s: CUresult %d", what, (int)r);
+  check_quantized(&s, is_b, trans, dst, scale, fmt, what);
+  model_fold(&m, smat_amax(&s), parity, 0);
+  ring_check(ring, &m, what);
+  dev_free(dst);
+  dev_free(ring);
+  dev_free(s.p);
+  return vec;
+}
+
+static void test_quantize_layouts(void **state) {
+  (void)state;
+  static const qshape shapes[] = {
+      {1, 1, 0, 1, 0},     {8, 16, 0, 1, 0},   {37, 70, 3, 2, 5}, {64, 64, 0, 3, 0},
+      {130, 65, 6, 2, 16}, {3, 200, 1, 1, 0},  {72, 9, 0, 2, 8},
+  };
+  static const int types[] = {CUDA_R_16BF, CUDA_R_16F, CUDA_R_32F};
+  for (size_t t = 0; t < 3; t++)
+    for (int is_b = 0; is_b < 2; is_b++)
+      for (int trans = 0; trans < 2; trans++)
+        for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
+          quantize_case(types[t], is_b, trans, &shapes[i], (int)((t + i) % 2), (float)(0.004 + rng_unit() * 0.02));
+}
+
+/* The 16-byte loads and 8-byte stores are taken exactly when the layout
+ * allows them: aligned (ld and stride multiples of 8 elements, rows or
+ * cols multiples of 8 on the side that is written contiguously) uses them;
+ * odd sizes use none. */
+static void test_quantize_vector_paths(void **state) {
+  (void)state;
+  const qshape aligned = {64, 48, 8, 2, 16}, odd = {37, 29, 2, 2, 3};
+  for (int trans = 0; trans < 2; trans++) {
+    assert_true(quantize_case(CUDA_R_16BF, 0, trans, &aligned, 0, 0.01f) >= 64 * 48 * 2 / 8);
+    assert_true(quantize_case(CUDA_R_32F, 1, trans, &aligned, 1, 0.01f) >= 64 * 48 * 2 / 8);
+    assert_int_equal(quantize_case(CUDA_R_16F, 0, trans, &odd, 0, 0.01f), 0);
+  }
+}
+
+/* Hundreds of blocks (more than the 32 amax slots), the max placed at a
+ * random element: only the last block folds, exactly once per call, and
+ * the ring is clean for the next call. */
+static void test_quantize_many_blocks(void **state) {
+  (void)state;
+  smat s;
+  smat_make(&s, CUDA_R_16BF, 500, 700, 504, 0, 1, 1.0); /* 8 x 11 tiles = 88 blocks */
+  ring_model m;
+  gs_fp8_ring *ring = ring_new(&m, 8, GS_FP8_E4M3, 2.0f);
+  uint8_t *dst = dst_alloc(500 * 700);
+  for (int call = 0; call < 4; call++) {
+    int64_t r = rng_below(500), c = rng_below(700);
+    float spike = (float)(50.0 + 100.0 * call);
+    smat_put(&s, 0, r, c, call % 2 ? -spike : spike);
+    int parity = call % 2;
+    int trans = call >= 2; /* transposing, then copying */
+    memset(dst, FP8_POISON, 500 * 700 + GUARD);
+    assert_int_equal(fp8_quantize(ctx, NULL, CUDA_R_16BF, s.p, 500, 700, 504, 0, 1, trans, 0, dst, ring, parity),
+                     CUDA_SUCCESS);
+    float amax = smat_amax(&s);
+    assert_true(gs_f32_bits(amax) == gs_f32_bits(gs_bf16_to_f32(gs_f32_to_bf16_rn(spike))));
+    check_quantized(&s, 0, trans, dst, m.scale[parity], GS_FP8_E4M3, "many blocks");
+    model_fold(&m, amax, parity, 0);
+    ring_check(ring, &m, "many blocks");
+  }
+  dev_free(dst), dev_free(ring), dev_free(s.p);
+}
+
+/* The launchers give every tile a block; a smaller grid makes each block
+ * loop over several tiles, keeping its amax across them. */
+static void test_quantize_grid_stride(void **state) {
+  (void)state;
+  smat s;
+  smat_make(&s, CUDA_R_16F, 100, 300, 100, 100 * 300, 3, 2.0); /* 2 x 5 x 3 = 30 tiles */
+  ring_model m;
+  gs_fp8_ring *ring = ring_new(&m, 4, GS_FP8_E5M2, 1.0f);
+  uint8_t *dst = dst_alloc(100 * 300 * 3);
+  gs_fp8_quantize_args a = {
+      .src = s.p, .dst = dst, .ring = (gs_fp8_ring_dev *)ring, .rows = 100, .cols = 300, .ld = 100,
+      .stride = 100 * 300, .batch = 3, .tiles_r = 2, .tiles_c = 5, .transpose = 1, .parity = 0,
+      .vec_in = 0, .vec_out = 0};
+  const unsigned grid[3] = {4, 1, 1};
+  assert_int_equal(run_host_kernel("gs_fp8_quantize_f16", grid, GS_FP8_Q_THREADS, &a), CUDA_SUCCESS);
+  check_quantized(&s, 1, 1, dst, 1.0f, GS_FP8_E5M2, "grid-stride quantize");
+  model_fold(&m, smat_amax(&s), 0, 0);
+  ring_check(ring, &m, "grid-stride quantize");
+  dev_free(dst), dev_free(ring), dev_free(s.p);
+}
+
+/* ---- the ring state machine ------------------------------------------------------ */
+/* A 24 x 40 fp32 source whose amax is exactly `amax` (0 gives all zeros). */
+static void fill_amax(smat *s, float amax) {
+  for (int64_t c = 0; c < s->cols; c++)
+    for (int64_t r = 0; r < s->rows; r++) smat_put(s, 0, r, c, amax == 0.0f ? 0.0f : (float)(rng_unit() * amax * 0.9));
+  smat_put(s, 0, rng_below((uint32_t)s->rows), rng_below((uint32_t)s->cols), rng_below(2) ? amax : -amax);
+}
+
+typedef struct ring_run {
+  smat s;
+  uint8_t *dst;
+  gs_fp8_ring *ring;
+  ring_model m;
+  int parity;
+} ring_run;
+
+static void ring_run_start(ring_run *rr, unsigned history, int fmt, float margin_div) {
+  smat_make(&rr->s, CUDA_R_32F, 24, 40, 24, 0, 1, 1.0);
+  rr->dst = dst_alloc(24 * 40);
+  rr->ring = ring_new(&rr->m, history, fmt, margin_div);
+  rr->parity = 0;
+}
+
+static void ring_run_end(ring_run *rr) { dev_free(rr->dst), dev_free(rr->ring), dev_free(rr->s.p); }
+
+static void ring_init(ring_run *rr, float amax) {
+  fill_amax(&rr->s, amax);
+  assert_int_equal(fp8_amax_init(ctx, NULL, CUDA_R_32F, rr->s.p, 24, 40, 24, 0, 1, rr->ring, rr->parity), CUDA_SUCCESS);
+  model_fold(&rr->m, smat_amax(&rr->s), rr->parity, 1);
+  ring_check(rr->ring, &rr->m, "amax_init");
+}
+
+/* One call of a site: quantize with scale[parity], check the codes and the
+ * fold, flip the parity as the host does. Returns the scale used. */
+static float ring_step(ring_run *rr, float amax) {
+  if (!isnan(amax) && !isinf(amax)) fill_amax(&rr->s, amax);
+  float used = rr->ring->scale[rr->parity];
+  memset(rr->dst, FP8_POISON, 24 * 40 + GUARD);
+  assert_int_equal(fp8_quantize(ctx, NULL, CUDA_R_32F, rr->s.p, 24, 40, 24, 0, 1, 1, 0, rr->dst, rr->ring,
+                                rr->parity),
+                   CUDA_SUCCESS);
+  check_quantized(&rr->s, 0, 1, rr->dst, used, (int)rr->ring->fmt, "ring step");
+  model_fold(&rr->m, smat_amax(&rr->s), rr->parity, 0);
+  ring_check(rr->ring, &rr->m, "ring step");
+  rr->parity ^= 1;
+  return used;
+}
+
+static int count_code(const ring_run *rr, uint8_t code) {
+  int n = 0;
+  for (int i = 0; i < 24 * 40; i++) n += (rr->dst[i] & 0x7F) == code;
+  return n;
+}
+
+static void test_ring_state_machine(void **state) {
+  (void)state;
+  ring_run rr;
+  ring_run_start(&rr, 4, GS_FP8_E4M3, 1.0f);
+  /* First call: amax_init publishes scale[0] and the first entry; scale[1]
+   * is untouched. */
+  ring_init(&rr, 10.0f);
+  assert_true(rr.ring->scale[0] == 10.0f / 448.0f && rr.ring->scale[1] == 1.0f);
+  assert_true(rr.ring->hist[0] == 10.0f && rr.ring->pos == 1);
+  /* A jump: this call quantizes with the old step and saturates (only the
+   * new max, 20 / (10/448) = 896, is past 448)... */
+  assert_true(ring_step(&rr, 20.0f) == 10.0f / 448.0f);
+  assert_true(count_code(&rr, GS_E4M3_MAX_CODE) >= 1);
+  assert_true(rr.ring->scale[1] == 20.0f / 448.0f);
+  /* ...and the next call has recovered: its max lands on 448 exactly. */
+  assert_true(ring_step(&rr, 20.0f) == 20.0f / 448.0f);
+  assert_int_equal(count_code(&rr, GS_E4M3_MAX_CODE), 1);
+  /* amax 0, inf, NaN: nothing entered, the scale carried to the other slot. */
+  float before = rr.ring->scale[rr.parity];
+  unsigned pos = rr.ring->pos;
+  ring_step(&rr, 0.0f);
+  assert_true(rr.ring->scale[rr.parity] == before && rr.ring->pos == pos && rr.ring->last_amax == 0.0f);
+  smat_put(&rr.s, 0, 3, 5, INFINITY);
+  ring_step(&rr, INFINITY);
+  assert_true(rr.ring->scale[rr.parity] == before && rr.ring->pos == pos && isinf(rr.ring->last_amax));
+  assert_true(count_code(&rr, GS_E4M3_MAX_CODE) >= 1); /* inf saturates */
+  smat_put(&rr.s, 0, 3, 5, NAN);
+  ring_step(&rr, NAN);
+  assert_true(rr.ring->scale[rr.parity] == before && rr.ring->pos == pos && isnan(rr.ring->last_amax));
+  assert_true(count_code(&rr, GS_E4M3_NAN) == 1); /* NaN stays NaN */
+  ring_run_end(&rr);
+
+  /* A spike: the step follows max(history) while the spike is in the
+   * window of 4 entries, then returns to the normal values'. */
+  ring_run_start(&rr, 4, GS_FP8_E4M3, 1.0f);
+  ring_init(&rr, 5.0f);
+  ring_step(&rr, 5.0f);
+  ring_step(&rr, 1000.0f);
+  for (int i = 0; i < 3; i++) {
+    ring_step(&rr, 5.0f);
+    assert_true(rr.ring->scale[rr.parity] == 1000.0f / 448.0f);
+  }
+  ring_step(&rr, 5.0f); /* the spike's entry is overwritten */
+  assert_true(rr.ring->scale[rr.parity] == 5.0f / 448.0f);
+  ring_run_end(&rr);
+
+  /* margin 2 (2^2 = 4) and E5M2: step = amax / 57344 / 4. */
+  ring_run_start(&rr, 3, GS_FP8_E5M2, 4.0f);
+  ring_init(&rr, 300.0f);
+  assert_true(rr.ring->scale[0] == 300.0f / 57344.0f / 4.0f);
+  ring_step(&rr, 700.0f);
+  assert_true(rr.ring->scale[1] == 700.0f / 57344.0f / 4.0f);
+  ring_run_end(&rr);
+
+  /* The clamp: a tiny amax gives the step 1e-12, not 0 or a subnormal. */
+  ring_run_start(&rr, 1, GS_FP8_E4M3, 1.0f);
+  ring_init(&rr, 1e-30f);
+  assert_true(rr.ring->scale[0] == 1e-12f);
+  ring_step(&rr, 2e-30f);
+  assert_true(rr.ring->scale[1] == 1e-12f);
+  /* History 1: the newest entry is the whole window. */
+  ring_step(&rr, 1.0f);
+  ring_step(&rr, 0.5f);
+  assert_true(rr.ring->scale[rr.parity] == 0.5f / 448.0f);
+  ring_run_end(&rr);
+}
+
+/* amax_init over many blocks, both parities, and an all-zero source that
+ * leaves the scale alone. */
+static void test_amax_init(void **state) {
+  (void)state;
+  static const int types[] = {CUDA_R_16BF, CUDA_R_16F, CUDA_R_32F};
+  for (int t = 0; t < 3; t++)
+    for (int parity = 0; parity < 2; parity++) {
+      smat s;
+      smat_make(&s, types[t], 300, 260, 301, 300 * 262, 2, 4.0); /* 5 x 5 x 2 = 50 blocks */
+      ring_model m;
+      gs_fp8_ring *ring = ring_new(&m, 16, t % 2, 1.0f);
+      assert_int_equal(fp8_amax_init(ctx, NULL, types[t], s.p, 300, 260, 301, 300 * 262, 2, ring, parity),
+                       CUDA_SUCCESS);
+      model_fold(&m, smat_amax(&s), parity, 1);
+      ring_check(ring, &m, "amax_init");
+      assert_true(ring->scale[parity ^ 1] == 1.0f);
+      dev_free(ring), dev_free(s.p);
+    }
+  ring_run rr;
+  ring_run_start(&rr, 4, GS_FP8_E4M3, 1.0f);
+  ring_init(&rr, 0.0f);
+  assert_true(rr.ring->scale[0] == 1.0f && rr.ring->pos == 0);
+  ring_run_end(&rr);
+}
+
+/* An empty operand (k = 0) still completes the call's contract: one block
+ * measures nothing and publishes the kept scale into scale[parity ^ 1]. */
+static void test_quantize_empty(void **state) {
+  (void)state;
+  ring_model m;
+  gs_fp8_ring *ring = ring_new(&m, 4, GS_FP8_E4M3, 1.0f);
+  ring->scale[1] = m.scale[1] = 0.25f;
+  ring->scale[0] = m.scale[0] = 7.0f;
+  assert_int_equal(fp8_quantize(ctx, NULL, CUDA_R_16BF, NULL, 16, 0, 16, 0, 1, 0, 0, NULL, ring, 1), CUDA_SUCCESS);
+  model_fold(&m, 0.0f, 1, 0);
+  ring_check(ring, &m, "empty quantize");
+  assert_true(ring->scale[0] == 0.25f);
+  assert_int_equal(fp8_amax_init(ctx, NULL, CUDA_R_32F, NULL, 0, 5, 1, 0, 3, ring, 0), CUDA_SUCCESS);
+  model_fold(&m, 0.0f, 0, 1);
+  ring_check(ring, &m, "empty amax_init");
+  dev_free(ring);
+}
+
+/* Every driver entry fails while armed: an argument error must be found
+ * before any driver call (else the result would be CUDA_ERROR_UNKNOWN). */
+static void arm_driver_failures(void) {
+  static const gs_sys_id ids[] = {GS_SYS_cuCtxGetCurrent, GS_SYS_cuCtxPushCurrent_v2, GS_SYS_cuModuleLoadData,
+                                  GS_SYS_cuModuleGetFunction, GS_SYS_cuLaunchKernel, GS_SYS_cuCtxGetId};
+  for (size_t i = 0; i < sizeof ids / sizeof ids[0]; i++) gs_fault_arm(ids[i], 1, 1);
+}
+
+static void test_quantize_argument_checks(void **state) {
+  (void)state;
+  const CUresult BAD = CUDA_ERROR_INVALID_VALUE;
+  ring_model m;
+  gs_fp8_ring *ring = ring_new(&m, 4, GS_FP8_E4M3, 1.0f);
+  uint16_t *src = dev_alloc(4096);
+  uint8_t *dst = dev_alloc(4096);
+  arm_driver_failures();
+  assert_int_equal(fp8_quantize(ctx, NULL, CUDA_R_16BF, src, -1, 4, 4, 0, 1, 0, 0, dst, ring, 0), BAD);
+  assert_int_equal(fp8_quantize(ctx, NULL, CUDA_R_16BF, src, 4, -4, 4, 0, 1, 0, 0, dst, ring, 0), BAD);
+  assert_int_equal(fp8_quantize(ctx, NULL, CUDA_R_16BF, src, 4, 4, 4, 0, -1, 0, 0, dst, ring, 0), BAD);
+  assert_int_equal(fp8_quantize(ctx, NULL, CUDA_R_16BF, src, 4, 4, 3, 0, 1, 0, 0, dst, ring, 0), BAD);
+  assert_int_equal(fp8_quantize(ctx, NULL, CUDA_R_16BF, src, 4, 4, 4, -16, 2, 0, 0, dst, ring, 0), BAD);
+  assert_int_equal(fp8_quantize(ctx, NULL, CUDA_R_64F, src, 4, 4, 4, 0, 1, 0, 0, dst, ring, 0), BAD);
+  assert_int_equal(fp8_quantize(ctx, NULL, CUDA_R_16BF, src, 4, 4, 4, 0, 1, 0, 0, dst, NULL, 0), BAD);
+  assert_int_equal(fp8_quantize(ctx, NULL, CUDA_R_16BF, src, 4, 4, 4, 0, 1, 0, 0, dst, ring, 2), BAD);
+  assert_int_equal(fp8_quantize(ctx, NULL, CUDA_R_16BF, NULL, 4, 4, 4, 0, 1, 0, 0, dst, ring, 0), BAD);
+  assert_int_equal(fp8_quantize(ctx, NULL, CUDA_R_16BF, src, 4, 4, 4, 0, 1, 0, 0, NULL, ring, 0), BAD);
+  assert_int_equal(fp8_quantize(ctx, NULL, CUDA_R_32F, (char *)src + 2, 4, 4, 4, 0, 1, 0, 0, dst, ring, 0), BAD);
+  assert_int_equal(fp8_quantize(ctx, NULL, CUDA_R_16BF, src, 4, INT64_MAX / 2, 4, 0, 1, 0, 0, dst, ring, 0), BAD);
+  assert_int_equal(fp8_amax_init(ctx, NULL, CUDA_R_16F, src, 4, 4, 2, 0, 1, ring, 0), BAD);
+  assert_int_equal(fp8_amax_init(ctx, NULL, CUDA_R_16F, src, 4, 4, 4, 0, 1, ring, -1), BAD);
+  /* The control: valid work reaches the (failing) driver. */
+  assert_int_not_equal(fp8_quantize(ctx, NULL, CUDA_R_16BF, src, 4, 4, 4, 0, 1, 0, 0, dst, ring, 0), CUDA_SUCCESS);
+  gs_fault_clear();
+  dev_free(src), dev_free(dst), dev_free(ring);
+}
+
+/* ---- GEMM ------------------------------------------------------------------------- */
+typedef struct gemm_case {
+  const char *name;
+  int64_t m, n, k, batch;
+  int fmt_a, fmt_b;
+  int c_type, d_type, bias_type;
+  int epilogue; /* cuBLASLt's */
+  float alpha, beta;
+  int pointer_mode;
+  int in_place;  /* C == D */
+  int c_null;    /* C = NULL (beta 0 on the host) */
+  int64_t ldc_pad, ldd_pad;
+  int c_broadcast; /* stride_c = 0 */
+} gemm_case;
+
+/* fp8 codes of normally distributed values (sigma 16: zeros, subnormals and
+ * the top binades all occur), never NaN. */
+static void random_codes(uint8_t *p, int64_t n, int fmt) {
+  for (int64_t i = 0; i < n; i++) p[i] = gs_f32_to_fp8_sat((float)(rng_normal() * 16.0), fmt);
+}
+
+static double gelu_ref(double x) {
+  return 0.5 * x * (1.0 + tanh(0.7978845608 * (x + 0.044715 * x * x * x)));
+}
+
+static int epi_flags(int epilogue) {
+  switch (epilogue) {
+  case CUBLASLT_EPILOGUE_RELU: return GS_FP8_EPI_RELU;
+  case CUBLASLT_EPILOGUE_BIAS: return GS_FP8_EPI_BIAS;
+  case CUBLASLT_EPILOGUE_RELU_BIAS: return GS_FP8_EPI_BIAS | GS_FP8_EPI_RELU;
+  case CUBLASLT_EPILOGUE_GELU: return GS_FP8_EPI_GELU;
+  case CUBLASLT_EPILOGUE_GELU_BIAS: return GS_FP8_EPI_BIAS | GS_FP8_EPI_GELU;
+  default: return 0;
+  }
+}
+
+static unsigned long long gemm_run(const gemm_case *g) {
+  const int64_t m = g->m, n = g->n, k = g->k, batch = g->batch;
+  const int flags = epi_flags(g->epilogue);
+  uint8_t *a8 = k ? dev_alloc((size_t)(m * k * batch)) : NULL;
+  uint8_t *b8 = k ? dev_alloc((size_t)(n * k * batch)) : NULL;
+  if (k) random_codes(a8, m * k * batch, g->fmt_a), random_codes(b8, n * k * batch, g->fmt_b);
+  float *scales = dev_alloc(2 * sizeof(float));
+  scales[0] = (float)(0.01 + rng_unit() / 64), scales[1] = (float)(0.01 + rng_unit() / 64);
+
+  const int64_t ldd = m + g->ldd_pad, stride_d = ldd * n + 3;
+  const int64_t ldc = g->in_place ? ldd : m + g->ldc_pad;
+  const int64_t stride_c = g->in_place ? stride_d : g->c_broadcast ? 0 : ldc * n + 5;
+  const int64_t d_len = stride_d * batch;
+  void *d = dev_alloc((size_t)d_len * type_size(g->d_type));
+  for (int64_t i = 0; i < d_len; i++) put_nan(g->d_type, d, i);
+  void *c = NULL;
+  float *c_ref = NULL; /* C's values before the call (C may be D) */
+  if (!g->c_null) {
+    int64_t c_len = (g->c_broadcast ? 0 : stride_c * (batch - 1)) + ldc * (n - 1) + m;
+    c = g->in_place ? d : dev_alloc((size_t)c_len * type_size(g->c_type));
+    c_ref = calloc((size_t)c_len, sizeof(float));
+    for (int64_t b = 0; b < (g->c_broadcast ? 1 : batch); b++)
+      for (int64_t j = 0; j < n; j++)
+        for (int64_t i = 0; i < m; i++) {
+          int64_t at = b * stride_c + j * ldc + i;
+          put_elem(g->c_type, c, at, (float)rng_normal() * 4.0f);
+          c_ref[at] = get_elem(g->c_type, c, at);
+        }
+  }
+  void *bias = NULL;
+  if (flags & GS_FP8_EPI_BIAS) {
+    bias = dev_alloc((size_t)m * type_size(g->bias_type));
+    for (int64_t i = 0; i < m; i++) put_elem(g->bias_type, bias, i, (float)rng_normal());
+  }
+  const void *alpha = &g->alpha, *beta = &g->beta;
+  float *dev_ab = NULL;
+  if (g->pointer_mode == 1) {
+    dev_ab = dev_alloc(2 * sizeof(float));
+    dev_ab[0] = g->alpha, dev_ab[1] = g->beta;
+    alpha = &dev_ab[0], beta = &dev_ab[1];
+  }
+
+  take_vector_accesses();
+  CUresult r = fp8_gemm(ctx, NULL, m, n, k, batch, a8, g->fmt_a, b8, g->fmt_b, &scales[0], &scales[1], alpha, beta,
+                        g->pointer_mode, g->c_type, c, ldc, stride_c, g->d_type, d, ldd, stride_d, g->epilogue, bias,
+                        g->bias_type);
+  unsigned long long vec = take_vector_accesses();
+  if (r != CUDA_SUCCESS) fail_msg("%s: fp8_gemm CUresult %d", g->name, (int)r);
+
+  /* The reference: the kernel's fp32 operations in the kernel's order. */
+  const float scale = k > 0 ? g->alpha * (scales[0] * scales[1]) : g->alpha;
+  for (int64_t b = 0; b < batch; b++)
+    for (int64_t j = 0; j < n; j++)
+      for (int64_t i = 0; i < m; i++) {
+        float acc = 0.0f;
+        for (int64_t p = 0; p < k; p++)
+          acc = fmaf(gs_fp8_to_f32(a8[(b * m + i) * k + p], g->fmt_a), gs_fp8_to_f32(b8[(b * n + j) * k + p], g->fmt_b),
+                     acc);
+        float v = acc * scale;
+        if (g->beta != 0.0f) v = fmaf(g->beta, c_ref[b * stride_c + j * ldc + i], v);
+        if (flags & GS_FP8_EPI_BIAS) v = v + get_elem(g->bias_type, bias, i);
+        if ((flags & GS_FP8_EPI_RELU) && v < 0.0f) v = 0.0f;
+        int64_t at = b * stride_d + j * ldd + i;
+        if (flags & GS_FP8_EPI_GELU) {
+          double want = gelu_ref(v), got = get_elem(g->d_type, d, at);
+          double tol = 2e-6 * fabs(want) + 1e-6 + (g->d_type == CUDA_R_32F ? 0.0 : fabs(want) * 0x1p-8);
+          if (!(fabs(got - want) <= tol))
+            fail_msg("%s: D(%" PRId64 ",%" PRId64 ",%" PRId64 ") = %.9g, gelu(%.9g) = %.9g", g->name, i, j, b, got,
+                     (double)v, want);
+          continue;
+        }
+        uint32_t got = get_bits(g->d_type, d, at), want = round_bits(g->d_type, v);
+        if (got != want)
+          fail_msg("%s: D(%" PRId64 ",%" PRId64 ",%" PRId64 ") = 0x%08x, want 0x%08x (%.9g)", g->name, i, j, b, got,
+                   want, (double)v);
+      }
+  /* Nothing written outside D: ld padding and the gaps between members
+   * keep their poison. */
+  for (int64_t at = 0; at < d_len; at++) {
+    int64_t in = at % stride_d;
+    if (at / stride_d < batch && in / ldd < n && in % ldd < m) continue;
+    if (get_bits(g->d_type, d, at) != nan_bits(g->d_type))
+      fail_msg("%s: wrote outside D at element %" PRId64, g->name, at);
+  }
+  if (!g->in_place) dev_free(c);
+  free(c_ref);
+  dev_free(a8), dev_free(b8), dev_free(scales), dev_free(d), dev_free(bias), dev_free(dev_ab);
+  return vec;
+}
+
+#define E4 GS_FP8_E4M3
+#define E5 GS_FP8_E5M2
+#define BF CUDA_R_16BF
+#define HF CUDA_R_16F
+#define FL CUDA_R_32F
+
+static void test_gemm_shapes(void **state) {
+  (void)state;
+  const gemm_case cases[] = {
+      {"1x1x1", 1, 1, 1, 1, E4, E4, FL, FL, FL, 0, 1.0f, 0.0f, 0, 0, 1, 0, 0, 0},
+      {"65x63x33 bf16", 65, 63, 33, 1, E4, E4, BF, BF, FL, -1, 1.5f, 0.0f, 0, 0, 1, 0, 7, 0},
+      {"130x7x70 e5m2 x e4m3 fp16 beta", 130, 7, 70, 1, E5, E4, HF, HF, FL, CUBLASLT_EPILOGUE_DEFAULT, 0.75f, 0.5f,
+       0, 0, 0, 3, 2, 0},
+      {"5x129x17 batch 3 fp32 out, bf16 C", 5, 129, 17, 3, E4, E5, BF, FL, FL, 0, -2.0f, -1.25f, 0, 0, 0, 0, 0, 0},
+      {"e5m2 x e5m2 70x70x100", 70, 70, 100, 2, E5, E5, FL, BF, FL, 0, 1.0f, 0.0f, 0, 0, 1, 0, 1, 0},
+      {"C == D", 77, 66, 40, 2, E4, E4, BF, BF, FL, 0, 1.0f, 1.0f, 0, 1, 0, 0, 5, 0},
+      {"broadcast C", 33, 20, 24, 3, E4, E4, HF, HF, FL, 0, 1.0f, 2.0f, 0, 0, 0, 4, 0, 1},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) gemm_run(&cases[i]);
+}
+
+/* k a multiple of 16 with aligned operands: staging uses 16-byte loads;
+ * otherwise byte loads only (and the same results). */
+static void test_gemm_vector_path(void **state) {
+  (void)state;
+  const gemm_case vec = {"k 64", 64, 64, 64, 1, E4, E4, FL, FL, FL, 0, 1.0f, 0.0f, 0, 0, 1, 0, 0, 0};
+  const gemm_case byte = {"k 63", 64, 64, 63, 1, E4, E4, FL, FL, FL, 0, 1.0f, 0.0f, 0, 0, 1, 0, 0, 0};
+  assert_true(gemm_run(&vec) >= 2 * 64 * 64 / 16);
+  assert_int_equal(gemm_run(&byte), 0);
+}
+
+static void test_gemm_epilogues(void **state) {
+  (void)state;
+  const gemm_case cases[] = {
+      {"bias fp32", 70, 9, 40, 1, E4, E4, FL, FL, FL, CUBLASLT_EPILOGUE_BIAS, 1.0f, 0.0f, 0, 0, 1, 0, 0, 0},
+      {"relu bias bf16", 70, 33, 40, 2, E4, E4, BF, BF, BF, CUBLASLT_EPILOGUE_RELU_BIAS, 1.0f, 0.5f, 0, 0, 0, 0, 0, 0},
+      {"relu", 40, 70, 12, 1, E4, E5, HF, HF, FL, CUBLASLT_EPILOGUE_RELU, 1.0f, 0.0f, 0, 0, 1, 0, 0, 0},
+      {"gelu bias fp16", 70, 31, 40, 1, E4, E4, FL, FL, HF, CUBLASLT_EPILOGUE_GELU_BIAS, 1.0f, 0.0f, 0, 0, 1, 0, 0, 0},
+      {"gelu", 66, 20, 48, 1, E4, E4, BF, BF, FL, CUBLASLT_EPILOGUE_GELU, 1.0f, 1.0f, 0, 1, 0, 0, 0, 0},
+      {"gelu bias bf16 out", 20, 20, 200, 2, E5, E4, BF, BF, BF, CUBLASLT_EPILOGUE_GELU_BIAS, 0.5f, 0.25f, 0, 0, 0, 1, 1, 0},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) gemm_run(&cases[i]);
+}
+
+/* k = 0: D = beta*C (+ bias, epilogue), no operand read (A8/B8 NULL). */
+static void test_gemm_k0(void **state) {
+  (void)state;
+  const gemm_case cases[] = {
+      {"k 0", 33, 17, 0, 2, E4, E4, BF, BF, FL, 0, 1.0f, 0.5f, 0, 0, 0, 0, 0, 0},
+      {"k 0 relu bias", 70, 3, 0, 1, E4, E4, FL, FL, HF, CUBLASLT_EPILOGUE_RELU_BIAS, 1.0f, -1.0f, 0, 1, 0, 0, 2, 0},
+      {"k 0 beta 0", 9, 9, 0, 1, E4, E4, FL, HF, FL, 0, 3.0f, 0.0f, 0, 0, 1, 0, 0, 0},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) gemm_run(&cases[i]);
+}
+
+/* alpha and beta from device memory (cuBLAS's device pointer mode); beta 0
+ * there also leaves C unread: a NaN C must not show in D. */
+static void test_gemm_pointer_modes(void **state) {
+  (void)state;
+  const gemm_case cases[] = {
+      {"device alpha beta", 50, 40, 30, 2, E4, E4, BF, BF, FL, 0, 0.5f, 2.0f, 1, 0, 0, 0, 0, 0},
+      {"device beta 0", 50, 40, 30, 1, E4, E4, BF, BF, FL, 0, 1.0f, 0.0f, 1, 0, 0, 0, 0, 0},
+      {"host beta 0, C NULL", 50, 40, 30, 1, E4, E4, BF, BF, FL, 0, 1.0f, 0.0f, 0, 0, 1, 0, 0, 0},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) gemm_run(&cases[i]);
+
+  /* C all NaN with beta 0: not read, in either mode. */
+  for (int mode = 0; mode < 2; mode++) {
+    uint8_t *a8 = dev_alloc(16 * 16), *b8 = dev_alloc(16 * 16);
+    random_codes(a8, 256, E4), random_codes(b8, 256, E4);
+    float *sc = dev_alloc(4 * sizeof(float));
+    sc[0] = sc[1] = 1.0f, sc[2] = 1.0f, sc[3] = 0.0f;
+    float host_ab[2] = {1.0f, 0.0f};
+    uint16_t *cm = dev_alloc(256 * 2), *dm = dev_alloc(256 * 2);
+    for (int i = 0; i < 256; i++) cm[i] = 0x7FC1, dm[i] = 0x7FC1;
+    const void *al = mode ? (void *)&sc[2] : (void *)&host_ab[0], *be = mode ? (void *)&sc[3] : (void *)&host_ab[1];
+    assert_int_equal(fp8_gemm(ctx, NULL, 16, 16, 16, 1, a8, E4, b8, E4, &sc[0], &sc[1], al, be, mode, BF, cm, 16, 0,
+                              BF, dm, 16, 0, -1, NULL, 0),
+                     CUDA_SUCCESS);
+    for (int i = 0; i < 256; i++) assert_false(isnan(gs_bf16_to_f32(dm[i])));
+    dev_free(a8), dev_free(b8), dev_free(sc), dev_free(cm), dev_free(dm);
+  }
+}
+
+/* A grid smaller than the tiles and batch: every block loops in x, y, z. */
+static void test_gemm_grid_stride(void **state) {
+  (void)state;
+  const int64_t m = 150, n = 140, k = 20, batch = 3;
+  uint8_t *a8 = dev_alloc((size_t)(m * k * batch)), *b8 = dev_alloc((size_t)(n * k * batch));
+  random_codes(a8, m * k * batch, E4), random_codes(b8, n * k * batch, E4);
+  float *sc = dev_alloc(2 * sizeof(float));
+  sc[0] = 0.02f, sc[1] = 0.03f;
+  float *d = dev_alloc((size_t)(m * n * batch) * sizeof(float));
+  for (int64_t i = 0; i < m * n * batch; i++) put_nan(FL, d, i);
+  gs_fp8_gemm_args a = {.a8 = a8, .b8 = b8, .scale_a = &sc[0], .scale_b = &sc[1], .d = d, .m = m, .n = n,
+                        .k = k, .batch = batch, .ldd = m, .stride_d = m * n, .tiles_m = 3, .tiles_n = 3,
+                        .alpha = 1.0f, .beta = 0.0f, .fmt_a = E4, .fmt_b = E4, .c_type = GS_ELEM_F32,
+                        .d_type = GS_ELEM_F32, .bias_type = GS_ELEM_F32};
+  const unsigned grid[3] = {2, 1, 2};
+  assert_int_equal(run_host_kernel("gs_fp8_gemm", grid, GS_FP8_G_THREADS, &a), CUDA_SUCCESS);
+  const float scale = 1.0f * (sc[0] * sc[1]);
+  for (int64_t b = 0; b < batch; b++)
+    for (int64_t j = 0; j < n; j++)
+      for (int64_t i = 0; i < m; i++) {
+        float acc = 0.0f;
+        for (int64_t p = 0; p < k; p++)
+          acc = fmaf(gs_e4m3_to_f32(a8[(b * m + i) * k + p]), gs_e4m3_to_f32(b8[(b * n + j) * k + p]), acc);
+        float want = acc * scale, got = d[b * m * n + j * m + i];
+        if (gs_f32_bits(got) != gs_f32_bits(want))
+          fail_msg("grid-stride D(%" PRId64 ",%" PRId64 ",%" PRId64 ") %a want %a", i, j, b, (double)got, (double)want);
+      }
+  dev_free(a8), dev_free(b8), dev_free(sc), dev_free(d);
+}
+
+/* The whole fp8 path on fresh normal data: amax_init, quantize (A and B in
+ * every transpose), the GEMM with the scales the operands were quantized
+ * with, against a float64 GEMM of the unquantized bf16 inputs. */
+static double sqnr_case(int64_t m, int64_t n, int64_t k, int64_t batch, int ta, int tb, int fmt) {
+  smat a, b;
+  if (ta) smat_make(&a, BF, k, m, k + 2, (k + 2) * m, batch, 1.0);
+  else smat_make(&a, BF, m, k, m, m * k, batch, 1.0);
+  if (tb) smat_make(&b, BF, n, k, n, n * k + 8, batch, 0.05);
+  else smat_make(&b, BF, k, n, k, k * n, batch, 0.05);
+  ring_model ma, mb;
+  gs_fp8_ring *ra = ring_new(&ma, 16, fmt, 1.0f), *rb = ring_new(&mb, 16, fmt, 1.0f);
+  uint8_t *a8 = dst_alloc(m * k * batch), *b8 = dst_alloc(n * k * batch);
+  float *d = dev_alloc((size_t)(m * n * batch) * sizeof(float));
+  for (int64_t i = 0; i < m * n * batch; i++) put_nan(FL, d, i);
+  const int parity = 0;
+  assert_int_equal(fp8_amax_init(ctx, NULL, BF, a.p, a.rows, a.cols, a.ld, a.stride, batch, ra, parity), CUDA_SUCCESS);
+  assert_int_equal(fp8_amax_init(ctx, NULL, BF, b.p, b.rows, b.cols, b.ld, b.stride, batch, rb, parity), CUDA_SUCCESS);
+  assert_int_equal(fp8_quantize(ctx, NULL, BF, a.p, a.rows, a.cols, a.ld, a.stride, batch, ta, 0, a8, ra, parity),
+                   CUDA_SUCCESS);
+  assert_int_equal(fp8_quantize(ctx, NULL, BF, b.p, b.rows, b.cols, b.ld, b.stride, batch, tb, 1, b8, rb, parity),
+                   CUDA_SUCCESS);
+  check_quantized(&a, 0, ta, a8, ra->scale[parity], fmt, "pipeline A");
+  check_quantized(&b, 1, tb, b8, rb->scale[parity], fmt, "pipeline B");
+  const float one = 1.0f, zero = 0.0f;
+  assert_int_equal(fp8_gemm(ctx, NULL, m, n, k, batch, a8, fmt, b8, fmt, &ra->scale[parity], &rb->scale[parity], &one,
+                            &zero, 0, FL, NULL, m, m * n, FL, d, m, m * n, CUBLASLT_EPILOGUE_DEFAULT, NULL, 0),
+                   CUDA_SUCCESS);
+  double sig = 0, err = 0;
+  for (int64_t bb = 0; bb < batch; bb++)
+    for (int64_t j = 0; j < n; j++)
+      for (int64_t i = 0; i < m; i++) {
+        double ref = 0;
+        for (int64_t p = 0; p < k; p++) ref += (double)op_elem(&a, 0, ta, bb, i, p) * (double)op_elem(&b, 1, tb, bb, j, p);
+        double got = d[bb * m * n + j * m + i];
+        sig += ref * ref;
+        err += (got - ref) * (got - ref);
+      }
+  dev_free(a8), dev_free(b8), dev_free(d), dev_free(ra), dev_free(rb), dev_free(a.p), dev_free(b.p);
+  return 10.0 * log10(sig / err);
+}
+
+static void test_gemm_sqnr(void **state) {
+  (void)state;
+  for (int ta = 0; ta < 2; ta++)
+    for (int tb = 0; tb < 2; tb++) {
+      double db = sqnr_case(96, 80, 128, 2, ta, tb, E4);
+      printf("  e4m3 pipeline %s%s 96x80x128 batch 2: SQNR %.1f dB\n", ta ? "T" : "N", tb ? "T" : "N", db);
+      assert_true(db >= 25.0);
+    }
+  /* E5M2 keeps two mantissa bits: about 6 dB less per bit lost. */
+  double db = sqnr_case(64, 64, 128, 1, 0, 1, E5);
+  printf("  e5m2 pipeline NT 64x64x128: SQNR %.1f dB\n", db);
+  assert_true(db >= 18.0);
+}
+
+static void test_gemm_argument_checks(void **state) {
+  (void)state;
+  const CUresult BAD = CUDA_ERROR_INVALID_VALUE, OK = CUDA_SUCCESS;
+  uint8_t *a8 = dev_alloc(4096), *b8 = dev_alloc(4096);
+  float *sc = dev_alloc(16), *d = dev_alloc(4096);
+  const float one = 1.0f, zero = 0.0f;
+#define G(m, n, k, batch, A, fa, B, fb, al, be, pm, C, ldc, D, ldd, sd, epi, bias) \
+  fp8_gemm(ctx, NULL, m, n, k, batch, A, fa, B, fb, &sc[0], &sc[1], al, be, pm, FL, C, ldc, 0, FL, D, ldd, sd, epi, bias, FL)
+  arm_driver_failures();
+  assert_int_equal(G(-1, 4, 4, 1, a8, E4, b8, E4, &one, &zero, 0, NULL, 4, d, 4, 0, -1, NULL), BAD);
+  assert_int_equal(G(4, -4, 4, 1, a8, E4, b8, E4, &one, &zero, 0, NULL, 4, d, 4, 0, -1, NULL), BAD);
+  assert_int_equal(G(4, 4, -4, 1, a8, E4, b8, E4, &one, &zero, 0, NULL, 4, d, 4, 0, -1, NULL), BAD);
+  assert_int_equal(G(4, 4, 4, -1, a8, E4, b8, E4, &one, &zero, 0, NULL, 4, d, 4, 0, -1, NULL), BAD);
+  assert_int_equal(G(4, 4, 4, 1, a8, 2, b8, E4, &one, &zero, 0, NULL, 4, d, 4, 0, -1, NULL), BAD);
+  assert_int_equal(G(4, 4, 4, 1, a8, E4, b8, E4, &one, &zero, 2, NULL, 4, d, 4, 0, -1, NULL), BAD);
+  assert_int_equal(G(4, 4, 4, 1, a8, E4, b8, E4, NULL, &zero, 0, NULL, 4, d, 4, 0, -1, NULL), BAD);
+  assert_int_equal(G(4, 4, 4, 1, a8, E4, b8, E4, &one, &zero, 0, NULL, 4, d, 3, 0, -1, NULL), BAD);
+  assert_int_equal(G(4, 4, 4, 1, a8, E4, b8, E4, &one, &zero, 0, NULL, 4, NULL, 4, 0, -1, NULL), BAD);
+  assert_int_equal(G(4, 4, 4, 2, a8, E4, b8, E4, &one, &zero, 0, NULL, 4, d, 4, 15, -1, NULL), BAD); /* D members overlap */
+  assert_int_equal(G(4, 4, 4, 1, NULL, E4, b8, E4, &one, &zero, 0, NULL, 4, d, 4, 0, -1, NULL), BAD);
+  assert_int_equal(G(4, 4, 4, 1, a8, E4, b8, E4, &one, &one, 0, NULL, 4, d, 4, 0, -1, NULL), BAD); /* beta 1: C needed */
+  assert_int_equal(G(4, 4, 4, 1, a8, E4, b8, E4, &one, &one, 0, d, 3, d, 4, 0, -1, NULL), BAD);
+  assert_int_equal(G(4, 4, 4, 1, a8, E4, b8, E4, &one, &zero, 1, NULL, 4, d, 4, 0, -1, NULL), BAD); /* device beta: C needed */
+  assert_int_equal(G(4, 4, 4, 1, a8, E4, b8, E4, &one, &zero, 0, NULL, 4, d, 4, 0, CUBLASLT_EPILOGUE_BIAS, NULL), BAD);
+  assert_int_equal(G(4, 4, 4, 1, a8, E4, b8, E4, &one, &zero, 0, NULL, 4, d, 4, 0, CUBLASLT_EPILOGUE_DRELU, NULL),
+                   CUDA_ERROR_NOT_SUPPORTED);
+  assert_int_equal(G(4, 4, 4, 1, a8, E4, b8, E4, &one, &zero, 0, NULL, 4, d, 4, 0, CUBLASLT_EPILOGUE_GELU_AUX, NULL),
+                   CUDA_ERROR_NOT_SUPPORTED);
+  /* Nothing to compute: no launch (an empty grid is illegal), success. */
+  assert_int_equal(G(0, 4, 4, 1, a8, E4, b8, E4, &one, &zero, 0, NULL, 4, d, 4, 0, -1, NULL), OK);
+  assert_int_equal(G(4, 0, 4, 1, a8, E4, b8, E4, &one, &zero, 0, NULL, 4, d, 4, 0, -1, NULL), OK);
+  assert_int_equal(G(4, 4, 4, 0, a8, E4, b8, E4, &one, &zero, 0, NULL, 4, d, 4, 0, -1, NULL), OK);
+  assert_int_equal(G(0, 0, 0, 1, NULL, E4, NULL, E4, &one, &one, 0, NULL, 1, NULL, 1, 0, -1, NULL), OK);
+  /* The control: k = 0 still launches (it writes beta*C). */
+  assert_int_not_equal(G(4, 4, 0, 1, NULL, E4, NULL, E4, &one, &zero, 0, NULL, 4, d, 4, 0, -1, NULL), OK);
+  gs_fault_clear();
+#undef G
+  dev_free(a8), dev_free(b8), dev_free(sc), dev_free(d);
+}
+
+/* Every kernel of the list is an .entry of its file's PTX, which targets
+ * sm_61. */
+extern const char gs_ptx_fp8_quantize[], gs_ptx_fp8_gemm[];
+static void test_ptx_has_every_kernel(void **state) {
+  (void)state;
+  char entry[128];
+#define CHECK(ptx, name)                                                       \
+  snprintf(entry, sizeof entry, ".entry %s(", #name);                          \
+  if (!strstr(ptx, entry)) fail_msg("%s is not in %s", entry, #ptx);
+#define IN_QUANTIZE(name, elem, mode) CHECK(gs_ptx_fp8_quantize, name)
+#define IN_GEMM(name, elem, mode) CHECK(gs_ptx_fp8_gemm, name)
+  GS_FP8_QUANTIZE_KERNELS(IN_QUANTIZE)
+  GS_FP8_GEMM_KERNELS(IN_GEMM)
+#undef IN_QUANTIZE
+#undef IN_GEMM
+#undef CHECK
+  assert_non_null(strstr(gs_ptx_fp8_quantize, "\n.target sm_61"));
+  assert_non_null(strstr(gs_ptx_fp8_gemm, "\n.target sm_61"));
+}
+
+/* A second context (another device) gets its own modules and works. */
+static void test_other_context(void **state) {
+  (void)state;
+  CUresult (*create)(CUcontext *, CUctxCreateParams *, unsigned, CUdevice);
+  *(void **)&create = standin_sym("cuCtxCreate_v4");
+  CUcontext other, popped, saved = ctx;
+  assert_int_equal(create(&other, NULL, 0, 1), CUDA_SUCCESS);
+  assert_int_equal(gs_sys.cuCtxPopCurrent_v2(&popped), CUDA_SUCCESS);
+  ctx = other;
+  const gemm_case g = {"other context", 20, 30, 40, 1, E4, E4, FL, FL, FL, 0, 1.0f, 0.0f, 0, 0, 1, 0, 0, 0};
+  gemm_run(&g);
+  const qshape q = {40, 30, 0, 1, 0};
+  quantize_case(CUDA_R_16BF, 0, 0, &q, 0, 0.01f);
+  ctx = saved;
+  CUcontext cur = (CUcontext)1;
+  assert_int_equal(gs_sys.cuCtxGetCurrent(&cur), CUDA_SUCCESS);
+  assert_null(cur); /* the launchers restored the caller's (no) context */
+}
+
+int main(void) {
+  const char *seed_env = getenv("GS_TEST_SEED");
+  uint64_t seed = seed_env && *seed_env ? strtoull(seed_env, NULL, 0) : (uint64_t)getpid() * 0x9E3779B97F4A7C15ull;
+  rng_state = seed;
+  printf("test_fp8_kernels: seed 0x%" PRIx64 " (GS_TEST_SEED=0x%" PRIx64 " repeats this run)\n", seed, seed);
+  fflush(stdout);
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_ptx_has_every_kernel),
+      cmocka_unit_test(test_quantize_layouts),
+      cmocka_unit_test(test_quantize_vector_paths),
+      cmocka_unit_test(test_quantize_many_blocks),
+      cmocka_unit_test(test_quantize_grid_stride),
+      cmocka_unit_test(test_ring_state_machine),
+      cmocka_unit_test(test_amax_init),
+      cmocka_unit_test(test_quantize_empty),
+      cmocka_unit_test(test_quantize_argument_checks),
+      cmocka_unit_test(test_gemm_shapes),
+      cmocka_unit_test(test_gemm_vector_path),
+      cmocka_unit_test(test_gemm_epilogues),
+      cmocka_unit_test(test_gemm_k0),
+      cmocka_unit_test(test_gemm_pointer_modes),
+      cmocka_unit_test(test_gemm_grid_stride),
+      cmocka_unit_test(test_gemm_sqnr),
+      cmocka_unit_test(test_gemm_argument_checks),
+      cmocka_unit_test(test_other_context),
+  };
+  return cmocka_run_group_tests(tests, setup, NULL);
+}

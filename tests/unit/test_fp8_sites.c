@@ -1,0 +1,732 @@
+/* fp8 call sites (shim/fp8_sites.c) over a fake driver whose device memory
+ * is host memory: identity across training steps with moving activation
+ * pointers, hybrid gradient detection, eviction and its log flags,
+ * per-context separation, ring initialisation, parity, stream changes,
+ * capture pinning and injected failures, each with exact values.
+ *
+ * The training model: L Linear layers of one shape (the hardest case: one
+ * group per GEMM kind, L sites in each), PyTorch's three GEMMs per layer as
+ * cuBLAS sees them (column-major: A is the weight in forward and
+ * grad-input, the saved input in grad-weight; B the activation or the
+ * incoming gradient), forward on the main thread, backward on another
+ * thread, activations from a simulated allocator. Order matters once: the
+ * first test runs its backward on unnamed threads, before any test names a
+ * thread "pt_autograd_0" (after that, the process counts only named
+ * threads as backward ones, as the shim does in PyTorch). */
+#define _GNU_SOURCE
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <pthread.h>
+#include <cmocka.h>
+
+#include "fp8_sites.h"
+#include "shim.h"
+#include "sys.h"
+
+/* ---- fake driver ---------------------------------------------------------------- */
+static int allocs, memsets, event_records, stream_waits;
+static void *last_record_stream, *last_wait_stream;
+
+static CUresult fake_alloc(CUdeviceptr *p, size_t n) {
+  void *m = aligned_alloc(256, (n + 255) & ~(size_t)255);
+  if (!m) return CUDA_ERROR_OUT_OF_MEMORY;
+  memset(m, 0xA5, n); /* device memory starts undefined */
+  allocs++;
+  *p = (CUdeviceptr)(uintptr_t)m;
+  return CUDA_SUCCESS;
+}
+static CUresult fake_push(CUcontext c) { return CUDA_SUCCESS; }
+static CUresult fake_pop(CUcontext *c) { return CUDA_SUCCESS; }
+static CUresult fake_memset8(CUdeviceptr p, unsigned char v, size_t n, CUstream s) {
+  memsets++;
+  memset((void *)(uintptr_t)p, v, n);
+  return CUDA_SUCCESS;
+}
+static CUresult fake_memset32(CUdeviceptr p, unsigned int v, size_t n, CUstream s) {
+  memsets++;
+  for (size_t i = 0; i < n; i++) memcpy((char *)(uintptr_t)p + 4 * i, &v, 4);
+  return CUDA_SUCCESS;
+}
+static CUresult fake_event_create(CUevent *e, unsigned flags) {
+  *e = (CUevent)(uintptr_t)0xE0E0;
+  return CUDA_SUCCESS;
+}
+static CUresult fake_event_record(CUevent e, CUstream s) {
+  event_records++;
+  last_record_stream = s;
+  return CUDA_SUCCESS;
+}
+static CUresult fake_stream_wait(CUstream s, CUevent e, unsigned flags) {
+  stream_waits++;
+  last_wait_stream = s;
+  return CUDA_SUCCESS;
+}
+
+static int setup(void **state) {
+  gs_fault_clear();
+  gs_sys.cuMemAlloc_v2 = fake_alloc;
+  gs_sys.cuCtxPushCurrent_v2 = fake_push;
+  gs_sys.cuCtxPopCurrent_v2 = fake_pop;
+  gs_sys.cuMemsetD8Async = fake_memset8;
+  gs_sys.cuMemsetD32Async = fake_memset32;
+  gs_sys.cuEventCreate = fake_event_create;
+  gs_sys.cuEventRecord = fake_event_record;
+  gs_sys.cuStreamWaitEvent = fake_stream_wait;
+  gs_opt.fp8_format = GS_FP8_FORMAT_HYBRID;
+  gs_opt.fp8_history = 16;
+  gs_opt.fp8_margin = 0;
+  gs_opt.fp8_max_sites = 4096;
+  allocs = memsets = event_records = stream_waits = 0;
+  return 0;
+}
+
+static int teardown(void **state) {
+  gs_fault_clear();
+  return 0;
+}
+
+/* Every test its own context (the table keeps them for the process). */
+static void *fresh_ctx(void) {
+  static uintptr_t next = 0x7000;
+  next += 0x100;
+  return (void *)next;
+}
+
+/* ---- calls ------------------------------------------------------------------------ */
+static const float one = 1.0f, zero = 0.0f;
+#define STREAM ((void *)0x5100)
+#define CALLER ((const void *)&one) /* every GEMM through one return address, as in PyTorch */
+
+static void make_call(gs_call *c, void *ctx, int64_t m, int64_t n, int64_t k, int ta, int tb, uintptr_t A,
+                      uintptr_t B, uintptr_t C) {
+  memset(c, 0, sizeof *c);
+  int64_t lda = ta == CUBLAS_OP_N ? m : k, ldb = tb == CUBLAS_OP_N ? k : n;
+  decode_gemm(&c->g, (void *)0x4000, ta, tb, m, n, k, &one, (const void *)A, CUDA_R_16BF, lda, 0, (const void *)B,
+              CUDA_R_16BF, ldb, 0, &zero, (void *)C, CUDA_R_16BF, m, 0, 1, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+  c->g.stream = STREAM;
+  c->ctx = ctx;
+  c->device = 0;
+  c->sm = 90;
+  c->caller = CALLER;
+}
+
+/* Acquire and release as a successful fp8 call does. */
+static uint64_t run_site(gs_call *c, fp8_use *out) {
+  fp8_use u;
+  c->site_flags = 0; /* each call starts with none, as in hooks.c */
+  c->evicted_site = 0;
+  const char *why = fp8_site_acquire(c, 0, &u);
+  if (why) fail_msg("fp8_site_acquire: %s", why);
+  fp8_site_release(&u, (u.needs_amax_init ? FP8_RAN_AMAX_INIT : 0) | FP8_RAN_QUANTIZE);
+  if (out) *out = u;
+  return u.id;
+}
+
+/* ---- the training model ------------------------------------------------------------- */
+#define L 6
+#define H 64
+#define NTOK 32
+#define STEPS 5
+enum { FWD, GRAD_IN, GRAD_W, KINDS };
+
+/* Equal-sized blocks: "moving" hands out a new address every time (no
+ * activation pointer ever repeats); "caching" reuses the last freed block
+ * first, as PyTorch's caching allocator does, and step 1 allocates an
+ * extra block before the first step ends (the optimizer's state), so step 2
+ * sees other addresses than step 1, later steps the same ones. */
+typedef struct allocator {
+  int caching;
+  uintptr_t next;
+  uintptr_t free_list[4096];
+  int nfree;
+} allocator;
+
+static uintptr_t blk_alloc(allocator *a) {
+  if (a->caching && a->nfree) return a->free_list[--a->nfree];
+  a->next += 0x10000;
+  return a->next;
+}
+static void blk_free(allocator *a, uintptr_t p) {
+  if (a->caching) a->free_list[a->nfree++] = p;
+}
+
+typedef struct model {
+  void *ctx;
+  allocator mem;
+  uintptr_t W[L];
+  uintptr_t x[L + 1];
+  uint64_t ids[STEPS][KINDS][L];
+  uint32_t flags[STEPS][KINDS][L];
+  int fmt[KINDS][L][2];
+  int step;
+  int named;   /* name the backward thread pt_autograd_0 */
+  int first_input_grad; /* layer 0 computes a grad-input too */
+} model;
+
+static void record(model *md, int kind, int l, gs_call *c, const fp8_use *u) {
+  md->ids[md->step][kind][l] = u->id;
+  md->flags[md->step][kind][l] = c->site_flags;
+  if (md->step == 0) {
+    md->fmt[kind][l][0] = u->fmt[0];
+    md->fmt[kind][l][1] = u->fmt[1];
+  }
+}
+
+static void forward(model *md) {
+  md->x[0] = blk_alloc(&md->mem);
+  for (int l = 0; l < L; l++) {
+    md->x[l + 1] = blk_alloc(&md->mem);
+    gs_call c;
+    fp8_use u;
+    /* y = x W^T: m = out, n = tokens, k = in; A = W (T), B = x (N). */
+    make_call(&c, md->ctx, H, NTOK, H, CUBLAS_OP_T, CUBLAS_OP_N, md->W[l], md->x[l], md->x[l + 1]);
+    run_site(&c, &u);
+    record(md, FWD, l, &c, &u);
+  }
+}
+
+static void *backward(void *arg) {
+  model *md = arg;
+  if (md->named) pthread_setname_np(pthread_self(), "pt_autograd_0");
+  uintptr_t dy = blk_alloc(&md->mem);
+  uintptr_t dW[L];
+  for (int l = L - 1; l >= 0; l--) {
+    gs_call c;
+    fp8_use u;
+    uintptr_t dx = 0;
+    if (l > 0 || md->first_input_grad) {
+      dx = blk_alloc(&md->mem);
+      /* dx = dy W: m = in, n = tokens, k = out; A = W (N), B = dy (N). */
+      make_call(&c, md->ctx, H, NTOK, H, CUBLAS_OP_N, CUBLAS_OP_N, md->W[l], dy, dx);
+      run_site(&c, &u);
+      record(md, GRAD_IN, l, &c, &u);
+    }
+    dW[l] = blk_alloc(&md->mem);
+    /* dW = dy^T x: m = in, n = out, k = tokens; A = x (N), B = dy (T). */
+    make_call(&c, md->ctx, H, H, NTOK, CUBLAS_OP_N, CUBLAS_OP_T, md->x[l], dy, dW[l]);
+    run_site(&c, &u);
+    record(md, GRAD_W, l, &c, &u);
+    blk_free(&md->mem, dy);
+    blk_free(&md->mem, md->x[l + 1]);
+    dy = dx;
+  }
+  if (dy) blk_free(&md->mem, dy);
+  blk_free(&md->mem, md->x[0]);
+  if (md->step == 0) blk_alloc(&md->mem); /* optimizer state, kept */
+  for (int l = 0; l < L; l++) blk_free(&md->mem, dW[l]); /* zero_grad(set_to_none=True) */
+  return NULL;
+}
+
+static void train(model *md, int caching, int named, int first_input_grad) {
+  memset(md, 0, sizeof *md);
+  md->ctx = fresh_ctx();
+  md->mem.caching = caching;
+  md->mem.next = 0x70000000;
+  md->named = named;
+  md->first_input_grad = first_input_grad;
+  for (int l = 0; l < L; l++) md->W[l] = 0x10000000 + (uintptr_t)l * 0x100000;
+  for (md->step = 0; md->step < STEPS; md->step++) {
+    forward(md);
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, backward, md), 0);
+    pthread_join(t, NULL);
+  }
+}
+
+/* Same layer, same id in every step; 3L (or 3L - 1) distinct ids; NEW on
+ * the first step's calls only; one epoch per step boundary. */
+static void check_identity(model *md) {
+  size_t expect = (size_t)(3 * L - (md->first_input_grad ? 0 : 1));
+  assert_int_equal(fp8_sites_live(md->ctx), expect);
+  assert_int_equal(fp8_sites_epoch(md->ctx), STEPS - 1);
+  for (int k = 0; k < KINDS; k++)
+    for (int l = 0; l < L; l++) {
+      if (k == GRAD_IN && l == 0 && !md->first_input_grad) continue;
+      uint64_t id = md->ids[0][k][l];
+      assert_true(id != 0);
+      if (md->flags[0][k][l] != GS_SITE_NEW)
+        fail_msg("kind %d layer %d: the first step's call did not make a new site (flags %u)", k, l,
+                 md->flags[0][k][l]);
+      for (int s = 1; s < STEPS; s++) {
+        if (md->ids[s][k][l] != id)
+          fail_msg("kind %d layer %d: step %d has site %016llx, step 0 had %016llx", k, l, s,
+                   (unsigned long long)md->ids[s][k][l], (unsigned long long)id);
+        assert_int_equal(md->flags[s][k][l], 0);
+      }
+      for (int k2 = 0; k2 < KINDS; k2++)
+        for (int l2 = 0; l2 < L; l2++)
+          if ((k2 != k || l2 != l) && !(k2 == GRAD_IN && l2 == 0 && !md->first_input_grad))
+            assert_true(md->ids[0][k2][l2] != id);
+    }
+}
+
+static void check_hybrid_formats(model *md) {
+  for (int l = 0; l < L; l++) {
+    assert_int_equal(md->fmt[FWD][l][0], GS_FP8_E4M3);
+    assert_int_equal(md->fmt[FWD][l][1], GS_FP8_E4M3);
+    assert_int_equal(md->fmt[GRAD_W][l][0], GS_FP8_E4M3); /* saved input */
+    assert_int_equal(md->fmt[GRAD_W][l][1], GS_FP8_E5M2); /* incoming gradient */
+    if (l == 0 && !md->first_input_grad) continue;
+    assert_int_equal(md->fmt[GRAD_IN][l][0], GS_FP8_E4M3); /* weight */
+    assert_int_equal(md->fmt[GRAD_IN][l][1], GS_FP8_E5M2); /* incoming gradient */
+  }
+}
+
+/* Runs first: no thread of this process is named pt_autograd_ yet. */
+static void test_training_unnamed_backward_thread(void **state) {
+  static model md;
+  train(&md, 0, 0, 1);
+  check_identity(&md);
+  check_hybrid_formats(&md);
+}
+
+static void test_training_autograd_thread_moving(void **state) {
+  static model md;
+  train(&md, 0, 1, 1);
+  check_identity(&md);
+  check_hybrid_formats(&md);
+}
+
+static void test_training_autograd_thread_caching(void **state) {
+  static model md;
+  train(&md, 1, 1, 0);
+  check_identity(&md);
+  check_hybrid_formats(&md);
+}
+
+/* A forward-only loop on one thread (inference): steps are found from the
+ * first layer's weight repeating. */
+static void test_inference_loop(void **state) {
+  void *ctx = fresh_ctx();
+  uint64_t ids[STEPS][L];
+  uintptr_t act = 0x90000000;
+  for (int s = 0; s < STEPS; s++)
+    for (int l = 0; l < L; l++) {
+      gs_call c;
+      act += 0x10000;
+      make_call(&c, ctx, H, NTOK, H, CUBLAS_OP_T, CUBLAS_OP_N, 0x20000000 + (uintptr_t)l * 0x1000, act, act + 0x8000);
+      ids[s][l] = run_site(&c, NULL);
+      assert_int_equal(c.site_flags, s == 0 ? GS_SITE_NEW : 0);
+    }
+  assert_int_equal(fp8_sites_live(ctx), L);
+  assert_int_equal(fp8_sites_epoch(ctx), STEPS - 1);
+  for (int s = 1; s < STEPS; s++)
+    for (int l = 0; l < L; l++) assert_int_equal(ids[s][l], ids[0][l]);
+}
+
+/* A weight reused twice per pass is one site (its calls share a history). */
+static void test_shared_weight_one_site(void **state) {
+  void *ctx = fresh_ctx();
+  uint64_t first = 0;
+  for (int s = 0; s < 3; s++) {
+    gs_call c;
+    make_call(&c, ctx, H, NTOK, H, CUBLAS_OP_T, CUBLAS_OP_N, 0x30000000, 0x31000000 + (uintptr_t)s * 64, 0x32000000);
+    uint64_t a = run_site(&c, NULL);
+    make_call(&c, ctx, H, NTOK, H, CUBLAS_OP_T, CUBLAS_OP_N, 0x30000000, 0x33000000 + (uintptr_t)s * 64, 0x34000000);
+    uint64_t b = run_site(&c, NULL);
+    assert_int_equal(a, b);
+    if (!first) first = a;
+    assert_int_equal(a, first);
+  }
+  assert_int_equal(fp8_sites_live(ctx), 1);
+}
+
+/* ---- formats ------------------------------------------------------------------------ */
+static void test_format_options(void **state) {
+  static model md;
+  gs_opt.fp8_format = GS_FP8_FORMAT_E5M2;
+  train(&md, 0, 1, 1);
+  for (int k = 0; k < KINDS; k++)
+    for (int l = 0; l < L; l++) {
+      assert_int_equal(md.fmt[k][l][0], GS_FP8_E5M2);
+      assert_int_equal(md.fmt[k][l][1], GS_FP8_E5M2);
+    }
+  gs_opt.fp8_format = GS_FP8_FORMAT_E4M3;
+  train(&md, 0, 1, 1);
+  for (int k = 0; k < KINDS; k++)
+    for (int l = 0; l < L; l++) {
+      assert_int_equal(md.fmt[k][l][0], GS_FP8_E4M3);
+      assert_int_equal(md.fmt[k][l][1], GS_FP8_E4M3);
+    }
+}
+
+typedef struct bwd_call {
+  void *ctx;
+  int64_t m;
+  uintptr_t A, B;
+  fp8_use u;
+} bwd_call;
+
+static void *named_backward_call(void *arg) {
+  bwd_call *b = arg;
+  pthread_setname_np(pthread_self(), "pt_autograd_0");
+  gs_call c;
+  make_call(&c, b->ctx, b->m, NTOK, H, CUBLAS_OP_N, CUBLAS_OP_N, b->A, b->B, 0x4F000000);
+  run_site(&c, &b->u);
+  return NULL;
+}
+
+/* A backward GEMM of its own shape m (a new site) on an autograd thread. */
+static fp8_use backward_call(void *ctx, int64_t m, uintptr_t A, uintptr_t B) {
+  bwd_call b = {ctx, m, A, B, {0}};
+  pthread_t t;
+  assert_int_equal(pthread_create(&t, NULL, named_backward_call, &b), 0);
+  pthread_join(t, NULL);
+  return b.u;
+}
+
+static fp8_use forward_call(void *ctx, int64_t m, uintptr_t A, uintptr_t B) {
+  gs_call c;
+  fp8_use u;
+  make_call(&c, ctx, m, NTOK, H, CUBLAS_OP_T, CUBLAS_OP_N, A, B, 0x4E000000);
+  run_site(&c, &u);
+  return u;
+}
+
+/* The operand no forward call of this step used, beside one that one did,
+ * is the gradient, whichever side it is on; where detection cannot tell
+ * (both seen, neither seen), E4M3. A forward tensor stops counting as seen
+ * after its backward use (its memory comes back as gradients). */
+static void test_hybrid_detection(void **state) {
+  void *ctx = fresh_ctx();
+  fp8_use u = forward_call(ctx, 16, 0x41000000, 0x42000000);
+  assert_int_equal(u.fmt[0], GS_FP8_E4M3);
+  assert_int_equal(u.fmt[1], GS_FP8_E4M3);
+  forward_call(ctx, 32, 0x41000000, 0x43000000); /* W used twice: two backward uses */
+
+  u = backward_call(ctx, 48, 0x44000000, 0x45000000); /* neither seen */
+  assert_int_equal(u.fmt[0], GS_FP8_E4M3);
+  assert_int_equal(u.fmt[1], GS_FP8_E4M3);
+  assert_int_equal(u.gradient[0] | u.gradient[1], 0);
+
+  u = backward_call(ctx, 64, 0x41000000, 0x42000000); /* both seen */
+  assert_int_equal(u.fmt[0], GS_FP8_E4M3);
+  assert_int_equal(u.fmt[1], GS_FP8_E4M3);
+
+  u = backward_call(ctx, 80, 0x46000000, 0x41000000); /* A new, B a weight with a use left */
+  assert_int_equal(u.fmt[0], GS_FP8_E5M2);
+  assert_int_equal(u.gradient[0], 1);
+  assert_int_equal(u.fmt[1], GS_FP8_E4M3);
+  assert_int_equal(u.gradient[1], 0);
+
+  /* 0x42000000 had one forward use, taken above: now it is gradient memory. */
+  u = backward_call(ctx, 96, 0x43000000, 0x42000000);
+  assert_int_equal(u.fmt[0], GS_FP8_E4M3);
+  assert_int_equal(u.fmt[1], GS_FP8_E5M2);
+  assert_int_equal(u.gradient[1], 1);
+}
+
+/* ---- rings --------------------------------------------------------------------------- */
+static void test_ring_initialised(void **state) {
+  void *ctx = fresh_ctx();
+  gs_opt.fp8_margin = 3;
+  gs_opt.fp8_format = GS_FP8_FORMAT_E5M2;
+  gs_call c;
+  make_call(&c, ctx, H, NTOK, H, CUBLAS_OP_T, CUBLAS_OP_N, 0x50000000, 0x51000000, 0x52000000);
+  fp8_use u;
+  assert_null(fp8_site_acquire(&c, 0, &u));
+  assert_int_equal(u.needs_amax_init, 1);
+  assert_int_equal(u.parity, 0);
+  assert_int_equal(c.site, u.id);
+  assert_int_equal(c.site_flags, GS_SITE_NEW);
+  for (int i = 0; i < 2; i++) {
+    const gs_fp8_ring *r = u.ring[i];
+    assert_true(((uintptr_t)r & 255) == 0);
+    assert_true(r->scale[0] == 1.0f && r->scale[1] == 1.0f);
+    assert_int_equal(r->history, 16);
+    assert_int_equal(r->fmt, GS_FP8_E5M2);
+    assert_true(r->margin_div == 8.0f);
+    assert_int_equal(r->blocks_done, 0);
+    assert_int_equal(r->pos, 0);
+    assert_true(r->last_amax == 0.0f);
+    for (int s = 0; s < GS_FP8_AMAX_SLOTS; s++) assert_true(r->amax_slot[s] == 0.0f);
+    for (int h = 0; h < 16; h++) assert_true(r->hist[h] == 0.0f);
+  }
+  assert_true((char *)u.ring[1] - (char *)u.ring[0] >= (ptrdiff_t)gs_fp8_ring_bytes(16));
+  fp8_site_release(&u, FP8_RAN_AMAX_INIT | FP8_RAN_QUANTIZE);
+  /* One slab of 32 sites, two 256-byte-rounded rings each. */
+  assert_int_equal(allocs, 1);
+  assert_int_equal(fp8_sites_ring_bytes(ctx), 32 * 2 * ((gs_fp8_ring_bytes(16) + 255) & ~255ull));
+}
+
+static void test_parity_and_first_call(void **state) {
+  void *ctx = fresh_ctx();
+  gs_call c;
+  make_call(&c, ctx, H, NTOK, H, CUBLAS_OP_T, CUBLAS_OP_N, 0x53000000, 0x54000000, 0x55000000);
+  fp8_use u;
+  assert_null(fp8_site_acquire(&c, 0, &u));
+  assert_int_equal(u.needs_amax_init, 1);
+  fp8_site_release(&u, 0); /* nothing ran: still unmeasured, parity kept */
+  assert_null(fp8_site_acquire(&c, 0, &u));
+  assert_int_equal(u.needs_amax_init, 1);
+  assert_int_equal(u.parity, 0);
+  fp8_site_release(&u, FP8_RAN_AMAX_INIT); /* measured, quantize failed: parity kept */
+  assert_null(fp8_site_acquire(&c, 0, &u));
+  assert_int_equal(u.needs_amax_init, 0);
+  assert_int_equal(u.parity, 0);
+  fp8_site_release(&u, FP8_RAN_QUANTIZE);
+  for (int i = 1; i <= 4; i++) {
+    assert_null(fp8_site_acquire(&c, 0, &u));
+    assert_int_equal(u.parity, i & 1);
+    fp8_site_release(&u, FP8_RAN_QUANTIZE);
+  }
+  /* During capture the parity stays (the route carries the scale over). */
+  assert_null(fp8_site_acquire(&c, 1, &u));
+  assert_int_equal(u.parity, 1);
+  fp8_site_release(&u, FP8_RAN_QUANTIZE);
+  c.site_flags = 0;
+  assert_null(fp8_site_acquire(&c, 0, &u));
+  assert_int_equal(u.parity, 1);
+  fp8_site_release(&u, 0);
+  assert_int_equal(c.site_flags, 0);
+}
+
+/* ---- eviction ---------------------------------------------------------------------------- */
+static uint64_t shape_call(void *ctx, int64_t m, uint32_t *flags, uint64_t *evicted, int capturing) {
+  gs_call c;
+  make_call(&c, ctx, m, NTOK, H, CUBLAS_OP_T, CUBLAS_OP_N, 0x60000000 + (uintptr_t)m * 0x1000, 0x61000000,
+            0x62000000);
+  fp8_use u;
+  const char *why = fp8_site_acquire(&c, capturing, &u);
+  if (why) fail_msg("%s", why);
+  fp8_site_release(&u, FP8_RAN_AMAX_INIT | FP8_RAN_QUANTIZE);
+  *flags = c.site_flags;
+  *evicted = c.evicted_site;
+  return u.id;
+}
+
+static void test_eviction_lru(void **state) {
+  void *ctx = fresh_ctx();
+  gs_opt.fp8_max_sites = 4;
+  uint32_t f;
+  uint64_t ev, id[6];
+  for (int i = 0; i < 4; i++) {
+    id[i] = shape_call(ctx, 16 * (i + 1), &f, &ev, 0);
+    assert_int_equal(f, GS_SITE_NEW);
+  }
+  assert_int_equal(fp8_sites_live(ctx), 4);
+  /* Site 0 used again: site 1 is now the least recently used. */
+  assert_int_equal(shape_call(ctx, 16, &f, &ev, 0), id[0]);
+  assert_int_equal(f, 0);
+  id[4] = shape_call(ctx, 80, &f, &ev, 0);
+  assert_int_equal(f, GS_SITE_NEW | GS_SITE_EVICTED);
+  assert_int_equal(ev, id[1]);
+  assert_int_equal(fp8_sites_live(ctx), 4);
+  /* Site 1 comes back as new, with its old id; site 2 makes room. */
+  assert_int_equal(shape_call(ctx, 32, &f, &ev, 0), id[1]);
+  assert_int_equal(f, GS_SITE_NEW | GS_SITE_EVICTED);
+  assert_int_equal(ev, id[2]);
+  /* Evicted sites' rings are reused: still one slab. */
+  assert_int_equal(allocs, 1);
+}
+
+static void test_eviction_skips_captured(void **state) {
+  void *ctx = fresh_ctx();
+  gs_opt.fp8_max_sites = 2;
+  uint32_t f;
+  uint64_t ev;
+  uint64_t a = shape_call(ctx, 16, &f, &ev, 0);
+  assert_int_equal(shape_call(ctx, 16, &f, &ev, 1), a); /* used in a graph: pinned */
+  uint64_t b = shape_call(ctx, 32, &f, &ev, 0);
+  shape_call(ctx, 48, &f, &ev, 0);
+  assert_int_equal(f, GS_SITE_NEW | GS_SITE_EVICTED);
+  assert_int_equal(ev, b); /* not a, though a is the least recently used */
+  shape_call(ctx, 48, &f, &ev, 1); /* both pinned now */
+  gs_call c;
+  make_call(&c, ctx, 64, NTOK, H, CUBLAS_OP_T, CUBLAS_OP_N, 0x63000000, 0x61000000, 0x62000000);
+  fp8_use u;
+  assert_string_equal(fp8_site_acquire(&c, 0, &u),
+                      "the fp8 site table is full (GEMMSHIM_FP8_MAX_SITES) and every site is held or used by a "
+                      "captured graph");
+  assert_int_equal(fp8_sites_live(ctx), 2);
+}
+
+/* ---- contexts ----------------------------------------------------------------------------- */
+static void test_per_context(void **state) {
+  void *ctx1 = fresh_ctx(), *ctx2 = fresh_ctx();
+  gs_call c1, c2;
+  make_call(&c1, ctx1, H, NTOK, H, CUBLAS_OP_T, CUBLAS_OP_N, 0x64000000, 0x65000000, 0x66000000);
+  make_call(&c2, ctx2, H, NTOK, H, CUBLAS_OP_T, CUBLAS_OP_N, 0x64000000, 0x65000000, 0x66000000);
+  c2.device = 1;
+  fp8_use u1, u2;
+  run_site(&c1, &u1);
+  run_site(&c2, &u2);
+  assert_int_equal(c1.site_flags, GS_SITE_NEW);
+  assert_int_equal(c2.site_flags, GS_SITE_NEW);
+  assert_int_equal(fp8_sites_live(ctx1), 1);
+  assert_int_equal(fp8_sites_live(ctx2), 1);
+  assert_true(u1.id != u2.id); /* the device is part of the id */
+  assert_true(u1.ring[0] != u2.ring[0]);
+  assert_int_equal(allocs, 2); /* one slab per context */
+  run_site(&c1, &u1);
+  assert_int_equal(c1.site_flags, 0);
+}
+
+/* ---- streams -------------------------------------------------------------------------------- */
+static void test_stream_change_waits(void **state) {
+  void *ctx = fresh_ctx();
+  gs_call c;
+  make_call(&c, ctx, H, NTOK, H, CUBLAS_OP_T, CUBLAS_OP_N, 0x67000000, 0x68000000, 0x69000000);
+  fp8_use u1, u2;
+  run_site(&c, &u1);
+  c.g.stream = (void *)0x5200;
+  c.site_flags = 0;
+  run_site(&c, &u2);
+  assert_int_equal(event_records, 1);
+  assert_ptr_equal(last_record_stream, STREAM);
+  assert_int_equal(stream_waits, 1);
+  assert_ptr_equal(last_wait_stream, (void *)0x5200);
+  assert_ptr_equal(u2.ring[0], u1.ring[0]); /* same state, ordered */
+  assert_int_equal(u2.needs_amax_init, 0);
+  assert_int_equal(u2.parity, 1);
+  run_site(&c, &u2); /* same stream again: no more waits */
+  assert_int_equal(stream_waits, 1);
+}
+
+static void test_stream_change_without_events_starts_over(void **state) {
+  void *ctx = fresh_ctx();
+  gs_sys.cuStreamWaitEvent = NULL;
+  gs_call c;
+  make_call(&c, ctx, H, NTOK, H, CUBLAS_OP_T, CUBLAS_OP_N, 0x6A000000, 0x6B000000, 0x6C000000);
+  fp8_use u1, u2;
+  run_site(&c, &u1);
+  c.g.stream = (void *)0x5200;
+  run_site(&c, &u2);
+  assert_int_equal(u2.id, u1.id);
+  assert_true(u2.ring[0] != u1.ring[0]); /* a fresh ring: the old stream may still use the old one */
+  assert_int_equal(u2.needs_amax_init, 1);
+  assert_int_equal(u2.parity, 0);
+  assert_int_equal(event_records, 0);
+}
+
+static void test_capture_new_site_needs_free_ring(void **state) {
+  void *ctx = fresh_ctx();
+  gs_opt.fp8_max_sites = 1;
+  uint32_t f;
+  uint64_t ev;
+  /* The slab holds max_sites * 2 + 32 = 34 slots at most, all allocated
+   * lazily: one slab of 32 now. */
+  shape_call(ctx, 16, &f, &ev, 0);
+  /* A new site during capture on another stream takes a never-used ring. */
+  gs_call c;
+  make_call(&c, ctx, 32, NTOK, H, CUBLAS_OP_T, CUBLAS_OP_N, 0x6D000000, 0x6E000000, 0x6F000000);
+  c.g.stream = (void *)0x5300;
+  fp8_use u;
+  assert_null(fp8_site_acquire(&c, 1, &u));
+  assert_int_equal(c.site_flags, GS_SITE_NEW | GS_SITE_EVICTED);
+  fp8_site_release(&u, FP8_RAN_AMAX_INIT | FP8_RAN_QUANTIZE);
+  assert_int_equal(allocs, 1);
+}
+
+/* ---- failures ---------------------------------------------------------------------------------- */
+static void test_alloc_failure(void **state) {
+  void *ctx = fresh_ctx();
+  gs_call c;
+  make_call(&c, ctx, H, NTOK, H, CUBLAS_OP_T, CUBLAS_OP_N, 0x70000000, 0x71000000, 0x72000000);
+  fp8_use u;
+  gs_fault_arm(GS_SYS_cuMemAlloc_v2, 1, 0);
+  assert_string_equal(fp8_site_acquire(&c, 0, &u), "cuMemAlloc of fp8 ring memory: out of device memory");
+  assert_int_equal(fp8_sites_live(ctx), 0);
+  assert_null(u.site);
+  /* The next call gets its site. */
+  assert_null(fp8_site_acquire(&c, 0, &u));
+  assert_int_equal(fp8_sites_live(ctx), 1);
+  fp8_site_release(&u, 0);
+}
+
+static void test_capture_cannot_allocate(void **state) {
+  void *ctx = fresh_ctx();
+  gs_call c;
+  make_call(&c, ctx, H, NTOK, H, CUBLAS_OP_T, CUBLAS_OP_N, 0x73000000, 0x74000000, 0x75000000);
+  fp8_use u;
+  assert_string_equal(fp8_site_acquire(&c, 1, &u),
+                      "new fp8 ring state is needed during graph capture and no ring memory is free for this stream "
+                      "(run the call once outside capture, on the capture stream)");
+  assert_int_equal(allocs, 0);
+  assert_int_equal(fp8_sites_live(ctx), 0);
+}
+
+static void test_memset_failure_retries(void **state) {
+  void *ctx = fresh_ctx();
+  gs_call c;
+  make_call(&c, ctx, H, NTOK, H, CUBLAS_OP_T, CUBLAS_OP_N, 0x76000000, 0x77000000, 0x78000000);
+  fp8_use u;
+  gs_fault_arm(GS_SYS_cuMemsetD8Async, 1, 0);
+  assert_string_equal(fp8_site_acquire(&c, 0, &u), "could not initialise the site's fp8 rings (memset failed)");
+  assert_int_equal(c.site_flags, GS_SITE_NEW); /* the site exists, its rings are not set up */
+  c.site_flags = 0;
+  assert_null(fp8_site_acquire(&c, 0, &u));
+  assert_int_equal(c.site_flags, 0);
+  assert_true(u.ring[0]->scale[0] == 1.0f);
+  assert_int_equal(u.ring[1]->history, 16);
+  fp8_site_release(&u, 0);
+}
+
+/* ---- threads --------------------------------------------------------------------------------- */
+typedef struct hammer {
+  void *ctx;
+  int calls;
+} hammer;
+
+static void *hammer_main(void *arg) {
+  hammer *h = arg;
+  for (int i = 0; i < h->calls; i++) {
+    gs_call c;
+    make_call(&c, h->ctx, H, NTOK, H, CUBLAS_OP_T, CUBLAS_OP_N, 0x79000000, 0x7A000000, 0x7B000000);
+    fp8_use u;
+    if (fp8_site_acquire(&c, 0, &u)) return (void *)1;
+    fp8_site_release(&u, FP8_RAN_QUANTIZE);
+  }
+  return NULL;
+}
+
+/* Four threads, one site: every call holds it alone, so the parity moves
+ * once per call. */
+static void test_concurrent_calls_one_site(void **state) {
+  void *ctx = fresh_ctx();
+  hammer h = {ctx, 1001};
+  pthread_t t[4];
+  for (int i = 0; i < 4; i++) assert_int_equal(pthread_create(&t[i], NULL, hammer_main, &h), 0);
+  for (int i = 0; i < 4; i++) {
+    void *r;
+    pthread_join(t[i], &r);
+    assert_null(r);
+  }
+  assert_int_equal(fp8_sites_live(ctx), 1);
+  gs_call c;
+  make_call(&c, ctx, H, NTOK, H, CUBLAS_OP_T, CUBLAS_OP_N, 0x79000000, 0x7A000000, 0x7B000000);
+  fp8_use u;
+  assert_null(fp8_site_acquire(&c, 0, &u));
+  assert_int_equal(u.parity, (4 * 1001) & 1);
+  fp8_site_release(&u, 0);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test_setup_teardown(test_training_unnamed_backward_thread, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_training_autograd_thread_moving, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_training_autograd_thread_caching, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_inference_loop, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_shared_weight_one_site, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_format_options, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_hybrid_detection, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_ring_initialised, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_parity_and_first_call, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_eviction_lru, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_eviction_skips_captured, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_per_context, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_stream_change_waits, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_stream_change_without_events_starts_over, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_capture_new_site_needs_free_ring, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_alloc_failure, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_capture_cannot_allocate, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_memset_failure_retries, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_concurrent_calls_one_site, setup, teardown),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,1041 @@
+/* test_kernels.c: the cast kernels (kernels/cast.cu), the conversions they
+ * use (kernels/convert.h) and their launchers (kernels/cast_launch.c).
+ *
+ *   - convert.h against an independent reference that rounds in the value
+ *     domain with double arithmetic; the reference itself is checked on
+ *     golden values and, for fp16, against the compiler's _Float16;
+ *   - every kernel of GS_CAST_KERNELS run on the CPU from the host build of
+ *     the same source (the STANDIN_KERNELS library, emu.h), on fresh random
+ *     data (seed printed; GS_TEST_SEED repeats a run), outputs poisoned
+ *     first: every element checked bit for bit, padding and everything
+ *     around the matrices checked untouched, the vector path's accesses
+ *     counted against the rule that picks it;
+ *   - the launchers' argument checks, which must answer before any driver
+ *     call (every driver entry is armed to fail meanwhile);
+ *   - the embedded PTX: every kernel of the list is an .entry in it;
+ *   - the launchers end to end over the stand-in libcuda.so.1 (devices 6.1,
+ *     5.2, 9.0; its cuLaunchKernel runs the host kernels): results, the
+ *     module loaded once per context (also under concurrent first use) and
+ *     keyed by context id, the caller's context restored, a device the PTX
+ *     cannot serve reported, and every driver call failing in turn. */
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <inttypes.h>
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#include <library_types.h>
+
+#include "../../kernels/cast.h"
+#include "../../kernels/convert.h"
+#include "../../kernels/kernels.h"
+#include "../../kernels/module.h"
+#include "../standin/standin_kernel.h"
+#include "resolve.h"
+#include "sys.h"
+
+/* ---- random data ------------------------------------------------------- */
+static uint64_t rng_state;
+
+static uint64_t rng_next(void) { /* splitmix64 */
+  uint64_t z = (rng_state += 0x9E3779B97F4A7C15ull);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+static uint32_t rng_u32(void) { return (uint32_t)(rng_next() >> 32); }
+static uint32_t rng_below(uint32_t n) { return (uint32_t)((rng_next() >> 33) % n); }
+
+/* ---- the reference: rounding in the value domain ----------------------- */
+/* A 16-bit float format: exponent bits, mantissa bits, bias. */
+typedef struct fmt16 {
+  int ebits, mbits, bias;
+  const char *name;
+} fmt16;
+static const fmt16 BF16 = {8, 7, 127, "bf16"};
+static const fmt16 F16 = {5, 10, 15, "fp16"};
+
+static uint16_t inf_code(const fmt16 *f) { return (uint16_t)(((1u << f->ebits) - 1) << f->mbits); }
+
+/* The value of a code, NaN/inf aside: plain arithmetic on its fields. */
+static double ref_value(const fmt16 *f, uint16_t code) {
+  int e = (code >> f->mbits) & ((1 << f->ebits) - 1);
+  int m = code & ((1 << f->mbits) - 1);
+  double v = e == 0 ? ldexp(m, 1 - f->bias - f->mbits)
+                    : ldexp((double)((1 << f->mbits) + m), e - f->bias - f->mbits);
+  return (code & 0x8000) ? -v : v;
+}
+
+/* fp32 -> 16-bit: find the neighbours lo = k*ulp <= |x| < (k+1)*ulp in
+ * double (exact: every quantity has at most 25 significant bits), take the
+ * nearer, the even k on a tie; overflow past the largest finite goes to
+ * inf; NaN to the canonical 0x7FFF. */
+static uint16_t ref_narrow(const fmt16 *f, float x) {
+  if (isnan(x)) return 0x7FFF;
+  uint16_t sign = signbit(x) ? 0x8000 : 0;
+  double a = fabs((double)x);
+  if (isinf(a)) return sign | inf_code(f);
+  int emin = 1 - f->bias, emax = f->bias;
+  int e = emin;
+  if (a != 0) {
+    frexp(a, &e);
+    e = e - 1 < emin ? emin : e - 1;
+  }
+  double ulp = ldexp(1.0, e - f->mbits);
+  double k = floor(a / ulp);
+  double rem = a - k * ulp;
+  if (rem > ulp / 2 || (rem == ulp / 2 && fmod(k, 2.0) == 1.0)) k += 1;
+  double r = k * ulp;
+  if (r >= ldexp(1.0, emax + 1)) return sign | inf_code(f);
+  if (r < ldexp(1.0, emin)) return sign | (uint16_t)(r / ldexp(1.0, emin - f->mbits));
+  int re;
+  frexp(r, &re);
+  int E = re - 1;
+  uint16_t man = (uint16_t)(r / ldexp(1.0, E - f->mbits) - (1 << f->mbits));
+  return sign | (uint16_t)((E + f->bias) << f->mbits) | man;
+}
+
+/* 16-bit -> fp32 bits. Values by arithmetic; NaN keeps sign and payload. */
+static uint32_t ref_widen(const fmt16 *f, uint16_t code) {
+  uint16_t mag = code & 0x7FFF;
+  if (mag > inf_code(f)) /* NaN */
+    return ((uint32_t)(code & 0x8000) << 16) | 0x7F800000u |
+           ((uint32_t)(code & ((1u << f->mbits) - 1)) << (23 - f->mbits));
+  if (mag == inf_code(f)) return (code & 0x8000) ? 0xFF800000u : 0x7F800000u;
+  return gs_f32_bits((float)ref_value(f, code));
+}
+
+static float f32(uint32_t bits) { return gs_f32_from_bits(bits); }
+
+/* ---- the reference itself ---------------------------------------------- */
+static void test_reference_golden(void **state) {
+  (void)state;
+  static const struct { uint32_t in; uint16_t bf16, f16; } g[] = {
+      {0x3F800000u, 0x3F80, 0x3C00}, /* 1 */
+      {0xBF800000u, 0xBF80, 0xBC00}, /* -1 */
+      {0x00000000u, 0x0000, 0x0000}, {0x80000000u, 0x8000, 0x8000},
+      {0x40490FDBu, 0x4049, 0x4248}, /* pi */
+      {0x3DCCCCCDu, 0x3DCD, 0x2E66}, /* 0.1 */
+      {0x3EAAAAABu, 0x3EAB, 0x3555}, /* 1/3 */
+      {0x3F808000u, 0x3F80, 0x3C04}, /* 1 + 2^-8: bf16 tie, to even (down) */
+      {0x3F818000u, 0x3F82, 0x3C0C}, /* 1 + 3*2^-8: bf16 tie, to even (up) */
+      {0x3F801000u, 0x3F80, 0x3C00}, /* 1 + 2^-11: fp16 tie, to even (down) */
+      {0x3F803000u, 0x3F80, 0x3C02}, /* 1 + 3*2^-11: fp16 tie, to even (up) */
+      {0x477FE000u, 0x4780, 0x7BFF}, /* 65504, the largest fp16 */
+      {0x477FEFFFu, 0x4780, 0x7BFF}, /* just below 65520 */
+      {0x477FF000u, 0x4780, 0x7C00}, /* 65520: tie, to even = inf */
+      {0x7F7FFFFFu, 0x7F80, 0x7C00}, /* FLT_MAX: bf16 rounds up to inf */
+      {0x7F7F7FFFu, 0x7F7F, 0x7C00},
+      {0x7F7F8000u, 0x7F80, 0x7C00}, /* bf16 tie at the top: to even = inf */
+      {0x7F800000u, 0x7F80, 0x7C00}, {0xFF800000u, 0xFF80, 0xFC00},
+      {0x33800000u, 0x3380, 0x0001}, /* 2^-24, smallest fp16 subnormal */
+      {0x33000000u, 0x3300, 0x0000}, /* 2^-25: tie, to even = 0 */
+      {0x33000001u, 0x3300, 0x0001}, /* just above: 1 */
+      {0x33C00000u, 0x33C0, 0x0002}, /* 1.5*2^-24: tie, to even = 2 */
+      {0x34200000u, 0x3420, 0x0002}, /* 2.5*2^-24: tie, to even = 2 */
+      {0x387FC000u, 0x3880, 0x03FF}, /* 2^-14 - 2^-24: largest subnormal */
+      {0x387FE000u, 0x3880, 0x0400}, /* tie between it and 2^-14: even = normal */
+      {0x38800000u, 0x3880, 0x0400}, /* 2^-14 */
+      {0x00000001u, 0x0000, 0x0000}, /* fp32 subnormals */
+      {0x00008000u, 0x0000, 0x0000}, /* bf16 tie at zero: even = 0 */
+      {0x00008001u, 0x0001, 0x0000}, /* bf16 subnormal kept */
+      {0x00018000u, 0x0002, 0x0000},
+      {0x807FFFFFu, 0x8080, 0x8000},
+      {0x7FC00000u, 0x7FFF, 0x7FFF}, /* NaNs: canonical */
+      {0xFFC00001u, 0x7FFF, 0x7FFF}, {0x7F800001u, 0x7FFF, 0x7FFF},
+  };
+  for (size_t i = 0; i < sizeof g / sizeof g[0]; i++) {
+    if (ref_narrow(&BF16, f32(g[i].in)) != g[i].bf16 || ref_narrow(&F16, f32(g[i].in)) != g[i].f16)
+      fail_msg("reference on 0x%08" PRIx32 ": bf16 0x%04x (golden 0x%04x), fp16 0x%04x (golden 0x%04x)",
+               g[i].in, ref_narrow(&BF16, f32(g[i].in)), g[i].bf16, ref_narrow(&F16, f32(g[i].in)),
+               g[i].f16);
+    assert_int_equal(gs_f32_to_bf16_rn(f32(g[i].in)), g[i].bf16);
+    assert_int_equal(gs_f32_to_f16_rn(f32(g[i].in)), g[i].f16);
+  }
+}
+
+#if defined(__FLT16_MAX__)
+/* The compiler's fp16 conversion (libgcc or F16C), NaN aside, agrees with the
+ * reference: two independent roundings. */
+static void test_reference_vs_float16(void **state) {
+  (void)state;
+  for (uint32_t i = 0; i < (1u << 22); i++) {
+    uint32_t bits = i < (1u << 21) ? (i << 11) | (i & 0x7FF) : rng_u32();
+    float x = f32(bits);
+    if (isnan(x)) continue;
+    _Float16 h = (_Float16)x;
+    uint16_t hb;
+    memcpy(&hb, &h, 2);
+    if (hb != ref_narrow(&F16, x))
+      fail_msg("0x%08" PRIx32 ": _Float16 0x%04x, reference 0x%04x", bits, hb, ref_narrow(&F16, x));
+  }
+}
+#endif
+
+/* ---- convert.h against the reference ------------------------------------ */
+static void test_widen_all_codes(void **state) {
+  (void)state;
+  for (uint32_t c = 0; c < 0x10000; c++) {
+    assert_int_equal(gs_f32_bits(gs_bf16_to_f32((uint16_t)c)), ref_widen(&BF16, (uint16_t)c));
+    assert_int_equal(gs_f32_bits(gs_f16_to_f32((uint16_t)c)), ref_widen(&F16, (uint16_t)c));
+  }
+}
+
+/* Every sign/exponent/top-mantissa combination (the top 20 bits, all of
+ * them) with low bits at the rounding edges and at random: each rounding
+ * position of both formats meets below-half, half, above-half and sticky
+ * bits, in every binade, subnormal and overflow ones included. */
+static void test_narrow_sweep(void **state) {
+  (void)state;
+  static const uint32_t low[] = {0x000, 0x001, 0x7FF, 0x800, 0x801, 0xFFF};
+  for (uint32_t hi = 0; hi < (1u << 20); hi++)
+    for (size_t j = 0; j <= sizeof low / sizeof low[0]; j++) {
+      uint32_t bits = (hi << 12) | (j < sizeof low / sizeof low[0] ? low[j] : (rng_u32() & 0xFFF));
+      float x = f32(bits);
+      uint16_t b = gs_f32_to_bf16_rn(x), h = gs_f32_to_f16_rn(x);
+      if (b != ref_narrow(&BF16, x) || h != ref_narrow(&F16, x))
+        fail_msg("0x%08" PRIx32 ": bf16 0x%04x (ref 0x%04x), fp16 0x%04x (ref 0x%04x)", bits, b,
+                 ref_narrow(&BF16, x), h, ref_narrow(&F16, x));
+    }
+}
+
+/* ---- the host kernels ---------------------------------------------------- */
+static void *host_lib, *standin_cuda;
+static unsigned long long (*take_vector_accesses)(void);
+
+/* $(BUILD)/tests/unit/test_kernels -> $(BUILD)/<rel> */
+static void build_path(char *out, size_t len, const char *rel) {
+  ssize_t n = readlink("/proc/self/exe", out, len - 1);
+  assert_true(n > 0);
+  out[n] = 0;
+  char *slash = strrchr(out, '/');
+  snprintf(slash, len - (size_t)(slash - out), "/../../%s", rel);
+}
+
+/* The host kernels, and the stand-in libcuda.so.1 (cu13) loaded before the
+ * shim looks for libcuda.so.1, so that its dlopen finds this one by soname.
+ * The stand-in reads its environment when loaded. */
+static int setup(void **state) {
+  (void)state;
+  char path[4096], cuda[4096];
+  const char *env = getenv("STANDIN_KERNELS");
+  if (env && *env) snprintf(path, sizeof path, "%s", env);
+  else build_path(path, sizeof path, "kernels/libgemmshim_kernels_host.so");
+  host_lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+  if (!host_lib) {
+    fprintf(stderr, "test_kernels: cannot load the host kernels %s: %s\n", path, dlerror());
+    return -1;
+  }
+  take_vector_accesses = (unsigned long long (*)(void))dlsym(host_lib, "gs_emu_take_vector_accesses");
+  if (!take_vector_accesses) return -1;
+
+  setenv("STANDIN_KERNELS", path, 1);
+  setenv("STANDIN_CC", "6.1,5.2,9.0", 1);
+  build_path(cuda, sizeof cuda, "standin/cu13/libcuda.so.1");
+  standin_cuda = dlopen(cuda, RTLD_NOW | RTLD_GLOBAL);
+  if (!standin_cuda) {
+    fprintf(stderr, "test_kernels: cannot load the stand-in driver %s: %s\n", cuda, dlerror());
+    return -1;
+  }
+  const char *why = resolve_driver();
+  if (why) {
+    fprintf(stderr, "test_kernels: resolve_driver: %s\n", why);
+    return -1;
+  }
+  return gs_sys.cuInit(0) == CUDA_SUCCESS ? 0 : -1;
+}
+
+static int run_host_kernel(const char *name, const unsigned grid[3], const unsigned block[3],
+                           gs_cast_args *a) {
+  char sym[128];
+  snprintf(sym, sizeof sym, "%s%s", STANDIN_KERNEL_PREFIX, name);
+  standin_kernel_fn fn;
+  void *p = dlsym(host_lib, sym);
+  if (!p) fail_msg("%s is not in the host kernel library", sym);
+  memcpy(&fn, &p, sizeof p);
+  void *params[] = {a};
+  standin_launch l = {.abi = STANDIN_KERNEL_ABI,
+                      .grid = {grid[0], grid[1], grid[2]},
+                      .block = {block[0], block[1], block[2]},
+                      .params = params,
+                      .cc_major = 6,
+                      .cc_minor = 1};
+  return fn(&l);
+}
+
+static size_t elem_size(int e) { return e == GS_ELEM_F32 ? 4 : 2; }
+
+/* A random source element: all bit patterns for 16-bit sources; for fp32 a
+ * mix weighted to where narrowing is hard. */
+static uint32_t random_source(int src, int dst) {
+  if (src != GS_ELEM_F32) return rng_u32() & 0xFFFF;
+  const fmt16 *f = dst == GS_ELEM_BF16 ? &BF16 : &F16;
+  switch (rng_below(6)) {
+  case 0: return rng_u32();
+  case 1: { /* a midpoint between neighbours, or one fp32 ulp off it */
+    uint16_t c = (uint16_t)(rng_u32() & 0x7FFF);
+    if (c >= inf_code(f)) c = (uint16_t)(inf_code(f) - 1);
+    float mid = (float)((ref_value(f, c) + ref_value(f, (uint16_t)(c + 1))) / 2);
+    return (gs_f32_bits(mid) + rng_below(3) - 1) | (rng_below(2) << 31);
+  }
+  case 2: return gs_f32_bits((float)((double)rng_u32() / 4294967296.0 * 140000.0 - 70000.0));
+  case 3: return gs_f32_bits(ldexpf((float)(rng_u32() >> 8), -24 - (int)rng_below(40)));
+  case 4: { /* specials */
+    static const uint32_t s[] = {0x7F800000u, 0xFF800000u, 0x7FC00000u, 0xFFFFFFFFu,
+                                 0x7F800001u, 0x00000000u, 0x80000000u, 0x00000001u,
+                                 0x007FFFFFu, 0x477FF000u, 0x477FEFFFu, 0x7F7F8000u,
+                                 0x7F7F7FFFu, 0x7F7FFFFFu, 0x33000000u, 0x33000001u};
+    return s[rng_below(sizeof s / sizeof s[0])];
+  }
+  default: return gs_f32_bits((float)ref_value(f, (uint16_t)rng_u32()));
+  }
+}
+
+static uint32_t expected(int src, int dst, uint32_t x) {
+  if (src == GS_ELEM_BF16) return ref_widen(&BF16, (uint16_t)x);
+  if (src == GS_ELEM_F16) return ref_widen(&F16, (uint16_t)x);
+  if (dst == GS_ELEM_BF16) return ref_narrow(&BF16, f32(x));
+  if (dst == GS_ELEM_F16) return ref_narrow(&F16, f32(x));
+  return x;
+}
+
+static uint32_t get(const void *p, size_t esz, int64_t i) {
+  if (esz == 2) return ((const uint16_t *)p)[i];
+  return ((const uint32_t *)p)[i];
+}
+static void put(void *p, size_t esz, int64_t i, uint32_t v) {
+  if (esz == 2) ((uint16_t *)p)[i] = (uint16_t)v;
+  else ((uint32_t *)p)[i] = v;
+}
+
+#define POISON 0xA5A5A5A5u
+#define MAX_BATCH 8
+
+/* One kernel run. Offsets are in elements from a 64-byte aligned buffer:
+ * for a pointer-array side, one buffer per member at off[b]; for a strided
+ * side, one buffer with member b at off[0] + b*stride. */
+typedef struct cast_case {
+  const char *kernel;
+  int src, dst, layout;
+  int64_t rows, cols, batch, ld_src, ld_dst, stride_src, stride_dst;
+  int src_off[MAX_BATCH], dst_off[MAX_BATCH];
+  unsigned grid[3]; /* {0} = one lane per 4 rows, as the launcher sizes it */
+} cast_case;
+
+typedef struct side {
+  int array;
+  size_t esz;
+  int64_t ld, stride, len; /* len: elements in each buffer */
+  char *buf[MAX_BATCH];    /* allocations (one unless array) */
+  void *base[MAX_BATCH];   /* each member's first element */
+} side;
+
+static void side_alloc(side *s, int array, size_t esz, int64_t ld, int64_t stride,
+                       const cast_case *c, const int *off) {
+  memset(s, 0, sizeof *s);
+  s->array = array, s->esz = esz, s->ld = ld, s->stride = stride;
+  int64_t span = ld * (c->cols - 1) + c->rows;
+  int nbuf = array ? (int)c->batch : 1;
+  s->len = array ? span + 8 : off[0] + stride * (c->batch - 1) + span + 8;
+  for (int b = 0; b < nbuf; b++) {
+    size_t bytes = ((size_t)s->len * esz + 63) / 64 * 64;
+    s->buf[b] = aligned_alloc(64, bytes);
+    assert_non_null(s->buf[b]);
+  }
+  for (int b = 0; b < c->batch; b++)
+    s->base[b] = array ? s->buf[b] + off[b] * esz : s->buf[0] + (off[0] + b * stride) * esz;
+}
+
+static void side_free(side *s) {
+  for (int b = 0; b < MAX_BATCH; b++) free(s->buf[b]);
+}
+
+/* Vector accesses the kernel must make: a column goes 4 at a time iff its
+ * source and destination share their element offset mod 4, after a head of
+ * up to 3 elements; one load and one store per group. */
+static unsigned long long vector_accesses_expected(const cast_case *c, const side *s, const side *d) {
+  unsigned long long n = 0;
+  for (int b = 0; b < c->batch; b++)
+    for (int64_t col = 0; col < c->cols; col++) {
+      uintptr_t sa = (uintptr_t)s->base[b] + (uintptr_t)(col * s->ld) * s->esz;
+      uintptr_t da = (uintptr_t)d->base[b] + (uintptr_t)(col * d->ld) * d->esz;
+      int64_t so = (int64_t)(sa / s->esz % 4), dof = (int64_t)(da / d->esz % 4);
+      if (so != dof) continue;
+      int64_t head = (4 - so) % 4;
+      if (head > c->rows) head = c->rows;
+      n += 2 * (unsigned long long)((c->rows - head) / 4);
+    }
+  return n;
+}
+
+static void run_case(const cast_case *c) {
+  side s, d;
+  side_alloc(&s, c->layout == GS_BATCH_SRC_ARRAY, elem_size(c->src), c->ld_src, c->stride_src, c,
+             c->src_off);
+  side_alloc(&d, c->layout == GS_BATCH_DST_ARRAY, elem_size(c->dst), c->ld_dst, c->stride_dst, c,
+             c->dst_off);
+  int nsrc = s.array ? (int)c->batch : 1, ndst = d.array ? (int)c->batch : 1;
+  for (int b = 0; b < nsrc; b++)
+    for (int64_t i = 0; i < s.len; i++) put(s.buf[b], s.esz, i, random_source(c->src, c->dst));
+  for (int b = 0; b < ndst; b++)
+    for (int64_t i = 0; i < d.len; i++) put(d.buf[b], d.esz, i, POISON);
+
+  gs_cast_args a = {s.array ? (const void *)s.base : s.base[0], d.array ? (void *)d.base : d.base[0],
+                    c->ld_src, c->stride_src, c->ld_dst, c->stride_dst,
+                    c->rows, c->cols, c->batch};
+  unsigned grid[3] = {c->grid[0], c->grid[1], c->grid[2]};
+  if (!grid[0]) {
+    grid[0] = (unsigned)((c->rows + 4 * GS_CAST_BLOCK_X - 1) / (4 * GS_CAST_BLOCK_X));
+    grid[1] = (unsigned)((c->cols + GS_CAST_BLOCK_Y - 1) / GS_CAST_BLOCK_Y);
+    grid[2] = (unsigned)c->batch;
+  }
+  unsigned block[3] = {GS_CAST_BLOCK_X, GS_CAST_BLOCK_Y, 1};
+  take_vector_accesses();
+  int r = run_host_kernel(c->kernel, grid, block, &a);
+  unsigned long long vec = take_vector_accesses();
+  if (r != 0) fail_msg("%s returned %d", c->kernel, r);
+
+  /* Every element, then everything else in the destination untouched. */
+  char *covered[MAX_BATCH] = {0};
+  for (int b = 0; b < ndst; b++) assert_non_null(covered[b] = calloc((size_t)d.len, 1));
+  for (int b = 0; b < c->batch; b++)
+    for (int64_t col = 0; col < c->cols; col++)
+      for (int64_t row = 0; row < c->rows; row++) {
+        int64_t si = col * c->ld_src + row, di = col * c->ld_dst + row;
+        uint32_t x = get(s.base[b], s.esz, si);
+        uint32_t got = get(d.base[b], d.esz, di), want = expected(c->src, c->dst, x);
+        if (got != want)
+          fail_msg("%s %" PRId64 "x%" PRId64 "x%" PRId64 ": (%" PRId64 ",%" PRId64 ",%d) from 0x%08" PRIx32
+                   ": got 0x%08" PRIx32 ", want 0x%08" PRIx32,
+                   c->kernel, c->rows, c->cols, c->batch, row, col, b, x, got, want);
+        int db = d.array ? b : 0;
+        int64_t pos = ((char *)d.base[b] - d.buf[db]) / (int64_t)d.esz + di;
+        covered[db][pos] = 1;
+      }
+  for (int b = 0; b < ndst; b++) {
+    for (int64_t i = 0; i < d.len; i++)
+      if (!covered[b][i] && get(d.buf[b], d.esz, i) != (POISON & (d.esz == 2 ? 0xFFFF : ~0u)))
+        fail_msg("%s wrote outside the matrix: buffer %d element %" PRId64, c->kernel, b, i);
+    free(covered[b]);
+  }
+  unsigned long long want_vec = vector_accesses_expected(c, &s, &d);
+  if (vec != want_vec)
+    fail_msg("%s: %llu vector accesses, the path rule expects %llu", c->kernel, vec, want_vec);
+  side_free(&s);
+  side_free(&d);
+}
+
+/* The same shapes for each kernel of one (source, destination) pair. */
+static void run_family(const char *strided, const char *ptrarray, int src, int dst) {
+  int layout_array = src == GS_ELEM_F32 ? GS_BATCH_DST_ARRAY : GS_BATCH_SRC_ARRAY;
+  const cast_case cases[] = {
+      /* contiguous, aligned: all vector but the last rows' tail */
+      {strided, src, dst, GS_BATCH_STRIDED, 64, 8, 1, 64, 64, 0, 0, {0}, {0}, {0}},
+      /* ld > rows on both sides, equal and a multiple of 4: vector columns */
+      {strided, src, dst, GS_BATCH_STRIDED, 37, 5, 3, 40, 40, 40 * 5 + 4, 40 * 5, {0}, {0}, {0}},
+      /* equal odd ld: each column peels its own head, still vector */
+      {strided, src, dst, GS_BATCH_STRIDED, 67, 9, 2, 69, 69, 69 * 9, 69 * 9 + 3, {0}, {0}, {0}},
+      /* different ld: alignment differs column to column, mixed paths */
+      {strided, src, dst, GS_BATCH_STRIDED, 33, 7, 2, 35, 37, 300, 280, {1}, {2}, {0}},
+      /* bases misaligned alike: vector after a head; unlike: scalar */
+      {strided, src, dst, GS_BATCH_STRIDED, 50, 4, 1, 52, 52, 0, 0, {1}, {1}, {0}},
+      {strided, src, dst, GS_BATCH_STRIDED, 50, 4, 1, 52, 52, 0, 0, {1}, {2}, {0}},
+      /* fewer rows than the head: every element scalar */
+      {strided, src, dst, GS_BATCH_STRIDED, 2, 3, 2, 2, 2, 6, 6, {1}, {1}, {0}},
+      /* one row */
+      {strided, src, dst, GS_BATCH_STRIDED, 1, 5, 1, 1, 3, 0, 0, {0}, {0}, {0}},
+      /* broadcast source (stride 0) */
+      {strided, src, dst, GS_BATCH_STRIDED, 20, 3, 3, 24, 20, 0, 60, {0}, {0}, {0}},
+      /* a grid far smaller than the work: grid-stride loops on x, y and z */
+      {strided, src, dst, GS_BATCH_STRIDED, 1000, 21, 5, 1003, 1001, 1003 * 21, 1001 * 21, {2}, {3},
+       {1, 1, 2}},
+      {strided, src, dst, GS_BATCH_STRIDED, 300, 40, 3, 300, 300, 300 * 40, 300 * 40, {0}, {0},
+       {2, 1, 1}},
+      /* pointer arrays: each member's alignment on its own */
+      {ptrarray, src, dst, layout_array, 45, 6, 5, 48, 47, 48 * 6, 47 * 6, {0, 1, 2, 3, 0}, {0, 1, 3, 2, 1},
+       {0}},
+      {ptrarray, src, dst, layout_array, 129, 3, 4, 132, 132, 132 * 3, 132 * 3, {0, 1, 2, 3}, {0, 1, 2, 3},
+       {1, 1, 3}},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    if (!cases[i].kernel) continue;
+    cast_case c = cases[i];
+    /* Pointer-array members all start at their own off[b]; strided sides use off[0]. */
+    run_case(&c);
+  }
+}
+
+static void test_widen_bf16(void **state) {
+  (void)state;
+  run_family("gs_widen_bf16", "gs_widen_bf16_ptrarray", GS_ELEM_BF16, GS_ELEM_F32);
+}
+static void test_widen_f16(void **state) {
+  (void)state;
+  run_family("gs_widen_f16", "gs_widen_f16_ptrarray", GS_ELEM_F16, GS_ELEM_F32);
+}
+static void test_widen_f32(void **state) {
+  (void)state;
+  run_family("gs_widen_f32", NULL, GS_ELEM_F32, GS_ELEM_F32);
+}
+static void test_narrow_bf16(void **state) {
+  (void)state;
+  run_family("gs_narrow_bf16", "gs_narrow_bf16_ptrarray", GS_ELEM_F32, GS_ELEM_BF16);
+}
+static void test_narrow_f16(void **state) {
+  (void)state;
+  run_family("gs_narrow_f16", "gs_narrow_f16_ptrarray", GS_ELEM_F32, GS_ELEM_F16);
+}
+
+/* ---- the embedded module ----------------------------------------------- */
+/* Each file's image is PTX for sm_61 and defines every kernel its list
+ * names (cuModuleGetFunction would fail at run time otherwise). */
+static void check_image(const char *file, const char *ptx, const char *const *names, size_t n) {
+  if (!strstr(ptx, "\n.target sm_61\n")) fail_msg("gs_ptx_%s is not sm_61 PTX", file);
+  for (size_t i = 0; i < n; i++) {
+    char entry[160];
+    snprintf(entry, sizeof entry, ".entry %s(", names[i]);
+    if (!strstr(ptx, entry)) fail_msg("no .entry %s in gs_ptx_%s", names[i], file);
+  }
+}
+
+static void test_ptx_has_every_kernel(void **state) {
+  (void)state;
+#define ENTRY_NAME(name, ...) #name,
+#define CHECK_FILE(file, list)                                                  \
+  {                                                                             \
+    static const char *const names[] = {list(ENTRY_NAME)};                      \
+    check_image(#file, gs_ptx_##file, names, sizeof names / sizeof names[0]);   \
+  }
+  GS_KERNEL_FILES(CHECK_FILE)
+#undef CHECK_FILE
+#undef ENTRY_NAME
+}
+
+/* ---- launcher argument checks ------------------------------------------- */
+/* Every driver entry fails while these run: an answer that needed the
+ * driver would come back as CUDA_ERROR_UNKNOWN or NOT_INITIALIZED. */
+static void arm_driver_faults(void) {
+#define ARM(name, ret, fail, params, args) gs_fault_arm(GS_SYS_##name, 1, 1);
+  GS_SYS_DRIVER(ARM)
+#undef ARM
+}
+
+static void test_launcher_argument_checks(void **state) {
+  (void)state;
+  arm_driver_faults();
+  CUcontext ctx = (CUcontext)0x1000;
+  _Alignas(16) uint16_t h[16];
+  _Alignas(16) float f[16];
+  const void *arr[2] = {h, h};
+  void *darr[2] = {h, h};
+  const CUresult BAD = CUDA_ERROR_INVALID_VALUE, OK = CUDA_SUCCESS;
+  /* negative sizes */
+  assert_int_equal(kernel_widen(ctx, NULL, CUDA_R_16BF, h, 4, 0, f, 4, 0, -1, 2, 1), BAD);
+  assert_int_equal(kernel_widen(ctx, NULL, CUDA_R_16BF, h, 4, 0, f, 4, 0, 4, -2, 1), BAD);
+  assert_int_equal(kernel_widen(ctx, NULL, CUDA_R_16BF, h, 4, 0, f, 4, 0, 4, 2, -1), BAD);
+  assert_int_equal(kernel_narrow(ctx, NULL, CUDA_R_16F, f, 4, 0, h, 4, 0, -4, 2, 1), BAD);
+  assert_int_equal(kernel_widen_vector(ctx, NULL, CUDA_R_16BF, h, f, -1), BAD);
+  /* ld < rows, either side */
+  assert_int_equal(kernel_widen(ctx, NULL, CUDA_R_16BF, h, 3, 0, f, 4, 0, 4, 2, 1), BAD);
+  assert_int_equal(kernel_widen(ctx, NULL, CUDA_R_16BF, h, 4, 0, f, 3, 0, 4, 2, 1), BAD);
+  assert_int_equal(kernel_narrow(ctx, NULL, CUDA_R_16BF, f, 2, 0, h, 4, 0, 4, 2, 1), BAD);
+  assert_int_equal(kernel_widen_ptrarray(ctx, NULL, CUDA_R_16F, arr, 2, f, 4, 8, 4, 2, 2), BAD);
+  assert_int_equal(kernel_narrow_ptrarray(ctx, NULL, CUDA_R_16F, f, 4, 8, darr, 3, 4, 2, 2), BAD);
+  /* ld < rows is invalid even when another size is zero */
+  assert_int_equal(kernel_widen(ctx, NULL, CUDA_R_16BF, h, 3, 0, f, 4, 0, 4, 0, 1), BAD);
+  /* types: widen takes bf16/fp16, the vector also fp32 */
+  assert_int_equal(kernel_widen(ctx, NULL, CUDA_R_32F, h, 4, 0, f, 4, 0, 4, 2, 1), BAD);
+  assert_int_equal(kernel_widen(ctx, NULL, CUDA_R_8I, h, 4, 0, f, 4, 0, 4, 2, 1), BAD);
+  assert_int_equal(kernel_narrow(ctx, NULL, CUDA_R_32F, f, 4, 0, h, 4, 0, 4, 2, 1), BAD);
+  assert_int_equal(kernel_widen_vector(ctx, NULL, CUDA_R_64F, h, f, 4), BAD);
+  /* strides: negative, overlapping destination members */
+  assert_int_equal(kernel_widen(ctx, NULL, CUDA_R_16BF, h, 4, -8, f, 4, 8, 4, 2, 2), BAD);
+  assert_int_equal(kernel_widen(ctx, NULL, CUDA_R_16BF, h, 4, 8, f, 4, 7, 4, 2, 2), BAD);
+  assert_int_equal(kernel_narrow(ctx, NULL, CUDA_R_16BF, f, 4, 8, h, 4, 0, 4, 2, 2), BAD);
+  /* offsets past int64 */
+  assert_int_equal(kernel_widen(ctx, NULL, CUDA_R_16BF, h, INT64_MAX / 2, 0, f, 4, 0, 4, 3, 1), BAD);
+  assert_int_equal(kernel_widen(ctx, NULL, CUDA_R_16BF, h, 4, INT64_MAX / 2, f, 4, 8, 4, 2, 3), BAD);
+  /* NULL or misaligned pointers with work to do */
+  assert_int_equal(kernel_widen(ctx, NULL, CUDA_R_16BF, NULL, 4, 0, f, 4, 0, 4, 2, 1), BAD);
+  assert_int_equal(kernel_widen(ctx, NULL, CUDA_R_16BF, (char *)h + 1, 4, 0, f, 4, 0, 4, 2, 1), BAD);
+  assert_int_equal(kernel_narrow(ctx, NULL, CUDA_R_16BF, (float *)((char *)f + 2), 4, 0, h, 4, 0, 4, 2, 1), BAD);
+  assert_int_equal(kernel_narrow_ptrarray(ctx, NULL, CUDA_R_16BF, f, 4, 8, NULL, 4, 4, 2, 2), BAD);
+  /* nothing to do: success, no driver call (every one would fail) */
+  assert_int_equal(kernel_widen(ctx, NULL, CUDA_R_16BF, h, 4, 0, f, 4, 0, 0, 2, 1), OK);
+  assert_int_equal(kernel_widen(ctx, NULL, CUDA_R_16BF, h, 4, 0, f, 4, 0, 4, 0, 1), OK);
+  assert_int_equal(kernel_widen(ctx, NULL, CUDA_R_16BF, h, 4, 0, f, 4, 0, 4, 2, 0), OK);
+  assert_int_equal(kernel_widen(ctx, NULL, CUDA_R_16BF, NULL, 0, 0, NULL, 0, 0, 0, 0, 0), OK);
+  assert_int_equal(kernel_widen_ptrarray(ctx, NULL, CUDA_R_16F, NULL, 4, NULL, 4, 8, 4, 2, 0), OK);
+  assert_int_equal(kernel_narrow(ctx, NULL, CUDA_R_16F, f, 4, 0, h, 4, 0, 4, 0, 1), OK);
+  assert_int_equal(kernel_narrow_ptrarray(ctx, NULL, CUDA_R_16F, f, 4, 8, darr, 4, 0, 2, 2), OK);
+  assert_int_equal(kernel_widen_vector(ctx, NULL, CUDA_R_32F, NULL, NULL, 0), OK);
+  /* The control: valid work does reach the (failing) driver. */
+  assert_int_not_equal(kernel_widen(ctx, NULL, CUDA_R_16BF, h, 4, 0, f, 4, 0, 4, 2, 1), OK);
+  gs_fault_clear();
+}
+
+/* ---- the launchers over the stand-in driver ------------------------------ */
+#define DEV_61 0 /* STANDIN_CC order */
+#define DEV_52 1
+#define DEV_90 2
+#define FILE_COUNT_ONE(file, list) +1
+static const int module_files = 0 GS_KERNEL_FILES(FILE_COUNT_ONE);
+
+static void *standin_sym(const char *name) {
+  void *p = dlsym(standin_cuda, name);
+  if (!p) fail_msg("the stand-in has no %s", name);
+  return p;
+}
+
+/* A new context on `device`, not left current. */
+static CUcontext new_context(int device) {
+  CUresult (*create)(CUcontext *, CUctxCreateParams *, unsigned, CUdevice);
+  *(void **)&create = standin_sym("cuCtxCreate_v4");
+  CUcontext ctx, popped;
+  assert_int_equal(create(&ctx, NULL, 0, device), CUDA_SUCCESS);
+  assert_int_equal(gs_sys.cuCtxPopCurrent_v2(&popped), CUDA_SUCCESS);
+  assert_ptr_equal(popped, ctx);
+  return ctx;
+}
+
+static CUcontext current(void) {
+  CUcontext c = NULL;
+  assert_int_equal(gs_sys.cuCtxGetCurrent(&c), CUDA_SUCCESS);
+  return c;
+}
+
+/* Device memory (host memory in the stand-in, 0xFF-filled), owned by ctx. */
+static void *dev_alloc(CUcontext ctx, size_t bytes) {
+  CUdeviceptr p;
+  CUcontext popped;
+  assert_int_equal(gs_sys.cuCtxPushCurrent_v2(ctx), CUDA_SUCCESS);
+  assert_int_equal(gs_sys.cuMemAlloc_v2(&p, bytes), CUDA_SUCCESS);
+  assert_int_equal(gs_sys.cuCtxPopCurrent_v2(&popped), CUDA_SUCCESS);
+  return (void *)(uintptr_t)p;
+}
+
+static void dev_free(CUcontext ctx, void *p) {
+  CUcontext popped;
+  assert_int_equal(gs_sys.cuCtxPushCurrent_v2(ctx), CUDA_SUCCESS);
+  assert_int_equal(gs_sys.cuMemFree_v2((CUdeviceptr)(uintptr_t)p), CUDA_SUCCESS);
+  assert_int_equal(gs_sys.cuCtxPopCurrent_v2(&popped), CUDA_SUCCESS);
+}
+
+/* A matrix in device memory: member b at base[b] (one allocation for a
+ * strided side, one per member for a pointer-array side). */
+typedef struct dmat {
+  int elem, array;
+  int64_t rows, cols, batch, ld, stride;
+  void *alloc[MAX_BATCH];
+  void *base[MAX_BATCH];
+  int64_t len; /* elements per allocation */
+} dmat;
+
+static void dmat_make(dmat *m, CUcontext ctx, int elem, int array, int64_t rows, int64_t cols,
+                      int64_t batch, int64_t ld, int64_t stride, int fill) {
+  memset(m, 0, sizeof *m);
+  m->elem = elem, m->array = array, m->rows = rows, m->cols = cols, m->batch = batch;
+  m->ld = ld, m->stride = stride;
+  int64_t span = ld * (cols - 1) + rows;
+  m->len = array ? span : stride * (batch - 1) + span;
+  size_t esz = elem_size(elem);
+  for (int b = 0; b < (array ? batch : 1); b++) m->alloc[b] = dev_alloc(ctx, (size_t)m->len * esz);
+  for (int b = 0; b < batch; b++)
+    m->base[b] = array ? m->alloc[b] : (char *)m->alloc[0] + (size_t)(b * stride) * esz;
+  if (fill)
+    for (int b = 0; b < (array ? batch : 1); b++)
+      for (int64_t i = 0; i < m->len; i++)
+        put(m->alloc[b], esz, i, random_source(elem, rng_below(2) ? GS_ELEM_BF16 : GS_ELEM_F16));
+}
+
+static void dmat_free(dmat *m, CUcontext ctx) {
+  for (int b = 0; b < MAX_BATCH; b++)
+    if (m->alloc[b]) dev_free(ctx, m->alloc[b]);
+}
+
+/* The device copy of the member pointers, for the pointer-array launchers. */
+static void **dmat_ptr_array(dmat *m, CUcontext ctx) {
+  void **arr = dev_alloc(ctx, sizeof(void *) * (size_t)m->batch);
+  for (int b = 0; b < m->batch; b++) arr[b] = m->base[b];
+  return arr;
+}
+
+/* dst holds cast(src) element by element, and its bytes outside the
+ * matrix are still the stand-in's 0xFF. */
+static void dmat_check(const dmat *src, const dmat *dst, const char *what) {
+  size_t sz = elem_size(src->elem), dz = elem_size(dst->elem);
+  for (int b = 0; b < src->batch; b++)
+    for (int64_t c = 0; c < src->cols; c++)
+      for (int64_t r = 0; r < src->rows; r++) {
+        uint32_t x = get(src->base[b], sz, c * src->ld + r);
+        uint32_t got = get(dst->base[b], dz, c * dst->ld + r);
+        uint32_t want = expected(src->elem, dst->elem, x);
+        if (got != want)
+          fail_msg("%s (%" PRId64 ",%" PRId64 ",%d): from 0x%08" PRIx32 " got 0x%08" PRIx32
+                   ", want 0x%08" PRIx32, what, r, c, b, x, got, want);
+      }
+  uint32_t ff = dz == 2 ? 0xFFFF : 0xFFFFFFFFu;
+  for (int a = 0; a < (dst->array ? dst->batch : 1); a++)
+    for (int64_t i = 0; i < dst->len; i++) {
+      int inside = 0;
+      for (int b = 0; b < dst->batch && !inside; b++) {
+        if (dst->array && b != a) continue;
+        int64_t off = ((char *)dst->alloc[a] + i * (int64_t)dz - (char *)dst->base[b]) / (int64_t)dz;
+        if (off >= 0 && off % dst->ld < dst->rows && off / dst->ld < dst->cols) inside = 1;
+      }
+      if (!inside && get(dst->alloc[a], dz, i) != ff)
+        fail_msg("%s wrote outside the matrix: allocation %d element %" PRId64, what, a, i);
+    }
+}
+
+static void test_launch_results(void **state) {
+  (void)state;
+  CUcontext ctx = new_context(DEV_61);
+  dmat s, w, n;
+  /* ld > rows on the source, contiguous destination: no folding. */
+  dmat_make(&s, ctx, GS_ELEM_BF16, 0, 45, 7, 3, 48, 48 * 7 + 5, 1);
+  dmat_make(&w, ctx, GS_ELEM_F32, 0, 45, 7, 3, 45, 45 * 7, 0);
+  assert_int_equal(kernel_widen(ctx, NULL, CUDA_R_16BF, s.base[0], s.ld, s.stride, w.base[0], w.ld,
+                                w.stride, 45, 7, 3), CUDA_SUCCESS);
+  dmat_check(&s, &w, "kernel_widen bf16");
+  dmat_make(&n, ctx, GS_ELEM_BF16, 0, 45, 7, 3, 50, 50 * 7, 0);
+  assert_int_equal(kernel_narrow(ctx, NULL, CUDA_R_16BF, w.base[0], w.ld, w.stride, n.base[0], n.ld,
+                                 n.stride, 45, 7, 3), CUDA_SUCCESS);
+  dmat_check(&w, &n, "kernel_narrow bf16");
+  dmat_free(&s, ctx), dmat_free(&w, ctx), dmat_free(&n, ctx);
+
+  /* Contiguous both sides, members back to back: folded into one column. */
+  dmat_make(&s, ctx, GS_ELEM_F16, 0, 33, 5, 4, 33, 33 * 5, 1);
+  dmat_make(&w, ctx, GS_ELEM_F32, 0, 33, 5, 4, 33, 33 * 5, 0);
+  assert_int_equal(kernel_widen(ctx, NULL, CUDA_R_16F, s.base[0], 33, 165, w.base[0], 33, 165, 33, 5, 4),
+                   CUDA_SUCCESS);
+  dmat_check(&s, &w, "kernel_widen fp16 (folded)");
+  dmat_free(&s, ctx);
+  dmat_make(&s, ctx, GS_ELEM_F32, 0, 33, 5, 4, 33, 33 * 5, 1);
+  dmat_make(&n, ctx, GS_ELEM_F16, 0, 33, 5, 4, 33, 33 * 5, 0);
+  assert_int_equal(kernel_narrow(ctx, NULL, CUDA_R_16F, s.base[0], 33, 165, n.base[0], 33, 165, 33, 5, 4),
+                   CUDA_SUCCESS);
+  dmat_check(&s, &n, "kernel_narrow fp16 (folded)");
+  dmat_free(&s, ctx), dmat_free(&w, ctx), dmat_free(&n, ctx);
+
+  /* Contiguous columns, members back to back in the source only: the
+   * columns fold, the batch must not. */
+  dmat_make(&s, ctx, GS_ELEM_BF16, 0, 33, 5, 4, 33, 33 * 5, 1);
+  dmat_make(&w, ctx, GS_ELEM_F32, 0, 33, 5, 4, 33, 33 * 5 + 7, 0);
+  assert_int_equal(kernel_widen(ctx, NULL, CUDA_R_16BF, s.base[0], 33, 165, w.base[0], 33, 172, 33, 5, 4),
+                   CUDA_SUCCESS);
+  dmat_check(&s, &w, "kernel_widen bf16 (columns folded)");
+  dmat_free(&s, ctx), dmat_free(&w, ctx);
+
+  /* Pointer arrays, folded columns (ld == rows) but separate members. */
+  dmat_make(&s, ctx, GS_ELEM_BF16, 1, 29, 6, 5, 29, 0, 1);
+  dmat_make(&w, ctx, GS_ELEM_F32, 0, 29, 6, 5, 31, 31 * 6 + 1, 0);
+  void **arr = dmat_ptr_array(&s, ctx);
+  assert_int_equal(kernel_widen_ptrarray(ctx, NULL, CUDA_R_16BF, (const void *const *)arr, 29, w.base[0],
+                                         31, w.stride, 29, 6, 5), CUDA_SUCCESS);
+  dmat_check(&s, &w, "kernel_widen_ptrarray bf16");
+  dev_free(ctx, arr);
+  dmat_make(&n, ctx, GS_ELEM_F16, 1, 29, 6, 5, 30, 0, 0);
+  arr = dmat_ptr_array(&n, ctx);
+  assert_int_equal(kernel_narrow_ptrarray(ctx, NULL, CUDA_R_16F, w.base[0], 31, w.stride, arr, 30, 29, 6, 5),
+                   CUDA_SUCCESS);
+  dmat_check(&w, &n, "kernel_narrow_ptrarray fp16");
+  dev_free(ctx, arr);
+  dmat_free(&s, ctx), dmat_free(&w, ctx), dmat_free(&n, ctx);
+
+  /* Bias vectors of every type. */
+  static const int types[] = {CUDA_R_16BF, CUDA_R_16F, CUDA_R_32F};
+  static const int elems[] = {GS_ELEM_BF16, GS_ELEM_F16, GS_ELEM_F32};
+  for (int t = 0; t < 3; t++) {
+    dmat_make(&s, ctx, elems[t], 0, 1001, 1, 1, 1001, 0, 1);
+    dmat_make(&w, ctx, GS_ELEM_F32, 0, 1001, 1, 1, 1001, 0, 0);
+    assert_int_equal(kernel_widen_vector(ctx, NULL, types[t], s.base[0], w.base[0], 1001), CUDA_SUCCESS);
+    dmat_check(&s, &w, "kernel_widen_vector");
+    dmat_free(&s, ctx), dmat_free(&w, ctx);
+  }
+  assert_null(current());
+}
+
+/* Launch shapes, recorded instead of run. */
+static unsigned last_grid[3], last_block[3];
+static CUresult (*real_launch)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+                               unsigned, CUstream, void **, void **);
+static CUresult record_launch(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
+                              unsigned by, unsigned bz, unsigned shmem, CUstream s, void **params,
+                              void **extra) {
+  last_grid[0] = gx, last_grid[1] = gy, last_grid[2] = gz;
+  last_block[0] = bx, last_block[1] = by, last_block[2] = bz;
+  assert_int_equal(shmem, 0);
+  assert_null(extra);
+  assert_non_null(params);
+  return CUDA_SUCCESS;
+}
+
+static void expect_grid(unsigned x, unsigned y, unsigned z) {
+  assert_int_equal(last_grid[0], x);
+  assert_int_equal(last_grid[1], y);
+  assert_int_equal(last_grid[2], z);
+  assert_int_equal(last_block[0], GS_CAST_BLOCK_X);
+  assert_int_equal(last_block[1], GS_CAST_BLOCK_Y);
+  assert_int_equal(last_block[2], 1);
+}
+
+static void test_launch_grid(void **state) {
+  (void)state;
+  CUcontext ctx = new_context(DEV_61);
+  real_launch = gs_sys.cuLaunchKernel;
+  gs_sys.cuLaunchKernel = record_launch;
+  void *p = (void *)(uintptr_t)0x100000; /* never touched: nothing runs */
+  /* 4 rows a thread, 32 threads along x, 8 columns a block */
+  assert_int_equal(kernel_widen(ctx, NULL, CUDA_R_16BF, p, 1000, 0, p, 1001, 20020, 1000, 20, 3), 0);
+  expect_grid(8, 3, 3);
+  /* folded: 1000 x 20 x 3 contiguous is one column of 60000 */
+  assert_int_equal(kernel_widen(ctx, NULL, CUDA_R_16BF, p, 1000, 20000, p, 1000, 20000, 1000, 20, 3), 0);
+  expect_grid(469, 1, 1);
+  /* pointer arrays fold columns, never members */
+  assert_int_equal(kernel_narrow_ptrarray(ctx, NULL, CUDA_R_16F, p, 1000, 20000, p, 1000, 1000, 20, 3), 0);
+  expect_grid(157, 1, 3);
+  /* y and z capped at 65535 (the kernels' loops cover the rest); x too */
+  assert_int_equal(kernel_widen(ctx, NULL, CUDA_R_16F, p, 2, 0, p, 1, 0, 1, 600000, 1), 0);
+  expect_grid(1, 65535, 1);
+  assert_int_equal(kernel_narrow(ctx, NULL, CUDA_R_16F, p, 2, 4, p, 1, 1, 1, 1, 100000), 0);
+  expect_grid(1, 1, 65535);
+  assert_int_equal(kernel_widen_vector(ctx, NULL, CUDA_R_32F, p, p, (int64_t)1 << 40), 0);
+  expect_grid(65535, 1, 1);
+  gs_sys.cuLaunchKernel = real_launch;
+}
+
+/* Module loads and unloads, counted. */
+static _Atomic int loads, unloads;
+static CUresult (*real_load)(CUmodule *, const void *);
+static CUresult (*real_unload)(CUmodule);
+static int slow_load; /* widen the window in which a second thread can race */
+static CUresult count_load(CUmodule *m, const void *image) {
+  if (slow_load) usleep(20000);
+  CUresult r = real_load(m, image);
+  if (r == CUDA_SUCCESS) loads++;
+  return r;
+}
+static CUresult count_unload(CUmodule m) {
+  unloads++;
+  return real_unload(m);
+}
+static void count_modules(int on) {
+  if (on) {
+    real_load = gs_sys.cuModuleLoadData, real_unload = gs_sys.cuModuleUnload;
+    gs_sys.cuModuleLoadData = count_load, gs_sys.cuModuleUnload = count_unload;
+    loads = unloads = 0;
+  } else {
+    gs_sys.cuModuleLoadData = real_load, gs_sys.cuModuleUnload = real_unload;
+  }
+}
+
+/* A small widen on ctx, checked. */
+static CUresult small_widen(CUcontext ctx, int check) {
+  dmat s, w;
+  dmat_make(&s, ctx, GS_ELEM_BF16, 0, 10, 3, 2, 12, 36, 1);
+  dmat_make(&w, ctx, GS_ELEM_F32, 0, 10, 3, 2, 11, 33, 0);
+  CUresult r = kernel_widen(ctx, NULL, CUDA_R_16BF, s.base[0], 12, 36, w.base[0], 11, 33, 10, 3, 2);
+  if (check) dmat_check(&s, &w, "small widen");
+  dmat_free(&s, ctx), dmat_free(&w, ctx);
+  return r;
+}
+
+/* The launcher pushes the context it is given and restores the caller's. */
+static void test_launch_other_context(void **state) {
+  (void)state;
+  CUcontext a = new_context(DEV_61), b = new_context(DEV_90), popped;
+  assert_int_equal(gs_sys.cuCtxPushCurrent_v2(a), CUDA_SUCCESS);
+  count_modules(1);
+  assert_null(kernels_ready(b));
+  assert_ptr_equal(current(), a);
+  assert_int_equal(small_widen(b, 1), CUDA_SUCCESS);
+  assert_ptr_equal(current(), a);
+  assert_int_equal(small_widen(a, 1), CUDA_SUCCESS);
+  assert_ptr_equal(current(), a);
+  assert_int_equal(loads, 2 * module_files);
+  count_modules(0);
+  assert_int_equal(gs_sys.cuCtxPopCurrent_v2(&popped), CUDA_SUCCESS);
+}
+
+static void test_module_once_per_context(void **state) {
+  (void)state;
+  CUcontext a = new_context(DEV_61), b = new_context(DEV_61);
+  count_modules(1);
+  for (int i = 0; i < 3; i++) assert_int_equal(small_widen(a, 1), CUDA_SUCCESS);
+  assert_int_equal(loads, module_files);
+  assert_null(kernels_ready(a));
+  assert_int_equal(small_widen(b, 1), CUDA_SUCCESS);
+  assert_int_equal(loads, 2 * module_files);
+  assert_int_equal(unloads, 0);
+  count_modules(0);
+}
+
+typedef struct first_use {
+  CUcontext ctx;
+  CUresult r;
+  float out[300];
+  uint16_t in[300];
+} first_use;
+
+static pthread_barrier_t first_use_start;
+
+static void *first_use_thread(void *arg) {
+  first_use *u = arg;
+  pthread_barrier_wait(&first_use_start);
+  u->r = kernel_widen_vector(u->ctx, NULL, CUDA_R_16F, u->in, u->out, 300);
+  return NULL;
+}
+
+/* Threads racing to the first launch in a context load its modules once. */
+static void test_concurrent_first_use(void **state) {
+  (void)state;
+  enum { THREADS = 8 };
+  CUcontext ctx = new_context(DEV_61);
+  count_modules(1);
+  slow_load = 1;
+  static first_use u[THREADS];
+  pthread_t t[THREADS];
+  assert_int_equal(pthread_barrier_init(&first_use_start, NULL, THREADS), 0);
+  for (int i = 0; i < THREADS; i++) {
+    u[i].ctx = ctx;
+    for (int j = 0; j < 300; j++) u[i].in[j] = (uint16_t)rng_u32();
+    assert_int_equal(pthread_create(&t[i], NULL, first_use_thread, &u[i]), 0);
+  }
+  for (int i = 0; i < THREADS; i++) {
+    assert_int_equal(pthread_join(t[i], NULL), 0);
+    assert_int_equal(u[i].r, CUDA_SUCCESS);
+    for (int j = 0; j < 300; j++) assert_int_equal(gs_f32_bits(u[i].out[j]), ref_widen(&F16, u[i].in[j]));
+  }
+  assert_int_equal(loads, module_files);
+  slow_load = 0;
+  count_modules(0);
+  pthread_barrier_destroy(&first_use_start);
+}
+
+/* A context destroyed and another made at the same address differ by id:
+ * the cache must load again. The stand-in never reuses addresses, so ids
+ * come from a stand-in for cuCtxGetId. */
+static unsigned long long fake_id;
+static CUresult fake_get_id(CUcontext c, unsigned long long *id) {
+  (void)c;
+  *id = fake_id;
+  return CUDA_SUCCESS;
+}
+
+static void test_module_keyed_by_context_id(void **state) {
+  (void)state;
+  CUcontext ctx = new_context(DEV_61);
+  CUresult (*real_get_id)(CUcontext, unsigned long long *) = gs_sys.cuCtxGetId;
+  gs_sys.cuCtxGetId = fake_get_id;
+  count_modules(1);
+  fake_id = 1001;
+  assert_int_equal(small_widen(ctx, 1), CUDA_SUCCESS);
+  assert_int_equal(small_widen(ctx, 1), CUDA_SUCCESS);
+  assert_int_equal(loads, module_files);
+  fake_id = 1002;
+  assert_int_equal(small_widen(ctx, 1), CUDA_SUCCESS);
+  assert_int_equal(loads, 2 * module_files);
+  count_modules(0);
+  gs_sys.cuCtxGetId = real_get_id;
+}
+
+/* sm_52 is older than the PTX's .target: the driver refuses the module and
+ * the launcher says why, launching nothing. */
+static void test_device_too_old(void **state) {
+  (void)state;
+  CUcontext ctx = new_context(DEV_52);
+  const char *why = kernels_ready(ctx);
+  assert_non_null(why);
+  assert_non_null(strstr(why, "cuModuleLoadData"));
+  assert_int_equal(small_widen(ctx, 0), CUDA_ERROR_INVALID_PTX);
+  assert_null(current());
+}
+
+/* Each driver call the launcher makes fails in turn (the nth call of each
+ * entry, n = 1, 2, ...), in a fresh context: the launcher returns the
+ * failure or succeeds with the right result, unloads what a failed load
+ * loaded, restores the caller's context (unless restoring is what failed),
+ * and a retry succeeds. */
+static void test_driver_failures(void **state) {
+  (void)state;
+  static const gs_sys_id entries[] = {GS_SYS_cuCtxGetCurrent, GS_SYS_cuCtxPushCurrent_v2,
+                                      GS_SYS_cuCtxPopCurrent_v2, GS_SYS_cuModuleLoadData,
+                                      GS_SYS_cuModuleGetFunction, GS_SYS_cuLaunchKernel};
+  CUcontext base = new_context(DEV_61), popped;
+  assert_int_equal(gs_sys.cuCtxPushCurrent_v2(base), CUDA_SUCCESS);
+  int failures = 0;
+  for (size_t e = 0; e < sizeof entries / sizeof entries[0]; e++)
+    for (unsigned n = 1; n <= 4; n++) {
+      CUcontext ctx = new_context(DEV_61);
+      dmat s, w;
+      dmat_make(&s, ctx, GS_ELEM_BF16, 0, 10, 3, 1, 12, 0, 1);
+      dmat_make(&w, ctx, GS_ELEM_F32, 0, 10, 3, 1, 10, 0, 0);
+      count_modules(1);
+      gs_fault_arm(entries[e], n, 0);
+      CUresult r = kernel_widen(ctx, NULL, CUDA_R_16BF, s.base[0], 12, 0, w.base[0], 10, 0, 10, 3, 1);
+      gs_fault_clear();
+      if (r == CUDA_SUCCESS) {
+        dmat_check(&s, &w, "widen under a fault that missed");
+      } else {
+        failures++;
+        assert_int_equal(r, CUDA_ERROR_UNKNOWN);
+      }
+      if (entries[e] == GS_SYS_cuCtxPopCurrent_v2 && current() == ctx)
+        assert_int_equal(gs_sys.cuCtxPopCurrent_v2(&popped), CUDA_SUCCESS);
+      assert_ptr_equal(current(), base);
+      assert_int_equal(kernel_widen(ctx, NULL, CUDA_R_16BF, s.base[0], 12, 0, w.base[0], 10, 0, 10, 3, 1),
+                       CUDA_SUCCESS);
+      dmat_check(&s, &w, "widen retried after a fault");
+      assert_ptr_equal(current(), base);
+      /* One live set of modules in ctx: a failed load unloaded its part. */
+      count_modules(0);
+      assert_int_equal(loads - unloads, module_files);
+      dmat_free(&s, ctx), dmat_free(&w, ctx);
+    }
+  /* Each entry failed at least on its first call. */
+  assert_true(failures >= (int)(sizeof entries / sizeof entries[0]));
+  assert_int_equal(gs_sys.cuCtxPopCurrent_v2(&popped), CUDA_SUCCESS);
+}
+
+int main(void) {
+  const char *seed_env = getenv("GS_TEST_SEED");
+  uint64_t seed = seed_env && *seed_env ? strtoull(seed_env, NULL, 0) : 0x6B65726E656C73ull;
+  rng_state = seed;
+  printf("test_kernels: seed 0x%" PRIx64 " (GS_TEST_SEED=0x%" PRIx64 " repeats this run)\n", seed, seed);
+  fflush(stdout);
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_reference_golden),
+#if defined(__FLT16_MAX__)
+      cmocka_unit_test(test_reference_vs_float16),
+#endif
+      cmocka_unit_test(test_widen_all_codes),
+      cmocka_unit_test(test_narrow_sweep),
+      cmocka_unit_test(test_widen_bf16),
+      cmocka_unit_test(test_widen_f16),
+      cmocka_unit_test(test_widen_f32),
+      cmocka_unit_test(test_narrow_bf16),
+      cmocka_unit_test(test_narrow_f16),
+      cmocka_unit_test(test_ptx_has_every_kernel),
+      cmocka_unit_test(test_launcher_argument_checks),
+      cmocka_unit_test(test_launch_results),
+      cmocka_unit_test(test_launch_grid),
+      cmocka_unit_test(test_launch_other_context),
+      cmocka_unit_test(test_module_once_per_context),
+      cmocka_unit_test(test_concurrent_first_use),
+      cmocka_unit_test(test_module_keyed_by_context_id),
+      cmocka_unit_test(test_device_too_old),
+      cmocka_unit_test(test_driver_failures),
+  };
+  return cmocka_run_group_tests(tests, setup, NULL);
+}
