@@ -23,6 +23,9 @@
  *     fibers), so `make asan` / `make tsan` run the same kernels. TSan
  *     orders every switch, so it reports no races between a block's threads:
  *     two fixed interleavings are all this emulation shows.
+ *   - the stacks (256 KiB a thread, touched pages only) and TSan's fibers
+ *     are kept per host thread for its next launch; a launch from inside a
+ *     running kernel is refused (CUDA_ERROR_NOT_SUPPORTED).
  *
  * emu.h (the cast kernels' emulation) runs a block's threads one after
  * another and rejects __syncthreads(); this file adds the fiber launcher

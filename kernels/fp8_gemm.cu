@@ -14,11 +14,12 @@
  * Shape: 64 x 64 output tiles, k in steps of 32, 256 threads, each owning a
  * 4 x 4 micro-tile. Each step a thread loads 16 fp8 bytes (one LDG.128 when
  * k is a multiple of 16) of one A or B row, decodes them and stores the 16
- * floats k-major into shared memory (2 x 32 x 68 floats, 17 KB: the pad keeps
- * 16-byte alignment for the LDS.128 reads), so the inner loop is 2 LDS.128
- * and 16 FFMA per k. 17 KB and ~64 registers allow 3-4 blocks per SM on
- * Pascal and later. Decoding costs 16 integer ops per 64 x 64 x 32 / 256 = 512
- * FFMA per thread and step, about 3%. fp8 bytes are decoded once and reused
+ * floats k-major into shared memory (2 x 32 x 68 floats, 17 KB; a warp's
+ * stores hit 32 consecutive words), so the inner loop is 2 conflict-free
+ * LDS.128 and 16 FFMA per k. 17 KB and the 75-80 registers ptxas gives (sm_90,
+ * sm_75) allow 3 blocks (768 threads) per SM. Decoding costs about 10
+ * integer ops per code, 16 codes per 512 FFMA per thread and step, some 30%
+ * of the FFMA count but on other pipes; each code, decoded once, is reused
  * 64 times from shared memory. */
 #include "fp8_block.h"
 #include "fp8_convert.h"
@@ -86,25 +87,29 @@ static __device__ __forceinline__ float fp8_gelu(float x) {
   return 0.5f * x * (1.0f + fp8_tanhf(u));
 }
 
-/* One row of A8 or B8: the 16 codes from k index p (zeros past k and past
- * the matrix), decoded into column `row` of the k-major tile s. */
-static __device__ __forceinline__ void fp8_stage_row(fp8_f4 (*s)[GS_FP8_G_BM / 4 + 1], const uint8_t *row_base,
-                                                     int in_range, int64_t p, int64_t k, int vec,
-                                                     int fmt, int row, int chunk) {
-  uint32_t w[4] = {0, 0, 0, 0};
+/* 16 codes of one row of A8 or B8 from k index p, packed four to a word;
+ * zeros (the code of +0 in both formats) past k and past the matrix. */
+static __device__ __forceinline__ gs_u32x4 fp8_fetch(const uint8_t *row_base, int in_range, int64_t p,
+                                                     int64_t k, int vec) {
+  gs_u32x4 w = {{0, 0, 0, 0}};
   if (in_range && p < k) {
     if (vec && p + 16 <= k) {
-      gs_u32x4 v = gs_ld16(row_base + p);
-      for (int i = 0; i < 4; i++) w[i] = v.v[i];
+      w = gs_ld16(row_base + p);
     } else {
 GS_FP8_UNROLL
       for (int q = 0; q < 16; q++)
-        if (p + q < k) w[q / 4] |= (uint32_t)row_base[p + q] << (8 * (q % 4));
+        if (p + q < k) w.v[q / 4] |= (uint32_t)row_base[p + q] << (8 * (q % 4));
     }
   }
+  return w;
+}
+
+/* The fetched codes, decoded, into column `row` of the k-major tile s. */
+static __device__ __forceinline__ void fp8_stage(fp8_f4 (*s)[GS_FP8_G_BM / 4 + 1], gs_u32x4 w, int fmt,
+                                                 int row, int chunk) {
 GS_FP8_UNROLL
   for (int q = 0; q < 16; q++) {
-    uint8_t code = (uint8_t)(w[q / 4] >> (8 * (q % 4)));
+    uint8_t code = (uint8_t)(w.v[q / 4] >> (8 * (q % 4)));
     s[chunk * 16 + q][row / 4].v[row % 4] = gs_fp8_to_f32(code, fmt);
   }
 }
@@ -142,9 +147,13 @@ GS_FP8_UNROLL
         const int64_t g_rows = stage_b ? a.n : a.m;
         const uint8_t *row_base =
             stage_b ? a.b8 + (b * a.n + g_row) * a.k : a.a8 + (b * a.m + g_row) * a.k;
+        const int in_range = g_row < g_rows;
+        /* Fetching the next step's codes before this step's FFMAs (to
+         * overlap the load) took 127 registers on sm_75 against 80: the
+         * other blocks of the SM hide the latency instead. */
         for (int64_t p0 = 0; p0 < a.k; p0 += GS_FP8_G_BK) {
-          fp8_stage_row(stage_b ? s_b : s_a, row_base, g_row < g_rows, p0 + stage_chunk * 16, a.k,
-                        a.vec_k, fmt, stage_row, stage_chunk);
+          fp8_stage(stage_b ? s_b : s_a, fp8_fetch(row_base, in_range, p0 + stage_chunk * 16, a.k, a.vec_k), fmt,
+                    stage_row, stage_chunk);
           __syncthreads();
 GS_FP8_UNROLL_8
           for (int kk = 0; kk < GS_FP8_G_BK; kk++) {

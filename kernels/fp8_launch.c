@@ -210,7 +210,7 @@ static int64_t max64(int64_t a, int64_t b) { return a > b ? a : b; }
 static int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 static int aligned(const void *p, size_t n) { return (uintptr_t)p % n == 0; }
 
-/* Bytes of one batch member, ld*(cols-1) + rows elements; -1 on overflow. */
+/* The extent of one batch member, ld*(cols-1) + rows elements; -1 on overflow. */
 static int64_t member_span(int64_t ld, int64_t rows, int64_t cols) {
   int64_t span;
   if (__builtin_mul_overflow(ld, cols - 1, &span) || __builtin_add_overflow(span, rows, &span))

@@ -14,10 +14,13 @@
  * one 8-byte store. When the source's contiguous dimension is not k, the
  * tile's codes go through shared memory (64 columns x 68 bytes: the 4-byte
  * pad keeps the transposed reads to 2-way bank conflicts) and leave as
- * 8-byte stores along k. 4.3 KB of shared memory and few registers leave
- * 8 blocks (2048 threads) per SM, enough bytes in flight to cover DRAM
- * latency. A grid-stride loop over tiles keeps the grid within limits and
- * the amax in registers until the block's end.
+ * 8-byte stores along k, a warp writing 4 rows of 64 contiguous bytes.
+ * Both groups' loads are issued before either is encoded: 32 bytes (64 for
+ * fp32) in flight per thread. At the 64-80 registers ptxas gives (sm_75,
+ * sm_90) 3-4 blocks fit per SM, 24-32 KB in flight, above the ~23 KB per SM
+ * that an H200's 4.3 TB/s at ~700 ns latency asks for. A grid-stride loop
+ * over tiles keeps the grid within limits and the amax in registers until
+ * the block's end.
  *
  * The fold: a block's amax goes to one of GS_FP8_AMAX_SLOTS slots (one slot
  * would serialise tens of thousands of blocks' atomics), then a fenced
@@ -38,6 +41,7 @@
 
 #define FP8_Q_GROUPS (GS_FP8_Q_TILE * GS_FP8_Q_TILE / 8) /* 8-element groups in a tile: 512 */
 #define FP8_Q_PITCH_WORDS (GS_FP8_Q_TILE / 4 + 1) /* 68 bytes a tile column */
+#define FP8_Q_PER_THREAD (FP8_Q_GROUPS / GS_FP8_Q_THREADS) /* 2: launched with exactly 256 threads */
 #define FP8_TINY_SCALE 1e-12f
 
 template <int E> struct fp8_src_elem;
@@ -155,34 +159,50 @@ static __device__ __forceinline__ void fp8_quantize_body(const gs_fp8_quantize_a
     const sbits *src = (const sbits *)a.src + b * a.stride;
     uint8_t *dst = a.dst + b * rows * cols;
 
-    for (unsigned g = tid; g < FP8_Q_GROUPS; g += blockDim.x) {
+    /* A thread's groups are all loaded before any is encoded: 32 bytes
+     * (64 for fp32) per thread in flight at once, which the stores in
+     * between would otherwise prevent (the compiler cannot tell that dst
+     * does not alias src). Group g: column g / 8, rows (g % 8) * 8 on. */
+    fp8_group<E> grp[FP8_Q_PER_THREAD] = {};
+    int len[FP8_Q_PER_THREAD]; /* elements of the group inside the matrix */
+GS_FP8_UNROLL
+    for (int u = 0; u < FP8_Q_PER_THREAD; u++) {
+      const unsigned g = tid + u * GS_FP8_Q_THREADS;
+      const int64_t c = c0 + g / 8, r = r0 + (g % 8) * 8;
+      len[u] = c < cols && r < rows ? (rows - r < 8 ? (int)(rows - r) : 8) : 0;
+      if (len[u] == 0) continue;
+      const sbits *p = src + c * a.ld + r;
+      if (a.vec_in && len[u] == 8) fp8_load8<E>(p, grp[u]);
+      else fp8_load_tail<E>(p, len[u], grp[u]);
+    }
+GS_FP8_UNROLL
+    for (int u = 0; u < FP8_Q_PER_THREAD; u++) {
+      if (len[u] == 0) continue;
+      const unsigned g = tid + u * GS_FP8_Q_THREADS;
       const int64_t cl = g / 8, rg = g % 8;
       const int64_t c = c0 + cl, r = r0 + rg * 8;
-      if (c >= cols || r >= rows) continue;
-      const sbits *col = src + c * a.ld;
-      const int n = rows - r < 8 ? (int)(rows - r) : 8;
       /* Fixed trip counts, so the group stays in registers. */
-      fp8_group<E> grp;
-      if (a.vec_in && n == 8) fp8_load8<E>(col + r, grp);
-      else fp8_load_tail<E>(col + r, n, grp);
       uint64_t codes = 0;
 GS_FP8_UNROLL
       for (int q = 0; q < 8; q++) {
-        if (q >= n) continue;
-        const float x = fp8_group_elem<E>(grp, q);
+        if (q >= len[u]) continue;
+        const float x = fp8_group_elem<E>(grp[u], q);
         const uint32_t mag = gs_f32_bits(x) & 0x7FFFFFFFu;
         amax = mag > amax ? mag : amax;
+        /* A NaN skips the division: GPUs return the canonical (positive)
+         * NaN from arithmetic, the host keeps the operand's; encoding the
+         * input keeps its sign on both. */
         if constexpr (MODE == GS_FP8_MODE_QUANTIZE)
-          codes |= (uint64_t)gs_f32_to_fp8_sat(x / scale, fmt) << (8 * q);
+          codes |= (uint64_t)gs_f32_to_fp8_sat(mag > 0x7F800000u ? x : x / scale, fmt) << (8 * q);
       }
       if constexpr (MODE == GS_FP8_MODE_QUANTIZE) {
         if (a.transpose) {
           s_tile[cl][rg * 2] = (uint32_t)codes;
           s_tile[cl][rg * 2 + 1] = (uint32_t)(codes >> 32);
-        } else if (a.vec_out && n == 8) {
+        } else if (a.vec_out && len[u] == 8) {
           gs_st8(dst + c * rows + r, codes);
         } else {
-          for (int q = 0; q < n; q++) dst[c * rows + r + q] = (uint8_t)(codes >> (8 * q));
+          for (int q = 0; q < len[u]; q++) dst[c * rows + r + q] = (uint8_t)(codes >> (8 * q));
         }
       }
     }
@@ -191,7 +211,7 @@ GS_FP8_UNROLL
       if (a.transpose) {
         __syncthreads();
         /* A warp writes 4 rows of 64 contiguous bytes each. */
-        for (unsigned g = tid; g < FP8_Q_GROUPS; g += blockDim.x) {
+        for (unsigned g = tid; g < FP8_Q_GROUPS; g += GS_FP8_Q_THREADS) {
           const int64_t rl = g / 8, cg = g % 8;
           const int64_t r = r0 + rl, c = c0 + cg * 8;
           if (r >= rows || c >= cols) continue;
@@ -228,12 +248,12 @@ GS_FP8_UNROLL
   const uint32_t hlen = ring->history;
   const uint32_t pos = hlen ? ring->pos % hlen : 0;
   uint32_t slots = 0, others = 0;
-  for (unsigned i = tid; i < GS_FP8_DEV_AMAX_SLOTS; i += blockDim.x) {
+  for (unsigned i = tid; i < GS_FP8_DEV_AMAX_SLOTS; i += GS_FP8_Q_THREADS) {
     uint32_t s = gs_fp8_atomic_exch(&ring->amax_slot[i], 0);
     slots = s > slots ? s : slots;
   }
   if constexpr (MODE == GS_FP8_MODE_QUANTIZE) {
-    for (uint32_t i = tid; i < hlen; i += blockDim.x) {
+    for (uint32_t i = tid; i < hlen; i += GS_FP8_Q_THREADS) {
       uint32_t h = gs_f32_bits(ring->hist[i]);
       if (i != pos && h > others) others = h;
     }

@@ -54,8 +54,10 @@ $(KERNELS_HOST_SO): $(KERNELS_CU) $(KERNELS_HDR) tests/standin/standin_kernel.h
 	$(CXX) $(KERNELS_HOST_FLAGS) -shared -o $@ $(KERNELS_CU) $(LDFLAGS_SAN)
 
 TEST_DEPS += $(KERNELS_HOST_SO)
-# test_kernels runs the host kernels (dlopen); make it build them first.
-$(BUILD)/tests/unit/test_kernels: $(KERNELS_HOST_SO)
+# test_kernels loads the host kernels and the stand-in driver (dlopen), so
+# they are built first. standin.mk is read after this file: its
+# STANDIN_DIR_CU13 is not set yet, so the driver's path is spelled out.
+$(BUILD)/tests/unit/test_kernels: $(KERNELS_HOST_SO) $(BUILD)/standin/cu13/libcuda.so.1
 
 # Every plain sm_XY that this ptxas lists (CUDA 13: sm_75 and up; it refuses
 # sm_61 itself but assembles .target sm_61 PTX for any newer GPU).

@@ -73,18 +73,41 @@ static int sm_allowed(const policy_rule *r, int sm) {
   return sm != POLICY_SM_UNKNOWN && sm >= r->sm_lo && sm <= r->sm_hi;
 }
 
+/* Everything but the device: the types, compute type and entry point. */
+static int rule_fits(const policy_rule *r, uint64_t a, uint64_t b, uint64_t c, uint64_t compute, uint32_t api) {
+  if (r->ab_types != ANY_TYPES && (!(r->ab_types & a) || !(r->ab_types & b))) return 0;
+  if (r->c_types != ANY_TYPES && !(r->c_types & c)) return 0;
+  if (r->compute_types != ANY_TYPES && !(r->compute_types & compute)) return 0;
+  if (r->apis != ANY_APIS && !(r->apis & api)) return 0;
+  return 1;
+}
+
 int policy_match(const policy_table *t, const policy_key *k) {
   uint64_t a = type_bit(k->a_type), b = type_bit(k->b_type), c = type_bit(k->c_type);
   uint64_t compute = compute_bit(k->compute_type);
   uint32_t api = api_bit((int)k->api);
   for (int i = 0; i < t->n; i++) {
     const policy_rule *r = &t->rules[i];
-    if (!sm_allowed(r, k->sm)) continue;
-    if (r->ab_types != ANY_TYPES && (!(r->ab_types & a) || !(r->ab_types & b))) continue;
-    if (r->c_types != ANY_TYPES && !(r->c_types & c)) continue;
-    if (r->compute_types != ANY_TYPES && !(r->compute_types & compute)) continue;
-    if (r->apis != ANY_APIS && !(r->apis & api)) continue;
-    return i;
+    if (sm_allowed(r, k->sm) && rule_fits(r, a, b, c, compute, api)) return i;
+  }
+  return -1;
+}
+
+int policy_route_without_sm(const policy_table *t, const policy_key *k) {
+  uint64_t a = type_bit(k->a_type), b = type_bit(k->b_type), c = type_bit(k->c_type);
+  uint64_t compute = compute_bit(k->compute_type);
+  uint32_t api = api_bit((int)k->api);
+  int route_of_sm_rules = -1; /* the one route every earlier sm-keyed fit names */
+  for (int i = 0; i < t->n; i++) {
+    const policy_rule *r = &t->rules[i];
+    if (!rule_fits(r, a, b, c, compute, api)) continue;
+    if (r->has_sm) {
+      if (route_of_sm_rules == -1) route_of_sm_rules = (int)r->route;
+      else if (route_of_sm_rules != (int)r->route) return -1;
+      continue;
+    }
+    /* The first rule without an sm key ends the search whatever the device. */
+    return route_of_sm_rules == -1 || route_of_sm_rules == (int)r->route ? (int)r->route : -1;
   }
   return -1;
 }

@@ -79,6 +79,11 @@ int policy_parse(policy_table *t, const char *text, size_t len,
 /* Index of the first rule matching k, or -1 when none does. */
 int policy_match(const policy_table *t, const policy_key *k);
 
+/* The route k gets whatever its device (k->sm is not looked at), or -1 when
+ * the device could change it. Lets a caller skip finding the device for
+ * GEMMs no device-specific rule can claim. */
+int policy_route_without_sm(const policy_table *t, const policy_key *k);
+
 /* One-line description of rule i for logs and reasons, e.g.
  * "built-in rule 1 (ffma sm=6.0-7.5 ab=bf16 compute=32f)" or
  * "/etc/p.txt:3 (fp8 sm=8.9- ab=fp16,bf16)"; list items come in value

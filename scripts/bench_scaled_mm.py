@@ -21,6 +21,7 @@ Usage: bench_scaled_mm.py [--shapes 4096x4096x4096,...] [--json OUT]
 """
 import argparse
 import json
+import math
 import statistics
 import sys
 
@@ -72,6 +73,57 @@ def quantize(torch, x):
     return x8, step
 
 
+def bench_shape(torch, dev, gen, m, n, k, args):
+    """Every timing of one shape, as a JSON-ready record."""
+    a = torch.randn(m, k, device=dev, dtype=torch.bfloat16, generator=gen)
+    w = torch.randn(n, k, device=dev, dtype=torch.bfloat16, generator=gen)
+    a8, sa = quantize(torch, a)
+    w8, sw = quantize(torch, w)
+    elems = m * k + n * k
+    # A copy moving the same bytes as one quantization pass: reads and writes
+    # 1.5 bytes per element, as quantizing reads 2 and writes 1.
+    src = torch.empty(3 * elems // 2, device=dev, dtype=torch.uint8)
+    dst = torch.empty_like(src)
+
+    def bf16():
+        return torch.mm(a, w.t())
+
+    def gemm():
+        # mat2 must be column-major: w8 is n x k row-major, so w8.t() is.
+        return torch._scaled_mm(a8, w8.t(), scale_a=sa, scale_b=sw, out_dtype=torch.bfloat16)
+
+    def gemm_fast():
+        return torch._scaled_mm(a8, w8.t(), scale_a=sa, scale_b=sw, out_dtype=torch.bfloat16, use_fast_accum=True)
+
+    def quant_gemm():
+        qa, qsa = quantize(torch, a)
+        qw, qsw = quantize(torch, w)
+        return torch._scaled_mm(qa, qw.t(), scale_a=qsa, scale_b=qsw, out_dtype=torch.bfloat16)
+
+    def quant():
+        quantize(torch, a)
+        quantize(torch, w)
+
+    def copy():
+        dst.copy_(src)
+
+    ms = {f.__name__: time_ms(torch, f, args.reps, args.warmup, args.target_ms)
+          for f in (bf16, gemm, gemm_fast, quant_gemm, quant, copy)}
+    # Sanity: the fp8 result tracks the bf16 one (SQNR in dB).
+    ref = bf16().float()
+    err = float((gemm().float() - ref).pow(2).sum())
+    sqnr = 10.0 * math.log10(float(ref.pow(2).sum()) / err) if err > 0 else float("inf")
+    flop = 2.0 * m * n * k
+    tf = {key: flop / (v * 1e-3) / 1e12 for key, v in ms.items() if key not in ("quant", "copy")}
+    return {
+        "kind": "scaled_mm", "m": m, "n": n, "k": k, "ms": ms, "tflops": tf,
+        "quant_gbs": 3.0 * elems / (ms["quant"] * 1e-3) / 1e9,  # bf16 read + fp8 write, one pass
+        "copy_gbs": 2.0 * src.numel() / (ms["copy"] * 1e-3) / 1e9,
+        "sqnr_db": sqnr,
+        "speedup_quant_gemm_vs_bf16": ms["bf16"] / ms["quant_gemm"],
+    }
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--shapes", default=DEFAULT_SHAPES)
@@ -100,73 +152,29 @@ def main(argv=None):
     gen = torch.Generator(device=dev).manual_seed(1234)
     failed = 0
     for m, n, k in shapes:
-        a = torch.randn(m, k, device=dev, dtype=torch.bfloat16, generator=gen)
-        w = torch.randn(n, k, device=dev, dtype=torch.bfloat16, generator=gen)
-        a8, sa = quantize(torch, a)
-        w8, sw = quantize(torch, w)
-        flop = 2.0 * m * n * k
-
-        def bf16():
-            return torch.mm(a, w.t())
-
-        def gemm():
-            # mat2 must be column-major: w8 is n x k row-major, so w8.t() is.
-            return torch._scaled_mm(a8, w8.t(), scale_a=sa, scale_b=sw, out_dtype=torch.bfloat16)
-
-        def gemm_fast():
-            return torch._scaled_mm(a8, w8.t(), scale_a=sa, scale_b=sw, out_dtype=torch.bfloat16,
-                                    use_fast_accum=True)
-
-        def quant_gemm():
-            qa, qsa = quantize(torch, a)
-            qw, qsw = quantize(torch, w)
-            return torch._scaled_mm(qa, qw.t(), scale_a=qsa, scale_b=qsw, out_dtype=torch.bfloat16)
-
-        def quant():
-            quantize(torch, a)
-            quantize(torch, w)
-
-        elems = m * k + n * k
-        src = torch.empty(3 * elems // 2, device=dev, dtype=torch.uint8)
-        dst = torch.empty_like(src)
-
-        def copy():
-            dst.copy_(src)
-
         try:
-            ms = {f.__name__: time_ms(torch, f, args.reps, args.warmup, args.target_ms)
-                  for f in (bf16, gemm, gemm_fast, quant_gemm, quant, copy)}
-            # Sanity: the fp8 result tracks the bf16 one (SQNR in dB).
-            ref = bf16().float()
-            err = (gemm().float() - ref).pow(2).sum()
-            sqnr = float(10.0 * torch.log10(ref.pow(2).sum() / err)) if float(err) > 0 else float("inf")
+            rec = bench_shape(torch, dev, gen, m, n, k, args)
         except RuntimeError as e:
             print(f"{m}x{n}x{k}: failed: {e}")
             failed += 1
-            if out:
-                out.write(json.dumps({"kind": "scaled_mm", "m": m, "n": n, "k": k, "error": str(e)}) + "\n")
-            continue
-        tf = {key: flop / (v * 1e-3) / 1e12 for key, v in ms.items() if key not in ("quant", "copy")}
-        traffic = 3.0 * elems  # bf16 read + fp8 write, one pass
-        quant_gbs = traffic / (ms["quant"] * 1e-3) / 1e9
-        copy_gbs = 2.0 * src.numel() / (ms["copy"] * 1e-3) / 1e9
-        print(f"scaled_mm {m}x{n}x{k}: bf16 {tf['bf16']:.0f} TFLOP/s ({100 * tf['bf16'] / PEAK_BF16_TFLOPS:.0f}% of "
-              f"{PEAK_BF16_TFLOPS:.0f}) | fp8 gemm {tf['gemm']:.0f} ({100 * tf['gemm'] / PEAK_FP8_TFLOPS:.0f}% of "
-              f"{PEAK_FP8_TFLOPS:.0f}), fast-accum {tf['gemm_fast']:.0f} | quant+gemm {tf['quant_gemm']:.0f} "
-              f"({ms['bf16'] / ms['quant_gemm']:.2f}x bf16) | quant {ms['quant'] * 1e3:.0f} us "
-              f"{quant_gbs:.0f} GB/s vs copy {copy_gbs:.0f} GB/s | sqnr {sqnr:.1f} dB")
+            rec = {"kind": "scaled_mm", "m": m, "n": n, "k": k, "error": str(e)}
+        else:
+            ms, tf = rec["ms"], rec["tflops"]
+            print(f"scaled_mm {m}x{n}x{k}: bf16 {tf['bf16']:.0f} TFLOP/s ({100 * tf['bf16'] / PEAK_BF16_TFLOPS:.0f}% "
+                  f"of {PEAK_BF16_TFLOPS:.0f}) | fp8 gemm {tf['gemm']:.0f} ({100 * tf['gemm'] / PEAK_FP8_TFLOPS:.0f}% "
+                  f"of {PEAK_FP8_TFLOPS:.0f}), fast-accum {tf['gemm_fast']:.0f} | quant+gemm {tf['quant_gemm']:.0f} "
+                  f"({rec['speedup_quant_gemm_vs_bf16']:.2f}x bf16) | quant {ms['quant'] * 1e3:.0f} us "
+                  f"{rec['quant_gbs']:.0f} GB/s vs copy {rec['copy_gbs']:.0f} GB/s | sqnr {rec['sqnr_db']:.1f} dB")
+            rec.update({"device": name, "torch": torch.__version__})
         if out:
-            out.write(json.dumps({"kind": "scaled_mm", "m": m, "n": n, "k": k, "ms": ms, "tflops": tf,
-                                  "quant_gbs": quant_gbs, "copy_gbs": copy_gbs, "sqnr_db": sqnr,
-                                  "speedup_quant_gemm_vs_bf16": ms["bf16"] / ms["quant_gemm"],
-                                  "device": name, "torch": torch.__version__}) + "\n")
+            out.write(json.dumps(rec) + "\n")
             out.flush()
-        del a, w, a8, w8, src, dst
+        # Each shape's tensors are gone with bench_shape's frame; give the
+        # memory back before the next, larger one.
         torch.cuda.empty_cache()
     if out:
         out.close()
     return 1 if failed else 0
-
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -7,11 +7,13 @@
 #               with poisoned outputs, over the real driver and cuBLAS: the
 #               integration suite (native, ffma) under its three loading
 #               patterns, route_check (native, ffma, fp8 with each backend),
-#               the cast kernels bit for bit, compute-sanitizer memcheck
+#               the cast kernels bit for bit
 #   3. bench    ffma vs native bf16, ffma vs sgemm, the cast kernels vs a
 #               device copy, fp8 vs native bf16 per backend, torch._scaled_mm
 #   4. train    scripts/train.py native, ffma, fp8 and fp32; losses compared
-#   5. report   a markdown table (results.md) and a short table, printed last
+#   5. memcheck compute-sanitizer over short ffma and fp8 runs (last: the
+#               slowest step, and the one a short budget can best do without)
+#   6. report   a markdown table (results.md) and a short table, printed last
 #
 # Every step runs under `timeout`, writes its output to logs/<step>.log in
 # the results folder ($OUT if set, else build/gpu-check/), and is recorded
@@ -25,7 +27,8 @@
 #   --standin     run every step over the CPU stand-in (build/standin/cu13),
 #                 small shapes, no PyTorch: proves the script's logic, not
 #                 the GPU's numbers
-# Environment: BUILD (build), CUDA (/usr/local/cuda), PYTHON (python3), OUT.
+# Environment: BUILD (build), CUDA (/usr/local/cuda), PYTHON (python3), OUT,
+# GPU_CHECK_CUBLAS_DIR (a folder holding libcublas.so.13, tried first).
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -42,7 +45,11 @@ while [ $# -gt 0 ]; do
     --dry-run) MODE=dry ;;
     --build-only) MODE=build ;;
     --standin) MODE=standin ;;
-    --budget) BUDGET_S=$2; shift ;;
+    --budget)
+      if [ $# -lt 2 ] || ! [[ $2 =~ ^[0-9]+$ ]]; then echo "gpu-check: --budget takes a number of seconds" >&2; exit 2; fi
+      BUDGET_S=$2
+      shift
+      ;;
     -h | --help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
     *) echo "gpu-check: unknown argument $1 (see --help)" >&2; exit 2 ;;
   esac
@@ -171,10 +178,9 @@ first_dir_with() { # file dir... -> the first dir holding file
 
 torch_lib_dirs() { # folders of the pip packages PyTorch loads CUDA libraries from
   "$PYTHON" - <<'EOF' 2>/dev/null || true
-import glob, os, site, sys
-roots = site.getsitepackages() + [site.getusersitepackages()]
-for r in roots:
-    for d in sorted(glob.glob(os.path.join(r, "nvidia", "*", "lib")) + glob.glob(os.path.join(r, "nvidia", "cu*", "lib"))):
+import glob, os, site
+for root in site.getsitepackages() + [site.getusersitepackages()]:
+    for d in sorted(glob.glob(os.path.join(root, "nvidia", "*", "lib"))):
         print(d)
 EOF
 }
@@ -217,7 +223,7 @@ check_prerequisites() {
   local torch_dirs
   torch_dirs=$(torch_lib_dirs | tr '\n' ' ')
   # shellcheck disable=SC2086 # torch_dirs is a list of folders
-  CUBLAS_DIR=$(first_dir_with libcublas.so.13 "${GEMMSHIM_CUBLAS_DIR:-}" "$CUDA/lib64" "$CUDA/targets/x86_64-linux/lib" "$CUDA/lib" $torch_dirs) || CUBLAS_DIR=
+  CUBLAS_DIR=$(first_dir_with libcublas.so.13 "${GPU_CHECK_CUBLAS_DIR:-}" "$CUDA/lib64" "$CUDA/targets/x86_64-linux/lib" "$CUDA/lib" $torch_dirs) || CUBLAS_DIR=
   # shellcheck disable=SC2086
   CUPTI_DIR=$(first_dir_with libcupti.so.13 "$CUDA/extras/CUPTI/lib64" "$CUDA/lib64" "$CUDA/targets/x86_64-linux/lib" $torch_dirs) || CUPTI_DIR=
   if [ "$MODE" = standin ]; then
@@ -261,23 +267,15 @@ write_env() {
   local shim_sum="" head=""
   [ -e "$SHIM" ] && shim_sum=$(sha256sum "$SHIM" | cut -c1-16)
   head=$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)
-  "$PYTHON" - "$RESULTS/env.json" <<EOF
+  # Values travel as arguments, so no quoting of theirs can break the JSON.
+  "$PYTHON" - "$RESULTS/env.json" \
+    date "$(date -u '+%Y-%m-%d %H:%M UTC')" mode "$MODE" gpu "$gpu" driver "$driver" compute_cap "$cc" \
+    memory "$mem" command "cd <repo> && $INVOCATION" results "$RESULTS" commit "$head" build "$BUILD_SOURCE" \
+    shim_sha256_16 "$shim_sum" cublas_dir "$CUBLAS_DIR" cupti_dir "$CUPTI_DIR" sanitizer "$SANITIZER" \
+    torch "$TORCH_VERSION" budget_s "$BUDGET_S" <<'EOF'
 import json, sys
-json.dump({
-  "date": "$(date -u '+%Y-%m-%d %H:%M UTC')",
-  "mode": "$MODE",
-  "gpu": "${gpu# }".strip(), "driver": "${driver# }".strip(), "compute_cap": "${cc}".strip(),
-  "memory": "${mem# }".strip(),
-  "command": "cd <repo> && ${INVOCATION}",
-  "results": "$RESULTS",
-  "commit": "$head",
-  "build": "$BUILD_SOURCE",
-  "shim_sha256_16": "$shim_sum",
-  "cublas_dir": "$CUBLAS_DIR", "cupti_dir": "$CUPTI_DIR",
-  "sanitizer": "$SANITIZER",
-  "torch": "$TORCH_VERSION",
-  "budget_s": $BUDGET_S,
-}, open(sys.argv[1], "w"), indent=1)
+pairs = sys.argv[2:]
+json.dump({k: v.strip() for k, v in zip(pairs[::2], pairs[1::2])}, open(sys.argv[1], "w"), indent=1)
 EOF
 }
 
@@ -394,9 +392,15 @@ step_correctness() {
     for p in "${FP8_REQUIRED_APIS[@]}"; do exp+=(--expect "$p=fp8/$backend"); done
     routes_step "route-fp8-$backend" "${exp[@]}"
   done
+}
 
+# compute-sanitizer last: the slowest check, and the one a short budget can
+# best do without.
+step_memcheck() {
+  local -a penv renv
+  mapfile -t penv < <(prog_env)
   if [ -n "$SANITIZER" ] || [ "$MODE" = dry ]; then
-    local san=("${SANITIZER:-compute-sanitizer}" --tool memcheck --error-exitcode 86 --target-processes all)
+    local san=("${SANITIZER:-compute-sanitizer}" --tool memcheck --error-exitcode 86)
     # The shim is preloaded into the sanitizer's launcher too (harmless: it
     # makes no GEMM there); the routing log proves it ran in the target.
     mapfile -t renv < <(shim_env memcheck-ffma)
@@ -516,6 +520,8 @@ main() {
   step_benchmarks
   note "-- training"
   step_training
+  note "-- memcheck"
+  step_memcheck
 
   if [ "$MODE" = dry ]; then
     note "== report"

@@ -220,8 +220,10 @@ def report(results):
 
     md.append(f"### gpu-check, {env.get('date', '?')}")
     md.append("")
+    dv = device.get("driver_version")
+    api = f"CUDA {dv // 1000}.{dv % 1000 // 10}" if isinstance(dv, int) else "CUDA ?"
     md.append(f"- GPU: {env.get('gpu') or device.get('name', '?')} (compute capability "
-              f"{env.get('compute_cap') or device.get('sm', '?')}), driver {env.get('driver', '?')}, "
+              f"{env.get('compute_cap') or device.get('sm', '?')}), driver {env.get('driver') or '?'} ({api}), "
               f"{env.get('memory', '')}".rstrip(", "))
     md.append(f"- cuBLAS: {device.get('libcublas') or env.get('cublas_dir', '?')}; PyTorch: {env.get('torch') or 'none'}")
     md.append(f"- command: `{env.get('command', '?')}`; commit {env.get('commit', '?')}; build {env.get('build', '?')}"

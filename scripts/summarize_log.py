@@ -135,14 +135,18 @@ def print_table(title, rows, header):
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("logs", nargs="+", help="routing log files or globs")
     ap.add_argument("--steps", help="train.py output whose summary line has step_start_ns")
     ap.add_argument("--json", help="write the summary as JSON to this file")
-    ap.add_argument("--expect", action="append", default=[], type=parse_expectation)
-    ap.add_argument("--expect-some", action="append", default=[], type=parse_expectation)
-    ap.add_argument("--expect-counts", action="append", default=[])
-    ap.add_argument("--expect-steady-sites", metavar="ROUTE")
+    ap.add_argument("--expect", action="append", default=[], type=parse_expectation, metavar="API=ROUTE[/BACKEND]",
+                    help="every call of API ran ROUTE (API may be '*'); repeatable")
+    ap.add_argument("--expect-some", action="append", default=[], type=parse_expectation,
+                    metavar="API=ROUTE[/BACKEND]", help="at least one call of API ran ROUTE; repeatable")
+    ap.add_argument("--expect-counts", action="append", default=[], metavar="FILE",
+                    help="a bench's JSON lines: the log holds exactly the calls its {\"kind\":\"calls\"} record counts")
+    ap.add_argument("--expect-steady-sites", metavar="ROUTE",
+                    help="with --steps: the same number of ROUTE sites in every step after step 0")
     ap.add_argument("--top", type=int, default=8, help="reasons shown per table (default 8)")
     args = ap.parse_args(argv)
 

@@ -1,72 +1,103 @@
 /* decide.c: which route a call takes, and why. GEMMSHIM_MODE first, then
  * the policy table keyed on the device's compute capability and the GEMM's
- * types. The reason is written for a person reading the routing log. */
+ * types. The reason is written for a person reading the routing log, so it
+ * is only composed when someone reads it (log or INFO on), and its common
+ * parts are prepared once: this runs on every GEMM. */
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "shim.h"
 
-static void reason_append(gs_call *c, const char *fmt, va_list ap) {
-  size_t used = strlen(c->reason);
-  if (used >= sizeof c->reason - 1) return;
-  if (used) {
-    snprintf(c->reason + used, sizeof c->reason - used, "; ");
-    used = strlen(c->reason);
+/* "policy: <rule>" for every rule of gs_policy, made when the table is. */
+static char rule_reason[POLICY_MAX_RULES][GS_REASON_MAX];
+
+void decide_policy_loaded(void) {
+  char rule[GS_REASON_MAX - 8];
+  for (int i = 0; i < gs_policy.n; i++) {
+    policy_rule_describe(&gs_policy, i, rule, sizeof rule);
+    snprintf(rule_reason[i], sizeof rule_reason[i], "policy: %s", rule);
   }
-  vsnprintf(c->reason + used, sizeof c->reason - used, fmt, ap);
 }
 
-static void reason_add(gs_call *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void reason_add(gs_call *c, const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  reason_append(c, fmt, ap);
-  va_end(ap);
+/* Append "; " (unless empty) and s, truncating at the buffer's end. */
+static void reason_add(gs_call *c, const char *s) {
+  size_t used = strnlen(c->reason, sizeof c->reason);
+  size_t room = sizeof c->reason - 1 - used;
+  if (used && room >= 2) {
+    memcpy(c->reason + used, "; ", 2);
+    used += 2;
+    room -= 2;
+  }
+  size_t n = strnlen(s, room);
+  memcpy(c->reason + used, s, n);
+  c->reason[used + n] = '\0';
 }
 
 void call_decline(gs_call *c, gs_route ran, const char *fmt, ...) {
   c->route = ran;
+  if (!hooks_timing()) return;
+  char part[GS_REASON_MAX];
   va_list ap;
   va_start(ap, fmt);
-  reason_append(c, fmt, ap);
+  vsnprintf(part, sizeof part, fmt, ap);
   va_end(ap);
+  reason_add(c, part);
+}
+
+static void device_unknown(gs_call *c, const char *why) {
+  if (!why || !hooks_timing()) return;
+  reason_add(c, "device unknown");
+  /* "device unknown: <why>" without a format: this can be every call. */
+  size_t used = strlen(c->reason);
+  if (used + 2 < sizeof c->reason) {
+    memcpy(c->reason + used, ": ", 3);
+    strncat(c->reason, why, sizeof c->reason - used - 3);
+  }
+}
+
+static void decide_by_policy(gs_call *c) {
+  policy_key k = {POLICY_SM_UNKNOWN, c->g.a_type, c->g.b_type, c->g.c_type, c->g.compute_type, c->g.api};
+  /* Nobody reads the reason: if no device-specific rule can claim this
+   * GEMM, its device need not be found at all. */
+  if (!hooks_timing()) {
+    int route = policy_route_without_sm(&gs_policy, &k);
+    if (route >= 0) {
+      c->decided = (gs_route)route;
+      if (c->decided != GS_ROUTE_NATIVE) device_of_call(c);
+      return;
+    }
+  }
+  const char *no_device = device_of_call(c);
+  k.sm = c->sm < 0 ? POLICY_SM_UNKNOWN : c->sm;
+  int i = policy_match(&gs_policy, &k);
+  if (i >= 0) c->decided = gs_policy.rules[i].route;
+  if (hooks_timing()) reason_add(c, i < 0 ? "policy: no rule matched" : rule_reason[i]);
+  device_unknown(c, no_device);
 }
 
 void call_decide(gs_call *c) {
   c->decided = c->route = GS_ROUTE_NATIVE;
   if (gs_opt.passthrough) {
-    c->device = c->sm = -1;
-    reason_add(c, "pass-through: bad configuration (see the shim's first warning)");
+    if (hooks_timing()) reason_add(c, "pass-through: bad configuration (see the shim's first warning)");
     return;
   }
   if (gs_opt.mode == GS_MODE_NATIVE) {
-    c->device = c->sm = -1;
+    if (!hooks_timing()) return;
     reason_add(c, "GEMMSHIM_MODE=native");
-    /* The log still says where the call ran when someone reads it. */
-    if (hooks_timing()) device_of_call(c);
+    /* The log still says where the call ran. */
+    device_of_call(c);
     return;
   }
-  const char *no_device = device_of_call(c);
   if (gs_opt.mode == GS_MODE_FFMA || gs_opt.mode == GS_MODE_FP8) {
     c->decided = gs_opt.mode == GS_MODE_FFMA ? GS_ROUTE_FFMA : GS_ROUTE_FP8;
-    reason_add(c, "GEMMSHIM_MODE=%s", gs_route_name(c->decided));
+    if (hooks_timing()) reason_add(c, gs_opt.mode == GS_MODE_FFMA ? "GEMMSHIM_MODE=ffma" : "GEMMSHIM_MODE=fp8");
+    device_unknown(c, device_of_call(c));
   } else {
-    policy_key k = {c->sm < 0 ? POLICY_SM_UNKNOWN : c->sm,
-                    c->g.a_type, c->g.b_type, c->g.c_type, c->g.compute_type, c->g.api};
-    int i = policy_match(&gs_policy, &k);
-    char rule[GS_REASON_MAX];
-    if (i < 0) {
-      reason_add(c, "policy: no rule matched");
-    } else {
-      c->decided = gs_policy.rules[i].route;
-      policy_rule_describe(&gs_policy, i, rule, sizeof rule);
-      reason_add(c, "policy: %s", rule);
-    }
+    decide_by_policy(c);
   }
-  if (no_device) reason_add(c, "device unknown: %s", no_device);
   if (!c->g.decoded) {
-    reason_add(c, "arguments could not be decoded");
+    if (hooks_timing()) reason_add(c, "arguments could not be decoded");
     c->decided = GS_ROUTE_NATIVE;
   }
 }

@@ -112,6 +112,8 @@ void decode_lt(gs_gemm *g, void *handle, void *desc, const void *alpha, const vo
                void *adesc, const void *B, void *bdesc, const void *beta, const void *C,
                void *cdesc, void *D, void *ddesc, void *stream) {
   gemm_defaults(g);
+  g->api = GS_API_LT_MATMUL;
+  g->lt_full = 0;
   g->handle = handle;
   g->stream = stream;
   g->alpha = alpha;
@@ -120,19 +122,37 @@ void decode_lt(gs_gemm *g, void *handle, void *desc, const void *alpha, const vo
   g->B = B;
   g->C = C;
   g->D = D;
+  g->lt_desc = desc;
+  g->lt_layout[0] = adesc, g->lt_layout[1] = bdesc, g->lt_layout[2] = cdesc, g->lt_layout[3] = ddesc;
   g->transa = g->transb = -1;
   g->m = g->n = g->k = g->batch = -1;
   g->a_type = g->b_type = g->c_type = g->compute_type = -1;
   g->lda = g->ldb = g->ldc = -1;
   g->stride_a = g->stride_b = g->stride_c = g->stride_d = -1;
   g->fast_accum = -1;
+  /* What the policy table is keyed on: four reads. The rest waits until a
+   * route or the log needs it (decode_lt_rest). */
+  uint32_t t[3] = {0, 0, 0};
+  int ok = desc && desc_i32(desc, CUBLASLT_MATMUL_DESC_COMPUTE_TYPE, &g->compute_type) == 0;
+  for (int i = 0; i < 3; i++) {
+    void *l = g->lt_layout[i];
+    if (l && layout_get(l, CUBLASLT_MATRIX_LAYOUT_TYPE, &t[i], sizeof t[i]) == 0) continue;
+    ok = 0;
+    t[i] = (uint32_t)-1;
+  }
+  g->a_type = (int)t[0], g->b_type = (int)t[1], g->c_type = (int)t[2];
+  g->decoded = ok;
+}
 
+void decode_lt_rest(gs_gemm *g) {
+  if (g->api != GS_API_LT_MATMUL || g->lt_full) return;
+  g->lt_full = 1;
+  void *desc = g->lt_desc;
   int ok = desc != NULL;
   if (ok) {
     int8_t fast = 0;
     size_t w = 0;
-    ok = desc_i32(desc, CUBLASLT_MATMUL_DESC_COMPUTE_TYPE, &g->compute_type) == 0 &&
-         desc_i32(desc, CUBLASLT_MATMUL_DESC_SCALE_TYPE, &g->scale_type) == 0 &&
+    ok = desc_i32(desc, CUBLASLT_MATMUL_DESC_SCALE_TYPE, &g->scale_type) == 0 &&
          desc_i32(desc, CUBLASLT_MATMUL_DESC_POINTER_MODE, &g->pointer_mode) == 0 &&
          desc_i32(desc, CUBLASLT_MATMUL_DESC_TRANSA, &g->transa) == 0 &&
          desc_i32(desc, CUBLASLT_MATMUL_DESC_TRANSB, &g->transb) == 0 &&
@@ -151,8 +171,8 @@ void decode_lt(gs_gemm *g, void *handle, void *desc, const void *alpha, const vo
   }
 
   lt_layout la, lb, lc, ld;
-  int have_a = read_layout(adesc, &la) == 0, have_b = read_layout(bdesc, &lb) == 0;
-  int have_c = read_layout(cdesc, &lc) == 0, have_d = read_layout(ddesc, &ld) == 0;
+  int have_a = read_layout(g->lt_layout[0], &la) == 0, have_b = read_layout(g->lt_layout[1], &lb) == 0;
+  int have_c = read_layout(g->lt_layout[2], &lc) == 0, have_d = read_layout(g->lt_layout[3], &ld) == 0;
   if (have_a) {
     g->a_type = la.type, g->lda = la.ld, g->order_a = la.order, g->stride_a = la.stride;
     /* k is the inner dimension of op(A) */
@@ -166,5 +186,5 @@ void decode_lt(gs_gemm *g, void *handle, void *desc, const void *alpha, const vo
   }
   /* An unset bias type means "the D type" (cuBLASLt's documented default). */
   if (g->bias_type == -1 && g->d_type != -1) g->bias_type = g->d_type;
-  g->decoded = ok && have_a && have_b && have_c && have_d;
+  g->decoded = g->decoded && ok && have_a && have_b && have_c && have_d;
 }

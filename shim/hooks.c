@@ -9,6 +9,7 @@
 #define _GNU_SOURCE
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stddef.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
@@ -38,9 +39,13 @@ static uint64_t now_ns(clockid_t clock) {
 static int call_begin(gs_call *c, gs_api api, const void *caller) {
   if (call_depth) return 0;
   call_depth++;
-  memset(c, 0, sizeof *c);
+  /* The reason buffer is most of the struct and only its first byte
+   * needs clearing. */
+  memset(c, 0, offsetof(gs_call, reason));
+  c->reason[0] = '\0';
   c->g.api = api;
   c->caller = caller;
+  c->device = c->sm = -1;
   if (hooks_timing()) {
     if (!thread_id) thread_id = (int)gettid();
     c->tid = thread_id;
@@ -191,6 +196,7 @@ GS_EXPORT cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_t
   decode_lt(&c.g, h, desc, alpha, A, ad, B, bd, beta, C, cd, D, dd, s);
   c.g.workspace = ws;
   c.g.workspace_size = wss;
+  if (hooks_timing()) decode_lt_rest(&c.g);
   DISPATCH(&c, GS_CALL(cublasLtMatmul, h, desc, alpha, A, ad, B, bd, beta, C, cd, D, dd, algo, ws, wss, s));
 }
 

@@ -151,7 +151,10 @@ static void out_string(json_out *o, const char *s, size_t n) {
 /* An enum value: its name, or "unknown(N)". */
 static void out_enum(json_out *o, const char *name, int value) {
   if (name) {
-    out_string(o, name, strlen(name));
+    /* Names come from the shim's own tables: nothing to escape. */
+    OUT_LIT(o, "\"");
+    out_bytes(o, name, strlen(name));
+    OUT_LIT(o, "\"");
     return;
   }
   OUT_LIT(o, "\"unknown(");

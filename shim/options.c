@@ -256,6 +256,7 @@ void options_init(void) {
   const char *fault = getenv("GEMMSHIM_FAULT");
   if (fault && *fault && gs_fault_parse(fault, err, sizeof err) != 0) go_passthrough(err);
   load_policy();
+  decide_policy_loaded();
   options_print();
 }
 

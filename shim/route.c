@@ -4,6 +4,12 @@
 #include "shim.h"
 
 int route_run(gs_call *c) {
+  /* A route needs every field of an Lt call, not just the policy's. */
+  decode_lt_rest(&c->g);
+  if (!c->g.decoded) {
+    call_decline(c, GS_ROUTE_NATIVE, "arguments could not be decoded; ran native");
+    return GS_DECLINED;
+  }
   switch (c->decided) {
     case GS_ROUTE_FFMA:
       return route_ffma(c);

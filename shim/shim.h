@@ -48,6 +48,9 @@ typedef struct gs_gemm {
   void *handle;      /* cublasHandle_t or cublasLtHandle_t */
   void *stream;      /* CUstream; from the handle for the GemmEx family */
   void *workspace;   /* Lt only: the caller's workspace */
+  void *lt_desc;     /* Lt only: the descriptors, for decode_lt_rest */
+  void *lt_layout[4];
+  int lt_full;       /* Lt only: decode_lt_rest has run */
   size_t workspace_size;
   int decoded;       /* 1 when every field above could be read */
 } gs_gemm;
@@ -71,9 +74,9 @@ typedef struct gs_call {
   gs_route decided;    /* what mode/policy asked for */
   gs_route route;      /* what actually ran */
   const char *backend; /* e.g. "cublas", "sgemm", "own"; NULL = none */
-  char reason[GS_REASON_MAX];
   int status;          /* cublasStatus_t returned to the caller */
   const void *caller;  /* return address of the hooked call */
+  char reason[GS_REASON_MAX]; /* last: call_begin clears only what precedes it */
 } gs_call;
 
 /* site_flags: what happened to the call's fp8 site (fp8_sites.c). NEW: the
@@ -156,6 +159,9 @@ void decode_lt(gs_gemm *g, void *handle, void *desc, const void *alpha,
                const void *A, void *adesc, const void *B, void *bdesc,
                const void *beta, const void *C, void *cdesc, void *D,
                void *ddesc, void *stream);
+/* decode_lt reads only what the policy is keyed on (compute type, A/B/C
+ * types); this reads the rest, once, for the log or a route. */
+void decode_lt_rest(gs_gemm *g);
 
 /* ------------------------------------------------------------------------ */
 /* "device.c": the device of a call, from the handle's stream and context,
@@ -167,6 +173,7 @@ void device_handle_destroyed(void *handle);
 
 /* ------------------------------------------------------------------------ */
 /* "decide.c": mode and policy table -> c->decided and c->reason. */
+void decide_policy_loaded(void); /* gs_policy changed: prepare its reasons */
 void call_decide(gs_call *c);
 /* The route that ran is `ran`, and why (appended to the reason). */
 void call_decline(gs_call *c, gs_route ran, const char *fmt, ...)

@@ -18,6 +18,14 @@ static void use_real_lt(void) {
   gs_sys.cublasLtMatrixLayoutGetAttribute = cublasLtMatrixLayoutGetAttribute;
 }
 
+/* What a route or the log sees: the policy's fields, then the rest. */
+static void decode_all(gs_gemm *g, void *h, void *d, const void *alpha, const void *A, void *la,
+                       const void *B, void *lb, const void *beta, const void *C, void *lc, void *D,
+                       void *ld, void *stream) {
+  decode_lt(g, h, d, alpha, A, la, B, lb, beta, C, lc, D, ld, stream);
+  decode_lt_rest(g);
+}
+
 static cublasLtMatrixLayout_t layout(cudaDataType t, uint64_t rows, uint64_t cols, int64_t ld,
                                      int32_t batch, int64_t stride) {
   cublasLtMatrixLayout_t l = NULL;
@@ -54,7 +62,7 @@ static void test_lt_full_descriptor(void **state) {
 
   gs_gemm g;
   memset(&g, 0, sizeof g);
-  decode_lt(&g, (void *)0x10, d, (void *)0x20, (void *)0x30, la, (void *)0x40, lb, (void *)0x50,
+  decode_all(&g, (void *)0x10, d, (void *)0x20, (void *)0x30, la, (void *)0x40, lb, (void *)0x50,
             (void *)0x60, lc, (void *)0x70, ld, (void *)0x80);
   assert_int_equal(g.decoded, 1);
   assert_int_equal(g.transa, CUBLAS_OP_T);
@@ -101,7 +109,7 @@ static void test_lt_defaults(void **state) {
   cublasLtMatrixLayout_t lb = layout(CUDA_R_32F, 5, 7, 5, 1, 0);
   cublasLtMatrixLayout_t lc = layout(CUDA_R_32F, 8, 7, 8, 1, 0);
   gs_gemm g;
-  decode_lt(&g, NULL, d, NULL, NULL, la, NULL, lb, NULL, NULL, lc, NULL, lc, NULL);
+  decode_all(&g, NULL, d, NULL, NULL, la, NULL, lb, NULL, NULL, lc, NULL, lc, NULL);
   assert_int_equal(g.decoded, 1);
   assert_int_equal(g.m, 8);
   assert_int_equal(g.n, 7);
@@ -121,7 +129,7 @@ static void test_lt_null_descriptors(void **state) {
   use_real_lt();
   cublasLtMatrixLayout_t la = layout(CUDA_R_16F, 4, 4, 4, 1, 0);
   gs_gemm g;
-  decode_lt(&g, NULL, NULL, NULL, NULL, la, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL);
+  decode_all(&g, NULL, NULL, NULL, NULL, la, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL);
   assert_int_equal(g.decoded, 0);
   assert_int_equal(g.a_type, CUDA_R_16F);
   assert_int_equal(g.m, -1);
@@ -139,18 +147,47 @@ static void test_lt_getter_failure(void **state) {
     gs_fault_clear();
     gs_fault_arm(GS_SYS_cublasLtMatmulDescGetAttribute, nth, 0);
     gs_gemm g;
-    decode_lt(&g, NULL, d, NULL, NULL, l, NULL, l, NULL, NULL, l, NULL, l, NULL);
+    decode_all(&g, NULL, d, NULL, NULL, l, NULL, l, NULL, NULL, l, NULL, l, NULL);
     assert_int_equal(g.decoded, 0);
   }
   gs_fault_clear();
   gs_fault_arm(GS_SYS_cublasLtMatrixLayoutGetAttribute, 3, 0);
   gs_gemm g;
-  decode_lt(&g, NULL, d, NULL, NULL, l, NULL, l, NULL, NULL, l, NULL, l, NULL);
+  decode_all(&g, NULL, d, NULL, NULL, l, NULL, l, NULL, NULL, l, NULL, l, NULL);
   assert_int_equal(g.decoded, 0);
   gs_fault_clear();
-  decode_lt(&g, NULL, d, NULL, NULL, l, NULL, l, NULL, NULL, l, NULL, l, NULL);
+  decode_all(&g, NULL, d, NULL, NULL, l, NULL, l, NULL, NULL, l, NULL, l, NULL);
   assert_int_equal(g.decoded, 1);
   cublasLtMatrixLayoutDestroy(l);
+  cublasLtMatmulDescDestroy(d);
+}
+
+/* The policy needs four reads; the rest waits for the log or a route. */
+static void test_lt_key_only(void **state) {
+  use_real_lt();
+  cublasLtMatmulDesc_t d = NULL;
+  cublasLtMatmulDescCreate(&d, CUBLAS_COMPUTE_32F_FAST_16BF, CUDA_R_32F);
+  cublasLtMatrixLayout_t la = layout(CUDA_R_16BF, 8, 5, 8, 1, 0);
+  cublasLtMatrixLayout_t lc = layout(CUDA_R_32F, 8, 7, 8, 1, 0);
+  gs_gemm g;
+  memset(&g, 0, sizeof g);
+  g.api = GS_API_LT_MATMUL;
+  decode_lt(&g, NULL, d, NULL, NULL, la, NULL, la, NULL, NULL, lc, NULL, lc, NULL);
+  assert_int_equal(g.decoded, 1);
+  assert_int_equal(g.lt_full, 0);
+  assert_int_equal(g.compute_type, CUBLAS_COMPUTE_32F_FAST_16BF);
+  assert_int_equal(g.a_type, CUDA_R_16BF);
+  assert_int_equal(g.b_type, CUDA_R_16BF);
+  assert_int_equal(g.c_type, CUDA_R_32F);
+  assert_int_equal(g.m, -1);
+  assert_int_equal(g.transa, -1);
+  decode_lt_rest(&g);
+  assert_int_equal(g.lt_full, 1);
+  assert_int_equal(g.m, 8);
+  assert_int_equal(g.n, 7);
+  assert_int_equal(g.k, 5);
+  cublasLtMatrixLayoutDestroy(la);
+  cublasLtMatrixLayoutDestroy(lc);
   cublasLtMatmulDescDestroy(d);
 }
 
@@ -181,7 +218,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_lt_full_descriptor), cmocka_unit_test(test_lt_defaults),
       cmocka_unit_test(test_lt_null_descriptors), cmocka_unit_test(test_lt_getter_failure),
-      cmocka_unit_test(test_gemm_ex_fields),
+      cmocka_unit_test(test_gemm_ex_fields), cmocka_unit_test(test_lt_key_only),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -24,6 +24,7 @@
 #include <dlfcn.h>
 #include <inttypes.h>
 #include <math.h>
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -277,8 +278,6 @@ typedef struct smat {
   void *p;
 } smat;
 
-typedef enum { FILL_NORMAL, FILL_CONST } fill_kind;
-
 static void smat_make(smat *s, int type, int64_t rows, int64_t cols, int64_t ld, int64_t stride,
                       int64_t batch, double sigma) {
   s->type = type, s->rows = rows, s->cols = cols, s->ld = ld, s->stride = stride, s->batch = batch;
@@ -339,7 +338,8 @@ static void check_quantized(const smat *s, int is_b, int trans, const uint8_t *d
     for (int64_t i = 0; i < mn; i++)
       for (int64_t p = 0; p < k; p++) {
         float x = op_elem(s, is_b, trans, b, i, p);
-        uint8_t want = gs_f32_to_fp8_sat(x / scale, fmt);
+        /* A NaN is encoded as it is, sign kept (not the division's NaN). */
+        uint8_t want = gs_f32_to_fp8_sat(isnan(x) ? x : x / scale, fmt);
         uint8_t got = dst[b * mn * k + i * k + p];
         if (got != want)
           fail_msg("%s: member %" PRId64 " %s %" PRId64 " k %" PRId64 ": 0x%02x, want 0x%02x (x %a)", what, b,
@@ -443,6 +443,34 @@ static void test_quantize_many_blocks(void **state) {
     ring_check(ring, &m, "many blocks");
   }
   dev_free(dst), dev_free(ring), dev_free(s.p);
+}
+
+/* Zeros of both signs, infinities, NaNs of both signs, subnormals, values
+ * that saturate: each element encoded as the reference says, in both
+ * formats; the NaNs make the amax NaN, so the fold keeps the scale. */
+static void test_quantize_specials(void **state) {
+  (void)state;
+  static const uint16_t specials[] = {0x0000, 0x8000, 0x7F80, 0xFF80, 0x7FC0, 0xFFC0, 0x0001, 0x807F,
+                                      0x4400, 0xC700, 0x3C00, 0x3B80, 0x4350, 0xC360, 0x0080, 0x7F7F};
+  for (int fmt = 0; fmt < 2; fmt++)
+    for (int trans = 0; trans < 2; trans++) {
+      smat s;
+      smat_make(&s, CUDA_R_16BF, 16, 24, 16, 0, 1, 1.0);
+      for (int i = 0; i < 16 * 24; i++) ((uint16_t *)s.p)[i] = specials[rng_below(16)];
+      ((uint16_t *)s.p)[5] = 0xFFC0; /* at least one -NaN */
+      ring_model m;
+      gs_fp8_ring *ring = ring_new(&m, 4, fmt, 1.0f);
+      ring->scale[0] = m.scale[0] = 0.5f;
+      uint8_t *dst = dst_alloc(16 * 24);
+      assert_int_equal(fp8_quantize(ctx, NULL, CUDA_R_16BF, s.p, 16, 24, 16, 0, 1, trans, 1, dst, ring, 0),
+                       CUDA_SUCCESS);
+      check_quantized(&s, 1, trans, dst, 0.5f, fmt, "specials");
+      int64_t at = trans ? 5 * 24 : 5; /* element (5, 0) of B as stored */
+      assert_int_equal(dst[at], fmt ? 0xFE : 0xFF);
+      model_fold(&m, smat_amax(&s), 0, 0);
+      ring_check(ring, &m, "specials");
+      dev_free(dst), dev_free(ring), dev_free(s.p);
+    }
 }
 
 /* The launchers give every tile a block; a smaller grid makes each block
@@ -929,6 +957,25 @@ static double sqnr_case(int64_t m, int64_t n, int64_t k, int64_t batch, int ta, 
                    CUDA_SUCCESS);
   check_quantized(&a, 0, ta, a8, ra->scale[parity], fmt, "pipeline A");
   check_quantized(&b, 1, tb, b8, rb->scale[parity], fmt, "pipeline B");
+  /* The round trip: decode(code) * scale against the input. */
+  double cast_db[2];
+  for (int op = 0; op < 2; op++) {
+    const smat *s = op ? &b : &a;
+    const uint8_t *q8 = op ? b8 : a8;
+    const float sc = (op ? rb : ra)->scale[parity];
+    int64_t mn = op ? n : m;
+    double sig = 0, err = 0;
+    for (int64_t bb = 0; bb < batch; bb++)
+      for (int64_t i = 0; i < mn; i++)
+        for (int64_t p = 0; p < k; p++) {
+          double x = op_elem(s, op, op ? tb : ta, bb, i, p);
+          double y = (double)gs_fp8_to_f32(q8[(bb * mn + i) * k + p], fmt) * sc;
+          sig += x * x, err += (y - x) * (y - x);
+        }
+    cast_db[op] = 10.0 * log10(sig / err);
+  }
+  printf("  %s cast SQNR: A %.1f dB, B %.1f dB\n", fmt ? "e5m2" : "e4m3", cast_db[0], cast_db[1]);
+  assert_true(cast_db[0] >= (fmt ? 18.0 : 25.0) && cast_db[1] >= (fmt ? 18.0 : 25.0));
   const float one = 1.0f, zero = 0.0f;
   assert_int_equal(fp8_gemm(ctx, NULL, m, n, k, batch, a8, fmt, b8, fmt, &ra->scale[parity], &rb->scale[parity], &one,
                             &zero, 0, FL, NULL, m, m * n, FL, d, m, m * n, CUBLASLT_EPILOGUE_DEFAULT, NULL, 0),
@@ -1040,6 +1087,66 @@ static void test_other_context(void **state) {
   assert_null(cur); /* the launchers restored the caller's (no) context */
 }
 
+/* The modules load once per context, also when several threads make the
+ * context's first fp8 calls at once; every call computes right. */
+static CUresult (*real_load)(CUmodule *, const void *);
+static int loads;
+static CUresult counting_load(CUmodule *m, const void *image) {
+  __atomic_fetch_add(&loads, 1, __ATOMIC_SEQ_CST);
+  return real_load(m, image);
+}
+
+typedef struct first_use {
+  smat s;
+  gs_fp8_ring *ring;
+  ring_model m;
+  uint8_t *dst;
+  CUresult r;
+} first_use;
+
+static void *first_use_thread(void *arg) {
+  first_use *u = arg;
+  u->r = fp8_quantize(ctx, NULL, CUDA_R_16BF, u->s.p, u->s.rows, u->s.cols, u->s.ld, 0, 1, 0, 0, u->dst, u->ring, 0);
+  return NULL;
+}
+
+static void test_module_once_per_context(void **state) {
+  (void)state;
+  CUresult (*create)(CUcontext *, CUctxCreateParams *, unsigned, CUdevice);
+  *(void **)&create = standin_sym("cuCtxCreate_v4");
+  CUcontext fresh, popped, saved = ctx;
+  assert_int_equal(create(&fresh, NULL, 0, 0), CUDA_SUCCESS);
+  assert_int_equal(gs_sys.cuCtxPopCurrent_v2(&popped), CUDA_SUCCESS);
+  ctx = fresh;
+  enum { THREADS = 4 };
+  first_use u[THREADS];
+  for (int i = 0; i < THREADS; i++) {
+    smat_make(&u[i].s, CUDA_R_16BF, 70 + i, 90, 70 + i, 0, 1, 1.0);
+    u[i].ring = ring_new(&u[i].m, 4, GS_FP8_E4M3, 1.0f);
+    u[i].dst = dst_alloc(u[i].s.rows * 90);
+  }
+  real_load = gs_sys.cuModuleLoadData;
+  gs_sys.cuModuleLoadData = counting_load;
+  loads = 0;
+  pthread_t t[THREADS];
+  for (int i = 0; i < THREADS; i++) assert_int_equal(pthread_create(&t[i], NULL, first_use_thread, &u[i]), 0);
+  for (int i = 0; i < THREADS; i++) assert_int_equal(pthread_join(t[i], NULL), 0);
+  int after_first = loads;
+  const gemm_case g = {"after first use", 8, 8, 8, 1, E4, E4, FL, FL, FL, 0, 1.0f, 0.0f, 0, 0, 1, 0, 0, 0};
+  gemm_run(&g);
+  gs_sys.cuModuleLoadData = real_load;
+  assert_int_equal(after_first, 2); /* fp8_quantize and fp8_gemm: one module each */
+  assert_int_equal(loads, 2);
+  for (int i = 0; i < THREADS; i++) {
+    assert_int_equal(u[i].r, CUDA_SUCCESS);
+    check_quantized(&u[i].s, 0, 0, u[i].dst, 1.0f, GS_FP8_E4M3, "first use");
+    model_fold(&u[i].m, smat_amax(&u[i].s), 0, 0);
+    ring_check(u[i].ring, &u[i].m, "first use");
+    dev_free(u[i].dst), dev_free(u[i].ring), dev_free(u[i].s.p);
+  }
+  ctx = saved;
+}
+
 int main(void) {
   const char *seed_env = getenv("GS_TEST_SEED");
   uint64_t seed = seed_env && *seed_env ? strtoull(seed_env, NULL, 0) : (uint64_t)getpid() * 0x9E3779B97F4A7C15ull;
@@ -1050,6 +1157,7 @@ int main(void) {
       cmocka_unit_test(test_ptx_has_every_kernel),
       cmocka_unit_test(test_quantize_layouts),
       cmocka_unit_test(test_quantize_vector_paths),
+      cmocka_unit_test(test_quantize_specials),
       cmocka_unit_test(test_quantize_many_blocks),
       cmocka_unit_test(test_quantize_grid_stride),
       cmocka_unit_test(test_ring_state_machine),
@@ -1065,6 +1173,7 @@ int main(void) {
       cmocka_unit_test(test_gemm_sqnr),
       cmocka_unit_test(test_gemm_argument_checks),
       cmocka_unit_test(test_other_context),
+      cmocka_unit_test(test_module_once_per_context),
   };
   return cmocka_run_group_tests(tests, setup, NULL);
 }

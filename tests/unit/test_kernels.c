@@ -211,6 +211,7 @@ static void test_narrow_sweep(void **state) {
 
 /* ---- the host kernels ---------------------------------------------------- */
 static void *host_lib, *standin_cuda;
+static gs_sys_table real_sys; /* the table as resolve_driver() filled it */
 static unsigned long long (*take_vector_accesses)(void);
 
 /* $(BUILD)/tests/unit/test_kernels -> $(BUILD)/<rel> */
@@ -252,7 +253,19 @@ static int setup(void **state) {
     fprintf(stderr, "test_kernels: resolve_driver: %s\n", why);
     return -1;
   }
+  real_sys = gs_sys;
   return gs_sys.cuInit(0) == CUDA_SUCCESS ? 0 : -1;
+}
+
+/* Each stand-in test starts from the real driver entries, no fault armed
+ * and no current context, whatever a failed test before it left. */
+static int fresh(void **state) {
+  (void)state;
+  gs_fault_clear();
+  gs_sys = real_sys;
+  CUcontext c = NULL, popped;
+  while (gs_sys.cuCtxGetCurrent(&c) == CUDA_SUCCESS && c) gs_sys.cuCtxPopCurrent_v2(&popped);
+  return 0;
 }
 
 static int run_host_kernel(const char *name, const unsigned grid[3], const unsigned block[3],
@@ -768,8 +781,6 @@ static void test_launch_results(void **state) {
 
 /* Launch shapes, recorded instead of run. */
 static unsigned last_grid[3], last_block[3];
-static CUresult (*real_launch)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
-                               unsigned, CUstream, void **, void **);
 static CUresult record_launch(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
                               unsigned by, unsigned bz, unsigned shmem, CUstream s, void **params,
                               void **extra) {
@@ -793,7 +804,6 @@ static void expect_grid(unsigned x, unsigned y, unsigned z) {
 static void test_launch_grid(void **state) {
   (void)state;
   CUcontext ctx = new_context(DEV_61);
-  real_launch = gs_sys.cuLaunchKernel;
   gs_sys.cuLaunchKernel = record_launch;
   void *p = (void *)(uintptr_t)0x100000; /* never touched: nothing runs */
   /* 4 rows a thread, 32 threads along x, 8 columns a block */
@@ -812,7 +822,7 @@ static void test_launch_grid(void **state) {
   expect_grid(1, 1, 65535);
   assert_int_equal(kernel_widen_vector(ctx, NULL, CUDA_R_32F, p, p, (int64_t)1 << 40), 0);
   expect_grid(65535, 1, 1);
-  gs_sys.cuLaunchKernel = real_launch;
+  gs_sys.cuLaunchKernel = real_sys.cuLaunchKernel;
 }
 
 /* Module loads and unloads, counted. */
@@ -831,13 +841,10 @@ static CUresult count_unload(CUmodule m) {
   return real_unload(m);
 }
 static void count_modules(int on) {
-  if (on) {
-    real_load = gs_sys.cuModuleLoadData, real_unload = gs_sys.cuModuleUnload;
-    gs_sys.cuModuleLoadData = count_load, gs_sys.cuModuleUnload = count_unload;
-    loads = unloads = 0;
-  } else {
-    gs_sys.cuModuleLoadData = real_load, gs_sys.cuModuleUnload = real_unload;
-  }
+  real_load = real_sys.cuModuleLoadData, real_unload = real_sys.cuModuleUnload;
+  gs_sys.cuModuleLoadData = on ? count_load : real_load;
+  gs_sys.cuModuleUnload = on ? count_unload : real_unload;
+  if (on) loads = unloads = 0;
 }
 
 /* A small widen on ctx, checked. */
@@ -936,7 +943,6 @@ static CUresult fake_get_id(CUcontext c, unsigned long long *id) {
 static void test_module_keyed_by_context_id(void **state) {
   (void)state;
   CUcontext ctx = new_context(DEV_61);
-  CUresult (*real_get_id)(CUcontext, unsigned long long *) = gs_sys.cuCtxGetId;
   gs_sys.cuCtxGetId = fake_get_id;
   count_modules(1);
   fake_id = 1001;
@@ -947,7 +953,7 @@ static void test_module_keyed_by_context_id(void **state) {
   assert_int_equal(small_widen(ctx, 1), CUDA_SUCCESS);
   assert_int_equal(loads, 2 * module_files);
   count_modules(0);
-  gs_sys.cuCtxGetId = real_get_id;
+  gs_sys.cuCtxGetId = real_sys.cuCtxGetId;
 }
 
 /* sm_52 is older than the PTX's .target: the driver refuses the module and
@@ -1027,15 +1033,15 @@ int main(void) {
       cmocka_unit_test(test_narrow_bf16),
       cmocka_unit_test(test_narrow_f16),
       cmocka_unit_test(test_ptx_has_every_kernel),
-      cmocka_unit_test(test_launcher_argument_checks),
-      cmocka_unit_test(test_launch_results),
-      cmocka_unit_test(test_launch_grid),
-      cmocka_unit_test(test_launch_other_context),
-      cmocka_unit_test(test_module_once_per_context),
-      cmocka_unit_test(test_concurrent_first_use),
-      cmocka_unit_test(test_module_keyed_by_context_id),
-      cmocka_unit_test(test_device_too_old),
-      cmocka_unit_test(test_driver_failures),
+      cmocka_unit_test_setup(test_launcher_argument_checks, fresh),
+      cmocka_unit_test_setup(test_launch_results, fresh),
+      cmocka_unit_test_setup(test_launch_grid, fresh),
+      cmocka_unit_test_setup(test_launch_other_context, fresh),
+      cmocka_unit_test_setup(test_module_once_per_context, fresh),
+      cmocka_unit_test_setup(test_concurrent_first_use, fresh),
+      cmocka_unit_test_setup(test_module_keyed_by_context_id, fresh),
+      cmocka_unit_test_setup(test_device_too_old, fresh),
+      cmocka_unit_test_setup(test_driver_failures, fresh),
   };
   return cmocka_run_group_tests(tests, setup, NULL);
 }
