@@ -48,7 +48,9 @@
 
 #if !defined(GS_EMU)
 
+#ifndef __shared__
 #define __shared__ __attribute__((shared))
+#endif
 
 /* __syncthreads() is itself a clang NVPTX builtin (bar.sync 0). */
 static __device__ __forceinline__ unsigned gs_fp8_atomic_max(unsigned *p, unsigned v) {
@@ -101,6 +103,8 @@ static __device__ __forceinline__ void gs_fp8_threadfence(void) { __nvvm_membar_
 #include <sanitizer/tsan_interface.h>
 #endif
 
+/* One copy per host thread, shared by the fibers of the running block. */
+#undef __shared__
 #define __shared__ static thread_local
 
 inline unsigned gs_fp8_atomic_max(unsigned *p, unsigned v) {

@@ -157,7 +157,7 @@ static __device__ __forceinline__ void fp8_quantize_body(const gs_fp8_quantize_a
     const int64_t tc = in_member / a.tiles_r, tr = in_member - tc * a.tiles_r;
     const int64_t r0 = tr * GS_FP8_Q_TILE, c0 = tc * GS_FP8_Q_TILE;
     const sbits *src = (const sbits *)a.src + b * a.stride;
-    uint8_t *dst = a.dst + b * rows * cols;
+    uint8_t *dst = MODE == GS_FP8_MODE_QUANTIZE ? a.dst + b * rows * cols : a.dst; /* NULL for amax */
 
     /* A thread's groups are all loaded before any is encoded: 32 bytes
      * (64 for fp32) per thread in flight at once, which the stores in

@@ -47,12 +47,23 @@ static uint64_t caller_where(const void *caller) {
   return h;
 }
 
+/* A word at a time: this runs on every logged call. The multiply-xorshift
+ * finaliser (splitmix64's) spreads every input bit over the result. */
+static uint64_t mix(uint64_t h, uint64_t v) {
+  h ^= v + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2);
+  h ^= h >> 31;
+  h *= 0xbf58476d1ce4e5b9ULL;
+  return h ^ (h >> 29);
+}
+
 uint64_t site_id(const void *caller, const gs_gemm *g) {
-  struct {
-    int64_t m, n, k, batch;
-    int api, transa, transb, a_type, b_type, c_type, compute_type, epilogue;
-  } shape = {g->m, g->n, g->k, g->batch, g->api, g->transa, g->transb,
-             g->a_type, g->b_type, g->c_type, g->compute_type, g->epilogue};
   uint64_t h = caller_where(caller);
-  return fnv(h, &shape, sizeof shape);
+  h = mix(h, (uint64_t)g->m);
+  h = mix(h, (uint64_t)g->n);
+  h = mix(h, (uint64_t)g->k);
+  h = mix(h, (uint64_t)g->batch);
+  h = mix(h, (uint64_t)(uint32_t)g->api << 32 | (uint32_t)g->transa << 16 | (uint32_t)g->transb);
+  h = mix(h, (uint64_t)(uint32_t)g->a_type << 32 | (uint32_t)g->b_type);
+  h = mix(h, (uint64_t)(uint32_t)g->c_type << 32 | (uint32_t)g->compute_type);
+  return mix(h, (uint64_t)(uint32_t)g->epilogue);
 }

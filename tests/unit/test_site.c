@@ -1,0 +1,89 @@
+/* Call-site ids: the same place and shape give the same id, in this process
+ * and in another one (ASLR moves the objects, the id must not move). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "shim.h"
+
+static gs_gemm shape(int64_t m, int64_t n, int64_t k) {
+  gs_gemm g;
+  memset(&g, 0, sizeof g);
+  g.api = GS_API_GEMM_EX;
+  g.m = m, g.n = n, g.k = k, g.batch = 1;
+  g.transa = 1, g.transb = 0;
+  g.a_type = g.b_type = 14, g.c_type = 14, g.compute_type = 68;
+  g.epilogue = -1;
+  return g;
+}
+
+/* A stand-in return address inside this program's own code. */
+static const void *caller_here(int offset) { return (const char *)(uintptr_t)&shape + offset; }
+
+static void test_same_site_same_id(void **state) {
+  gs_gemm a = shape(64, 32, 16), b = shape(64, 32, 16);
+  assert_int_equal(site_id(caller_here(4), &a), site_id(caller_here(4), &b));
+  /* The per-thread caller cache must not change the answer. */
+  for (int i = 0; i < 40; i++) site_id(caller_here(i), &a);
+  assert_int_equal(site_id(caller_here(4), &a), site_id(caller_here(4), &b));
+}
+
+static void test_shape_and_place_matter(void **state) {
+  gs_gemm a = shape(64, 32, 16);
+  uint64_t base = site_id(caller_here(4), &a);
+  assert_int_not_equal(base, site_id(caller_here(8), &a));
+  gs_gemm fields[8];
+  for (int i = 0; i < 8; i++) fields[i] = a;
+  fields[0].m = 65;
+  fields[1].n = 33;
+  fields[2].k = 17;
+  fields[3].batch = 2;
+  fields[4].transb = 1;
+  fields[5].a_type = 0;
+  fields[6].compute_type = 77;
+  fields[7].api = GS_API_LT_MATMUL;
+  for (int i = 0; i < 8; i++) assert_int_not_equal(base, site_id(caller_here(4), &fields[i]));
+  /* m and n swapped is another GEMM. */
+  gs_gemm swapped = shape(32, 64, 16);
+  assert_int_not_equal(base, site_id(caller_here(4), &swapped));
+}
+
+/* Two runs of this program load it at different addresses; the id is the
+ * same because the caller is taken relative to its object. */
+static void test_stable_across_processes(void **state) {
+  const char *self = getenv("SITE_TEST_SELF");
+  assert_non_null(self);
+  char cmd[512];
+  snprintf(cmd, sizeof cmd, "%s --print-site", self);
+  FILE *p = popen(cmd, "r");
+  assert_non_null(p);
+  unsigned long long other = 0;
+  void *other_addr = NULL;
+  assert_int_equal(fscanf(p, "%llx %p", &other, &other_addr), 2);
+  assert_int_equal(pclose(p), 0);
+  gs_gemm a = shape(4096, 4096, 4096);
+  assert_int_equal(other, site_id(caller_here(12), &a));
+  /* The child was really loaded elsewhere (PIE + ASLR); otherwise this test
+   * proves nothing. */
+  assert_ptr_not_equal(other_addr, caller_here(12));
+}
+
+int main(int argc, char **argv) {
+  if (argc == 2 && strcmp(argv[1], "--print-site") == 0) {
+    gs_gemm a = shape(4096, 4096, 4096);
+    printf("%llx %p\n", (unsigned long long)site_id(caller_here(12), &a), caller_here(12));
+    return 0;
+  }
+  setenv("SITE_TEST_SELF", argv[0], 1);
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_same_site_same_id),
+      cmocka_unit_test(test_shape_and_place_matter),
+      cmocka_unit_test(test_stable_across_processes),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
