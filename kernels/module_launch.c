@@ -105,24 +105,34 @@ static CUresult slot_load(CUcontext ctx, module_slot *s, const char **why, CUres
   return r;
 }
 
+static CUresult load_failed(CUcontext ctx, CUresult r, const char *why) {
+  /* Not cached: a transient failure (memory) gets another try next call. */
+  if (!atomic_exchange(&warned, 1))
+    GS_WARN("kernels: %s (CUresult %d, context %p); GEMMs that need the shim's kernels run native",
+            why, (int)r, (void *)ctx);
+  else
+    GS_TRACE("kernels: %s (CUresult %d, context %p)", why, (int)r, (void *)ctx);
+  return r;
+}
+
 CUresult kernels_function(CUcontext ctx, gs_kernel_id id, CUfunction *f, const char **why) {
   *why = NULL;
   if (!ctx) {
     *why = "no context";
-    return CUDA_ERROR_INVALID_CONTEXT;
+    return load_failed(ctx, CUDA_ERROR_INVALID_CONTEXT, *why);
   }
   if (!gs_sys.cuCtxGetCurrent || !gs_sys.cuCtxPushCurrent_v2 || !gs_sys.cuCtxPopCurrent_v2 ||
       !gs_sys.cuModuleLoadData || !gs_sys.cuModuleUnload || !gs_sys.cuModuleGetFunction ||
       !gs_sys.cuLaunchKernel) {
     *why = "the driver lacks a module or context function the kernels need";
-    return CUDA_ERROR_NOT_FOUND;
+    return load_failed(ctx, CUDA_ERROR_NOT_FOUND, *why);
   }
   unsigned long long ctx_id = 0;
   if (gs_sys.cuCtxGetId) {
     CUresult r = GS_CALL(cuCtxGetId, ctx, &ctx_id);
     if (r != CUDA_SUCCESS) {
       *why = "cuCtxGetId failed (destroyed context?)";
-      return r;
+      return load_failed(ctx, r, *why);
     }
   }
   const module_slot *found = slot_find(ctx, ctx_id);
@@ -147,9 +157,8 @@ CUresult kernels_function(CUcontext ctx, gs_kernel_id id, CUfunction *f, const c
       atomic_store_explicit(&s->ctx, (uintptr_t)ctx, memory_order_release);
       atomic_store_explicit(&slots_used, n + 1, memory_order_release);
       found = s;
-      GS_INFO("kernels: %d modules loaded for context %p (id %llu): %d kernels",
-              (int)(sizeof kernel_files / sizeof kernel_files[0]), (void *)ctx, ctx_id,
-              (int)GS_KERNEL_COUNT);
+      GS_INFO("kernels: %d modules loaded for context %p (id %llu): %d kernels", FILE_COUNT,
+              (void *)ctx, ctx_id, (int)GS_KERNEL_COUNT);
     }
     /* The modules are good and kept even so; this call reports it. */
     if (r == CUDA_SUCCESS && pop_result != CUDA_SUCCESS) {
@@ -158,15 +167,7 @@ CUresult kernels_function(CUcontext ctx, gs_kernel_id id, CUfunction *f, const c
     }
   }
   pthread_mutex_unlock(&module_lock);
-  if (r != CUDA_SUCCESS) {
-    /* Not cached: a transient failure (memory) gets another try next call. */
-    if (!atomic_exchange(&warned, 1))
-      GS_WARN("kernels: %s (CUresult %d, context %p); GEMMs that need the shim's kernels run native",
-              *why, (int)r, (void *)ctx);
-    else
-      GS_TRACE("kernels: %s (CUresult %d, context %p)", *why, (int)r, (void *)ctx);
-    return r;
-  }
+  if (r != CUDA_SUCCESS) return load_failed(ctx, r, *why);
   *f = found->fn[id];
   return CUDA_SUCCESS;
 }

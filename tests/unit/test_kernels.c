@@ -975,9 +975,12 @@ static void test_device_too_old(void **state) {
  * and a retry succeeds. */
 static void test_driver_failures(void **state) {
   (void)state;
-  static const gs_sys_id entries[] = {GS_SYS_cuCtxGetCurrent, GS_SYS_cuCtxPushCurrent_v2,
-                                      GS_SYS_cuCtxPopCurrent_v2, GS_SYS_cuModuleLoadData,
-                                      GS_SYS_cuModuleGetFunction, GS_SYS_cuLaunchKernel};
+  static const gs_sys_id entries[] = {GS_SYS_cuCtxGetId,          GS_SYS_cuCtxGetCurrent,
+                                      GS_SYS_cuCtxPushCurrent_v2,  GS_SYS_cuCtxPopCurrent_v2,
+                                      GS_SYS_cuModuleLoadData,     GS_SYS_cuModuleGetFunction,
+                                      GS_SYS_cuLaunchKernel};
+  /* The stand-in has cuCtxGetId, as CUDA 12+ drivers do: ids key the cache. */
+  assert_non_null(gs_sys.cuCtxGetId);
   CUcontext base = new_context(DEV_61), popped;
   assert_int_equal(gs_sys.cuCtxPushCurrent_v2(base), CUDA_SUCCESS);
   int failures = 0;

@@ -1,0 +1,155 @@
+/* The device of a call: handle -> stream -> context -> capability, cached
+ * per context, and a destroyed handle never asked for its stream. Runs over
+ * the CPU stand-in's libcuda (two devices, 6.1 and 9.0) with cuBLAS's
+ * handle queries replaced by counting fakes. */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#include "resolve.h"
+#include "shim.h"
+#include "sys.h"
+
+static CUcontext ctxs[2];
+static CUstream streams[2];
+static int push_calls, get_stream_calls;
+static CUresult (*real_push)(CUcontext);
+
+/* The fake cuBLAS handles: 0x100 + d runs on streams[d]. */
+static cublasStatus_t fake_get_stream(cublasHandle_t h, cudaStream_t *s) {
+  get_stream_calls++;
+  uintptr_t d = (uintptr_t)h - 0x100;
+  if (d > 1) return CUBLAS_STATUS_NOT_INITIALIZED;
+  *s = (cudaStream_t)streams[d];
+  return CUBLAS_STATUS_SUCCESS;
+}
+
+static cublasStatus_t fake_pointer_mode(cublasHandle_t h, cublasPointerMode_t *m) {
+  *m = CUBLAS_POINTER_MODE_DEVICE;
+  return CUBLAS_STATUS_SUCCESS;
+}
+
+static CUresult counting_push(CUcontext c) {
+  push_calls++;
+  return real_push(c);
+}
+
+static int setup(void **state) {
+  char path[4096];
+  ssize_t n = readlink("/proc/self/exe", path, sizeof path - 64);
+  if (n <= 0) return -1;
+  path[n] = 0;
+  strcpy(strrchr(path, '/'), "/../../standin/cu12/libcuda.so.1");
+  setenv("STANDIN_CC", "6.1,9.0", 1);
+  /* Loaded by path first, the soname lookup in resolve_driver finds it. */
+  if (!dlopen(path, RTLD_NOW | RTLD_GLOBAL)) {
+    fprintf(stderr, "test_device: cannot load %s: %s\n", path, dlerror());
+    return -1;
+  }
+  if (resolve_driver() || gs_sys.cuInit(0) != CUDA_SUCCESS) return -1;
+  CUresult (*retain)(CUcontext *, CUdevice) = (CUresult(*)(CUcontext *, CUdevice))dlsym(RTLD_DEFAULT, "cuDevicePrimaryCtxRetain");
+  CUresult (*stream_create)(CUstream *, unsigned) = (CUresult(*)(CUstream *, unsigned))dlsym(RTLD_DEFAULT, "cuStreamCreate");
+  for (int d = 0; d < 2; d++) {
+    CUcontext popped;
+    if (retain(&ctxs[d], d) != CUDA_SUCCESS || gs_sys.cuCtxPushCurrent_v2(ctxs[d]) != CUDA_SUCCESS ||
+        stream_create(&streams[d], 0) != CUDA_SUCCESS || gs_sys.cuCtxPopCurrent_v2(&popped) != CUDA_SUCCESS)
+      return -1;
+  }
+  real_push = gs_sys.cuCtxPushCurrent_v2;
+  gs_sys.cuCtxPushCurrent_v2 = counting_push;
+  gs_sys.cublasGetStream_v2 = fake_get_stream;
+  gs_sys.cublasGetPointerMode_v2 = fake_pointer_mode;
+  return 0;
+}
+
+static gs_call gemm_call(uintptr_t handle) {
+  gs_call c;
+  memset(&c, 0, sizeof c);
+  c.g.api = GS_API_GEMM_EX;
+  c.g.handle = (void *)handle;
+  c.g.pointer_mode = -1;
+  return c;
+}
+
+static void test_device_and_cache(void **state) {
+  push_calls = get_stream_calls = 0;
+  gs_call c = gemm_call(0x100);
+  assert_null(device_of_call(&c));
+  assert_int_equal(c.device, 0);
+  assert_int_equal(c.sm, 61);
+  assert_ptr_equal(c.ctx, ctxs[0]);
+  assert_ptr_equal(c.g.stream, streams[0]);
+  assert_int_equal(c.g.pointer_mode, CUBLAS_POINTER_MODE_DEVICE);
+  int pushes = push_calls;
+  assert_int_equal(pushes, 1); /* the first call of the process: not cached yet */
+  for (int i = 0; i < 10; i++) {
+    c = gemm_call(0x100);
+    assert_null(device_of_call(&c));
+    assert_int_equal(c.sm, 61);
+  }
+  assert_int_equal(push_calls, pushes); /* cached: no more context switches */
+  c = gemm_call(0x101);
+  assert_null(device_of_call(&c));
+  assert_int_equal(c.device, 1);
+  assert_int_equal(c.sm, 90);
+  assert_int_equal(get_stream_calls, 12);
+}
+
+static void test_lt_uses_its_stream(void **state) {
+  get_stream_calls = 0;
+  gs_call c = gemm_call(0);
+  c.g.api = GS_API_LT_MATMUL;
+  c.g.stream = streams[1];
+  assert_null(device_of_call(&c));
+  assert_int_equal(c.sm, 90);
+  assert_int_equal(get_stream_calls, 0);
+}
+
+static void test_null_and_dead_handles(void **state) {
+  get_stream_calls = 0;
+  gs_call c = gemm_call(0);
+  assert_string_equal(device_of_call(&c), "NULL cuBLAS handle");
+  assert_int_equal(c.device, -1);
+  assert_int_equal(c.sm, -1);
+  device_handle_destroyed((void *)0x100);
+  c = gemm_call(0x100);
+  assert_string_equal(device_of_call(&c), "cuBLAS handle already destroyed");
+  assert_int_equal(get_stream_calls, 0); /* never asked */
+  c = gemm_call(0x101); /* another live handle is unaffected */
+  assert_null(device_of_call(&c));
+  device_handle_created((void *)0x100); /* the address handed out again */
+  c = gemm_call(0x100);
+  assert_null(device_of_call(&c));
+  assert_int_equal(c.sm, 61);
+}
+
+static void test_failures_are_reasons(void **state) {
+  gs_call c = gemm_call(0x100);
+  gs_fault_arm(GS_SYS_cublasGetStream_v2, 1, 0);
+  assert_string_equal(device_of_call(&c), "cublasGetStream failed");
+  c = gemm_call(0x100);
+  gs_fault_arm(GS_SYS_cuStreamGetCtx, 1, 0);
+  assert_string_equal(device_of_call(&c), "cuStreamGetCtx failed (no current context?)");
+  assert_int_equal(c.device, -1);
+  gs_fault_clear();
+  c = gemm_call(0x7777); /* a handle the fake does not know */
+  assert_string_equal(device_of_call(&c), "cublasGetStream failed");
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_device_and_cache),
+      cmocka_unit_test(test_lt_uses_its_stream),
+      cmocka_unit_test(test_null_and_dead_handles),
+      cmocka_unit_test(test_failures_are_reasons),
+  };
+  return cmocka_run_group_tests(tests, setup, NULL);
+}
