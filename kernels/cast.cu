@@ -17,10 +17,13 @@
  *
  * Blocks are 32 x 8 threads: x is one warp along a column, so the
  * vector/scalar choice, made per column, never splits a warp; 8 columns make
- * 256 threads, and at this register count 8 such blocks (2048 threads, full
- * occupancy) fit on a Pascal SM to hide DRAM latency. Grid-stride loops on
- * all three axes let the launcher cap the grid (65535 in y and z is the
- * hardware limit) and still cover any size. */
+ * 256 threads. With 64-bit indexing ptxas gives these kernels 52-64
+ * registers, so 4 blocks (1024 threads) share an SM: each thread keeps a
+ * 16-byte load in flight, 16 KiB per SM, about twice what Pascal's DRAM
+ * needs in flight per SM (bandwidth x latency / SMs). Forcing 8 blocks
+ * (launch_bounds(256, 8)) made ptxas spill ~150 bytes a thread instead.
+ * Grid-stride loops on all three axes let the launcher cap the grid (65535
+ * in y and z is the hardware limit) and still cover any size. */
 #include "device.h"
 
 #include "cast.h"

@@ -13,7 +13,8 @@
  *   - a block's threads never run concurrently, so there are no barriers:
  *     calling __syncthreads() is a compile error, and __shared__, warp
  *     shuffles/votes and atomics are not defined. The cast kernels need none
- *     of them: every thread owns the outputs it writes.
+ *     of them: every thread owns the outputs it writes. Kernels that do
+ *     (fp8) get fiber-scheduled blocks from fp8_block.h, built on this file.
  *   - faults: gs_ld8/gs_st8/gs_ld16/gs_st16 check alignment as the GPU does
  *     and the launch returns CUDA_ERROR_MISALIGNED_ADDRESS (the access is
  *     skipped); other bad addresses are not detected here (the ASan build

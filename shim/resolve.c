@@ -23,13 +23,21 @@
 #include "shim.h"
 #include "sys.h"
 
-static int self_anchor;
+/* Exported: a candidate "real" function whose object has this symbol is a
+ * copy of the shim (installed under a cuBLAS name, or preloaded twice), and
+ * calling it would only come back here. */
+__attribute__((visibility("default"))) const char gemmshim_version[] = "gemmshim 0.1";
 
-/* Is p inside libgemmshim.so? */
 int resolve_is_self(const void *p) {
   Dl_info self, other;
-  if (!dladdr(&self_anchor, &self) || !dladdr(p, &other)) return 0;
-  return self.dli_fbase == other.dli_fbase;
+  if (!dladdr(gemmshim_version, &self) || !dladdr(p, &other)) return 0;
+  if (self.dli_fbase == other.dli_fbase) return 1;
+  if (!other.dli_fname || !gs_resolve_real_dlsym()) return 0;
+  void *h = dlopen(other.dli_fname, RTLD_LAZY | RTLD_NOLOAD);
+  if (!h) return 0;
+  int copy = gs_sys.dlsym(h, "gemmshim_version") != NULL;
+  dlclose(h);
+  return copy;
 }
 
 /* Which library a hooked or companion entry comes from. */
@@ -55,6 +63,7 @@ int resolve_object_is_cublas(const void *p, int *is_lt) {
 
 /* ---- loaded-object search (pattern 2) ---------------------------------- */
 #define MAX_CANDIDATES 8
+static _Atomic int warned_copy;
 typedef struct candidates {
   int want_lt;
   int n;
@@ -86,7 +95,13 @@ static void *search_loaded(const char *name, int want_lt, char *from, size_t fro
     if (!h) continue;
     void *p = gs_sys.dlsym(h, name);
     dlclose(h); /* NOLOAD took a reference; the object stays loaded */
-    if (p && !resolve_is_self(p)) {
+    if (p && resolve_is_self(p)) {
+      if (!atomic_exchange(&warned_copy, 1))
+        GS_WARN("%s in %s is the shim's own wrapper (a copy of libgemmshim.so under a cuBLAS name?); refusing it",
+              name, c.path[i]);
+      continue;
+    }
+    if (p) {
       snprintf(from, fromlen, "%s", c.path[i]);
       return p;
     }

@@ -1,6 +1,6 @@
 """What libgemmshim.so itself is: a library whose only run-time dependency
 is libc (cuBLAS and the driver are found at run time), exporting exactly the
-hooked entry points, the handle hooks and dlsym."""
+hooked entry points, the handle hooks, dlsym and the version marker."""
 
 import re
 import subprocess
@@ -10,7 +10,7 @@ from harness import PRELOAD_PREFIX
 EXPORTS = {
     "cublasGemmEx", "cublasGemmEx_64", "cublasGemmStridedBatchedEx", "cublasGemmStridedBatchedEx_64",
     "cublasGemmBatchedEx", "cublasGemmBatchedEx_64", "cublasLtMatmul", "cublasCreate_v2", "cublasDestroy_v2",
-    "dlsym",
+    "dlsym", "gemmshim_version",
 }
 # Since glibc 2.34 these are empty stubs of libc.so.6, kept for old links.
 # ld-linux-x86-64.so.2 is not among them: it only becomes NEEDED through

@@ -480,12 +480,9 @@ static void run_family(const char *strided, const char *ptrarray, int src, int d
       {ptrarray, src, dst, layout_array, 129, 3, 4, 132, 132, 132 * 3, 132 * 3, {0, 1, 2, 3}, {0, 1, 2, 3},
        {1, 1, 3}},
   };
-  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-    if (!cases[i].kernel) continue;
-    cast_case c = cases[i];
-    /* Pointer-array members all start at their own off[b]; strided sides use off[0]. */
-    run_case(&c);
-  }
+  /* fp32 -> fp32 (the bias copy) has no pointer-array kernel. */
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+    if (cases[i].kernel) run_case(&cases[i]);
 }
 
 static void test_widen_bf16(void **state) {
