@@ -184,6 +184,8 @@ void decode_lt_rest(gs_gemm *g) {
     g->d_type = ld.type, g->ldd = ld.ld, g->order_d = ld.order, g->stride_d = ld.stride;
     g->m = ld.rows, g->n = ld.cols, g->batch = ld.batch;
   }
+  g->batch_mismatch = (have_a && have_d && la.batch != ld.batch) || (have_b && have_d && lb.batch != ld.batch) ||
+                      (have_c && have_d && lc.batch != ld.batch);
   /* An unset bias type means "the D type" (cuBLASLt's documented default). */
   if (g->bias_type == -1 && g->d_type != -1) g->bias_type = g->d_type;
   g->decoded = g->decoded && ok && have_a && have_b && have_c && have_d;

@@ -34,7 +34,6 @@ static int elem_type(int t) { return t == CUDA_R_16BF || t == CUDA_R_16F || t ==
 
 static size_t type_size(int t) { return t == F32 ? 4 : 2; }
 
-static int64_t max1(int64_t v) { return v > 1 ? v : 1; }
 
 static const char *fmt_name(int fmt) { return fmt == GS_FP8_E5M2 ? "e5m2" : "e4m3"; }
 
@@ -73,33 +72,9 @@ static const char *check_types(const gs_gemm *g) {
   return NULL;
 }
 
-/* Arguments cuBLAS would reject are forwarded untouched so the caller gets
- * cuBLAS's own error. */
-static const char *check_arguments(const gs_gemm *g, const fp8_plan *p) {
-  if (g->m < 0 || g->n < 0 || g->k < 0 || g->batch < 0) return "negative size (forwarded for cuBLAS's own error)";
-  if (g->lda < max1(p->a_rows) || g->ldb < max1(p->b_rows) || g->ldc < max1(g->m) || g->ldd < max1(g->m))
-    return "leading dimension too small (forwarded for cuBLAS's own error)";
-  if (!g->handle || !g->alpha || !g->beta || !g->A || !g->B || !g->C || !g->D)
-    return "NULL handle or pointer (forwarded for cuBLAS's own error)";
-  if ((g->transa != CUBLAS_OP_N && g->transa != CUBLAS_OP_T && g->transa != CUBLAS_OP_C) ||
-      (g->transb != CUBLAS_OP_N && g->transb != CUBLAS_OP_T && g->transb != CUBLAS_OP_C))
-    return "unsupported transpose (forwarded for cuBLAS's own error)";
-  return NULL;
-}
-
 static const char *check_lt(const gs_gemm *g) {
-  if (g->order_a != CUBLASLT_ORDER_COL || g->order_b != CUBLASLT_ORDER_COL || g->order_c != CUBLASLT_ORDER_COL ||
-      g->order_d != CUBLASLT_ORDER_COL)
-    return "a layout is not column-major";
-  switch (g->epilogue) {
-    case CUBLASLT_EPILOGUE_DEFAULT: case CUBLASLT_EPILOGUE_RELU: case CUBLASLT_EPILOGUE_BIAS:
-    case CUBLASLT_EPILOGUE_RELU_BIAS: case CUBLASLT_EPILOGUE_GELU: case CUBLASLT_EPILOGUE_GELU_BIAS:
-      break;
-    default:
-      return "epilogue other than bias/relu/gelu";
-  }
-  if (g->a_scale || g->b_scale || g->c_scale || g->d_scale || g->amax_d) return "the caller set scale pointers";
-  if ((g->epilogue & CUBLASLT_EPILOGUE_BIAS) && !g->bias) return "bias epilogue without a bias pointer";
+  const char *why = route_check_lt(g);
+  if (why) return why;
   if ((g->epilogue & CUBLASLT_EPILOGUE_BIAS) && !elem_type(g->bias_type)) return "bias type is not bf16, fp16 or fp32";
   /* The A and B layouts' own batch counts (1 = broadcast) are not decoded,
    * so the quantize kernels could not tell how far to read. */
@@ -110,12 +85,9 @@ static const char *check_lt(const gs_gemm *g) {
 static const char *plan(const gs_call *c, fp8_plan *p) {
   const gs_gemm *g = &c->g;
   memset(p, 0, sizeof *p);
-  p->a_rows = g->transa == CUBLAS_OP_N ? g->m : g->k;
-  p->a_cols = g->transa == CUBLAS_OP_N ? g->k : g->m;
-  p->b_rows = g->transb == CUBLAS_OP_N ? g->k : g->n;
-  p->b_cols = g->transb == CUBLAS_OP_N ? g->n : g->k;
+  route_operand_shapes(g, &p->a_rows, &p->a_cols, &p->b_rows, &p->b_cols);
   const char *why = check_types(g);
-  if (!why) why = check_arguments(g, p);
+  if (!why) why = route_check_arguments(g);
   if (!why && g->api == GS_API_LT_MATMUL) why = check_lt(g);
   if (why) return why;
   if (g->pointer_mode != CUBLAS_POINTER_MODE_HOST && g->pointer_mode != CUBLAS_POINTER_MODE_DEVICE)

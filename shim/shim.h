@@ -51,6 +51,7 @@ typedef struct gs_gemm {
   void *lt_desc;     /* Lt only: the descriptors, for decode_lt_rest */
   void *lt_layout[4];
   int lt_full;       /* Lt only: decode_lt_rest has run */
+  int batch_mismatch; /* Lt only: A, B or C has a batch count other than D's */
   size_t workspace_size;
   int decoded;       /* 1 when every field above could be read */
 } gs_gemm;
@@ -191,6 +192,11 @@ static inline int hooks_dlsym_enabled(void) { return gs_opt.dlsym_hook; }
  * gets, or GS_DECLINED (reason recorded) when the GEMM must run native. */
 #define GS_DECLINED (-1)
 int route_run(gs_call *c);
+
+/* "route_checks.c": what every route asks first; NULL or the reason. */
+void route_operand_shapes(const gs_gemm *g, int64_t *a_rows, int64_t *a_cols, int64_t *b_rows, int64_t *b_cols);
+const char *route_check_arguments(const gs_gemm *g);
+const char *route_check_lt(const gs_gemm *g); /* orders, epilogue, scales, bias, batch */
 
 /* "route_ffma.c": bf16/fp16 GEMMs as fp32 GEMMs through the cast kernels. */
 int route_ffma(gs_call *c);
