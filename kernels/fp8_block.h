@@ -20,7 +20,9 @@
  *   - faults detected by emu.h's checked accesses (misalignment) end the
  *     launch with that CUresult, as in emu.h.
  *   - fibers switch with sanitizer annotations (ASan's fake stacks, TSan's
- *     fibers), so `make asan` / `make tsan` run the same kernels. TSan
+ *     fibers), so `make asan` / `make tsan` run the same kernels (ASan
+ *     still prints its one warning that swapcontext is not fully
+ *     supported; the annotations are what it asks for). TSan
  *     orders every switch, so it reports no races between a block's threads:
  *     two fixed interleavings are all this emulation shows.
  *   - the stacks (256 KiB a thread, touched pages only) and TSan's fibers

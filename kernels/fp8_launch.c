@@ -14,8 +14,6 @@
  * without a lock, keyed by context address and cuCtxGetId. Launches go
  * through kernels_launch (module.h), which makes the context current. */
 #include <library_types.h>
-#include <pthread.h>
-#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
@@ -46,148 +44,15 @@ _Static_assert(GS_FP8_AMAX_SLOTS == GS_FP8_DEV_AMAX_SLOTS, "amax slot counts dif
 /* gridDim.y/z are at most 65535 on every GPU; x is capped alike. */
 #define GRID_MAX 65535
 
-/* ---- the fp8 modules, per context ---------------------------------------- */
-#define FP8_SLOTS 256
-
-enum {
-#define FP8_ID(name, elem, mode) FP8_K_##name,
-  GS_FP8_KERNELS(FP8_ID)
-#undef FP8_ID
-  FP8_KERNEL_COUNT
-};
-
-#define FP8_NAME(name, elem, mode) #name,
-static const char *const fp8_kernel_names[FP8_KERNEL_COUNT] = {GS_FP8_KERNELS(FP8_NAME)};
-#undef FP8_NAME
-
-/* Each file's PTX text (kernels.mk, ptx_blob.S) and how many kernels of
- * GS_FP8_KERNELS it holds, in list order. */
-extern const char gs_ptx_fp8_quantize[], gs_ptx_fp8_gemm[];
-#define FP8_ONE(name, elem, mode) +1
-static const struct fp8_file {
-  const char *ptx;
-  int count;
-} fp8_files[] = {
-    {gs_ptx_fp8_quantize, 0 GS_FP8_QUANTIZE_KERNELS(FP8_ONE)},
-    {gs_ptx_fp8_gemm, 0 GS_FP8_GEMM_KERNELS(FP8_ONE)},
-};
-#undef FP8_ONE
-#define FP8_FILES ((int)(sizeof fp8_files / sizeof fp8_files[0]))
-
-typedef struct fp8_slot {
-  _Atomic(uintptr_t) ctx;    /* set last, with release: the slot is complete */
-  unsigned long long ctx_id; /* 0 where the driver has no cuCtxGetId */
-  CUfunction fn[FP8_KERNEL_COUNT];
-} fp8_slot;
-
-static fp8_slot fp8_slots[FP8_SLOTS];
-static _Atomic int fp8_slots_used;
-static pthread_mutex_t fp8_lock = PTHREAD_MUTEX_INITIALIZER;
-static _Atomic int fp8_warned;
-
-static const fp8_slot *fp8_slot_find(CUcontext ctx, unsigned long long id) {
-  int n = atomic_load_explicit(&fp8_slots_used, memory_order_acquire);
-  for (int i = 0; i < n; i++)
-    if (atomic_load_explicit(&fp8_slots[i].ctx, memory_order_acquire) == (uintptr_t)ctx &&
-        fp8_slots[i].ctx_id == id)
-      return &fp8_slots[i];
-  return NULL;
-}
-
-/* Load both modules into ctx (made current for the call) and fill s. Called
- * with fp8_lock held. A failure unloads what this attempt loaded. */
-static CUresult fp8_slot_load(CUcontext ctx, fp8_slot *s, const char **why) {
-  CUcontext cur = NULL;
-  CUresult r = GS_CALL(cuCtxGetCurrent, &cur);
-  if (r != CUDA_SUCCESS) {
-    *why = "cuCtxGetCurrent failed";
-    return r;
-  }
-  int pushed = cur != ctx;
-  if (pushed && (r = GS_CALL(cuCtxPushCurrent_v2, ctx)) != CUDA_SUCCESS) {
-    *why = "cuCtxPushCurrent failed";
-    return r;
-  }
-  CUmodule mods[FP8_FILES] = {NULL};
-  int id = 0;
-  for (int f = 0; r == CUDA_SUCCESS && f < FP8_FILES; f++) {
-    r = GS_CALL(cuModuleLoadData, &mods[f], fp8_files[f].ptx);
-    if (r != CUDA_SUCCESS) {
-      *why = "cuModuleLoadData failed: the driver did not take the fp8 kernels' sm_61 PTX";
-      mods[f] = NULL;
-    }
-    for (int i = 0; r == CUDA_SUCCESS && i < fp8_files[f].count; i++, id++) {
-      r = GS_CALL(cuModuleGetFunction, &s->fn[id], mods[f], fp8_kernel_names[id]);
-      if (r != CUDA_SUCCESS) *why = "cuModuleGetFunction failed: an fp8 kernel is missing from its PTX";
-    }
-  }
-  if (r != CUDA_SUCCESS && gs_sys.cuModuleUnload)
-    for (int f = 0; f < FP8_FILES; f++)
-      if (mods[f]) (void)GS_CALL(cuModuleUnload, mods[f]);
-  if (pushed) {
-    CUcontext popped;
-    CUresult pr = GS_CALL(cuCtxPopCurrent_v2, &popped);
-    if (pr != CUDA_SUCCESS && r == CUDA_SUCCESS) {
-      *why = "cuCtxPopCurrent failed after loading the fp8 modules";
-      r = pr;
-    }
-  }
-  return r;
-}
-
-static CUresult fp8_function(CUcontext ctx, int id, CUfunction *f) {
-  const char *why = resolve_driver();
-  if (why) return CUDA_ERROR_NOT_INITIALIZED;
-  if (!ctx) return CUDA_ERROR_INVALID_CONTEXT;
-  if (!gs_sys.cuCtxGetCurrent || !gs_sys.cuCtxPushCurrent_v2 || !gs_sys.cuCtxPopCurrent_v2 ||
-      !gs_sys.cuModuleLoadData || !gs_sys.cuModuleGetFunction || !gs_sys.cuLaunchKernel)
-    return CUDA_ERROR_NOT_FOUND;
-  unsigned long long ctx_id = 0;
-  if (gs_sys.cuCtxGetId) {
-    CUresult r = GS_CALL(cuCtxGetId, ctx, &ctx_id);
-    if (r != CUDA_SUCCESS) return r;
-  }
-  const fp8_slot *found = fp8_slot_find(ctx, ctx_id);
-  if (found) {
-    *f = found->fn[id];
-    return CUDA_SUCCESS;
-  }
-  CUresult r = CUDA_SUCCESS;
-  pthread_mutex_lock(&fp8_lock);
-  found = fp8_slot_find(ctx, ctx_id);
-  int n = atomic_load_explicit(&fp8_slots_used, memory_order_relaxed);
-  if (!found && n == FP8_SLOTS) {
-    why = "fp8 module cache full (too many contexts)";
-    r = CUDA_ERROR_OUT_OF_MEMORY;
-  } else if (!found) {
-    fp8_slot *s = &fp8_slots[n];
-    r = fp8_slot_load(ctx, s, &why);
-    if (r == CUDA_SUCCESS) {
-      s->ctx_id = ctx_id;
-      atomic_store_explicit(&s->ctx, (uintptr_t)ctx, memory_order_release);
-      atomic_store_explicit(&fp8_slots_used, n + 1, memory_order_release);
-      found = s;
-      GS_INFO("fp8: modules loaded for context %p (id %llu): %d kernels", (void *)ctx, ctx_id,
-              (int)FP8_KERNEL_COUNT);
-    }
-  }
-  pthread_mutex_unlock(&fp8_lock);
-  if (r != CUDA_SUCCESS) {
-    /* Not cached: a transient failure (memory) gets another try next call. */
-    if (!atomic_exchange(&fp8_warned, 1))
-      GS_WARN("fp8: %s (CUresult %d, context %p); fp8 GEMMs run native", why, (int)r, (void *)ctx);
-    else
-      GS_TRACE("fp8: %s (CUresult %d, context %p)", why, (int)r, (void *)ctx);
-    return r;
-  }
-  *f = found->fn[id];
-  return CUDA_SUCCESS;
-}
-
-static CUresult fp8_launch(CUcontext ctx, CUstream stream, int id, const unsigned grid[3],
+/* The fp8 kernels live in the shim's module cache with the cast kernels
+ * (module.h): one load per context for all of them. */
+static CUresult fp8_launch(CUcontext ctx, CUstream stream, gs_kernel_id id, const unsigned grid[3],
                            unsigned threads, void *args) {
+  if (resolve_driver()) return CUDA_ERROR_NOT_INITIALIZED;
+  if (!ctx) return CUDA_ERROR_INVALID_CONTEXT;
   CUfunction f;
-  CUresult r = fp8_function(ctx, id, &f);
+  const char *why = NULL;
+  CUresult r = kernels_function(ctx, id, &f, &why);
   if (r != CUDA_SUCCESS) return r;
   const unsigned block[3] = {threads, 1, 1};
   void *params[] = {args};
@@ -235,15 +100,15 @@ static int volume_ok(int64_t a, int64_t b, int64_t c) {
 }
 
 /* ---- quantize and amax ---------------------------------------------------- */
-static const int quantize_ids[3] = {
-    [GS_ELEM_F32] = FP8_K_gs_fp8_quantize_f32,
-    [GS_ELEM_BF16] = FP8_K_gs_fp8_quantize_bf16,
-    [GS_ELEM_F16] = FP8_K_gs_fp8_quantize_f16,
+static const gs_kernel_id quantize_ids[3] = {
+    [GS_ELEM_F32] = GS_K_gs_fp8_quantize_f32,
+    [GS_ELEM_BF16] = GS_K_gs_fp8_quantize_bf16,
+    [GS_ELEM_F16] = GS_K_gs_fp8_quantize_f16,
 };
-static const int amax_ids[3] = {
-    [GS_ELEM_F32] = FP8_K_gs_fp8_amax_init_f32,
-    [GS_ELEM_BF16] = FP8_K_gs_fp8_amax_init_bf16,
-    [GS_ELEM_F16] = FP8_K_gs_fp8_amax_init_f16,
+static const gs_kernel_id amax_ids[3] = {
+    [GS_ELEM_F32] = GS_K_gs_fp8_amax_init_f32,
+    [GS_ELEM_BF16] = GS_K_gs_fp8_amax_init_bf16,
+    [GS_ELEM_F16] = GS_K_gs_fp8_amax_init_f16,
 };
 
 /* Checks shared by quantize and amax; fills the source part of q. An empty
@@ -406,5 +271,5 @@ CUresult fp8_gemm(CUcontext ctx, CUstream stream, int64_t m, int64_t n, int64_t 
 
   const unsigned grid[3] = {(unsigned)min64(g.tiles_m, GRID_MAX), (unsigned)min64(g.tiles_n, GRID_MAX),
                             (unsigned)min64(batch, GRID_MAX)};
-  return fp8_launch(ctx, stream, FP8_K_gs_fp8_gemm, grid, GS_FP8_G_THREADS, &g);
+  return fp8_launch(ctx, stream, GS_K_gs_fp8_gemm, grid, GS_FP8_G_THREADS, &g);
 }

@@ -72,7 +72,8 @@ template <int E> static __device__ __forceinline__ void fp8_load8(const void *p,
   }
 }
 
-/* The first n (< 8) elements one by one, zeros after them. */
+/* The first n (<= 8) elements one by one (a group that is partial or not
+ * 16-byte aligned), zeros after them. */
 template <int E, typename T>
 static __device__ __forceinline__ void fp8_load_tail(const T *p, int n, fp8_group<E> &g) {
 GS_FP8_UNROLL

@@ -7,12 +7,16 @@
 #include <cuda.h>
 
 #include "cast.h"
+#include "fp8_kernels.h"
 
 /* Every kernel file, X(file, its kernel list): kernels/<file>.cu becomes the
  * PTX image gs_ptx_<file> (kernels.mk, ptx_blob.S), loaded as one module;
  * its list names the kernels it defines, entries X(name, ...). A new file
  * adds its line here. */
-#define GS_KERNEL_FILES(X) X(cast, GS_CAST_KERNELS)
+#define GS_KERNEL_FILES(X)                                                     \
+  X(cast, GS_CAST_KERNELS)                                                     \
+  X(fp8_quantize, GS_FP8_QUANTIZE_KERNELS)                                     \
+  X(fp8_gemm, GS_FP8_GEMM_KERNELS)
 
 /* One id per kernel, over all files, in file order. */
 #define GS_KERNEL_ID(name, ...) GS_K_##name,

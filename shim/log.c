@@ -60,11 +60,16 @@
  * later truncation. Every write appends, so parent and children sharing a
  * file never overwrite each other.
  *
- * Records go to a buffer under a mutex and reach the file in one write()
- * per flush: when the buffer is full (the full one is written while the
- * other fills; a record that finds both busy waits for the write in flight), once
- * a second from a flusher thread, and at exit. The first failed or short
- * write turns the log off for the rest of the process with one warning. */
+ * A call's record is copied into a buffer under a mutex in binary form:
+ * the fields above, and the backend and reason by their length. Turning
+ * records into JSON is left to whoever writes them, the flusher thread as a
+ * rule, so a calling thread pays for a copy of a few hundred bytes and not
+ * for the formatting. Records reach the file as text in one write() per
+ * flush: when the buffer is full (the flusher thread formats and writes the
+ * full one while the other fills; a record that finds both busy waits for
+ * the write in flight), once a second from the flusher thread, and at exit.
+ * The first failed or short write turns the log off for the rest of the
+ * process with one warning. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
@@ -80,60 +85,235 @@
 #include "shim.h"
 #include "sys.h"
 
-/* ~400 records at the usual ~600 bytes: a write every few hundred calls. */
-#define LOG_BUF_BYTES (256u * 1024)
-/* The longest possible record is a fully escaped reason (6 bytes a
- * character) plus ~800 bytes of fields: well under this. */
+/* Each of the two record buffers: ~500 records of the usual ~260 bytes, a
+ * write every few hundred calls. */
+#define LOG_BIN_BYTES (128u * 1024)
+/* The text of one buffer's records, written in one go. Room is reserved
+ * per record for the longest text it could become (rec_text_bound), well
+ * above the usual ~600 bytes, so the record buffer fills first as a rule;
+ * pages never reached are never touched. */
+#define LOG_TEXT_BYTES (1024u * 1024)
+/* The longest record the log writes, text and NUL. A fully escaped reason
+ * (6 bytes a character) plus every field at its widest stays under this;
+ * only an implausibly long backend name could not. */
 #define LOG_RECORD_MAX 4096
+/* A record's text less its backend and reason: every key, every value at
+ * its widest (~1250 bytes), and the slack the unchecked formatter may write
+ * past the end before overwriting it (32 bytes) plus the NUL. The unit
+ * tests check a record with every field at its widest against it. */
+#define LOG_TEXT_FIXED 1536
 #define FLUSH_INTERVAL_NS 1000000000ull
 
+/* ---- binary records ------------------------------------------------------- */
+/* What log_format prints of a gs_call, copied field by field: ~230 bytes
+ * instead of the ~1 KiB gs_call. The backend's bytes, then the reason's,
+ * follow it; size (a multiple of 8, so the next header is aligned) leads
+ * to the next record. */
+typedef struct log_rec {
+  uint64_t seq, t_ns, dur_ns, site, evicted_site, stream;
+  int64_t m, n, k, batch, lda, ldb, ldc, ldd, stride_a, stride_b, stride_c;
+  uint32_t size, reason_len, backend_len, site_flags;
+  int32_t tid, device, sm, status, decided, route;
+  int32_t api, transa, transb, a_type, b_type, c_type, d_type, compute_type, scale_type;
+  int32_t epilogue, bias_type, pointer_mode, algo;
+  uint8_t has_backend, has_bias;
+} log_rec;
+
+static size_t rec_size(size_t reason_len, size_t backend_len) {
+  return (sizeof(log_rec) + backend_len + reason_len + 7) & ~(size_t)7;
+}
+
+/* The longest text a record with strings of these lengths can become,
+ * with the fast formatter's slack and the NUL. */
+static size_t rec_text_bound(size_t reason_len, size_t backend_len) {
+  return LOG_TEXT_FIXED + 6 * (reason_len + backend_len);
+}
+
+static void rec_fill(log_rec *r, const gs_call *c, size_t reason_len, size_t backend_len) {
+  const gs_gemm *g = &c->g;
+  r->reason_len = (uint32_t)reason_len;
+  r->backend_len = (uint32_t)backend_len;
+  r->site_flags = c->site_flags;
+  r->has_backend = c->backend != NULL;
+  r->has_bias = g->bias != NULL;
+  r->seq = c->seq;
+  r->t_ns = c->t_ns;
+  r->dur_ns = c->dur_ns;
+  r->site = c->site;
+  r->evicted_site = c->evicted_site;
+  r->stream = (uintptr_t)g->stream;
+  r->m = g->m, r->n = g->n, r->k = g->k, r->batch = g->batch;
+  r->lda = g->lda, r->ldb = g->ldb, r->ldc = g->ldc, r->ldd = g->ldd;
+  r->stride_a = g->stride_a, r->stride_b = g->stride_b, r->stride_c = g->stride_c;
+  r->tid = c->tid, r->device = c->device, r->sm = c->sm, r->status = c->status;
+  r->decided = (int32_t)c->decided, r->route = (int32_t)c->route;
+  r->api = (int32_t)g->api, r->transa = g->transa, r->transb = g->transb;
+  r->a_type = g->a_type, r->b_type = g->b_type, r->c_type = g->c_type, r->d_type = g->d_type;
+  r->compute_type = g->compute_type, r->scale_type = g->scale_type;
+  r->epilogue = g->epilogue, r->bias_type = g->bias_type, r->pointer_mode = g->pointer_mode, r->algo = g->algo;
+}
+
 /* ---- JSON output ---------------------------------------------------------- */
+/* One formatter, instantiated twice (always inlined, `ck` a constant): the
+ * checked one tests room before every piece and voids a record that does
+ * not fit; the fast one runs when the output has room for the record's
+ * longest text (rec_text_bound) and tests nothing. The fast one may copy a
+ * fixed 32 bytes where fewer are meant (enum names), which what follows
+ * overwrites: the bound's slack covers it. */
+#define FMT_INLINE static inline __attribute__((always_inline))
+
 typedef struct json_out {
   char *p, *end;
   int full; /* something did not fit: the whole record is void */
 } json_out;
 
-static void out_bytes(json_out *o, const char *s, size_t n) {
+FMT_INLINE int room(json_out *o, size_t n, int ck) {
+  if (!ck) return 1;
   if (o->full || (size_t)(o->end - o->p) < n) {
     o->full = 1;
-    return;
+    return 0;
   }
+  return 1;
+}
+
+FMT_INLINE void put_bytes(json_out *o, const char *s, size_t n, int ck) {
+  if (!room(o, n, ck)) return;
   memcpy(o->p, s, n);
   o->p += n;
 }
 
-#define OUT_LIT(o, lit) out_bytes((o), (lit), sizeof(lit) - 1)
-#define OUT_KEY(o, key) OUT_LIT((o), ",\"" key "\":")
+static void out_bytes(json_out *o, const char *s, size_t n) { put_bytes(o, s, n, 1); }
 
-static void out_u64(json_out *o, uint64_t v) {
-  char digits[20];
-  size_t i = sizeof digits;
-  do digits[--i] = (char)('0' + v % 10);
-  while (v /= 10);
-  out_bytes(o, digits + i, sizeof digits - i);
+#define PUT_LIT(o, lit, ck) put_bytes((o), (lit), sizeof(lit) - 1, (ck))
+#define OUT_LIT(o, lit) out_bytes((o), (lit), sizeof(lit) - 1)
+
+/* "00" "01" ... "99": two decimal digits per division. */
+static const char digit_pairs[201] =
+    "00010203040506070809101112131415161718192021222324252627282930313233343536373839"
+    "40414243444546474849505152535455565758596061626364656667686970717273747576777879"
+    "8081828384858687888990919293949596979899";
+
+/* Decimal digits of v >= 1: log2 scaled by log10(2) (1233/4096) is the
+ * count or one less; one comparison tells which. */
+static unsigned dec_digits(uint64_t v) {
+  static const uint64_t pow10[20] = {1ull,
+                                     10ull,
+                                     100ull,
+                                     1000ull,
+                                     10000ull,
+                                     100000ull,
+                                     1000000ull,
+                                     10000000ull,
+                                     100000000ull,
+                                     1000000000ull,
+                                     10000000000ull,
+                                     100000000000ull,
+                                     1000000000000ull,
+                                     10000000000000ull,
+                                     100000000000000ull,
+                                     1000000000000000ull,
+                                     10000000000000000ull,
+                                     100000000000000000ull,
+                                     1000000000000000000ull,
+                                     10000000000000000000ull};
+  unsigned t = ((64u - (unsigned)__builtin_clzll(v | 1)) * 1233u) >> 12;
+  return t + (v >= pow10[t]);
 }
 
-static void out_i64(json_out *o, int64_t v) {
+/* The digits of v, ending just before end. */
+static void dec_write(char *end, uint64_t v) {
+  while (v >= 100) {
+    unsigned i = (unsigned)(v % 100) * 2;
+    v /= 100;
+    end -= 2;
+    memcpy(end, digit_pairs + i, 2);
+  }
+  if (v >= 10) memcpy(end - 2, digit_pairs + v * 2, 2);
+  else end[-1] = (char)('0' + v);
+}
+
+FMT_INLINE void put_u64(json_out *o, uint64_t v, int ck) {
+  if (v < 10) { /* most shapes, flags and statuses */
+    if (room(o, 1, ck)) *o->p++ = (char)('0' + v);
+    return;
+  }
+  unsigned n = dec_digits(v);
+  if (!room(o, n, ck)) return;
+  o->p += n;
+  dec_write(o->p, v);
+}
+
+FMT_INLINE void put_i64(json_out *o, int64_t v, int ck) {
   if (v < 0) {
-    OUT_LIT(o, "-");
-    out_u64(o, 0 - (uint64_t)v);
+    PUT_LIT(o, "-", ck);
+    put_u64(o, 0 - (uint64_t)v, ck);
   } else {
-    out_u64(o, (uint64_t)v);
+    put_u64(o, (uint64_t)v, ck);
   }
 }
 
-static void out_hex(json_out *o, uint64_t v, size_t min_digits) {
-  static const char hex[] = "0123456789abcdef";
-  char digits[16];
-  size_t i = sizeof digits;
-  do digits[--i] = hex[v & 15];
-  while ((v >>= 4) || sizeof digits - i < min_digits);
-  out_bytes(o, digits + i, sizeof digits - i);
+/* "00" "01" ... "ff", filled once (name_tables_init). */
+static char hex_pairs[512];
+
+/* v in lowercase hex, at least min_digits digits. */
+FMT_INLINE void put_hex(json_out *o, uint64_t v, unsigned min_digits, int ck) {
+  unsigned n = (64u - (unsigned)__builtin_clzll(v | 1) + 3) / 4;
+  if (n < min_digits) n = min_digits;
+  if (!room(o, n, ck)) return;
+  char *end = o->p + n;
+  o->p = end;
+  for (; n >= 2; n -= 2, v >>= 8) {
+    end -= 2;
+    memcpy(end, hex_pairs + (v & 0xff) * 2, 2);
+  }
+  if (n) end[-1] = hex_pairs[(v & 15) * 2 + 1];
 }
 
-static void out_string(json_out *o, const char *s, size_t n) {
+/* Whether any of the 8 bytes of x is below 0x20, '"' or '\\' (the usual
+ * has-zero-byte tests: exact about whether one is, not which). */
+static inline int needs_escape8(uint64_t x) {
+  const uint64_t ones = 0x0101010101010101ull, highs = 0x8080808080808080ull;
+  uint64_t quote = x ^ (ones * '"'), bslash = x ^ (ones * '\\');
+  uint64_t below = (x - ones * 0x20) & ~x;
+  below |= (quote - ones) & ~quote;
+  below |= (bslash - ones) & ~bslash;
+  return (below & highs) != 0;
+}
+
+static char *escape_char(char *p, unsigned char ch) {
   static const char hex[] = "0123456789abcdef";
-  OUT_LIT(o, "\"");
+  if (ch >= 0x20 && ch != '"' && ch != '\\') {
+    *p++ = (char)ch;
+  } else if (ch == '"' || ch == '\\') {
+    *p++ = '\\';
+    *p++ = (char)ch;
+  } else {
+    memcpy(p, (char[]){'\\', 'u', '0', '0', hex[ch >> 4], hex[ch & 15]}, 6);
+    p += 6;
+  }
+  return p;
+}
+
+/* The fast formatter's string body: 8 bytes at a time while none needs
+ * escaping. */
+static char *escape_fast(char *p, const char *s, size_t n) {
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    uint64_t x;
+    memcpy(&x, s + i, 8);
+    if (!needs_escape8(x)) {
+      memcpy(p, &x, 8);
+      p += 8;
+      continue;
+    }
+    for (size_t j = i; j < i + 8; j++) p = escape_char(p, (unsigned char)s[j]);
+  }
+  for (; i < n; i++) p = escape_char(p, (unsigned char)s[i]);
+  return p;
+}
+
+static void escape_checked(json_out *o, const char *s, size_t n) {
+  static const char hex[] = "0123456789abcdef";
   size_t run = 0; /* bytes copied as they are, written in one go */
   for (size_t i = 0; i < n; i++) {
     unsigned char ch = (unsigned char)s[i];
@@ -145,22 +325,23 @@ static void out_string(json_out *o, const char *s, size_t n) {
     else out_bytes(o, (char[]){'\\', 'u', '0', '0', hex[ch >> 4], hex[ch & 15]}, 6);
   }
   out_bytes(o, s + run, n - run);
-  OUT_LIT(o, "\"");
 }
 
-/* An enum value: its name, or "unknown(N)". */
-static void out_enum(json_out *o, const char *name, int value) {
-  if (name) {
-    /* Names come from the shim's own tables: nothing to escape. */
-    OUT_LIT(o, "\"");
-    out_bytes(o, name, strlen(name));
-    OUT_LIT(o, "\"");
-    return;
-  }
-  OUT_LIT(o, "\"unknown(");
-  out_i64(o, value);
-  OUT_LIT(o, ")\"");
+/* A string's escaped body and closing quote (the opening one ends the key). */
+FMT_INLINE void put_string(json_out *o, const char *s, size_t n, int ck) {
+  if (ck) escape_checked(o, s, n);
+  else o->p = escape_fast(o->p, s, n);
+  PUT_LIT(o, "\"", ck);
 }
+
+/* ---- enum names ----------------------------------------------------------- */
+/* Every enum prints as a string: its name, or "unknown(N)". The values an
+ * enum usually takes have their text ready, closing quote included, in a
+ * table filled once; the rest are looked up when printed. */
+typedef struct enum_text {
+  char s[31];
+  uint8_t len; /* 0: not in the table */
+} enum_text;
 
 /* cublasLtPointerMode_t; 0 and 1 are cublasPointerMode_t's too. */
 static const char *pointer_mode_name(int mode) {
@@ -186,91 +367,161 @@ static const char *status_name(int status) {
   }
 }
 
-static void format_shape(json_out *o, const gs_gemm *g) {
-  OUT_KEY(o, "m"), out_i64(o, g->m);
-  OUT_KEY(o, "n"), out_i64(o, g->n);
-  OUT_KEY(o, "k"), out_i64(o, g->k);
-  OUT_KEY(o, "batch"), out_i64(o, g->batch);
-  OUT_KEY(o, "transa"), out_enum(o, gs_op_name(g->transa), g->transa);
-  OUT_KEY(o, "transb"), out_enum(o, gs_op_name(g->transb), g->transb);
-}
+static const char *api_name(int v) { return gs_api_name((gs_api)v); }
+static const char *route_name(int v) { return gs_route_name((gs_route)v); }
 
-static void format_types(json_out *o, const gs_gemm *g) {
-  OUT_KEY(o, "a_type"), out_enum(o, gs_type_name(g->a_type), g->a_type);
-  OUT_KEY(o, "b_type"), out_enum(o, gs_type_name(g->b_type), g->b_type);
-  OUT_KEY(o, "c_type"), out_enum(o, gs_type_name(g->c_type), g->c_type);
-  int lt = g->api == GS_API_LT_MATMUL;
-  if (lt && g->d_type != -1) OUT_KEY(o, "d_type"), out_enum(o, gs_type_name(g->d_type), g->d_type);
-  OUT_KEY(o, "compute_type"), out_enum(o, gs_compute_name(g->compute_type), g->compute_type);
-  if (g->scale_type != -1) OUT_KEY(o, "scale_type"), out_enum(o, gs_type_name(g->scale_type), g->scale_type);
-}
+/* Sized for the values in use: cudaDataType_t is below 64, the compute
+ * types 64..79, the common epilogues below 64, cublasStatus_t below 32. */
+static enum_text type_text[64], compute_text[128], epilogue_text[64], status_text[32];
+static enum_text op_text[8], api_text[8], route_text[8], pointer_mode_text[8];
 
-static void format_layout(json_out *o, const gs_gemm *g) {
-  OUT_KEY(o, "lda"), out_i64(o, g->lda);
-  OUT_KEY(o, "ldb"), out_i64(o, g->ldb);
-  OUT_KEY(o, "ldc"), out_i64(o, g->ldc);
-  if (g->api == GS_API_LT_MATMUL && g->ldd != -1) OUT_KEY(o, "ldd"), out_i64(o, g->ldd);
-  if (g->stride_a != -1) OUT_KEY(o, "stride_a"), out_i64(o, g->stride_a);
-  if (g->stride_b != -1) OUT_KEY(o, "stride_b"), out_i64(o, g->stride_b);
-  if (g->stride_c != -1) OUT_KEY(o, "stride_c"), out_i64(o, g->stride_c);
-}
-
-static void format_options(json_out *o, const gs_gemm *g) {
-  if (g->api == GS_API_LT_MATMUL) OUT_KEY(o, "epilogue"), out_enum(o, gs_epilogue_name(g->epilogue), g->epilogue);
-  if (g->bias) OUT_KEY(o, "bias_type"), out_enum(o, gs_type_name(g->bias_type), g->bias_type);
-  if (g->pointer_mode != -1)
-    OUT_KEY(o, "pointer_mode"), out_enum(o, pointer_mode_name(g->pointer_mode), g->pointer_mode);
-  if (g->api != GS_API_LT_MATMUL) OUT_KEY(o, "algo"), out_i64(o, g->algo);
-}
-
-static void format_place(json_out *o, const gs_call *c) {
-  OUT_KEY(o, "device"), out_i64(o, c->device);
-  OUT_KEY(o, "sm");
-  if (c->sm < 0) {
-    OUT_LIT(o, "null");
-  } else {
-    OUT_LIT(o, "\""), out_u64(o, (unsigned)c->sm / 10), OUT_LIT(o, "."), out_u64(o, (unsigned)c->sm % 10);
-    OUT_LIT(o, "\"");
+static void fill_enum_texts(enum_text *t, int n, const char *(*name)(int)) {
+  for (int v = 0; v < n; v++) {
+    char s[64];
+    const char *nm = name(v);
+    int len = nm ? snprintf(s, sizeof s, "%s\"", nm) : snprintf(s, sizeof s, "unknown(%d)\"", v);
+    if (len <= 0 || len > (int)sizeof t[v].s) continue; /* too long: looked up when printed */
+    memcpy(t[v].s, s, (size_t)len);
+    t[v].len = (uint8_t)len;
   }
-  OUT_KEY(o, "stream"), OUT_LIT(o, "\"0x"), out_hex(o, (uintptr_t)c->g.stream, 1), OUT_LIT(o, "\"");
-  OUT_KEY(o, "site"), OUT_LIT(o, "\""), out_hex(o, c->site, 16), OUT_LIT(o, "\"");
-  static const char *const site_events[4] = {NULL, "new", "evicted", "new,evicted"};
-  const char *event = site_events[c->site_flags & (GS_SITE_NEW | GS_SITE_EVICTED)];
-  if (event) OUT_KEY(o, "site_event"), out_string(o, event, strlen(event));
-  if (c->site_flags & GS_SITE_EVICTED)
-    OUT_KEY(o, "evicted_site"), OUT_LIT(o, "\""), out_hex(o, c->evicted_site, 16), OUT_LIT(o, "\"");
 }
 
-static void format_outcome(json_out *o, const gs_call *c) {
-  OUT_KEY(o, "decided"), out_enum(o, gs_route_name(c->decided), (int)c->decided);
-  OUT_KEY(o, "route"), out_enum(o, gs_route_name(c->route), (int)c->route);
-  if (c->backend) OUT_KEY(o, "backend"), out_string(o, c->backend, strlen(c->backend));
-  OUT_KEY(o, "reason"), out_string(o, c->reason, strnlen(c->reason, sizeof c->reason));
-  OUT_KEY(o, "status"), out_i64(o, c->status);
-  OUT_KEY(o, "status_name"), out_enum(o, status_name(c->status), c->status);
-  OUT_KEY(o, "dur_ns"), out_u64(o, c->dur_ns);
+#define FILL_ENUM_TEXTS(t, name) fill_enum_texts((t), (int)(sizeof(t) / sizeof((t)[0])), (name))
+
+static pthread_once_t name_tables_once = PTHREAD_ONCE_INIT;
+
+static void name_tables_init(void) {
+  static const char hex[] = "0123456789abcdef";
+  for (int i = 0; i < 256; i++) hex_pairs[2 * i] = hex[i >> 4], hex_pairs[2 * i + 1] = hex[i & 15];
+  FILL_ENUM_TEXTS(type_text, gs_type_name);
+  FILL_ENUM_TEXTS(compute_text, gs_compute_name);
+  FILL_ENUM_TEXTS(epilogue_text, gs_epilogue_name);
+  FILL_ENUM_TEXTS(status_text, status_name);
+  FILL_ENUM_TEXTS(op_text, gs_op_name);
+  FILL_ENUM_TEXTS(api_text, api_name);
+  FILL_ENUM_TEXTS(route_text, route_name);
+  FILL_ENUM_TEXTS(pointer_mode_text, pointer_mode_name);
 }
 
-size_t log_format(const gs_call *c, char *buf, size_t len) {
+/* A value without a ready text: its name, or unknown(N). */
+static void put_enum_lookup(json_out *o, const char *name, int value, int ck) {
+  if (name) {
+    /* Names come from the shim's own tables: nothing to escape. */
+    put_bytes(o, name, strlen(name), ck);
+  } else {
+    PUT_LIT(o, "unknown(", ck);
+    put_i64(o, value, ck);
+    PUT_LIT(o, ")", ck);
+  }
+  PUT_LIT(o, "\"", ck);
+}
+
+FMT_INLINE void put_enum(json_out *o, const enum_text *t, unsigned n, const char *(*name)(int), int value, int ck) {
+  const enum_text *e = (unsigned)value < n ? &t[value] : NULL;
+  if (e && e->len) {
+    if (ck) {
+      put_bytes(o, e->s, e->len, 1);
+    } else {
+      memcpy(o->p, e, sizeof *e); /* fixed size: what is past len gets overwritten */
+      o->p += e->len;
+    }
+    return;
+  }
+  put_enum_lookup(o, name(value), value, ck);
+}
+
+#define PUT_ENUM(o, t, name, value, ck) put_enum((o), (t), sizeof(t) / sizeof((t)[0]), (name), (value), (ck))
+
+/* ---- one record ----------------------------------------------------------- */
+/* Keys and values in the order the header comment lists them. A key
+ * literal ends with the opening quote of a string value. */
+FMT_INLINE void format_body(json_out *o, const log_rec *r, const char *backend, const char *reason, int ck) {
+  int lt = r->api == GS_API_LT_MATMUL;
+  PUT_LIT(o, "{\"seq\":", ck), put_u64(o, r->seq, ck);
+  PUT_LIT(o, ",\"t_ns\":", ck), put_u64(o, r->t_ns, ck);
+  PUT_LIT(o, ",\"tid\":", ck), put_i64(o, r->tid, ck);
+  PUT_LIT(o, ",\"api\":\"", ck), PUT_ENUM(o, api_text, api_name, r->api, ck);
+  PUT_LIT(o, ",\"m\":", ck), put_i64(o, r->m, ck);
+  PUT_LIT(o, ",\"n\":", ck), put_i64(o, r->n, ck);
+  PUT_LIT(o, ",\"k\":", ck), put_i64(o, r->k, ck);
+  PUT_LIT(o, ",\"batch\":", ck), put_i64(o, r->batch, ck);
+  PUT_LIT(o, ",\"transa\":\"", ck), PUT_ENUM(o, op_text, gs_op_name, r->transa, ck);
+  PUT_LIT(o, ",\"transb\":\"", ck), PUT_ENUM(o, op_text, gs_op_name, r->transb, ck);
+
+  PUT_LIT(o, ",\"a_type\":\"", ck), PUT_ENUM(o, type_text, gs_type_name, r->a_type, ck);
+  PUT_LIT(o, ",\"b_type\":\"", ck), PUT_ENUM(o, type_text, gs_type_name, r->b_type, ck);
+  PUT_LIT(o, ",\"c_type\":\"", ck), PUT_ENUM(o, type_text, gs_type_name, r->c_type, ck);
+  if (lt && r->d_type != -1) PUT_LIT(o, ",\"d_type\":\"", ck), PUT_ENUM(o, type_text, gs_type_name, r->d_type, ck);
+  PUT_LIT(o, ",\"compute_type\":\"", ck), PUT_ENUM(o, compute_text, gs_compute_name, r->compute_type, ck);
+  if (r->scale_type != -1)
+    PUT_LIT(o, ",\"scale_type\":\"", ck), PUT_ENUM(o, type_text, gs_type_name, r->scale_type, ck);
+
+  PUT_LIT(o, ",\"lda\":", ck), put_i64(o, r->lda, ck);
+  PUT_LIT(o, ",\"ldb\":", ck), put_i64(o, r->ldb, ck);
+  PUT_LIT(o, ",\"ldc\":", ck), put_i64(o, r->ldc, ck);
+  if (lt && r->ldd != -1) PUT_LIT(o, ",\"ldd\":", ck), put_i64(o, r->ldd, ck);
+  if (r->stride_a != -1) PUT_LIT(o, ",\"stride_a\":", ck), put_i64(o, r->stride_a, ck);
+  if (r->stride_b != -1) PUT_LIT(o, ",\"stride_b\":", ck), put_i64(o, r->stride_b, ck);
+  if (r->stride_c != -1) PUT_LIT(o, ",\"stride_c\":", ck), put_i64(o, r->stride_c, ck);
+
+  if (lt) PUT_LIT(o, ",\"epilogue\":\"", ck), PUT_ENUM(o, epilogue_text, gs_epilogue_name, r->epilogue, ck);
+  if (r->has_bias) PUT_LIT(o, ",\"bias_type\":\"", ck), PUT_ENUM(o, type_text, gs_type_name, r->bias_type, ck);
+  if (r->pointer_mode != -1)
+    PUT_LIT(o, ",\"pointer_mode\":\"", ck), PUT_ENUM(o, pointer_mode_text, pointer_mode_name, r->pointer_mode, ck);
+  if (!lt) PUT_LIT(o, ",\"algo\":", ck), put_i64(o, r->algo, ck);
+
+  PUT_LIT(o, ",\"device\":", ck), put_i64(o, r->device, ck);
+  if (r->sm < 0) {
+    PUT_LIT(o, ",\"sm\":null", ck);
+  } else {
+    PUT_LIT(o, ",\"sm\":\"", ck), put_u64(o, (unsigned)r->sm / 10, ck);
+    PUT_LIT(o, ".", ck), put_u64(o, (unsigned)r->sm % 10, ck), PUT_LIT(o, "\"", ck);
+  }
+  PUT_LIT(o, ",\"stream\":\"0x", ck), put_hex(o, r->stream, 1, ck), PUT_LIT(o, "\"", ck);
+  PUT_LIT(o, ",\"site\":\"", ck), put_hex(o, r->site, 16, ck), PUT_LIT(o, "\"", ck);
+  switch (r->site_flags & (GS_SITE_NEW | GS_SITE_EVICTED)) {
+    case GS_SITE_NEW: PUT_LIT(o, ",\"site_event\":\"new\"", ck); break;
+    case GS_SITE_EVICTED: PUT_LIT(o, ",\"site_event\":\"evicted\"", ck); break;
+    case GS_SITE_NEW | GS_SITE_EVICTED: PUT_LIT(o, ",\"site_event\":\"new,evicted\"", ck); break;
+    default: break;
+  }
+  if (r->site_flags & GS_SITE_EVICTED)
+    PUT_LIT(o, ",\"evicted_site\":\"", ck), put_hex(o, r->evicted_site, 16, ck), PUT_LIT(o, "\"", ck);
+
+  PUT_LIT(o, ",\"decided\":\"", ck), PUT_ENUM(o, route_text, route_name, r->decided, ck);
+  PUT_LIT(o, ",\"route\":\"", ck), PUT_ENUM(o, route_text, route_name, r->route, ck);
+  if (r->has_backend) PUT_LIT(o, ",\"backend\":\"", ck), put_string(o, backend, r->backend_len, ck);
+  PUT_LIT(o, ",\"reason\":\"", ck), put_string(o, reason, r->reason_len, ck);
+  PUT_LIT(o, ",\"status\":", ck), put_i64(o, r->status, ck);
+  PUT_LIT(o, ",\"status_name\":\"", ck), PUT_ENUM(o, status_text, status_name, r->status, ck);
+  PUT_LIT(o, ",\"dur_ns\":", ck), put_u64(o, r->dur_ns, ck);
+  PUT_LIT(o, "}\n", ck);
+}
+
+/* r's text into buf: its length, or 0 (buf "") if it did not fit. */
+static size_t format_rec(const log_rec *r, const char *backend, const char *reason, char *buf, size_t len) {
+  pthread_once(&name_tables_once, name_tables_init);
   if (len == 0) return 0;
   json_out o = {buf, buf + len - 1, 0}; /* the last byte is for the NUL */
-  OUT_LIT(&o, "{\"seq\":"), out_u64(&o, c->seq);
-  OUT_KEY(&o, "t_ns"), out_u64(&o, c->t_ns);
-  OUT_KEY(&o, "tid"), out_i64(&o, c->tid);
-  OUT_KEY(&o, "api"), out_enum(&o, gs_api_name(c->g.api), (int)c->g.api);
-  format_shape(&o, &c->g);
-  format_types(&o, &c->g);
-  format_layout(&o, &c->g);
-  format_options(&o, &c->g);
-  format_place(&o, c);
-  format_outcome(&o, c);
-  OUT_LIT(&o, "}\n");
-  if (o.full) {
-    buf[0] = '\0';
-    return 0;
+  if (len >= rec_text_bound(r->reason_len, r->backend_len)) {
+    format_body(&o, r, backend, reason, 0);
+  } else {
+    format_body(&o, r, backend, reason, 1);
+    if (o.full) {
+      buf[0] = '\0';
+      return 0;
+    }
   }
   *o.p = '\0';
   return (size_t)(o.p - buf);
+}
+
+size_t log_format(const gs_call *c, char *buf, size_t len) {
+  log_rec r;
+  size_t reason_len = strnlen(c->reason, sizeof c->reason);
+  size_t backend_len = c->backend ? strlen(c->backend) : 0;
+  rec_fill(&r, c, reason_len, backend_len);
+  return format_rec(&r, c->backend, c->reason, buf, len);
 }
 
 /* ---- path placeholders ---------------------------------------------------- */
@@ -337,6 +588,8 @@ int log_expand_path(const char *pattern, char *out, size_t len) {
 }
 
 /* ---- summary counters ----------------------------------------------------- */
+/* Kept only for the INFO summary (state.counting): at WARN a call costs
+ * nothing here. */
 #define REASONS_MAX 64
 #define REASON_SLOTS 128 /* open addressing, at most half full */
 #define SITES_MAX 256
@@ -345,6 +598,7 @@ int log_expand_path(const char *pattern, char *out, size_t len) {
 typedef struct reason_count {
   uint64_t count; /* 0: free slot */
   uint32_t hash;
+  uint32_t len;
   char text[GS_REASON_MAX];
 } reason_count;
 
@@ -358,13 +612,19 @@ typedef struct log_stats {
   uint64_t by_api_route[GS_API_COUNT + 1][GS_ROUTE_COUNT + 1]; /* last: out of range */
   reason_count reasons[REASON_SLOTS];
   int n_reasons;
+  int last_reason; /* the slot the previous call counted in; -1 none */
   uint64_t other_reasons;
   site_count sites[SITE_SLOTS];
   int n_sites;
   uint64_t other_sites;
 } log_stats;
 
-static log_stats stats; /* under state.mu */
+static log_stats stats = {.last_reason = -1}; /* under state.mu */
+
+static void reset_stats(void) {
+  memset(&stats, 0, sizeof stats);
+  stats.last_reason = -1;
+}
 
 static uint32_t fnv1a(const char *s, size_t n) {
   uint32_t h = 2166136261u;
@@ -374,19 +634,31 @@ static uint32_t fnv1a(const char *s, size_t n) {
 
 static void count_reason(const char *reason) {
   size_t n = strnlen(reason, GS_REASON_MAX - 1);
+  /* Calls come in runs with one reason (a layer's GEMMs, a training
+   * step's): comparing with the previous call's slot spares the hash. */
+  if (stats.last_reason >= 0) {
+    reason_count *r = &stats.reasons[stats.last_reason];
+    if (r->len == n && memcmp(r->text, reason, n) == 0) {
+      r->count++;
+      return;
+    }
+  }
   uint32_t h = fnv1a(reason, n);
   for (uint32_t i = 0; i < REASON_SLOTS; i++) {
-    reason_count *r = &stats.reasons[(h + i) % REASON_SLOTS];
+    uint32_t slot = (h + i) % REASON_SLOTS;
+    reason_count *r = &stats.reasons[slot];
     if (r->count == 0) {
       if (stats.n_reasons == REASONS_MAX) break;
       stats.n_reasons++;
       r->hash = h;
+      r->len = (uint32_t)n;
       memcpy(r->text, reason, n);
       r->text[n] = '\0';
-    } else if (r->hash != h || strncmp(r->text, reason, n) != 0 || r->text[n] != '\0') {
+    } else if (r->hash != h || r->len != n || memcmp(r->text, reason, n) != 0) {
       continue;
     }
     r->count++;
+    stats.last_reason = (int)slot;
     return;
   }
   stats.other_reasons++;
@@ -424,23 +696,29 @@ enum { FLUSHER_NONE = 0, FLUSHER_RUNNING, FLUSHER_STOPPING, FLUSHER_FAILED };
 static struct {
   pthread_mutex_t mu;
   pthread_cond_t write_done;   /* the write in flight has ended */
-  pthread_cond_t flusher_wake; /* on CLOCK_MONOTONIC; log_shutdown's stop */
+  pthread_cond_t flusher_wake; /* on CLOCK_MONOTONIC; a record, a hand-off, log_shutdown's stop */
   char pattern[sizeof gs_opt.log_path];
   char path[sizeof gs_opt.log_path + 512]; /* expanded; "" until opened */
   char parent_path[sizeof gs_opt.log_path + 512];
   int on;           /* GEMMSHIM_LOG was set */
+  int counting;     /* the INFO summary is wanted: count every call */
   int disabled;     /* an error turned the log off; atomic for log_record */
   int fd;
   int forked_child; /* opens parent_path appending, without truncating */
   int late;         /* after log_shutdown: every record written at once */
-  char *buf[2];     /* LOG_BUF_BYTES each, one allocation at first use */
+  char *buf[2];     /* binary records, LOG_BIN_BYTES each; one allocation at first use */
+  char *text;       /* LOG_TEXT_BYTES, the writer's (one write in flight at a time) */
   int cur;          /* the buffer records go into */
-  size_t fill;
+  size_t fill;      /* bytes of buf[cur] in use */
+  size_t text_fill; /* the sum of rec_text_bound over buf[cur]'s records */
   int writing;      /* the other buffer is being written, outside mu */
   int waiters;      /* threads waiting on write_done for the write to end */
   uint64_t last_flush_ns;
   int flusher_state;
   int flusher_stop;
+  int flusher_idle; /* waiting for a first record, without a deadline */
+  size_t handoff_len; /* >0: a full buffer the flusher is to write */
+  int handoff_buf, handoff_fd;
   pthread_t flusher;
   uint64_t dropped;
   int warned_too_long;
@@ -470,6 +748,7 @@ static void init_conds(void) {
 static void disable_locked(void) {
   __atomic_store_n(&state.disabled, 1, __ATOMIC_RELAXED);
   state.fill = 0;
+  state.text_fill = 0;
   if (state.fd >= 0) GS_CALL(close, state.fd);
   state.fd = -1;
 }
@@ -498,15 +777,18 @@ static int open_locked(void) {
   return 1;
 }
 
+#define LOG_ALLOC_BYTES (2 * (size_t)LOG_BIN_BYTES + LOG_TEXT_BYTES)
+
 static int alloc_locked(void) {
-  char *mem = GS_CALL(malloc, 2 * (size_t)LOG_BUF_BYTES);
+  char *mem = GS_CALL(malloc, LOG_ALLOC_BYTES);
   if (!mem) {
     disable_locked();
-    GS_WARN("GEMMSHIM_LOG: cannot allocate %u bytes of log buffers; the routing log is off", 2 * LOG_BUF_BYTES);
+    GS_WARN("GEMMSHIM_LOG: cannot allocate %zu bytes of log buffers; the routing log is off", LOG_ALLOC_BYTES);
     return 0;
   }
   state.buf[0] = mem;
-  state.buf[1] = mem + LOG_BUF_BYTES;
+  state.buf[1] = mem + LOG_BIN_BYTES;
+  state.text = mem + 2 * (size_t)LOG_BIN_BYTES;
   return 1;
 }
 
@@ -516,6 +798,7 @@ static int swap_locked(size_t *len) {
   *len = state.fill;
   state.cur ^= 1;
   state.fill = 0;
+  state.text_fill = 0;
   __atomic_store_n(&state.writing, 1, __ATOMIC_SEQ_CST);
   state.last_flush_ns = monotonic_ns();
   return full;
@@ -541,19 +824,35 @@ static void wait_write_locked(void) {
   __atomic_sub_fetch(&state.waiters, 1, __ATOMIC_SEQ_CST);
 }
 
-/* One write of buffer b; never under state.mu. Only one write is ever in
- * flight (state.writing), so lines reach the file in the order recorded. */
+/* The text of len bytes of records into state.text. Each record had room
+ * for its longest text reserved (text_fill), so each is formatted by the
+ * unchecked formatter, and the whole fits. */
+static size_t format_records(const char *recs, size_t len) {
+  size_t out = 0;
+  for (size_t at = 0; at < len;) {
+    const log_rec *r = (const log_rec *)(const void *)(recs + at);
+    const char *backend = (const char *)(r + 1);
+    out += format_rec(r, backend, backend + r->backend_len, state.text + out, LOG_TEXT_BYTES - out);
+    at += r->size;
+  }
+  return out;
+}
+
+/* Formats buffer b and writes it in one write; never under state.mu. Only
+ * one write is ever in flight (state.writing): it owns buffer b and
+ * state.text, and lines reach the file in the order recorded. */
 static void write_buffer(int b, int fd, size_t len) {
+  size_t text_len = format_records(state.buf[b], len);
   ssize_t n;
-  do n = GS_CALL(write, fd, state.buf[b], len);
+  do n = GS_CALL(write, fd, state.text, text_len);
   while (n < 0 && errno == EINTR);
-  if (n == (ssize_t)len) {
+  if (n == (ssize_t)text_len) {
     end_write();
     return;
   }
   char ebuf[128], why[160];
   if (n < 0) snprintf(why, sizeof why, "%s", strerror_r(errno, ebuf, sizeof ebuf));
-  else snprintf(why, sizeof why, "short write: %zd of %zu bytes", n, len);
+  else snprintf(why, sizeof why, "short write: %zd of %zu bytes", n, text_len);
   pthread_mutex_lock(&state.mu);
   int first = !is_disabled();
   if (first) disable_locked();
@@ -566,21 +865,49 @@ static void write_buffer(int b, int fd, size_t len) {
 }
 
 /* ---- flusher thread ------------------------------------------------------- */
-/* Sleeps until a record is pending, then writes it out a second later: an
- * idle process is never woken. */
+/* Writes the full buffers recording threads hand it, and the records
+ * pending a second after it saw the first of them. Sleeps without a
+ * deadline while nothing is pending: an idle process is never woken. */
 static void *flusher_main(void *arg) {
   (void)arg;
+  uint64_t due = 0; /* when the pending records are to be written; 0 none seen */
   pthread_mutex_lock(&state.mu);
-  while (!state.flusher_stop) {
-    if (state.fill == 0) {
-      pthread_cond_wait(&state.flusher_wake, &state.mu);
+  for (;;) {
+    /* A hand-off first, even when told to stop: its write is in flight
+     * (state.writing) and everyone else waits for it. */
+    if (state.handoff_len) {
+      int b = state.handoff_buf, fd = state.handoff_fd;
+      size_t len = state.handoff_len;
+      state.handoff_len = 0;
+      pthread_mutex_unlock(&state.mu);
+      write_buffer(b, fd, len);
+      pthread_mutex_lock(&state.mu);
       continue;
     }
-    struct timespec deadline;
-    clock_gettime(CLOCK_MONOTONIC, &deadline);
-    deadline.tv_sec += FLUSH_INTERVAL_NS / 1000000000u;
-    while (!state.flusher_stop && pthread_cond_timedwait(&state.flusher_wake, &state.mu, &deadline) != ETIMEDOUT) {}
-    if (state.flusher_stop || state.fill == 0 || write_in_flight() || state.fd < 0) continue;
+    if (state.flusher_stop) break;
+    if (state.fill == 0 || state.fd < 0) {
+      due = 0;
+      state.flusher_idle = 1;
+      pthread_cond_wait(&state.flusher_wake, &state.mu);
+      state.flusher_idle = 0;
+      continue;
+    }
+    uint64_t now = monotonic_ns();
+    if (!due) due = now + FLUSH_INTERVAL_NS;
+    if (now < due) {
+      struct timespec deadline = {(time_t)(due / 1000000000u), (long)(due % 1000000000u)};
+      pthread_cond_timedwait(&state.flusher_wake, &state.mu, &deadline);
+      continue;
+    }
+    if (write_in_flight()) {
+      /* Someone else's (log_flush); once it ends, a recording thread may
+       * start another and hand it here: stop waiting then. */
+      __atomic_add_fetch(&state.waiters, 1, __ATOMIC_SEQ_CST);
+      while (write_in_flight() && !state.handoff_len) pthread_cond_wait(&state.write_done, &state.mu);
+      __atomic_sub_fetch(&state.waiters, 1, __ATOMIC_SEQ_CST);
+      continue;
+    }
+    due = 0;
     int fd = state.fd;
     size_t len;
     int b = swap_locked(&len);
@@ -607,6 +934,8 @@ static void start_flusher_locked(void) {
             strerror_r(rc, ebuf, sizeof ebuf));
 }
 
+/* Once stopping, nothing more is handed to the flusher; what was is
+ * written before it ends. */
 static void stop_flusher(void) {
   pthread_mutex_lock(&state.mu);
   int running = state.flusher_state == FLUSHER_RUNNING;
@@ -622,6 +951,7 @@ static void stop_flusher(void) {
   pthread_mutex_lock(&state.mu);
   state.flusher_state = FLUSHER_NONE;
   state.flusher_stop = 0;
+  state.flusher_idle = 0;
   pthread_mutex_unlock(&state.mu);
 }
 
@@ -634,44 +964,83 @@ static int flush_due_locked(void) {
   return state.flusher_state == FLUSHER_FAILED && monotonic_ns() - state.last_flush_ns >= FLUSH_INTERVAL_NS;
 }
 
-/* Append one record; returns the buffer the caller must write, or -1. */
-static int append_locked(const char *rec, size_t n, size_t *len) {
+/* A full buffer goes to the flusher thread when there is one running:
+ * formatting it is the flusher's work, not the recording thread's. */
+static int hand_off_locked(int b, size_t len) {
+  if (state.flusher_state != FLUSHER_RUNNING) return 0;
+  state.handoff_buf = b;
+  state.handoff_fd = state.fd;
+  state.handoff_len = len;
+  state.flusher_idle = 0;
+  pthread_cond_signal(&state.flusher_wake);
+  return 1;
+}
+
+/* Copy one record into the current buffer; returns the buffer the caller
+ * must write, or -1. */
+static int append_locked(const gs_call *c, size_t reason_len, size_t backend_len, size_t *len) {
   if (state.fd < 0 && !open_locked()) return -1;
   if (!state.buf[0] && !alloc_locked()) return -1;
   if (state.late) wait_write_locked();
+  if (is_disabled()) return -1; /* the write waited for failed */
+  size_t size = rec_size(reason_len, backend_len);
+  size_t text = rec_text_bound(reason_len, backend_len);
+  if (text > LOG_RECORD_MAX) text = LOG_RECORD_MAX; /* log_record checked its text fits */
   int b = -1;
-  if (state.fill + n > LOG_BUF_BYTES) {
+  if (state.fill + size > LOG_BIN_BYTES || state.text_fill + text > LOG_TEXT_BYTES) {
     /* Both buffers busy: wait for the write in flight rather than lose a
      * record. Only a producer faster than the disk ever waits here. */
     if (write_in_flight()) wait_write_locked();
     if (is_disabled()) return -1;
     b = swap_locked(len);
   }
-  memcpy(state.buf[state.cur] + state.fill, rec, n);
-  state.fill += n;
+  log_rec *r = (log_rec *)(void *)(state.buf[state.cur] + state.fill);
+  rec_fill(r, c, reason_len, backend_len);
+  r->size = (uint32_t)size;
+  char *strings = (char *)(r + 1);
+  if (backend_len) memcpy(strings, c->backend, backend_len);
+  memcpy(strings + backend_len, c->reason, reason_len);
+  state.fill += size;
+  state.text_fill += text;
   if (b < 0 && flush_due_locked()) b = swap_locked(len);
-  if (state.flusher_state == FLUSHER_NONE && !state.late) start_flusher_locked();
-  else if (state.fill == n && state.flusher_state == FLUSHER_RUNNING) pthread_cond_signal(&state.flusher_wake);
+  if (b >= 0 && hand_off_locked(b, *len)) b = -1;
+  if (state.flusher_state == FLUSHER_NONE && !state.late) {
+    start_flusher_locked();
+  } else if (state.flusher_idle) { /* the first record since the flusher went idle */
+    state.flusher_idle = 0;
+    pthread_cond_signal(&state.flusher_wake);
+  }
   return b;
+}
+
+/* Whether c's text fits LOG_RECORD_MAX. Only asked when the bound says it
+ * might not: a backend name of many tens of bytes. */
+static __attribute__((noinline)) int text_fits(const gs_call *c) {
+  char rec[LOG_RECORD_MAX];
+  return log_format(c, rec, sizeof rec) != 0;
 }
 
 void log_record(const gs_call *c) {
   if (__builtin_expect(!__atomic_load_n(&log_wanted, __ATOMIC_RELAXED), 1)) return;
-  char rec[LOG_RECORD_MAX];
-  size_t n = 0;
   int to_file = __atomic_load_n(&state.on, __ATOMIC_RELAXED) && !is_disabled();
-  if (to_file) n = log_format(c, rec, sizeof rec);
+  size_t reason_len = 0, backend_len = 0;
+  int fits = 1;
+  if (to_file) {
+    reason_len = strnlen(c->reason, sizeof c->reason);
+    backend_len = c->backend ? strlen(c->backend) : 0;
+    if (rec_text_bound(reason_len, backend_len) > LOG_RECORD_MAX) fits = text_fits(c);
+  }
   pthread_mutex_lock(&state.mu);
-  count_call(c);
+  if (state.counting) count_call(c);
   int b = -1, fd = -1;
   size_t len = 0;
-  if (to_file && n == 0) {
+  if (to_file && !fits) {
     state.dropped++;
     if (!state.warned_too_long++)
       GS_WARN("GEMMSHIM_LOG: record %" PRIu64 " is longer than %d bytes and was dropped; later ones too, counted at exit",
               c->seq, LOG_RECORD_MAX);
   } else if (to_file && !is_disabled()) {
-    b = append_locked(rec, n, &len);
+    b = append_locked(c, reason_len, backend_len, &len);
     fd = state.fd;
   }
   pthread_mutex_unlock(&state.mu);
@@ -702,8 +1071,8 @@ static void atfork_prepare(void) {
 static void atfork_parent(void) { pthread_mutex_unlock(&state.mu); }
 
 /* The child's only thread runs this holding state.mu (from prepare). The
- * parent's buffered records stay the parent's to write; its flusher thread
- * and any write in flight do not exist here. */
+ * parent's buffered records stay the parent's to write; its flusher thread,
+ * a buffer handed to it and any write in flight do not exist here. */
 static void atfork_child(void) {
   if (state.fd >= 0) GS_CALL(close, state.fd);
   state.fd = -1;
@@ -713,14 +1082,17 @@ static void atfork_child(void) {
   __atomic_store_n(&state.disabled, 0, __ATOMIC_RELAXED);
   state.late = 0;
   state.fill = 0;
+  state.text_fill = 0;
   state.writing = 0;
   state.waiters = 0;
   state.flusher_state = FLUSHER_NONE;
   state.flusher_stop = 0;
+  state.flusher_idle = 0;
+  state.handoff_len = 0;
   state.dropped = 0;
   state.warned_too_long = 0;
   state.last_flush_ns = monotonic_ns();
-  memset(&stats, 0, sizeof stats);
+  reset_stats();
   init_conds();
   pthread_mutex_unlock(&state.mu);
 }
@@ -743,20 +1115,21 @@ void log_init(void) {
   state.fd = -1;
   snprintf(state.pattern, sizeof state.pattern, "%s", gs_opt.log_path);
   __atomic_store_n(&state.on, state.pattern[0] != '\0', __ATOMIC_RELAXED);
+  state.counting = gs_opt.debug_level >= GS_LEVEL_INFO;
   state.path[0] = state.parent_path[0] = '\0';
   state.forked_child = 0;
   __atomic_store_n(&state.disabled, 0, __ATOMIC_RELAXED);
   state.late = 0;
   state.cur = 0;
   state.fill = 0;
+  state.text_fill = 0;
   state.dropped = 0;
   state.warned_too_long = 0;
   state.flusher_state = FLUSHER_NONE; /* a failed start is retried */
-  memset(&stats, 0, sizeof stats);
-  __atomic_store_n(&log_wanted, state.on || gs_opt.debug_level >= GS_LEVEL_INFO, __ATOMIC_RELAXED);
+  reset_stats();
+  __atomic_store_n(&log_wanted, state.on || state.counting, __ATOMIC_RELAXED);
   pthread_mutex_unlock(&state.mu);
 }
-
 /* Index of the largest nonzero count, which is then cleared; -1 when none. */
 static int take_top(uint64_t *counts, int n) {
   int best = -1;

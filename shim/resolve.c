@@ -123,8 +123,10 @@ void resolve_adopt(gs_sys_id id, void *real) {
   void **s = slot(id);
   if (__atomic_load_n(s, __ATOMIC_ACQUIRE) == real) return;
   pthread_mutex_lock(&resolve_lock);
-  __atomic_store_n(s, real, __ATOMIC_RELEASE);
+  /* Companions first: a thread that sees the real function (acquire) may
+   * call them at once. */
   load_companions(real, entry_is_lt(id));
+  __atomic_store_n(s, real, __ATOMIC_RELEASE);
   pthread_mutex_unlock(&resolve_lock);
   GS_TRACE("%s resolved through dlsym on a cuBLAS handle", gs_sys_names[id]);
 }
@@ -148,8 +150,8 @@ void *resolve_hooked(gs_sys_id id) {
     }
     p = next ? next : search_loaded(name, entry_is_lt(id), from, sizeof from);
     if (p) {
-      __atomic_store_n(s, p, __ATOMIC_RELEASE);
       load_companions(p, entry_is_lt(id));
+      __atomic_store_n(s, p, __ATOMIC_RELEASE);
       GS_INFO("%s resolved from %s", name, from);
     } else if (!atomic_exchange(&warned_missing[id], 1)) {
       GS_WARN("%s: the real function was not found in any loaded cuBLAS library; the call returns CUBLAS_STATUS_NOT_INITIALIZED", name);
