@@ -220,8 +220,30 @@ static unsigned dec_digits(uint64_t v) {
   return t + (v >= pow10[t]);
 }
 
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+/* The 8 decimal digits of x < 10^8 as ASCII, first digit in the lowest
+ * byte: both halves of 4 digits split into pairs, then the pairs into
+ * digits, in one register (divisions by 100 and 10 as multiplications
+ * that are exact below 10^4 and 100). */
+static uint64_t eight_digits(uint32_t x) {
+  uint64_t merged = (uint64_t)(x / 10000) | (uint64_t)(x % 10000) << 32;
+  uint64_t hundreds = ((merged * 10486) >> 20) & 0x0000007f0000007full;
+  uint64_t pairs = ((merged - 100 * hundreds) << 16) + hundreds;
+  uint64_t tens = ((pairs * 103) >> 10) & 0x000f000f000f000full;
+  return tens + ((pairs - 10 * tens) << 8) + 0x3030303030303030ull;
+}
+#endif
+
 /* The digits of v, ending just before end. */
 static void dec_write(char *end, uint64_t v) {
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+  while (v >= 100000000) { /* t_ns and other long ones: 8 digits a step */
+    uint64_t digits = eight_digits((uint32_t)(v % 100000000));
+    v /= 100000000;
+    end -= 8;
+    memcpy(end, &digits, 8);
+  }
+#endif
   while (v >= 100) {
     unsigned i = (unsigned)(v % 100) * 2;
     v /= 100;
@@ -389,6 +411,7 @@ static void fill_enum_texts(enum_text *t, int n, const char *(*name)(int)) {
 #define FILL_ENUM_TEXTS(t, name) fill_enum_texts((t), (int)(sizeof(t) / sizeof((t)[0])), (name))
 
 static pthread_once_t name_tables_once = PTHREAD_ONCE_INIT;
+static int name_tables_ready; /* spares each record a call into pthread_once */
 
 static void name_tables_init(void) {
   static const char hex[] = "0123456789abcdef";
@@ -401,6 +424,7 @@ static void name_tables_init(void) {
   FILL_ENUM_TEXTS(api_text, api_name);
   FILL_ENUM_TEXTS(route_text, route_name);
   FILL_ENUM_TEXTS(pointer_mode_text, pointer_mode_name);
+  __atomic_store_n(&name_tables_ready, 1, __ATOMIC_RELEASE);
 }
 
 /* A value without a ready text: its name, or unknown(N). */
@@ -500,7 +524,7 @@ FMT_INLINE void format_body(json_out *o, const log_rec *r, const char *backend, 
 
 /* r's text into buf: its length, or 0 (buf "") if it did not fit. */
 static size_t format_rec(const log_rec *r, const char *backend, const char *reason, char *buf, size_t len) {
-  pthread_once(&name_tables_once, name_tables_init);
+  if (!__atomic_load_n(&name_tables_ready, __ATOMIC_ACQUIRE)) pthread_once(&name_tables_once, name_tables_init);
   if (len == 0) return 0;
   json_out o = {buf, buf + len - 1, 0}; /* the last byte is for the NUL */
   if (len >= rec_text_bound(r->reason_len, r->backend_len)) {
