@@ -105,8 +105,8 @@
 #define FLUSH_INTERVAL_NS 1000000000ull
 
 /* ---- binary records ------------------------------------------------------- */
-/* What log_format prints of a gs_call, copied field by field: ~230 bytes
- * instead of the ~1 KiB gs_call. The backend's bytes, then the reason's,
+/* What log_format prints of a gs_call, copied field by field: 232 bytes
+ * instead of the 848-byte gs_call. The backend's bytes, then the reason's,
  * follow it; size (a multiple of 8, so the next header is aligned) leads
  * to the next record. */
 typedef struct log_rec {
@@ -1011,12 +1011,17 @@ static int append_locked(const gs_call *c, size_t reason_len, size_t backend_len
   size_t text = rec_text_bound(reason_len, backend_len);
   if (text > LOG_RECORD_MAX) text = LOG_RECORD_MAX; /* log_record checked its text fits */
   int b = -1;
-  if (state.fill + size > LOG_BIN_BYTES || state.text_fill + text > LOG_TEXT_BYTES) {
-    /* Both buffers busy: wait for the write in flight rather than lose a
-     * record. Only a producer faster than the disk ever waits here. */
-    if (write_in_flight()) wait_write_locked();
-    if (is_disabled()) return -1;
-    b = swap_locked(len);
+  while (state.fill + size > LOG_BIN_BYTES || state.text_fill + text > LOG_TEXT_BYTES) {
+    if (write_in_flight()) {
+      /* Both buffers busy: wait for the write in flight rather than lose a
+       * record. Only a producer faster than the disk ever waits here.
+       * Meanwhile the flusher may have written this buffer too: test
+       * again, never swapping out an empty one. */
+      wait_write_locked();
+      if (is_disabled()) return -1;
+      continue;
+    }
+    b = swap_locked(len); /* the record fits the empty buffer: once */
   }
   log_rec *r = (log_rec *)(void *)(state.buf[state.cur] + state.fill);
   rec_fill(r, c, reason_len, backend_len);

@@ -4,6 +4,7 @@
  * and fork, then the exit summary read back from the debug output. */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <inttypes.h>
 #include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -40,8 +41,16 @@
 #define FORK_WITHOUT_FLUSHER 0
 #endif
 
-/* log.c's buffer size: records flushed per write depend on it. */
-#define LOG_BUF_BYTES (256u * 1024)
+/* log.c's sizes: records flushed per write depend on them. A record takes
+ * LOG_REC_HEADER bytes, then its backend and reason, rounded up to 8, in a
+ * buffer of LOG_BIN_BYTES; its text is reserved LOG_TEXT_FIXED bytes plus 6
+ * a string byte, of LOG_TEXT_BYTES; a buffer is written when the next
+ * record fits either no more. */
+#define LOG_BIN_BYTES (128u * 1024)
+#define LOG_TEXT_BYTES (1024u * 1024)
+#define LOG_TEXT_FIXED 1536
+#define LOG_REC_HEADER 232
+#define LOG_RECORD_MAX 4096
 
 static char dir[64];
 
@@ -72,6 +81,11 @@ static int count_lines(const char *s) {
   int n = 0;
   for (; *s; s++) n += *s == '\n';
   return n;
+}
+
+static void sleep_ms(long ms) {
+  struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+  while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {}
 }
 
 /* Start a fresh log writing to dir/name ("" = off) and debug output to
@@ -150,6 +164,11 @@ static gs_call numbered_call(uint64_t seq) {
   c.seq = seq;
   snprintf(c.reason, sizeof c.reason, "r%llu", (unsigned long long)seq);
   return c;
+}
+
+static void log_numbered(uint64_t seq) {
+  gs_call c = numbered_call(seq);
+  log_record(&c);
 }
 
 static size_t format_numbered(uint64_t seq, char *buf, size_t len) {
@@ -284,6 +303,169 @@ static void test_format_too_small(void **state) {
   assert_string_equal(buf, gemm_ex_line);
 }
 
+/* The text of c with a buffer far larger than the record (the unchecked
+ * formatter) and with one exactly its size (the checked one): both must
+ * be the same, and the same as the record's JSON everywhere else. */
+static size_t format_both_ways(const gs_call *c, char *out, size_t out_len) {
+  static char big[1 << 16];
+  size_t n = log_format(c, big, sizeof big);
+  assert_true(n > 0 && n + 1 <= out_len);
+  assert_int_equal(log_format(c, out, n + 1), n);
+  assert_string_equal(out, big);
+  assert_int_equal(log_format(c, out, n), 0); /* one byte short: nothing */
+  assert_int_equal(log_format(c, big, sizeof big), n);
+  memcpy(out, big, n + 1);
+  return n;
+}
+
+/* Every integer field against printf, across digit counts and extremes. */
+static void test_format_numbers(void **state) {
+  (void)state;
+  uint64_t values[256];
+  int nv = 0;
+  for (uint64_t p = 1; nv < 60; p *= 10) {
+    values[nv++] = p - 1, values[nv++] = p, values[nv++] = p + 1;
+    if (p > UINT64_MAX / 10) break;
+  }
+  for (int b = 0; b < 64; b++) values[nv++] = (uint64_t)1 << b, values[nv++] = ((uint64_t)1 << b) - 1;
+  values[nv++] = UINT64_MAX, values[nv++] = UINT64_MAX - 1, values[nv++] = 1700000000123456789ull;
+  values[nv++] = 12345678, values[nv++] = 123456789, values[nv++] = 99999999, values[nv++] = 100000000;
+  values[nv++] = 10000000000000000ull, values[nv++] = 9999999999999999ull, values[nv++] = 1234567890123456789ull;
+  char buf[8192], want[128];
+  for (int i = 0; i < nv; i++) {
+    uint64_t v = values[i];
+    gs_call c = gemm_ex_call();
+    c.seq = v, c.t_ns = v, c.dur_ns = v;
+    c.g.m = (int64_t)v, c.g.n = (int64_t)(0 - v), c.g.lda = (int64_t)(v >> 1);
+    c.tid = (int)(uint32_t)v, c.status = (int)(0u - (uint32_t)v);
+    format_both_ways(&c, buf, sizeof buf);
+    snprintf(want, sizeof want, "{\"seq\":%" PRIu64 ",\"t_ns\":%" PRIu64 ",\"tid\":%d,", v, v, c.tid);
+    assert_memory_equal(buf, want, strlen(want));
+    snprintf(want, sizeof want, ",\"m\":%" PRId64 ",\"n\":%" PRId64 ",", c.g.m, c.g.n);
+    assert_non_null(strstr(buf, want));
+    snprintf(want, sizeof want, ",\"lda\":%" PRId64 ",", c.g.lda);
+    assert_non_null(strstr(buf, want));
+    snprintf(want, sizeof want, ",\"status\":%d,", c.status);
+    assert_non_null(strstr(buf, want));
+    snprintf(want, sizeof want, ",\"dur_ns\":%" PRIu64 "}\n", v);
+    assert_non_null(strstr(buf, want));
+  }
+  gs_call c = gemm_ex_call();
+  c.g.m = INT64_MIN, c.g.k = INT64_MAX, c.tid = INT32_MIN, c.device = INT32_MAX;
+  format_both_ways(&c, buf, sizeof buf);
+  assert_non_null(strstr(buf, ",\"m\":-9223372036854775808,\"n\":1024,\"k\":9223372036854775807,"));
+  assert_non_null(strstr(buf, ",\"tid\":-2147483648,"));
+  assert_non_null(strstr(buf, ",\"device\":2147483647,"));
+}
+
+static void test_format_hex(void **state) {
+  (void)state;
+  char buf[8192], want[128];
+  uint64_t values[256];
+  int nv = 0;
+  values[nv++] = 0, values[nv++] = UINT64_MAX, values[nv++] = 0x7f00dead0000ull, values[nv++] = 0x123456789abcdefull;
+  for (int b = 0; b < 64; b++) {
+    uint64_t v = (uint64_t)1 << b;
+    values[nv++] = v - 1, values[nv++] = v, values[nv++] = v + 1;
+  }
+  for (int i = 0; i < nv; i++) {
+    uint64_t x = values[i];
+    gs_call c = gemm_ex_call();
+    c.g.stream = (void *)(uintptr_t)x;
+    c.site = x;
+    c.site_flags = GS_SITE_EVICTED;
+    c.evicted_site = ~x;
+    format_both_ways(&c, buf, sizeof buf);
+    snprintf(want, sizeof want,
+             ",\"stream\":\"0x%" PRIx64 "\",\"site\":\"%016" PRIx64 "\",\"site_event\":\"evicted\","
+             "\"evicted_site\":\"%016" PRIx64 "\",",
+             x, x, ~x);
+    assert_non_null(strstr(buf, want));
+  }
+}
+
+/* JSON escaping as the header comment states it, one byte at a time. */
+static size_t escape_ref(char *out, const char *s, size_t n) {
+  size_t o = 0;
+  for (size_t i = 0; i < n; i++) {
+    unsigned char ch = (unsigned char)s[i];
+    if (ch == '"' || ch == '\\') out[o++] = '\\', out[o++] = (char)ch;
+    else if (ch < 0x20) o += (size_t)sprintf(out + o, "\\u%04x", ch);
+    else out[o++] = (char)ch;
+  }
+  out[o] = '\0';
+  return o;
+}
+
+/* Strings are copied 8 bytes at a time while no byte needs escaping: put
+ * each escaped byte at each position of a word, in reasons of every
+ * length up to the array's, and bytes >= 0x80 next to them. */
+static void test_format_escapes_every_position(void **state) {
+  (void)state;
+  static const unsigned char specials[] = {'"', '\\', 0x01, 0x1f, '\n', 0x7f, 0x80, 0xff, ' ', 0x21, '!', 0x5b, 0x5d};
+  static char buf[8192], want[GS_REASON_MAX * 6 + 64];
+  unsigned seed = 1;
+  for (size_t len = 0; len <= GS_REASON_MAX; len += len < 40 ? 1 : 37) {
+    for (size_t k = 0; k < sizeof specials; k++) {
+      gs_call c = gemm_ex_call();
+      memset(c.reason, 0, sizeof c.reason);
+      for (size_t i = 0; i < len; i++) {
+        seed = seed * 1103515245u + 12345u;
+        c.reason[i] = (char)(' ' + (seed >> 16) % 90);
+        if (c.reason[i] == '"' || c.reason[i] == '\\') c.reason[i] = 'x';
+      }
+      if (len) c.reason[(k * 7 + len) % len] = (char)specials[k];
+      if (len > 9) c.reason[len - 1] = (char)specials[(k + 3) % sizeof specials];
+      c.backend = k % 2 ? "own" : "a\"b\\c\td";
+      format_both_ways(&c, buf, sizeof buf);
+      char *at = want + sprintf(want, ",\"backend\":\"");
+      at += escape_ref(at, c.backend, strlen(c.backend));
+      at += sprintf(at, "\",\"reason\":\"");
+      at += escape_ref(at, c.reason, len);
+      sprintf(at, "\",\"status\":0,");
+      assert_non_null(strstr(buf, want));
+    }
+  }
+}
+
+/* Every field at its widest: the text stays within what log.c reserves
+ * for a record (LOG_TEXT_FIXED less 32 bytes of slack and the NUL, plus 6
+ * a string byte), for both families, and the longest reason fully escaped
+ * stays within LOG_RECORD_MAX. */
+static void test_format_widest_record(void **state) {
+  (void)state;
+  static char buf[16384];
+  for (int lt = 0; lt < 2; lt++) {
+    gs_call c;
+    memset(&c, 0, sizeof c);
+    c.g.api = lt ? GS_API_LT_MATMUL : GS_API_GEMM_STRIDED_BATCHED_EX_64; /* the longest name */
+    c.g.transa = c.g.transb = INT32_MIN;
+    c.g.m = c.g.n = c.g.k = c.g.batch = INT64_MIN;
+    c.g.a_type = c.g.b_type = c.g.c_type = c.g.d_type = c.g.scale_type = c.g.bias_type = INT32_MIN;
+    c.g.compute_type = 79; /* 64f_emulated_fixedpoint: longer than unknown(...) */
+    c.g.lda = c.g.ldb = c.g.ldc = c.g.ldd = c.g.stride_a = c.g.stride_b = c.g.stride_c = INT64_MIN;
+    c.g.epilogue = INT32_MIN;
+    c.g.bias = &c;
+    c.g.pointer_mode = 4; /* alpha_device_vector_beta_host */
+    c.g.algo = INT32_MIN;
+    c.g.stream = (void *)UINTPTR_MAX;
+    c.seq = c.t_ns = c.dur_ns = UINT64_MAX;
+    c.tid = c.device = INT32_MIN;
+    c.sm = INT32_MAX;
+    c.site = c.evicted_site = UINT64_MAX;
+    c.site_flags = GS_SITE_NEW | GS_SITE_EVICTED;
+    c.decided = c.route = (gs_route)INT32_MIN;
+    c.backend = "";
+    c.status = 13; /* CUBLAS_STATUS_EXECUTION_FAILED, the longest name */
+    size_t n = format_both_ways(&c, buf, sizeof buf);
+    assert_true(n + 32 + 1 <= LOG_TEXT_FIXED);
+    memset(c.reason, 0x01, sizeof c.reason); /* 6 bytes each once escaped */
+    c.backend = "cublaslt-fp8";
+    n = format_both_ways(&c, buf, sizeof buf);
+    assert_true(n + 1 <= LOG_RECORD_MAX);
+  }
+}
+
 /* ---- log_expand_path ------------------------------------------------------ */
 static void short_host(char *host, size_t len) {
   assert_int_equal(gethostname(host, len), 0);
@@ -377,29 +559,54 @@ static void test_records_in_order(void **state) {
   free(got);
 }
 
-/* Counts the log's writes (those that start a record) and checks each ends
- * on a whole line. */
+/* Counts the log's writes (those that start a record), checks each ends
+ * on a whole line, and notes whether the recording thread made them. */
 static ssize_t (*real_write)(int, const void *, size_t);
 static int log_writes;
+static int log_writes_by_recorder;
 static size_t log_write_max;
 static int log_write_partial_line;
+static pthread_t recorder;
 
 static ssize_t counting_write(int fd, const void *buf, size_t n) {
   if (n >= 8 && memcmp(buf, "{\"seq\":", 7) == 0) {
     log_writes++;
+    log_writes_by_recorder += pthread_equal(pthread_self(), recorder) != 0;
     if (n > log_write_max) log_write_max = n;
     if (((const char *)buf)[n - 1] != '\n') log_write_partial_line = 1;
   }
   return real_write(fd, buf, n);
 }
 
-static void test_one_write_per_flush(void **state) {
-  (void)state;
-  char path[128], line[1024];
-  start_log("writes.jsonl", GS_LEVEL_WARN, "");
+static void count_writes(void) {
   real_write = gs_sys.write;
   gs_sys.write = counting_write;
-  log_writes = 0;
+  recorder = pthread_self();
+  log_writes = log_writes_by_recorder = 0;
+  log_write_max = 0;
+  log_write_partial_line = 0;
+}
+
+/* log.c's rule: the buffer is written when the next record's binary form
+ * or its reserved text would not fit. Returns the writes records first ..
+ * last - 1 cause, with *bin and *text the fill that remains. */
+static int predicted_writes(uint64_t first, uint64_t last, size_t *bin, size_t *text) {
+  int writes = 0;
+  for (uint64_t s = first; s < last; s++) {
+    gs_call c = numbered_call(s);
+    size_t strings = strlen(c.reason) + strlen(c.backend);
+    size_t size = (LOG_REC_HEADER + strings + 7) & ~(size_t)7, reserve = LOG_TEXT_FIXED + 6 * strings;
+    if (*bin + size > LOG_BIN_BYTES || *text + reserve > LOG_TEXT_BYTES) writes++, *bin = *text = 0;
+    *bin += size, *text += reserve;
+  }
+  return writes;
+}
+
+static void test_one_write_per_flush(void **state) {
+  (void)state;
+  char path[128];
+  start_log("writes.jsonl", GS_LEVEL_WARN, "");
+  count_writes();
   for (uint64_t s = 1; s <= 3; s++) {
     gs_call c = numbered_call(s);
     log_record(&c);
@@ -410,28 +617,181 @@ static void test_one_write_per_flush(void **state) {
   assert_int_equal(log_writes, 1);
 
   /* Past the buffer: one write each time it fills, one for the rest. */
-  int expected = 1;
-  size_t fill = 0;
+  size_t bin = 0, text = 0;
+  int expected = 1 + predicted_writes(4, 2004, &bin, &text);
   for (uint64_t s = 4; s < 2004; s++) {
-    size_t n = format_numbered(s, line, sizeof line);
-    if (fill + n > LOG_BUF_BYTES) expected++, fill = 0;
-    fill += n;
     gs_call c = numbered_call(s);
     log_record(&c);
   }
   log_flush();
-  expected += fill > 0;
+  expected += bin > 0;
   log_shutdown();
   gs_sys.write = real_write;
-  assert_true(expected >= 3);
+  assert_true(expected >= 4);
   assert_int_equal(log_writes, expected);
-  assert_true(log_write_max <= LOG_BUF_BYTES);
+  assert_true(log_write_max <= LOG_TEXT_BYTES);
   assert_false(log_write_partial_line);
   path_in_dir(path, sizeof path, "writes.jsonl");
   size_t len;
   char *got = read_file(path, &len);
   assert_int_equal(count_lines(got), 2003);
   free(got);
+}
+
+/* A full buffer is formatted and written by the flusher thread: the
+ * recording thread only writes what it flushes itself. */
+static void test_full_buffer_written_by_flusher(void **state) {
+  (void)state;
+  char path[128], line[1024];
+  start_log("handoff.jsonl", GS_LEVEL_WARN, "");
+  count_writes();
+  size_t bin = 0, text = 0;
+  int full = predicted_writes(1, 3001, &bin, &text);
+  for (uint64_t s = 1; s < 3001; s++) {
+    gs_call c = numbered_call(s);
+    log_record(&c);
+  }
+  log_flush();
+  log_shutdown();
+  gs_sys.write = real_write;
+  assert_true(full >= 4);
+  assert_int_equal(log_writes, full + 1);
+  assert_int_equal(log_writes_by_recorder, 1); /* the log_flush */
+  path_in_dir(path, sizeof path, "handoff.jsonl");
+  char *got = read_file(path, NULL), *p = got;
+  for (uint64_t s = 1; s < 3001; s++) {
+    size_t n = format_numbered(s, line, sizeof line);
+    assert_memory_equal(p, line, n);
+    p += n;
+  }
+  assert_string_equal(p, "");
+  free(got);
+}
+
+/* Without a flusher thread the recording thread writes full buffers. */
+static void test_full_buffer_without_flusher(void **state) {
+  (void)state;
+  start_log("nohandoff.jsonl", GS_LEVEL_WARN, "");
+  gs_fault_arm(GS_SYS_pthread_create, 1, 1);
+  count_writes();
+  size_t bin = 0, text = 0;
+  int full = predicted_writes(1, 3001, &bin, &text);
+  for (uint64_t s = 1; s < 3001; s++) {
+    gs_call c = numbered_call(s);
+    log_record(&c);
+  }
+  assert_int_equal(log_writes, full);
+  assert_int_equal(log_writes_by_recorder, full);
+  log_shutdown();
+  gs_sys.write = real_write;
+  char path[128];
+  path_in_dir(path, sizeof path, "nohandoff.jsonl");
+  char *got = read_file(path, NULL);
+  assert_int_equal(count_lines(got), 3000);
+  free(got);
+}
+
+/* The flusher's deadline passes while another thread's write is in flight:
+ * the flusher waits for it, and so does a recording thread whose buffer
+ * is full. As the write ends, either may go first: the flusher writes the
+ * full buffer (the recorder must then not swap out the next, empty one),
+ * or the recorder starts the write and hands it to the flusher (which
+ * must take it, not wait for it). Which thread waited longer tends to go
+ * first: each order is set up once. */
+static int slow_writes_left;
+static int in_slow_write;
+static int recorder_waits_first;
+
+static ssize_t slow_write(int fd, const void *buf, size_t n) {
+  if (n >= 8 && memcmp(buf, "{\"seq\":", 7) == 0 && __atomic_load_n(&slow_writes_left, __ATOMIC_SEQ_CST) > 0) {
+    __atomic_sub_fetch(&slow_writes_left, 1, __ATOMIC_SEQ_CST);
+    __atomic_store_n(&in_slow_write, 1, __ATOMIC_SEQ_CST);
+    sleep_ms(500);
+  }
+  return real_write(fd, buf, n);
+}
+
+#define DEADLINE_RECORDS 1500 /* more than a buffer holds */
+
+static void *record_during_slow_write(void *arg) {
+  (void)arg;
+  while (!__atomic_load_n(&in_slow_write, __ATOMIC_SEQ_CST)) sleep_ms(1);
+  log_numbered(2); /* pending when the flusher's deadline passes */
+  if (!recorder_waits_first) sleep_ms(250);
+  for (uint64_t s = 3; s < 3 + DEADLINE_RECORDS; s++) log_numbered(s);
+  return NULL;
+}
+
+static void deadline_during_write(const char *name, int recorder_first) {
+  char path[128], line[1024];
+  alarm(30); /* a thread waiting on a write nobody makes hangs: fail instead */
+  start_log(name, GS_LEVEL_WARN, "");
+  log_numbered(1); /* the flusher's deadline: a second from now */
+  sleep_ms(800);
+  real_write = gs_sys.write;
+  gs_sys.write = slow_write;
+  slow_writes_left = 1;
+  in_slow_write = 0;
+  recorder_waits_first = recorder_first;
+  pthread_t t;
+  assert_int_equal(pthread_create(&t, NULL, record_during_slow_write, NULL), 0);
+  log_flush(); /* record 1, written until ~1.3 s */
+  pthread_join(t, NULL);
+  log_shutdown();
+  gs_sys.write = real_write;
+  alarm(0);
+  path_in_dir(path, sizeof path, name);
+  char *got = read_file(path, NULL), *p = got;
+  for (uint64_t s = 1; s < 3 + DEADLINE_RECORDS; s++) {
+    size_t n = format_numbered(s, line, sizeof line);
+    assert_memory_equal(p, line, n);
+    p += n;
+  }
+  assert_string_equal(p, "");
+  free(got);
+}
+
+static void test_flusher_deadline_during_write(void **state) {
+  (void)state;
+  deadline_during_write("deadline1.jsonl", 0);
+  deadline_during_write("deadline2.jsonl", 1);
+}
+
+/* A long backend name makes the reserved text exceed LOG_RECORD_MAX: the
+ * record is written when its text fits, and dropped with one warning and
+ * a count at exit when it does not. */
+static void test_long_backend(void **state) {
+  (void)state;
+  static char backend[LOG_RECORD_MAX + 1], want[3 * LOG_RECORD_MAX];
+  char path[128], dbg[128];
+  start_log("backend.jsonl", GS_LEVEL_WARN, "backend.debug");
+  memset(backend, 'b', 600);
+  backend[600] = '\0';
+  gs_call c = numbered_call(1);
+  c.backend = backend;
+  log_record(&c);
+  assert_int_not_equal(log_format(&c, want, sizeof want), 0);
+  memset(backend, 'b', LOG_RECORD_MAX);
+  backend[LOG_RECORD_MAX] = '\0';
+  c = numbered_call(2);
+  c.backend = backend;
+  log_record(&c);
+  log_record(&c);
+  c = numbered_call(3);
+  log_record(&c);
+  format_numbered(3, want + strlen(want), sizeof want - strlen(want));
+  log_shutdown();
+  path_in_dir(path, sizeof path, "backend.jsonl");
+  char *got = read_file(path, NULL);
+  assert_string_equal(got, want);
+  free(got);
+  path_in_dir(dbg, sizeof dbg, "backend.debug");
+  char *warn = read_file(dbg, NULL);
+  assert_int_equal(count_lines(warn), 2);
+  assert_non_null(strstr(warn, " WARN GEMMSHIM_LOG: record 2 is longer than 4096 bytes and was dropped; later ones "
+                               "too, counted at exit\n"));
+  assert_non_null(strstr(warn, " WARN GEMMSHIM_LOG: 2 records dropped (longer than a record may be); '"));
+  free(warn);
 }
 
 static void test_write_failure_disables(void **state) {
@@ -524,13 +884,11 @@ static void test_malloc_failure_disables(void **state) {
   path_in_dir(dbg, sizeof dbg, "mfail.debug");
   char *warn = read_file(dbg, NULL);
   assert_int_equal(count_lines(warn), 1);
-  assert_non_null(strstr(warn, " WARN GEMMSHIM_LOG: cannot allocate 524288 bytes of log buffers; the routing log is off\n"));
+  char want[128];
+  snprintf(want, sizeof want, " WARN GEMMSHIM_LOG: cannot allocate %zu bytes of log buffers; the routing log is off\n",
+           2 * (size_t)LOG_BIN_BYTES + LOG_TEXT_BYTES);
+  assert_non_null(strstr(warn, want));
   free(warn);
-}
-
-static void sleep_ms(long ms) {
-  struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
-  while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {}
 }
 
 static void test_no_flusher_thread_still_flushes(void **state) {
@@ -845,6 +1203,29 @@ static void test_summary(void **state) {
   free(got);
 }
 
+/* Runs of one reason are counted without hashing it again: alternate
+ * reasons, and one that extends the previous, must still count apart. */
+static void test_summary_alternating_reasons(void **state) {
+  (void)state;
+  start_log("", GS_LEVEL_INFO, "alternate.debug");
+  for (int i = 0; i < 10; i++) {
+    record_n(1, GS_API_GEMM_EX, GS_ROUTE_NATIVE, "alpha", 0x1);
+    record_n(2, GS_API_GEMM_EX, GS_ROUTE_NATIVE, "beta", 0x1);
+    record_n(3, GS_API_GEMM_EX, GS_ROUTE_NATIVE, "beta2", 0x1);
+    record_n(4, GS_API_GEMM_EX, GS_ROUTE_NATIVE, "bet", 0x1);
+  }
+  log_shutdown();
+  char *got = debug_messages("alternate.debug");
+  assert_string_equal(got,
+                      "INFO summary: 100 calls: cublasGemmEx native 100\n"
+                      "INFO summary: reason 40 calls: bet\n"
+                      "INFO summary: reason 30 calls: beta2\n"
+                      "INFO summary: reason 20 calls: beta\n"
+                      "INFO summary: reason 10 calls: alpha\n"
+                      "INFO summary: site 0000000000000001 100 calls\n");
+  free(got);
+}
+
 static void test_summary_overflow_and_dropped(void **state) {
   (void)state;
   char reason[32];
@@ -897,6 +1278,10 @@ int main(void) {
       cmocka_unit_test(test_format_unknown_values),
       cmocka_unit_test(test_format_lt_unknown_epilogue),
       cmocka_unit_test(test_format_too_small),
+      cmocka_unit_test(test_format_numbers),
+      cmocka_unit_test(test_format_hex),
+      cmocka_unit_test(test_format_escapes_every_position),
+      cmocka_unit_test(test_format_widest_record),
       cmocka_unit_test_teardown(test_expand_pid_host, teardown),
       cmocka_unit_test(test_expand_rank),
       cmocka_unit_test(test_expand_literal_percent),
@@ -905,6 +1290,10 @@ int main(void) {
       cmocka_unit_test_teardown(test_lazy_open, teardown),
       cmocka_unit_test_teardown(test_records_in_order, teardown),
       cmocka_unit_test_teardown(test_one_write_per_flush, teardown),
+      cmocka_unit_test_teardown(test_full_buffer_written_by_flusher, teardown),
+      cmocka_unit_test_teardown(test_full_buffer_without_flusher, teardown),
+      cmocka_unit_test_teardown(test_long_backend, teardown),
+      cmocka_unit_test_teardown(test_flusher_deadline_during_write, teardown),
       cmocka_unit_test_teardown(test_write_failure_disables, teardown),
       cmocka_unit_test_teardown(test_short_write_disables, teardown),
       cmocka_unit_test_teardown(test_open_failure_disables, teardown),
@@ -917,6 +1306,7 @@ int main(void) {
       cmocka_unit_test_teardown(test_fork_shared_file, teardown),
       cmocka_unit_test_teardown(test_fork_before_first_record, teardown),
       cmocka_unit_test_teardown(test_summary, teardown),
+      cmocka_unit_test_teardown(test_summary_alternating_reasons, teardown),
       cmocka_unit_test_teardown(test_summary_overflow_and_dropped, teardown),
   };
   return cmocka_run_group_tests(tests, group_setup, group_teardown);
