@@ -90,7 +90,13 @@ static int layout_get(void *l, cublasLtMatrixLayoutAttribute_t a, void *buf, siz
              : -1;
 }
 
-static int read_layout(void *l, lt_layout *out) {
+/* What of a layout to read: each getter is a call into cuBLASLt, and this
+ * runs on every logged Lt call. */
+enum { LAYOUT_ROWS = 1, LAYOUT_COLS = 2 };
+
+/* Type, order, ld and batch always; the batch stride only when there is a
+ * batch (it means nothing otherwise and reads as 0); rows/cols as asked. */
+static int read_layout(void *l, unsigned want, lt_layout *out) {
   uint32_t type = 0;
   int32_t order = 0, batch = 0;
   uint64_t rows = 0, cols = 0;
@@ -98,11 +104,12 @@ static int read_layout(void *l, lt_layout *out) {
   if (!l) return -1;
   int bad = layout_get(l, CUBLASLT_MATRIX_LAYOUT_TYPE, &type, sizeof type) |
             layout_get(l, CUBLASLT_MATRIX_LAYOUT_ORDER, &order, sizeof order) |
-            layout_get(l, CUBLASLT_MATRIX_LAYOUT_ROWS, &rows, sizeof rows) |
-            layout_get(l, CUBLASLT_MATRIX_LAYOUT_COLS, &cols, sizeof cols) |
             layout_get(l, CUBLASLT_MATRIX_LAYOUT_LD, &ld, sizeof ld) |
-            layout_get(l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &batch, sizeof batch) |
-            layout_get(l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride, sizeof stride);
+            layout_get(l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &batch, sizeof batch);
+  if (!bad && (want & LAYOUT_ROWS)) bad |= layout_get(l, CUBLASLT_MATRIX_LAYOUT_ROWS, &rows, sizeof rows);
+  if (!bad && (want & LAYOUT_COLS)) bad |= layout_get(l, CUBLASLT_MATRIX_LAYOUT_COLS, &cols, sizeof cols);
+  if (!bad && batch != 1)
+    bad |= layout_get(l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride, sizeof stride);
   if (bad) return -1;
   *out = (lt_layout){(int)type, order, (int64_t)rows, (int64_t)cols, ld, batch, stride};
   return 0;
@@ -144,14 +151,33 @@ void decode_lt(gs_gemm *g, void *handle, void *desc, const void *alpha, const vo
   g->decoded = ok;
 }
 
-void decode_lt_rest(gs_gemm *g) {
-  if (g->api != GS_API_LT_MATMUL || g->lt_full) return;
-  g->lt_full = 1;
+/* The caller's fp8 scale pointers and fast-accumulation flag matter only to
+ * a route deciding whether it can rebuild the call; the log does not show
+ * them. */
+static int read_scales(gs_gemm *g) {
+  void *desc = g->lt_desc;
+  int8_t fast = 0;
+  size_t w = 0;
+  int ok = desc_ptr(desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &g->a_scale) == 0 &&
+           desc_ptr(desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &g->b_scale) == 0 &&
+           desc_ptr(desc, CUBLASLT_MATMUL_DESC_C_SCALE_POINTER, &g->c_scale) == 0 &&
+           desc_ptr(desc, CUBLASLT_MATMUL_DESC_D_SCALE_POINTER, &g->d_scale) == 0 &&
+           desc_ptr(desc, CUBLASLT_MATMUL_DESC_AMAX_D_POINTER, &g->amax_d) == 0 &&
+           gs_sys.cublasLtMatmulDescGetAttribute &&
+           GS_CALL(cublasLtMatmulDescGetAttribute, desc, CUBLASLT_MATMUL_DESC_FAST_ACCUM, &fast, sizeof fast,
+                   &w) == CUBLAS_STATUS_SUCCESS;
+  if (ok) g->fast_accum = fast;
+  return ok;
+}
+
+void decode_lt_rest(gs_gemm *g, int for_route) {
+  /* lt_full: 1 = what the log shows was read, 2 = everything a route needs
+   * (read again in full: routed calls are the expensive ones anyway). */
+  if (g->api != GS_API_LT_MATMUL || g->lt_full >= (for_route ? 2 : 1)) return;
+  g->lt_full = for_route ? 2 : 1;
   void *desc = g->lt_desc;
   int ok = desc != NULL;
   if (ok) {
-    int8_t fast = 0;
-    size_t w = 0;
     ok = desc_i32(desc, CUBLASLT_MATMUL_DESC_SCALE_TYPE, &g->scale_type) == 0 &&
          desc_i32(desc, CUBLASLT_MATMUL_DESC_POINTER_MODE, &g->pointer_mode) == 0 &&
          desc_i32(desc, CUBLASLT_MATMUL_DESC_TRANSA, &g->transa) == 0 &&
@@ -159,23 +185,21 @@ void decode_lt_rest(gs_gemm *g) {
          desc_i32(desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &g->epilogue) == 0 &&
          desc_ptr(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &g->bias) == 0 &&
          desc_i32(desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &g->bias_type) == 0 &&
-         desc_ptr(desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &g->a_scale) == 0 &&
-         desc_ptr(desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &g->b_scale) == 0 &&
-         desc_ptr(desc, CUBLASLT_MATMUL_DESC_C_SCALE_POINTER, &g->c_scale) == 0 &&
-         desc_ptr(desc, CUBLASLT_MATMUL_DESC_D_SCALE_POINTER, &g->d_scale) == 0 &&
-         desc_ptr(desc, CUBLASLT_MATMUL_DESC_AMAX_D_POINTER, &g->amax_d) == 0 &&
-         gs_sys.cublasLtMatmulDescGetAttribute &&
-         GS_CALL(cublasLtMatmulDescGetAttribute, desc, CUBLASLT_MATMUL_DESC_FAST_ACCUM, &fast,
-                 sizeof fast, &w) == CUBLAS_STATUS_SUCCESS;
-    if (ok) g->fast_accum = fast;
+         (!for_route || read_scales(g));
   }
 
   lt_layout la, lb, lc, ld;
-  int have_a = read_layout(g->lt_layout[0], &la) == 0, have_b = read_layout(g->lt_layout[1], &lb) == 0;
-  int have_c = read_layout(g->lt_layout[2], &lc) == 0, have_d = read_layout(g->lt_layout[3], &ld) == 0;
+  /* k is the inner dimension of op(A); m and n come from D. */
+  const unsigned all = LAYOUT_ROWS | LAYOUT_COLS;
+  unsigned a_want = for_route ? all : g->transa == CUBLAS_OP_N ? LAYOUT_COLS : g->transa == -1 ? 0 : LAYOUT_ROWS;
+  int have_a = read_layout(g->lt_layout[0], a_want, &la) == 0;
+  int have_b = read_layout(g->lt_layout[1], for_route ? all : 0, &lb) == 0;
+  int have_d = read_layout(g->lt_layout[3], all, &ld) == 0;
+  /* C and D often share one layout object (in-place GEMMs). */
+  int have_c = g->lt_layout[2] == g->lt_layout[3] ? (lc = ld, have_d)
+                                                 : read_layout(g->lt_layout[2], for_route ? all : 0, &lc) == 0;
   if (have_a) {
     g->a_type = la.type, g->lda = la.ld, g->order_a = la.order, g->stride_a = la.stride;
-    /* k is the inner dimension of op(A) */
     if (g->transa != -1) g->k = g->transa == CUBLAS_OP_N ? la.cols : la.rows;
   }
   if (have_b) g->b_type = lb.type, g->ldb = lb.ld, g->order_b = lb.order, g->stride_b = lb.stride;
@@ -186,6 +210,13 @@ void decode_lt_rest(gs_gemm *g) {
   }
   g->batch_mismatch = (have_a && have_d && la.batch != ld.batch) || (have_b && have_d && lb.batch != ld.batch) ||
                       (have_c && have_d && lc.batch != ld.batch);
+  /* A route rebuilds the GEMM from m, n, k: layouts that disagree with
+   * them must reach cuBLAS as they are, for cuBLAS's own error. */
+  if (for_route && have_a && have_b && have_c && have_d && g->transb != -1) {
+    int64_t a_m = g->transa == CUBLAS_OP_N ? la.rows : la.cols, b_k = g->transb == CUBLAS_OP_N ? lb.rows : lb.cols;
+    int64_t b_n = g->transb == CUBLAS_OP_N ? lb.cols : lb.rows;
+    g->shape_mismatch = a_m != g->m || b_k != g->k || b_n != g->n || lc.rows != g->m || lc.cols != g->n;
+  }
   /* An unset bias type means "the D type" (cuBLASLt's documented default). */
   if (g->bias_type == -1 && g->d_type != -1) g->bias_type = g->d_type;
   g->decoded = g->decoded && ok && have_a && have_b && have_c && have_d;

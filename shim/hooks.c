@@ -196,7 +196,7 @@ GS_EXPORT cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_t
   decode_lt(&c.g, h, desc, alpha, A, ad, B, bd, beta, C, cd, D, dd, s);
   c.g.workspace = ws;
   c.g.workspace_size = wss;
-  if (hooks_timing()) decode_lt_rest(&c.g);
+  if (hooks_timing()) decode_lt_rest(&c.g, 0);
   DISPATCH(&c, GS_CALL(cublasLtMatmul, h, desc, alpha, A, ad, B, bd, beta, C, cd, D, dd, algo, ws, wss, s));
 }
 

@@ -5,7 +5,7 @@
 
 int route_run(gs_call *c) {
   /* A route needs every field of an Lt call, not just the policy's. */
-  decode_lt_rest(&c->g);
+  decode_lt_rest(&c->g, 1);
   if (!c->g.decoded) {
     call_decline(c, GS_ROUTE_NATIVE, "arguments could not be decoded; ran native");
     return GS_DECLINED;

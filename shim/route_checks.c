@@ -45,5 +45,6 @@ const char *route_check_lt(const gs_gemm *g) {
   if (g->a_scale || g->b_scale || g->c_scale || g->d_scale || g->amax_d) return "the caller set scale pointers";
   if ((g->epilogue & CUBLASLT_EPILOGUE_BIAS) && !g->bias) return "bias epilogue without a bias pointer";
   if (g->batch_mismatch) return "the layouts' batch counts differ";
+  if (g->shape_mismatch) return "the layouts' shapes disagree (forwarded for cuBLAS's own error)";
   return NULL;
 }

@@ -50,7 +50,8 @@ typedef struct gs_gemm {
   void *workspace;   /* Lt only: the caller's workspace */
   void *lt_desc;     /* Lt only: the descriptors, for decode_lt_rest */
   void *lt_layout[4];
-  int lt_full;       /* Lt only: decode_lt_rest has run */
+  int lt_full;       /* Lt only: decode_lt_rest has run (1: for the log, 2: for a route) */
+  int shape_mismatch; /* Lt only: the A/B/C layouts disagree with D's m, n and A's k */
   int batch_mismatch; /* Lt only: A, B or C has a batch count other than D's */
   size_t workspace_size;
   int decoded;       /* 1 when every field above could be read */
@@ -161,8 +162,10 @@ void decode_lt(gs_gemm *g, void *handle, void *desc, const void *alpha,
                const void *beta, const void *C, void *cdesc, void *D,
                void *ddesc, void *stream);
 /* decode_lt reads only what the policy is keyed on (compute type, A/B/C
- * types); this reads the rest, once, for the log or a route. */
-void decode_lt_rest(gs_gemm *g);
+ * types); this reads the rest, once, for the log, and with for_route also
+ * the caller's scale pointers and fast-accumulation flag, which only a
+ * route needs. */
+void decode_lt_rest(gs_gemm *g, int for_route);
 
 /* ------------------------------------------------------------------------ */
 /* "device.c": the device of a call, from the handle's stream and context,

@@ -23,7 +23,7 @@ static void decode_all(gs_gemm *g, void *h, void *d, const void *alpha, const vo
                        const void *B, void *lb, const void *beta, const void *C, void *lc, void *D,
                        void *ld, void *stream) {
   decode_lt(g, h, d, alpha, A, la, B, lb, beta, C, lc, D, ld, stream);
-  decode_lt_rest(g);
+  decode_lt_rest(g, 1);
 }
 
 static cublasLtMatrixLayout_t layout(cudaDataType t, uint64_t rows, uint64_t cols, int64_t ld,
@@ -93,6 +93,8 @@ static void test_lt_full_descriptor(void **state) {
   assert_ptr_equal(g.D, (void *)0x70);
   assert_ptr_equal(g.stream, (void *)0x80);
   assert_int_equal(g.algo, -1);
+  assert_int_equal(g.shape_mismatch, 0);
+  assert_int_equal(g.batch_mismatch, 0);
   cublasLtMatrixLayoutDestroy(la);
   cublasLtMatrixLayoutDestroy(lb);
   cublasLtMatrixLayoutDestroy(lc);
@@ -181,11 +183,18 @@ static void test_lt_key_only(void **state) {
   assert_int_equal(g.c_type, CUDA_R_32F);
   assert_int_equal(g.m, -1);
   assert_int_equal(g.transa, -1);
-  decode_lt_rest(&g);
+  decode_lt_rest(&g, 0); /* what the log shows */
   assert_int_equal(g.lt_full, 1);
   assert_int_equal(g.m, 8);
   assert_int_equal(g.n, 7);
   assert_int_equal(g.k, 5);
+  assert_int_equal(g.shape_mismatch, 0); /* not checked for the log */
+  decode_lt_rest(&g, 1); /* what a route needs */
+  assert_int_equal(g.lt_full, 2);
+  /* B was given A's 8x5 layout: op(B) is not k x n, so a route must leave
+   * the call to cuBLAS. */
+  assert_int_equal(g.shape_mismatch, 1);
+  assert_int_equal(g.decoded, 1);
   cublasLtMatrixLayoutDestroy(la);
   cublasLtMatrixLayoutDestroy(lc);
   cublasLtMatmulDescDestroy(d);

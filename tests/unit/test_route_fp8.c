@@ -315,7 +315,7 @@ static void gemm_make(gemm *x, const problem *p, double amp) {
     memset(c, 0, sizeof *c);
     decode_lt(&c->g, lt_handles[p->dev], x->desc, alpha, x->A, x->la, x->B, x->lb, beta, x->C, x->lc, x->C, x->ld,
               streams[p->dev]);
-    decode_lt_rest(&c->g); /* what route_run does before any route */
+    decode_lt_rest(&c->g, 1); /* what route_run does before any route */
   } else {
     memset(c, 0, sizeof *c);
     decode_gemm(&c->g, (void *)0x1, p->ta, p->tb, p->m, p->n, p->k, alpha, x->A, p->ab, x->lda, x->sa, x->B, p->ab,
