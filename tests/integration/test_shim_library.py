@@ -12,11 +12,11 @@ EXPORTS = {
     "cublasGemmBatchedEx", "cublasGemmBatchedEx_64", "cublasLtMatmul", "cublasCreate_v2", "cublasDestroy_v2",
     "dlsym", "gemmshim_version",
 }
-# Since glibc 2.34 these are empty stubs of libc.so.6, kept for old links.
+# Since glibc 2.34 these are empty placeholders of libc.so.6, kept for old links.
 # ld-linux-x86-64.so.2 is not among them: it only becomes NEEDED through
 # __tls_get_addr, i.e. a __thread variable without the initial-exec model,
 # which a preloaded library never needs.
-LIBC_STUBS = {"libdl.so.2", "libpthread.so.0"}
+LIBC_EMPTY_LIBS = {"libdl.so.2", "libpthread.so.0"}
 
 
 def readelf(*args):
@@ -35,9 +35,9 @@ def test_needs_nothing_but_libc(shim):
     if PRELOAD_PREFIX:
         # A sanitizer build links its runtime too.
         extra = {n for n in extra if not re.match(r"lib(asan|ubsan|tsan)\.so", n)}
-    if extra & LIBC_STUBS:
+    if extra & LIBC_EMPTY_LIBS:
         assert glibc_version() >= (2, 34), needed
-    assert extra <= LIBC_STUBS, needed
+    assert extra <= LIBC_EMPTY_LIBS, needed
     assert not any("cuda" in n or "cublas" in n for n in needed), needed
 
 
