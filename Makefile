@@ -57,6 +57,7 @@ include tests/standin/standin.mk
 include tests/unit/unit.mk
 include tests/integration/integration.mk
 include tests/integration/fp8.mk
+include tests/integration/ffma.mk
 -include tests/bench/bench.mk
 
 test: all $(TEST_DEPS)

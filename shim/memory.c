@@ -13,7 +13,13 @@
  * buffer frees the old one with cuMemFree, which waits for the device: that
  * happens only when a larger GEMM than any before arrives. Scratch memory
  * inside graph capture would be shared by every replay, so that case runs
- * native. */
+ * native.
+ *
+ * A slot's context is known by its address and, where the driver has
+ * cuCtxGetId, its unique id: a primary context released and retained again
+ * (a device reset) keeps its address but not its memory, so a slot whose
+ * context changed id forgets its buffer. CU_STREAM_PER_THREAD is a
+ * different stream in every thread: its slots are per thread as well. */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -27,14 +33,17 @@
 #define MAX_DEVICES 64
 static _Atomic int pools[MAX_DEVICES];
 
+/* 1 pools, 0 none, -1 the query failed: not cached, asked again next call
+ * (a transient failure must not send the device to the scratch buffers for
+ * the rest of the process). */
 static int device_has_pools(int device) {
   if (device < 0 || device >= MAX_DEVICES) return 0;
   int p = atomic_load_explicit(&pools[device], memory_order_relaxed);
   if (p) return p == 1;
   int v = 0;
-  if (!gs_sys.cuDeviceGetAttribute || !gs_sys.cuMemAllocAsync || !gs_sys.cuMemFreeAsync ||
+  if (gs_sys.cuDeviceGetAttribute && gs_sys.cuMemAllocAsync && gs_sys.cuMemFreeAsync &&
       GS_CALL(cuDeviceGetAttribute, &v, CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED, device) != CUDA_SUCCESS)
-    v = 0;
+    return -1;
   atomic_store_explicit(&pools[device], v ? 1 : 2, memory_order_relaxed);
   return v != 0;
 }
@@ -44,6 +53,8 @@ static int device_has_pools(int device) {
 typedef struct scratch_slot {
   pthread_mutex_t lock; /* held from transient_alloc to transient_release */
   void *ctx, *stream;   /* owner; ctx NULL = free slot */
+  uint64_t thread;      /* CU_STREAM_PER_THREAD: the owning thread's number */
+  unsigned long long ctx_id; /* under lock: the context ptr was allocated in */
   CUdeviceptr ptr;
   size_t bytes;
 } scratch_slot;
@@ -55,16 +66,27 @@ static void scratch_init(void) {
   for (int i = 0; i < SCRATCH_SLOTS; i++) pthread_mutex_init(&scratch[i].lock, NULL);
 }
 
+/* Numbers threads for CU_STREAM_PER_THREAD slots; never reused, since a
+ * finished thread's stream may still be running its last kernels. */
+static _Atomic uint64_t thread_numbers;
+static __thread uint64_t thread_number __attribute__((tls_model("initial-exec")));
+
 static scratch_slot *scratch_slot_for(void *ctx, void *stream) {
   pthread_once(&scratch_once, scratch_init);
+  uint64_t thread = 0;
+  if (stream == (void *)CU_STREAM_PER_THREAD) {
+    if (!thread_number) thread_number = atomic_fetch_add(&thread_numbers, 1) + 1;
+    thread = thread_number;
+  }
   scratch_slot *found = NULL;
   pthread_mutex_lock(&scratch_table_lock);
   for (int i = 0; i < SCRATCH_SLOTS && !found; i++)
-    if (scratch[i].ctx == ctx && scratch[i].stream == stream) found = &scratch[i];
+    if (scratch[i].ctx == ctx && scratch[i].stream == stream && scratch[i].thread == thread) found = &scratch[i];
   for (int i = 0; i < SCRATCH_SLOTS && !found; i++)
     if (!scratch[i].ctx) {
       scratch[i].ctx = ctx;
       scratch[i].stream = stream;
+      scratch[i].thread = thread;
       found = &scratch[i];
     }
   pthread_mutex_unlock(&scratch_table_lock);
@@ -72,9 +94,19 @@ static scratch_slot *scratch_slot_for(void *ctx, void *stream) {
 }
 
 static const char *scratch_alloc(gs_call *c, size_t bytes, gs_transient *t) {
+  unsigned long long ctx_id = 0;
+  if (gs_sys.cuCtxGetId && GS_CALL(cuCtxGetId, (CUcontext)c->ctx, &ctx_id) != CUDA_SUCCESS)
+    return "cuCtxGetId failed";
   scratch_slot *s = scratch_slot_for(c->ctx, c->g.stream);
   if (!s) return "no stream-ordered allocator and every scratch slot is taken by another stream";
   pthread_mutex_lock(&s->lock);
+  if (s->ctx_id != ctx_id) {
+    /* A new context at the old one's address: the buffer went with the old
+     * one, so there is nothing to free. */
+    s->ptr = 0;
+    s->bytes = 0;
+    s->ctx_id = ctx_id;
+  }
   if (s->bytes < bytes) {
     if (GS_CALL(cuCtxPushCurrent_v2, (CUcontext)c->ctx) != CUDA_SUCCESS) {
       pthread_mutex_unlock(&s->lock);
@@ -106,10 +138,9 @@ const char *transient_alloc(gs_call *c, size_t bytes, gs_transient *t) {
   t->stream = c->g.stream;
   if (bytes == 0) return NULL;
   if (!c->ctx) return "the call's context is unknown";
-  CUstreamCaptureStatus capture = CU_STREAM_CAPTURE_STATUS_NONE;
-  if (gs_sys.cuStreamIsCapturing)
-    GS_CALL(cuStreamIsCapturing, (CUstream)c->g.stream, &capture);
-  if (device_has_pools(c->device)) {
+  int has_pools = device_has_pools(c->device);
+  if (has_pools < 0) return "cuDeviceGetAttribute(MEMORY_POOLS_SUPPORTED) failed";
+  if (has_pools) {
     CUresult r = GS_CALL(cuMemAllocAsync, &t->ptr, bytes, (CUstream)c->g.stream);
     if (r == CUDA_SUCCESS) {
       t->bytes = bytes;
@@ -119,6 +150,12 @@ const char *transient_alloc(gs_call *c, size_t bytes, gs_transient *t) {
     if (r == CUDA_ERROR_OUT_OF_MEMORY) return "cuMemAllocAsync: out of device memory";
     return "cuMemAllocAsync failed";
   }
+  /* A driver without cuStreamIsCapturing predates graph capture. Not
+   * knowing is not "not capturing": scratch memory in a graph is shared by
+   * every replay. */
+  CUstreamCaptureStatus capture = CU_STREAM_CAPTURE_STATUS_NONE;
+  if (gs_sys.cuStreamIsCapturing && GS_CALL(cuStreamIsCapturing, (CUstream)c->g.stream, &capture) != CUDA_SUCCESS)
+    return "cuStreamIsCapturing failed and the device has no memory pools";
   if (capture != CU_STREAM_CAPTURE_STATUS_NONE)
     return "stream is being captured and the device has no memory pools";
   return scratch_alloc(c, bytes, t);

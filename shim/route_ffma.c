@@ -23,14 +23,14 @@
 
 static int half_type(int t) { return t == CUDA_R_16BF || t == CUDA_R_16F; }
 
-static int fp32_compute(int ct) {
-  return ct == CUBLAS_COMPUTE_32F || ct == CUBLAS_COMPUTE_32F_PEDANTIC || ct == CUBLAS_COMPUTE_32F_FAST_16BF ||
-         ct == CUBLAS_COMPUTE_32F_FAST_16F || ct == CUBLAS_COMPUTE_32F_FAST_TF32;
+static int fp32_compute(int ct) { return ct == CUBLAS_COMPUTE_32F || ct == CUBLAS_COMPUTE_32F_PEDANTIC; }
+
+/* cuBLAS takes the "fast" fp32 compute types with fp32 A, B and C only. */
+static int fast_compute(int ct) {
+  return ct == CUBLAS_COMPUTE_32F_FAST_16BF || ct == CUBLAS_COMPUTE_32F_FAST_16F || ct == CUBLAS_COMPUTE_32F_FAST_TF32;
 }
 
-/* The fp32 GEMM keeps a pedantic request; anything else runs plain 32F,
- * since a "fast" compute type on fp32 data could pick bf16/TF32 tensor cores
- * on newer GPUs, which is not what this route promises. */
+/* The fp32 GEMM keeps a pedantic request; anything else runs plain 32F. */
 static cublasComputeType_t fp32_compute_for(int ct) {
   return ct == CUBLAS_COMPUTE_32F_PEDANTIC ? CUBLAS_COMPUTE_32F_PEDANTIC : CUBLAS_COMPUTE_32F;
 }
@@ -41,6 +41,7 @@ typedef struct ffma_plan {
   int cast_c;    /* C is read (beta may be nonzero) and is bf16/fp16 */
   int own_out;   /* the fp32 result goes to a transient buffer, then narrowed */
   int own_bias;  /* Lt bias widened to fp32 */
+  int64_t bias_stride; /* Lt: the caller's bias batch stride (elements) */
   size_t off[4]; /* A32, B32, C32 (result), bias32 */
   size_t bytes;
 } ffma_plan;
@@ -56,6 +57,8 @@ static int beta_may_be_nonzero(const gs_gemm *g) {
 
 static const char *check_types(const gs_gemm *g) {
   if (!half_type(g->a_type) || g->b_type != g->a_type) return "A and B are not both bf16 or both fp16";
+  if (fast_compute(g->compute_type))
+    return "a 32f_fast compute type takes fp32 A and B only (forwarded for cuBLAS's own error)";
   if (!fp32_compute(g->compute_type)) return "compute type is not fp32";
   if (g->c_type != g->a_type && g->c_type != F32) return "C is neither fp32 nor the type of A and B";
   if (g->d_type != g->c_type) return "D's type differs from C's";
@@ -63,13 +66,49 @@ static const char *check_types(const gs_gemm *g) {
 }
 
 /* What route_check_lt leaves: fp32 alpha/beta by value or pointer, and a
- * bias the cast kernels can widen. */
+ * bias the cast kernels can widen. The route builds descriptors of its own,
+ * so whatever cuBLASLt would refuse in the caller's (scale and bias types,
+ * in-place layouts) must be refused here and forwarded, or the caller would
+ * get a result where cuBLASLt gives an error. */
 static const char *check_lt(const gs_gemm *g) {
   const char *why = route_check_lt(g);
   if (why) return why;
   if (g->pointer_mode != CUBLASLT_POINTER_MODE_HOST && g->pointer_mode != CUBLASLT_POINTER_MODE_DEVICE)
     return "alpha/beta pointer mode is a vector mode";
-  if (g->bias && g->bias_type != F32 && !half_type(g->bias_type)) return "bias type is not fp32, bf16 or fp16";
+  if (g->scale_type != F32) return "scale type is not fp32 (forwarded for cuBLAS's own error)";
+  /* cublasLt.h: outside fp8 and integer kernels the bias is D's type. */
+  if ((g->epilogue & CUBLASLT_EPILOGUE_BIAS) && g->bias_type != g->d_type)
+    return "bias type is not D's type (forwarded for cuBLAS's own error)";
+  if (g->C == g->D && (g->ldc != g->ldd || (g->batch > 1 && g->stride_c != g->stride_d)))
+    return "C and D are the same memory with different layouts (forwarded for cuBLAS's own error)";
+  return NULL;
+}
+
+/* The caller's bias batch stride, which the fp32 descriptor must carry. */
+static const char *lt_bias_stride(const gs_gemm *g, int64_t *stride) {
+  *stride = 0;
+  if (!(g->epilogue & CUBLASLT_EPILOGUE_BIAS) || g->batch < 2) return NULL;
+  size_t w = 0;
+  if (!gs_sys.cublasLtMatmulDescGetAttribute ||
+      GS_CALL(cublasLtMatmulDescGetAttribute, g->lt_desc, CUBLASLT_MATMUL_DESC_BIAS_BATCH_STRIDE, stride,
+              sizeof *stride, &w) != CUBLAS_STATUS_SUCCESS)
+    return "the bias batch stride could not be read";
+  if (*stride < 0) return "negative bias batch stride";
+  return NULL;
+}
+
+/* CUBLAS_TENSOR_OP_MATH lets cuBLAS run an fp32 GEMM as COMPUTE_32F_FAST_16F:
+ * the widened inputs rounded to fp16, so bf16 values beyond fp16's range
+ * become infinities. The route leaves the caller's handle as it is, so such
+ * a handle keeps its GEMMs native. TF32 rounding is exact on widened
+ * bf16/fp16 values, so the TF32 mode is fine. */
+static const char *check_math_mode(const gs_gemm *g) {
+  cublasMath_t mode;
+  if (!gs_sys.cublasGetMathMode ||
+      GS_CALL(cublasGetMathMode, (cublasHandle_t)g->handle, &mode) != CUBLAS_STATUS_SUCCESS)
+    return "cublasGetMathMode failed";
+  if (((unsigned)mode & ~(unsigned)CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION) == CUBLAS_TENSOR_OP_MATH)
+    return "the handle's math mode CUBLAS_TENSOR_OP_MATH would round the fp32 GEMM's inputs to fp16";
   return NULL;
 }
 
@@ -78,8 +117,9 @@ static const char *plan(const gs_call *c, ffma_plan *p) {
   memset(p, 0, sizeof *p);
   route_operand_shapes(g, &p->a_rows, &p->a_cols, &p->b_rows, &p->b_cols);
   const char *why = check_types(g);
-  if (!why) why = route_check_arguments(g);
+  /* Layout orders first: the leading-dimension checks assume column-major. */
   if (!why && g->api == GS_API_LT_MATMUL) why = check_lt(g);
+  if (!why) why = route_check_arguments(g);
   if (why) return why;
   if (g->m == 0 || g->n == 0 || g->k == 0 || g->batch == 0) return "empty GEMM: nothing to cast";
   double flops = 2.0 * (double)g->m * (double)g->n * (double)g->k * (double)g->batch;
@@ -87,15 +127,19 @@ static const char *plan(const gs_call *c, ffma_plan *p) {
   if (g->api == GS_API_GEMM_BATCHED_EX || g->api == GS_API_GEMM_BATCHED_EX_64) {
     if (g->c_type == F32) return "pointer-array batch with fp32 C";
   }
+  why = g->api == GS_API_LT_MATMUL ? lt_bias_stride(g, &p->bias_stride) : check_math_mode(g);
+  if (why) return why;
 
   p->own_out = g->c_type != F32;
   p->cast_c = p->own_out && beta_may_be_nonzero(g);
   p->own_bias = g->bias && g->bias_type != F32 && (g->epilogue & CUBLASLT_EPILOGUE_BIAS);
+  /* A widened bias with a batch stride: one vector of m per member. */
+  int64_t bias_members = p->bias_stride ? g->batch : 1;
   size_t sizes[4] = {
       (size_t)(p->a_rows * p->a_cols * g->batch) * 4,
       (size_t)(p->b_rows * p->b_cols * g->batch) * 4,
       p->own_out ? (size_t)(g->m * g->n * g->batch) * 4 : 0,
-      p->own_bias ? (size_t)g->m * 4 : 0,
+      p->own_bias ? (size_t)(g->m * bias_members) * 4 : 0,
   };
   p->bytes = transient_layout(sizes, p->off, 4);
   if (p->bytes > gs_opt.ffma_max_bytes) return "needs more transient memory than GEMMSHIM_FFMA_MAX_BYTES";
@@ -123,7 +167,10 @@ static CUresult casts_in(const gs_call *c, const ffma_plan *p, char *base) {
                       p->b_cols);
   if (r == CUDA_SUCCESS && p->cast_c)
     r = widen_operand(c, g->c_type, g->C, g->ldc, g->stride_c, (float *)(base + p->off[BUF_C]), g->m, g->n);
-  if (r == CUDA_SUCCESS && p->own_bias)
+  if (r == CUDA_SUCCESS && p->own_bias && p->bias_stride)
+    r = kernel_widen(c->ctx, g->stream, g->bias_type, g->bias, g->m, p->bias_stride,
+                     (float *)(base + p->off[BUF_BIAS]), g->m, g->m, g->m, 1, g->batch);
+  else if (r == CUDA_SUCCESS && p->own_bias)
     r = kernel_widen_vector(c->ctx, g->stream, g->bias_type, g->bias, (float *)(base + p->off[BUF_BIAS]), g->m);
   return r;
 }
@@ -219,6 +266,7 @@ static cublasStatus_t lt_fp32(const gs_call *c, const ffma_plan *p, char *base, 
   int32_t ta = g->transa, tb = g->transb, pm = g->pointer_mode, bias_type = F32;
   uint32_t epi = (uint32_t)g->epilogue;
   const void *bias = p->own_bias ? (const void *)(base + p->off[BUF_BIAS]) : g->bias;
+  int64_t bias_stride = p->own_bias && p->bias_stride ? g->m : p->bias_stride;
   void *D = p->own_out ? (void *)(base + p->off[BUF_C]) : g->D;
   const void *C = p->own_out ? D : g->C;
   int64_t ldc = p->own_out ? g->m : g->ldc, ldd = p->own_out ? g->m : g->ldd;
@@ -234,6 +282,7 @@ static cublasStatus_t lt_fp32(const gs_call *c, const ffma_plan *p, char *base, 
     SET(CUBLASLT_MATMUL_DESC_BIAS_POINTER, bias);
     SET(CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, bias_type);
   }
+  if (bias_stride) SET(CUBLASLT_MATMUL_DESC_BIAS_BATCH_STRIDE, bias_stride);
 #undef SET
   if (s == CUBLAS_STATUS_SUCCESS)
     s = lt_layout(&o.la, F32, p->a_rows, p->a_cols, p->a_rows, g->batch, p->a_rows * p->a_cols);

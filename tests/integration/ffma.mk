@@ -1,0 +1,18 @@
+# tests/integration/ffma.mk: the ffma route's test wiring, included by the top
+# Makefile after tests/integration/integration.mk (it uses that file's
+# variables and compile rule).
+#
+#   ffma_client_cu13   GEMMs described on its command line, checked against
+#                      float64, linked against cuBLAS 13; test_ffma_route.py
+#                      runs it under the shim over the stand-in (device 6.1)
+#                      with and without memory pools, in graph capture, with
+#                      injected faults, threads and a context reset
+FFMA_CLIENT := $(INTEG_DIR)/ffma_client_cu13
+
+$(FFMA_CLIENT): $(INTEG_DIR)/obj/ffma_client.o $(call integ_cublas_deps,13)
+	$(CC) $(LDFLAGS_SAN) -pthread -o $@ $(INTEG_DIR)/obj/ffma_client.o \
+	  $(call integ_cublas_link,13) $(INTEG_LIBS)
+
+TEST_DEPS += $(FFMA_CLIENT)
+# The integration step's prerequisites were read with integration.mk.
+integration: $(FFMA_CLIENT)

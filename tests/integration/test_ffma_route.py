@@ -1,0 +1,629 @@
+"""The ffma route end to end: ffma_client_cu13 (GEMMs described on its
+command line, every result checked against float64 with NaN-poisoned
+outputs) under the preloaded shim with GEMMSHIM_MODE=ffma, over the
+stand-in as an sm 6.1 device. Each test asserts the client's verdicts and
+statuses, the routing log's route/backend/reason for every call, and the
+stand-in's call counters where they are the proof (allocations, kernel
+launches, synchronisations)."""
+
+from collections import Counter
+
+import pytest
+
+from harness import CLIENT_DIR, read_log, require_built, run, standin_counts
+
+MODE = "GEMMSHIM_MODE=ffma"
+BASE_ENV = {"STANDIN_CC": "6.1", "GEMMSHIM_MODE": "ffma", "GEMMSHIM_FFMA_MIN_FLOPS": "0"}
+NO_POOLS = {"STANDIN_NO_POOLS": "1"}
+APIS = {
+    "ex": "cublasGemmEx",
+    "ex64": "cublasGemmEx_64",
+    "strided": "cublasGemmStridedBatchedEx",
+    "strided64": "cublasGemmStridedBatchedEx_64",
+    "batched": "cublasGemmBatchedEx",
+    "batched64": "cublasGemmBatchedEx_64",
+    "lt": "cublasLtMatmul",
+}
+BATCHED = {"strided", "strided64", "batched", "batched64"}
+# cublasStatus_t
+INTERNAL_ERROR, ALLOC_FAILED, INVALID_VALUE, NOT_SUPPORTED = 14, 3, 7, 15
+# CUDA_ERROR_UNKNOWN: the failure value the shim's fault injection gives driver calls.
+CU_UNKNOWN = 999
+# cublasMath_t
+MATH = {"default": 0, "tensor_op": 1, "pedantic": 2, "tf32": 3, "tensor_op+disallow": 17, "tf32+disallow": 19}
+
+
+@pytest.fixture(scope="module")
+def client(shim):
+    path = CLIENT_DIR / "ffma_client_cu13"
+    require_built([path])
+    return path
+
+
+def gemm(name, api="ex", **kw):
+    """One --gemm option; batched entry points get 3 members by default."""
+    if api in BATCHED:
+        kw.setdefault("batch", 3)
+    return "--gemm=" + ",".join(f"{k}={v}" for k, v in {"name": name, "api": api, **kw}.items())
+
+
+def declined(why):
+    return f"{MODE}; ffma declined: {why}; ran native"
+
+
+class Result:
+    def __init__(self, r, recs, counts):
+        self.run, self.recs, self.counts = r, recs, counts
+        self.calls = r.calls
+
+    def describe(self):
+        return self.run.describe()
+
+
+def run_client(client, standin, tmp_path, args, env=None, shim=True, rc=0, tag="run"):
+    """Run the client; returns its calls, the routing log (shim runs) and the
+    stand-in's counters. rc: the exit status required."""
+    log = tmp_path / f"{tag}.jsonl"
+    counts = tmp_path / f"{tag}.counts"
+    full = {**BASE_ENV, **(env or {}), "STANDIN_COUNTS": str(counts)}
+    if shim:
+        full["GEMMSHIM_LOG"] = str(log)
+    r = run([client, *args], standin[13], shim=shim, env=full)
+    assert r.returncode == rc, r.describe()
+    assert "standin:" not in r.stderr or rc == 86, r.describe()
+    recs = read_log(log) if shim and log.exists() else []
+    res = Result(r, recs, standin_counts(counts))
+    if shim:
+        # One record per call; threads' records interleave.
+        apis, want = [x["api"] for x in recs], [c["api"] for c in res.calls]
+        if any("." in c["index"] for c in res.calls):
+            apis, want = Counter(apis), Counter(want)
+        assert apis == want, res.describe()
+    return res
+
+
+def assert_ffma(rec, name=""):
+    backend = "lt-fp32" if rec["api"] == "cublasLtMatmul" else "sgemm"
+    got = (rec["decided"], rec["route"], rec.get("backend"), rec["reason"], rec["status"])
+    assert got == ("ffma", "ffma", backend, MODE, 0), (name, rec)
+
+
+def assert_native(rec, why, status=0, name=""):
+    got = (rec["decided"], rec["route"], "backend" in rec, rec["reason"], rec["status"])
+    assert got == ("ffma", "native", False, declined(why), status), (name, rec)
+
+
+def assert_all_ok(res):
+    bad = [c for c in res.calls if c["ok"] != "1"]
+    assert not bad, res.describe()
+
+
+def align256(n):
+    return (n + 255) // 256 * 256
+
+
+def transient_bytes(m, n, k, batch=1, c="bf16", bias_members=0):
+    """What one ffma call allocates (docs/ffma.md): A, B and the result in
+    fp32, each 256-byte aligned; the result only when C is not fp32; a
+    widened bias of m per member."""
+    out = 4 * m * n * batch if c != "fp32" else 0
+    return align256(4 * m * k * batch) + align256(4 * k * n * batch) + align256(out) + align256(4 * m * bias_members)
+
+
+# ---- 1. alpha/beta in device memory -----------------------------------------------------
+@pytest.mark.parametrize("api", list(APIS))
+def test_device_pointer_mode(client, standin, tmp_path, api):
+    """Device-resident alpha/beta through every entry point, beta nonzero and
+    zero (C then NaN-poisoned: the fp32 GEMM must not consume it), next to
+    the same calls in host mode: each runs ffma with a checked result, and
+    the log shows the handle's (or descriptor's) pointer mode."""
+    args = []
+    for pm in ("host", "device"):
+        for beta in (0.75, 0):
+            args.append(gemm(f"{pm}_b{beta}", api, pm=pm, beta=beta, alpha=1.25))
+    if api == "lt":
+        args.append(gemm("device_oop", api, pm="device", beta=0.5, oop=1, dpad=2, epi="gelu_bias"))
+    res = run_client(client, standin, tmp_path, args)
+    assert_all_ok(res)
+    for rec, call in zip(res.recs, res.calls):
+        assert_ffma(rec, call["name"])
+        assert rec["pointer_mode"] == call["name"].split("_")[0], rec
+
+
+@pytest.mark.parametrize(
+    "api,spec,launches",
+    [
+        # Widen A, widen B, [widen C], narrow the result.
+        ("ex", {"pm": "host", "beta": 0}, 3),
+        ("ex", {"pm": "host", "beta": 0.75}, 4),
+        ("ex", {"pm": "device", "beta": 0}, 4),  # beta unknown on the host: C is widened
+        ("ex", {"pm": "device", "beta": 0.75}, 4),
+        ("ex", {"pm": "device", "beta": 0.75, "c": "fp32"}, 2),  # the fp32 GEMM writes C itself
+        ("batched", {"pm": "device", "beta": 0}, 4),
+        ("lt", {"pm": "host", "beta": 0}, 3),
+        ("lt", {"pm": "device", "beta": 0}, 4),
+        ("lt", {"pm": "device", "beta": 0.5, "oop": 1}, 4),
+        ("lt", {"pm": "device", "beta": 0, "epi": "bias"}, 5),  # + the bias
+        ("lt", {"pm": "host", "beta": 0, "c": "fp32", "epi": "bias"}, 2),  # fp32 bias used as it is
+    ],
+)
+def test_which_operands_are_widened(client, standin, tmp_path, api, spec, launches):
+    """Exactly the kernels a call needs: C is widened whenever beta may be
+    nonzero (always in device pointer mode), never when C is fp32, and the
+    result narrowed only when C is not fp32 (stand-in launch counter)."""
+    res = run_client(client, standin, tmp_path, [gemm("one", api, **spec)])
+    assert_all_ok(res)
+    assert_ffma(res.recs[0])
+    assert res.counts["cuLaunchKernel"] == launches, res.counts
+
+
+# ---- 2. the caller's math mode ------------------------------------------------------------
+def test_math_mode_left_as_found(client, standin, tmp_path):
+    """Every math mode, set on the handle before the call, reads back the
+    same just after it. Operands of magnitude 2^17 (beyond fp16's range):
+    under CUBLAS_TENSOR_OP_MATH cuBLAS may run an fp32 GEMM with its inputs
+    rounded to fp16, so the route leaves those calls native; every other
+    mode runs ffma, and every result is right."""
+    args = []
+    for api in ("ex", "ex64", "strided", "batched64"):
+        for mode in MATH:
+            args.append(gemm(f"{api}:{mode}", api, math=mode, amp=131072))
+    # A call that sets nothing sees the mode the last one left.
+    args.append(gemm("ex:unchanged", "ex", amp=131072))
+    res = run_client(client, standin, tmp_path, args)
+    assert_all_ok(res)
+    for rec, call in zip(res.recs, res.calls):
+        api, mode = call["name"].split(":")
+        want = MATH["tf32+disallow"] if mode == "unchanged" else MATH[mode]
+        assert call["math"] == f"{want}/{want}", call
+        if mode.startswith("tensor_op"):
+            assert_native(rec, "the handle's math mode CUBLAS_TENSOR_OP_MATH would round the fp32 GEMM's "
+                               "inputs to fp16", name=call["name"])
+        else:
+            assert_ffma(rec, call["name"])
+
+
+# ---- 3. no synchronisation ------------------------------------------------------------------
+NOSYNC_CALLS = [
+    gemm("ex", "ex"),
+    gemm("ex64_dev", "ex64", pm="device"),
+    gemm("strided", "strided", beta=0),
+    gemm("strided64_f32", "strided64", c="fp32"),
+    gemm("lt_bias", "lt", epi="relu_bias"),
+    gemm("lt_oop_dev", "lt", oop=1, pm="device", batch=2),
+    gemm("ex_big", "ex", m=160, n=96, k=128),  # grows the scratch buffer without pools
+]
+
+
+@pytest.mark.parametrize("pools", [True, False])
+def test_no_synchronisation(client, standin, tmp_path, pools):
+    """A client that never synchronises, under a driver that turns any
+    synchronisation into exit status 86: the shim on the ffma route adds
+    none (module loading, allocation, casts, fp32 GEMM, narrowing, log)."""
+    env = {"STANDIN_FORBID_SYNC": "1", **({} if pools else NO_POOLS)}
+    res = run_client(client, standin, tmp_path, ["--nosync", *NOSYNC_CALLS], env=env)
+    assert res.counts["standin_forbidden_syncs"] == 0
+    assert all(c["status"] == "0" for c in res.calls)
+    for rec in res.recs:
+        assert_ffma(rec)
+
+
+@pytest.mark.parametrize("pools", [True, False])
+def test_no_synchronisation_with_checked_results(client, standin, tmp_path, pools):
+    """The same calls (and pointer-array batches) with every result checked:
+    the client's own synchronisations are the only ones, the same with and
+    without the shim."""
+    args = [*NOSYNC_CALLS, gemm("batched", "batched"), gemm("batched64_dev", "batched64", pm="device")]
+    env = {"STANDIN_FORBID_SYNC": "1", **({} if pools else NO_POOLS)}
+    native = run_client(client, standin, tmp_path, args, env=env, shim=False, rc=86, tag="native")
+    res = run_client(client, standin, tmp_path, args, env=env, rc=86)
+    assert_all_ok(res)
+    for rec in res.recs:
+        assert_ffma(rec)
+    sync_calls = ("standin_forbidden_syncs", "cuStreamSynchronize", "cuCtxSynchronize", "cuEventSynchronize",
+                  "cuMemcpyHtoD_v2", "cuMemcpyDtoH_v2", "cuMemcpyDtoD_v2")
+    assert {k: res.counts[k] for k in sync_calls} == {k: native.counts[k] for k in sync_calls}
+    forbidden = [l for l in res.run.stderr.splitlines() if "forbidden synchronisation" in l]
+    assert forbidden == [l for l in native.run.stderr.splitlines() if "forbidden synchronisation" in l]
+
+
+# ---- 4. no leak --------------------------------------------------------------------------------
+def test_no_leak_with_pools(client, standin, tmp_path):
+    """One stream-ordered allocation and one free per ffma call, none for a
+    declined call, and no device memory left behind: the live allocations
+    at exit are the client's own (those of the same run without the shim)."""
+    args = [gemm(f"{api}", api) for api in APIS]
+    args += [gemm("lt_bias_strided", "lt", batch=3, epi="bias", bstride=70), gemm("ex_f32", "ex", c="fp32"),
+             gemm("declined", "batched", c="fp32")]
+    native = run_client(client, standin, tmp_path, args, shim=False, tag="native")
+    res = run_client(client, standin, tmp_path, args)
+    assert_all_ok(res)
+    ran = sum(rec["route"] == "ffma" for rec in res.recs)
+    assert ran == len(args) - 1
+    assert res.counts["cuMemAllocAsync"] == res.counts["cuMemFreeAsync"] == ran
+    assert native.counts["cuMemAllocAsync"] == 0
+    assert res.counts["standin_live_allocations"] == native.counts["standin_live_allocations"]
+    assert res.counts["standin_live_bytes"] == native.counts["standin_live_bytes"]
+    assert res.counts["cuMemAlloc_v2"] == native.counts["cuMemAlloc_v2"]
+
+
+# ---- 5. no memory pools: the scratch buffer ------------------------------------------------
+def test_no_pools_scratch_is_reused_and_grows(client, standin, tmp_path):
+    """Without pools each call runs ffma from one per-stream scratch buffer:
+    allocated once, reused by every call that fits, replaced (cuMemFree +
+    cuMemAlloc) only by a call bigger than any before, and kept for the
+    process. The shim's allocations are counted against the same run
+    without the shim."""
+    shapes = [(64, 48, 80)] * 12 + [(96, 64, 80)] + [(64, 48, 80)] * 6 + [(128, 96, 112)] + [(32, 16, 24)] * 4
+    args = [gemm(f"g{i}", "ex", m=m, n=n, k=k) for i, (m, n, k) in enumerate(shapes)]
+    native = run_client(client, standin, tmp_path, args, env=NO_POOLS, shim=False, tag="native")
+    res = run_client(client, standin, tmp_path, args, env=NO_POOLS)
+    assert_all_ok(res)
+    for rec in res.recs:
+        assert_ffma(rec)
+    grown, biggest = 0, 0
+    for m, n, k in shapes:
+        if transient_bytes(m, n, k) > biggest:
+            grown, biggest = grown + 1, transient_bytes(m, n, k)
+    assert grown == 3
+    assert res.counts["cuMemAllocAsync"] == 0
+    assert res.counts["cuMemAlloc_v2"] - native.counts["cuMemAlloc_v2"] == grown
+    assert res.counts["cuMemFree_v2"] - native.counts["cuMemFree_v2"] == grown - 1
+    assert res.counts["standin_live_allocations"] - native.counts["standin_live_allocations"] == 1
+    assert res.counts["standin_live_bytes"] - native.counts["standin_live_bytes"] == biggest
+
+
+def test_no_pools_every_entry_point(client, standin, tmp_path):
+    args = [gemm(api, api) for api in APIS] + [gemm("lt_bias_dev", "lt", epi="gelu_bias", pm="device", oop=1)]
+    res = run_client(client, standin, tmp_path, args, env=NO_POOLS)
+    assert_all_ok(res)
+    for rec, call in zip(res.recs, res.calls):
+        assert_ffma(rec, call["name"])
+
+
+# ---- 6. graph capture ---------------------------------------------------------------------
+CAPTURE_CALLS = [gemm("warm_ex", "ex"), gemm("warm_lt", "lt", epi="bias"),
+                 gemm("cap_ex", "ex"), gemm("cap_strided", "strided", pm="device"),
+                 gemm("cap_lt", "lt", epi="bias", oop=1), gemm("cap_batched", "batched")]
+
+
+def capture_line(res):
+    lines = res.run.lines("capture")
+    assert len(lines) == 1, res.describe()
+    return " ".join(lines[0][1:])
+
+
+def test_capture_with_pools_runs_ffma(client, standin, tmp_path):
+    """Inside graph capture the pool allocation is stream-ordered: every
+    captured call runs ffma and the capture ends intact."""
+    res = run_client(client, standin, tmp_path, ["--capture-from=2", *CAPTURE_CALLS])
+    assert capture_line(res) == "begin=0 end=0 launch=0"
+    assert_all_ok(res)
+    for rec in res.recs:
+        assert_ffma(rec)
+    assert res.counts["cuMemAllocAsync"] == res.counts["cuMemFreeAsync"] == len(CAPTURE_CALLS)
+
+
+def test_capture_without_pools_declines(client, standin, tmp_path):
+    """Without pools a captured call would bake the shared scratch buffer
+    into the graph: the calls outside the capture run ffma, those inside
+    run native with the reason, and the capture ends intact (no cuMemAlloc
+    or cuMemFree inside it)."""
+    res = run_client(client, standin, tmp_path, ["--capture-from=2", *CAPTURE_CALLS], env=NO_POOLS)
+    assert capture_line(res) == "begin=0 end=0 launch=0"
+    assert_all_ok(res)
+    for rec, call in zip(res.recs, res.calls):
+        if call["name"].startswith("warm"):
+            assert_ffma(rec, call["name"])
+        else:
+            assert_native(rec, "stream is being captured and the device has no memory pools", name=call["name"])
+
+
+def test_capture_status_unknown_without_pools_declines(client, standin, tmp_path):
+    """cuStreamIsCapturing failing (its third call: the first inside the
+    capture) is not taken for "not capturing": that call runs native, the
+    next captured one is recognised again."""
+    res = run_client(client, standin, tmp_path, ["--capture-from=2", *CAPTURE_CALLS],
+                     env={**NO_POOLS, "GEMMSHIM_FAULT": "cuStreamIsCapturing:3"})
+    assert capture_line(res) == "begin=0 end=0 launch=0"
+    assert_all_ok(res)
+    assert_ffma(res.recs[0])
+    assert_ffma(res.recs[1])
+    assert_native(res.recs[2], "cuStreamIsCapturing failed and the device has no memory pools")
+    for rec in res.recs[3:]:
+        assert_native(rec, "stream is being captured and the device has no memory pools")
+
+
+# ---- 7. memory bounds ----------------------------------------------------------------------
+@pytest.mark.parametrize(
+    "api,spec",
+    [
+        ("ex", {"m": 64, "n": 48, "k": 80}),
+        ("strided64", {"m": 40, "n": 24, "k": 56, "batch": 3, "c": "fp32"}),
+        ("lt", {"m": 48, "n": 32, "k": 64, "batch": 2, "epi": "bias", "bstride": 50}),
+    ],
+)
+def test_max_bytes_boundary(client, standin, tmp_path, api, spec):
+    """GEMMSHIM_FFMA_MAX_BYTES equal to what the call needs runs ffma; one
+    byte less declines with the reason, and the result is right either way."""
+    bias_members = spec.get("batch", 1) if spec.get("epi") == "bias" else 0
+    need = transient_bytes(spec["m"], spec["n"], spec["k"], spec.get("batch", 1), spec.get("c", "bf16"),
+                           bias_members)
+    args = [gemm("g", api, **spec)]
+    res = run_client(client, standin, tmp_path, args, env={"GEMMSHIM_FFMA_MAX_BYTES": str(need)}, tag="fits")
+    assert_all_ok(res)
+    assert_ffma(res.recs[0])
+    res = run_client(client, standin, tmp_path, args, env={"GEMMSHIM_FFMA_MAX_BYTES": str(need - 1)}, tag="over")
+    assert_all_ok(res)
+    assert_native(res.recs[0], "needs more transient memory than GEMMSHIM_FFMA_MAX_BYTES")
+    assert res.counts["cuMemAllocAsync"] == 0
+
+
+@pytest.mark.parametrize("pools,why", [(True, "cuMemAllocAsync: out of device memory"),
+                                       (False, "cuMemAlloc of the scratch buffer failed")])
+def test_device_out_of_memory(client, standin, tmp_path, pools, why):
+    """A device too small for the transient buffers (the client's own
+    allocations fit, 1 MiB workspace included): the allocation fails, the
+    call runs native and right; a smaller call after it runs ffma."""
+    big, small = (256, 256, 256), (64, 48, 80)
+    assert transient_bytes(*big) == 768 << 10
+    args = [gemm("big", "ex", m=big[0], n=big[1], k=big[2]), gemm("small", "ex", m=small[0], n=small[1], k=small[2])]
+    env = {"STANDIN_MEM_LIMIT": "2m", **({} if pools else NO_POOLS)}
+    run_client(client, standin, tmp_path, args, env=env, shim=False, tag="native")
+    res = run_client(client, standin, tmp_path, args, env=env)
+    assert_all_ok(res)
+    assert_native(res.recs[0], why)
+    assert_ffma(res.recs[1])
+
+
+# ---- 8. the flop threshold -------------------------------------------------------------------
+@pytest.mark.parametrize(
+    "api,spec",
+    [("ex", {"m": 64, "n": 48, "k": 80}), ("strided", {"m": 24, "n": 40, "k": 32, "batch": 3}),
+     ("lt", {"m": 33, "n": 17, "k": 29, "batch": 2}), ("batched64", {"m": 16, "n": 16, "k": 16, "batch": 5})],
+)
+def test_min_flops_boundary(client, standin, tmp_path, api, spec):
+    """2*m*n*k*batch equal to GEMMSHIM_FFMA_MIN_FLOPS runs ffma; a threshold
+    one flop higher declines."""
+    flops = 2 * spec["m"] * spec["n"] * spec["k"] * spec.get("batch", 1)
+    args = [gemm("g", api, **spec)]
+    res = run_client(client, standin, tmp_path, args, env={"GEMMSHIM_FFMA_MIN_FLOPS": str(flops)}, tag="at")
+    assert_all_ok(res)
+    assert_ffma(res.recs[0])
+    res = run_client(client, standin, tmp_path, args, env={"GEMMSHIM_FFMA_MIN_FLOPS": str(flops + 1)}, tag="above")
+    assert_all_ok(res)
+    assert_native(res.recs[0], "GEMM smaller than GEMMSHIM_FFMA_MIN_FLOPS")
+
+
+# ---- 9. every fallible call failing -------------------------------------------------------
+KERNELS = "kernels not loaded ({})"
+LOAD_FAILED = "cuModuleLoadData failed: the driver did not take the shim's sm_61 PTX"
+CAST = f"cast kernel launch failed (CUresult {CU_UNKNOWN})"
+NARROW = f"narrowing kernel launch failed (CUresult {CU_UNKNOWN})"
+EX = {"api": "ex"}  # T,N 64x48x80, beta 0.75: widen A, B, C; narrow
+EX_B0 = {"api": "ex", "beta": 0}  # widen A, B; narrow
+LT = {"api": "lt", "epi": "bias"}  # widen A, B, C, bias; narrow
+FAULTS = [
+    # (GEMMSHIM_FAULT, the call, no pools, why the first call declined)
+    ("cuMemAllocAsync:1", EX, False, "cuMemAllocAsync: out of device memory"),
+    ("cuDeviceGetAttribute:3", EX, False, "cuDeviceGetAttribute(MEMORY_POOLS_SUPPORTED) failed"),
+    ("cuModuleLoadData:1", EX, False, KERNELS.format(LOAD_FAILED)),
+    ("cuModuleLoadData:3", LT, False, KERNELS.format(LOAD_FAILED)),
+    ("cuModuleGetFunction:1", EX, False,
+     KERNELS.format("cuModuleGetFunction failed: a kernel is missing from the shim's PTX")),
+    ("cuCtxGetId:1", EX, False, KERNELS.format("cuCtxGetId failed (destroyed context?)")),
+    ("cuCtxGetCurrent:1", EX, False, KERNELS.format("cuCtxGetCurrent failed")),
+    ("cuCtxGetId:2", EX, False, CAST),
+    ("cuCtxGetCurrent:2", EX, False, CAST),
+    ("cuLaunchKernel:1", EX, False, CAST),
+    ("cuLaunchKernel:2", EX, False, CAST),
+    ("cuLaunchKernel:3", EX, False, CAST),
+    ("cuLaunchKernel:4", EX, False, NARROW),
+    ("cuLaunchKernel:3", EX_B0, False, NARROW),
+    ("cuLaunchKernel:4", LT, False, CAST),
+    ("cuLaunchKernel:5", LT, False, NARROW),
+    ("cublasGetMathMode:1", EX, False, "cublasGetMathMode failed"),
+    ("cublasGemmEx:1", EX, False, f"fp32 GEMM returned status {INTERNAL_ERROR}"),
+    ("cublasGemmStridedBatchedEx:1", {"api": "batched", "batch": 3}, False,
+     f"fp32 GEMM returned status {INTERNAL_ERROR}"),
+    ("cublasGemmStridedBatchedEx_64:1", {"api": "strided64", "batch": 2}, False,
+     f"fp32 GEMM returned status {INTERNAL_ERROR}"),
+    ("cublasGemmEx_64:1", {"api": "ex64"}, False, f"fp32 GEMM returned status {INTERNAL_ERROR}"),
+    ("cublasLtMatmulDescCreate:1", LT, False, f"fp32 GEMM returned status {ALLOC_FAILED}"),
+    *[(f"cublasLtMatmulDescSetAttribute:{n}", LT, False, f"fp32 GEMM returned status {INTERNAL_ERROR}")
+      for n in range(1, 7)],
+    *[(f"cublasLtMatrixLayoutCreate:{n}", LT, False, f"fp32 GEMM returned status {ALLOC_FAILED}")
+      for n in range(1, 5)],
+    *[(f"cublasLtMatrixLayoutSetAttribute:{n}", LT, False, f"fp32 GEMM returned status {INTERNAL_ERROR}")
+      for n in (1, 4, 8)],
+    ("cublasLtMatmul:1", LT, False, f"fp32 GEMM returned status {INTERNAL_ERROR}"),
+    # Without pools: the scratch buffer. The device lookup pushes the
+    # context once before the route does.
+    ("cuMemAlloc_v2:1", EX, True, "cuMemAlloc of the scratch buffer failed"),
+    ("cuCtxPushCurrent_v2:2", EX, True, "cuCtxPushCurrent failed"),
+    ("cuStreamIsCapturing:1", EX, True, "cuStreamIsCapturing failed and the device has no memory pools"),
+    ("cuCtxGetId:2", EX, True, "cuCtxGetId failed"),
+]
+
+
+def fault_id(f):
+    fault, spec, no_pools, _ = f
+    return "-".join([fault, spec["api"], *(["beta0"] if spec.get("beta") == 0 else []),
+                     *(["nopools"] if no_pools else [])])
+
+
+@pytest.mark.parametrize("fault,spec,no_pools,why", FAULTS, ids=[fault_id(f) for f in FAULTS])
+def test_each_fallible_call_failing(client, standin, tmp_path, fault, spec, no_pools, why):
+    """The first of three identical calls meets the failure: it runs native
+    with the exact reason and the caller gets status 0 and a right result;
+    the next two run ffma."""
+    args = [gemm(f"call{i}", **spec) for i in range(3)]
+    env = {"GEMMSHIM_FAULT": fault, **(NO_POOLS if no_pools else {})}
+    res = run_client(client, standin, tmp_path, args, env=env)
+    assert_all_ok(res)
+    assert all(c["status"] == "0" for c in res.calls)
+    assert_native(res.recs[0], why)
+    for rec in res.recs[1:]:
+        assert_ffma(rec)
+    if not no_pools:
+        # A declined call frees what it allocated.
+        assert res.counts["cuMemAllocAsync"] == res.counts["cuMemFreeAsync"]
+
+
+def test_launches_failing_for_good(client, standin, tmp_path):
+    """Every launch failing: every call runs native, right, nothing leaked."""
+    args = [gemm(f"call{i}", api) for i, api in enumerate(APIS)]
+    res = run_client(client, standin, tmp_path, args, env={"GEMMSHIM_FAULT": "cuLaunchKernel:1+"})
+    assert_all_ok(res)
+    for rec in res.recs:
+        assert_native(rec, CAST)
+    assert res.counts["cuMemAllocAsync"] == res.counts["cuMemFreeAsync"] == len(APIS)
+
+
+@pytest.mark.parametrize("fault", ["cublasLtMatmulDescDestroy:1", "cublasLtMatrixLayoutDestroy:2",
+                                   "cuMemFreeAsync:1", "cuMemFree_v2:1"])
+def test_failures_after_the_result(client, standin, tmp_path, fault):
+    """Failures in releasing (descriptors, the transient buffer, the old
+    scratch buffer when it grows) come after the result is written: the
+    call still runs ffma and its result is right, and so are later calls."""
+    no_pools = fault == "cuMemFree_v2:1"
+    args = [gemm("small", "lt", m=32, n=16, k=24), gemm("grows", "lt", epi="bias"), gemm("again", "ex")]
+    res = run_client(client, standin, tmp_path, args, env={"GEMMSHIM_FAULT": fault, **(NO_POOLS if no_pools else {})})
+    assert_all_ok(res)
+    for rec in res.recs:
+        assert_ffma(rec)
+
+
+# ---- 10. types, batches, Lt forms ------------------------------------------------------------
+FAST = ("a 32f_fast compute type takes fp32 A and B only (forwarded for cuBLAS's own error)", NOT_SUPPORTED)
+TYPE_CASES = [
+    # (name, api, spec, None for ffma or (why, status))
+    ("fp16_ex", "ex", {"ab": "fp16"}, None),
+    ("fp16_strided_dev", "strided", {"ab": "fp16", "pm": "device"}, None),
+    ("fp16_lt_bias", "lt", {"ab": "fp16", "epi": "relu_bias"}, None),
+    ("bf16_f32_ex", "ex", {"c": "fp32"}, None),
+    ("bf16_f32_ex64_b0", "ex64", {"c": "fp32", "beta": 0}, None),
+    ("bf16_f32_strided64", "strided64", {"c": "fp32"}, None),
+    ("fp16_f32_lt_oop", "lt", {"ab": "fp16", "c": "fp32", "oop": 1, "dpad": 2, "batch": 2}, None),
+    ("ptrarray_f32", "batched", {"c": "fp32"}, ("pointer-array batch with fp32 C", 0)),
+    ("ptrarray64_f32", "batched64", {"c": "fp32", "ab": "fp16"}, ("pointer-array batch with fp32 C", 0)),
+    ("ptrarray_bf16_tt", "batched", {"ta": "T", "tb": "T", "pad": 0}, None),
+    ("lt_oop_beta", "lt", {"oop": 1, "beta": 0.5}, None),
+    ("lt_oop_ldd", "lt", {"oop": 1, "beta": 0.5, "dpad": 5, "batch": 3}, None),
+    ("lt_bias_bf16", "lt", {"epi": "bias", "bias": "bf16"}, None),
+    ("lt_bias_default", "lt", {"epi": "gelu_bias"}, None),
+    ("lt_bias_fp32", "lt", {"c": "fp32", "epi": "bias", "bias": "fp32"}, None),
+    ("lt_bias_fp16", "lt", {"ab": "fp16", "epi": "bias", "bias": "fp16", "pm": "device"}, None),
+    ("lt_bias_strided_bf16", "lt", {"epi": "relu_bias", "batch": 3, "bstride": 70}, None),
+    ("lt_bias_strided_fp32", "lt", {"c": "fp32", "epi": "bias", "batch": 3, "bstride": 64, "oop": 1}, None),
+    ("lt_relu", "lt", {"epi": "relu"}, None),
+    ("lt_gelu_nt", "lt", {"epi": "gelu", "ta": "N", "tb": "T"}, None),
+    ("lt_row_major", "lt", {"order": "row"}, ("a layout is not column-major", 0)),
+    ("lt_bias_fp32_for_bf16", "lt", {"epi": "bias", "bias": "fp32"},
+     ("bias type is not D's type (forwarded for cuBLAS's own error)", NOT_SUPPORTED)),
+    ("lt_bias_bf16_for_fp32", "lt", {"c": "fp32", "epi": "bias", "bias": "bf16"},
+     ("bias type is not D's type (forwarded for cuBLAS's own error)", NOT_SUPPORTED)),
+    ("lt_scale_bf16", "lt", {"scale": "bf16"}, ("scale type is not fp32 (forwarded for cuBLAS's own error)",
+                                                NOT_SUPPORTED)),
+    ("lt_in_place_two_layouts", "lt", {"dpad": 4},
+     ("C and D are the same memory with different layouts (forwarded for cuBLAS's own error)", INVALID_VALUE)),
+    ("pedantic", "ex", {"compute": "32f_pedantic"}, None),
+    ("pedantic_lt", "lt", {"compute": "32f_pedantic", "ab": "fp16", "epi": "bias"}, None),
+    # cuBLAS takes the fast compute types with fp32 data only.
+    ("fast_16bf", "strided", {"compute": "32f_fast_16bf"}, FAST),
+    ("fast_16f", "lt", {"compute": "32f_fast_16f", "ab": "fp16"}, FAST),
+    ("fast_tf32", "ex64", {"compute": "32f_fast_tf32"}, FAST),
+    ("nn_padded", "ex", {"ta": "N", "tb": "N", "pad": 9}, None),
+    ("tt_strided_unpadded", "strided64", {"ta": "T", "tb": "T", "pad": 0, "spad": 0}, None),
+]
+
+
+def test_types_batches_and_lt_forms(client, standin, tmp_path):
+    """Each case's route, reason and status, and its result checked (or,
+    where cuBLAS refuses the call, its output untouched): statuses equal
+    those of the same run without the shim."""
+    args = [gemm(name, api, **spec) for name, api, spec, _ in TYPE_CASES]
+    native = run_client(client, standin, tmp_path, args, shim=False, tag="native")
+    res = run_client(client, standin, tmp_path, args)
+    assert_all_ok(res)
+    assert [c["status"] for c in res.calls] == [c["status"] for c in native.calls]
+    for rec, (name, _, _, want) in zip(res.recs, TYPE_CASES):
+        if want is None:
+            assert_ffma(rec, name)
+        else:
+            assert_native(rec, want[0], want[1], name)
+
+
+# ---- 11. threads ---------------------------------------------------------------------------
+THREADS, ITERS = 8, 3
+THREAD_CALLS = [gemm("small", "ex", m=48, n=32, k=40), gemm("lt", "lt", epi="bias", pm="device"),
+                gemm("big", "strided", m=96, n=64, k=72, batch=2)]
+
+
+@pytest.mark.parametrize("stream", ["own", "shared", "per-thread", "legacy"])
+@pytest.mark.parametrize("pools", [True, False])
+def test_threads(client, standin, tmp_path, stream, pools):
+    """THREADS threads, each with its own cuBLAS and cuBLASLt handles, on
+    their own streams, one stream they share, their per-thread default
+    streams or the legacy stream: every call runs ffma with a right result.
+    Without pools a scratch buffer belongs to one stream: threads sharing a
+    stream share one (taking turns), per-thread default streams are one
+    stream per thread."""
+    args = [f"--threads={THREADS}", f"--iters={ITERS}", f"--stream={stream}", *THREAD_CALLS]
+    env = {} if pools else NO_POOLS
+    native = run_client(client, standin, tmp_path, args, env=env, shim=False, tag="native")
+    res = run_client(client, standin, tmp_path, args, env=env)
+    assert len(res.calls) == THREADS * ITERS * len(THREAD_CALLS)
+    assert_all_ok(res)
+    for rec in res.recs:
+        assert_ffma(rec)
+    streams = {rec["stream"] for rec in res.recs}
+    tids = {rec["tid"] for rec in res.recs}
+    assert len(tids) == THREADS
+    want_streams = {"own": THREADS, "shared": 1, "per-thread": 1, "legacy": 1}[stream]
+    assert len(streams) == want_streams, streams
+    extra_live = res.counts["standin_live_allocations"] - native.counts["standin_live_allocations"]
+    extra_allocs = res.counts["cuMemAlloc_v2"] - native.counts["cuMemAlloc_v2"]
+    if pools:
+        assert res.counts["cuMemAllocAsync"] == res.counts["cuMemFreeAsync"] == len(res.recs)
+        assert extra_live == 0 and extra_allocs == 0
+    else:
+        # One scratch buffer per stream, left for the process; each grows
+        # at most once per call size.
+        buffers = 1 if stream in ("shared", "legacy") else THREADS
+        assert extra_live == buffers, res.counts
+        assert buffers <= extra_allocs <= buffers * len(THREAD_CALLS), res.counts
+
+
+# ---- a context torn down and made again ------------------------------------------------------
+@pytest.mark.parametrize("pools", [True, False])
+def test_context_reset(client, standin, tmp_path, pools):
+    """The primary context released (its memory freed with it) and retained
+    again: same context handle, same legacy stream. The next calls run ffma
+    in the new context, never on the old context's memory."""
+    args = ["--stream=legacy", "--reset-after=2", gemm("before", "ex"), gemm("before_lt", "lt"),
+            gemm("after", "ex"), gemm("after_small", "ex", m=16, n=16, k=16), gemm("after_lt", "lt", epi="bias")]
+    env = {} if pools else NO_POOLS
+    native = run_client(client, standin, tmp_path, args, env=env, shim=False, tag="native")
+    res = run_client(client, standin, tmp_path, args, env=env)
+    assert res.run.lines("reset") == [["reset", "before=2"]]
+    assert_all_ok(res)
+    for rec in res.recs:
+        assert_ffma(rec)
+    extra_live = res.counts["standin_live_allocations"] - native.counts["standin_live_allocations"]
+    assert extra_live == (0 if pools else 1)
+
+
+def test_no_pools_scratch_slots_are_bounded(client, standin, tmp_path):
+    """Scratch buffers are kept per stream in 32 slots: with 34 threads on
+    34 live streams at once, 32 calls run ffma and the other two run native
+    with the reason; nothing fails."""
+    threads = 34
+    args = [f"--threads={threads}", "--iters=1", "--stream=own", gemm("g", "ex", m=32, n=16, k=24)]
+    res = run_client(client, standin, tmp_path, args, env=NO_POOLS)
+    assert_all_ok(res)
+    routes = Counter(rec["route"] for rec in res.recs)
+    assert routes == {"ffma": 32, "native": threads - 32}, routes
+    for rec in res.recs:
+        if rec["route"] == "native":
+            assert_native(rec, "no stream-ordered allocator and every scratch slot is taken by another stream")
