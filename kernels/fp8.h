@@ -83,4 +83,15 @@ CUresult fp8_gemm(CUcontext ctx, CUstream stream, int64_t m, int64_t n, int64_t 
                   int c_type, const void *C, int64_t ldc, int64_t stride_c, int d_type, void *D,
                   int64_t ldd, int64_t stride_d, int epilogue, const void *bias, int bias_type);
 
+/* fp8_gemm's contract and checks on fp8 tensor cores (mma.sync m16n8k32,
+ * fp32 accumulation; fp8_gemm_mma.cu). Its module is loaded only on sm_89+
+ * devices whose driver takes PTX ISA 8.4: elsewhere it launches nothing and
+ * returns CUDA_ERROR_NOT_SUPPORTED, and the caller runs fp8_gemm. Opt-in
+ * (GEMMSHIM_FP8_BACKEND=own-mma) until checked on a GPU. */
+CUresult fp8_gemm_mma(CUcontext ctx, CUstream stream, int64_t m, int64_t n, int64_t k, int64_t batch,
+                      const uint8_t *A8, int fmt_a, const uint8_t *B8, int fmt_b, const float *scale_a,
+                      const float *scale_b, const void *alpha, const void *beta, int pointer_mode,
+                      int c_type, const void *C, int64_t ldc, int64_t stride_c, int d_type, void *D,
+                      int64_t ldd, int64_t stride_d, int epilogue, const void *bias, int bias_type);
+
 #endif

@@ -21,9 +21,7 @@
  * integer ops per code, 16 codes per 512 FFMA per thread and step, some 30%
  * of the FFMA count but on other pipes; each code, decoded once, is reused
  * 64 times from shared memory. */
-#include "fp8_block.h"
-#include "fp8_convert.h"
-#include "fp8_kernels.h"
+#include "fp8_gemm_epilogue.h"
 
 /* Multiply-adds are explicit __builtin_fmaf; nothing else may be fused, so
  * the host build computes the same bits as the GPU. */
@@ -36,73 +34,6 @@
 typedef struct __attribute__((aligned(16))) fp8_f4 {
   float v[4];
 } fp8_f4;
-
-static __device__ __forceinline__ float fp8_load_elem(const void *p, int64_t i, int type) {
-  if (type == GS_ELEM_BF16) return gs_bf16_to_f32(((const uint16_t *)p)[i]);
-  if (type == GS_ELEM_F16) return gs_f16_to_f32(((const uint16_t *)p)[i]);
-  return ((const float *)p)[i];
-}
-
-static __device__ __forceinline__ void fp8_store_elem(void *p, int64_t i, int type, float v) {
-  if (type == GS_ELEM_BF16) ((uint16_t *)p)[i] = gs_f32_to_bf16_rn(v);
-  else if (type == GS_ELEM_F16) ((uint16_t *)p)[i] = gs_f32_to_f16_rn(v);
-  else ((float *)p)[i] = v;
-}
-
-/* exp(x) for |x| <= 80 from basic operations (the build has no libdevice):
- * x = n ln2 + r, |r| <= ln2/2 with ln2 split in two (Cody-Waite), degree-6
- * Taylor polynomial (truncation below 2e-7 relative), times 2^n built in
- * the exponent field. Same bits on GPU and host. */
-static __device__ __forceinline__ float fp8_expf(float x) {
-  const float magic = 12582912.0f; /* 1.5 * 2^23: adding it rounds to an integer */
-  float t = __builtin_fmaf(x, 1.44269504088896341f, magic);
-  float n = t - magic;
-  float r = __builtin_fmaf(-n, 0.693145751953125f, x);     /* ln2 high part, exact product */
-  r = __builtin_fmaf(-n, 1.42860682030941723e-6f, r);       /* ln2 low part */
-  float p = 1.0f / 720.0f;
-  p = __builtin_fmaf(p, r, 1.0f / 120.0f);
-  p = __builtin_fmaf(p, r, 1.0f / 24.0f);
-  p = __builtin_fmaf(p, r, 1.0f / 6.0f);
-  p = __builtin_fmaf(p, r, 0.5f);
-  p = __builtin_fmaf(p, r, 1.0f);
-  p = __builtin_fmaf(p, r, 1.0f);
-  return p * gs_f32_from_bits((uint32_t)((int)n + 127) << 23);
-}
-
-/* tanh(u) = 1 - 2 / (exp(2u) + 1) for u >= 0, odd. Past u = 9 the result
- * rounds to 1 in fp32. Absolute error about 1e-7 near 0, where GELU
- * multiplies it by 0.5x. */
-static __device__ __forceinline__ float fp8_tanhf(float u) {
-  float a = u < 0.0f ? -u : u;
-  if (a > 9.0f) a = 9.0f;
-  float t = 1.0f - 2.0f / (fp8_expf(2.0f * a) + 1.0f);
-  return u < 0.0f ? -t : t;
-}
-
-/* cuBLASLt's GELU: 0.5 x (1 + tanh(0.7978845608 (x + 0.044715 x^3))). */
-static __device__ __forceinline__ float fp8_gelu(float x) {
-  if (!(x == x)) return x;
-  float x3 = x * x * x;
-  float u = 0.7978845608f * (x + 0.044715f * x3);
-  return 0.5f * x * (1.0f + fp8_tanhf(u));
-}
-
-/* 16 codes of one row of A8 or B8 from k index p, packed four to a word;
- * zeros (the code of +0 in both formats) past k and past the matrix. */
-static __device__ __forceinline__ gs_u32x4 fp8_fetch(const uint8_t *row_base, int in_range, int64_t p,
-                                                     int64_t k, int vec) {
-  gs_u32x4 w = {{0, 0, 0, 0}};
-  if (in_range && p < k) {
-    if (vec && p + 16 <= k) {
-      w = gs_ld16(row_base + p);
-    } else {
-GS_FP8_UNROLL
-      for (int q = 0; q < 16; q++)
-        if (p + q < k) w.v[q / 4] |= (uint32_t)row_base[p + q] << (8 * (q % 4));
-    }
-  }
-  return w;
-}
 
 /* The fetched codes, decoded, into column `row` of the k-major tile s. */
 static __device__ __forceinline__ void fp8_stage(fp8_f4 (*s)[GS_FP8_G_BM / 4 + 1], gs_u32x4 w, int fmt,
@@ -175,13 +106,7 @@ GS_FP8_UNROLL
           for (int r = 0; r < 4; r++) {
             const int64_t i = i0 + tx * 4 + r;
             if (i >= a.m) continue;
-            float v = acc[r][c] * scale;
-            if (beta != 0.0f)
-              v = __builtin_fmaf(beta, fp8_load_elem(a.c, b * a.stride_c + j * a.ldc + i, a.c_type), v);
-            if (a.epilogue & GS_FP8_EPI_BIAS) v = v + fp8_load_elem(a.bias, i, a.bias_type);
-            if ((a.epilogue & GS_FP8_EPI_RELU) && v < 0.0f) v = 0.0f;
-            if (a.epilogue & GS_FP8_EPI_GELU) v = fp8_gelu(v);
-            fp8_store_elem(a.d, b * a.stride_d + j * a.ldd + i, a.d_type, v);
+            fp8_epilogue_store(a, b, i, j, acc[r][c], scale, beta);
           }
         }
       }

@@ -1,4 +1,5 @@
-/* fp8_kernels.h: what the fp8 kernels (fp8_quantize.cu, fp8_gemm.cu) and
+/* fp8_kernels.h: what the fp8 kernels (fp8_quantize.cu, fp8_gemm.cu,
+ * fp8_gemm_mma.cu) and
  * their launchers (fp8_launch.c) share: the ring as device code sees it, the
  * one argument block each kernel takes, the launch shapes and the list of
  * kernels. The list is the only place a kernel is named. C and C++ (device
@@ -94,6 +95,9 @@ typedef struct gs_fp8_gemm_args {
   X(gs_fp8_amax_init_f32, GS_ELEM_F32, GS_FP8_MODE_AMAX_INIT)
 #define GS_FP8_GEMM_KERNELS(X) X(gs_fp8_gemm, GS_ELEM_F32, GS_FP8_MODE_GEMM)
 #define GS_FP8_KERNELS(X) GS_FP8_QUANTIZE_KERNELS(X) GS_FP8_GEMM_KERNELS(X)
+/* The tensor-core GEMM (fp8_gemm_mma.cu, sm_89 PTX): the same arguments and
+ * launch shape as gs_fp8_gemm, its own module. */
+#define GS_FP8_GEMM_MMA_KERNELS(X) X(gs_fp8_gemm_mma, GS_ELEM_F32, GS_FP8_MODE_GEMM)
 
 /* The layouts must not depend on the compiler: checked in every build
  * (gcc for the launchers, clang for the device, g++ for the host kernels). */

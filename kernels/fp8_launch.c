@@ -1,5 +1,5 @@
 /* fp8_launch.c: the launchers of the fp8 kernels (fp8.h; fp8_quantize.cu,
- * fp8_gemm.cu).
+ * fp8_gemm.cu, fp8_gemm_mma.cu).
  *
  * Each checks its arguments before touching the driver (bad ones:
  * CUDA_ERROR_INVALID_VALUE, an epilogue it does not implement:
@@ -192,11 +192,13 @@ static int epilogue_flags(int epilogue) {
   }
 }
 
-CUresult fp8_gemm(CUcontext ctx, CUstream stream, int64_t m, int64_t n, int64_t k, int64_t batch,
-                  const uint8_t *A8, int fmt_a, const uint8_t *B8, int fmt_b, const float *scale_a,
-                  const float *scale_b, const void *alpha, const void *beta, int pointer_mode,
-                  int c_type, const void *C, int64_t ldc, int64_t stride_c, int d_type, void *D,
-                  int64_t ldd, int64_t stride_d, int epilogue, const void *bias, int bias_type) {
+/* fp8_gemm and fp8_gemm_mma: one contract, one argument block, one grid;
+ * only the kernel differs. */
+static CUresult gemm_launch(gs_kernel_id kernel, CUcontext ctx, CUstream stream, int64_t m, int64_t n, int64_t k,
+                            int64_t batch, const uint8_t *A8, int fmt_a, const uint8_t *B8, int fmt_b,
+                            const float *scale_a, const float *scale_b, const void *alpha, const void *beta,
+                            int pointer_mode, int c_type, const void *C, int64_t ldc, int64_t stride_c, int d_type,
+                            void *D, int64_t ldd, int64_t stride_d, int epilogue, const void *bias, int bias_type) {
   if (m < 0 || n < 0 || k < 0 || batch < 0) return CUDA_ERROR_INVALID_VALUE;
   if ((fmt_a != GS_FP8_E4M3 && fmt_a != GS_FP8_E5M2) || (fmt_b != GS_FP8_E4M3 && fmt_b != GS_FP8_E5M2))
     return CUDA_ERROR_INVALID_VALUE;
@@ -271,5 +273,25 @@ CUresult fp8_gemm(CUcontext ctx, CUstream stream, int64_t m, int64_t n, int64_t 
 
   const unsigned grid[3] = {(unsigned)min64(g.tiles_m, GRID_MAX), (unsigned)min64(g.tiles_n, GRID_MAX),
                             (unsigned)min64(batch, GRID_MAX)};
-  return fp8_launch(ctx, stream, GS_K_gs_fp8_gemm, grid, GS_FP8_G_THREADS, &g);
+  return fp8_launch(ctx, stream, kernel, grid, GS_FP8_G_THREADS, &g);
+}
+
+CUresult fp8_gemm(CUcontext ctx, CUstream stream, int64_t m, int64_t n, int64_t k, int64_t batch,
+                  const uint8_t *A8, int fmt_a, const uint8_t *B8, int fmt_b, const float *scale_a,
+                  const float *scale_b, const void *alpha, const void *beta, int pointer_mode,
+                  int c_type, const void *C, int64_t ldc, int64_t stride_c, int d_type, void *D,
+                  int64_t ldd, int64_t stride_d, int epilogue, const void *bias, int bias_type) {
+  return gemm_launch(GS_K_gs_fp8_gemm, ctx, stream, m, n, k, batch, A8, fmt_a, B8, fmt_b, scale_a, scale_b, alpha,
+                     beta, pointer_mode, c_type, C, ldc, stride_c, d_type, D, ldd, stride_d, epilogue, bias,
+                     bias_type);
+}
+
+CUresult fp8_gemm_mma(CUcontext ctx, CUstream stream, int64_t m, int64_t n, int64_t k, int64_t batch,
+                      const uint8_t *A8, int fmt_a, const uint8_t *B8, int fmt_b, const float *scale_a,
+                      const float *scale_b, const void *alpha, const void *beta, int pointer_mode,
+                      int c_type, const void *C, int64_t ldc, int64_t stride_c, int d_type, void *D,
+                      int64_t ldd, int64_t stride_d, int epilogue, const void *bias, int bias_type) {
+  return gemm_launch(GS_K_gs_fp8_gemm_mma, ctx, stream, m, n, k, batch, A8, fmt_a, B8, fmt_b, scale_a, scale_b,
+                     alpha, beta, pointer_mode, c_type, C, ldc, stride_c, d_type, D, ldd, stride_d, epilogue, bias,
+                     bias_type);
 }

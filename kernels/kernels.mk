@@ -1,6 +1,7 @@
 # kernels.mk: the shim's device code, included by the top Makefile.
 #
-#   $(BUILD)/kernels/<file>.ptx      kernels/<file>.cu -> sm_61 PTX (clang-19)
+#   $(BUILD)/kernels/<file>.ptx      kernels/<file>.cu -> sm_61 PTX (clang-19;
+#                                    a file may set another target and ISA)
 #   $(BUILD)/kernels/<file>.ptx.o    that PTX, embedded in libgemmshim.so as
 #                                    gs_ptx_<file> (one module per file)
 #   $(BUILD)/kernels/libgemmshim_kernels_host.so
@@ -26,12 +27,22 @@ KERNELS_HOST_SO  := $(BUILD)/kernels/libgemmshim_kernels_host.so
 # kernels-ptx-check asserts the version.
 KERNELS_PTX_ISA := 5.0
 KERNELS_PTX_TARGET := sm_61
-KERNELS_CUDA_FLAGS := -x cuda --cuda-gpu-arch=$(KERNELS_PTX_TARGET) --cuda-device-only \
+KERNELS_CUDA_FLAGS := -x cuda --cuda-device-only \
   -nocudainc -nocudalib --cuda-path=/nonexistent -std=c++17 -O3 -Wall -Wextra
+
+# A file may set its own target and ISA (module.h's GS_KERNEL_FILES gives the
+# same target, and module_launch.c loads such a file only on devices that
+# reach it). fp8_gemm_mma.cu: fp8 mma.sync needs sm_89 and PTX ISA 8.4 (ptxas
+# rejects it in 8.3 and below), which clang emits when told (--cuda-feature).
+KERNELS_PTX_TARGET_fp8_gemm_mma := sm_89
+KERNELS_PTX_ISA_fp8_gemm_mma := 8.4
+kernels_target = $(or $(KERNELS_PTX_TARGET_$1),$(KERNELS_PTX_TARGET))
+kernels_isa = $(or $(KERNELS_PTX_ISA_$1),$(KERNELS_PTX_ISA))
+kernels_isa_flag = $(if $(KERNELS_PTX_ISA_$1),--cuda-feature=+ptx$(subst .,,$(KERNELS_PTX_ISA_$1)))
 
 $(BUILD)/kernels/%.ptx: kernels/%.cu $(KERNELS_HDR)
 	@mkdir -p $(dir $@)
-	$(CLANG_CUDA) $(KERNELS_CUDA_FLAGS) -S $< -o $@
+	$(CLANG_CUDA) $(KERNELS_CUDA_FLAGS) --cuda-gpu-arch=$(call kernels_target,$*) $(call kernels_isa_flag,$*) -S $< -o $@
 
 # Kept after the build: kernels-ptx-check and people read them.
 .SECONDARY: $(KERNELS_PTX)
@@ -60,21 +71,25 @@ TEST_DEPS += $(KERNELS_HOST_SO)
 $(BUILD)/tests/unit/test_kernels: $(KERNELS_HOST_SO) $(BUILD)/standin/cu13/libcuda.so.1
 
 # Every plain sm_XY that this ptxas lists (CUDA 13: sm_75 and up; it refuses
-# sm_61 itself but assembles .target sm_61 PTX for any newer GPU).
+# sm_61 itself but assembles .target sm_61 PTX for any newer GPU), from the
+# file's own target up (an sm_89 file is assembled for sm_89 and newer only).
 .PHONY: kernels-ptx-check
 kernels-ptx-check: $(KERNELS_PTX)
 	@if [ ! -x "$(PTXAS)" ]; then \
 	  echo "kernels-ptx-check: FAILED: no ptxas at $(PTXAS) (the CUDA toolkit's; set CUDA= or PTXAS=)"; exit 1; fi
-	@set -e; archs=$$($(PTXAS) --help | grep -o "'sm_[0-9]*'" | tr -d "'" | sort -u -V); \
-	if [ -z "$$archs" ]; then echo "kernels-ptx-check: FAILED: $(PTXAS) --help lists no sm_ targets"; exit 1; fi; \
-	for ptx in $(KERNELS_PTX); do \
+	@set -e; all=$$($(PTXAS) --help | grep -o "'sm_[0-9]*'" | tr -d "'" | sort -u -V); \
+	if [ -z "$$all" ]; then echo "kernels-ptx-check: FAILED: $(PTXAS) --help lists no sm_ targets"; exit 1; fi; \
+	$(foreach f,$(patsubst kernels/%.cu,%,$(KERNELS_CU)),\
+	  ptx=$(BUILD)/kernels/$f.ptx; want_v=".version $(call kernels_isa,$f)"; want_t=".target $(call kernels_target,$f)"; \
 	  v=$$(grep -m1 '^\.version' $$ptx); t=$$(grep -m1 '^\.target' $$ptx); \
-	  if [ "$$v" != ".version $(KERNELS_PTX_ISA)" ] || [ "$$t" != ".target $(KERNELS_PTX_TARGET)" ]; then \
-	    echo "kernels-ptx-check: FAILED: $$ptx has '$$v' '$$t', expected .version $(KERNELS_PTX_ISA) .target $(KERNELS_PTX_TARGET)"; exit 1; fi; \
+	  if [ "$$v" != "$$want_v" ] || [ "$$t" != "$$want_t" ]; then \
+	    echo "kernels-ptx-check: FAILED: $$ptx has '$$v' '$$t', expected $$want_v $$want_t"; exit 1; fi; \
+	  min=$(subst sm_,,$(call kernels_target,$f)); archs=""; \
+	  for a in $$all; do if [ $${a#sm_} -ge $$min ]; then archs="$$archs $$a"; fi; done; \
+	  if [ -z "$$archs" ]; then echo "kernels-ptx-check: FAILED: $(PTXAS) lists no target for $$ptx"; exit 1; fi; \
 	  for a in $$archs; do \
 	    $(PTXAS) -arch=$$a -o $${ptx%.ptx}.$$a.cubin $$ptx || { \
 	      echo "kernels-ptx-check: FAILED: $(PTXAS) -arch=$$a $$ptx"; exit 1; }; \
 	  done; \
-	  echo "kernels-ptx-check: $$ptx (PTX ISA $(KERNELS_PTX_ISA), .target $(KERNELS_PTX_TARGET)) assembles for" $$archs; \
-	done
+	  echo "kernels-ptx-check: $$ptx (PTX ISA $(call kernels_isa,$f), .target $(call kernels_target,$f)) assembles for$$archs";)
 TEST_STEPS += kernels-ptx-check

@@ -9,30 +9,40 @@
 #include "cast.h"
 #include "fp8_kernels.h"
 
-/* Every kernel file, X(file, its kernel list): kernels/<file>.cu becomes the
- * PTX image gs_ptx_<file> (kernels.mk, ptx_blob.S), loaded as one module;
- * its list names the kernels it defines, entries X(name, ...). A new file
- * adds its line here. */
+/* Every kernel file, X(file, its kernel list, its PTX target): kernels/<file>.cu
+ * becomes the PTX image gs_ptx_<file> (kernels.mk, ptx_blob.S; .target
+ * sm_<target>), loaded as one module; its list names the kernels it
+ * defines, entries X(name, ...). A new file adds its line here.
+ *
+ * Files for GS_KERNEL_BASE_SM are every context's: their load failing fails
+ * the context's load. A file for a newer target is optional: loaded only
+ * where the device's compute capability reaches it, and where it is not
+ * loaded (older device, or a driver that does not take its PTX) its kernels
+ * are absent and kernels_function says why; the others load regardless. */
+#define GS_KERNEL_BASE_SM 61
 #define GS_KERNEL_FILES(X)                                                     \
-  X(cast, GS_CAST_KERNELS)                                                     \
-  X(fp8_quantize, GS_FP8_QUANTIZE_KERNELS)                                     \
-  X(fp8_gemm, GS_FP8_GEMM_KERNELS)
+  X(cast, GS_CAST_KERNELS, 61)                                                 \
+  X(fp8_quantize, GS_FP8_QUANTIZE_KERNELS, 61)                                 \
+  X(fp8_gemm, GS_FP8_GEMM_KERNELS, 61)                                         \
+  X(fp8_gemm_mma, GS_FP8_GEMM_MMA_KERNELS, 89)
 
 /* One id per kernel, over all files, in file order. */
 #define GS_KERNEL_ID(name, ...) GS_K_##name,
-#define GS_KERNEL_FILE_IDS(file, list) list(GS_KERNEL_ID)
+#define GS_KERNEL_FILE_IDS(file, list, sm) list(GS_KERNEL_ID)
 typedef enum gs_kernel_id { GS_KERNEL_FILES(GS_KERNEL_FILE_IDS) GS_KERNEL_COUNT } gs_kernel_id;
 #undef GS_KERNEL_FILE_IDS
 #undef GS_KERNEL_ID
 
 /* Each file's PTX text, NUL-terminated. */
-#define GS_KERNEL_PTX_DECL(file, list) extern const char gs_ptx_##file[];
+#define GS_KERNEL_PTX_DECL(file, list, sm) extern const char gs_ptx_##file[];
 GS_KERNEL_FILES(GS_KERNEL_PTX_DECL)
 #undef GS_KERNEL_PTX_DECL
 
 /* Kernel id's function in ctx's copy of the modules, loading them on first
  * use. CUDA_SUCCESS, or the failing driver call's result with *why set
- * (static string). The driver must be resolved (resolve_driver()). */
+ * (static string); CUDA_ERROR_NOT_SUPPORTED with *why set for a kernel of an
+ * optional file that this context has not loaded (module.h's
+ * GS_KERNEL_FILES). The driver must be resolved (resolve_driver()). */
 CUresult kernels_function(CUcontext ctx, gs_kernel_id id, CUfunction *f, const char **why);
 
 /* cuLaunchKernel on stream with ctx current (pushed around the call when it

@@ -1,6 +1,7 @@
 /* module_launch.c: the shim's kernel modules, loaded once per context.
  *
- * Each kernel file's sm_61 PTX is embedded in libgemmshim.so (ptx_blob.S);
+ * Each kernel file's PTX (sm_61; sm_89 for the optional tensor-core file,
+ * loaded only on such devices: module.h) is embedded in libgemmshim.so (ptx_blob.S);
  * at cuModuleLoadData the driver JIT-compiles it for the context's GPU,
  * once. Each context's functions are cached in a table of slots that are
  * filled once and never changed: readers scan it without a lock (a slot is
@@ -25,18 +26,19 @@
 #define MODULE_SLOTS 256
 
 #define GS_KERNEL_NAME(name, ...) #name,
-#define GS_KERNEL_FILE_NAMES(file, list) list(GS_KERNEL_NAME)
+#define GS_KERNEL_FILE_NAMES(file, list, sm) list(GS_KERNEL_NAME)
 static const char *const kernel_names[GS_KERNEL_COUNT] = {GS_KERNEL_FILES(GS_KERNEL_FILE_NAMES)};
 #undef GS_KERNEL_FILE_NAMES
 #undef GS_KERNEL_NAME
 
-/* Each file's image and how many kernels it holds; their ids follow on from
- * the previous file's, as the enum lists them. */
+/* Each file's image, how many kernels it holds (their ids follow on from
+ * the previous file's, as the enum lists them) and its PTX target. */
 #define GS_KERNEL_ONE(name, ...) +1
-#define GS_KERNEL_FILE(file, list) {gs_ptx_##file, (0 list(GS_KERNEL_ONE))},
+#define GS_KERNEL_FILE(file, list, sm) {gs_ptx_##file, (0 list(GS_KERNEL_ONE)), sm},
 static const struct kernel_file {
   const char *ptx;
   int count;
+  int sm;
 } kernel_files[] = {GS_KERNEL_FILES(GS_KERNEL_FILE)};
 #undef GS_KERNEL_FILE
 #undef GS_KERNEL_ONE
@@ -44,7 +46,8 @@ static const struct kernel_file {
 typedef struct module_slot {
   _Atomic(uintptr_t) ctx;    /* set last, with release: the slot is complete */
   unsigned long long ctx_id; /* 0 where the driver has no cuCtxGetId */
-  CUfunction fn[GS_KERNEL_COUNT];
+  CUfunction fn[GS_KERNEL_COUNT];     /* NULL: an optional file's kernel, not loaded */
+  const char *absent[GS_KERNEL_COUNT]; /* why fn is NULL */
 } module_slot;
 
 static module_slot slots[MODULE_SLOTS];
@@ -63,9 +66,35 @@ static const module_slot *slot_find(CUcontext ctx, unsigned long long id) {
 
 #define FILE_COUNT ((int)(sizeof kernel_files / sizeof kernel_files[0]))
 
+/* ctx's (current) compute capability as major*10 + minor; 0 where the
+ * driver cannot say (optional files are then not loaded). The routes'
+ * contexts are in device.c's cache already, so their loads make no extra
+ * driver call. */
+static int current_sm(CUcontext ctx) {
+  int cached = device_cached_sm(ctx);
+  if (cached >= 0) return cached;
+  CUdevice dev;
+  int major = 0, minor = 0;
+  if (!gs_sys.cuCtxGetDevice || !gs_sys.cuDeviceGetAttribute || GS_CALL(cuCtxGetDevice, &dev) != CUDA_SUCCESS ||
+      GS_CALL(cuDeviceGetAttribute, &major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev) != CUDA_SUCCESS ||
+      GS_CALL(cuDeviceGetAttribute, &minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev) != CUDA_SUCCESS)
+    return 0;
+  return major * 10 + minor;
+}
+
+/* An optional file's kernels, not loaded: their slots say why. */
+static void mark_absent(module_slot *s, int first, int count, const char *why) {
+  for (int k = 0; k < count; k++) {
+    s->fn[first + k] = NULL;
+    s->absent[first + k] = why;
+  }
+}
+
 /* Load every module into ctx (current meanwhile) and fill s. Returns the
  * load's result; a failure unloads what this attempt loaded. *pop_result is
- * the restoring of the caller's context, which can fail on its own. */
+ * the restoring of the caller's context, which can fail on its own. An
+ * optional file (target above GS_KERNEL_BASE_SM) is skipped on an older
+ * device, and its failing to load is not the context's failure. */
 static CUresult slot_load(CUcontext ctx, module_slot *s, const char **why, CUresult *pop_result) {
   *pop_result = CUDA_SUCCESS;
   CUcontext cur = NULL;
@@ -81,18 +110,36 @@ static CUresult slot_load(CUcontext ctx, module_slot *s, const char **why, CUres
     return r;
   }
   CUmodule loaded[FILE_COUNT];
-  int nloaded = 0, id = 0;
-  for (int i = 0; r == CUDA_SUCCESS && i < FILE_COUNT; i++) {
-    r = GS_CALL(cuModuleLoadData, &loaded[i], kernel_files[i].ptx);
+  int nloaded = 0, id = 0, sm = -1;
+  for (int i = 0; r == CUDA_SUCCESS && i < FILE_COUNT; id += kernel_files[i].count, i++) {
+    const int optional = kernel_files[i].sm > GS_KERNEL_BASE_SM;
+    if (optional) {
+      if (sm < 0) sm = current_sm(ctx);
+      if (sm < kernel_files[i].sm) {
+        mark_absent(s, id, kernel_files[i].count,
+                    "the device's compute capability is below the kernel's PTX target");
+        continue;
+      }
+    }
+    CUmodule mod;
+    r = GS_CALL(cuModuleLoadData, &mod, kernel_files[i].ptx);
+    if (r != CUDA_SUCCESS && optional) {
+      GS_INFO("kernels: the driver did not take the sm_%d PTX of file %d (CUresult %d); its kernels are absent",
+              kernel_files[i].sm, i, (int)r);
+      mark_absent(s, id, kernel_files[i].count, "cuModuleLoadData failed: the driver did not take the kernel's PTX");
+      r = CUDA_SUCCESS;
+      continue;
+    }
     if (r != CUDA_SUCCESS) {
       *why = "cuModuleLoadData failed: the driver did not take the shim's sm_61 PTX";
       break;
     }
-    nloaded++;
+    loaded[nloaded++] = mod;
     /* A missing function means the PTX and the kernel list disagree, a
      * build error the tests catch. */
-    for (int k = 0; r == CUDA_SUCCESS && k < kernel_files[i].count; k++, id++) {
-      r = GS_CALL(cuModuleGetFunction, &s->fn[id], loaded[i], kernel_names[id]);
+    for (int k = 0; r == CUDA_SUCCESS && k < kernel_files[i].count; k++) {
+      s->absent[id + k] = NULL;
+      r = GS_CALL(cuModuleGetFunction, &s->fn[id + k], mod, kernel_names[id + k]);
       if (r != CUDA_SUCCESS) *why = "cuModuleGetFunction failed: a kernel is missing from the shim's PTX";
     }
   }
@@ -113,6 +160,17 @@ static CUresult load_failed(CUcontext ctx, CUresult r, const char *why) {
   else
     GS_TRACE("kernels: %s (CUresult %d, context %p)", why, (int)r, (void *)ctx);
   return r;
+}
+
+/* A loaded context's kernel, or why it is absent (no warning: the caller
+ * has another kernel to run). */
+static CUresult slot_function(const module_slot *s, gs_kernel_id id, CUfunction *f, const char **why) {
+  if (!s->fn[id]) {
+    *why = s->absent[id];
+    return CUDA_ERROR_NOT_SUPPORTED;
+  }
+  *f = s->fn[id];
+  return CUDA_SUCCESS;
 }
 
 CUresult kernels_function(CUcontext ctx, gs_kernel_id id, CUfunction *f, const char **why) {
@@ -136,10 +194,7 @@ CUresult kernels_function(CUcontext ctx, gs_kernel_id id, CUfunction *f, const c
     }
   }
   const module_slot *found = slot_find(ctx, ctx_id);
-  if (found) {
-    *f = found->fn[id];
-    return CUDA_SUCCESS;
-  }
+  if (found) return slot_function(found, id, f, why);
 
   CUresult r = CUDA_SUCCESS;
   pthread_mutex_lock(&module_lock);
@@ -168,8 +223,7 @@ CUresult kernels_function(CUcontext ctx, gs_kernel_id id, CUfunction *f, const c
   }
   pthread_mutex_unlock(&module_lock);
   if (r != CUDA_SUCCESS) return load_failed(ctx, r, *why);
-  *f = found->fn[id];
-  return CUDA_SUCCESS;
+  return slot_function(found, id, f, why);
 }
 
 const char *kernels_ready(CUcontext ctx) {

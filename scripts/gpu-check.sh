@@ -381,10 +381,11 @@ step_correctness() {
   routes_step route-ffma --expect '*=ffma'
 
   local backend sets
-  for backend in own cublaslt; do
-    # cuBLASLt fp8 takes only 16-aligned shapes; the shim's kernel takes any.
+  for backend in own own-mma cublaslt; do
+    # cuBLASLt fp8 takes only 16-aligned shapes; the shim's kernels take any
+    # (own-mma: the tensor-core variant, opt-in until this step passes).
     sets=aligned
-    [ "$backend" = own ] && sets=aligned,odd
+    [ "$backend" != cublaslt ] && sets=aligned,odd
     mapfile -t renv < <(shim_env "route-fp8-$backend")
     run_step "route-fp8-$backend" 150 env "${penv[@]}" "${renv[@]}" GEMMSHIM_MODE=fp8 GEMMSHIM_FP8_BACKEND=$backend \
       "$GPU_BIN/route_check" --set=$sets --tol=fp8
@@ -441,7 +442,7 @@ step_benchmarks() {
 
   pol=$(policy_file fp8)
   local backend
-  for backend in own cublaslt; do
+  for backend in own own-mma cublaslt; do
     name=bench-fp8-$backend
     mapfile -t benv < <(shim_env "$name")
     run_step "$name" 120 env "${penv[@]}" "${benv[@]}" GEMMSHIM_POLICY="$pol" GEMMSHIM_FP8_BACKEND=$backend \

@@ -116,6 +116,11 @@ static const char *query_ctx(CUcontext ctx, int *device, int *sm) {
   return NULL;
 }
 
+int device_cached_sm(void *ctx) {
+  int device, sm;
+  return ctx && ctx_lookup((uintptr_t)ctx, &device, &sm) ? sm : -1;
+}
+
 const char *device_of_call(gs_call *c) {
   c->device = c->sm = -1;
   c->ctx = NULL;

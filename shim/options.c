@@ -39,7 +39,7 @@ typedef struct opt_def {
 static const char *const mode_names[] = {"auto", "native", "ffma", "fp8", NULL};
 static const char *const level_names[] = {"WARN", "INFO", "TRACE", NULL};
 static const char *const fp8_format_names[] = {"e4m3", "e5m2", "hybrid", NULL};
-static const char *const fp8_backend_names[] = {"auto", "own", "cublaslt", NULL};
+static const char *const fp8_backend_names[] = {"auto", "own", "cublaslt", "own-mma", NULL};
 
 /* The options table. Route-specific options live here too, so every
  * variable the shim reads is listed in one place. */
@@ -65,7 +65,8 @@ static const opt_def options[] = {
      "fp8 format: e4m3, e5m2, or hybrid (E5M2 for operands detected as gradients)", &gs_opt.fp8_format,
      fp8_format_names, 0, 0},
     {"GEMMSHIM_FP8_BACKEND", OPT_ENUM, "auto",
-     "fp8 GEMM backend: auto (cuBLASLt fp8 on sm_89+ where it applies, else the shim's kernel), own, cublaslt",
+     "fp8 GEMM backend: auto (cuBLASLt fp8 on sm_89+ where it applies, else the shim's kernel), own, cublaslt, "
+     "own-mma (the shim's kernel on fp8 tensor cores, sm_89+, else own; not yet validated on a GPU)",
      &gs_opt.fp8_backend, fp8_backend_names, 0, 0},
     {"GEMMSHIM_FP8_HISTORY", OPT_U64, "16", "amax history length per call site and operand",
      &gs_opt.fp8_history, NULL, 1, 4096},

@@ -4,7 +4,8 @@
  * transient fp8 buffers (kernels/fp8.h: TN layout, k contiguous) with the
  * scale their call site's ring published on the previous call
  * (fp8_sites.c), then multiplied in fp32 by cuBLASLt's fp8 GEMM (sm_89+,
- * where its rules allow) or by the shim's own fp8 kernel, writing the
+ * where its rules allow) or by the shim's own fp8 kernel (its tensor-core
+ * variant with GEMMSHIM_FP8_BACKEND=own-mma on sm_89+), writing the
  * caller's D in its own type: D = alpha * scale_a * scale_b * op(A8) op(B8)
  * + beta * C, then the caller's Lt epilogue. The quantize kernels measure
  * amax on the way and publish the next scale on the device: no host round
@@ -232,6 +233,7 @@ static int aligned16(const void *p) { return ((uintptr_t)p & 15) == 0; }
 static const char *lt_unfit(const gs_call *c, const fp8_plan *p, const fp8_use *u) {
   const gs_gemm *g = &c->g;
   if (gs_opt.fp8_backend == GS_FP8_BACKEND_OWN) return "GEMMSHIM_FP8_BACKEND=own";
+  if (gs_opt.fp8_backend == GS_FP8_BACKEND_OWN_MMA) return "GEMMSHIM_FP8_BACKEND=own-mma";
   if (c->sm < 89) return "cuBLASLt fp8 needs sm_89 or newer";
   if (u->fmt[0] == GS_FP8_E5M2 && u->fmt[1] == GS_FP8_E5M2) return "cuBLASLt fp8 has no E5M2 x E5M2";
   if (g->k % 16) return "k is not a multiple of 16 (cuBLASLt fp8 leading dimensions)";
@@ -311,9 +313,9 @@ static cublasStatus_t lt_fp8(const gs_call *c, const fp8_plan *p, const fp8_use 
   return s;
 }
 
-static CUresult own_fp8(const gs_call *c, const fp8_plan *p, const fp8_use *u, const char *base) {
+static CUresult own_fp8(const gs_call *c, const fp8_plan *p, const fp8_use *u, const char *base, int mma) {
   const gs_gemm *g = &c->g;
-  return fp8_gemm((CUcontext)c->ctx, (CUstream)g->stream, g->m, g->n, g->k, g->batch,
+  return (mma ? fp8_gemm_mma : fp8_gemm)((CUcontext)c->ctx, (CUstream)g->stream, g->m, g->n, g->k, g->batch,
                   (const uint8_t *)(base + p->off[BUF_A8]), u->fmt[0], (const uint8_t *)(base + p->off[BUF_B8]),
                   u->fmt[1], &u->ring[0]->scale[u->parity], &u->ring[1]->scale[u->parity], g->alpha, g->beta,
                   g->pointer_mode, g->c_type, g->C, g->ldc, g->stride_c, g->d_type, g->D, g->ldd, g->stride_d,
@@ -379,8 +381,22 @@ int route_fp8(gs_call *c) {
     lt_status = lt_fp8(c, &p, &u, lt, base);
     if (lt_status != CUBLAS_STATUS_SUCCESS) lt = NULL;
   }
-  if (!lt) {
-    r = own_fp8(c, &p, &u, base);
+  /* GEMMSHIM_FP8_BACKEND=own-mma: the tensor-core kernel where the device
+   * has fp8 mma (sm_89+) and its module loaded; otherwise, and if its launch
+   * fails (nothing written then), the FFMA kernel, with the reason. */
+  int mma = 0;
+  char mma_why[96] = "";
+  if (!lt && gs_opt.fp8_backend == GS_FP8_BACKEND_OWN_MMA) {
+    if (c->sm < 89) {
+      snprintf(mma_why, sizeof mma_why, "own-mma needs sm_89 or newer (device is sm_%d)", c->sm);
+    } else {
+      r = own_fp8(c, &p, &u, base, 1);
+      if (r == CUDA_SUCCESS) mma = 1;
+      else snprintf(mma_why, sizeof mma_why, "own-mma kernel launch failed (CUresult %d)", (int)r);
+    }
+  }
+  if (!lt && !mma) {
+    r = own_fp8(c, &p, &u, base, 0);
     if (r != CUDA_SUCCESS) {
       transient_release(&t);
       fp8_site_release(&u, ran);
@@ -393,10 +409,12 @@ int route_fp8(gs_call *c) {
   describe_formats(c, &u);
   fp8_site_release(&u, ran);
 
-  c->backend = lt ? "cublaslt-fp8" : "own";
+  c->backend = lt ? "cublaslt-fp8" : mma ? "own-mma" : "own";
   if (!lt && lt_status != CUBLAS_STATUS_SUCCESS)
     call_decline(c, GS_ROUTE_FP8, "cuBLASLt fp8 returned status %d, ran the own kernel", (int)lt_status);
-  else if (!lt && gs_opt.fp8_backend != GS_FP8_BACKEND_OWN)
+  else if (mma_why[0])
+    call_decline(c, GS_ROUTE_FP8, "%s; ran the own kernel", mma_why);
+  else if (!lt && gs_opt.fp8_backend != GS_FP8_BACKEND_OWN && gs_opt.fp8_backend != GS_FP8_BACKEND_OWN_MMA)
     call_decline(c, GS_ROUTE_FP8, "own kernel: %s", own_why);
   if (carried != CUDA_SUCCESS)
     call_decline(c, GS_ROUTE_FP8, "scale not carried for graph replays (CUresult %d)", (int)carried);

@@ -92,7 +92,14 @@ typedef struct gs_call {
 /* "options.c": one table, read once from the environment at load. */
 typedef enum gs_mode { GS_MODE_AUTO = 0, GS_MODE_NATIVE, GS_MODE_FFMA, GS_MODE_FP8 } gs_mode;
 typedef enum gs_fp8_format { GS_FP8_FORMAT_E4M3 = 0, GS_FP8_FORMAT_E5M2, GS_FP8_FORMAT_HYBRID } gs_fp8_format;
-typedef enum gs_fp8_backend { GS_FP8_BACKEND_AUTO = 0, GS_FP8_BACKEND_OWN, GS_FP8_BACKEND_CUBLASLT } gs_fp8_backend;
+/* own-mma: the own kernel on fp8 tensor cores (sm_89+), opt-in until
+ * checked on a GPU; auto never picks it. */
+typedef enum gs_fp8_backend {
+  GS_FP8_BACKEND_AUTO = 0,
+  GS_FP8_BACKEND_OWN,
+  GS_FP8_BACKEND_CUBLASLT,
+  GS_FP8_BACKEND_OWN_MMA
+} gs_fp8_backend;
 typedef enum gs_level { GS_LEVEL_WARN = 0, GS_LEVEL_INFO, GS_LEVEL_TRACE } gs_level;
 
 typedef struct gs_options {
@@ -172,6 +179,9 @@ void decode_lt_rest(gs_gemm *g, int for_route);
  * cached per context. Never synchronises. Returns NULL when found (c->device
  * and c->sm set), else a static string saying why not (both left -1). */
 const char *device_of_call(gs_call *c);
+/* ctx's compute capability (major*10 + minor) if device_of_call has cached
+ * it, else -1; makes no driver call. */
+int device_cached_sm(void *ctx);
 void device_handle_created(void *handle);
 void device_handle_destroyed(void *handle);
 

@@ -105,7 +105,8 @@ static float fmt_max(int fmt) { return fmt ? GS_FP8_E5M2_MAX : GS_FP8_E4M3_MAX; 
 
 /* ---- the host kernels and the stand-in driver ------------------------------ */
 static void *host_lib, *standin_cuda;
-static CUcontext ctx;
+static CUcontext ctx;   /* the 6.1 device's: the tests' default */
+static CUcontext ctx90; /* the 9.0 device's: the tensor-core GEMM loads there */
 static unsigned long long (*take_vector_accesses)(void);
 
 /* $(BUILD)/tests/unit/test_fp8_kernels -> $(BUILD)/<rel> */
@@ -157,6 +158,8 @@ static int setup(void **state) {
   *(void **)&create = dlsym(standin_cuda, "cuCtxCreate_v4");
   CUcontext popped;
   if (!create || create(&ctx, NULL, 0, 0) != CUDA_SUCCESS) return -1;
+  if (gs_sys.cuCtxPopCurrent_v2(&popped) != CUDA_SUCCESS) return -1;
+  if (create(&ctx90, NULL, 0, 1) != CUDA_SUCCESS) return -1;
   return gs_sys.cuCtxPopCurrent_v2(&popped) == CUDA_SUCCESS ? 0 : -1;
 }
 
@@ -730,6 +733,25 @@ static int epi_flags(int epilogue) {
   }
 }
 
+/* Set: gemm_run runs the tensor-core kernel (fp8_gemm_mma) instead, and
+ * compares with the same reference (the FFMA kernel's operations, bit for
+ * bit that kernel's result) within what a different fp32 summation order
+ * allows. The emulated mma reads the fragments through the layout the
+ * kernel loads them with, so a wrong layout gives wrong products here. */
+static int gemm_use_mma;
+
+/* |got - want| within the bound for fp32 sums of k terms in two different
+ * orders (each within (k-1) u sum|a b|, u = 2^-24), carried through the
+ * epilogue's few roundings, plus one step of D's type. */
+static void mma_check(const char *name, int64_t i, int64_t j, int64_t b, double got, double want, double tol,
+                      int d_type) {
+  double step = d_type == CUDA_R_16BF ? 0x1p-7 : d_type == CUDA_R_16F ? 0x1p-10 : 0.0;
+  double bound = tol + step * (fabs(want) + tol) + (d_type == CUDA_R_16F ? 0x1p-24 : 0x1p-126);
+  if (!(fabs(got - want) <= bound))
+    fail_msg("%s (own-mma): D(%" PRId64 ",%" PRId64 ",%" PRId64 ") = %.9g, want %.9g within %.3g", name, i, j, b, got,
+             want, bound);
+}
+
 static unsigned long long gemm_run(const gemm_case *g) {
   const int64_t m = g->m, n = g->n, k = g->k, batch = g->batch;
   const int flags = epi_flags(g->epilogue);
@@ -773,11 +795,11 @@ static unsigned long long gemm_run(const gemm_case *g) {
   }
 
   take_vector_accesses();
-  CUresult r = fp8_gemm(ctx, NULL, m, n, k, batch, a8, g->fmt_a, b8, g->fmt_b, &scales[0], &scales[1], alpha, beta,
-                        g->pointer_mode, g->c_type, c, ldc, stride_c, g->d_type, d, ldd, stride_d, g->epilogue, bias,
-                        g->bias_type);
+  CUresult r = (gemm_use_mma ? fp8_gemm_mma : fp8_gemm)(
+      ctx, NULL, m, n, k, batch, a8, g->fmt_a, b8, g->fmt_b, &scales[0], &scales[1], alpha, beta, g->pointer_mode,
+      g->c_type, c, ldc, stride_c, g->d_type, d, ldd, stride_d, g->epilogue, bias, g->bias_type);
   unsigned long long vec = take_vector_accesses();
-  if (r != CUDA_SUCCESS) fail_msg("%s: fp8_gemm CUresult %d", g->name, (int)r);
+  if (r != CUDA_SUCCESS) fail_msg("%s: %s CUresult %d", g->name, gemm_use_mma ? "fp8_gemm_mma" : "fp8_gemm", (int)r);
 
   /* The reference: the kernel's fp32 operations in the kernel's order. */
   const float scale = k > 0 ? g->alpha * (scales[0] * scales[1]) : g->alpha;
@@ -785,17 +807,30 @@ static unsigned long long gemm_run(const gemm_case *g) {
     for (int64_t j = 0; j < n; j++)
       for (int64_t i = 0; i < m; i++) {
         float acc = 0.0f;
-        for (int64_t p = 0; p < k; p++)
-          acc = fmaf(gs_fp8_to_f32(a8[(b * m + i) * k + p], g->fmt_a), gs_fp8_to_f32(b8[(b * n + j) * k + p], g->fmt_b),
-                     acc);
+        double abs_sum = 0.0;
+        for (int64_t p = 0; p < k; p++) {
+          float x = gs_fp8_to_f32(a8[(b * m + i) * k + p], g->fmt_a), y = gs_fp8_to_f32(b8[(b * n + j) * k + p], g->fmt_b);
+          acc = fmaf(x, y, acc);
+          abs_sum += fabs((double)x * y);
+        }
         float v = acc * scale;
-        if (g->beta != 0.0f) v = fmaf(g->beta, c_ref[b * stride_c + j * ldc + i], v);
-        if (flags & GS_FP8_EPI_BIAS) v = v + get_elem(g->bias_type, bias, i);
+        double c_term = 0.0, bias_term = 0.0;
+        if (g->beta != 0.0f) v = fmaf(g->beta, c_ref[b * stride_c + j * ldc + i], v), c_term = fabs(g->beta * c_ref[b * stride_c + j * ldc + i]);
+        if (flags & GS_FP8_EPI_BIAS) v = v + get_elem(g->bias_type, bias, i), bias_term = fabs(get_elem(g->bias_type, bias, i));
         if ((flags & GS_FP8_EPI_RELU) && v < 0.0f) v = 0.0f;
         int64_t at = b * stride_d + j * ldd + i;
+        /* The tensor-core kernel's bound: two summation orders, then the
+         * epilogue's roundings on values that differ by that much. */
+        const double mma_tol = 2.0 * (double)(k + 1) * 0x1p-24 * abs_sum * fabs(scale) +
+                               4.0 * 0x1p-24 * (fabs((double)acc * scale) + c_term + bias_term);
+        if (gemm_use_mma && !(flags & GS_FP8_EPI_GELU)) {
+          mma_check(g->name, i, j, b, get_elem(g->d_type, d, at), v, mma_tol, g->d_type);
+          continue;
+        }
         if (flags & GS_FP8_EPI_GELU) {
           double want = gelu_ref(v), got = get_elem(g->d_type, d, at);
-          double tol = 2e-6 * fabs(want) + 1e-6 + (g->d_type == CUDA_R_32F ? 0.0 : fabs(want) * 0x1p-8);
+          double tol = 2e-6 * fabs(want) + 1e-6 + (g->d_type == CUDA_R_32F ? 0.0 : fabs(want) * 0x1p-8) +
+                       (gemm_use_mma ? 1.2 * mma_tol + (g->d_type == CUDA_R_32F ? 0.0 : 1.2 * mma_tol * 0x1p-7) : 0.0);
           if (!(fabs(got - want) <= tol))
             fail_msg("%s: D(%" PRId64 ",%" PRId64 ",%" PRId64 ") = %.9g, gelu(%.9g) = %.9g", g->name, i, j, b, got,
                      (double)v, want);
@@ -977,8 +1012,10 @@ static double sqnr_case(int64_t m, int64_t n, int64_t k, int64_t batch, int ta, 
   printf("  %s cast SQNR: A %.1f dB, B %.1f dB\n", fmt ? "e5m2" : "e4m3", cast_db[0], cast_db[1]);
   assert_true(cast_db[0] >= (fmt ? 18.0 : 25.0) && cast_db[1] >= (fmt ? 18.0 : 25.0));
   const float one = 1.0f, zero = 0.0f;
-  assert_int_equal(fp8_gemm(ctx, NULL, m, n, k, batch, a8, fmt, b8, fmt, &ra->scale[parity], &rb->scale[parity], &one,
-                            &zero, 0, FL, NULL, m, m * n, FL, d, m, m * n, CUBLASLT_EPILOGUE_DEFAULT, NULL, 0),
+  assert_int_equal((gemm_use_mma ? fp8_gemm_mma : fp8_gemm)(ctx, NULL, m, n, k, batch, a8, fmt, b8, fmt,
+                                                            &ra->scale[parity], &rb->scale[parity], &one, &zero, 0, FL,
+                                                            NULL, m, m * n, FL, d, m, m * n, CUBLASLT_EPILOGUE_DEFAULT,
+                                                            NULL, 0),
                    CUDA_SUCCESS);
   double sig = 0, err = 0;
   for (int64_t bb = 0; bb < batch; bb++)
@@ -1149,6 +1186,132 @@ static void test_module_once_per_context(void **state) {
   ctx = saved;
 }
 
+/* ---- the tensor-core GEMM (fp8_gemm_mma.cu) ---------------------------------- */
+/* Its module is the 9.0 device's only: the GEMM tests run there with
+ * gemm_use_mma set, then the defaults come back. */
+static CUcontext ctx61_saved;
+static int mma_setup(void **state) {
+  (void)state;
+  ctx61_saved = ctx;
+  gemm_use_mma = 1;
+  ctx = ctx90;
+  return 0;
+}
+static int mma_teardown(void **state) {
+  (void)state;
+  gemm_use_mma = 0;
+  ctx = ctx61_saved;
+  return 0;
+}
+
+/* Every FFMA case (shapes, vector path, epilogues, k = 0, pointer modes):
+ * the same contract, within the summation-order bound. */
+static void test_mma_ffma_cases(void **state) {
+  test_gemm_shapes(state);
+  test_gemm_vector_path(state);
+  test_gemm_epilogues(state);
+  test_gemm_k0(state);
+  test_gemm_pointer_modes(state);
+}
+
+/* Random shapes (m, n, k off the 16/8/32 fragment sizes, k past one step
+ * and not), both formats each side, every epilogue, output types, C == D. */
+static void test_mma_random_shapes(void **state) {
+  (void)state;
+  static const int types[3] = {BF, HF, FL};
+  static const int epis[6] = {0, CUBLASLT_EPILOGUE_BIAS, CUBLASLT_EPILOGUE_RELU, CUBLASLT_EPILOGUE_RELU_BIAS,
+                              CUBLASLT_EPILOGUE_GELU, CUBLASLT_EPILOGUE_GELU_BIAS};
+  for (int t = 0; t < 36; t++) {
+    gemm_case g;
+    memset(&g, 0, sizeof g);
+    g.m = 1 + rng_below(140), g.n = 1 + rng_below(140), g.k = t % 9 == 0 ? 0 : 1 + rng_below(160);
+    g.batch = 1 + rng_below(3);
+    g.fmt_a = (int)rng_below(2), g.fmt_b = (int)rng_below(2);
+    g.d_type = types[rng_below(3)];
+    g.c_type = g.d_type;
+    g.bias_type = types[rng_below(3)];
+    g.epilogue = epis[t % 6];
+    g.alpha = (float)(0.5 + rng_unit());
+    g.beta = t % 3 == 0 ? 0.0f : (float)(rng_unit() - 0.5);
+    g.in_place = t % 4 == 1;
+    g.c_null = g.beta == 0.0f && t % 2 == 0;
+    g.ldd_pad = rng_below(4), g.ldc_pad = rng_below(4);
+    char name[96];
+    snprintf(name, sizeof name, "random %" PRId64 "x%" PRId64 "x%" PRId64 " batch %" PRId64 " %s x %s %s epi %d",
+             g.m, g.n, g.k, g.batch, g.fmt_a ? "e5m2" : "e4m3", g.fmt_b ? "e5m2" : "e4m3", type_name(g.d_type),
+             g.epilogue);
+    g.name = name;
+    gemm_run(&g);
+  }
+}
+
+/* The host kernel directly, with a grid smaller than the tiles: every
+ * block loops over tiles and batch, against the FFMA reference bound. */
+static void test_mma_grid_stride(void **state) {
+  (void)state;
+  const int64_t m = 150, n = 140, k = 70, batch = 3;
+  uint8_t *a8 = dev_alloc((size_t)(m * k * batch)), *b8 = dev_alloc((size_t)(n * k * batch));
+  random_codes(a8, m * k * batch, E4), random_codes(b8, n * k * batch, E5);
+  float *sc = dev_alloc(2 * sizeof(float));
+  sc[0] = 0.02f, sc[1] = 0.03f;
+  float *d = dev_alloc((size_t)(m * n * batch) * sizeof(float));
+  for (int64_t i = 0; i < m * n * batch; i++) put_nan(FL, d, i);
+  gs_fp8_gemm_args a = {.a8 = a8, .b8 = b8, .scale_a = &sc[0], .scale_b = &sc[1], .d = d, .m = m, .n = n,
+                        .k = k, .batch = batch, .ldd = m, .stride_d = m * n, .tiles_m = 3, .tiles_n = 3,
+                        .alpha = 1.0f, .beta = 0.0f, .fmt_a = E4, .fmt_b = E5, .c_type = GS_ELEM_F32,
+                        .d_type = GS_ELEM_F32, .bias_type = GS_ELEM_F32};
+  const unsigned grid[3] = {2, 1, 2};
+  assert_int_equal(run_host_kernel("gs_fp8_gemm_mma", grid, GS_FP8_G_THREADS, &a), CUDA_SUCCESS);
+  const float scale = 1.0f * (sc[0] * sc[1]);
+  for (int64_t b = 0; b < batch; b++)
+    for (int64_t j = 0; j < n; j++)
+      for (int64_t i = 0; i < m; i++) {
+        float acc = 0.0f;
+        double abs_sum = 0.0;
+        for (int64_t p = 0; p < k; p++) {
+          float x = gs_e4m3_to_f32(a8[(b * m + i) * k + p]), y = gs_e5m2_to_f32(b8[(b * n + j) * k + p]);
+          acc = fmaf(x, y, acc);
+          abs_sum += fabs((double)x * y);
+        }
+        double tol = 2.0 * (double)(k + 1) * 0x1p-24 * abs_sum * scale + 4.0 * 0x1p-24 * fabs((double)acc * scale);
+        mma_check("grid-stride", i, j, b, d[b * m * n + j * m + i], acc * scale, tol, FL);
+      }
+  dev_free(a8), dev_free(b8), dev_free(sc), dev_free(d);
+}
+
+/* E4M3 end to end (amax_init, quantize, the tensor-core GEMM) against
+ * float64: SQNR >= 25 dB, as for the FFMA kernel. */
+static void test_mma_sqnr(void **state) {
+  (void)state;
+  for (int ta = 0; ta < 2; ta++) {
+    double db = sqnr_case(96, 80, 128, 2, ta, !ta, E4);
+    printf("  e4m3 pipeline (own-mma) %s%s 96x80x128 batch 2: SQNR %.1f dB\n", ta ? "T" : "N", ta ? "N" : "T", db);
+    assert_true(db >= 25.0);
+  }
+}
+
+/* On the 6.1 device the module is not loaded: the launcher returns
+ * CUDA_ERROR_NOT_SUPPORTED and writes nothing; the FFMA kernel still runs
+ * in the same context. */
+static void test_mma_absent_below_sm89(void **state) {
+  (void)state;
+  uint8_t *a8 = dev_alloc(32 * 32), *b8 = dev_alloc(32 * 32);
+  random_codes(a8, 32 * 32, E4), random_codes(b8, 32 * 32, E4);
+  float *sc = dev_alloc(2 * sizeof(float)), *d = dev_alloc(32 * 32 * sizeof(float));
+  sc[0] = sc[1] = 1.0f;
+  for (int i = 0; i < 32 * 32; i++) put_nan(FL, d, i);
+  const float one = 1.0f, zero = 0.0f;
+  assert_int_equal(fp8_gemm_mma(ctx, NULL, 32, 32, 32, 1, a8, E4, b8, E4, &sc[0], &sc[1], &one, &zero, 0, FL, NULL, 32,
+                                0, FL, d, 32, 0, -1, NULL, 0),
+                   CUDA_ERROR_NOT_SUPPORTED);
+  for (int i = 0; i < 32 * 32; i++) assert_int_equal(get_bits(FL, d, i), nan_bits(FL));
+  assert_int_equal(fp8_gemm(ctx, NULL, 32, 32, 32, 1, a8, E4, b8, E4, &sc[0], &sc[1], &one, &zero, 0, FL, NULL, 32, 0,
+                            FL, d, 32, 0, -1, NULL, 0),
+                   CUDA_SUCCESS);
+  for (int i = 0; i < 32 * 32; i++) assert_false(isnan(d[i]));
+  dev_free(a8), dev_free(b8), dev_free(sc), dev_free(d);
+}
+
 int main(void) {
   const char *seed_env = getenv("GS_TEST_SEED");
   uint64_t seed = seed_env && *seed_env ? strtoull(seed_env, NULL, 0) : (uint64_t)getpid() * 0x9E3779B97F4A7C15ull;
@@ -1176,6 +1339,11 @@ int main(void) {
       cmocka_unit_test(test_gemm_argument_checks),
       cmocka_unit_test(test_other_context),
       cmocka_unit_test(test_module_once_per_context),
+      cmocka_unit_test(test_mma_absent_below_sm89),
+      cmocka_unit_test_setup_teardown(test_mma_ffma_cases, mma_setup, mma_teardown),
+      cmocka_unit_test_setup_teardown(test_mma_random_shapes, mma_setup, mma_teardown),
+      cmocka_unit_test_setup_teardown(test_mma_grid_stride, mma_setup, mma_teardown),
+      cmocka_unit_test_setup_teardown(test_mma_sqnr, mma_setup, mma_teardown),
   };
   return cmocka_run_group_tests(tests, setup, NULL);
 }

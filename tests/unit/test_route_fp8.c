@@ -35,10 +35,11 @@
 
 #define DEV_90 0 /* STANDIN_CC order */
 #define DEV_61 1
-static const int dev_sm[2] = {90, 61};
-static CUcontext ctxs[2];
-static CUstream streams[2];
-static cublasLtHandle_t lt_handles[2];
+#define DEV_86 2 /* only where own-mma's sm_89 floor is tested */
+static const int dev_sm[3] = {90, 61, 86};
+static CUcontext ctxs[3];
+static CUstream streams[3];
+static cublasLtHandle_t lt_handles[3];
 static void *standin_cuda, *standin_lt;
 
 /* ---- set-up ---------------------------------------------------------------------- */
@@ -79,7 +80,7 @@ static int setup(void **state) {
   if (env && *env) snprintf(kernels, sizeof kernels, "%s", env);
   else build_path(kernels, sizeof kernels, "kernels/libgemmshim_kernels_host.so");
   setenv("STANDIN_KERNELS", kernels, 1);
-  setenv("STANDIN_CC", "9.0,6.1", 1);
+  setenv("STANDIN_CC", "9.0,6.1,8.6", 1);
   build_path(cuda, sizeof cuda, "standin/cu13/libcuda.so.1");
   build_path(lt, sizeof lt, "standin/cu13/libcublasLt.so.13");
   standin_cuda = dlopen(cuda, RTLD_NOW | RTLD_GLOBAL);
@@ -106,7 +107,7 @@ static int setup(void **state) {
   CUresult (*stream_create)(CUstream *, unsigned);
   *(void **)&create = standin_sym("cuCtxCreate_v4");
   *(void **)&stream_create = standin_sym("cuStreamCreate");
-  for (int d = 0; d < 2; d++) {
+  for (int d = 0; d < 3; d++) {
     CUcontext popped;
     if (create(&ctxs[d], NULL, 0, d) != CUDA_SUCCESS) return -1;
     if (stream_create(&streams[d], 0) != CUDA_SUCCESS) return -1;
@@ -576,6 +577,37 @@ static void test_backend_own_option(void **state) {
   gemm_free(&x);
 }
 
+/* GEMMSHIM_FP8_BACKEND=own-mma: the tensor-core kernel on 9.0 (never
+ * cuBLASLt, no reason logged); on 8.6 and 6.1 the FFMA kernel, with the
+ * exact reason; both within the E4M3 SQNR bound. */
+static void test_backend_own_mma_option(void **state) {
+  gs_opt.fp8_backend = GS_FP8_BACKEND_OWN_MMA;
+  static const struct {
+    int dev;
+    const char *backend, *reason;
+  } cases[] = {
+      {DEV_90, "own-mma", "fp8 e4m3 x e4m3; first call: scales from its own amax"},
+      {DEV_86, "own",
+       "fp8 e4m3 x e4m3; first call: scales from its own amax; own-mma needs sm_89 or newer (device is sm_86); ran "
+       "the own kernel"},
+      {DEV_61, "own",
+       "fp8 e4m3 x e4m3; first call: scales from its own amax; own-mma needs sm_89 or newer (device is sm_61); ran "
+       "the own kernel"},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    problem p = {cases[i].dev, GS_API_GEMM_EX, T_, N_, 70, 45, 100, 1, BF16, BF16, C32F, 0, -1, 1.0f, 0.0f, 0,
+                 (int)(120 + i)};
+    gemm x;
+    gemm_make(&x, &p, 1.0);
+    assert_int_equal(gemm_run(&x), CUDA_SUCCESS);
+    assert_string_equal(x.c.backend, cases[i].backend);
+    assert_string_equal(x.c.reason, cases[i].reason);
+    if (x.sqnr < 25.0) fail_msg("own-mma on sm %d: %.2f dB", dev_sm[cases[i].dev], x.sqnr);
+    printf("test_route_fp8: own-mma option on sm %d (%s): SQNR %.1f dB\n", dev_sm[cases[i].dev], x.c.backend, x.sqnr);
+    gemm_free(&x);
+  }
+}
+
 /* cuBLASLt returning an error leaves D alone: the own kernel runs the call
  * on the operands already quantized. */
 static void test_lt_failure_falls_back(void **state) {
@@ -795,6 +827,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_delayed_scaling, test_setup, test_teardown),
       cmocka_unit_test_setup_teardown(test_e5m2_runs_own_kernel, test_setup, test_teardown),
       cmocka_unit_test_setup_teardown(test_backend_own_option, test_setup, test_teardown),
+      cmocka_unit_test_setup_teardown(test_backend_own_mma_option, test_setup, test_teardown),
       cmocka_unit_test_setup_teardown(test_lt_failure_falls_back, test_setup, test_teardown),
       cmocka_unit_test_setup_teardown(test_declines, test_setup, test_teardown),
       cmocka_unit_test_setup_teardown(test_declines_arguments, test_setup, test_teardown),
