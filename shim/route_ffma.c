@@ -16,6 +16,7 @@
 #include "../kernels/kernels.h"
 #include "memory.h"
 #include "resolve.h"
+#include "route_lt.h"
 #include "shim.h"
 #include "sys.h"
 
@@ -232,37 +233,10 @@ static cublasStatus_t gemm_ex_fp32(const gs_call *c, const ffma_plan *p, char *b
 
 /* Lt: the same descriptor in fp32 (transposes, pointer mode, epilogue,
  * bias), fp32 layouts for the transient buffers, the caller's workspace. */
-typedef struct lt_objects {
-  cublasLtMatmulDesc_t desc;
-  cublasLtMatrixLayout_t la, lb, lc, ld;
-} lt_objects;
-
-static void lt_destroy(lt_objects *o) {
-  if (o->desc) GS_CALL(cublasLtMatmulDescDestroy, o->desc);
-  cublasLtMatrixLayout_t *ls[] = {&o->la, &o->lb, &o->lc, &o->ld};
-  for (int i = 0; i < 4; i++)
-    if (*ls[i]) GS_CALL(cublasLtMatrixLayoutDestroy, *ls[i]);
-}
-
-static cublasStatus_t lt_layout(cublasLtMatrixLayout_t *l, int type, int64_t rows, int64_t cols, int64_t ld,
-                                int64_t batch, int64_t stride) {
-  int32_t b = (int32_t)batch;
-  cublasStatus_t s = GS_CALL(cublasLtMatrixLayoutCreate, l, (cudaDataType)type, (uint64_t)rows, (uint64_t)cols, ld);
-  if (s == CUBLAS_STATUS_SUCCESS)
-    s = GS_CALL(cublasLtMatrixLayoutSetAttribute, *l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &b, sizeof b);
-  if (s == CUBLAS_STATUS_SUCCESS)
-    s = GS_CALL(cublasLtMatrixLayoutSetAttribute, *l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride,
-                sizeof stride);
-  return s;
-}
-
 static cublasStatus_t lt_fp32(const gs_call *c, const ffma_plan *p, char *base, void *ws, size_t wss) {
   const gs_gemm *g = &c->g;
-  if (!gs_sys.cublasLtMatmulDescCreate || !gs_sys.cublasLtMatmulDescSetAttribute ||
-      !gs_sys.cublasLtMatrixLayoutCreate || !gs_sys.cublasLtMatrixLayoutSetAttribute ||
-      !gs_sys.cublasLtMatmulDescDestroy || !gs_sys.cublasLtMatrixLayoutDestroy)
-    return CUBLAS_STATUS_NOT_SUPPORTED;
-  lt_objects o = {0};
+  if (!route_lt_available()) return CUBLAS_STATUS_NOT_SUPPORTED;
+  route_lt o = {0};
   int32_t ta = g->transa, tb = g->transb, pm = g->pointer_mode, bias_type = F32;
   uint32_t epi = (uint32_t)g->epilogue;
   const void *bias = p->own_bias ? (const void *)(base + p->off[BUF_BIAS]) : g->bias;
@@ -285,15 +259,15 @@ static cublasStatus_t lt_fp32(const gs_call *c, const ffma_plan *p, char *base, 
   if (bias_stride) SET(CUBLASLT_MATMUL_DESC_BIAS_BATCH_STRIDE, bias_stride);
 #undef SET
   if (s == CUBLAS_STATUS_SUCCESS)
-    s = lt_layout(&o.la, F32, p->a_rows, p->a_cols, p->a_rows, g->batch, p->a_rows * p->a_cols);
+    s = route_lt_layout(&o.la, F32, p->a_rows, p->a_cols, p->a_rows, g->batch, p->a_rows * p->a_cols);
   if (s == CUBLAS_STATUS_SUCCESS)
-    s = lt_layout(&o.lb, F32, p->b_rows, p->b_cols, p->b_rows, g->batch, p->b_rows * p->b_cols);
-  if (s == CUBLAS_STATUS_SUCCESS) s = lt_layout(&o.lc, F32, g->m, g->n, ldc, g->batch, sc);
-  if (s == CUBLAS_STATUS_SUCCESS) s = lt_layout(&o.ld, F32, g->m, g->n, ldd, g->batch, sd);
+    s = route_lt_layout(&o.lb, F32, p->b_rows, p->b_cols, p->b_rows, g->batch, p->b_rows * p->b_cols);
+  if (s == CUBLAS_STATUS_SUCCESS) s = route_lt_layout(&o.lc, F32, g->m, g->n, ldc, g->batch, sc);
+  if (s == CUBLAS_STATUS_SUCCESS) s = route_lt_layout(&o.ld, F32, g->m, g->n, ldd, g->batch, sd);
   if (s == CUBLAS_STATUS_SUCCESS)
     s = GS_CALL(cublasLtMatmul, (cublasLtHandle_t)g->handle, o.desc, g->alpha, base + p->off[BUF_A], o.la,
                 base + p->off[BUF_B], o.lb, g->beta, C, o.lc, D, o.ld, NULL, ws, wss, (cudaStream_t)g->stream);
-  lt_destroy(&o);
+  route_lt_destroy(&o);
   return s;
 }
 

@@ -26,6 +26,7 @@
 #include "fp8_sites.h"
 #include "memory.h"
 #include "resolve.h"
+#include "route_lt.h"
 #include "shim.h"
 #include "sys.h"
 
@@ -243,43 +244,16 @@ static const char *lt_unfit(const gs_call *c, const fp8_plan *p, const fp8_use *
     return "C or D is not 16-byte aligned (cuBLASLt fp8)";
   if (p->bias && p->bias_type != (g->d_type == F32 ? CUDA_R_16BF : g->d_type))
     return "bias type is not cuBLASLt's fp8 bias type";
-  if (!resolve_hooked(GS_SYS_cublasLtMatmul) || !gs_sys.cublasLtMatmulDescCreate ||
-      !gs_sys.cublasLtMatmulDescSetAttribute || !gs_sys.cublasLtMatrixLayoutCreate ||
-      !gs_sys.cublasLtMatrixLayoutSetAttribute || !gs_sys.cublasLtMatmulDescDestroy ||
-      !gs_sys.cublasLtMatrixLayoutDestroy)
+  if (!resolve_hooked(GS_SYS_cublasLtMatmul) || !route_lt_available())
     return "cuBLASLt not loaded";
   return NULL;
-}
-
-typedef struct lt_objects {
-  cublasLtMatmulDesc_t desc;
-  cublasLtMatrixLayout_t la, lb, lc, ld;
-} lt_objects;
-
-static void lt_destroy(lt_objects *o) {
-  if (o->desc) GS_CALL(cublasLtMatmulDescDestroy, o->desc);
-  cublasLtMatrixLayout_t *ls[] = {&o->la, &o->lb, &o->lc, &o->ld};
-  for (int i = 0; i < 4; i++)
-    if (*ls[i]) GS_CALL(cublasLtMatrixLayoutDestroy, *ls[i]);
-}
-
-static cublasStatus_t lt_layout(cublasLtMatrixLayout_t *l, cudaDataType type, int64_t rows, int64_t cols, int64_t ld,
-                                int64_t batch, int64_t stride) {
-  int32_t b = (int32_t)batch;
-  cublasStatus_t s = GS_CALL(cublasLtMatrixLayoutCreate, l, type, (uint64_t)rows, (uint64_t)cols, ld);
-  if (s == CUBLAS_STATUS_SUCCESS)
-    s = GS_CALL(cublasLtMatrixLayoutSetAttribute, *l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &b, sizeof b);
-  if (s == CUBLAS_STATUS_SUCCESS)
-    s = GS_CALL(cublasLtMatrixLayoutSetAttribute, *l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride,
-                sizeof stride);
-  return s;
 }
 
 /* op(A) = A8^T with A8 k x m (ld k), op(B) = B8 k x n (ld k): TN. */
 static cublasStatus_t lt_fp8(const gs_call *c, const fp8_plan *p, const fp8_use *u, cublasLtHandle_t h,
                              const char *base) {
   const gs_gemm *g = &c->g;
-  lt_objects o = {0};
+  route_lt o = {0};
   int32_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N, pm = g->pointer_mode, bias_type = p->bias_type;
   uint32_t epi = (uint32_t)p->epilogue;
   const void *sa = (const void *)(uintptr_t)scale_ptr(u->ring[0], u->parity);
@@ -298,10 +272,10 @@ static cublasStatus_t lt_fp8(const gs_call *c, const fp8_plan *p, const fp8_use 
     SET(CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, bias_type);
   }
 #undef SET
-  if (s == CUBLAS_STATUS_SUCCESS) s = lt_layout(&o.la, fmt_type(u->fmt[0]), g->k, g->m, g->k, g->batch, g->k * g->m);
-  if (s == CUBLAS_STATUS_SUCCESS) s = lt_layout(&o.lb, fmt_type(u->fmt[1]), g->k, g->n, g->k, g->batch, g->k * g->n);
-  if (s == CUBLAS_STATUS_SUCCESS) s = lt_layout(&o.lc, (cudaDataType)g->c_type, g->m, g->n, g->ldc, g->batch, g->stride_c);
-  if (s == CUBLAS_STATUS_SUCCESS) s = lt_layout(&o.ld, (cudaDataType)g->d_type, g->m, g->n, g->ldd, g->batch, g->stride_d);
+  if (s == CUBLAS_STATUS_SUCCESS) s = route_lt_layout(&o.la, fmt_type(u->fmt[0]), g->k, g->m, g->k, g->batch, g->k * g->m);
+  if (s == CUBLAS_STATUS_SUCCESS) s = route_lt_layout(&o.lb, fmt_type(u->fmt[1]), g->k, g->n, g->k, g->batch, g->k * g->n);
+  if (s == CUBLAS_STATUS_SUCCESS) s = route_lt_layout(&o.lc, (cudaDataType)g->c_type, g->m, g->n, g->ldc, g->batch, g->stride_c);
+  if (s == CUBLAS_STATUS_SUCCESS) s = route_lt_layout(&o.ld, (cudaDataType)g->d_type, g->m, g->n, g->ldd, g->batch, g->stride_d);
   /* The GemmEx family has no workspace to lend; cuBLASLt then picks among
    * algorithms that need none. */
   void *ws = g->api == GS_API_LT_MATMUL ? g->workspace : NULL;
@@ -309,7 +283,7 @@ static cublasStatus_t lt_fp8(const gs_call *c, const fp8_plan *p, const fp8_use 
   if (s == CUBLAS_STATUS_SUCCESS)
     s = GS_CALL(cublasLtMatmul, h, o.desc, g->alpha, base + p->off[BUF_A8], o.la, base + p->off[BUF_B8], o.lb,
                 g->beta, g->C, o.lc, g->D, o.ld, NULL, ws, wss, (cudaStream_t)g->stream);
-  lt_destroy(&o);
+  route_lt_destroy(&o);
   return s;
 }
 
