@@ -78,9 +78,10 @@ static const char *check_lt(const gs_gemm *g) {
   const char *why = route_check_lt(g);
   if (why) return why;
   if ((g->epilogue & CUBLASLT_EPILOGUE_BIAS) && !elem_type(g->bias_type)) return "bias type is not bf16, fp16 or fp32";
-  /* The A and B layouts' own batch counts (1 = broadcast) are not decoded,
-   * so the quantize kernels could not tell how far to read. */
-  if (g->batch > 1) return "batched cublasLtMatmul (A/B batch counts are not decoded)";
+  /* Batches whose layouts agree are quantized and multiplied like strided
+   * batches (route_check_lt refused the rest). A bias with a batch stride
+   * is one vector per member, which the fp8 GEMMs do not take. */
+  if (g->batch > 1 && (g->epilogue & CUBLASLT_EPILOGUE_BIAS)) return "batched cublasLtMatmul with a bias";
   return NULL;
 }
 

@@ -452,6 +452,9 @@ static const result_case result_cases[] = {
      "own", "fp8 e4m3 x e4m3; first call: scales from its own amax; own kernel: bias type is not cuBLASLt's fp8 bias type"},
     {{0, GS_API_LT_MATMUL, T_, N_, 32, 16, 48, 1, BF16, F32, C32F, CUBLASLT_EPILOGUE_RELU, -1, 1.0f, 0.0f, 0, 10},
      "cublaslt-fp8", "fp8 e4m3 x e4m3; first call: scales from its own amax"},
+    /* Batched Lt, layouts agreeing on the batch count, beta read. */
+    {{0, GS_API_LT_MATMUL, T_, N_, 32, 24, 48, 3, BF16, BF16, C32F, CUBLASLT_EPILOGUE_GELU, -1, 1.0f, 0.5f, 0, 11},
+     "cublaslt-fp8", "fp8 e4m3 x e4m3; first call: scales from its own amax"},
 };
 
 static void test_results(void **state) {
@@ -654,8 +657,9 @@ static void test_declines(void **state) {
        "fp8 declined: empty GEMM: nothing to quantize; ran native"},
       {DECL(GS_API_LT_MATMUL, T_, N_, 32, 16, 32, 1, BF16, BF16, C32F, CUBLASLT_EPILOGUE_DRELU, 74),
        "fp8 declined: epilogue other than bias/relu/gelu; ran native"},
-      {DECL(GS_API_LT_MATMUL, T_, N_, 32, 16, 32, 2, BF16, BF16, C32F, CUBLASLT_EPILOGUE_DEFAULT, 75),
-       "fp8 declined: batched cublasLtMatmul (A/B batch counts are not decoded); ran native"},
+      {{DEV_90, GS_API_LT_MATMUL, T_, N_, 32, 16, 32, 2, BF16, BF16, C32F, CUBLASLT_EPILOGUE_RELU_BIAS, BF16, 1.0f,
+        0.0f, 0, 75},
+       "fp8 declined: batched cublasLtMatmul with a bias; ran native"},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     gemm x;
