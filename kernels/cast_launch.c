@@ -15,18 +15,6 @@
 #include "kernels.h"
 #include "module.h"
 
-/* gridDim.y/z are at most 65535 on every GPU; x is capped alike, the
- * kernels' grid-stride loops cover the rest. */
-#define GRID_MAX 65535
-
-static int elem_of(int type) {
-  switch (type) {
-  case CUDA_R_16BF: return GS_ELEM_BF16;
-  case CUDA_R_16F: return GS_ELEM_F16;
-  case CUDA_R_32F: return GS_ELEM_F32;
-  default: return -1;
-  }
-}
 
 static const struct cast_kind {
   gs_kernel_id id;
@@ -46,7 +34,6 @@ static int cast_kernel(int src, int dst, int layout, gs_kernel_id *id) {
   return 0;
 }
 
-static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
 
 /* The extent one batch member spans, ld*(cols-1) + rows, in elements; -1
  * when it does not fit in int64 (no real allocation is that large). */

@@ -41,9 +41,6 @@ RING_SAME(hist);
 _Static_assert(sizeof(gs_fp8_ring) == sizeof(gs_fp8_ring_dev), "ring sizes differ");
 _Static_assert(GS_FP8_AMAX_SLOTS == GS_FP8_DEV_AMAX_SLOTS, "amax slot counts differ");
 
-/* gridDim.y/z are at most 65535 on every GPU; x is capped alike. */
-#define GRID_MAX 65535
-
 /* The fp8 kernels live in the shim's module cache with the cast kernels
  * (module.h): one load per context for all of them. */
 static CUresult fp8_launch(CUcontext ctx, CUstream stream, gs_kernel_id id, const unsigned grid[3],
@@ -60,17 +57,8 @@ static CUresult fp8_launch(CUcontext ctx, CUstream stream, gs_kernel_id id, cons
 }
 
 /* ---- argument checks ----------------------------------------------------- */
-static int elem_of(int type) {
-  switch (type) {
-  case CUDA_R_16BF: return GS_ELEM_BF16;
-  case CUDA_R_16F: return GS_ELEM_F16;
-  case CUDA_R_32F: return GS_ELEM_F32;
-  default: return -1;
-  }
-}
 
 static int64_t elem_size(int elem) { return elem == GS_ELEM_F32 ? 4 : 2; }
-static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
 static int64_t max64(int64_t a, int64_t b) { return a > b ? a : b; }
 static int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 static int aligned(const void *p, size_t n) { return (uintptr_t)p % n == 0; }

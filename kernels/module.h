@@ -5,6 +5,8 @@
 #define GEMMSHIM_MODULE_H
 
 #include <cuda.h>
+#include <library_types.h>
+#include <stdint.h>
 
 #include "cast.h"
 #include "fp8_kernels.h"
@@ -50,5 +52,22 @@ CUresult kernels_function(CUcontext ctx, gs_kernel_id id, CUfunction *f, const c
  * shared memory. */
 CUresult kernels_launch(CUcontext ctx, CUfunction f, const unsigned grid[3],
                         const unsigned block[3], CUstream stream, void **params);
+
+/* ---- what every launcher shares ------------------------------------------ */
+/* gridDim.y/z are at most 65535 on every GPU; x is capped alike, the
+ * kernels' grid-stride loops cover the rest. */
+#define GRID_MAX 65535
+
+static inline int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
+
+/* cudaDataType -> the kernels' element kind (cast.h); -1 for other types. */
+static inline int elem_of(int type) {
+  switch (type) {
+  case CUDA_R_16BF: return GS_ELEM_BF16;
+  case CUDA_R_16F: return GS_ELEM_F16;
+  case CUDA_R_32F: return GS_ELEM_F32;
+  default: return -1;
+  }
+}
 
 #endif

@@ -84,9 +84,7 @@
   X(cublasGetPointerMode_v2, cublasStatus_t, CUBLAS_STATUS_INTERNAL_ERROR,     \
     (cublasHandle_t h, cublasPointerMode_t *m), (h, m))                        \
   X(cublasGetMathMode, cublasStatus_t, CUBLAS_STATUS_INTERNAL_ERROR,           \
-    (cublasHandle_t h, cublasMath_t *m), (h, m))                               \
-  X(cublasSetMathMode, cublasStatus_t, CUBLAS_STATUS_INTERNAL_ERROR,           \
-    (cublasHandle_t h, cublasMath_t m), (h, m))
+    (cublasHandle_t h, cublasMath_t *m), (h, m))
 
 /* cuBLASLt functions the shim calls, from the real libcublasLt object. */
 #define GS_SYS_CUBLASLT(X)                                                     \
