@@ -24,5 +24,5 @@ ifeq ($(SAN),)
 TEST_STEPS += launcher-test
 endif
 .PHONY: launcher-test
-launcher-test: $(LAUNCHER) $(SHIM_SO) $(INTEG_BIN) $(STANDIN_LIBS_CU13) $(KERNELS_HOST_SO)
+launcher-test: $(LAUNCHER) $(SHIM_SO) $(INTEG_BIN) $(FP8_CLIENT) $(STANDIN_LIBS_CU13) $(KERNELS_HOST_SO)
 	$(INTEG_ENV) $(PYTHON) -m pytest -q tests/launcher

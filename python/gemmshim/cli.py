@@ -7,6 +7,8 @@ command, so the command keeps the pid, exit status and signals it would
 have had. This script only execs it; `gemmshim report` runs here, in the
 interpreter the package is installed in.
 """
+import importlib
+import importlib.util
 import os
 import sys
 from pathlib import Path
@@ -29,16 +31,13 @@ def _summarize_log():
     wheel and the install as gemmshim._summarize_log, or the source tree's
     scripts/summarize_log.py."""
     try:
-        from gemmshim import _summarize_log as mod
-        return mod
+        return importlib.import_module("gemmshim._summarize_log")
     except ModuleNotFoundError as e:
         if e.name != "gemmshim._summarize_log":
             raise
     script = Path(__file__).resolve().parents[2] / "scripts" / "summarize_log.py"
     if not script.is_file():
         return None
-    import importlib.util
-
     spec = importlib.util.spec_from_file_location("gemmshim_summarize_log", script)
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
@@ -49,7 +48,7 @@ def report_main(argv):
     """`gemmshim report ARGS...`: gemmshim.report.main(argv) where that
     module exists; until then the routing-log summary."""
     try:
-        from gemmshim import report
+        report = importlib.import_module("gemmshim.report")
     except ModuleNotFoundError as e:
         if e.name != "gemmshim.report":
             raise
