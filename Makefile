@@ -59,6 +59,7 @@ include tests/integration/integration.mk
 include tests/integration/fp8.mk
 include tests/integration/ffma.mk
 include launcher/launcher.mk
+include packaging/install.mk
 -include tests/bench/bench.mk
 
 # The GPU check's own logic (its programs, route checks, routing-log
