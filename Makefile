@@ -5,6 +5,10 @@
 # Variants build into their own folder: BUILD=build/asan SAN=asan ...
 
 CUDA     ?= /usr/local/cuda
+# The CUDA headers the shim is built with (cuda.h, library_types.h,
+# cublas_api.h, cublasLt.h): the toolkit's, or the folders that PyPI's NVIDIA
+# packages install (docs/build-from-pip.md).
+CUDA_INCLUDE ?= $(CUDA)/include
 CC       ?= gcc
 PYTHON   ?= python3
 BUILD    ?= build
@@ -16,7 +20,7 @@ SAN_FLAGS := $(SAN_FLAGS_$(SAN))
 
 WARN     := -Wall -Wextra -Wno-unused-parameter -Wshadow -Wstrict-prototypes
 CFLAGS   ?= -O2 -g
-ALL_CFLAGS := $(CFLAGS) $(WARN) -std=gnu11 -fPIC -pthread -isystem $(CUDA)/include $(SAN_FLAGS)
+ALL_CFLAGS := $(CFLAGS) $(WARN) -std=gnu11 -fPIC -pthread $(addprefix -isystem ,$(CUDA_INCLUDE)) $(SAN_FLAGS)
 LDFLAGS_SAN := $(SAN_FLAGS)
 
 # --- the shim -------------------------------------------------------------
@@ -60,6 +64,7 @@ include tests/integration/fp8.mk
 include tests/integration/ffma.mk
 include launcher/launcher.mk
 include packaging/install.mk
+include packaging/wheel.mk
 -include tests/bench/bench.mk
 
 # The GPU check's own logic (its programs, route checks, routing-log

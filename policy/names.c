@@ -4,7 +4,7 @@
 #include "names.h"
 
 #include <library_types.h>
-#include <cublas_api.h>
+#include <cublas_v2.h> /* not cublas_api.h: CUDA 12's needs CUBLASAPI, which this defines */
 /* cublasLt.h declares cublasLtLoggerForceDisable() without a prototype, which
  * -Wstrict-prototypes reports against us; only its enums are used here. */
 #pragma GCC diagnostic push

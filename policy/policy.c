@@ -9,7 +9,7 @@
 #include "policy.h"
 
 #include <library_types.h>
-#include <cublas_api.h>
+#include <cublas_v2.h> /* not cublas_api.h: CUDA 12's needs CUBLASAPI, which this defines */
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
