@@ -5,6 +5,7 @@
 # Variants build into their own folder: BUILD=build/asan SAN=asan ...
 
 CUDA     ?= /usr/local/cuda
+include packaging/pip_cuda.mk
 # The CUDA headers the shim is built with (cuda.h, library_types.h,
 # cublas_api.h, cublasLt.h): the toolkit's, or the folders that PyPI's NVIDIA
 # packages install (docs/build-from-pip.md).
@@ -65,6 +66,7 @@ include tests/integration/ffma.mk
 include launcher/launcher.mk
 include packaging/install.mk
 include packaging/wheel.mk
+include packaging/pip_cuda_test.mk
 -include tests/bench/bench.mk
 
 # The GPU check's own logic (its programs, route checks, routing-log

@@ -12,6 +12,9 @@ $(BUILD)/obj/launcher/%.o: launcher/%.c launcher/launcher.h $(wildcard shim/*.h 
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -c $< -o $@
 
+# Where a launcher run from the build tree finds the Python package.
+$(BUILD)/obj/launcher/locate.o: ALL_CFLAGS += -DGEMMSHIM_SOURCE_PYTHON='"$(CURDIR)/python"'
+
 $(LAUNCHER): $(LAUNCHER_OBJ) $(SHIM_CORE_OBJ)
 	$(CC) $(LDFLAGS_SAN) -pthread -o $@ $(LAUNCHER_OBJ) $(SHIM_CORE_OBJ) -ldl -lm
 

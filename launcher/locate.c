@@ -2,7 +2,8 @@
  * its own file, so one binary works wherever it was put:
  *
  *   layout          launcher                    library / Python package
- *   build tree      build/gemmshim              build/libgemmshim.so, python/
+ *   build tree      $(BUILD)/gemmshim           $(BUILD)/libgemmshim.so, the source
+ *                                               tree's python/ (its path is built in)
  *   make install    PREFIX/bin/gemmshim         PREFIX/lib/gemmshim/libgemmshim.so,
  *                                               PREFIX/lib/gemmshim/python/
  *   wheel           site-packages/gemmshim/_native/gemmshim
@@ -20,6 +21,10 @@
 #include <unistd.h>
 
 #include "launcher.h"
+
+#ifndef GEMMSHIM_SOURCE_PYTHON
+#error "GEMMSHIM_SOURCE_PYTHON: the source tree's python/ folder, set by launcher.mk"
+#endif
 
 int locate_self_dir(char *out, size_t len, char *err, size_t errlen) {
   char exe[PATH_MAX];
@@ -49,7 +54,10 @@ static int first_existing(const char *const *candidates, const char *probe, cons
   size_t used = 0;
   for (int i = 0; candidates[i]; i++) {
     char path[PATH_MAX * 2], real[PATH_MAX];
-    snprintf(path, sizeof path, "%s/%s%s%s", dir, candidates[i], probe[0] ? "/" : "", probe);
+    /* An absolute candidate stands alone; a relative one is under dir. */
+    int absolute = candidates[i][0] == '/';
+    snprintf(path, sizeof path, "%s%s%s%s%s", absolute ? "" : dir, absolute ? "" : "/", candidates[i],
+             probe[0] ? "/" : "", probe);
     if (realpath(path, real) && access(real, R_OK) == 0) {
       if (!probe[0]) {
         snprintf(out, len, "%s", real);
@@ -74,6 +82,7 @@ int locate_library(char *out, size_t len, char *err, size_t errlen) {
 }
 
 int locate_python_dir(char *out, size_t len, char *err, size_t errlen) {
-  static const char *const candidates[] = {"../python", "../lib/gemmshim/python", "../..", NULL};
+  /* The source tree's comes last: an installed copy uses its own. */
+  static const char *const candidates[] = {"../lib/gemmshim/python", "../..", GEMMSHIM_SOURCE_PYTHON, NULL};
   return first_existing(candidates, "gemmshim/cli.py", "the gemmshim Python package", out, len, err, errlen);
 }

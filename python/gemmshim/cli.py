@@ -53,6 +53,7 @@ def report_main(argv):
         if e.name != "gemmshim.report":
             raise
         report = None
+    sys.argv[0] = "gemmshim report"  # what argparse names in usage lines
     if report is not None:
         return report.main(argv)
     fallback = _summarize_log()
