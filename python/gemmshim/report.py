@@ -394,14 +394,21 @@ class TraceWriter:
         self.f.write('{"displayTimeUnit":"ns","traceEvents":[\n')
 
     def _emit(self, ev):
+        self._write(json.dumps(ev, separators=(",", ":")))
+
+    def _write(self, text):
         if not self.first:
             self.f.write(",\n")
         self.first = False
-        self.f.write(json.dumps(ev, separators=(",", ":")))
+        self.f.write(text)
 
     def process(self, pid, name):
         self.meta.append({"ph": "M", "name": "process_name", "pid": pid, "tid": 0, "args": {"name": name}})
         self.meta.append({"ph": "M", "name": "process_sort_index", "pid": pid, "tid": 0, "args": {"sort_index": pid}})
+
+    ARG_KEYS = ("seq", "api", "route", "decided", "backend", "reason", "site", "stream", "status_name", "device",
+                "sm", "transa", "transb", "a_type", "b_type", "c_type", "d_type", "compute_type", "epilogue",
+                "dur_ns", "gpu_ns", "gpu_ns_kernels", "native_gpu_ns", "gpu_skipped")
 
     def add(self, pid, r):
         t = r.get("t_ns")
@@ -409,20 +416,22 @@ class TraceWriter:
             return
         host = num(r, "dur_ns") or 0
         route, api, shape = r["route"], r["api"], shape_of(r)
-        name = f"{route} {shape} ({api})"
-        args = {k: r[k] for k in ("seq", "api", "route", "decided", "backend", "reason", "site", "stream",
-                                  "status_name", "device", "sm", "transa", "transb", "a_type", "b_type",
-                                  "c_type", "d_type", "compute_type", "epilogue", "dur_ns", "gpu_ns",
-                                  "gpu_ns_kernels", "native_gpu_ns", "gpu_skipped") if k in r}
+        args = {k: r[k] for k in self.ARG_KEYS if k in r}
         args["shape"] = shape
         args["types"] = types_of(r)
-        tid = r.get("tid") if isinstance(r.get("tid"), int) else 0
+        # The event is assembled as text: the name and the args are
+        # encoded once for both of a call's events (json.dumps of whole
+        # events was most of the time on big logs).
+        name = json.dumps(f"{route} {shape} ({api})")
+        args_text = json.dumps(args, separators=(",", ":"))
+        cat = json.dumps(route)[1:-1]
+        tid = r.get("tid") if r.get("tid").__class__ is int else 0
         if (pid, tid) not in self.threads:
             self.threads.add((pid, tid))
             self.meta.append({"ph": "M", "name": "thread_name", "pid": pid, "tid": tid,
                               "args": {"name": f"host thread {tid}"}})
-        self._emit({"name": name, "cat": f"host,{route}", "ph": "X", "ts": (t - self.t0) / 1e3,
-                    "dur": host / 1e3, "pid": pid, "tid": tid, "args": args})
+        self._write(f'{{"name":{name},"cat":"host,{cat}","ph":"X","ts":{(t - self.t0) / 1e3!r},'
+                    f'"dur":{host / 1e3!r},"pid":{pid},"tid":{tid},"args":{args_text}}}')
         gpu = num(r, "gpu_ns")
         if gpu is None:
             return
@@ -440,13 +449,12 @@ class TraceWriter:
         # and the end of the stream's previous work (a stream runs in
         # order), and the event says it is placed so.
         start = num(r, "gpu_t_ns")
-        gargs = dict(args)
         if start is None:
             start = max(t, self.stream_end.get(key, 0))
-            gargs["gpu_start"] = "placed after the launch and the stream's previous call"
+            args_text = args_text[:-1] + ',"gpu_start":"placed after the launch and the stream\'s previous call"}'
         self.stream_end[key] = start + gpu
-        self._emit({"name": name, "cat": f"gpu,{route}", "ph": "X", "ts": (start - self.t0) / 1e3,
-                    "dur": gpu / 1e3, "pid": pid, "tid": stid, "args": gargs})
+        self._write(f'{{"name":{name},"cat":"gpu,{cat}","ph":"X","ts":{(start - self.t0) / 1e3!r},'
+                    f'"dur":{gpu / 1e3!r},"pid":{pid},"tid":{stid},"args":{args_text}}}')
 
     def close(self):
         for ev in self.meta:
