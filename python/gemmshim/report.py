@@ -799,9 +799,15 @@ def main(argv=None):
     return 1 if failures else 0
 
 
-if __name__ == "__main__":
+def run(argv=None):
+    """main, for a command line: a reader that stops reading (`| head`)
+    ends the report quietly."""
     try:
-        sys.exit(main())
-    except BrokenPipeError:  # piped into head: the reader has what it wanted
+        return main(argv)
+    except BrokenPipeError:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        sys.exit(1)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(run())
