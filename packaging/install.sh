@@ -45,7 +45,6 @@ file $3"
   put 0755 "$launcher" "$root/bin/gemmshim"
   put 0755 "$library" "$root/lib/gemmshim/libgemmshim.so"
   for f in python/gemmshim/*.py; do put 0644 "$f" "$root/lib/gemmshim/python/gemmshim/$(basename "$f")"; done
-  put 0644 scripts/summarize_log.py "$root/lib/gemmshim/python/gemmshim/_summarize_log.py"
   for f in README.md docs/*.md; do put 0644 "$f" "$root/share/doc/gemmshim/$(basename "$f")"; done
   printf '%s\n' "$created$files" | grep -v '^$' | sort -u > "$manifest"
   echo "gemmshim: installed under $root (launcher $root/bin/gemmshim, library $root/lib/gemmshim/libgemmshim.so)"

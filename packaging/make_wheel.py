@@ -70,9 +70,6 @@ def main(argv):
     pkg = ROOT / "python" / NAME
     for src in sorted(pkg.glob("*.py")):
         files.append((f"{NAME}/{src.name}", src.read_bytes(), False))
-    # `gemmshim report` falls back on the routing-log summary until the
-    # package has its own report module.
-    files.append((f"{NAME}/_summarize_log.py", (ROOT / "scripts" / "summarize_log.py").read_bytes(), False))
     files.append((f"{NAME}/_native/gemmshim", args.launcher.read_bytes(), True))
     files.append((f"{NAME}/_native/libgemmshim.so", args.library.read_bytes(), True))
 

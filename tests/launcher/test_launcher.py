@@ -6,13 +6,15 @@ check|explain` agree with the routing log.
 
 The launcher under test is build/gemmshim unless GEMMSHIM_TEST_LAUNCHER
 names another (an installed copy, the wheel's console script); the library
-it must preload is GEMMSHIM_TEST_LAUNCHER_LIB (default build/libgemmshim.so).
+it must preload is GEMMSHIM_TEST_LAUNCHER_LIB (default build/libgemmshim.so), the
+Python package its `report` runs GEMMSHIM_TEST_PYTHON_PACKAGE (default python/gemmshim).
 The same tests run over all three (packaging/install.mk, wheel.mk)."""
 
 import json
 import os
 import re
 import signal
+import subprocess
 import sys
 from pathlib import Path
 
@@ -23,6 +25,8 @@ from harness import CLIENT_DIR, ROOT, read_log, require_built, run
 
 LAUNCHER = Path(os.environ.get("GEMMSHIM_TEST_LAUNCHER", harness.BUILD / "gemmshim"))
 LIB = Path(os.environ.get("GEMMSHIM_TEST_LAUNCHER_LIB", harness.SHIM)).resolve()
+# The Python package that launcher's `report` runs.
+PACKAGE = Path(os.environ.get("GEMMSHIM_TEST_PYTHON_PACKAGE", ROOT / "python" / "gemmshim"))
 FP8_CLIENT = CLIENT_DIR / "fp8_client_cu13"
 RANKED = Path(__file__).resolve().parent / "ranked_launcher.py"
 PYTHON = sys.executable
@@ -394,13 +398,14 @@ def test_report_summarizes_a_log(launcher, standin, tmp_path):
                env={"STANDIN_CC": "9.0"})
     assert r.returncode == 0, r.describe()
     r = launch(["report", str(log), "--expect", "cublasGemmEx=fp8/cublaslt-fp8"], standin)
-    assert r.returncode == 0, r.describe()
-    # Until the package has gemmshim.report, the summary comes from
-    # summarize_log.py, and the launcher says so.
-    has_report = (Path(os.environ.get("GEMMSHIM_TEST_PYTHON_PACKAGE", ROOT / "python" / "gemmshim"))
-                  / "report.py").exists()
-    fallback = "gemmshim report: gemmshim.report is not in this installation; summarizing with summarize_log.py\n"
-    assert (fallback in r.stderr) == (not has_report), r.describe()
-    if not has_report:
-        assert r.stdout.startswith("routing log: 3 calls from 1 file(s)\n"), r.stdout
-        assert r.stdout.rstrip().endswith("expectations: all met"), r.stdout
+    assert (r.returncode, r.stderr) == (0, ""), r.describe()
+    # The same report as the module run directly (gemmshim.report), line
+    # for line but for nothing: the launcher adds nothing of its own.
+    direct = subprocess.run([sys.executable, "-m", "gemmshim.report", str(log), "--expect",
+                             "cublasGemmEx=fp8/cublaslt-fp8"], capture_output=True, text=True,
+                            env={**os.environ, "PYTHONPATH": str(PACKAGE.parent)})
+    assert direct.returncode == 0, direct.stderr
+    assert r.stdout == direct.stdout
+    assert "expectations: all met" in r.stdout
+    bad = launch(["report", str(tmp_path / "nope.jsonl")], standin)
+    assert bad.returncode != 0 and bad.stderr == f"gemmshim report: {tmp_path / 'nope.jsonl'}: No such file or directory\n"

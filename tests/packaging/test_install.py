@@ -15,7 +15,6 @@ DOCS = sorted(["README.md", *(p.name for p in (ROOT / "docs").glob("*.md"))])
 def expected_tree():
     files = ["bin/", "bin/gemmshim", "lib/", "lib/gemmshim/", "lib/gemmshim/install-manifest.txt",
              "lib/gemmshim/libgemmshim.so", "lib/gemmshim/python/", "lib/gemmshim/python/gemmshim/",
-             "lib/gemmshim/python/gemmshim/_summarize_log.py",
              *(f"lib/gemmshim/python/gemmshim/{n}" for n in PACKAGE),
              "share/", "share/doc/", "share/doc/gemmshim/", *(f"share/doc/gemmshim/{n}" for n in DOCS)]
     return sorted(files)
@@ -30,8 +29,6 @@ def test_install_run_uninstall(tmp_path):
     assert tree(prefix) == expected_tree()
     assert filecmp.cmp(prefix / "bin" / "gemmshim", BUILD / "gemmshim", shallow=False)
     assert filecmp.cmp(prefix / "lib" / "gemmshim" / "libgemmshim.so", SHIM, shallow=False)
-    assert filecmp.cmp(prefix / "lib/gemmshim/python/gemmshim/_summarize_log.py", ROOT / "scripts" / "summarize_log.py",
-                       shallow=False)
     assert stat.S_IMODE((prefix / "bin" / "gemmshim").stat().st_mode) == 0o755
     assert stat.S_IMODE((prefix / "share/doc/gemmshim/README.md").stat().st_mode) == 0o644
 

@@ -43,7 +43,7 @@ def test_wheel_contents(wheel):
         native_lib = z.read("gemmshim/_native/libgemmshim.so")
     package = sorted(f"gemmshim/{p.name}" for p in (ROOT / "python" / "gemmshim").glob("*.py"))
     dist = [f"gemmshim-{VERSION}.dist-info/{n}" for n in ("METADATA", "RECORD", "WHEEL", "entry_points.txt")]
-    assert names == sorted([*package, "gemmshim/_summarize_log.py", "gemmshim/_native/gemmshim",
+    assert names == sorted([*package, "gemmshim/_native/gemmshim",
                             "gemmshim/_native/libgemmshim.so", *dist])
     assert modes["gemmshim/_native/gemmshim"] == 0o755 and modes["gemmshim/cli.py"] == 0o644
     assert entry_points == "[console_scripts]\ngemmshim = gemmshim.cli:main\n"
