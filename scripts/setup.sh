@@ -80,13 +80,13 @@ if [ ${#missing[@]} -gt 0 ]; then
     exit 1
   fi
   if [ "$(id -u)" != 0 ]; then
-    echo "setup: missing Debian packages; install them, then run this again:" >&2
+    echo "setup: missing Debian packages; install them, then start again:" >&2
     echo "  sudo apt-get install --no-install-recommends ${missing[*]}" >&2
     exit 1
   fi
   echo "setup: installing ${missing[*]}"
   # Waits for another apt or dpkg that holds the lock instead of failing.
-  apt=(apt-get -q -o DPkg::Lock::Timeout=600)
+  apt=(apt-get -q -o DPkg::Lock::Timeout=600 -o Dpkg::Use-Pty=0)
   "${apt[@]}" update -qq
   DEBIAN_FRONTEND=noninteractive "${apt[@]}" install -y -qq --no-install-recommends "${missing[@]}"
 fi
