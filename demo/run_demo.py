@@ -83,7 +83,9 @@ def run_one(args, build, gpu, cc, mode, log):
         print(f"demo: {gpu} {mode} failed (exit {r.returncode}, {len(losses)} of {args.steps} steps,"
               f" log {'written' if log.exists() else 'missing'}):", file=sys.stderr)
         sys.stderr.write(r.stdout[-2000:] + r.stderr[-4000:])
-    return ok, losses, float(final[0].split()[2]) if final else None, secs, r.stdout.splitlines()[:1]
+    # train_demo's first line: "device NAME (sm_M.m); model ...".
+    head = r.stdout.splitlines()[0] if r.stdout else ""
+    return ok, losses, float(final[0].split()[2]) if final else None, secs, head
 
 
 def main(argv=None):
@@ -110,6 +112,7 @@ def main(argv=None):
 
     runs = []
     failed = False
+    t_start = time.monotonic()
     for gpu, label, cc in GPUS:
         for mode in MODES:
             log = out / f"{gpu}-{mode}.jsonl"
@@ -117,8 +120,11 @@ def main(argv=None):
             failed |= not ok
             runs.append({"gpu": gpu, "label": label, "mode": mode, "log": log, "losses": losses,
                          "final": final, "secs": secs})
-            print(f"ran {label:<18} {mode:<6} {secs:5.1f} s  {head[0] if head else ''}")
-    print()
+            if len(runs) == 1:
+                model = head.partition("; ")[2]
+                print(model[:1].upper() + model[1:] + ".")
+            print(f"ran {label:<18} {mode:<6} in {secs:4.1f} s   ({head.partition(';')[0]})")
+    print(f"6 runs in {time.monotonic() - t_start:.1f} s\n")
 
     print("loss per step:")
     names = [f"{r['gpu'].split('-')[0]} {r['mode']}" for r in runs]

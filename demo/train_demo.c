@@ -93,6 +93,11 @@ static tensor tensor_new(size_t n) {
   if (!t.host || cuMemAlloc(&t.dev, n * sizeof(uint16_t)) != CUDA_SUCCESS) die("device allocation failed");
   return t;
 }
+/* The copies run on the legacy default stream, which a stream created with
+ * CU_STREAM_DEFAULT (blocking) is ordered with: a GEMM on it sees the
+ * uploaded data, and a copy waits for the GEMMs before it (CUDA driver API,
+ * "Stream synchronization behavior"). The explicit synchronisation makes
+ * the result visible to the host. */
 static void upload(tensor *t, const float *v) {
   for (size_t i = 0; i < t->n; i++) t->host[i] = to_bf16(v[i]);
   if (cuMemcpyHtoD(t->dev, t->host, t->n * 2) != CUDA_SUCCESS) die("cuMemcpyHtoD failed");
@@ -312,7 +317,7 @@ int main(int argc, char **argv) {
   char name[128] = "";
   if (cuInit(0) != CUDA_SUCCESS || cuDeviceGet(&dev, 0) != CUDA_SUCCESS ||
       cuDevicePrimaryCtxRetain(&ctx, dev) != CUDA_SUCCESS || cuCtxSetCurrent(ctx) != CUDA_SUCCESS ||
-      cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING) != CUDA_SUCCESS)
+      cuStreamCreate(&stream, CU_STREAM_DEFAULT) != CUDA_SUCCESS)
     die("no CUDA device (cuInit, cuDeviceGet, the primary context or a stream failed)");
   cuDeviceGetName(name, sizeof name, dev);
   cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev);
