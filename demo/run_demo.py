@@ -11,8 +11,8 @@ GTX 1080, sm_6.1, and an H100, sm_9.0) in three modes each:
   auto    the built-in policy: ffma (fp32 GEMMs) on sm_6.1, native on sm_9.0
   fp8     every GEMM quantized to fp8 with delayed scaling
 
-It prints the losses side by side, each run's routing summary
-(scripts/summarize_log.py), and one final line per run:
+It prints the losses side by side, each run's routing summary (`gemmshim
+report`, python/gemmshim/report.py), and one final line per run:
 
   final <gpu> <mode> loss <X>  vs native <+D>  (<route> <calls>, ...)
 
@@ -137,8 +137,8 @@ def main(argv=None):
 
     for r in runs:
         print(f"routing, {r['label']} {r['mode']} ({os.path.relpath(r['log'])}):")
-        s = subprocess.run([sys.executable, str(ROOT / "scripts" / "summarize_log.py"), "--top", "4", str(r["log"])],
-                           capture_output=True, text=True)
+        s = subprocess.run([sys.executable, "-m", "gemmshim.report", "--top", "4", str(r["log"])],
+                           capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT / "python")})
         failed |= s.returncode != 0
         sys.stdout.write("".join("  " + line + "\n" for line in (s.stdout + s.stderr).splitlines()))
         print()
