@@ -108,7 +108,8 @@ def main(argv=None):
     print("  backward: cublasGemmEx (grad-input, grad-weight), cublasGemmStridedBatchedEx (grad-weight)")
     print("  GEMMSHIM_FFMA_MIN_FLOPS=0, since the demo's GEMMs are far below the default threshold")
     print("The stand-in computes a native bf16 GEMM and the ffma route's fp32 GEMM alike (exact products,")
-    print("fp32 accumulation in k order, one rounding), so their losses agree to the bit here.\n")
+    print("fp32 accumulation in k order, one rounding), so their losses agree to the bit here. Times are")
+    print("the CPU's: they say nothing about a GPU.\n")
 
     runs = []
     failed = False
@@ -123,7 +124,7 @@ def main(argv=None):
             if len(runs) == 1:
                 model = head.partition("; ")[2]
                 print(model[:1].upper() + model[1:] + ".")
-            print(f"ran {label:<18} {mode:<6} in {secs:4.1f} s   ({head.partition(';')[0]})")
+            print(f"ran {label:<18} {mode:<6} in {secs:4.1f} s   device reported: {head.partition(';')[0][len('device '):]}")
     print(f"6 runs in {time.monotonic() - t_start:.1f} s\n")
 
     print("loss per step:")
