@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,6 +16,9 @@
 
 #include "shim.h"
 #include "sys.h"
+
+#define GS_STR_(x) #x
+#define GS_STR(x) GS_STR_(x)
 
 /* Defaults hold before the constructor runs: dlsym can be called earlier. */
 gs_options gs_opt = {
@@ -51,6 +55,10 @@ static const opt_def options[] = {
      "policy file whose rules go before the built-in ones (see README)", gs_opt.policy_path, NULL, 0, 0},
     {"GEMMSHIM_LOG", OPT_PATH, "",
      "routing log path, one JSON line per call; %p pid, %h host, %r rank", gs_opt.log_path, NULL, 0, 0},
+    {"GEMMSHIM_LOG_WAIT", OPT_BOOL, "0",
+     "1: a call waits for a routing log writer that fell behind, however long; 0: it waits at most 50 ms, then the "
+     "record is dropped, counted in the log and at exit",
+     &gs_opt.log_wait, NULL, 0, 1},
     {"GEMMSHIM_DEBUG", OPT_ENUM, "WARN", "debug output level: WARN, INFO or TRACE",
      &gs_opt.debug_level, level_names, 0, 0},
     {"GEMMSHIM_DEBUG_FILE", OPT_PATH, "",
@@ -197,13 +205,35 @@ static void go_passthrough(const char *why) {
 
 /* ---- the policy file ------------------------------------------------------- */
 #define POLICY_MAX_BYTES (1u << 20)
+/* A FIFO, pipe or terminal named as the policy file gets this long to
+ * reach its end; opening it never blocks (O_NONBLOCK). */
+#define POLICY_WAIT_MS 1000
+
+/* The whole of fd into text (POLICY_MAX_BYTES + 1 at most, to tell a file
+ * too large); -1 with errno on a read error, ETIMEDOUT past the wait. */
+static ssize_t read_policy(int fd, char *text) {
+  uint64_t deadline = gs_monotonic_ns() + POLICY_WAIT_MS * 1000000ull;
+  size_t len = 0;
+  while (len <= POLICY_MAX_BYTES) {
+    ssize_t r = GS_CALL(read, fd, text + len, POLICY_MAX_BYTES + 1 - len);
+    if (r == 0) break;
+    if (r > 0) {
+      len += (size_t)r;
+    } else if (errno == EAGAIN || errno == EWOULDBLOCK) {
+      if (file_wait(fd, POLLIN, &deadline) != 0) return -1;
+    } else if (errno != EINTR) {
+      return -1;
+    }
+  }
+  return (ssize_t)len;
+}
 
 static void load_policy(void) {
   char err[1024];
   policy_builtin(&gs_policy);
   if (!gs_opt.policy_path[0]) return;
   const char *path = gs_opt.policy_path;
-  int fd = GS_CALL(open, path, O_RDONLY | O_CLOEXEC, 0);
+  int fd = GS_CALL(open, path, O_RDONLY | O_CLOEXEC | O_NONBLOCK, 0);
   if (fd < 0) {
     snprintf(err, sizeof err, "GEMMSHIM_POLICY='%s': cannot open (%s); expected a readable policy file", path,
              strerror(errno));
@@ -211,22 +241,20 @@ static void load_policy(void) {
     return;
   }
   char *text = GS_CALL(malloc, POLICY_MAX_BYTES + 1);
-  size_t len = 0;
-  ssize_t r = 0;
-  while (text && len <= POLICY_MAX_BYTES &&
-         (r = GS_CALL(read, fd, text + len, POLICY_MAX_BYTES + 1 - len)) > 0)
-    len += (size_t)r;
+  ssize_t len = text ? read_policy(fd, text) : -1;
   int read_errno = errno;
   GS_CALL(close, fd);
-  if (!text || r < 0) {
+  if (len < 0) {
     snprintf(err, sizeof err, "GEMMSHIM_POLICY='%s': cannot read (%s)", path,
-             text ? strerror(read_errno) : "out of memory");
+             !text ? "out of memory"
+             : read_errno == ETIMEDOUT ? "no end of input within " GS_STR(POLICY_WAIT_MS) " ms"
+                                       : strerror(read_errno));
     go_passthrough(err);
-  } else if (len > POLICY_MAX_BYTES) {
+  } else if ((size_t)len > POLICY_MAX_BYTES) {
     snprintf(err, sizeof err, "GEMMSHIM_POLICY='%s': larger than %u bytes; expected a policy file", path,
              POLICY_MAX_BYTES);
     go_passthrough(err);
-  } else if (policy_parse(&gs_policy, text, len, path, err, sizeof err) != 0) {
+  } else if (policy_parse(&gs_policy, text, (size_t)len, path, err, sizeof err) != 0) {
     go_passthrough(err);
   }
   free(text);

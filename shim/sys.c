@@ -15,11 +15,16 @@
 #include <unistd.h>
 
 static int sys_open(const char *path, int flags, mode_t mode) { return open(path, flags, mode); }
+static int sys_fcntl(int fd, int cmd, int arg) { return fcntl(fd, cmd, arg); }
 
 gs_sys_table gs_sys = {
     .open = sys_open,
     .read = read,
     .write = write,
+    .debug_write = write,
+    .fstat = fstat,
+    .fcntl = sys_fcntl,
+    .poll = poll,
     .close = close,
     .malloc = malloc,
     .calloc = calloc,

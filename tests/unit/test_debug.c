@@ -153,12 +153,12 @@ static void test_long_message_truncated(void **state) {
   debug_to("long.txt", GS_LEVEL_WARN, path, sizeof path);
   memset(body, 'a', sizeof body - 1);
   body[sizeof body - 1] = '\0';
-  real_write = gs_sys.write;
-  gs_sys.write = counting_write;
+  real_write = gs_sys.debug_write;
+  gs_sys.debug_write = counting_write;
   writes = 0;
   GS_WARN("%s", body);
   GS_WARN("short");
-  gs_sys.write = real_write;
+  gs_sys.debug_write = real_write;
   assert_int_equal(writes, 2);
   expected_prefix(prefix, sizeof prefix, (int)getpid(), my_tid());
   char *got = read_file(path);
@@ -179,7 +179,7 @@ static void test_errno_preserved(void **state) {
   errno = ENOSPC;
   GS_WARN("x");
   assert_int_equal(errno, ENOSPC);
-  gs_fault_arm(GS_SYS_write, 1, 0); /* even when the write itself fails */
+  gs_fault_arm(GS_SYS_debug_write, 1, 0); /* even when the write itself fails */
   errno = ENOSPC;
   GS_WARN("lost");
   assert_int_equal(errno, ENOSPC);

@@ -44,6 +44,13 @@ static char *debug_output(int *lines) {
   return buf;
 }
 
+/* The debug file is appended to, never truncated: a test that runs
+ * options_init again starts from no file to read one init's lines. */
+static void options_init_fresh(void) {
+  unlink(debug_path);
+  options_init();
+}
+
 static void expect_one_warning(const char *text) {
   int lines;
   char *out = debug_output(&lines);
@@ -106,7 +113,7 @@ static void test_mode_values(void **state) {
   options_init();
   assert_int_equal(gs_opt.mode, GS_MODE_FP8);
   setenv("GEMMSHIM_MODE", "native", 1);
-  options_init();
+  options_init_fresh();
   assert_int_equal(gs_opt.mode, GS_MODE_NATIVE);
   assert_int_equal(gs_opt.passthrough, 0);
 }
@@ -127,7 +134,7 @@ static void test_bad_bool_and_level(void **state) {
   expect_one_warning("GEMMSHIM_DLSYM='maybe': expected 1/0, true/false, yes/no or on/off; running pass-through");
   unsetenv("GEMMSHIM_DLSYM");
   setenv("GEMMSHIM_DEBUG", "LOUD", 1);
-  options_init();
+  options_init_fresh();
   assert_int_equal(gs_opt.passthrough, 1);
   expect_one_warning("GEMMSHIM_DEBUG='LOUD': expected WARN, INFO or TRACE; running pass-through");
 }
@@ -158,7 +165,7 @@ static void test_policy_file(void **state) {
   assert_int_equal(gs_policy.rules[0].route, GS_ROUTE_FP8);
 
   write_file(path, "fp8 sm=9.0\nfast sm=6.1\n");
-  options_init();
+  options_init_fresh();
   assert_int_equal(gs_opt.passthrough, 1);
   assert_int_equal(gs_policy.n, 2);
   char want[512];
@@ -168,7 +175,7 @@ static void test_policy_file(void **state) {
   /* A read error is reported, not mistaken for an empty file. */
   write_file(path, "native\n");
   gs_fault_arm(GS_SYS_read, 1, 0);
-  options_init();
+  options_init_fresh();
   assert_int_equal(gs_opt.passthrough, 1);
   snprintf(want, sizeof want, "GEMMSHIM_POLICY='%s': cannot read (Input/output error); running pass-through", path);
   expect_one_warning(want);
@@ -181,10 +188,10 @@ static void test_bad_fault_spec(void **state) {
   assert_int_equal(gs_opt.passthrough, 1);
   expect_one_warning("GEMMSHIM_FAULT: unknown call 'writ'; expected a name from the shim's call table (e.g. write, cuMemAllocAsync); running pass-through");
   setenv("GEMMSHIM_FAULT", "write:0", 1);
-  options_init();
+  options_init_fresh();
   expect_one_warning("GEMMSHIM_FAULT: bad count in 'write:0'; expected a number from 1, optionally followed by '+'");
   setenv("GEMMSHIM_FAULT", "write", 1);
-  options_init();
+  options_init_fresh();
   expect_one_warning("GEMMSHIM_FAULT: 'write' has no ':N'; expected name:N[+],...");
 }
 
