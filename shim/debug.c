@@ -99,14 +99,14 @@ static void warn_stderr(const char *fmt, ...) __attribute__((format(printf, 1, 2
 
 /* Under debug_lock: open the named file, or fall back to stderr. */
 static void open_locked(void) {
-  char why[256];
+  char why[256], q[GS_QUOTE_BUF], qp[GS_QUOTE_BUF];
   if (file_open_append(debug_path, 1, &debug_out, why, sizeof why) == 0) {
     __atomic_store_n(&debug_state, DEBUG_FILE, __ATOMIC_RELEASE);
     return;
   }
   __atomic_store_n(&debug_state, DEBUG_STDERR, __ATOMIC_RELEASE);
   warn_stderr("GEMMSHIM_DEBUG_FILE='%s': cannot open '%s' (%s); debug output goes to stderr instead",
-              gs_opt.debug_file, debug_path, why);
+              gs_quote(gs_opt.debug_file, q), gs_quote(debug_path, qp), why);
 }
 
 /* Where the next message goes; opens the file at the first one. */
@@ -129,9 +129,10 @@ static gs_file current_output(void) {
     int old_fd = debug_out.fd;
     debug_out.fd = -1;
     open_locked();
+    char q[GS_QUOTE_BUF];
     if (debug_state == DEBUG_FILE)
       warn_stderr("GEMMSHIM_DEBUG_FILE: descriptor %d no longer is '%s' (the program closed it); reopened", old_fd,
-                  debug_path);
+                  gs_quote(debug_path, q));
   } else if (debug_state == DEBUG_PENDING) {
     open_locked();
   }
@@ -179,6 +180,26 @@ static void warn_stderr(const char *fmt, ...) {
   va_end(ap);
 }
 
+const char *gs_quote_n(const char *s, size_t n, char *out) {
+  static const char hex[] = "0123456789abcdef";
+  char *o = out;
+  size_t shown = n < GS_QUOTE_MAX ? n : GS_QUOTE_MAX;
+  for (size_t i = 0; i < shown; i++) {
+    unsigned char ch = (unsigned char)s[i];
+    if (ch == '\n') *o++ = '\\', *o++ = 'n';
+    else if (ch == '\t') *o++ = '\\', *o++ = 't';
+    else if (ch == '\r') *o++ = '\\', *o++ = 'r';
+    else if (ch == '\\') *o++ = '\\', *o++ = '\\';
+    else if (ch < 0x20 || ch == 0x7f) *o++ = '\\', *o++ = 'x', *o++ = hex[ch >> 4], *o++ = hex[ch & 15];
+    else *o++ = (char)ch;
+  }
+  if (shown < n) snprintf(o, 32, "...(%zu bytes)", n);
+  else *o = '\0';
+  return out;
+}
+
+const char *gs_quote(const char *s, char *out) { return gs_quote_n(s ? s : "", s ? strlen(s) : 0, out); }
+
 /* Names the file; nothing is opened until there is something to say. */
 void debug_init(void) {
   pthread_mutex_lock(&debug_lock);
@@ -186,9 +207,10 @@ void debug_init(void) {
   debug_recheck_path = 0;
   int next = DEBUG_STDERR;
   if (gs_opt.debug_file[0]) {
+    char q[GS_QUOTE_BUF];
     if (log_expand_path(gs_opt.debug_file, debug_path, sizeof debug_path) != 0)
       warn_stderr("GEMMSHIM_DEBUG_FILE='%s': too long once %%h/%%p are expanded; debug output goes to stderr instead",
-                  gs_opt.debug_file);
+                  gs_quote(gs_opt.debug_file, q));
     else
       next = DEBUG_PENDING;
   }

@@ -52,13 +52,17 @@
  * copied as they are. No spaces; each object ends with '\n'.
  *
  * The file is created at the first record (a process that runs no GEMM
- * leaves no file) with O_TRUNC, or appended to without truncation by a
- * forked child whose expanded path is its parent's. A process that forks
- * while its log is on but not yet open, with a path its children share (no
- * %p), creates the file at the fork: its children then append to this run's
- * file, never to a stale one, and never lose their lines to the parent's
- * later truncation. Every write appends, so parent and children sharing a
- * file never overwrite each other.
+ * leaves no file) and only ever appended to, never truncated (files.c):
+ * a forked child, whose expanded path is its parent's unless it has %p,
+ * opens it again at its own first record and adds its lines; parent and
+ * children sharing a file never overwrite each other.
+ *
+ * Besides call records, the log holds one other kind of line, where
+ * records were lost because the writer fell behind (below):
+ *
+ *   {"event":"records_lost","lost":N,"first_seq":A,"last_seq":B,"why":"..."}
+ *
+ * A and B the smallest and largest seq among the lost records.
  *
  * A call's record is copied into a buffer under a mutex in binary form:
  * the fields above, and the backend and reason by their length. Turning
@@ -66,10 +70,18 @@
  * rule, so a calling thread pays for a copy of a few hundred bytes and not
  * for the formatting. Records reach the file as text in one write() per
  * flush: when the buffer is full (the flusher thread formats and writes the
- * full one while the other fills; a record that finds both busy waits for
- * the write in flight), once a second from the flusher thread, and at exit.
- * The first failed or short write turns the log off for the rest of the
- * process with one warning. */
+ * full one while the other fills), once a second from the flusher thread,
+ * and at exit. A record that finds both buffers busy waits for the write in
+ * flight at most LOG_WAIT_MS, then is dropped and counted (lost_*); later
+ * records drop at once until that write ends, and the first record kept
+ * after a loss is preceded by the records_lost line. GEMMSHIM_LOG_WAIT=1
+ * waits instead. At exit the writes wait at most LOG_EXIT_WAIT_MS for a
+ * pipe's reader. The first failed write turns the log off for the rest of
+ * the process with one warning.
+ *
+ * Structure, for whoever adds a field: a field goes into gs_call (shim.h),
+ * log_rec and rec_fill (copied on the calling thread), format_body (JSON,
+ * on the writer) and the key list above; LOG_TEXT_FIXED bounds the text. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
@@ -139,6 +151,7 @@ static size_t rec_text_bound(size_t reason_len, size_t backend_len) {
 
 static void rec_fill(log_rec *r, const gs_call *c, size_t reason_len, size_t backend_len) {
   const gs_gemm *g = &c->g;
+  r->kind = LOG_REC_CALL;
   r->reason_len = (uint32_t)reason_len;
   r->backend_len = (uint32_t)backend_len;
   r->site_flags = c->site_flags;
@@ -793,16 +806,17 @@ static void disable_locked(void) {
 static int open_locked(void) {
   if (is_disabled()) return 0;
   if (expand_path(state.pattern, (long)getpid(), state.path, sizeof state.path, NULL) != 0) {
+    char q[GS_QUOTE_BUF];
     disable_locked();
     GS_WARN("GEMMSHIM_LOG='%s': longer than %zu bytes once %%p/%%h/%%r are expanded; the routing log is off",
-            state.pattern, sizeof state.path - 1);
+            gs_quote(state.pattern, q), sizeof state.path - 1);
     return 0;
   }
-  char why[256];
+  char why[256], q[GS_QUOTE_BUF];
   if (file_open_append(state.path, 0, &state.out, why, sizeof why) != 0) {
     disable_locked();
-    GS_WARN("GEMMSHIM_LOG: cannot open '%s' (%s); the routing log is off for the rest of this process", state.path,
-            why);
+    GS_WARN("GEMMSHIM_LOG: cannot open '%s' (%s); the routing log is off for the rest of this process",
+            gs_quote(state.path, q), why);
     return 0;
   }
   state.last_flush_ns = monotonic_ns();
@@ -816,8 +830,10 @@ static int reopen_locked(void) {
   int old_fd = state.out.fd;
   state.out.fd = -1; /* the program's now: never closed or written by us */
   if (!open_locked()) return 0;
+  char q[GS_QUOTE_BUF];
   if (!state.warned_reopened++)
-    GS_WARN("GEMMSHIM_LOG: descriptor %d no longer is '%s' (the program closed it); reopened", old_fd, state.path);
+    GS_WARN("GEMMSHIM_LOG: descriptor %d no longer is '%s' (the program closed it); reopened", old_fd,
+            gs_quote(state.path, q));
   return 1;
 }
 
@@ -978,9 +994,10 @@ static void write_buffer(int b, size_t len, const volatile uint64_t *deadline) {
   __atomic_store_n(&state.writing, 0, __ATOMIC_SEQ_CST);
   pthread_cond_broadcast(&state.write_done);
   pthread_mutex_unlock(&state.mu);
+  char q[GS_QUOTE_BUF];
   if (first)
-    GS_WARN("GEMMSHIM_LOG: cannot write '%s' (%s); the routing log is off for the rest of this process", state.path,
-            why);
+    GS_WARN("GEMMSHIM_LOG: cannot write '%s' (%s); the routing log is off for the rest of this process",
+            gs_quote(state.path, q), why);
 }
 
 /* ---- flusher thread ------------------------------------------------------- */
@@ -1225,17 +1242,23 @@ void log_record(const gs_call *c) {
   }
 }
 
+/* What is buffered, then the notice of records lost after it, which a
+ * full buffer had no room for. */
 void log_flush(void) {
   pthread_once(&log_once, log_setup_once);
-  pthread_mutex_lock(&state.mu);
-  wait_write_locked();
-  int b = -1;
-  size_t len = 0;
-  int open = state.out.fd >= 0 && state.buf[0] && !is_disabled();
-  if (open && state.lost_pending) lost_notice_locked(0, 0);
-  if (open && state.fill > 0) b = swap_locked(&len);
-  pthread_mutex_unlock(&state.mu);
-  if (b >= 0) write_buffer(b, len, &state.give_up_ns);
+  for (int round = 0; round < 2; round++) {
+    pthread_mutex_lock(&state.mu);
+    wait_write_locked();
+    int b = -1;
+    size_t len = 0;
+    int open = state.out.fd >= 0 && state.buf[0] && !is_disabled();
+    if (open && state.lost_pending) lost_notice_locked(0, 0);
+    if (open && state.fill > 0) b = swap_locked(&len);
+    int again = open && state.lost_pending;
+    pthread_mutex_unlock(&state.mu);
+    if (b >= 0) write_buffer(b, len, &state.give_up_ns);
+    if (!again) break;
+  }
 }
 
 /* ---- fork ----------------------------------------------------------------- */
@@ -1357,18 +1380,20 @@ static void summary_top_locked(void) {
 /* Printed under state.mu (gs_debug never takes it): a late record cannot
  * change the counters halfway through. */
 static void print_summary(void) {
+  char q[GS_QUOTE_BUF];
   pthread_mutex_lock(&state.mu);
+  gs_quote(state.path, q);
   if (gs_opt.debug_level >= GS_LEVEL_INFO) {
     summary_routes_locked();
     summary_top_locked();
   }
   if (state.dropped)
     GS_WARN("GEMMSHIM_LOG: %" PRIu64 " records dropped (longer than a record may be); '%s' misses them",
-            state.dropped, state.path);
+            state.dropped, q);
   if (state.lost)
     GS_WARN("GEMMSHIM_LOG: %" PRIu64 " records lost because the log writer fell behind (a call waits at most %d ms, "
             "exit at most %d ms; GEMMSHIM_LOG_WAIT=1 waits instead); '%s' misses them",
-            state.lost, LOG_WAIT_MS, LOG_EXIT_WAIT_MS, state.path);
+            state.lost, LOG_WAIT_MS, LOG_EXIT_WAIT_MS, q);
   pthread_mutex_unlock(&state.mu);
 }
 

@@ -96,25 +96,27 @@ static int opt_set_by_env[N_OPTIONS];
 /* ---- shared parsers ------------------------------------------------------ */
 int options_parse_u64(const char *var, const char *s, uint64_t lo, uint64_t hi,
                       uint64_t *out, char *err, size_t errlen) {
-  char *end;
+  char *end, q[GS_QUOTE_BUF];
   errno = 0;
-  if (!s || !*s || *s == '-' || *s == '+') goto bad;
+  /* A digit first: strtoull would skip leading white space and take a
+   * sign, so ' -1' became 2^64-1. */
+  if (!s || *s < '0' || *s > '9') goto bad;
   unsigned long long v = strtoull(s, &end, 10);
   if (errno || *end || v < lo || v > hi) goto bad;
   *out = v;
   return 0;
 bad:
-  snprintf(err, errlen, "%s='%s': expected a whole number from %" PRIu64 " to %" PRIu64, var,
-           s ? s : "", lo, hi);
+  snprintf(err, errlen, "%s='%s': expected a whole number from %" PRIu64 " to %" PRIu64, var, gs_quote(s, q), lo,
+           hi);
   return -1;
 }
 
 /* Sizes: bytes, or a number with K, M, G or T (powers of 1024, optional
  * "iB"/"B"), e.g. 512M, 2GiB. */
 int options_parse_size(const char *var, const char *s, uint64_t *out, char *err, size_t errlen) {
-  char *end;
+  char *end, q[GS_QUOTE_BUF];
   errno = 0;
-  if (!s || !*s || *s == '-' || *s == '+') goto bad;
+  if (!s || *s < '0' || *s > '9') goto bad; /* no white space, no sign (as above) */
   unsigned long long v = strtoull(s, &end, 10);
   if (errno || end == s) goto bad;
   int shift = 0;
@@ -131,8 +133,8 @@ int options_parse_size(const char *var, const char *s, uint64_t *out, char *err,
   *out = (uint64_t)v << shift;
   return 0;
 bad:
-  snprintf(err, errlen, "%s='%s': expected a size in bytes, optionally with K, M, G or T (e.g. 512M)",
-           var, s ? s : "");
+  snprintf(err, errlen, "%s='%s': expected a size in bytes, optionally with K, M, G or T (e.g. 512M)", var,
+           gs_quote(s, q));
   return -1;
 }
 
@@ -143,7 +145,8 @@ static int parse_enum(const opt_def *o, const char *s, char *err, size_t errlen)
       return 0;
     }
   }
-  int n = snprintf(err, errlen, "%s='%s': expected ", o->name, s);
+  char q[GS_QUOTE_BUF];
+  int n = snprintf(err, errlen, "%s='%s': expected ", o->name, gs_quote(s, q));
   for (int i = 0; o->choices[i] && n > 0 && (size_t)n < errlen; i++)
     n += snprintf(err + n, errlen - (size_t)n, "%s%s", i ? (o->choices[i + 1] ? ", " : " or ") : "",
                   o->choices[i]);
@@ -156,12 +159,14 @@ static int parse_bool(const opt_def *o, const char *s, char *err, size_t errlen)
     if (strcasecmp(s, yes[i]) == 0) { *(int *)o->field = 1; return 0; }
     if (strcasecmp(s, no[i]) == 0) { *(int *)o->field = 0; return 0; }
   }
-  snprintf(err, errlen, "%s='%s': expected 1/0, true/false, yes/no or on/off", o->name, s);
+  char q[GS_QUOTE_BUF];
+  snprintf(err, errlen, "%s='%s': expected 1/0, true/false, yes/no or on/off", o->name, gs_quote(s, q));
   return -1;
 }
 
 static int parse_one(const opt_def *o, const char *s, char *err, size_t errlen) {
   uint64_t v;
+  char q[GS_QUOTE_BUF];
   switch (o->kind) {
     case OPT_ENUM: return parse_enum(o, s, err, errlen);
     case OPT_BOOL: return parse_bool(o, s, err, errlen);
@@ -172,7 +177,8 @@ static int parse_one(const opt_def *o, const char *s, char *err, size_t errlen) 
     case OPT_SIZE:
       if (options_parse_size(o->name, s, &v, err, errlen)) return -1;
       if (v < o->lo || v > o->hi) {
-        snprintf(err, errlen, "%s='%s': expected a size from %" PRIu64 " to %" PRIu64 " bytes", o->name, s, o->lo, o->hi);
+        snprintf(err, errlen, "%s='%s': expected a size from %" PRIu64 " to %" PRIu64 " bytes", o->name,
+                 gs_quote(s, q), o->lo, o->hi);
         return -1;
       }
       *(uint64_t *)o->field = v;
@@ -190,10 +196,11 @@ static int parse_one(const opt_def *o, const char *s, char *err, size_t errlen) 
 }
 
 /* Problems found before the debug output is open are held back, so they
- * reach GEMMSHIM_DEBUG_FILE like every later message. */
-#define MAX_HELD 8
+ * reach GEMMSHIM_DEBUG_FILE like every later message: room for one per
+ * option and then some; past that, how many more there were. */
+#define MAX_HELD 32
 static char held[MAX_HELD][1024];
-static int n_held, debug_open;
+static int n_held, n_held_lost, debug_open;
 
 static void go_passthrough(const char *why) {
   gs_opt.passthrough = 1;
@@ -201,6 +208,8 @@ static void go_passthrough(const char *why) {
     GS_WARN("%s; running pass-through (every GEMM native, still logged)", why);
   else if (n_held < MAX_HELD)
     snprintf(held[n_held++], sizeof held[0], "%s", why);
+  else
+    n_held_lost++;
 }
 
 /* ---- the policy file ------------------------------------------------------- */
@@ -232,8 +241,9 @@ static void load_policy(void) {
   char err[1024];
   policy_builtin(&gs_policy);
   if (!gs_opt.policy_path[0]) return;
-  const char *path = gs_opt.policy_path;
-  int fd = GS_CALL(open, path, O_RDONLY | O_CLOEXEC | O_NONBLOCK, 0);
+  char path[GS_QUOTE_BUF];
+  gs_quote(gs_opt.policy_path, path); /* for messages */
+  int fd = GS_CALL(open, gs_opt.policy_path, O_RDONLY | O_CLOEXEC | O_NONBLOCK, 0);
   if (fd < 0) {
     snprintf(err, sizeof err, "GEMMSHIM_POLICY='%s': cannot open (%s); expected a readable policy file", path,
              strerror(errno));
@@ -254,7 +264,9 @@ static void load_policy(void) {
     snprintf(err, sizeof err, "GEMMSHIM_POLICY='%s': larger than %u bytes; expected a policy file", path,
              POLICY_MAX_BYTES);
     go_passthrough(err);
-  } else if (policy_parse(&gs_policy, text, (size_t)len, path, err, sizeof err) != 0) {
+  } else if (policy_parse(&gs_policy, text, (size_t)len,
+                          /* the path names rules in the log too: whole, unless it would break a line */
+                          strcmp(path, gs_opt.policy_path) == 0 ? gs_opt.policy_path : path, err, sizeof err) != 0) {
     go_passthrough(err);
   }
   free(text);
@@ -281,7 +293,8 @@ void options_init(void) {
   debug_open = 1;
   for (int i = 0; i < n_held; i++)
     GS_WARN("%s; running pass-through (every GEMM native, still logged)", held[i]);
-  n_held = 0;
+  if (n_held_lost) GS_WARN("%d more configuration problems, not shown", n_held_lost);
+  n_held = n_held_lost = 0;
   const char *fault = getenv("GEMMSHIM_FAULT");
   if (fault && *fault && gs_fault_parse(fault, err, sizeof err) != 0) go_passthrough(err);
   load_policy();

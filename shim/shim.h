@@ -138,6 +138,14 @@ int options_parse_size(const char *var, const char *s, uint64_t *out,
 /* ------------------------------------------------------------------------ */
 /* "debug.c" */
 void debug_init(void);
+/* A value a user set, fit to show in a message: control characters and
+ * '\\' escaped (\n \t \r \\ \xNN), cut after GS_QUOTE_MAX bytes as
+ * "...(N bytes)", so that no value forges a line or pushes what the message
+ * says after it out of the line. Returns out (GS_QUOTE_BUF bytes). */
+#define GS_QUOTE_MAX 96
+#define GS_QUOTE_BUF (4 * GS_QUOTE_MAX + 32)
+const char *gs_quote(const char *s, char *out);
+const char *gs_quote_n(const char *s, size_t n, char *out);
 void gs_debug(gs_level level, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 #define GS_WARN(...) gs_debug(GS_LEVEL_WARN, __VA_ARGS__)
