@@ -15,6 +15,10 @@
  *                      the calls, then read the files back: "files ok" or
  *                      "files changed <name>".
  *   --calls=N          calls per thread [50]; --threads=T [1]
+ *   --stream=own|legacy  each session's own stream [own], or all on the
+ *                      legacy stream, the child's too: then they share the
+ *                      shim's per-stream state (a scratch slot without
+ *                      memory pools), the hardest case for a fork
  *
  * Prints "calls <n> failed <f>" for the parent (and "child calls <n> failed
  * <f>" from a child). Exit 0 when every call returned CUBLAS_STATUS_SUCCESS,
@@ -65,9 +69,12 @@ typedef struct session {
   CUdeviceptr a, b, c;
 } session;
 
+static int legacy_stream;
+
 static void session_open(session *x) {
   CU(drv.cuCtxSetCurrent(g_ctx));
-  CU(drv.cuStreamCreate(&x->stream, CU_STREAM_NON_BLOCKING));
+  x->stream = NULL;
+  if (!legacy_stream) CU(drv.cuStreamCreate(&x->stream, CU_STREAM_NON_BLOCKING));
   if (cublasCreate(&x->h) != CUBLAS_STATUS_SUCCESS) die("cublasCreate", 0);
   if (cublasSetStream(x->h, (cudaStream_t)x->stream) != CUBLAS_STATUS_SUCCESS) die("cublasSetStream", 0);
   CU(drv.cuMemAlloc_v2(&x->a, DIM * DIM * 2));
@@ -92,6 +99,8 @@ static _Atomic int calls_made, calls_failed;
 
 static void *worker(void *arg) {
   session *x = arg;
+  /* The legacy stream is the current context's: each thread sets it. */
+  CU(drv.cuCtxSetCurrent(g_ctx));
   for (int i = 0; i < n_calls; i++) {
     calls_failed += one_call(x);
     calls_made++;
@@ -180,6 +189,8 @@ int main(int argc, char **argv) {
     else if (!strncmp(a, "--close-fds-at=", 15)) close_at = atoi(a + 15);
     else if (!strncmp(a, "--timeout=", 10)) timeout_s = atoi(a + 10);
     else if (!strncmp(a, "--dir=", 6)) dir = a + 6;
+    else if (!strcmp(a, "--stream=legacy")) legacy_stream = 1;
+    else if (!strcmp(a, "--stream=own")) legacy_stream = 0;
     else die(a, 0);
   }
   if (n_threads < 1 || n_threads > 64 || (close_at >= 0 && n_threads != 1)) die("arguments", 0);

@@ -204,38 +204,46 @@ def test_write_fault_still_warns(client, standin, tmp_path):
 
 
 # ---- fork -----------------------------------------------------------------------------
-FORK_POINTS = (0, 9, 37, 101, 170)  # calls made in all before the fork: 6 threads x 40
+# Where the fork lands: the share of the parent's calls made before it.
+FORK_POINTS = (0.01, 0.15, 0.4, 0.7, 0.95)
+# Calls per thread: the fp8 routes run the shim's kernels on the CPU.
+CALLS = {"fp8-own": 10, "fp8-cublaslt": 16}
 
 
 @pytest.mark.parametrize("pools", ["pools", "no-pools"])
 @pytest.mark.parametrize("route", sorted(ROUTES))
 def test_fork_child_never_hangs(client, standin, tmp_path, route, pools):
     """Six threads make GEMMs on the route while the main thread forks; the
-    child makes GEMMs of its own. A lock another thread held at the fork
-    used to hang the child (the scratch slot without memory pools, the
-    module cache, an fp8 site). The client kills a child that takes more
-    than 20 s and fails; the parent's and the child's records are all in
-    their own logs, and with a shared name all in the one file."""
+    child makes GEMMs of its own, all on the legacy stream (one scratch slot
+    for all without memory pools). A lock another thread held at the fork
+    used to hang the child (the scratch slot, the module cache, an fp8
+    site). The client kills a child that takes more than 20 s and fails;
+    the parent's and the child's records are all in their own logs, and
+    with a shared name (threads on their own streams) all in the one file."""
     env, want_route, want_backend = ROUTES[route]
     env = dict(env)
     if pools == "no-pools":
         env["STANDIN_NO_POOLS"] = "1"
-    for i, at in enumerate(FORK_POINTS):
+    calls = CALLS.get(route, 40)
+    total = 6 * calls
+    for i, share in enumerate(FORK_POINTS):
         own = tmp_path / f"own{i}.%p.jsonl"
-        r = run_client(client, standin, ["--threads=6", "--calls=40", f"--fork-at={at}", "--child-calls=5"],
+        r = run_client(client, standin,
+                       ["--threads=6", f"--calls={calls}", f"--fork-at={int(share * total)}", "--child-calls=5",
+                        "--stream=legacy"],
                        {**env, "GEMMSHIM_LOG": str(own)})
         assert r.returncode == 0, r.describe()
-        assert sorted(r.stdout.splitlines()) == ["calls 240 failed 0", "child calls 5 failed 0"], r.describe()
+        assert sorted(r.stdout.splitlines()) == [f"calls {total} failed 0", "child calls 5 failed 0"], r.describe()
         logs = sorted(tmp_path.glob(f"own{i}.*.jsonl"))
         assert len(logs) == 2, logs
         parent = read_log(tmp_path / f"own{i}.{r.pid}.jsonl")
         (child_log,) = [p for p in logs if p.name != f"own{i}.{r.pid}.jsonl"]
         child = read_log(child_log)
-        assert len(parent) == 240 and len(child) == 5
+        assert len(parent) == total and len(child) == 5
         assert {(x["route"], x.get("backend")) for x in parent + child} == {(want_route, want_backend)}
-        assert len({x["seq"] for x in parent}) == 240
+        assert len({x["seq"] for x in parent}) == total
     shared = tmp_path / "shared.jsonl"
-    r = run_client(client, standin, ["--threads=6", "--calls=40", "--fork-at=50", "--child-calls=5"],
+    r = run_client(client, standin, ["--threads=6", f"--calls={calls}", f"--fork-at={total // 4}", "--child-calls=5"],
                    {**env, "GEMMSHIM_LOG": str(shared)})
     assert r.returncode == 0, r.describe()
-    assert len(read_log(shared)) == 245
+    assert len(read_log(shared)) == total + 5
