@@ -970,6 +970,14 @@ static void write_buffer(int b, size_t len, const volatile uint64_t *deadline) {
   size_t text_len = format_records(state.buf[b], len);
   state.carry_len = 0;
   size_t n = file_write(&state.out, state.text, text_len, deadline);
+  if (n == 0 && errno == EBADF) {
+    /* Closed by the program since the check above: open it again, once. */
+    pthread_mutex_lock(&state.mu);
+    int ok = !is_disabled() && reopen_locked();
+    pthread_mutex_unlock(&state.mu);
+    if (ok) n = file_write(&state.out, state.text, text_len, deadline);
+    else errno = EBADF;
+  }
   if (n == text_len) {
     end_write();
     return;
