@@ -222,9 +222,9 @@ int route_fp8(gs_call *c);
 /* "site.c" */
 uint64_t site_id(const void *caller, const gs_gemm *g);
 /* Who made the call whose return address is caller: GS_CALLER_APP, or the
- * NVIDIA library it lies in, with *object (if object) set to that object's
- * file name (e.g. "libcusolver.so.12"; static storage). Cached per thread
- * and caller: no loader call after the first. */
+ * NVIDIA library it lies in, with *object set to that object's file name
+ * (e.g. "libcusolver.so.12"; static storage). Cached per thread and
+ * caller: no loader call after the first. */
 gs_caller site_caller(const void *caller, const char **object);
 
 #endif

@@ -41,3 +41,16 @@ $(INTEG_DIR)/obj/library_client.o: kernels/convert.h
 
 TEST_DEPS += $(LIBRARY_CLIENT)
 integration: $(LIBRARY_CLIENT)
+
+# CUDA graphs as PyTorch and XLA use them, around one layer's GEMM
+# (graph_client.c), over the stand-in's cuBLAS 13.
+GRAPH_CLIENT := $(INTEG_DIR)/graph_client_cu13
+
+$(GRAPH_CLIENT): $(INTEG_DIR)/obj/graph_client.o $(INTEG_DIR)/obj/client_cuda.o $(call integ_cublas_deps,13)
+	$(CC) $(LDFLAGS_SAN) -pthread -o $@ $(INTEG_DIR)/obj/graph_client.o $(INTEG_DIR)/obj/client_cuda.o \
+	  $(call integ_cublas_link,13) $(INTEG_LIBS)
+
+$(INTEG_DIR)/obj/graph_client.o: kernels/convert.h
+
+TEST_DEPS += $(GRAPH_CLIENT)
+integration: $(GRAPH_CLIENT)
