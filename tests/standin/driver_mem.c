@@ -128,7 +128,7 @@ CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize, CUstream hStream) {
   SD_COUNT(cuMemAllocAsync);
   pthread_mutex_lock(&sd_lock);
   CUcontext ctx;
-  struct CUstream_st *st;
+  struct CUstream_st *st = NULL;
   CUresult r = sd_stream_enqueue_locked(hStream, &ctx, &st);
   if (!r && sd.no_pools) r = CUDA_ERROR_NOT_SUPPORTED;
   if (!r) r = sd_mem_alloc_locked(dptr, bytesize, ctx);
@@ -153,7 +153,7 @@ CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream hStream) {
   SD_COUNT(cuMemFreeAsync);
   pthread_mutex_lock(&sd_lock);
   CUcontext ctx;
-  struct CUstream_st *st;
+  struct CUstream_st *st = NULL;
   CUresult r = sd_stream_enqueue_locked(hStream, &ctx, &st);
   if (!r && sd.no_pools) r = CUDA_ERROR_NOT_SUPPORTED;
   struct CUgraph_st *g = r ? NULL : sd_capture_graph_locked(st);
@@ -275,7 +275,7 @@ CUresult cuMemsetD8Async(CUdeviceptr dstDevice, unsigned char uc, size_t N, CUst
   SD_COUNT(cuMemsetD8Async);
   pthread_mutex_lock(&sd_lock);
   CUcontext ctx;
-  struct CUstream_st *st;
+  struct CUstream_st *st = NULL;
   CUresult r = sd_stream_enqueue_locked(hStream, &ctx, &st);
   if (!r && N && !sd_mem_covers_locked(dstDevice, N)) r = CUDA_ERROR_INVALID_VALUE;
   sd_node n = {.kind = SD_NODE_MEMSET, .dst = dstDevice, .bytes = N, .value = uc, .elem_size = 1};
@@ -290,7 +290,7 @@ CUresult cuMemsetD32Async(CUdeviceptr dstDevice, unsigned int ui, size_t N, CUst
   if (dstDevice % 4 || N > SIZE_MAX / 4) return CUDA_ERROR_INVALID_VALUE;
   pthread_mutex_lock(&sd_lock);
   CUcontext ctx;
-  struct CUstream_st *st;
+  struct CUstream_st *st = NULL;
   CUresult r = sd_stream_enqueue_locked(hStream, &ctx, &st);
   if (!r && N && !sd_mem_covers_locked(dstDevice, N * 4)) r = CUDA_ERROR_INVALID_VALUE;
   sd_node n = {.kind = SD_NODE_MEMSET, .dst = dstDevice, .bytes = N * 4, .value = ui, .elem_size = 4};
@@ -307,7 +307,7 @@ CUresult cuMemcpyDtoDAsync_v2(CUdeviceptr dstDevice, CUdeviceptr srcDevice, size
   SD_COUNT(cuMemcpyDtoDAsync_v2);
   pthread_mutex_lock(&sd_lock);
   CUcontext ctx;
-  struct CUstream_st *st;
+  struct CUstream_st *st = NULL;
   CUresult r = sd_stream_enqueue_locked(hStream, &ctx, &st);
   if (!r && ByteCount && (!sd_mem_covers_locked(dstDevice, ByteCount) ||
                           !sd_mem_covers_locked(srcDevice, ByteCount)))
