@@ -10,11 +10,13 @@ shim as top-level calls. They are steps of the library's own algorithm
 (a factorisation's trailing update), which the program did not ask to
 quantize: they run native unless a policy rule names their caller.
 
-GEMMSHIM_MODE=fp8 takes bf16 and fp16 GEMMs only: TransformerEngine's fp8
-recipes run the Linear layers a model keeps in bf16/fp16 (its fp8_autocast
-wraps te.Linear modules, whose params_dtype is bf16/fp16 in mixed precision),
-and torchao's convert_to_float8_training swaps nn.Linear modules of a
-bf16 model; neither quantizes an fp32 GEMM the user did not mark."""
+GEMMSHIM_MODE=fp8 takes bf16 and fp16 GEMMs only. torchao's quantized
+training docs (docs.pytorch.org/ao, "Quantized Training") write the fp8
+Linear as `output_bf16 = to_fp8(input_bf16) @ to_fp8(weight_bf16.t())`, and
+convert_to_float8_training's own example swaps the nn.Linear layers of a
+model made `.bfloat16()`; TransformerEngine's fp8_autocast quantizes the
+te.Linear modules the user put in the model (in mixed precision, bf16 or
+fp16 ones). Neither turns an fp32 GEMM the user did not mark into fp8."""
 
 import pytest
 
