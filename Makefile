@@ -73,6 +73,7 @@ include tests/unit/unit.mk
 include tests/integration/integration.mk
 include tests/integration/fp8.mk
 include tests/integration/ffma.mk
+include tests/integration/proc.mk
 include launcher/launcher.mk
 include packaging/install.mk
 include packaging/wheel.mk

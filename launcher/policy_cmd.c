@@ -18,7 +18,8 @@
 static void usage(FILE *f) {
   fprintf(f, "usage: " CMD " check FILE\n"
              "       " CMD " explain --sm X.Y|unknown --ab TYPE [--a TYPE --b TYPE] --c TYPE --compute TYPE\n"
-             "                              --api NAME [--policy FILE]\n"
+             "                              --api NAME [--caller NAME] [--policy FILE]\n"
+             "  --caller: who makes the GEMM, app (the default: the program) or an NVIDIA library.\n"
              "  explain reads GEMMSHIM_POLICY when --policy is not given; without either, the built-in rules.\n");
 }
 
@@ -82,6 +83,7 @@ static void print_names(const char *(*name)(int), int first, int count) {
 }
 
 static const char *api_name_of(int v) { return gs_api_name((gs_api)v); }
+static const char *caller_name_of(int v) { return gs_caller_name((gs_caller)v); }
 
 static int parse_named(const char *flag, const char *value, int (*parse)(const char *, size_t),
                        const char *(*name)(int), int first, int count, int *out) {
@@ -111,19 +113,22 @@ static void describe_misses(unsigned misses, const policy_key *k) {
   }
   if (misses & POLICY_MISS_C) printf("%s c=%s", sep, gs_type_name(k->c_type)), sep = ",";
   if (misses & POLICY_MISS_COMPUTE) printf("%s compute=%s", sep, gs_compute_name(k->compute_type)), sep = ",";
-  if (misses & POLICY_MISS_API) printf("%s api=%s", sep, gs_api_name(k->api));
+  if (misses & POLICY_MISS_API) printf("%s api=%s", sep, gs_api_name(k->api)), sep = ",";
+  if (misses & POLICY_MISS_CALLER) printf("%s caller=%s", sep, gs_caller_name(k->caller));
   printf("\n");
 }
 
 static int explain(int argc, char **argv) {
   const char *policy = getenv("GEMMSHIM_POLICY");
   if (policy && !*policy) policy = NULL;
-  const char *sm = NULL, *ab = NULL, *a = NULL, *b = NULL, *c = NULL, *compute = NULL, *api = NULL;
+  const char *sm = NULL, *ab = NULL, *a = NULL, *b = NULL, *c = NULL, *compute = NULL, *api = NULL,
+             *caller = "app";
   struct {
     const char *flag;
     const char **value;
   } flags[] = {{"--sm", &sm},           {"--ab", &ab},   {"--a", &a},          {"--b", &b},
-               {"--c", &c},             {"--compute", &compute}, {"--api", &api}, {"--policy", &policy}};
+               {"--c", &c},             {"--compute", &compute}, {"--api", &api}, {"--caller", &caller},
+               {"--policy", &policy}};
   for (int i = 1; i < argc; i++) {
     size_t f = 0;
     for (; f < sizeof flags / sizeof flags[0]; f++)
@@ -153,11 +158,14 @@ static int explain(int argc, char **argv) {
       parse_named("--api", api, gs_api_parse, api_name_of, 0, GS_API_COUNT, &v))
     return LAUNCH_EXIT_USAGE;
   k.api = (gs_api)v;
+  if (parse_named("--caller", caller, gs_caller_parse, caller_name_of, 0, GS_CALLER_COUNT, &v))
+    return LAUNCH_EXIT_USAGE;
+  k.caller = (gs_caller)v;
   if (load(policy) != 0) return LAUNCH_EXIT_BAD_CHECK;
 
-  printf("GEMM: sm=%s a=%s b=%s c=%s compute=%s api=%s\n", k.sm == POLICY_SM_UNKNOWN ? "unknown" : sm,
+  printf("GEMM: sm=%s a=%s b=%s c=%s compute=%s api=%s caller=%s\n", k.sm == POLICY_SM_UNKNOWN ? "unknown" : sm,
          gs_type_name(k.a_type), gs_type_name(k.b_type), gs_type_name(k.c_type), gs_compute_name(k.compute_type),
-         gs_api_name(k.api));
+         gs_api_name(k.api), gs_caller_name(k.caller));
   printf("rules: %s\n", policy ? policy : "built-in only");
   int match = policy_match(&table, &k);
   char rule[512];
@@ -168,8 +176,12 @@ static int explain(int argc, char **argv) {
     if (i == match) printf(": matches\n");
     else describe_misses(misses, &k);
   }
-  /* The reason the routing log gives, word for word (decide.c). */
-  if (match < 0) {
+  /* The reason the routing log gives, word for word (decide.c), for the
+   * program's own calls; the log names a library's calls by its file. */
+  if (match < 0 && k.caller != GS_CALLER_APP) {
+    printf("route: native (no rule names caller=%s: GEMMs inside NVIDIA libraries run native)\n",
+           gs_caller_name(k.caller));
+  } else if (match < 0) {
     printf("route: native (policy: no rule matched)\n");
   } else {
     policy_rule_describe(&table, match, rule, sizeof rule);

@@ -302,7 +302,7 @@ def test_policy_explain(launcher, standin, tmp_path):
     r = launch(["policy", "explain", "--sm", "6.1", "--ab", "bf16", "--c", "bf16", "--compute", "32f",
                 "--api", "cublasGemmEx"], standin)
     assert (r.returncode, r.stderr) == (0, ""), r.describe()
-    assert r.stdout == ("GEMM: sm=6.1 a=bf16 b=bf16 c=bf16 compute=32f api=cublasGemmEx\n"
+    assert r.stdout == ("GEMM: sm=6.1 a=bf16 b=bf16 c=bf16 compute=32f api=cublasGemmEx caller=app\n"
                         "rules: built-in only\n"
                         f"  1. {FFMA_RULE}: matches\n"
                         f"route: ffma (policy: {FFMA_RULE})\n")
@@ -311,7 +311,7 @@ def test_policy_explain(launcher, standin, tmp_path):
     r = launch(["policy", "explain", "--sm", "9.0", "--a", "bf16", "--b", "e4m3", "--c", "bf16", "--compute", "64f",
                 "--api", "cublasGemmEx"], standin, env={"GEMMSHIM_POLICY": str(policy)})
     assert (r.returncode, r.stderr) == (0, ""), r.describe()
-    assert r.stdout == ("GEMM: sm=9.0 a=bf16 b=e4m3 c=bf16 compute=64f api=cublasGemmEx\n"
+    assert r.stdout == ("GEMM: sm=9.0 a=bf16 b=e4m3 c=bf16 compute=64f api=cublasGemmEx caller=app\n"
                         f"rules: {policy}\n"
                         f"  1. {policy}:1 (fp8 sm=8.9- ab=fp16): no, the rule does not take a=bf16 b=e4m3\n"
                         f"  2. {policy}:2 (native api=cublasLtMatmul): no, the rule does not take api=cublasGemmEx\n"
@@ -322,11 +322,33 @@ def test_policy_explain(launcher, standin, tmp_path):
     off.write_text("builtin off\nffma sm=6.1\n")
     r = launch(["policy", "explain", "--sm", "unknown", "--ab", "fp16", "--c", "fp16", "--compute", "32f",
                 "--api", "cublasLtMatmul", "--policy", str(off)], standin)
-    assert r.stdout == ("GEMM: sm=unknown a=fp16 b=fp16 c=fp16 compute=32f api=cublasLtMatmul\n"
+    assert r.stdout == ("GEMM: sm=unknown a=fp16 b=fp16 c=fp16 compute=32f api=cublasLtMatmul caller=app\n"
                         f"rules: {off}\n"
                         f"  1. {off}:2 (ffma sm=6.1): no, the rule does not take an unknown device (sm)\n"
                         "route: native (policy: no rule matched)\n"
                         "note: with the device unknown, only rules without an sm key match\n")
+
+
+def test_policy_explain_caller(launcher, standin, tmp_path):
+    """GEMMs an NVIDIA library makes inside itself match only rules that
+    name their caller (policy.h: caller= absent means the program)."""
+    args = ["policy", "explain", "--sm", "9.0", "--ab", "bf16", "--c", "bf16", "--compute", "32f",
+            "--api", "cublasGemmEx", "--caller", "cusolver"]
+    r = launch(args, standin)
+    assert (r.returncode, r.stderr) == (0, ""), r.describe()
+    assert r.stdout == ("GEMM: sm=9.0 a=bf16 b=bf16 c=bf16 compute=32f api=cublasGemmEx caller=cusolver\n"
+                        "rules: built-in only\n"
+                        f"  1. {FFMA_RULE}: no, the rule does not take sm=9.0, caller=cusolver\n"
+                        f"  2. {NATIVE_RULE}: no, the rule does not take caller=cusolver\n"
+                        "route: native (no rule names caller=cusolver: GEMMs inside NVIDIA libraries run native)\n")
+    policy = tmp_path / "p.txt"
+    policy.write_text("fp8 caller=cusolver\n")
+    r = launch([*args, "--policy", str(policy)], standin)
+    assert r.stdout.endswith(f"  1. {policy}:1 (fp8 caller=cusolver): matches\n"
+                             f"route: fp8 (policy: {policy}:1 (fp8 caller=cusolver))\n"), r.stdout
+    r = launch([*args[:-1], "cusolverr"], standin)
+    assert r.returncode == 2
+    assert r.stderr.startswith("gemmshim policy explain: --caller 'cusolverr': expected app, cublas, "), r.stderr
 
 
 def test_policy_explain_errors(launcher, standin):

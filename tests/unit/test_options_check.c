@@ -167,21 +167,24 @@ static void test_sm_parse(void **state) {
 static void test_misses_agree_with_match(void **state) {
   static const char text[] = "fp8 sm=8.9- ab=bf16,fp16 c=bf16\n"
                              "ffma sm=6.1 compute=32f api=cublasGemmEx,cublasLtMatmul\n"
-                             "native ab=fp32 c=fp32\n";
+                             "native ab=fp32 c=fp32\n"
+                             "fp8 caller=cusolver,cublas ab=fp16\n";
   policy_table t;
   char err[512];
   assert_int_equal(policy_parse(&t, text, sizeof text - 1, "t", err, sizeof err), 0);
   const int sms[] = {POLICY_SM_UNKNOWN, 60, 61, 75, 89, 90};
   const int types[] = {CUDA_R_32F, CUDA_R_16F, CUDA_R_16BF, CUDA_R_8F_E4M3};
   const int computes[] = {CUBLAS_COMPUTE_32F, CUBLAS_COMPUTE_64F, CUBLAS_COMPUTE_16F};
+  const gs_caller callers[] = {GS_CALLER_APP, GS_CALLER_CUSOLVER, GS_CALLER_CUBLASLT};
   int checked = 0, matched_by[8] = {0};
   for (size_t s = 0; s < sizeof sms / sizeof *sms; s++)
     for (size_t a = 0; a < 4; a++)
       for (size_t b = 0; b < 4; b++)
         for (size_t c = 0; c < 4; c++)
           for (size_t cp = 0; cp < 3; cp++)
-            for (int api = 0; api < GS_API_COUNT; api++) {
-              policy_key k = {sms[s], types[a], types[b], types[c], computes[cp], (gs_api)api};
+            for (int api = 0; api < GS_API_COUNT; api++)
+              for (size_t who = 0; who < 3; who++) {
+              policy_key k = {sms[s], types[a], types[b], types[c], computes[cp], (gs_api)api, callers[who]};
               int match = policy_match(&t, &k), first = -1;
               for (int i = 0; i < t.n && first < 0; i++)
                 if (policy_rule_misses(&t, i, &k) == 0) first = i;
@@ -189,11 +192,12 @@ static void test_misses_agree_with_match(void **state) {
               if (match >= 0) matched_by[match]++;
               checked++;
             }
-  assert_int_equal(checked, 6 * 4 * 4 * 4 * 3 * GS_API_COUNT);
+  assert_int_equal(checked, 6 * 4 * 4 * 4 * 3 * GS_API_COUNT * 3);
   for (int i = 0; i < t.n; i++) assert_true(matched_by[i] > 0); /* every rule wins somewhere */
 
   /* Rule 2 (ffma sm=6.1 compute=32f api=...): one miss per wrong key. */
-  policy_key k = {90, CUDA_R_16BF, CUDA_R_16BF, CUDA_R_16BF, CUBLAS_COMPUTE_64F, GS_API_GEMM_BATCHED_EX};
+  policy_key k = {90, CUDA_R_16BF, CUDA_R_16BF, CUDA_R_16BF, CUBLAS_COMPUTE_64F, GS_API_GEMM_BATCHED_EX,
+                  GS_CALLER_APP};
   assert_int_equal(policy_rule_misses(&t, 1, &k), POLICY_MISS_SM | POLICY_MISS_COMPUTE | POLICY_MISS_API);
   k.sm = 61;
   assert_int_equal(policy_rule_misses(&t, 1, &k), POLICY_MISS_COMPUTE | POLICY_MISS_API);
@@ -201,8 +205,16 @@ static void test_misses_agree_with_match(void **state) {
   k.api = GS_API_LT_MATMUL;
   assert_int_equal(policy_rule_misses(&t, 1, &k), 0);
   /* Rule 1's ab: both A and B must be in the list. */
-  k = (policy_key){90, CUDA_R_16BF, CUDA_R_8F_E4M3, CUDA_R_32F, CUBLAS_COMPUTE_32F, GS_API_GEMM_EX};
+  k = (policy_key){90, CUDA_R_16BF, CUDA_R_8F_E4M3, CUDA_R_32F, CUBLAS_COMPUTE_32F, GS_API_GEMM_EX, GS_CALLER_APP};
   assert_int_equal(policy_rule_misses(&t, 0, &k), POLICY_MISS_AB | POLICY_MISS_C);
+  /* A rule without a caller key takes the program's calls only; rule 4
+   * takes cuSOLVER's and cuBLAS's, not the program's. */
+  k.caller = GS_CALLER_CUSOLVER;
+  assert_int_equal(policy_rule_misses(&t, 0, &k), POLICY_MISS_AB | POLICY_MISS_C | POLICY_MISS_CALLER);
+  k = (policy_key){90, CUDA_R_16F, CUDA_R_16F, CUDA_R_16F, CUBLAS_COMPUTE_32F, GS_API_GEMM_EX, GS_CALLER_APP};
+  assert_int_equal(policy_rule_misses(&t, 3, &k), POLICY_MISS_CALLER);
+  k.caller = GS_CALLER_CUBLAS;
+  assert_int_equal(policy_rule_misses(&t, 3, &k), 0);
 }
 
 int main(void) {
