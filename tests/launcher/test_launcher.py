@@ -370,8 +370,20 @@ def test_policy_explain_errors(launcher, standin):
         assert (r.returncode, r.stdout, r.stderr) == (2, "", message), r.describe()
     r = launch(base[:4], standin)
     assert r.returncode == 2
-    assert r.stderr.startswith("gemmshim policy: explain: --ab (or --a) missing; expected every key the policy "
-                               "is matched on\n")
+    assert r.stderr.startswith("gemmshim policy: explain: --ab (or --a), --c, --compute, --api missing; expected "
+                               "every key the policy is matched on\n")
+    # The type named as the user typed it; --flag=value as the launcher's options take it.
+    args = list(base)
+    args[args.index("--ab") + 1] = "bf17"
+    r = launch(args, standin)
+    assert r.returncode == 2 and r.stderr.startswith("gemmshim policy explain: --ab 'bf17': expected "), r.stderr
+    r = launch(["policy", "explain", "--sm=9.0", "--ab=bf16", "--c=bf16", "--compute=32f", "--api=cublasGemmEx"],
+               standin)
+    assert r.returncode == 0 and r.stdout.endswith("route: native (policy: built-in rule 2 (native))\n"), r.stdout
+    r = launch(["policy", "explain", "--size", "1"], standin)
+    assert r.returncode == 2 and r.stderr.startswith(
+        "gemmshim policy: explain: unknown argument '--size'; expected --sm, --ab (or --a and --b), --c, --compute,"
+        " --api, --caller or --policy\n"), r.stderr
 
 
 @pytest.mark.parametrize("policy_text", [None, "ffma sm=6.1 ab=fp16\nnative api=cublasGemmStridedBatchedEx\n"])
