@@ -37,7 +37,7 @@ SHIM_WARNING = re.compile(r"^gemmshim \S+ WARN (.*); running pass-through \(ever
 USAGE = (
     "usage: gemmshim [options] [--] command [args...]\n"
     "       gemmshim policy check FILE\n"
-    "       gemmshim policy explain --sm X.Y --ab TYPE --c TYPE --compute TYPE --api NAME [--policy FILE]\n"
+    "       gemmshim policy explain --sm X.Y --ab TYPE --c TYPE --compute TYPE --api NAME [--caller NAME] [--policy FILE]\n"
     "       gemmshim report [args...]\n"
     "       gemmshim --version | --help | --print-lib\n"
 )
@@ -81,12 +81,14 @@ def test_print_lib_and_version(launcher, standin):
     version = re.search(r'gemmshim_version\[\] = "([^"]+)"', (ROOT / "shim" / "resolve.c").read_text()).group(1)
     r = launch(["--version"], standin)
     assert (r.returncode, r.stdout, r.stderr) == (0, f"{version}\nlibrary: {LIB}\n", ""), r.describe()
+    assert launch(["-V"], standin).stdout == r.stdout
 
 
 def test_help_lists_every_option_of_the_shims_table(launcher, standin):
     r = launch(["--help"], standin)
     assert r.returncode == 0 and r.stderr == "", r.describe()
     assert r.stdout.startswith(USAGE)
+    assert launch(["-h"], standin).stdout == r.stdout
     listed = re.findall(r"^  (--[a-z0-9-]+) +(GEMMSHIM_[A-Z0-9_]+), default '", r.stdout, re.M)
     assert listed == [(flag_of(v), v) for v in shim_options()]
     assert ("--mode", "GEMMSHIM_MODE") in listed and ("--fp8-format", "GEMMSHIM_FP8_FORMAT") in listed
