@@ -53,6 +53,16 @@ CUresult kernels_function(CUcontext ctx, gs_kernel_id id, CUfunction *f, const c
 CUresult kernels_launch(CUcontext ctx, CUfunction f, const unsigned grid[3],
                         const unsigned block[3], CUstream stream, void **params);
 
+/* ---- the cast launchers' plan (cast_launch.c), for their tests ---------- */
+struct kernel_cast_operand;
+/* The argument block and grid of one cast launch of operands ops[0..n) from
+ * element kind src to dst (cast.h); CUDA_ERROR_INVALID_VALUE for an invalid
+ * operand. Operands with nothing to do take no chunks. */
+CUresult kernel_cast_plan(const struct kernel_cast_operand *ops, int n, int src, int dst, gs_cast_args *a,
+                          unsigned grid[3]);
+/* The multiplier that divides by d >= 1 (cast.h's gs_cast_div). */
+gs_cast_div kernel_cast_div(uint64_t d);
+
 /* ---- what every launcher shares ------------------------------------------ */
 /* gridDim.y/z are at most 65535 on every GPU; x is capped alike, the
  * kernels' grid-stride loops cover the rest. */
