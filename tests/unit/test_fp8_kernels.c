@@ -697,6 +697,135 @@ static void test_quantize_argument_checks(void **state) {
   dev_free(src), dev_free(dst), dev_free(ring);
 }
 
+/* ---- golden outputs ---------------------------------------------------------------- */
+/* The quantize kernels' exact outputs (codes and every byte of both rings,
+ * over three calls with the parity flipping) on fixed data, as the kernels
+ * produced them when each operand had a launch of its own and the encoder
+ * divided (commit 55adb30 of this project; GS_FP8_GOLDEN_PRINT=1 prints the
+ * hashes to regenerate them). Any later kernel (one launch for A and B, the
+ * sm_89 conversion) must reproduce them bit for bit: NaNs of both signs,
+ * infinities, values past the max, subnormals, exact ties of x / scale and
+ * their neighbours, power-of-two and other steps, both formats, every
+ * source type, transposing and not, vector and element paths. */
+static uint64_t golden_state;
+static uint64_t golden_next(void) { /* splitmix64, its own stream */
+  uint64_t z = (golden_state += 0x9E3779B97F4A7C15ull);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+static uint64_t fnv1a(uint64_t h, const void *p, size_t n) {
+  const unsigned char *b = p;
+  for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 0x100000001B3ull;
+  return h;
+}
+
+/* An element for the golden data: mostly normal values around the step,
+ * some exact fp8 ties of x / step (and one fp32 ulp either side), some
+ * specials. */
+static float golden_value(float step, int fmt) {
+  uint64_t r = golden_next();
+  switch (r % 8) {
+  case 0: { /* a tie between neighbouring codes, times the step */
+    uint8_t c = (uint8_t)((r >> 8) & 0x7F);
+    if (c >= (fmt ? 0x7B : 0x7E)) c = 0x10;
+    float lo = gs_fp8_to_f32(c, fmt), hi = gs_fp8_to_f32((uint8_t)(c + 1), fmt);
+    float x = (lo + hi) / 2 * step;
+    uint32_t bits = gs_f32_bits(x) + (uint32_t)((r >> 16) % 3) - 1;
+    return gs_f32_from_bits(bits | (uint32_t)((r >> 20) & 1) << 31);
+  }
+  case 1: {
+    static const uint32_t sp[] = {0x7F800000u, 0xFF800000u, 0x7FC00000u, 0xFFC00000u, 0x00000000u,
+                                  0x80000000u, 0x00000001u, 0x7F7FFFFFu, 0xFF7FFFFFu, 0x5E800000u,
+                                  0x3A800000u, 0x37000000u, 0x43E00000u, 0x43E80000u, 0x47600000u, 0x47700000u};
+    return gs_f32_from_bits(sp[(r >> 8) % 16]);
+  }
+  default: {
+    double u = (double)(r >> 11) * 0x1p-53;
+    return (float)((u * 2 - 1) * 600.0 * step * (double)((r >> 4) % 2 ? 1 : 1.0 / 64));
+  }
+  }
+}
+
+typedef struct golden_operand {
+  int type, trans, fmt;
+  int64_t rows, cols, ld, stride, batch;
+  float step, margin_div;
+} golden_operand;
+
+static void golden_fill(const golden_operand *g, void *p) {
+  int64_t len = (g->batch - 1) * g->stride + g->ld * (g->cols - 1) + g->rows;
+  for (int64_t i = 0; i < len; i++) put_elem(g->type, p, i, golden_value(g->step, g->fmt));
+}
+
+/* Both operands of a GEMM as the route quantizes them. */
+static CUresult golden_quantize_pair(CUcontext c, const golden_operand *const g[2], void *const src[2],
+                                     uint8_t *const dst[2], gs_fp8_ring *const ring[2], int parity) {
+  CUresult r = CUDA_SUCCESS;
+  for (int i = 0; i < 2 && r == CUDA_SUCCESS; i++)
+    r = fp8_quantize(c, NULL, g[i]->type, src[i], g[i]->rows, g[i]->cols, g[i]->ld, g[i]->stride, g[i]->batch,
+                     g[i]->trans, i, dst[i], ring[i], parity);
+  return r;
+}
+
+/* A and B of one GEMM, quantized three times (ring state carried over):
+ * the hash of both outputs and both rings after each call. */
+static uint64_t golden_run(CUcontext c, const golden_operand *ga, const golden_operand *gb) {
+  const golden_operand *g[2] = {ga, gb};
+  void *src[2];
+  uint8_t *dst[2];
+  gs_fp8_ring *ring[2];
+  ring_model unused;
+  for (int i = 0; i < 2; i++) {
+    int64_t len = (g[i]->batch - 1) * g[i]->stride + g[i]->ld * (g[i]->cols - 1) + g[i]->rows;
+    src[i] = dev_alloc((size_t)len * type_size(g[i]->type));
+    golden_fill(g[i], src[i]);
+    dst[i] = dev_alloc((size_t)(g[i]->rows * g[i]->cols * g[i]->batch));
+    ring[i] = ring_new(&unused, 5, g[i]->fmt, g[i]->margin_div);
+    ring[i]->scale[0] = g[i]->step;
+  }
+  uint64_t h = 0xCBF29CE484222325ull;
+  for (int call = 0; call < 3; call++) {
+    const int parity = call % 2;
+    CUresult r = golden_quantize_pair(c, g, src, dst, ring, parity);
+    if (r != CUDA_SUCCESS) fail_msg("golden quantize: CUresult %d", (int)r);
+    for (int i = 0; i < 2; i++) {
+      h = fnv1a(h, dst[i], (size_t)(g[i]->rows * g[i]->cols * g[i]->batch));
+      h = fnv1a(h, ring[i], (size_t)gs_fp8_ring_bytes(5));
+    }
+  }
+  for (int i = 0; i < 2; i++) dev_free(src[i]), dev_free(dst[i]), dev_free(ring[i]);
+  return h;
+}
+
+static const struct golden_case {
+  golden_operand a, b;
+  uint64_t hash;
+} golden_cases[] = {
+    /* bf16, A transposed through shared memory, vector paths; steps 2^-3 and not a power of two */
+    {{CUDA_R_16BF, 0, GS_FP8_E4M3, 70, 64, 72, 72 * 64, 2, 0.125f, 1.0f},
+     {CUDA_R_16BF, 0, GS_FP8_E5M2, 64, 40, 64, 64 * 40 + 8, 2, 0.0137f, 2.0f}, 0xd4429664ffb340edull},
+    /* fp16, A^T (no transpose), B^T (transposed), odd sizes: element paths */
+    {{CUDA_R_16F, 1, GS_FP8_E5M2, 37, 29, 39, 39 * 29 + 3, 3, 3.0f, 1.0f},
+     {CUDA_R_16F, 1, GS_FP8_E4M3, 45, 37, 45, 45 * 37, 3, 0.0078125f, 1.0f}, 0x8d222e97788420f1ull},
+    /* fp32, several blocks each */
+    {{CUDA_R_32F, 0, GS_FP8_E4M3, 130, 100, 136, 0, 1, 1.7f, 4.0f},
+     {CUDA_R_32F, 1, GS_FP8_E4M3, 96, 100, 96, 0, 1, 0.25f, 1.0f}, 0x8731786dc6ffb9c1ull},
+};
+
+static void test_quantize_golden(void **state) {
+  (void)state;
+  const int print = getenv("GS_FP8_GOLDEN_PRINT") != NULL;
+  for (size_t i = 0; i < sizeof golden_cases / sizeof golden_cases[0]; i++) {
+    golden_state = 0x5EED0000u + i;
+    uint64_t h = golden_run(ctx, &golden_cases[i].a, &golden_cases[i].b);
+    if (print) print_message("golden case %zu: 0x%016" PRIx64 "\n", i, h);
+    else if (h != golden_cases[i].hash)
+      fail_msg("golden case %zu: hash 0x%016" PRIx64 ", want 0x%016" PRIx64, i, h, golden_cases[i].hash);
+  }
+}
+
 /* ---- GEMM ------------------------------------------------------------------------- */
 typedef struct gemm_case {
   const char *name;
@@ -1328,6 +1457,7 @@ int main(void) {
       cmocka_unit_test(test_ring_state_machine),
       cmocka_unit_test(test_amax_init),
       cmocka_unit_test(test_quantize_empty),
+      cmocka_unit_test(test_quantize_golden),
       cmocka_unit_test(test_quantize_argument_checks),
       cmocka_unit_test(test_gemm_shapes),
       cmocka_unit_test(test_gemm_vector_path),
