@@ -65,6 +65,20 @@ typedef struct gs_cast_args {
   int64_t operands;
 } gs_cast_args;
 
+#if !defined(__CUDA_ARCH__)
+/* The multiplier that divides by d >= 1 (host code: launchers, tests). */
+static inline gs_cast_div gs_cast_div_for(uint64_t d) {
+  gs_cast_div m;
+  uint32_t l = 0; /* ceil(log2 d) */
+  while (l < 64 && ((unsigned __int128)1 << l) < d) l++;
+  m.d = d;
+  m.magic = (uint64_t)((((unsigned __int128)1 << 64) * (((unsigned __int128)1 << l) - d)) / d + 1);
+  m.sh1 = l < 1 ? l : 1;
+  m.sh2 = l > 1 ? l - 1 : 0;
+  return m;
+}
+#endif
+
 #if defined(__cplusplus)
 static_assert(sizeof(gs_cast_operand) == 120, "gs_cast_operand has padding");
 #else

@@ -81,15 +81,7 @@ static int operand_check(const kernel_cast_operand *o, int src, int dst) {
   return 0;
 }
 
-gs_cast_div kernel_cast_div(uint64_t d) {
-  gs_cast_div m = {d, 0, 0, 0};
-  uint32_t l = 0; /* ceil(log2 d) */
-  while (l < 64 && ((unsigned __int128)1 << l) < d) l++;
-  m.magic = (uint64_t)((((unsigned __int128)1 << 64) * (((unsigned __int128)1 << l) - d)) / d + 1);
-  m.sh1 = l < 1 ? l : 1;
-  m.sh2 = l > 1 ? l - 1 : 0;
-  return m;
-}
+gs_cast_div kernel_cast_div(uint64_t d) { return gs_cast_div_for(d); }
 
 /* Operand o's part of the argument block: folded shape, chunks per column.
  * A column's chunks start at its source's 4-element boundaries when it can

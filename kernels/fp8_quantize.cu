@@ -16,9 +16,12 @@
  * pad keeps the transposed reads to 2-way bank conflicts) and leave as
  * 8-byte stores along k, a warp writing 4 rows of 64 contiguous bytes.
  * Both groups' loads are issued before either is encoded: 32 bytes (64 for
- * fp32) in flight per thread. At the 64-80 registers ptxas gives (sm_75,
- * sm_90) 3-4 blocks fit per SM, 24-32 KB in flight, above the ~23 KB per SM
- * that an H200's 4.3 TB/s at ~700 ns latency asks for. A grid-stride loop
+ * fp32) in flight per thread. Built for 3 blocks per SM
+ * (launch_bounds(256, 3): at most 80 registers, which ptxas meets; its
+ * figures per target are in docs/perf-static.md): 24-48 KB in flight, above
+ * the ~23 KB per SM that an H200's 4.3 TB/s at ~700 ns latency asks for.
+ * A GEMM's A and B share one launch: the grid's first blocks take A, the
+ * rest B, each operand with its own ring and fold. A grid-stride loop
  * over tiles keeps the grid within limits and the amax in registers until
  * the block's end.
  *
@@ -131,11 +134,13 @@ static __device__ __forceinline__ void fp8_fold(gs_fp8_ring_dev *ring, int parit
 }
 
 template <int E, int MODE>
-static __device__ __forceinline__ void fp8_quantize_body(const gs_fp8_quantize_args &a) {
+static __device__ __forceinline__ void fp8_quantize_body(const gs_fp8_q_operand &a, const unsigned bx,
+                                                         const int parity) {
   typedef typename fp8_src_elem<E>::bits sbits;
   __shared__ uint32_t s_tile[GS_FP8_Q_TILE][FP8_Q_PITCH_WORDS];
   __shared__ unsigned s_block_amax, s_slots_amax, s_others_amax, s_last;
 
+  const unsigned nb = (unsigned)a.blocks;
   const unsigned tid = threadIdx.x;
   if (tid == 0) {
     s_block_amax = 0;
@@ -147,13 +152,13 @@ static __device__ __forceinline__ void fp8_quantize_body(const gs_fp8_quantize_a
 
   gs_fp8_ring_dev *ring = a.ring;
   const int fmt = (int)ring->fmt;
-  const float scale = ring->scale[a.parity];
+  const float scale = ring->scale[parity];
   const int64_t rows = a.rows, cols = a.cols;
   const int64_t per_member = a.tiles_r * a.tiles_c;
   const int64_t tiles = per_member * a.batch;
   uint32_t amax = 0; /* |x| bits: unsigned order is float order, NaN on top */
 
-  for (int64_t t = blockIdx.x; t < tiles; t += gridDim.x) {
+  for (int64_t t = bx; t < tiles; t += nb) {
     const int64_t b = t / per_member, in_member = t - b * per_member;
     const int64_t tc = in_member / a.tiles_r, tr = in_member - tc * a.tiles_r;
     const int64_t r0 = tr * GS_FP8_Q_TILE, c0 = tc * GS_FP8_Q_TILE;
@@ -238,9 +243,9 @@ GS_FP8_UNROLL
   __syncthreads();
   if (tid == 0) {
     if (s_block_amax != 0)
-      gs_fp8_atomic_max(&ring->amax_slot[blockIdx.x % GS_FP8_DEV_AMAX_SLOTS], s_block_amax);
+      gs_fp8_atomic_max(&ring->amax_slot[bx % GS_FP8_DEV_AMAX_SLOTS], s_block_amax);
     gs_fp8_threadfence();
-    s_last = gs_fp8_atomic_add(&ring->blocks_done, 1) == gridDim.x - 1;
+    s_last = gs_fp8_atomic_add(&ring->blocks_done, 1) == nb - 1;
   }
   __syncthreads();
   if (!s_last) return;
@@ -262,13 +267,24 @@ GS_FP8_UNROLL
   if (slots != 0) gs_fp8_atomic_max(&s_slots_amax, slots);
   if (others != 0) gs_fp8_atomic_max(&s_others_amax, others);
   __syncthreads();
-  if (tid == 0) fp8_fold<MODE>(ring, a.parity, s_slots_amax, s_others_amax, pos);
+  if (tid == 0) fp8_fold<MODE>(ring, parity, s_slots_amax, s_others_amax, pos);
+}
+
+/* The grid's first op[0].blocks blocks take A, the rest B: each operand is
+ * a grid of its own (block bx of op.blocks) with its own ring and fold. Two
+ * inlined bodies, each reading its operand's fields at fixed offsets: one
+ * body picking fields at run time took ~30 more registers (ptxas). */
+template <int E, int MODE> static __device__ __forceinline__ void fp8_quantize_operands(const gs_fp8_quantize_args &args) {
+  if (args.operands > 1 && blockIdx.x >= (unsigned)args.op[0].blocks)
+    fp8_quantize_body<E, MODE>(args.op[1], blockIdx.x - (unsigned)args.op[0].blocks, args.parity);
+  else
+    fp8_quantize_body<E, MODE>(args.op[0], blockIdx.x, args.parity);
 }
 
 #define GS_FP8_Q_DEFINE(name, E, MODE)                                         \
-  extern "C" __global__ void __launch_bounds__(GS_FP8_Q_THREADS)               \
-      name(gs_fp8_quantize_args a) {                                           \
-    fp8_quantize_body<E, MODE>(a);                                             \
+  extern "C" __global__ void __launch_bounds__(GS_FP8_Q_THREADS, 3)            \
+      name(gs_fp8_quantize_args args) {                                        \
+    fp8_quantize_operands<E, MODE>(args);                                      \
   }
 GS_FP8_QUANTIZE_KERNELS(GS_FP8_Q_DEFINE)
 
