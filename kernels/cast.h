@@ -21,10 +21,6 @@
 #define GS_CAST_VEC 4
 #define GS_CAST_CHUNK 8
 #define GS_CAST_THREADS 256
-/* Blocks per SM the kernels are built for (launch_bounds): 6 x 256 threads
- * at <= 40 registers fill the 64K-register file of sm_61 and sm_90 with no
- * spill; 8 blocks (32 registers) made ptxas spill (cast.cu). */
-#define GS_CAST_MIN_BLOCKS 6
 /* Operands one launch can carry (the ffma route's A, B, C and bias). */
 #define GS_CAST_MAX_OPERANDS 4
 

@@ -29,6 +29,10 @@ typedef struct gs_fp8_ring_dev {
   float hist[];
 } gs_fp8_ring_dev;
 
+/* fp8.h's GS_FP8_E4M3 / GS_FP8_E5M2, for device code. */
+#define GS_FP8_DEV_E4M3 0
+#define GS_FP8_DEV_E5M2 1
+
 /* Quantize (and amax) kernels: 64 x 64 tiles of the source as stored, one
  * block of 256 threads per tile at a time (see fp8_quantize.cu). */
 #define GS_FP8_Q_TILE 64
@@ -101,6 +105,12 @@ typedef struct gs_fp8_gemm_args {
   X(gs_fp8_amax_init_bf16, GS_ELEM_BF16, GS_FP8_MODE_AMAX_INIT)                \
   X(gs_fp8_amax_init_f16, GS_ELEM_F16, GS_FP8_MODE_AMAX_INIT)                  \
   X(gs_fp8_amax_init_f32, GS_ELEM_F32, GS_FP8_MODE_AMAX_INIT)
+/* The same quantize kernels for sm_89+ (fp8_quantize_sm89.cu: the
+ * hardware fp8 conversion), their own module, loaded only there. */
+#define GS_FP8_QUANTIZE_SM89_KERNELS(X)                                        \
+  X(gs_fp8_quantize_bf16_sm89, GS_ELEM_BF16, GS_FP8_MODE_QUANTIZE)             \
+  X(gs_fp8_quantize_f16_sm89, GS_ELEM_F16, GS_FP8_MODE_QUANTIZE)               \
+  X(gs_fp8_quantize_f32_sm89, GS_ELEM_F32, GS_FP8_MODE_QUANTIZE)
 #define GS_FP8_GEMM_KERNELS(X) X(gs_fp8_gemm, GS_ELEM_F32, GS_FP8_MODE_GEMM)
 #define GS_FP8_KERNELS(X) GS_FP8_QUANTIZE_KERNELS(X) GS_FP8_GEMM_KERNELS(X)
 /* The tensor-core GEMM (fp8_gemm_mma.cu, sm_89 PTX): the same arguments and

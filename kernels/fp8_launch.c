@@ -1,5 +1,5 @@
 /* fp8_launch.c: the launchers of the fp8 kernels (fp8.h; fp8_quantize.cu,
- * fp8_gemm.cu, fp8_gemm_mma.cu).
+ * fp8_quantize_sm89.cu, fp8_gemm.cu, fp8_gemm_mma.cu).
  *
  * Each checks its arguments before touching the driver (bad ones:
  * CUDA_ERROR_INVALID_VALUE, an epilogue it does not implement:
@@ -43,17 +43,25 @@ _Static_assert(GS_FP8_AMAX_SLOTS == GS_FP8_DEV_AMAX_SLOTS, "amax slot counts dif
 
 /* The fp8 kernels live in the shim's module cache with the cast kernels
  * (module.h): one load per context for all of them. */
-static CUresult fp8_launch(CUcontext ctx, CUstream stream, gs_kernel_id id, const unsigned grid[3],
-                           unsigned threads, void *args) {
+static CUresult fp8_launch_either(CUcontext ctx, CUstream stream, gs_kernel_id preferred, gs_kernel_id id,
+                                  const unsigned grid[3], unsigned threads, void *args) {
   if (resolve_driver()) return CUDA_ERROR_NOT_INITIALIZED;
   if (!ctx) return CUDA_ERROR_INVALID_CONTEXT;
   CUfunction f;
   const char *why = NULL;
-  CUresult r = kernels_function(ctx, id, &f, &why);
+  /* An optional file's kernel that this context has not loaded (older
+   * device, or its driver refused the PTX): the base kernel does the same. */
+  CUresult r = kernels_function(ctx, preferred, &f, &why);
+  if (r == CUDA_ERROR_NOT_SUPPORTED && preferred != id) r = kernels_function(ctx, id, &f, &why);
   if (r != CUDA_SUCCESS) return r;
   const unsigned block[3] = {threads, 1, 1};
   void *params[] = {args};
   return kernels_launch(ctx, f, grid, block, stream, params);
+}
+
+static CUresult fp8_launch(CUcontext ctx, CUstream stream, gs_kernel_id id, const unsigned grid[3],
+                           unsigned threads, void *args) {
+  return fp8_launch_either(ctx, stream, id, id, grid, threads, args);
 }
 
 /* ---- argument checks ----------------------------------------------------- */
@@ -92,6 +100,12 @@ static const gs_kernel_id quantize_ids[3] = {
     [GS_ELEM_F32] = GS_K_gs_fp8_quantize_f32,
     [GS_ELEM_BF16] = GS_K_gs_fp8_quantize_bf16,
     [GS_ELEM_F16] = GS_K_gs_fp8_quantize_f16,
+};
+/* Where the device runs them (sm_89+): the hardware conversion. */
+static const gs_kernel_id quantize_sm89_ids[3] = {
+    [GS_ELEM_F32] = GS_K_gs_fp8_quantize_f32_sm89,
+    [GS_ELEM_BF16] = GS_K_gs_fp8_quantize_bf16_sm89,
+    [GS_ELEM_F16] = GS_K_gs_fp8_quantize_f16_sm89,
 };
 static const gs_kernel_id amax_ids[3] = {
     [GS_ELEM_F32] = GS_K_gs_fp8_amax_init_f32,
@@ -162,7 +176,9 @@ static CUresult quantize_launch(CUcontext ctx, CUstream stream, const fp8_operan
   }
   q.operands = n;
   const unsigned grid[3] = {(unsigned)q.op[0].blocks + (n == 2 ? (unsigned)q.op[1].blocks : 0u), 1, 1};
-  return fp8_launch(ctx, stream, ids[elem_of(ops[0].src_type)], grid, GS_FP8_Q_THREADS, &q);
+  const int e = elem_of(ops[0].src_type);
+  return fp8_launch_either(ctx, stream, quantize ? quantize_sm89_ids[e] : ids[e], ids[e], grid, GS_FP8_Q_THREADS,
+                           &q);
 }
 
 CUresult fp8_quantize_operands(CUcontext ctx, CUstream stream, const fp8_operand *ops, int n, int parity) {

@@ -36,6 +36,12 @@ KERNELS_CUDA_FLAGS := -x cuda --cuda-device-only \
 # rejects it in 8.3 and below), which clang emits when told (--cuda-feature).
 KERNELS_PTX_TARGET_fp8_gemm_mma := sm_89
 KERNELS_PTX_ISA_fp8_gemm_mma := 8.4
+# fp8_quantize_sm89.cu: cvt.rn.satfinite.e4m3x2.f32 on sm_89 needs PTX ISA
+# 8.1 (ptxas: "requires PTX ISA .version 8.1 or later"; 7.8 serves sm_90
+# only). It includes fp8_quantize.cu, so it is rebuilt when that changes.
+KERNELS_PTX_TARGET_fp8_quantize_sm89 := sm_89
+KERNELS_PTX_ISA_fp8_quantize_sm89 := 8.1
+$(BUILD)/kernels/fp8_quantize_sm89.ptx: kernels/fp8_quantize.cu
 kernels_target = $(or $(KERNELS_PTX_TARGET_$1),$(KERNELS_PTX_TARGET))
 kernels_isa = $(or $(KERNELS_PTX_ISA_$1),$(KERNELS_PTX_ISA))
 kernels_isa_flag = $(if $(KERNELS_PTX_ISA_$1),--cuda-feature=+ptx$(subst .,,$(KERNELS_PTX_ISA_$1)))

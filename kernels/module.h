@@ -26,7 +26,8 @@
   X(cast, GS_CAST_KERNELS, 61)                                                 \
   X(fp8_quantize, GS_FP8_QUANTIZE_KERNELS, 61)                                 \
   X(fp8_gemm, GS_FP8_GEMM_KERNELS, 61)                                         \
-  X(fp8_gemm_mma, GS_FP8_GEMM_MMA_KERNELS, 89)
+  X(fp8_gemm_mma, GS_FP8_GEMM_MMA_KERNELS, 89)                                 \
+  X(fp8_quantize_sm89, GS_FP8_QUANTIZE_SM89_KERNELS, 89)
 
 /* One id per kernel, over all files, in file order. */
 #define GS_KERNEL_ID(name, ...) GS_K_##name,

@@ -41,6 +41,7 @@
 #include "../../kernels/fp8.h"
 #include "../../kernels/fp8_convert.h"
 #include "../../kernels/fp8_kernels.h"
+#include "../../kernels/module.h"
 #include "../standin/standin_kernel.h"
 #include "resolve.h"
 #include "sys.h"
@@ -107,6 +108,9 @@ static float fmt_max(int fmt) { return fmt ? GS_FP8_E5M2_MAX : GS_FP8_E4M3_MAX; 
 static void *host_lib, *standin_cuda;
 static CUcontext ctx;   /* the 6.1 device's: the tests' default */
 static CUcontext ctx90; /* the 9.0 device's: the tensor-core GEMM loads there */
+/* Where the quantize tests run: ctx (the sm_61 kernels), or ctx90 (the
+ * sm_89 ones: the hardware conversion's model, fp8_quantize_sm89.cu). */
+static CUcontext qctx;
 static unsigned long long (*take_vector_accesses)(void);
 
 /* $(BUILD)/tests/unit/test_fp8_kernels -> $(BUILD)/<rel> */
@@ -160,6 +164,7 @@ static int setup(void **state) {
   if (!create || create(&ctx, NULL, 0, 0) != CUDA_SUCCESS) return -1;
   if (gs_sys.cuCtxPopCurrent_v2(&popped) != CUDA_SUCCESS) return -1;
   if (create(&ctx90, NULL, 0, 1) != CUDA_SUCCESS) return -1;
+  qctx = ctx;
   return gs_sys.cuCtxPopCurrent_v2(&popped) == CUDA_SUCCESS ? 0 : -1;
 }
 
@@ -376,7 +381,7 @@ static unsigned long long quantize_case(int type, int is_b, int trans, const qsh
   ring->scale[parity] = m.scale[parity] = scale;
   uint8_t *dst = dst_alloc(q->rows * q->cols * q->batch);
   take_vector_accesses();
-  CUresult r = fp8_quantize(ctx, NULL, type, s.p, q->rows, q->cols, ld, stride, q->batch, trans, is_b, dst, ring,
+  CUresult r = fp8_quantize(qctx, NULL, type, s.p, q->rows, q->cols, ld, stride, q->batch, trans, is_b, dst, ring,
                             parity);
   unsigned long long vec = take_vector_accesses();
   char what[160];
@@ -437,7 +442,7 @@ static void test_quantize_many_blocks(void **state) {
     int parity = call % 2;
     int trans = call >= 2; /* transposing, then copying */
     memset(dst, FP8_POISON, 500 * 700 + GUARD);
-    assert_int_equal(fp8_quantize(ctx, NULL, CUDA_R_16BF, s.p, 500, 700, 504, 0, 1, trans, 0, dst, ring, parity),
+    assert_int_equal(fp8_quantize(qctx, NULL, CUDA_R_16BF, s.p, 500, 700, 504, 0, 1, trans, 0, dst, ring, parity),
                      CUDA_SUCCESS);
     float amax = smat_amax(&s);
     assert_true(gs_f32_bits(amax) == gs_f32_bits(gs_bf16_to_f32(gs_f32_to_bf16_rn(spike))));
@@ -465,7 +470,7 @@ static void test_quantize_specials(void **state) {
       gs_fp8_ring *ring = ring_new(&m, 4, fmt, 1.0f);
       ring->scale[0] = m.scale[0] = 0.5f;
       uint8_t *dst = dst_alloc(16 * 24);
-      assert_int_equal(fp8_quantize(ctx, NULL, CUDA_R_16BF, s.p, 16, 24, 16, 0, 1, trans, 1, dst, ring, 0),
+      assert_int_equal(fp8_quantize(qctx, NULL, CUDA_R_16BF, s.p, 16, 24, 16, 0, 1, trans, 1, dst, ring, 0),
                        CUDA_SUCCESS);
       check_quantized(&s, 1, trans, dst, 0.5f, fmt, "specials");
       int64_t at = trans ? 5 * 24 : 5; /* element (5, 0) of B as stored */
@@ -536,7 +541,7 @@ static float ring_step(ring_run *rr, float amax) {
   if (!isnan(amax) && !isinf(amax)) fill_amax(&rr->s, amax);
   float used = rr->ring->scale[rr->parity];
   memset(rr->dst, FP8_POISON, 24 * 40 + GUARD);
-  assert_int_equal(fp8_quantize(ctx, NULL, CUDA_R_32F, rr->s.p, 24, 40, 24, 0, 1, 1, 0, rr->dst, rr->ring,
+  assert_int_equal(fp8_quantize(qctx, NULL, CUDA_R_32F, rr->s.p, 24, 40, 24, 0, 1, 1, 0, rr->dst, rr->ring,
                                 rr->parity),
                    CUDA_SUCCESS);
   check_quantized(&rr->s, 0, 1, rr->dst, used, (int)rr->ring->fmt, "ring step");
@@ -765,9 +770,11 @@ static void golden_fill(const golden_operand *g, void *p) {
 static int golden_launches;
 static CUresult (*golden_launch_real)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
                                       unsigned, CUstream, void **, void **);
+static CUfunction golden_last_fn;
 static CUresult golden_launch(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
                               unsigned bz, unsigned shmem, CUstream s, void **params, void **extra) {
   golden_launches++;
+  golden_last_fn = f;
   return golden_launch_real(f, gx, gy, gz, bx, by, bz, shmem, s, params, extra);
 }
 
@@ -831,16 +838,47 @@ static const struct golden_case {
      {CUDA_R_32F, 1, GS_FP8_E4M3, 96, 100, 96, 0, 1, 0.25f, 1.0f}, 0x8731786dc6ffb9c1ull},
 };
 
+/* On 6.1 the sm_61 kernels run; on 9.0 the sm_89 ones (the launch's
+ * function is checked to be theirs): the same hashes from both. */
 static void test_quantize_golden(void **state) {
   (void)state;
   const int print = getenv("GS_FP8_GOLDEN_PRINT") != NULL;
-  for (size_t i = 0; i < sizeof golden_cases / sizeof golden_cases[0]; i++) {
-    golden_state = 0x5EED0000u + i;
-    uint64_t h = golden_run(ctx, &golden_cases[i].a, &golden_cases[i].b);
-    if (print) print_message("golden case %zu: 0x%016" PRIx64 "\n", i, h);
-    else if (h != golden_cases[i].hash)
-      fail_msg("golden case %zu: hash 0x%016" PRIx64 ", want 0x%016" PRIx64, i, h, golden_cases[i].hash);
-  }
+  static const struct {
+    CUcontext *ctx;
+    gs_kernel_id expect[3]; /* the kernel for bf16, fp16, fp32 sources */
+  } where[] = {
+      {&ctx, {GS_K_gs_fp8_quantize_bf16, GS_K_gs_fp8_quantize_f16, GS_K_gs_fp8_quantize_f32}},
+      {&ctx90, {GS_K_gs_fp8_quantize_bf16_sm89, GS_K_gs_fp8_quantize_f16_sm89, GS_K_gs_fp8_quantize_f32_sm89}},
+  };
+  for (size_t w = 0; w < sizeof where / sizeof where[0]; w++)
+    for (size_t i = 0; i < sizeof golden_cases / sizeof golden_cases[0]; i++) {
+      golden_state = 0x5EED0000u + i;
+      uint64_t h = golden_run(*where[w].ctx, &golden_cases[i].a, &golden_cases[i].b);
+      const int type = golden_cases[i].a.type;
+      CUfunction want;
+      const char *why;
+      assert_int_equal(kernels_function(*where[w].ctx, where[w].expect[type == CUDA_R_16BF ? 0 : type == CUDA_R_16F ? 1 : 2],
+                                        &want, &why),
+                       CUDA_SUCCESS);
+      assert_ptr_equal(golden_last_fn, want);
+      if (print) print_message("golden case %zu on context %zu: 0x%016" PRIx64 "\n", i, w, h);
+      else if (h != golden_cases[i].hash)
+        fail_msg("golden case %zu on context %zu: hash 0x%016" PRIx64 ", want 0x%016" PRIx64, i, w, h,
+                 golden_cases[i].hash);
+    }
+}
+
+/* The layouts, specials, blocks and ring steps once more on the 9.0
+ * device: the sm_89 kernels against the same references (NaNs keep their
+ * sign and E5M2's NaN is 0x7E, which the instruction's model would not
+ * give: the kernel must keep NaNs off it). */
+static void test_quantize_sm89(void **state) {
+  qctx = ctx90;
+  test_quantize_layouts(state);
+  test_quantize_specials(state);
+  test_quantize_many_blocks(state);
+  test_ring_state_machine(state);
+  qctx = ctx;
 }
 
 /* ---- GEMM ------------------------------------------------------------------------- */
@@ -1475,6 +1513,7 @@ int main(void) {
       cmocka_unit_test(test_amax_init),
       cmocka_unit_test(test_quantize_empty),
       cmocka_unit_test(test_quantize_golden),
+      cmocka_unit_test(test_quantize_sm89),
       cmocka_unit_test(test_quantize_argument_checks),
       cmocka_unit_test(test_gemm_shapes),
       cmocka_unit_test(test_gemm_vector_path),
