@@ -99,3 +99,28 @@ kernels-ptx-check: $(KERNELS_PTX)
 	  done; \
 	  echo "kernels-ptx-check: $$ptx (PTX ISA $(call kernels_isa,$f), .target $(call kernels_target,$f)) assembles for$$archs";)
 TEST_STEPS += kernels-ptx-check
+
+# ---- perf-report ------------------------------------------------------------
+# `make perf-report` writes docs/perf-static.md (scripts/perf_report.py):
+# ptxas figures per kernel and target, SASS per element of the sm_89
+# quantize, stand-in call counts per routed call, and labelled estimates.
+# CUDA 13's ptxas refuses sm_61 and the toolkit has no disassembler, so
+# ptxas 12.9 and nvdisasm come from PyPI into a venv under the build.
+PERF_VENV      := $(BUILD)/venv-ptxas12
+PERF_PIP_PKGS  := nvidia-cuda-nvcc-cu12==12.9.86 nvidia-cuda-nvdisasm==13.5.37
+PERF_CLIENT    := $(BUILD)/perf/route_calls
+
+$(PERF_VENV)/.installed:
+	$(PYTHON) -m venv $(PERF_VENV)
+	$(PERF_VENV)/bin/pip install -q $(PERF_PIP_PKGS)
+	@touch $@
+
+$(PERF_CLIENT): scripts/perf/route_calls.c $(BUILD)/standin/cu13/libcuda.so.1
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -o $@ $< -L$(BUILD)/standin/cu13 -l:libcublas.so.13 -l:libcuda.so.1
+
+.PHONY: perf-report
+perf-report: $(PERF_VENV)/.installed $(KERNELS_PTX) $(SHIM_SO) $(KERNELS_HOST_SO) $(PERF_CLIENT)
+	$(PYTHON) scripts/perf_report.py --build $(BUILD) --cuda $(CUDA) --client $(PERF_CLIENT) --out docs/perf-static.md \
+	  --ptxas12 "$$(ls $(PERF_VENV)/lib/python3*/site-packages/nvidia/cuda_nvcc/bin/ptxas)" \
+	  --nvdisasm "$$(ls $(PERF_VENV)/lib/python3*/site-packages/nvidia/cu13/bin/nvdisasm)"
