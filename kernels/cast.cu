@@ -26,9 +26,9 @@
  *
  * ptxas gives these kernels 26-40 registers and no spills on sm_61 (ptxas
  * 12.9) and sm_90 (ptxas 13): 6 blocks of 256 threads fit an SM's 64K
- * registers there, 4 on sm_75 (1024 threads an SM), so each SM keeps 12-24
- * KB of loads in flight, above the ~8 KB that a GTX 1080's 320 GB/s at
- * ~500 ns over 20 SMs asks for. Asking for 8 blocks (launch_bounds(256, 8),
+ * registers there, 4 on sm_75 (1024 threads an SM), so each SM keeps 16-24
+ * KB of loads in flight widening (twice that narrowing), above the ~8 KB
+ * that a GTX 1080's 320 GB/s at an assumed ~500 ns over 20 SMs asks for. Asking for 8 blocks (launch_bounds(256, 8),
  * 32 registers) made ptxas spill. `make perf-report` records the figures
  * per target (docs/perf-static.md). */
 #include "device.h"

@@ -17,8 +17,9 @@
  * 8-byte stores along k, a warp writing 4 rows of 64 contiguous bytes.
  * Both groups' loads are issued before either is encoded: 32 bytes (64 for
  * fp32) in flight per thread. Built for 3 blocks per SM
- * (launch_bounds(256, 3): at most 80 registers, which ptxas meets; its
- * figures per target are in docs/perf-static.md): 24-48 KB in flight, above
+ * (launch_bounds(256, 3): at most 80 registers, which ptxas keeps to with
+ * a few bytes of spills on some targets; its figures per target are in
+ * docs/perf-static.md): 24-48 KB in flight, above
  * the ~23 KB per SM that an H200's 4.3 TB/s at ~700 ns latency asks for.
  * A GEMM's A and B share one launch: the grid's first blocks take A, the
  * rest B, each operand with its own ring and fold. A grid-stride loop
