@@ -868,6 +868,90 @@ static void test_quantize_golden(void **state) {
     }
 }
 
+/* The quantize launch's geometry, recorded instead of run: one launch for
+ * A and B, op[0].blocks + op[1].blocks blocks of GS_FP8_Q_THREADS, each
+ * block a 64 x 64 tile at a time (fp8_quantize.cu); thread t takes the
+ * 8-element groups t and t + 256 of the tile (column g / 8, rows
+ * (g % 8) * 8 on) and has work when either lies inside the matrix. At
+ * least 95% of the launched threads have work for each shape class at
+ * transformer sizes: plain and transposed operands, a strided batch. */
+static unsigned q_grid[3], q_block[3];
+static gs_fp8_quantize_args q_args;
+static CUresult q_record(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
+                         unsigned shmem, CUstream s, void **params, void **extra) {
+  q_grid[0] = gx, q_grid[1] = gy, q_grid[2] = gz;
+  q_block[0] = bx, q_block[1] = by, q_block[2] = bz;
+  memcpy(&q_args, params[0], sizeof q_args);
+  golden_launches++;
+  return CUDA_SUCCESS;
+}
+
+/* Threads of operand o's blocks with work, over the tiles each visits. */
+static double q_useful(const gs_fp8_q_operand *o, int64_t *threads) {
+  const int64_t tiles = o->tiles_r * o->tiles_c * o->batch;
+  int64_t useful = 0;
+  for (int64_t bx = 0; bx < o->blocks; bx++)
+    for (int t = 0; t < GS_FP8_Q_THREADS; t++) {
+      int has = 0;
+      for (int64_t tile = bx; tile < tiles && !has; tile += o->blocks) {
+        const int64_t in_member = tile % (o->tiles_r * o->tiles_c);
+        const int64_t r0 = in_member % o->tiles_r * 64, c0 = in_member / o->tiles_r * 64;
+        for (int u = 0; u < 2 && !has; u++) {
+          const int g = t + u * GS_FP8_Q_THREADS;
+          has = c0 + g / 8 < o->cols && r0 + (g % 8) * 8 < o->rows;
+        }
+      }
+      useful += has;
+    }
+  *threads = o->blocks * GS_FP8_Q_THREADS;
+  return (double)useful;
+}
+
+static void test_quantize_geometry(void **state) {
+  (void)state;
+  static const struct {
+    const char *what;
+    int64_t m, n, k, batch;
+    int ta, tb;
+  } shapes[] = {
+      {"8192^3, A^T B (a Linear's forward)", 8192, 8192, 8192, 1, 1, 0},
+      {"4096 x 4096 x 1024", 4096, 4096, 1024, 1, 1, 0},
+      {"4096 x 11008 x 4096, A B (transposing A)", 4096, 11008, 4096, 1, 0, 0},
+      {"1024^3, A B^T (transposing both)", 1024, 1024, 1024, 1, 0, 1},
+      {"4000 x 1000 x 2000 (edge tiles)", 4000, 1000, 2000, 1, 1, 0},
+      {"strided batch 16 x 512 x 512 x 64", 512, 512, 64, 16, 1, 0},
+  };
+  char *p = (char *)(uintptr_t)0x10000000; /* never touched: nothing runs */
+  gs_fp8_ring *rings[2] = {(gs_fp8_ring *)(uintptr_t)0x70000000, (gs_fp8_ring *)(uintptr_t)0x70010000};
+  golden_launch_real = gs_sys.cuLaunchKernel;
+  gs_sys.cuLaunchKernel = q_record;
+  for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
+    const int64_t m = shapes[i].m, n = shapes[i].n, k = shapes[i].k, batch = shapes[i].batch;
+    /* stored shapes: op(A) = m x k, op(B) = k x n */
+    const int64_t ar = shapes[i].ta ? k : m, ac = shapes[i].ta ? m : k;
+    const int64_t br = shapes[i].tb ? n : k, bc = shapes[i].tb ? k : n;
+    const fp8_operand ops[2] = {
+        {CUDA_R_16BF, p, ar, ac, ar, ar * ac, batch, shapes[i].ta, 0, (uint8_t *)p + 0x40000000, rings[0]},
+        {CUDA_R_16BF, p + 0x20000000, br, bc, br, br * bc, batch, shapes[i].tb, 1, (uint8_t *)p + 0x60000000,
+         rings[1]},
+    };
+    golden_launches = 0;
+    assert_int_equal(fp8_quantize_operands(ctx, NULL, ops, 2, 0), CUDA_SUCCESS);
+    assert_int_equal(golden_launches, 1);
+    assert_int_equal(q_args.operands, 2);
+    assert_int_equal(q_block[0], GS_FP8_Q_THREADS);
+    assert_int_equal(q_block[1] * q_block[2] * q_grid[1] * q_grid[2], 1);
+    assert_int_equal(q_grid[0], (unsigned)(q_args.op[0].blocks + q_args.op[1].blocks));
+    int64_t ta, tb;
+    const double ua = q_useful(&q_args.op[0], &ta), ub = q_useful(&q_args.op[1], &tb);
+    const double frac = (ua + ub) / (double)(ta + tb);
+    print_message("quantize geometry %-44s %8u blocks, %6.2f%% of threads with work\n", shapes[i].what, q_grid[0],
+                  100.0 * frac);
+    if (frac < 0.95) fail_msg("%s: %.2f%% of the threads have work", shapes[i].what, 100.0 * frac);
+  }
+  gs_sys.cuLaunchKernel = golden_launch_real;
+}
+
 /* The layouts, specials, blocks and ring steps once more on the 9.0
  * device: the sm_89 kernels against the same references (NaNs keep their
  * sign and E5M2's NaN is 0x7E, which the instruction's model would not
@@ -1514,6 +1598,7 @@ int main(void) {
       cmocka_unit_test(test_quantize_empty),
       cmocka_unit_test(test_quantize_golden),
       cmocka_unit_test(test_quantize_sm89),
+      cmocka_unit_test(test_quantize_geometry),
       cmocka_unit_test(test_quantize_argument_checks),
       cmocka_unit_test(test_gemm_shapes),
       cmocka_unit_test(test_gemm_vector_path),
