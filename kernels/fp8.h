@@ -63,6 +63,24 @@ CUresult fp8_quantize(CUcontext ctx, CUstream stream, int src_type, const void *
                       int64_t cols, int64_t ld, int64_t stride, int64_t batch, int trans, int is_b,
                       uint8_t *dst, gs_fp8_ring *ring, int parity);
 
+/* One operand of fp8_quantize_operands, as fp8_quantize takes it. */
+typedef struct fp8_operand {
+  int src_type;
+  const void *src;
+  int64_t rows, cols, ld, stride, batch;
+  int trans, is_b;
+  uint8_t *dst; /* unused by the amax pass */
+  gs_fp8_ring *ring;
+} fp8_operand;
+
+/* A GEMM's A and B (n = 2; or one operand) quantized in one launch, each
+ * with its own ring and fold, exactly as fp8_quantize would each; the rings
+ * must differ. Operands of different source types take a launch each. */
+CUresult fp8_quantize_operands(CUcontext ctx, CUstream stream, const fp8_operand *ops, int n, int parity);
+
+/* The same for fp8_amax_init. */
+CUresult fp8_amax_init_operands(CUcontext ctx, CUstream stream, const fp8_operand *ops, int n, int parity);
+
 /* First call of a site: amax of src, and scale[parity] published from it
  * (history gets that amax as its first entry). */
 CUresult fp8_amax_init(CUcontext ctx, CUstream stream, int src_type, const void *src, int64_t rows,

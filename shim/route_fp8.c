@@ -138,21 +138,20 @@ static CUresult quantize_operands(const gs_call *c, const fp8_plan *p, const fp8
   const gs_gemm *g = &c->g;
   CUcontext ctx = (CUcontext)c->ctx;
   CUstream s = (CUstream)g->stream;
+  /* A and B in one launch, each with its own ring. */
+  const fp8_operand ops[2] = {
+      {g->a_type, g->A, p->a_rows, p->a_cols, g->lda, g->stride_a, g->batch, g->transa != CUBLAS_OP_N, 0,
+       (uint8_t *)(base + p->off[BUF_A8]), u->ring[0]},
+      {g->b_type, g->B, p->b_rows, p->b_cols, g->ldb, g->stride_b, g->batch, g->transb != CUBLAS_OP_N, 1,
+       (uint8_t *)(base + p->off[BUF_B8]), u->ring[1]},
+  };
   CUresult r = CUDA_SUCCESS;
   if (u->needs_amax_init) {
-    r = fp8_amax_init(ctx, s, g->a_type, g->A, p->a_rows, p->a_cols, g->lda, g->stride_a, g->batch, u->ring[0],
-                      u->parity);
-    if (r == CUDA_SUCCESS)
-      r = fp8_amax_init(ctx, s, g->b_type, g->B, p->b_rows, p->b_cols, g->ldb, g->stride_b, g->batch, u->ring[1],
-                        u->parity);
+    r = fp8_amax_init_operands(ctx, s, ops, 2, u->parity);
     if (r != CUDA_SUCCESS) return r;
     *ran |= FP8_RAN_AMAX_INIT;
   }
-  r = fp8_quantize(ctx, s, g->a_type, g->A, p->a_rows, p->a_cols, g->lda, g->stride_a, g->batch,
-                   g->transa != CUBLAS_OP_N, 0, (uint8_t *)(base + p->off[BUF_A8]), u->ring[0], u->parity);
-  if (r == CUDA_SUCCESS)
-    r = fp8_quantize(ctx, s, g->b_type, g->B, p->b_rows, p->b_cols, g->ldb, g->stride_b, g->batch,
-                     g->transb != CUBLAS_OP_N, 1, (uint8_t *)(base + p->off[BUF_B8]), u->ring[1], u->parity);
+  r = fp8_quantize_operands(ctx, s, ops, 2, u->parity);
   if (r == CUDA_SUCCESS) *ran |= FP8_RAN_QUANTIZE;
   return r;
 }
