@@ -2,8 +2,8 @@
  *
  * handle -> stream (cublasGetStream, GemmEx family) -> context
  * (cuStreamGetCtx; the NULL and per-thread streams give the current one)
- * -> device and capability, cached per context so the per-call cost is two
- * cheap queries and a table scan. Nothing here synchronises.
+ * -> device and capability, cached per context (address and cuCtxGetId) so
+ * the per-call cost is three cheap queries and a table scan. Nothing here synchronises.
  *
  * A destroyed cuBLAS handle must not be asked for its stream (that reads
  * freed memory inside cuBLAS), so handle creation and destruction are
@@ -11,6 +11,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
+#include <stdlib.h>
 
 #include "resolve.h"
 #include "shim.h"
@@ -61,41 +62,50 @@ static int handle_is_dead(void *handle) {
 }
 
 /* ---- per-context cache --------------------------------------------------- */
+/* Keyed by the context's address and cuCtxGetId: a context destroyed (or a
+ * primary context reset) and another made at the same address, possibly on
+ * another device, has a new id. A slot holds a pointer to an immutable
+ * entry, replaced whole when its address comes back with a new id; the old
+ * entry is never freed (a reader may still hold it; a few bytes per reset). */
 #define CTX_SLOTS 64
 typedef struct ctx_entry {
-  _Atomic(uintptr_t) ctx; /* 0 = empty; published last */
+  uintptr_t ctx;
+  unsigned long long id;
   int device, sm;
 } ctx_entry;
-static ctx_entry ctx_cache[CTX_SLOTS];
+static _Atomic(ctx_entry *) ctx_cache[CTX_SLOTS];
 static pthread_mutex_t ctx_lock = PTHREAD_MUTEX_INITIALIZER;
 
-static int ctx_lookup(uintptr_t ctx, int *device, int *sm) {
+/* The slot of address ctx (whatever its id), or the first empty one; -1: full. */
+static int ctx_slot(uintptr_t ctx, const ctx_entry **found) {
   for (int i = 0; i < CTX_SLOTS; i++) {
-    uintptr_t c = atomic_load_explicit(&ctx_cache[i].ctx, memory_order_acquire);
-    if (c == 0) return 0;
-    if (c == ctx) {
-      *device = ctx_cache[i].device;
-      *sm = ctx_cache[i].sm;
-      return 1;
+    const ctx_entry *e = atomic_load_explicit(&ctx_cache[i], memory_order_acquire);
+    if (!e || e->ctx == ctx) {
+      *found = e;
+      return i;
     }
   }
-  return 0;
+  *found = NULL;
+  return -1;
 }
 
-static void ctx_insert(uintptr_t ctx, int device, int sm) {
+static int ctx_lookup(uintptr_t ctx, unsigned long long id, int *device, int *sm) {
+  const ctx_entry *e;
+  if (ctx_slot(ctx, &e) < 0 || !e || e->id != id) return 0;
+  *device = e->device;
+  *sm = e->sm;
+  return 1;
+}
+
+static void ctx_insert(uintptr_t ctx, unsigned long long id, int device, int sm) {
+  ctx_entry *n = GS_CALL(calloc, 1, sizeof *n);
+  if (!n) return; /* not cached: asked again next call */
+  *n = (ctx_entry){ctx, id, device, sm};
   pthread_mutex_lock(&ctx_lock);
-  int d, s;
-  if (!ctx_lookup(ctx, &d, &s)) {
-    for (int i = 0; i < CTX_SLOTS; i++) {
-      if (atomic_load_explicit(&ctx_cache[i].ctx, memory_order_relaxed) == 0) {
-        ctx_cache[i].device = device;
-        ctx_cache[i].sm = sm;
-        atomic_store_explicit(&ctx_cache[i].ctx, ctx, memory_order_release);
-        break;
-      }
-    }
-    /* A full cache just means this context is queried every time. */
-  }
+  const ctx_entry *e;
+  int i = ctx_slot(ctx, &e);
+  if (i >= 0 && !(e && e->id == id)) atomic_store_explicit(&ctx_cache[i], n, memory_order_release);
+  else free(n); /* there already, or a full cache: queried every time */
   pthread_mutex_unlock(&ctx_lock);
 }
 
@@ -117,13 +127,14 @@ static const char *query_ctx(CUcontext ctx, int *device, int *sm) {
 }
 
 int device_cached_sm(void *ctx) {
-  int device, sm;
-  return ctx && ctx_lookup((uintptr_t)ctx, &device, &sm) ? sm : -1;
+  const ctx_entry *e;
+  return ctx && ctx_slot((uintptr_t)ctx, &e) >= 0 && e ? e->sm : -1;
 }
 
 const char *device_of_call(gs_call *c) {
   c->device = c->sm = -1;
   c->ctx = NULL;
+  c->ctx_id = 0;
   gs_gemm *g = &c->g;
   if (g->api != GS_API_LT_MATMUL) {
     /* The GemmEx family runs on the handle's stream. */
@@ -144,12 +155,16 @@ const char *device_of_call(gs_call *c) {
   CUcontext ctx = NULL;
   if (GS_CALL(cuStreamGetCtx, (CUstream)g->stream, &ctx) != CUDA_SUCCESS || !ctx)
     return "cuStreamGetCtx failed (no current context?)";
+  unsigned long long id = 0;
+  if (gs_sys.cuCtxGetId && GS_CALL(cuCtxGetId, ctx, &id) != CUDA_SUCCESS)
+    return "cuCtxGetId failed (destroyed context?)";
   c->ctx = ctx;
-  if (ctx_lookup((uintptr_t)ctx, &c->device, &c->sm)) return NULL;
+  c->ctx_id = id;
+  if (ctx_lookup((uintptr_t)ctx, id, &c->device, &c->sm)) return NULL;
   int device, sm;
   why = query_ctx(ctx, &device, &sm);
   if (why) return why;
-  ctx_insert((uintptr_t)ctx, device, sm);
+  ctx_insert((uintptr_t)ctx, id, device, sm);
   c->device = device;
   c->sm = sm;
   return NULL;

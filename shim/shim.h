@@ -69,6 +69,8 @@ typedef struct gs_call {
   int tid;
   int device;          /* CUdevice ordinal, -1 unknown */
   void *ctx;           /* CUcontext of the call's stream, NULL unknown */
+  unsigned long long ctx_id; /* cuCtxGetId of ctx (0: the driver has none); a
+                              * new context at an old address has a new id */
   int sm;              /* major*10+minor, -1 unknown */
   uint64_t site;
   uint32_t site_flags; /* GS_SITE_NEW, ... (fp8 sites) */
