@@ -657,13 +657,13 @@ static uint32_t f32_bits(float f) {
 static CUresult ring_init(CUdeviceptr ring, int fmt, CUstream stream) {
   if (!gs_sys.cuMemsetD8Async) return CUDA_ERROR_NOT_SUPPORTED;
   unsigned history = (unsigned)gs_opt.fp8_history;
-  uint32_t margin_div = (uint32_t)(127 + gs_opt.fp8_margin) << 23; /* 2^margin, margin <= 64 */
+  uint32_t margin_pow2 = (uint32_t)(127 + gs_opt.fp8_margin) << 23; /* 2^margin, margin <= 64 */
   CUresult r = GS_CALL(cuMemsetD8Async, ring, 0, (size_t)gs_fp8_ring_bytes(history), stream);
   if (r == CUDA_SUCCESS) r = set_u32(ring + offsetof(gs_fp8_ring, scale[0]), f32_bits(1.0f), stream);
   if (r == CUDA_SUCCESS) r = set_u32(ring + offsetof(gs_fp8_ring, scale[1]), f32_bits(1.0f), stream);
   if (r == CUDA_SUCCESS) r = set_u32(ring + offsetof(gs_fp8_ring, history), history, stream);
   if (r == CUDA_SUCCESS) r = set_u32(ring + offsetof(gs_fp8_ring, fmt), (uint32_t)fmt, stream);
-  if (r == CUDA_SUCCESS) r = set_u32(ring + offsetof(gs_fp8_ring, margin_div), margin_div, stream);
+  if (r == CUDA_SUCCESS) r = set_u32(ring + offsetof(gs_fp8_ring, margin_pow2), margin_pow2, stream);
   return r;
 }
 

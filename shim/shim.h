@@ -117,7 +117,7 @@ typedef struct gs_options {
   int fp8_format;            /* GS_FP8_FORMAT_* */
   int fp8_backend;           /* GS_FP8_BACKEND_* */
   uint64_t fp8_history;      /* amax history length per site and operand */
-  uint64_t fp8_margin;       /* scale = max(history) / fmt_max / 2^margin */
+  uint64_t fp8_margin;       /* headroom: scale = max(history) * 2^margin / fmt_max */
   uint64_t fp8_max_sites;    /* site table bound; least recently used evicted */
   uint64_t fp8_max_bytes;    /* transient memory one fp8 call may take */
 } gs_options;

@@ -101,3 +101,28 @@ def test_context_reset(fp8_client, standin, tmp_path, cc, backend, reset):
         # Site ids come from the program's structure: the same after the reset.
         sites.setdefault((g["kind"], g["layer"]), set()).add(rec["site"])
     assert all(len(ids) == 1 for ids in sites.values()), sites
+
+
+# ---- the margin ----------------------------------------------------------------------------
+@pytest.mark.parametrize("cc", ["9.0", "6.1"])
+def test_margin_is_headroom(fp8_client, standin, tmp_path, cc):
+    """GEMMSHIM_FP8_MARGIN is TransformerEngine's margin: headroom
+    (transformer_engine/common/recipe/delayed_scaling.cu: scaled_max =
+    fp8_max * 2^-margin, scale = scaled_max / amax). With margin 2 the
+    largest values land on 448 / 4 and nothing saturates; E4M3 keeps its 3
+    mantissa bits over that range, so every GEMM's SQNR stays within 3 dB of
+    margin 0's (a margin that divided the step by 2^margin instead saturated
+    everything above amax / 4: about 1 dB)."""
+    sqnr = {}
+    for margin in (0, 2):
+        log = tmp_path / f"gemms{margin}.jsonl"
+        r = run_ok([fp8_client, f"--layers={LAYERS}", f"--steps={STEPS}"], standin[13], shim=True,
+                   env={"STANDIN_CC": cc, "GEMMSHIM_MODE": "fp8", "GEMMSHIM_FP8_MARGIN": str(margin),
+                        "GEMMSHIM_LOG": str(log)})
+        recs = read_log(log)
+        assert all(rec["route"] == "fp8" and rec["status"] == 0 for rec in recs), recs
+        sqnr[margin] = [g["sqnr"] for g in gemm_lines(r)]
+        assert len(sqnr[margin]) == STEPS * LAYERS * len(KINDS)
+    assert min(sqnr[0]) >= 25.0, sqnr[0]
+    for s0, s2 in zip(sqnr[0], sqnr[2]):
+        assert s2 >= s0 - 3.0, (s0, s2)

@@ -440,7 +440,7 @@ static void test_ring_initialised(void **state) {
     assert_true(r->scale[0] == 1.0f && r->scale[1] == 1.0f);
     assert_int_equal(r->history, 16);
     assert_int_equal(r->fmt, GS_FP8_E5M2);
-    assert_true(r->margin_div == 8.0f);
+    assert_true(r->margin_pow2 == 8.0f);
     assert_int_equal(r->blocks_done, 0);
     assert_int_equal(r->pos, 0);
     assert_true(r->last_amax == 0.0f);
