@@ -18,30 +18,47 @@
 #include "sys.h"
 
 /* ---- dead handles ---------------------------------------------------------- */
-/* An open-addressed set of destroyed handles; a handle created again at the
- * same address leaves it. Readers scan without a lock (atomic slots);
- * writers serialise on a mutex. Full table: the oldest entries are simply
- * overwritten, which only loses protection for long-dead handles. */
-#define DEAD_SLOTS 1024
-static _Atomic(uintptr_t) dead[DEAD_SLOTS];
+/* A set of destroyed handles, hashed into DEAD_BUCKETS buckets of DEAD_WAYS
+ * slots: a lookup reads one bucket, DEAD_WAYS atomics, however many
+ * handles the process has destroyed (cuSOLVER, cuDNN and frameworks create
+ * and destroy handles all the time; a scan of every slot made each call
+ * pay for that history). A handle created again at the same address leaves
+ * the set. Readers take no lock (atomic slots); writers serialise on a
+ * mutex. A full bucket overwrites its slots in turn, which only loses
+ * protection for long-dead handles (calling a destroyed handle is the
+ * program's error; this keeps the shim from reading cuBLAS's freed memory
+ * for it). */
+#define DEAD_BUCKETS 512
+#define DEAD_WAYS 8
+static _Atomic(uintptr_t) dead[DEAD_BUCKETS][DEAD_WAYS];
+static unsigned char dead_next[DEAD_BUCKETS]; /* under dead_lock: the slot to overwrite next */
 static pthread_mutex_t dead_lock = PTHREAD_MUTEX_INITIALIZER;
-static unsigned dead_next;
-/* Most processes never destroy a handle mid-run; skip the scan until one does. */
+/* Most processes never destroy a handle mid-run; skip the lookup until one does. */
 static _Atomic int any_dead;
 
-static int dead_find(uintptr_t h) {
-  for (int i = 0; i < DEAD_SLOTS; i++)
-    if (atomic_load_explicit(&dead[i], memory_order_acquire) == h) return i;
+static unsigned dead_bucket(uintptr_t h) {
+  /* Heap addresses: the low bits are alignment; Fibonacci hashing mixes the rest. */
+  return (unsigned)(((uint64_t)(h >> 4) * 0x9E3779B97F4A7C15ull) >> 55) & (DEAD_BUCKETS - 1);
+}
+
+static int dead_find(uintptr_t h, unsigned b) {
+  for (int i = 0; i < DEAD_WAYS; i++)
+    if (atomic_load_explicit(&dead[b][i], memory_order_acquire) == h) return i;
   return -1;
 }
 
 void device_handle_destroyed(void *handle) {
   uintptr_t h = (uintptr_t)handle;
   if (!h) return;
+  unsigned b = dead_bucket(h);
   pthread_mutex_lock(&dead_lock);
-  if (dead_find(h) < 0) {
-    atomic_store_explicit(&dead[dead_next], h, memory_order_release);
-    dead_next = (dead_next + 1) % DEAD_SLOTS;
+  if (dead_find(h, b) < 0) {
+    int i = dead_find(0, b);
+    if (i < 0) {
+      i = dead_next[b];
+      dead_next[b] = (unsigned char)((i + 1) % DEAD_WAYS);
+    }
+    atomic_store_explicit(&dead[b][i], h, memory_order_release);
   }
   atomic_store_explicit(&any_dead, 1, memory_order_relaxed);
   pthread_mutex_unlock(&dead_lock);
@@ -50,15 +67,17 @@ void device_handle_destroyed(void *handle) {
 void device_handle_created(void *handle) {
   uintptr_t h = (uintptr_t)handle;
   if (!h) return;
+  unsigned b = dead_bucket(h);
   pthread_mutex_lock(&dead_lock);
-  int i = dead_find(h);
-  if (i >= 0) atomic_store_explicit(&dead[i], 0, memory_order_release);
+  int i = dead_find(h, b);
+  if (i >= 0) atomic_store_explicit(&dead[b][i], 0, memory_order_release);
   pthread_mutex_unlock(&dead_lock);
 }
 
 static int handle_is_dead(void *handle) {
   if (!atomic_load_explicit(&any_dead, memory_order_relaxed)) return 0;
-  return dead_find((uintptr_t)handle) >= 0;
+  uintptr_t h = (uintptr_t)handle;
+  return dead_find(h, dead_bucket(h)) >= 0;
 }
 
 /* ---- per-context cache --------------------------------------------------- */
