@@ -91,6 +91,7 @@ typedef struct ctx_entry {
   uintptr_t ctx;
   unsigned long long id;
   int device, sm;
+  const struct ctx_entry *older; /* the entry this one replaced (kept) */
 } ctx_entry;
 static _Atomic(ctx_entry *) ctx_cache[CTX_SLOTS];
 static pthread_mutex_t ctx_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -119,10 +120,10 @@ static int ctx_lookup(uintptr_t ctx, unsigned long long id, int *device, int *sm
 static void ctx_insert(uintptr_t ctx, unsigned long long id, int device, int sm) {
   ctx_entry *n = GS_CALL(calloc, 1, sizeof *n);
   if (!n) return; /* not cached: asked again next call */
-  *n = (ctx_entry){ctx, id, device, sm};
   pthread_mutex_lock(&ctx_lock);
   const ctx_entry *e;
   int i = ctx_slot(ctx, &e);
+  *n = (ctx_entry){ctx, id, device, sm, e};
   if (i >= 0 && !(e && e->id == id)) atomic_store_explicit(&ctx_cache[i], n, memory_order_release);
   else free(n); /* there already, or a full cache: queried every time */
   pthread_mutex_unlock(&ctx_lock);

@@ -145,6 +145,7 @@ struct fp8_ctx {
   void *ctx;
   unsigned long long ctx_id; /* cuCtxGetId (0: the driver has none) */
   int retired;         /* context lock: a new context took the address */
+  fp8_ctx *older;      /* the retired table this one replaced (kept, never freed) */
   int device;
   pthread_mutex_t lock;
   fp8_group *buckets[GROUP_BUCKETS];
@@ -224,6 +225,8 @@ static void ctx_retire(fp8_ctx *x) {
           continue;
         }
         *sl = site->group_next;
+        site->slot->next = x->free_slots; /* the slab stays reachable through its slots */
+        x->free_slots = site->slot;
         site_free(site);
       }
       if (g->sites) {
@@ -261,6 +264,7 @@ static fp8_ctx *ctx_get(const gs_call *c, const char **why) {
       x->device = c->device;
       x->seen = seen;
       x->primary = pthread_self();
+      x->older = old;
       pthread_mutex_init(&x->lock, NULL);
       atomic_store_explicit(&ctxs[slot], x, memory_order_release);
       if (old) ctx_retire(old);

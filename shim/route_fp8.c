@@ -60,6 +60,8 @@ enum { BUF_A8, BUF_B8 };
 /* ---- checks ------------------------------------------------------------------------ */
 static const char *check_types(const gs_gemm *g) {
   if (!elem_type(g->a_type) || g->b_type != g->a_type) return "A and B are not both bf16, fp16 or fp32";
+  /* The 32F_FAST_* types take fp32 A/B/C only: route_check_arguments
+   * forwards the rest for cuBLAS's own error. */
   switch (g->compute_type) {
     case CUBLAS_COMPUTE_32F: case CUBLAS_COMPUTE_32F_FAST_16BF: case CUBLAS_COMPUTE_32F_FAST_16F:
     case CUBLAS_COMPUTE_32F_FAST_TF32:
@@ -183,6 +185,7 @@ typedef struct lt_handle_entry {
   void *ctx;
   unsigned long long id;
   cublasLtHandle_t handle;
+  const struct lt_handle_entry *older; /* the entry this one replaced (kept) */
 } lt_handle_entry;
 static _Atomic(lt_handle_entry *) lt_handles[LT_HANDLES];
 static pthread_mutex_t lt_handles_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -236,7 +239,7 @@ static cublasLtHandle_t lt_handle_for(const gs_call *c, int capturing, const cha
       GS_CALL(cuCtxPopCurrent_v2, &popped);
     }
     if (h) {
-      *n = (lt_handle_entry){c->ctx, c->ctx_id, h};
+      *n = (lt_handle_entry){c->ctx, c->ctx_id, h, old};
       atomic_store_explicit(&lt_handles[slot], n, memory_order_release);
     } else {
       free(n);
