@@ -12,7 +12,8 @@
  *
  * --reset-before=S tears the context down before step S the way programs
  * do (JAX/XLA rebuilding a client, cudaDeviceReset): --reset=primary
- * releases the primary context and retains it again, --reset=created runs
+ * releases the primary context and retains it again, --reset=device calls
+ * cuDevicePrimaryCtxReset (what cudaDeviceReset does), --reset=created runs
  * the loop in a cuCtxCreate context and destroys and creates it. Nothing of
  * the old context survives (the CUDA Driver API: the primary context "is
  * automatically reset once the last reference to it is released"), so
@@ -114,20 +115,30 @@ static void *backward(void *arg) {
   return arg;
 }
 
-/* cuCtxCreate/cuCtxDestroy: not in the shared client table (client.h). */
+/* cuCtxCreate/cuCtxDestroy/cuDevicePrimaryCtxReset: not in the shared
+ * client table (client.h). */
 static CUresult (*ctx_create)(CUcontext *, CUctxCreateParams *, unsigned, CUdevice);
 static CUresult (*ctx_destroy)(CUcontext);
+static CUresult (*primary_reset)(CUdevice);
+
+static void *driver_symbol(const char *name) {
+  void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+  return h ? dlsym(h, name) : NULL;
+}
+
+static int session_open(void) {
+  return client_drv.cuStreamCreate(&stream, 0) || cublasCreate(&handle) || cublasSetStream(handle, stream) ? -1 : 0;
+}
 
 static int context_open(void) {
   if (strcmp(reset_kind, "created") == 0) {
-    void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
-    ctx_create = h ? (__typeof__(ctx_create))dlsym(h, "cuCtxCreate_v4") : NULL;
-    ctx_destroy = h ? (__typeof__(ctx_destroy))dlsym(h, "cuCtxDestroy_v2") : NULL;
+    ctx_create = (__typeof__(ctx_create))driver_symbol("cuCtxCreate_v4");
+    ctx_destroy = (__typeof__(ctx_destroy))driver_symbol("cuCtxDestroy_v2");
     if (!ctx_create || !ctx_destroy || ctx_create(&ctx, NULL, 0, dev)) return -1;
   } else if (client_drv.cuDevicePrimaryCtxRetain(&ctx, dev) || client_drv.cuCtxSetCurrent(ctx)) {
     return -1;
   }
-  return client_drv.cuStreamCreate(&stream, 0) || cublasCreate(&handle) || cublasSetStream(handle, stream) ? -1 : 0;
+  return session_open();
 }
 
 static void weights_new(void) {
@@ -143,10 +154,16 @@ static void weights_new(void) {
 static int context_reset(int step) {
   CUcontext old = ctx;
   if (cublasDestroy(handle) || client_drv.cuStreamDestroy_v2(stream)) return -1;
-  if (strcmp(reset_kind, "created") == 0 ? ctx_destroy(ctx) != CUDA_SUCCESS
-                                         : client_drv.cuDevicePrimaryCtxRelease_v2(dev) != CUDA_SUCCESS)
-    return -1;
-  if (context_open()) return -1;
+  if (strcmp(reset_kind, "device") == 0) {
+    /* The retain stays: the same handle is the new context at once. */
+    primary_reset = (__typeof__(primary_reset))driver_symbol("cuDevicePrimaryCtxReset_v2");
+    if (!primary_reset || primary_reset(dev) != CUDA_SUCCESS || session_open()) return -1;
+  } else {
+    if (strcmp(reset_kind, "created") == 0 ? ctx_destroy(ctx) != CUDA_SUCCESS
+                                           : client_drv.cuDevicePrimaryCtxRelease_v2(dev) != CUDA_SUCCESS)
+      return -1;
+    if (context_open()) return -1;
+  }
   weights_new();
   printf("reset step=%d same_address=%d\n", step, ctx == old);
   return 0;
@@ -159,12 +176,12 @@ int main(int argc, char **argv) {
         sscanf(argv[i], "--dim=%d", &H) == 1 || sscanf(argv[i], "--tokens=%d", &T) == 1 ||
         sscanf(argv[i], "--reset-before=%d", &RESET_BEFORE) == 1)
       continue;
-    if (sscanf(argv[i], "--reset=%15s", kind) == 1 && (!strcmp(kind, "primary") || !strcmp(kind, "created"))) {
+    if (sscanf(argv[i], "--reset=%15s", kind) == 1 && (!strcmp(kind, "primary") || !strcmp(kind, "created") || !strcmp(kind, "device"))) {
       reset_kind = kind;
       continue;
     }
     fprintf(stderr, "usage: fp8_client [--layers=L] [--steps=S] [--dim=H] [--tokens=T] [--reset-before=S] "
-                    "[--reset=primary|created]\n");
+                    "[--reset=primary|device|created]\n");
     return 2;
   }
   const char *why = client_driver_load();

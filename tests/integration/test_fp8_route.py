@@ -68,12 +68,14 @@ def test_training_loop(fp8_client, standin, tmp_path, cc, backend, fmt):
 
 # ---- a context torn down and made again ------------------------------------------------------
 @pytest.mark.parametrize("cc,backend", [("9.0", "cublaslt-fp8"), ("6.1", "own")])
-@pytest.mark.parametrize("reset", ["primary", "created"])
+@pytest.mark.parametrize("reset", ["primary", "device", "created"])
 def test_context_reset(fp8_client, standin, tmp_path, cc, backend, reset):
     """The context goes away between two steps and a new one takes its
     address: the primary context released to zero and retained again (the
     CUDA Driver API, cuDevicePrimaryCtxRelease: "The context is
-    automatically reset once the last reference to it is released"), or a
+    automatically reset once the last reference to it is released"), the
+    primary context reset as cudaDeviceReset does (cuDevicePrimaryCtxReset:
+    "Destroy all allocations and reset all state on the primary context"), or a
     created context destroyed and another created (the stand-in, like a
     driver's allocator, hands out the old address). cuCtxGetId's id "is
     unique for the life of the program", so the shim's per-context state

@@ -96,6 +96,25 @@ CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev) {
   return r;
 }
 
+/* What cudaDeviceReset does: the CUDA Driver API, cuDevicePrimaryCtxReset
+ * ("Destroy all allocations and reset all state on the primary context";
+ * "Resetting the primary context does not release it"). Retains stay as
+ * they are; behind the same handle there is a new context, with a new id,
+ * active again at once when still retained. */
+CUresult cuDevicePrimaryCtxReset_v2(CUdevice dev) {
+  SD_COUNT(cuDevicePrimaryCtxReset_v2);
+  CUresult r = sd_check_device(dev);
+  if (r) return r;
+  pthread_mutex_lock(&sd_lock);
+  CUcontext c = sd.dev[dev].primary;
+  sd_modules_drop_ctx_locked(c);
+  sd_streams_drop_ctx_locked(c);
+  sd_mem_drop_ctx_locked(c);
+  if (sd.dev[dev].primary_used) c->id = sd_ctx_next_id();
+  pthread_mutex_unlock(&sd_lock);
+  return CUDA_SUCCESS;
+}
+
 CUresult cuCtxCreate_v4(CUcontext *pctx, CUctxCreateParams *params, unsigned int flags,
                         CUdevice dev) {
   SD_COUNT(cuCtxCreate_v4);

@@ -677,6 +677,18 @@ static void test_contexts(void **state) {
   CU_OK(cuCtxGetId(p2again, &idp2));
   assert_true(idp2 != idp);
   assert_int_equal(cuMemsetD8_v2(old_mem, 0, 256), CUDA_ERROR_INVALID_VALUE); /* went with the old one */
+  /* cudaDeviceReset's cuDevicePrimaryCtxReset: everything goes, the retain
+   * stays, the handle is a new context at once. */
+  CU_OK(cuCtxPushCurrent_v2(primary[2]));
+  CU_OK(cuMemAlloc_v2(&old_mem, 256));
+  CU_OK(cuCtxPopCurrent_v2(&popped));
+  CU_OK(cuDevicePrimaryCtxReset_v2(2));
+  CU_OK(cuCtxGetId(primary[2], &idp));
+  assert_true(idp != idp2);
+  assert_int_equal(cuMemsetD8_v2(old_mem, 0, 256), CUDA_ERROR_INVALID_VALUE);
+  CU_OK(cuCtxGetDevice_v2(&d, primary[2])); /* still retained: usable */
+  assert_int_equal(d, 2);
+  assert_int_equal(cuDevicePrimaryCtxReset_v2(99), CUDA_ERROR_INVALID_DEVICE);
 
   /* A new thread has no current context. */
   int fresh[5];
