@@ -3,7 +3,8 @@
  * handle -> stream (cublasGetStream, GemmEx family) -> context
  * (cuStreamGetCtx; the NULL and per-thread streams give the current one)
  * -> device and capability, cached per context (address and cuCtxGetId) so
- * the per-call cost is three cheap queries and a table scan. Nothing here synchronises.
+ * the per-call cost is three cheap queries and a table scan. Nothing here
+ * synchronises.
  *
  * A destroyed cuBLAS handle must not be asked for its stream (that reads
  * freed memory inside cuBLAS), so handle creation and destruction are
@@ -95,6 +96,19 @@ typedef struct ctx_entry {
 } ctx_entry;
 static _Atomic(ctx_entry *) ctx_cache[CTX_SLOTS];
 static pthread_mutex_t ctx_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* Both locks are held only for a table update, but a fork from another
+ * thread can still land inside one: the child (the forking thread alone)
+ * gets fresh locks. Entries are published last, so a half-made one is
+ * invisible. Registered at load, never inside a fork handler. */
+static void device_after_fork_child(void) {
+  pthread_mutex_init(&dead_lock, NULL);
+  pthread_mutex_init(&ctx_lock, NULL);
+}
+
+__attribute__((constructor)) static void device_register_fork(void) {
+  pthread_atfork(NULL, NULL, device_after_fork_child);
+}
 
 /* The slot of address ctx (whatever its id), or the first empty one; -1: full. */
 static int ctx_slot(uintptr_t ctx, const ctx_entry **found) {

@@ -2,8 +2,14 @@
  *
  * The normal path allocates from the device's default memory pool with
  * cuMemAllocAsync on the caller's stream and frees with cuMemFreeAsync right
- * after the last kernel that uses it is enqueued: no synchronisation, and
- * legal inside CUDA graph capture (the graph gets alloc/free nodes).
+ * after the last kernel that uses it is enqueued: no synchronisation.
+ *
+ * Nothing is handed out during graph capture (GS_CAPTURE_DECLINE): there
+ * the pool calls would become memory alloc/free nodes, and a graph holding
+ * them cannot be cloned, embedded as a child graph (what XLA's command
+ * buffers do with captured cuBLAS work) or instantiated more than once;
+ * the scratch buffers below would be shared between the graph's replays
+ * and eager work on other streams.
  *
  * Devices or drivers without pools get a per-(context, stream) scratch
  * buffer from cuMemAlloc, kept for the process and reused: work on one
@@ -11,15 +17,23 @@
  * call's. The slot stays locked from alloc to release so two host threads
  * sharing a stream cannot interleave their kernels on it. Growing a scratch
  * buffer frees the old one with cuMemFree, which waits for the device: that
- * happens only when a larger GEMM than any before arrives. Scratch memory
- * inside graph capture would be shared by every replay, so that case runs
- * native.
+ * happens only when a larger GEMM than any before arrives.
  *
  * A slot's context is known by its address and, where the driver has
  * cuCtxGetId, its unique id: a primary context released and retained again
  * (a device reset) keeps its address but not its memory, so a slot whose
  * context changed id forgets its buffer. CU_STREAM_PER_THREAD is a
- * different stream in every thread: its slots are per thread as well. */
+ * different stream in every thread: its slots are per thread as well.
+ *
+ * fork: a slot lock is held across driver calls, so another thread may
+ * hold one when the program forks; the child, whose only thread is the
+ * forking one, would then wait for it for ever at its first call on that
+ * stream. The child re-initialises every lock here (atfork child handler)
+ * rather than the parent taking them all before the fork, which would make
+ * fork wait for GEMMs in flight and could deadlock against a driver that
+ * takes its own locks in its fork handlers. The buffers are the parent's
+ * (a real driver refuses a forked child's calls anyway): the child starts
+ * with empty slots and leaves them alone. */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -64,6 +78,24 @@ static pthread_once_t scratch_once = PTHREAD_ONCE_INIT;
 
 static void scratch_init(void) {
   for (int i = 0; i < SCRATCH_SLOTS; i++) pthread_mutex_init(&scratch[i].lock, NULL);
+}
+
+static void scratch_after_fork_child(void) {
+  pthread_mutex_init(&scratch_table_lock, NULL);
+  for (int i = 0; i < SCRATCH_SLOTS; i++) {
+    pthread_mutex_init(&scratch[i].lock, NULL);
+    scratch[i].ctx = scratch[i].stream = NULL;
+    scratch[i].thread = 0;
+    scratch[i].ctx_id = 0;
+    scratch[i].ptr = 0;
+    scratch[i].bytes = 0;
+  }
+}
+
+/* At load, not at first use: a first use inside another fork handler would
+ * call pthread_atfork while fork holds its lock. */
+__attribute__((constructor)) static void scratch_register_fork(void) {
+  pthread_atfork(NULL, NULL, scratch_after_fork_child);
 }
 
 /* Numbers threads for CU_STREAM_PER_THREAD slots; never reused, since a
@@ -138,6 +170,12 @@ const char *transient_alloc(gs_call *c, size_t bytes, gs_transient *t) {
   t->stream = c->g.stream;
   if (bytes == 0) return NULL;
   if (!c->ctx) return "the call's context is unknown";
+  /* A driver without cuStreamIsCapturing predates graph capture. Not
+   * knowing is not "not capturing". */
+  CUstreamCaptureStatus capture = CU_STREAM_CAPTURE_STATUS_NONE;
+  if (gs_sys.cuStreamIsCapturing && GS_CALL(cuStreamIsCapturing, (CUstream)c->g.stream, &capture) != CUDA_SUCCESS)
+    return "cuStreamIsCapturing failed";
+  if (capture != CU_STREAM_CAPTURE_STATUS_NONE) return GS_CAPTURE_DECLINE;
   int has_pools = device_has_pools(c->device);
   if (has_pools < 0) return "cuDeviceGetAttribute(MEMORY_POOLS_SUPPORTED) failed";
   if (has_pools) {
@@ -150,14 +188,6 @@ const char *transient_alloc(gs_call *c, size_t bytes, gs_transient *t) {
     if (r == CUDA_ERROR_OUT_OF_MEMORY) return "cuMemAllocAsync: out of device memory";
     return "cuMemAllocAsync failed";
   }
-  /* A driver without cuStreamIsCapturing predates graph capture. Not
-   * knowing is not "not capturing": scratch memory in a graph is shared by
-   * every replay. */
-  CUstreamCaptureStatus capture = CU_STREAM_CAPTURE_STATUS_NONE;
-  if (gs_sys.cuStreamIsCapturing && GS_CALL(cuStreamIsCapturing, (CUstream)c->g.stream, &capture) != CUDA_SUCCESS)
-    return "cuStreamIsCapturing failed and the device has no memory pools";
-  if (capture != CU_STREAM_CAPTURE_STATUS_NONE)
-    return "stream is being captured and the device has no memory pools";
   return scratch_alloc(c, bytes, t);
 }
 
