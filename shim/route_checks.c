@@ -35,10 +35,13 @@ static int listed_fp32_compute(const gs_gemm *g) {
   }
 }
 
-/* cublasGemmAlgo_t's values (cublas_api.h); anything else is NOT_SUPPORTED. */
+/* cublasGemmAlgo_t's values (cublas_api.h); anything else is NOT_SUPPORTED.
+ * CUBLAS_GEMM_AUTOTUNE (999) is spelled out: CUDA 12's headers, which the
+ * shim also builds against, do not name it. */
+#define GEMM_AUTOTUNE 999
 static int listed_algo(int a) {
   return (a >= CUBLAS_GEMM_DEFAULT && a <= CUBLAS_GEMM_ALGO23) ||
-         (a >= CUBLAS_GEMM_DEFAULT_TENSOR_OP && a <= CUBLAS_GEMM_ALGO15_TENSOR_OP) || a == CUBLAS_GEMM_AUTOTUNE;
+         (a >= CUBLAS_GEMM_DEFAULT_TENSOR_OP && a <= CUBLAS_GEMM_ALGO15_TENSOR_OP) || a == GEMM_AUTOTUNE;
 }
 
 /* Arguments cuBLAS would reject are forwarded untouched so the caller gets
