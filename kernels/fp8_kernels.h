@@ -24,7 +24,7 @@ typedef struct gs_fp8_ring_dev {
   uint32_t pos;
   uint32_t history;
   uint32_t fmt;
-  float margin_div;
+  float margin_pow2;
   float last_amax;
   float hist[];
 } gs_fp8_ring_dev;

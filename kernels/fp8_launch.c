@@ -34,7 +34,7 @@ RING_SAME(blocks_done);
 RING_SAME(pos);
 RING_SAME(history);
 RING_SAME(fmt);
-RING_SAME(margin_div);
+RING_SAME(margin_pow2);
 RING_SAME(last_amax);
 RING_SAME(hist);
 #undef RING_SAME

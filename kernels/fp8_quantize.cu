@@ -30,8 +30,10 @@
  * would serialise tens of thousands of blocks' atomics), then a fenced
  * atomic counter names the last block, which takes the slots (exchanging
  * them to 0), enters the amax in the history unless it is 0, inf or NaN,
- * computes max(history) / fmt_max / margin_div clamped to >= 1e-12 (or
- * keeps the scale) and re-arms the counter. All in-kernel: no host round
+ * computes max(history) * 2^margin / fmt_max clamped to >= 1e-12 (or
+ * keeps the scale) and re-arms the counter. The amax kernels (a site's
+ * first call) publish the step of their amax without entering it: the
+ * same call's quantize enters it, once. All in-kernel: no host round
  * trip, and the next launch on the stream sees a clean ring. */
 #include "fp8_block.h"
 #include "fp8_convert.h"
@@ -98,14 +100,18 @@ template <int E> static __device__ __forceinline__ float fp8_group_elem(const fp
   else return fp8_widen<E>(q % 2 ? g.w[q / 2] >> 16 : g.w[q / 2] & 0xFFFFu);
 }
 
-/* step = max(history) / fmt_max / margin_div, clamped to >= 1e-12; a
- * non-finite step (a broken margin_div) keeps the current one. Correctly
- * rounded divisions (div.rn.f32; no fast-math), so the host computes the
- * same bits. */
-static __device__ __forceinline__ float fp8_next_scale(float amax, float fmt_max, float margin_div,
+/* step = max(history) * 2^margin / fmt_max, clamped to >= 1e-12: the
+ * margin is headroom, the largest value lands on fmt_max / 2^margin.
+ * TransformerEngine (transformer_engine/common/recipe/delayed_scaling.cu)
+ * computes scale = (fmt_max * 2^-margin) / amax and multiplies by it; this
+ * is its inverse in step form. The product by 2^margin is exact (a power of
+ * two) short of overflow; an overflowed or otherwise non-finite step keeps
+ * the current one. Correctly rounded division (div.rn.f32; no fast-math),
+ * so the host computes the same bits. */
+static __device__ __forceinline__ float fp8_next_scale(float amax, float fmt_max, float margin_pow2,
                                                        float current) {
   float s = amax / fmt_max;
-  s = s / margin_div;
+  s = s * margin_pow2;
   if (!(s <= 3.4028234663852886e38f)) return current;
   return s < FP8_TINY_SCALE ? FP8_TINY_SCALE : s;
 }
@@ -152,17 +158,19 @@ static __device__ __forceinline__ void fp8_fold(gs_fp8_ring_dev *ring, int parit
   const float current = ring->scale[parity];
   const int valid = amax_bits != 0 && amax_bits < 0x7F800000u && hlen != 0;
   ring->last_amax = amax;
-  if (valid) {
+  /* The amax pass of a first call only publishes its step: the quantize
+   * that follows in the same call measures the same values and enters them. */
+  if (valid && MODE != GS_FP8_MODE_AMAX_INIT) {
     ring->hist[pos] = amax;
     ring->pos = pos + 1 == hlen ? 0 : pos + 1;
   }
   if constexpr (MODE == GS_FP8_MODE_AMAX_INIT) {
-    if (valid) ring->scale[parity] = fp8_next_scale(amax, fmt_max, ring->margin_div, current);
+    if (valid) ring->scale[parity] = fp8_next_scale(amax, fmt_max, ring->margin_pow2, current);
   } else {
     float next = current;
     if (valid) {
       uint32_t m = others_bits > amax_bits ? others_bits : amax_bits;
-      next = fp8_next_scale(gs_f32_from_bits(m), fmt_max, ring->margin_div, current);
+      next = fp8_next_scale(gs_f32_from_bits(m), fmt_max, ring->margin_pow2, current);
     }
     ring->scale[parity ^ 1] = next;
   }

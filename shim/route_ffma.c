@@ -66,22 +66,16 @@ static const char *check_types(const gs_gemm *g) {
   return NULL;
 }
 
-/* What route_check_lt leaves: fp32 alpha/beta by value or pointer, and a
- * bias the cast kernels can widen. The route builds descriptors of its own,
- * so whatever cuBLASLt would refuse in the caller's (scale and bias types,
- * in-place layouts) must be refused here and forwarded, or the caller would
- * get a result where cuBLASLt gives an error. */
+/* What route_check_lt leaves: fp32 alpha/beta by value or pointer. The
+ * route builds descriptors of its own, so whatever cuBLASLt would refuse in
+ * the caller's (scale and bias types, in-place layouts) is refused and
+ * forwarded by route_check_arguments, or the caller would get a result
+ * where cuBLASLt gives an error. */
 static const char *check_lt(const gs_gemm *g) {
   const char *why = route_check_lt(g);
   if (why) return why;
   if (g->pointer_mode != CUBLASLT_POINTER_MODE_HOST && g->pointer_mode != CUBLASLT_POINTER_MODE_DEVICE)
     return "alpha/beta pointer mode is a vector mode";
-  if (g->scale_type != F32) return "scale type is not fp32 (forwarded for cuBLAS's own error)";
-  /* cublasLt.h: outside fp8 and integer kernels the bias is D's type. */
-  if ((g->epilogue & CUBLASLT_EPILOGUE_BIAS) && g->bias_type != g->d_type)
-    return "bias type is not D's type (forwarded for cuBLAS's own error)";
-  if (g->C == g->D && (g->ldc != g->ldd || (g->batch > 1 && g->stride_c != g->stride_d)))
-    return "C and D are the same memory with different layouts (forwarded for cuBLAS's own error)";
   return NULL;
 }
 

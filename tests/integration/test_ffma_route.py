@@ -411,9 +411,10 @@ FAULTS = [
     ("cuModuleLoadData:3", LT, False, KERNELS.format(LOAD_FAILED)),
     ("cuModuleGetFunction:1", EX, False,
      KERNELS.format("cuModuleGetFunction failed: a kernel is missing from the shim's PTX")),
-    ("cuCtxGetId:1", EX, False, KERNELS.format("cuCtxGetId failed (destroyed context?)")),
+    # cuCtxGetId 1 is the device lookup's (test_context_id_unknown).
+    ("cuCtxGetId:2", EX, False, KERNELS.format("cuCtxGetId failed (destroyed context?)")),
     ("cuCtxGetCurrent:1", EX, False, KERNELS.format("cuCtxGetCurrent failed")),
-    ("cuCtxGetId:2", EX, False, CAST),
+    ("cuCtxGetId:3", EX, False, CAST),
     ("cuCtxGetCurrent:2", EX, False, CAST),
     ("cuLaunchKernel:1", EX, False, CAST),
     ("cuLaunchKernel:2", EX, False, NARROW),
@@ -442,8 +443,22 @@ FAULTS = [
     ("cuCtxPushCurrent_v2:2", EX, True, "cuCtxPushCurrent failed"),
     ("cuStreamIsCapturing:1", EX, True, "cuStreamIsCapturing failed"),
     ("cuStreamIsCapturing:1", EX, False, "cuStreamIsCapturing failed"),
-    ("cuCtxGetId:2", EX, True, "cuCtxGetId failed"),
+    ("cuCtxGetId:3", EX, True, "cuCtxGetId failed"),
 ]
+
+
+def test_context_id_unknown(client, standin, tmp_path):
+    """The device lookup cannot tell the call's context by its id (a
+    destroyed context): the call runs native and says so; the next run ffma."""
+    res = run_client(client, standin, tmp_path, [gemm(f"call{i}", **EX) for i in range(3)],
+                     env={"GEMMSHIM_FAULT": "cuCtxGetId:1"})
+    assert_all_ok(res)
+    rec = res.recs[0]
+    got = (rec["decided"], rec["route"], "backend" in rec, rec["reason"], rec["status"])
+    assert got == ("ffma", "native", False, f"{MODE}; device unknown: cuCtxGetId failed (destroyed context?); "
+                   "ffma declined: kernels not loaded (no context); ran native", 0), rec
+    for r in res.recs[1:]:
+        assert_ffma(r)
 
 
 def fault_id(f):

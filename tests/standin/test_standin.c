@@ -650,6 +650,46 @@ static void test_contexts(void **state) {
   assert_int_equal(out[0], CUDA_ERROR_CONTEXT_IS_DESTROYED);
   assert_int_equal(out[1], CUDA_ERROR_INVALID_CONTEXT);
 
+  /* Addresses come back, ids never do (the CUDA Driver API: cuCtxGetId's id
+   * "is unique for the life of the program"): a context created after a
+   * destroy takes the destroyed one's address, on any device, with none of
+   * its memory; a primary context released to zero and retained again keeps
+   * its handle and gets a new id. */
+  CUcontext next;
+  CU_OK(cuCtxCreate_v4(&next, NULL, 0, 2));
+  assert_ptr_equal(next, mine);
+  unsigned long long idn;
+  CU_OK(cuCtxGetId(next, &idn));
+  assert_true(idn != idm && idn != id0 && idn != id1);
+  CU_OK(cuCtxGetDevice(&d));
+  assert_int_equal(d, 2);
+  CU_OK(cuCtxDestroy_v2(next));
+  CUcontext p2again;
+  unsigned long long idp, idp2;
+  CU_OK(cuCtxPushCurrent_v2(primary[2]));
+  CU_OK(cuCtxGetId(primary[2], &idp));
+  CUdeviceptr old_mem;
+  CU_OK(cuMemAlloc_v2(&old_mem, 256));
+  CU_OK(cuCtxPopCurrent_v2(&popped));
+  CU_OK(cuDevicePrimaryCtxRelease_v2(2)); /* the only retain: reset */
+  CU_OK(cuDevicePrimaryCtxRetain(&p2again, 2));
+  assert_ptr_equal(p2again, primary[2]);
+  CU_OK(cuCtxGetId(p2again, &idp2));
+  assert_true(idp2 != idp);
+  assert_int_equal(cuMemsetD8_v2(old_mem, 0, 256), CUDA_ERROR_INVALID_VALUE); /* went with the old one */
+  /* cudaDeviceReset's cuDevicePrimaryCtxReset: everything goes, the retain
+   * stays, the handle is a new context at once. */
+  CU_OK(cuCtxPushCurrent_v2(primary[2]));
+  CU_OK(cuMemAlloc_v2(&old_mem, 256));
+  CU_OK(cuCtxPopCurrent_v2(&popped));
+  CU_OK(cuDevicePrimaryCtxReset_v2(2));
+  CU_OK(cuCtxGetId(primary[2], &idp));
+  assert_true(idp != idp2);
+  assert_int_equal(cuMemsetD8_v2(old_mem, 0, 256), CUDA_ERROR_INVALID_VALUE);
+  CU_OK(cuCtxGetDevice_v2(&d, primary[2])); /* still retained: usable */
+  assert_int_equal(d, 2);
+  assert_int_equal(cuDevicePrimaryCtxReset_v2(99), CUDA_ERROR_INVALID_DEVICE);
+
   /* A new thread has no current context. */
   int fresh[5];
   pthread_create(&t, NULL, ctx_thread_fresh, fresh);

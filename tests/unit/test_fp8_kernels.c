@@ -213,37 +213,42 @@ typedef struct ring_model {
   float hist[MAX_HISTORY];
   unsigned pos, history;
   int fmt;
-  float margin_div;
+  float margin_pow2;
   float last_amax;
 } ring_model;
 
-static gs_fp8_ring *ring_new(ring_model *m, unsigned history, int fmt, float margin_div) {
+static gs_fp8_ring *ring_new(ring_model *m, unsigned history, int fmt, float margin_pow2) {
   assert_true(history <= MAX_HISTORY);
   gs_fp8_ring *r = dev_alloc((size_t)gs_fp8_ring_bytes(history));
   memset(r, 0, (size_t)gs_fp8_ring_bytes(history));
   r->scale[0] = r->scale[1] = 1.0f;
   r->history = history;
   r->fmt = (unsigned)fmt;
-  r->margin_div = margin_div;
+  r->margin_pow2 = margin_pow2;
   memset(m, 0, sizeof *m);
   m->scale[0] = m->scale[1] = 1.0f;
   m->history = history;
   m->fmt = fmt;
-  m->margin_div = margin_div;
+  m->margin_pow2 = margin_pow2;
   return r;
 }
 
-/* The fold as fp8.h states it, written from the rules, not the kernel. */
+/* The fold as fp8.h states it, written from the rules, not the kernel:
+ * the step is amax * 2^margin / fmt_max (TransformerEngine's margin as
+ * headroom; test_margin_is_transformer_engines checks it against TE's own
+ * formula). */
 static float model_step(const ring_model *m, float amax) {
   float s = amax / fmt_max(m->fmt);
-  s = s / m->margin_div;
+  s = s * m->margin_pow2;
   return s < 1e-12f ? 1e-12f : s;
 }
 
+/* init: a site's first-call amax pass, which publishes its step and enters
+ * nothing (the call's quantize enters the amax, once). */
 static void model_fold(ring_model *m, float amax, int parity, int init) {
   int valid = amax > 0.0f && isfinite(amax);
   m->last_amax = amax;
-  if (valid) {
+  if (valid && !init) {
     m->hist[m->pos] = amax;
     m->pos = (m->pos + 1) % m->history;
   }
@@ -519,10 +524,10 @@ typedef struct ring_run {
   int parity;
 } ring_run;
 
-static void ring_run_start(ring_run *rr, unsigned history, int fmt, float margin_div) {
+static void ring_run_start(ring_run *rr, unsigned history, int fmt, float margin_pow2) {
   smat_make(&rr->s, CUDA_R_32F, 24, 40, 24, 0, 1, 1.0);
   rr->dst = dst_alloc(24 * 40);
-  rr->ring = ring_new(&rr->m, history, fmt, margin_div);
+  rr->ring = ring_new(&rr->m, history, fmt, margin_pow2);
   rr->parity = 0;
 }
 
@@ -557,15 +562,76 @@ static int count_code(const ring_run *rr, uint8_t code) {
   return n;
 }
 
+/* GEMMSHIM_FP8_MARGIN is TransformerEngine's margin. TE's fold
+ * (transformer_engine/common/recipe/delayed_scaling.cu, amax_and_scale_update)
+ * computes in fp32 scaled_max = fp8_max * 2^-margin, scale = scaled_max /
+ * amax, and quantizes x * scale: with margin m the largest value lands on
+ * fp8_max / 2^m. Our step is the inverse of TE's scale: for margins 0-4,
+ * both formats and amax values across the range, the published step times
+ * TE's scale is 1 within the two roundings between them, and quantizing
+ * with it puts the largest element on the code of fp8_max / 2^m. */
+static void test_margin_is_transformer_engines(void **state) {
+  (void)state;
+  static const float amaxes[] = {10.0f, 0.37f, 3.0e4f, 1.0e-3f, 448.0f};
+  for (int fmt = GS_FP8_E4M3; fmt <= GS_FP8_E5M2; fmt++)
+    for (int margin = 0; margin <= 4; margin++)
+      for (size_t a = 0; a < sizeof amaxes / sizeof amaxes[0]; a++) {
+        const float fp8_max = fmt == GS_FP8_E5M2 ? 57344.0f : 448.0f;
+        const float scaled_max = fp8_max * powf(2.0f, (float)-margin); /* TE, in fp32 */
+        const float te_scale = scaled_max / amaxes[a];
+        ring_run rr;
+        ring_run_start(&rr, 4, fmt, ldexpf(1.0f, margin));
+        ring_init(&rr, amaxes[a]);
+        double product = (double)rr.ring->scale[0] * (double)te_scale;
+        if (fabs(product - 1.0) > 0x1p-22)
+          fail_msg("fmt %d margin %d amax %g: step %a, TE scale %a, product %.9g", fmt, margin, (double)amaxes[a],
+                   (double)rr.ring->scale[0], (double)te_scale, product);
+        /* The same amax again: its largest element is fp8_max / 2^m exactly. */
+        ring_step(&rr, amaxes[a]);
+        const uint8_t top = gs_f32_to_fp8_sat(scaled_max, fmt);
+        int at_top = 0;
+        for (int i = 0; i < 24 * 40; i++) {
+          if ((rr.dst[i] & 0x7F) > top) fail_msg("fmt %d margin %d: code %#x above %#x", fmt, margin, rr.dst[i], top);
+          at_top += (rr.dst[i] & 0x7F) == top;
+        }
+        assert_true(at_top >= 1);
+        ring_run_end(&rr);
+      }
+}
+
+/* A site's first amax is entered in the history once: the first call's
+ * amax pass publishes its step without entering it, the call's quantize
+ * enters it (TransformerEngine enters each step's amax once: its history
+ * roll in delayed_scaling.cu writes one slot per update). With the amax
+ * entered twice the window's maximum would come out the same (the copy is
+ * the oldest entry), but the ring would hold it in two slots: pos and the
+ * entries are checked after every call (ring_check), and the spike leaves
+ * the window of 3 after three calls. */
+static void test_first_amax_entered_once(void **state) {
+  (void)state;
+  ring_run rr;
+  ring_run_start(&rr, 3, GS_FP8_E4M3, 1.0f);
+  ring_init(&rr, 100.0f);
+  assert_true(rr.ring->pos == 0 && rr.ring->hist[0] == 0.0f);
+  ring_step(&rr, 100.0f); /* call 1's quantize: the one entry */
+  assert_true(rr.ring->pos == 1 && rr.ring->hist[0] == 100.0f && rr.ring->hist[1] == 0.0f);
+  ring_step(&rr, 1.0f);
+  ring_step(&rr, 1.0f);
+  assert_true(rr.ring->scale[rr.parity] == 100.0f / 448.0f); /* [100, 1, 1] */
+  ring_step(&rr, 1.0f);
+  assert_true(rr.ring->scale[rr.parity] == 1.0f / 448.0f);   /* [1, 1, 1] */
+  ring_run_end(&rr);
+}
+
 static void test_ring_state_machine(void **state) {
   (void)state;
   ring_run rr;
   ring_run_start(&rr, 4, GS_FP8_E4M3, 1.0f);
-  /* First call: amax_init publishes scale[0] and the first entry; scale[1]
+  /* First call: amax_init publishes scale[0] and enters nothing; scale[1]
    * is untouched. */
   ring_init(&rr, 10.0f);
   assert_true(rr.ring->scale[0] == 10.0f / 448.0f && rr.ring->scale[1] == 1.0f);
-  assert_true(rr.ring->hist[0] == 10.0f && rr.ring->pos == 1);
+  assert_true(rr.ring->hist[0] == 0.0f && rr.ring->pos == 0);
   /* A jump: this call quantizes with the old step and saturates (only the
    * new max, 20 / (10/448) = 896, is past 448)... */
   assert_true(ring_step(&rr, 20.0f) == 10.0f / 448.0f);
@@ -603,12 +669,12 @@ static void test_ring_state_machine(void **state) {
   assert_true(rr.ring->scale[rr.parity] == 5.0f / 448.0f);
   ring_run_end(&rr);
 
-  /* margin 2 (2^2 = 4) and E5M2: step = amax / 57344 / 4. */
+  /* margin 2 (2^2 = 4) and E5M2: step = amax * 4 / 57344. */
   ring_run_start(&rr, 3, GS_FP8_E5M2, 4.0f);
   ring_init(&rr, 300.0f);
-  assert_true(rr.ring->scale[0] == 300.0f / 57344.0f / 4.0f);
+  assert_true(rr.ring->scale[0] == 300.0f / 57344.0f * 4.0f);
   ring_step(&rr, 700.0f);
-  assert_true(rr.ring->scale[1] == 700.0f / 57344.0f / 4.0f);
+  assert_true(rr.ring->scale[1] == 700.0f / 57344.0f * 4.0f);
   ring_run_end(&rr);
 
   /* The clamp: a tiny amax gives the step 1e-12, not 0 or a subnormal. */
@@ -1594,6 +1660,8 @@ int main(void) {
       cmocka_unit_test(test_quantize_many_blocks),
       cmocka_unit_test(test_quantize_grid_stride),
       cmocka_unit_test(test_ring_state_machine),
+      cmocka_unit_test(test_margin_is_transformer_engines),
+      cmocka_unit_test(test_first_amax_entered_once),
       cmocka_unit_test(test_amax_init),
       cmocka_unit_test(test_quantize_empty),
       cmocka_unit_test(test_quantize_golden),
