@@ -4,7 +4,7 @@
 #include "names.h"
 
 #include <library_types.h>
-#include <cublas_api.h>
+#include <cublas_v2.h> /* not cublas_api.h: CUDA 12's needs CUBLASAPI, which this defines */
 #include <ctype.h>
 #include <string.h>
 /* cublasLt.h declares cublasLtLoggerForceDisable() without a prototype, which
@@ -38,6 +38,17 @@ static const named_value type_names[] = {
     {CUDA_C_64F, "c64f"},
     {CUDA_C_8I, "c8i"},
 };
+
+/* Compute types newer than the headers a build may use (PyTorch's cu126
+ * wheels carry cuBLAS 12.6's): the values cuBLAS 13's cublas_api.h gives
+ * them, so a shim built against older headers still names them when it
+ * runs over a newer cuBLAS. */
+#if CUBLAS_VERSION < 120900
+#define CUBLAS_COMPUTE_32F_EMULATED_16BFX9 ((cublasComputeType_t)78)
+#endif
+#if CUBLAS_VER_MAJOR < 13
+#define CUBLAS_COMPUTE_64F_EMULATED_FIXEDPOINT ((cublasComputeType_t)79)
+#endif
 
 static const named_value compute_names[] = {
     {CUBLAS_COMPUTE_16F, "16f"},
