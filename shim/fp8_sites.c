@@ -394,18 +394,36 @@ static int slot_on_stream(const fp8_slot *s, const gs_call *c) {
   return !s->used || (s->stream == c->g.stream && s->stream_thread == stream_thread_of(c->g.stream));
 }
 
+/* 1 when stream is not being captured now; 0 when it is, or when that
+ * cannot be told (a driver without cuStreamIsCapturing predates capture,
+ * but a failed query is not "not capturing"). */
+static int stream_free_of_capture(const void *stream) {
+  if (!gs_sys.cuStreamIsCapturing) return 1;
+  CUstreamCaptureStatus st = CU_STREAM_CAPTURE_STATUS_NONE;
+  return GS_CALL(cuStreamIsCapturing, (CUstream)stream, &st) == CUDA_SUCCESS && st == CU_STREAM_CAPTURE_STATUS_NONE;
+}
+
 /* Make everything enqueued so far on the slot's last stream come before
  * what c enqueues next on its stream. Context lock held (order_event).
  * Outside capture only: a captured stream cannot wait on an event recorded
- * outside its graph. Returns 1 when ordered. */
+ * outside its graph. The slot's last stream may be under someone else's
+ * capture now: an event recorded there is a capture event, and waiting on
+ * it would join c's eager stream to that capture (CUDA C++ Programming
+ * Guide, stream capture, "Cross-stream Dependencies and Events": an event
+ * recorded in a capturing stream is a captured event, and a stream that
+ * waits on it is put in capture mode), so its later work would be
+ * recorded, not run. Checked before
+ * the record, and again after it, so a capture begun in between is not
+ * joined either. Returns 1 when ordered; 0 leaves c's stream untouched. */
 static int order_after_slot(fp8_ctx *x, const gs_call *c, const fp8_slot *s) {
   if (slot_on_stream(s, c)) return 1;
   if (s->stream_thread && s->stream_thread != (uintptr_t)pthread_self()) return 0;
   if (!gs_sys.cuEventCreate || !gs_sys.cuEventRecord || !gs_sys.cuStreamWaitEvent) return 0;
   if (ctx_push(x) != CUDA_SUCCESS) return 0;
-  CUresult r = CUDA_SUCCESS;
-  if (!x->order_event) r = GS_CALL(cuEventCreate, &x->order_event, CU_EVENT_DISABLE_TIMING);
+  CUresult r = stream_free_of_capture(s->stream) ? CUDA_SUCCESS : CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+  if (r == CUDA_SUCCESS && !x->order_event) r = GS_CALL(cuEventCreate, &x->order_event, CU_EVENT_DISABLE_TIMING);
   if (r == CUDA_SUCCESS) r = GS_CALL(cuEventRecord, x->order_event, (CUstream)s->stream);
+  if (r == CUDA_SUCCESS && !stream_free_of_capture(s->stream)) r = CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
   if (r == CUDA_SUCCESS) r = GS_CALL(cuStreamWaitEvent, (CUstream)c->g.stream, x->order_event, 0);
   ctx_pop();
   return r == CUDA_SUCCESS;

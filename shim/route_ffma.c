@@ -268,6 +268,11 @@ int route_ffma(gs_call *c) {
     call_decline(c, GS_ROUTE_NATIVE, "ffma declined: %s; ran native", why);
     return GS_DECLINED;
   }
+  why = transient_capture_why(c);
+  if (why) {
+    call_decline(c, GS_ROUTE_NATIVE, "ffma declined: %s; ran native", why);
+    return GS_DECLINED;
+  }
   why = kernels_ready(c->ctx);
   if (why) {
     call_decline(c, GS_ROUTE_NATIVE, "ffma declined: kernels not loaded (%s); ran native", why);

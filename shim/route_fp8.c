@@ -121,16 +121,6 @@ static const char *plan(const gs_call *c, fp8_plan *p) {
   return NULL;
 }
 
-/* ---- capture ----------------------------------------------------------------------- */
-static const char *stream_capturing(const gs_call *c, int *capturing) {
-  CUstreamCaptureStatus st = CU_STREAM_CAPTURE_STATUS_NONE;
-  if (!gs_sys.cuStreamIsCapturing) return "cuStreamIsCapturing not found";
-  if (GS_CALL(cuStreamIsCapturing, (CUstream)c->g.stream, &st) != CUDA_SUCCESS)
-    return "cuStreamIsCapturing failed";
-  /* An invalidated capture is still a capture: nothing may allocate. */
-  *capturing = st != CU_STREAM_CAPTURE_STATUS_NONE;
-  return NULL;
-}
 
 static CUdeviceptr scale_ptr(const gs_fp8_ring *ring, int parity) {
   return (CUdeviceptr)(uintptr_t)&ring->scale[parity];
@@ -334,10 +324,8 @@ int route_fp8(gs_call *c) {
   /* In capture, before the site is touched: a captured call would leave
    * its buffers' memory nodes in the graph (memory.h), and the site's
    * state must stay what eager calls and replays both see. */
-  int capturing = 0;
-  why = stream_capturing(c, &capturing);
+  why = transient_capture_why(c);
   if (why) return decline(c, why);
-  if (capturing) return decline(c, GS_CAPTURE_DECLINE);
   why = kernels_ready((CUcontext)c->ctx);
   if (why) {
     call_decline(c, GS_ROUTE_NATIVE, "fp8 declined: kernels not loaded (%s); ran native", why);

@@ -279,5 +279,8 @@ uint64_t site_id(const void *caller, const gs_gemm *g);
  * (e.g. "libcusolver.so.12"; static storage). Cached per thread and
  * caller: no loader call after the first. */
 gs_caller site_caller(const void *caller, const char **object);
+/* For tests: take (1: trylock, its result) or give back (0) the lock that
+ * guards the library object names. */
+int site_objects_lock_for_tests(int take);
 
 #endif
