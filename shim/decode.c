@@ -18,6 +18,7 @@ static void gemm_defaults(gs_gemm *g) {
   g->d_type = -1;
   g->algo = -1;
   g->ldd = -1;
+  g->lt_unrouted = NULL;
 }
 
 void decode_gemm(gs_gemm *g, void *handle, int ta, int tb, int64_t m, int64_t n, int64_t k,
@@ -170,6 +171,105 @@ static int read_scales(gs_gemm *g) {
   return ok;
 }
 
+/* Attributes no route reproduces, with the value that means "not used". A
+ * route rebuilds the GEMM from the fields above, so any of these at another
+ * value would be dropped: the call must run native, where cuBLASLt applies
+ * it or gives its own error (cublasLt.h documents each; TRANSC: "Currently
+ * only CUBLAS_OP_N is supported"). Not listed, because they cannot change a
+ * result: SM_COUNT_TARGET (a heuristics hint). Read elsewhere: the types,
+ * transposes, epilogue, bias, pointer mode, the fp8 scale and amax
+ * pointers, FAST_ACCUM. BIAS_BATCH_STRIDE is reproduced by the routes that
+ * take batched biases (route_ffma.c; route_fp8.c refuses batched biases).
+ * The ids from 31 on (and the layout's BATCH_MODE) are spelled out: CUDA 12
+ * headers before 12.8 (and 12.x for EMULATION_DESCRIPTOR) do not name them;
+ * the values are CUDA 13's cublasLt.h. */
+typedef struct lt_attr_default {
+  int id;
+  unsigned char size; /* the attribute's storage: 1, 4 or 8 bytes */
+  int64_t unused;     /* the documented default */
+  const char *why; /* the routing log's reason when it holds another value */
+} lt_attr_default;
+
+#define LT_SETS(name) "the descriptor sets " name ", which no route reproduces"
+#define LT_DESC_ATTR(id, size, unused) {id, size, unused, LT_SETS(#id)}
+#define LT_DESC_NEW(name, value, size, unused) {value, size, unused, LT_SETS("CUBLASLT_MATMUL_DESC_" name)}
+static const lt_attr_default desc_unrouted[] = {
+    LT_DESC_ATTR(CUBLASLT_MATMUL_DESC_TRANSC, 4, CUBLAS_OP_N),
+    LT_DESC_ATTR(CUBLASLT_MATMUL_DESC_FILL_MODE, 4, CUBLAS_FILL_MODE_FULL),
+    LT_DESC_ATTR(CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, 8, 0),
+    LT_DESC_ATTR(CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, 8, 0),
+    LT_DESC_ATTR(CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_BATCH_STRIDE, 8, 0),
+    LT_DESC_ATTR(CUBLASLT_MATMUL_DESC_ALPHA_VECTOR_BATCH_STRIDE, 8, 0),
+    LT_DESC_ATTR(CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_DATA_TYPE, 4, -1),
+    LT_DESC_ATTR(CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_SCALE_POINTER, 8, 0),
+    LT_DESC_ATTR(CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_AMAX_POINTER, 8, 0),
+    LT_DESC_NEW("A_SCALE_MODE", 31, 4, 0),
+    LT_DESC_NEW("B_SCALE_MODE", 32, 4, 0),
+    LT_DESC_NEW("C_SCALE_MODE", 33, 4, 0),
+    LT_DESC_NEW("D_SCALE_MODE", 34, 4, 0),
+    LT_DESC_NEW("EPILOGUE_AUX_SCALE_MODE", 35, 4, 0),
+    LT_DESC_NEW("D_OUT_SCALE_POINTER", 36, 8, 0),
+    LT_DESC_NEW("D_OUT_SCALE_MODE", 37, 4, 0),
+    LT_DESC_NEW("EMULATION_DESCRIPTOR", 38, 8, 0),
+};
+#undef LT_DESC_NEW
+#undef LT_DESC_ATTR
+#undef LT_SETS
+
+/* BATCH_MODE POINTER_ARRAY (cublasLtBatchMode_t: "The address of the matrix
+ * of each instance of the batch are read from arrays of pointers") makes A,
+ * B, C and D device arrays of pointers, which a route would take for the
+ * matrices themselves; PLANE_OFFSET is planar complex. */
+static const lt_attr_default layout_unrouted[] = {
+    {8, 4, 0,
+     "a layout's CUBLASLT_MATRIX_LAYOUT_BATCH_MODE is not strided (CUBLASLT_BATCH_MODE_POINTER_ARRAY: A, B, C and D "
+     "are arrays of pointers); the routes take strided batches only"},
+    {CUBLASLT_MATRIX_LAYOUT_PLANE_OFFSET, 8, 0,
+     "a layout sets CUBLASLT_MATRIX_LAYOUT_PLANE_OFFSET (planar complex), which no route reproduces"},
+};
+
+/* 1: the attribute holds its unused value; 0: another; -1: unreadable. A
+ * getter answering INVALID_VALUE for an attribute id the library does not
+ * know (an older cuBLASLt) means nobody could have set it; any other failure
+ * leaves the call undecoded. */
+static int attr_unused(int layout, void *obj, const lt_attr_default *a) {
+  int64_t v = 0; /* little-endian: a 1- or 4-byte value lands in the low bytes */
+  size_t w = 0;
+  cublasStatus_t s;
+  if (layout) {
+    if (!gs_sys.cublasLtMatrixLayoutGetAttribute) return -1;
+    s = GS_CALL(cublasLtMatrixLayoutGetAttribute, obj, (cublasLtMatrixLayoutAttribute_t)a->id, &v, a->size, &w);
+  } else {
+    if (!gs_sys.cublasLtMatmulDescGetAttribute) return -1;
+    s = GS_CALL(cublasLtMatmulDescGetAttribute, obj, (cublasLtMatmulDescAttributes_t)a->id, &v, a->size, &w);
+  }
+  if (s == CUBLAS_STATUS_INVALID_VALUE) return 1;
+  if (s != CUBLAS_STATUS_SUCCESS) return -1;
+  if (a->size == 4) v = (int32_t)v;
+  else if (a->size == 1) v = (int8_t)v;
+  return v == a->unused;
+}
+
+/* The reason of the first attribute of desc or a layout that no route
+ * reproduces (NULL if none); *bad when one could not be read. */
+static const char *find_unrouted(const gs_gemm *g, int *bad) {
+  for (size_t i = 0; i < sizeof desc_unrouted / sizeof desc_unrouted[0]; i++) {
+    int u = attr_unused(0, g->lt_desc, &desc_unrouted[i]);
+    if (u < 0) *bad = 1;
+    if (u == 0) return desc_unrouted[i].why;
+  }
+  for (int l = 0; l < 4; l++) {
+    int seen = !g->lt_layout[l]; /* NULL: read_layout leaves the call undecoded */
+    for (int e = 0; e < l; e++) seen |= g->lt_layout[e] == g->lt_layout[l];
+    for (size_t i = 0; !seen && i < sizeof layout_unrouted / sizeof layout_unrouted[0]; i++) {
+      int u = attr_unused(1, g->lt_layout[l], &layout_unrouted[i]);
+      if (u < 0) *bad = 1;
+      if (u == 0) return layout_unrouted[i].why;
+    }
+  }
+  return NULL;
+}
+
 void decode_lt_rest(gs_gemm *g, int for_route) {
   /* lt_full: 1 = what the log shows was read, 2 = everything a route needs
    * (read again in full: routed calls are the expensive ones anyway). */
@@ -186,6 +286,12 @@ void decode_lt_rest(gs_gemm *g, int for_route) {
          desc_ptr(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &g->bias) == 0 &&
          desc_i32(desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &g->bias_type) == 0 &&
          (!for_route || read_scales(g));
+  }
+  g->lt_unrouted = NULL;
+  if (ok && for_route) {
+    int bad = 0;
+    g->lt_unrouted = find_unrouted(g, &bad);
+    ok = !bad;
   }
 
   lt_layout la, lb, lc, ld;

@@ -84,6 +84,9 @@ const char *route_check_arguments(const gs_gemm *g) {
 }
 
 const char *route_check_lt(const gs_gemm *g) {
+  /* First: a pointer-array layout's other fields describe arrays of
+   * pointers, not the matrices the checks below judge. */
+  if (g->lt_unrouted) return g->lt_unrouted;
   if (g->order_a != CUBLASLT_ORDER_COL || g->order_b != CUBLASLT_ORDER_COL || g->order_c != CUBLASLT_ORDER_COL ||
       g->order_d != CUBLASLT_ORDER_COL)
     return "a layout is not column-major";

@@ -54,6 +54,8 @@ typedef struct gs_gemm {
   int lt_full;       /* Lt only: decode_lt_rest has run (1: for the log, 2: for a route) */
   int shape_mismatch; /* Lt only: the A/B/C layouts disagree with D's m, n and A's k */
   int batch_mismatch; /* Lt only: A, B or C has a batch count other than D's */
+  const char *lt_unrouted; /* Lt only, for a route: the first descriptor or layout
+                            * attribute whose value no route reproduces, or NULL */
   size_t workspace_size;
   int decoded;       /* 1 when every field above could be read */
 } gs_gemm;
@@ -262,7 +264,7 @@ int route_run(gs_call *c);
 /* "route_checks.c": what every route asks first; NULL or the reason. */
 void route_operand_shapes(const gs_gemm *g, int64_t *a_rows, int64_t *a_cols, int64_t *b_rows, int64_t *b_cols);
 const char *route_check_arguments(const gs_gemm *g);
-const char *route_check_lt(const gs_gemm *g); /* orders, epilogue, scales, bias, batch */
+const char *route_check_lt(const gs_gemm *g); /* attributes, orders, epilogue, scales, bias, batch */
 
 /* "route_ffma.c": bf16/fp16 GEMMs as fp32 GEMMs through the cast kernels. */
 int route_ffma(gs_call *c);

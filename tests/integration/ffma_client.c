@@ -46,7 +46,13 @@
  *            bstride (BIAS_BATCH_STRIDE, elements) [0]; oop (D apart from C) [0];
  *            order (col row) [col]; scale (fp32 bf16: SCALE_TYPE) [fp32];
  *            dpad (D's leading dimension exceeds C's by this much; with
- *            oop=0 the call is in place with two different layouts) [0]
+ *            oop=0 the call is in place with two different layouts) [0];
+ *            dattr (ID:VALUE, a cublasLtMatmulDescAttributes_t id and an
+ *            integer value, stored in the attribute's size: int32 or int64;
+ *            up to 4 of them) [none];
+ *            lmode (strided ptr: every layout's BATCH_MODE; with ptr, the
+ *            client still passes its matrices, so cuBLASLt must refuse or
+ *            a route would read them as arrays of pointers) [strided]
  *
  * Modes:
  *   --stream=own|legacy|per-thread   the handle's stream [own: cuStreamCreate]
@@ -210,6 +216,9 @@ typedef struct spec {
   int64_t apad, bpad, cpad; /* INT64_MIN: pad */
   int algo;
   int64_t call_m, call_n, call_k, call_batch; /* INT64_MIN: as allocated */
+  int ndattr;
+  struct { int id; int64_t value; } dattr[4]; /* Lt descriptor attributes to set */
+  int ptr_array_mode;                          /* Lt: BATCH_MODE = POINTER_ARRAY */
 } spec;
 
 static int is_ptr_array(int api) { return api == API_BATCHED || api == API_BATCHED64; }
@@ -323,7 +332,17 @@ static int parse_spec(const char *text, int index, spec *s) {
     else if (!strcmp(kv, "order")) s->row_major = !strcmp(v, "row");
     else if (!strcmp(kv, "scale")) bad = type_of(v, &s->scale);
     else if (!strcmp(kv, "dpad")) s->dpad = atoll(v);
-    else bad = 1;
+    else if (!strcmp(kv, "dattr")) {
+      char *colon = strchr(v, ':');
+      bad = !colon || s->ndattr == 4;
+      if (!bad) {
+        s->dattr[s->ndattr].id = atoi(v);
+        s->dattr[s->ndattr++].value = atoll(colon + 1);
+      }
+    } else if (!strcmp(kv, "lmode")) {
+      s->ptr_array_mode = !strcmp(v, "ptr");
+      bad = !s->ptr_array_mode && strcmp(v, "strided");
+    } else bad = 1;
   }
   free(copy);
   if ((int)s->c == -1) s->c = s->ab;
@@ -337,7 +356,7 @@ static int parse_spec(const char *text, int index, spec *s) {
   if (s->call_k == INT64_MIN) s->call_k = s->k;
   if (s->call_batch == INT64_MIN) s->call_batch = s->batch;
   if (s->m < 1 || s->n < 1 || s->k < 1 || s->batch < 1) bad = 1;
-  if ((s->row_major || s->dpad) && s->api != API_LT) bad = 1;
+  if ((s->row_major || s->dpad || s->ndattr || s->ptr_array_mode) && s->api != API_LT) bad = 1;
   if (bad) fprintf(stderr, "ffma_client: bad --gemm=%s\n", text);
   return bad ? -1 : 0;
 }
@@ -459,8 +478,12 @@ static void fill_pattern(buf *b, uint32_t word, CUstream stream) {
 }
 
 static void layout_make(cublasLtMatrixLayout_t *l, cudaDataType t, int64_t rows, int64_t cols, int64_t ld,
-                        int64_t batch, int64_t stride, int row_major) {
+                        int64_t batch, int64_t stride, int row_major, int ptr_array) {
   BL(cublasLtMatrixLayoutCreate(l, t, (uint64_t)rows, (uint64_t)cols, ld));
+  if (ptr_array) {
+    uint32_t mode = CUBLASLT_BATCH_MODE_POINTER_ARRAY;
+    BL(cublasLtMatrixLayoutSetAttribute(*l, CUBLASLT_MATRIX_LAYOUT_BATCH_MODE, &mode, sizeof mode));
+  }
   if (batch > 1) {
     int32_t count = (int32_t)batch;
     BL(cublasLtMatrixLayoutSetAttribute(*l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count, sizeof count));
@@ -549,10 +572,22 @@ static void gemm_prepare(gemm *g, const spec *s, uint64_t seed, CUstream stream,
         BL(cublasLtMatmulDescSetAttribute(g->desc, CUBLASLT_MATMUL_DESC_BIAS_BATCH_STRIDE, &bs, sizeof bs));
       }
     }
-    layout_make(&g->la, s->ab, g->a_rows, g->a_cols, g->lda, s->batch, g->sa, s->row_major);
-    layout_make(&g->lb, s->bt, g->b_rows, g->b_cols, g->ldb, s->batch, g->sb, s->row_major);
-    layout_make(&g->lc, s->c, s->m, s->n, g->ldc, s->batch, g->sc, s->row_major);
-    layout_make(&g->ld, s->dt, s->m, s->n, g->ldd, s->batch, g->sd, s->row_major);
+    /* cublasLt.h gives each attribute's storage; those the catalogue sets
+     * are int32 but for the int64 strides and leading dimensions below. */
+    for (int i = 0; i < s->ndattr; i++) {
+      int id = s->dattr[i].id;
+      int wide = id == CUBLASLT_MATMUL_DESC_BIAS_BATCH_STRIDE || id == CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD ||
+                 id == CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_BATCH_STRIDE ||
+                 id == CUBLASLT_MATMUL_DESC_ALPHA_VECTOR_BATCH_STRIDE;
+      int32_t v32 = (int32_t)s->dattr[i].value;
+      int64_t v64 = s->dattr[i].value;
+      BL(cublasLtMatmulDescSetAttribute(g->desc, (cublasLtMatmulDescAttributes_t)id, wide ? (void *)&v64 : (void *)&v32,
+                                        wide ? sizeof v64 : sizeof v32));
+    }
+    layout_make(&g->la, s->ab, g->a_rows, g->a_cols, g->lda, s->batch, g->sa, s->row_major, s->ptr_array_mode);
+    layout_make(&g->lb, s->bt, g->b_rows, g->b_cols, g->ldb, s->batch, g->sb, s->row_major, s->ptr_array_mode);
+    layout_make(&g->lc, s->c, s->m, s->n, g->ldc, s->batch, g->sc, s->row_major, s->ptr_array_mode);
+    layout_make(&g->ld, s->dt, s->m, s->n, g->ldd, s->batch, g->sd, s->row_major, s->ptr_array_mode);
   }
 }
 

@@ -67,6 +67,27 @@ CATALOGUE = [
      "the bias is D's type"),
     ("scale_type_bf16", {"scale": "bf16"}, LT, NOT_SUPPORTED,
      "cublasLtMatmul type table: COMPUTE_32F takes scaleType CUDA_R_32F"),
+    # Descriptor and layout attributes no route reproduces (cublasLt.h,
+    # cublasLtMatmulDescAttributes_t and cublasLtMatrixLayoutAttribute_t):
+    # whatever cuBLASLt answers, a route must leave the call to it
+    # (test_unrouted_attributes_run_native).
+    ("transc_T", {"dattr": "5:1"}, LT, NOT_SUPPORTED,
+     "cublasLt.h CUBLASLT_MATMUL_DESC_TRANSC: 'Currently only CUBLAS_OP_N is supported'; cublasLtMatmul: "
+     "NOT_SUPPORTED if the current implementation does not support the configured operation"),
+    ("fill_upper", {"dattr": "6:1"}, LT, NOT_SUPPORTED,
+     "CUBLASLT_MATMUL_DESC_FILL_MODE other than CUBLAS_FILL_MODE_FULL: the stand-in implements full output "
+     "only and answers with cublasLtMatmul's NOT_SUPPORTED for an unsupported configuration"),
+    ("a_scale_mode_vec16", {"dattr": "31:1"}, LT, NOT_SUPPORTED,
+     "CUBLASLT_MATMUL_DESC_A_SCALE_MODE = CUBLASLT_MATMUL_MATRIX_SCALE_VEC16_UE4M3 (block scaling, for fp4/fp8 "
+     "operands) on a bf16 problem: cublasLtMatmul's NOT_SUPPORTED for an unsupported configuration"),
+    ("d_out_scale_mode", {"dattr": "37:3"}, LT, NOT_SUPPORTED, "same for CUBLASLT_MATMUL_DESC_D_OUT_SCALE_MODE"),
+    ("pointer_array_batch", {"lmode": "ptr", "batch": 2}, LT, NOT_SUPPORTED,
+     "CUBLASLT_MATRIX_LAYOUT_BATCH_MODE = CUBLASLT_BATCH_MODE_POINTER_ARRAY: 'The address of the matrix of "
+     "each instance of the batch are read from arrays of pointers'. The client passes its matrices, not "
+     "arrays of pointers; the stand-in does not implement pointer-array batches (tests/standin/README.md) "
+     "and answers NOT_SUPPORTED, so its matrices are never read as pointers"),
+    ("aux_ld_set", {"dattr": "12:128"}, LT, SUCCESS,
+     "CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD (used by the AUX epilogues only): cuBLASLt runs the call"),
     # Unusual but valid: cuBLAS runs them; a route must give the same result or decline.
     ("row_major_lt", {"order": "row"}, LT, SUCCESS, "cublasLtOrder_t: CUBLASLT_ORDER_ROW is a layout order"),
     ("bias_per_member", {"epi": "bias", "batch": 3, "bstride": 64}, LT, SUCCESS,
@@ -151,3 +172,38 @@ def test_every_route_gives_the_native_status(native, client, standin, tmp_path, 
         # A refused call ran native: cuBLAS itself answered.
         if status != SUCCESS:
             assert rec["route"] == "native", (name, rec)
+
+
+# The entries above whose descriptor or layout carries an attribute no
+# route reproduces, and the attribute the routing log's reason must name.
+UNROUTED = {
+    "transc_T": "CUBLASLT_MATMUL_DESC_TRANSC",
+    "fill_upper": "CUBLASLT_MATMUL_DESC_FILL_MODE",
+    "a_scale_mode_vec16": "CUBLASLT_MATMUL_DESC_A_SCALE_MODE",
+    "d_out_scale_mode": "CUBLASLT_MATMUL_DESC_D_OUT_SCALE_MODE",
+    "pointer_array_batch": "CUBLASLT_BATCH_MODE_POINTER_ARRAY",
+    "aux_ld_set": "CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD",
+}
+
+
+@pytest.mark.parametrize("mode", ["ffma", "fp8"])
+def test_unrouted_attributes_run_native(native, client, standin, tmp_path, mode):
+    """A route rebuilds the GEMM from the fields it reads; an attribute it
+    does not reproduce would be dropped (a transposed C written untransposed,
+    a pointer array overwritten with results). Such calls run native, with
+    cuBLASLt's own status and output, and the log names the attribute."""
+    cc, want, _ = native
+    names = [f"{name}.lt" for name in UNROUTED]
+    args = [a for a in catalogue_args() if any(f"name={n}," in a for n in names)]
+    assert len(args) == len(UNROUTED)
+    log = tmp_path / "gemms.jsonl"
+    r = run([client, *args], standin[13], shim=True,
+            env={"STANDIN_CC": cc, "GEMMSHIM_LOG": str(log), **MODES[mode]})
+    got = statuses(r)
+    recs = dict(zip((c["name"] for c in r.calls), read_log(log)))
+    for name, attr in UNROUTED.items():
+        key = f"{name}.lt"
+        assert got[key] == want[key], (cc, mode, key, got[key], want[key])
+        rec = recs[key]
+        assert rec["route"] == "native" and rec["decided"] == mode, (key, rec)
+        assert attr in rec["reason"], (key, rec["reason"])

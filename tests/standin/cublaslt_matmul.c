@@ -109,7 +109,10 @@ static cublasStatus_t lt_plan(const lt_desc *d, const lt_layout *A, const lt_lay
     return CUBLAS_STATUS_INVALID_VALUE;
   }
   if (d->c_scale || d->d_scale) return CUBLAS_STATUS_INVALID_VALUE;
-  if (d->a_scale_mode || d->b_scale_mode || d->c_scale_mode || d->d_scale_mode || d->d_out_scale)
+  /* Block scaling (cublasLtMatmulMatrixScale_t other than SCALAR_32F) is for
+   * fp8/fp4 operands and outputs, which the stand-in does not offer. */
+  if (d->a_scale_mode || d->b_scale_mode || d->c_scale_mode || d->d_scale_mode || d->aux_scale_mode ||
+      d->d_out_scale_mode || d->d_out_scale)
     return CUBLAS_STATUS_NOT_SUPPORTED;
   if (!lt_epilogue_supported(d->epilogue)) return CUBLAS_STATUS_NOT_SUPPORTED;
   cudaDataType_t bias_type = lt_bias_type(d, at, dt);

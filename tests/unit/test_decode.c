@@ -223,11 +223,178 @@ static void test_gemm_ex_fields(void **state) {
   assert_ptr_equal(g.D, (void *)6);
 }
 
+/* Every descriptor attribute whose non-default value changes what
+ * cublasLtMatmul computes (or makes it refuse the call), set on the real
+ * cuBLASLt's descriptor, makes the routes leave the call to cuBLASLt, and
+ * the reason names it. The attributes and their defaults are CUDA 13's
+ * cublasLt.h (cublasLtMatmulDescAttributes_t, cublasLtMatrixLayoutAttribute_t);
+ * TRANSC: "Currently only CUBLAS_OP_N is supported"; BATCH_MODE
+ * CUBLASLT_BATCH_MODE_POINTER_ARRAY: "The address of the matrix of each
+ * instance of the batch are read from arrays of pointers". */
+static const struct {
+  int id, size;
+  int64_t value;
+  const char *named;
+} unrouted_attrs[] = {
+    {CUBLASLT_MATMUL_DESC_TRANSC, 4, CUBLAS_OP_T, "CUBLASLT_MATMUL_DESC_TRANSC"},
+    {CUBLASLT_MATMUL_DESC_FILL_MODE, 4, CUBLAS_FILL_MODE_UPPER, "CUBLASLT_MATMUL_DESC_FILL_MODE"},
+    {CUBLASLT_MATMUL_DESC_FILL_MODE, 4, CUBLAS_FILL_MODE_LOWER, "CUBLASLT_MATMUL_DESC_FILL_MODE"},
+    {CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, 8, 0x4000, "CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER"},
+    {CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, 8, 128, "CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD"},
+    {CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_BATCH_STRIDE, 8, 1024, "CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_BATCH_STRIDE"},
+    {CUBLASLT_MATMUL_DESC_ALPHA_VECTOR_BATCH_STRIDE, 8, 64, "CUBLASLT_MATMUL_DESC_ALPHA_VECTOR_BATCH_STRIDE"},
+    {CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_DATA_TYPE, 4, CUDA_R_16F, "CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_DATA_TYPE"},
+    {CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_SCALE_POINTER, 8, 0x4000, "CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_SCALE_POINTER"},
+    {CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_AMAX_POINTER, 8, 0x4000, "CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_AMAX_POINTER"},
+    {CUBLASLT_MATMUL_DESC_A_SCALE_MODE, 4, 1, "CUBLASLT_MATMUL_DESC_A_SCALE_MODE"},
+    {CUBLASLT_MATMUL_DESC_B_SCALE_MODE, 4, 1, "CUBLASLT_MATMUL_DESC_B_SCALE_MODE"},
+    {CUBLASLT_MATMUL_DESC_C_SCALE_MODE, 4, 1, "CUBLASLT_MATMUL_DESC_C_SCALE_MODE"},
+    {CUBLASLT_MATMUL_DESC_D_SCALE_MODE, 4, 1, "CUBLASLT_MATMUL_DESC_D_SCALE_MODE"},
+    {CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_SCALE_MODE, 4, 1, "CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_SCALE_MODE"},
+    {CUBLASLT_MATMUL_DESC_D_OUT_SCALE_POINTER, 8, 0x4000, "CUBLASLT_MATMUL_DESC_D_OUT_SCALE_POINTER"},
+    {CUBLASLT_MATMUL_DESC_D_OUT_SCALE_MODE, 4, 1, "CUBLASLT_MATMUL_DESC_D_OUT_SCALE_MODE"},
+    {CUBLASLT_MATMUL_DESC_EMULATION_DESCRIPTOR, 8, 0x4000, "CUBLASLT_MATMUL_DESC_EMULATION_DESCRIPTOR"},
+};
+
+/* An untouched bf16 descriptor (m=8 n=7 k=5, N/N): nothing unrouted. */
+static void routable_lt(cublasLtMatmulDesc_t *d, cublasLtMatrixLayout_t l[4]) {
+  assert_int_equal(cublasLtMatmulDescCreate(d, CUBLAS_COMPUTE_32F, CUDA_R_32F), 0);
+  l[0] = layout(CUDA_R_16BF, 8, 5, 8, 1, 0);
+  l[1] = layout(CUDA_R_16BF, 5, 7, 5, 1, 0);
+  l[2] = layout(CUDA_R_16BF, 8, 7, 8, 1, 0);
+  l[3] = layout(CUDA_R_16BF, 8, 7, 8, 1, 0);
+}
+
+static void decode_routable(gs_gemm *g, cublasLtMatmulDesc_t d, cublasLtMatrixLayout_t l[4]) {
+  memset(g, 0, sizeof *g);
+  decode_all(g, (void *)0x10, d, (void *)0x20, (void *)0x30, l[0], (void *)0x40, l[1], (void *)0x50,
+             (void *)0x60, l[2], (void *)0x70, l[3], (void *)0x80);
+}
+
+static void release_lt(cublasLtMatmulDesc_t d, cublasLtMatrixLayout_t l[4]) {
+  for (int i = 0; i < 4; i++) cublasLtMatrixLayoutDestroy(l[i]);
+  cublasLtMatmulDescDestroy(d);
+}
+
+static void test_lt_unrouted_attributes(void **state) {
+  use_real_lt();
+  cublasLtMatmulDesc_t d;
+  cublasLtMatrixLayout_t l[4];
+  gs_gemm g;
+  routable_lt(&d, l);
+  decode_routable(&g, d, l);
+  assert_int_equal(g.decoded, 1);
+  assert_null(g.lt_unrouted);
+  assert_null(route_check_lt(&g));
+  /* SM_COUNT_TARGET only steers cuBLASLt's heuristics: still routable. */
+  int32_t sms = 20;
+  assert_int_equal(cublasLtMatmulDescSetAttribute(d, CUBLASLT_MATMUL_DESC_SM_COUNT_TARGET, &sms, sizeof sms), 0);
+  decode_routable(&g, d, l);
+  assert_null(route_check_lt(&g));
+  release_lt(d, l);
+
+  for (size_t i = 0; i < sizeof unrouted_attrs / sizeof unrouted_attrs[0]; i++) {
+    routable_lt(&d, l);
+    int32_t v32 = (int32_t)unrouted_attrs[i].value;
+    int64_t v64 = unrouted_attrs[i].value;
+    const void *v = unrouted_attrs[i].size == 4 ? (const void *)&v32 : (const void *)&v64;
+    assert_int_equal(cublasLtMatmulDescSetAttribute(d, (cublasLtMatmulDescAttributes_t)unrouted_attrs[i].id, v,
+                                                    (size_t)unrouted_attrs[i].size),
+                     CUBLAS_STATUS_SUCCESS);
+    decode_routable(&g, d, l);
+    assert_int_equal(g.decoded, 1);
+    const char *why = route_check_lt(&g);
+    assert_non_null(why);
+    assert_non_null(strstr(why, unrouted_attrs[i].named));
+    release_lt(d, l);
+  }
+}
+
+/* A pointer-array batch on any one layout (even of batch count 1: each
+ * operand is then an array of one pointer), and a planar-complex plane
+ * offset, leave the call to cuBLASLt. */
+static void test_lt_unrouted_layouts(void **state) {
+  use_real_lt();
+  for (int which = 0; which < 4; which++) {
+    for (int attr = 0; attr < 2; attr++) {
+      cublasLtMatmulDesc_t d;
+      cublasLtMatrixLayout_t l[4];
+      routable_lt(&d, l);
+      uint32_t mode = CUBLASLT_BATCH_MODE_POINTER_ARRAY;
+      int64_t plane = 4096;
+      if (attr == 0)
+        assert_int_equal(cublasLtMatrixLayoutSetAttribute(l[which], CUBLASLT_MATRIX_LAYOUT_BATCH_MODE, &mode,
+                                                          sizeof mode), 0);
+      else
+        assert_int_equal(cublasLtMatrixLayoutSetAttribute(l[which], CUBLASLT_MATRIX_LAYOUT_PLANE_OFFSET, &plane,
+                                                          sizeof plane), 0);
+      gs_gemm g;
+      decode_routable(&g, d, l);
+      assert_int_equal(g.decoded, 1);
+      const char *why = route_check_lt(&g);
+      assert_non_null(why);
+      assert_non_null(strstr(why, attr == 0 ? "CUBLASLT_BATCH_MODE_POINTER_ARRAY" : "CUBLASLT_MATRIX_LAYOUT_PLANE_OFFSET"));
+      release_lt(d, l);
+    }
+  }
+}
+
+/* A cuBLASLt older than an attribute (CUDA 12.6's cublasLt.h has no ids
+ * from 31 on, nor the layout's BATCH_MODE) answers INVALID_VALUE for it:
+ * nobody can have set it, so the call stays routable. Any other failure of
+ * those reads (a fault) leaves the call undecoded. */
+static cublasStatus_t old_lt_desc_get(cublasLtMatmulDesc_t d, cublasLtMatmulDescAttributes_t a, void *buf,
+                                      size_t n, size_t *w) {
+  if ((int)a >= 31) return CUBLAS_STATUS_INVALID_VALUE;
+  return cublasLtMatmulDescGetAttribute(d, a, buf, n, w);
+}
+
+static cublasStatus_t old_lt_layout_get(cublasLtMatrixLayout_t l, cublasLtMatrixLayoutAttribute_t a, void *buf,
+                                        size_t n, size_t *w) {
+  if (a == CUBLASLT_MATRIX_LAYOUT_BATCH_MODE) return CUBLAS_STATUS_INVALID_VALUE;
+  return cublasLtMatrixLayoutGetAttribute(l, a, buf, n, w);
+}
+
+static void test_lt_unrouted_older_library(void **state) {
+  cublasLtMatmulDesc_t d;
+  cublasLtMatrixLayout_t l[4];
+  gs_gemm g;
+  routable_lt(&d, l);
+  gs_sys.cublasLtMatmulDescGetAttribute = old_lt_desc_get;
+  gs_sys.cublasLtMatrixLayoutGetAttribute = old_lt_layout_get;
+  decode_routable(&g, d, l);
+  assert_int_equal(g.decoded, 1);
+  assert_null(route_check_lt(&g));
+  use_real_lt();
+  /* Every read of the full decode, failing one at a time: 1 + 13 + 17
+   * descriptor reads (policy key, fields, unrouted attributes), 3 + 4*6 +
+   * 4*2 layout reads (types, four layouts, their unrouted attributes). */
+  unsigned nth;
+  for (nth = 1; nth < 64; nth++) {
+    gs_fault_clear();
+    gs_fault_arm(GS_SYS_cublasLtMatmulDescGetAttribute, nth, 0);
+    decode_routable(&g, d, l);
+    if (g.decoded) break;
+  }
+  assert_int_equal(nth, 1 + 13 + 17 + 1);
+  for (nth = 1; nth < 64; nth++) {
+    gs_fault_clear();
+    gs_fault_arm(GS_SYS_cublasLtMatrixLayoutGetAttribute, nth, 0);
+    decode_routable(&g, d, l);
+    if (g.decoded) break;
+  }
+  assert_int_equal(nth, 3 + 4 * 6 + 4 * 2 + 1);
+  gs_fault_clear();
+  release_lt(d, l);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_lt_full_descriptor), cmocka_unit_test(test_lt_defaults),
       cmocka_unit_test(test_lt_null_descriptors), cmocka_unit_test(test_lt_getter_failure),
       cmocka_unit_test(test_gemm_ex_fields), cmocka_unit_test(test_lt_key_only),
+      cmocka_unit_test(test_lt_unrouted_attributes), cmocka_unit_test(test_lt_unrouted_layouts),
+      cmocka_unit_test(test_lt_unrouted_older_library),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
