@@ -3,19 +3,27 @@
  * Each kernel file's PTX (sm_61; sm_89 for the optional tensor-core file,
  * loaded only on such devices: module.h) is embedded in libgemmshim.so (ptx_blob.S);
  * at cuModuleLoadData the driver JIT-compiles it for the context's GPU,
- * once. Each context's functions are cached in a table of slots that are
- * filled once and never changed: readers scan it without a lock (a slot is
- * published by a release store of its context), loads serialise on a mutex.
+ * once. Each context's functions are an immutable entry, found through a
+ * table of slots, one per context address: readers scan it without a lock
+ * (an entry is published by a release store of its pointer), loads
+ * serialise on a mutex.
  *
- * A slot is keyed by the context's address and, where the driver has
- * cuCtxGetId (CUDA 12.0+), its unique id: a context destroyed and another
- * created at the same address must not reuse the dead modules' functions.
- * Drivers without it key by address alone. A dead context's slot is never
- * reused; after MODULE_SLOTS contexts the launchers say so and the route
- * runs native. */
+ * An entry is keyed by the context's address and, where the driver has
+ * cuCtxGetId (CUDA 12.0+), its id, which the driver documents as unique for
+ * the life of the program: a context destroyed (or a primary context reset
+ * by its last cuDevicePrimaryCtxRelease, or cuDevicePrimaryCtxReset) and
+ * another created at the same address must not reuse the dead modules'
+ * functions. The new context's entry replaces the old one in the address's
+ * slot, so a program that resets its context over and over keeps one slot
+ * and the scan stays as short as the number of context addresses. The old
+ * entry is kept, not freed (a reader may still hold it): a few hundred
+ * bytes per reset. Drivers without cuCtxGetId key by address alone. After
+ * MODULE_SLOTS distinct addresses the launchers say so and the route runs
+ * native. */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
+#include <stdlib.h>
 
 #include "../shim/resolve.h"
 #include "../shim/shim.h"
@@ -44,21 +52,22 @@ static const struct kernel_file {
 #undef GS_KERNEL_ONE
 
 typedef struct module_slot {
-  _Atomic(uintptr_t) ctx;    /* set last, with release: the slot is complete */
+  uintptr_t ctx;
   unsigned long long ctx_id; /* 0 where the driver has no cuCtxGetId */
   CUfunction fn[GS_KERNEL_COUNT];     /* NULL: an optional file's kernel, not loaded */
   const char *absent[GS_KERNEL_COUNT]; /* why fn is NULL */
+  const struct module_slot *older;    /* the dead context's entry this one replaced (kept) */
 } module_slot;
 
-static module_slot slots[MODULE_SLOTS];
-static _Atomic int slots_used;
+/* Filled in order and never emptied: the first NULL ends a scan. */
+static _Atomic(const module_slot *) slots[MODULE_SLOTS];
 static pthread_mutex_t module_lock = PTHREAD_MUTEX_INITIALIZER;
 static _Atomic int warned;
 
 /* module_lock is held across cuModuleLoadData: a thread may hold it when
  * the program forks, and the child (the forking thread alone) would wait
  * for it for ever. A load in flight then never completed in the child
- * (slots_used was not advanced), so a fresh lock is all it needs. Registered
+ * (its entry was not published), so a fresh lock is all it needs. Registered
  * at load: a first use inside another fork handler must not call
  * pthread_atfork. */
 static void module_after_fork_child(void) { pthread_mutex_init(&module_lock, NULL); }
@@ -67,13 +76,18 @@ __attribute__((constructor)) static void module_register_fork(void) {
   pthread_atfork(NULL, NULL, module_after_fork_child);
 }
 
-static const module_slot *slot_find(CUcontext ctx, unsigned long long id) {
-  int n = atomic_load_explicit(&slots_used, memory_order_acquire);
-  for (int i = 0; i < n; i++)
-    if (atomic_load_explicit(&slots[i].ctx, memory_order_acquire) == (uintptr_t)ctx &&
-        slots[i].ctx_id == id)
-      return &slots[i];
-  return NULL;
+/* The slot of address ctx (*found: its entry, whatever its id), or the
+ * first empty one (*found NULL); -1 when every slot holds another address. */
+static int slot_of(CUcontext ctx, const module_slot **found) {
+  for (int i = 0; i < MODULE_SLOTS; i++) {
+    const module_slot *e = atomic_load_explicit(&slots[i], memory_order_acquire);
+    if (!e || e->ctx == (uintptr_t)ctx) {
+      *found = e;
+      return i;
+    }
+  }
+  *found = NULL;
+  return -1;
 }
 
 #define FILE_COUNT ((int)(sizeof kernel_files / sizeof kernel_files[0]))
@@ -205,27 +219,41 @@ CUresult kernels_function(CUcontext ctx, gs_kernel_id id, CUfunction *f, const c
       return load_failed(ctx, r, *why);
     }
   }
-  const module_slot *found = slot_find(ctx, ctx_id);
-  if (found) return slot_function(found, id, f, why);
+  const module_slot *found;
+  slot_of(ctx, &found);
+  if (found && found->ctx_id == ctx_id) return slot_function(found, id, f, why);
 
   CUresult r = CUDA_SUCCESS;
   pthread_mutex_lock(&module_lock);
-  found = slot_find(ctx, ctx_id);
-  int n = atomic_load_explicit(&slots_used, memory_order_relaxed);
-  if (!found && n == MODULE_SLOTS) {
+  int i = slot_of(ctx, &found);
+  if (found && found->ctx_id == ctx_id) {
+    /* another thread loaded it meanwhile */
+  } else if (i < 0) {
     *why = "kernel module cache full (too many contexts)";
     r = CUDA_ERROR_OUT_OF_MEMORY;
-  } else if (!found) {
-    module_slot *s = &slots[n];
-    CUresult pop_result;
-    r = slot_load(ctx, s, why, &pop_result);
+  } else {
+    /* A new context, or a new one at a dead context's address (its id
+     * changed): either way a fresh entry, published whole. */
+    const module_slot *dead = found;
+    module_slot *s = GS_CALL(calloc, 1, sizeof *s);
+    CUresult pop_result = CUDA_SUCCESS;
+    if (!s) {
+      *why = "out of host memory for the kernel module table";
+      r = CUDA_ERROR_OUT_OF_MEMORY;
+    } else {
+      r = slot_load(ctx, s, why, &pop_result);
+    }
     if (r == CUDA_SUCCESS) {
+      s->ctx = (uintptr_t)ctx;
       s->ctx_id = ctx_id;
-      atomic_store_explicit(&s->ctx, (uintptr_t)ctx, memory_order_release);
-      atomic_store_explicit(&slots_used, n + 1, memory_order_release);
+      s->older = dead;
+      atomic_store_explicit(&slots[i], s, memory_order_release);
       found = s;
-      GS_INFO("kernels: %d modules loaded for context %p (id %llu): %d kernels", FILE_COUNT,
-              (void *)ctx, ctx_id, (int)GS_KERNEL_COUNT);
+      GS_INFO("kernels: %d modules loaded for context %p (id %llu%s): %d kernels", FILE_COUNT, (void *)ctx,
+              ctx_id, dead ? ", replacing a destroyed context's at that address" : "", (int)GS_KERNEL_COUNT);
+    } else {
+      free(s);
+      found = NULL;
     }
     /* The modules are good and kept even so; this call reports it. */
     if (r == CUDA_SUCCESS && pop_result != CUDA_SUCCESS) {

@@ -30,6 +30,8 @@
  *                             default tensor_op tf32 pedantic, "+disallow" adds
  *                             CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION [unchanged]
  *   amp                       magnitude of A and B elements [1]
+ *   seed                      the data's seed (same seed, same data) [the
+ *                             run's --seed plus the call's index]
  *   Arguments cuBLAS may refuse (the buffers stay as the keys above size
  *   them; only what the call is told changes):
  *   bt                        B's type as passed (bf16 fp16 fp32) [ab]
@@ -64,6 +66,9 @@
  *   --reset-after=N    after call N-1: destroy the handles and stream,
  *                      release the primary context (its memory goes with
  *                      it), retain it again and carry on
+ *   --reset-every=N    the same before every call whose index is a
+ *                      positive multiple of N (a program that rebuilds its
+ *                      CUDA state again and again)
  *   --threads=T --iters=I   T threads, each with its own handles, run every
  *                      call I times; the stream is per thread (own,
  *                      per-thread) or shared by all (--stream=shared, or
@@ -216,6 +221,7 @@ typedef struct spec {
   int64_t apad, bpad, cpad; /* INT64_MIN: pad */
   int algo;
   int64_t call_m, call_n, call_k, call_batch; /* INT64_MIN: as allocated */
+  uint64_t seed;                               /* 0: the run's seed + the call's index */
   int ndattr;
   struct { int id; int64_t value; } dattr[4]; /* Lt descriptor attributes to set */
   int ptr_array_mode;                          /* Lt: BATCH_MODE = POINTER_ARRAY */
@@ -332,6 +338,7 @@ static int parse_spec(const char *text, int index, spec *s) {
     else if (!strcmp(kv, "order")) s->row_major = !strcmp(v, "row");
     else if (!strcmp(kv, "scale")) bad = type_of(v, &s->scale);
     else if (!strcmp(kv, "dpad")) s->dpad = atoll(v);
+    else if (!strcmp(kv, "seed")) s->seed = strtoull(v, NULL, 0);
     else if (!strcmp(kv, "dattr")) {
       char *colon = strchr(v, ':');
       bad = !colon || s->ndattr == 4;
@@ -758,6 +765,7 @@ typedef struct options {
   stream_kind stream;
   int capture_from; /* -1: none */
   int reset_after;  /* -1: none */
+  int reset_every;  /* 0: none */
   int threads, iters;
   int nosync;
   uint64_t seed;
@@ -782,7 +790,7 @@ static int run_sequential(const options *op) {
   int failed = 0;
   int eager_end = op->capture_from >= 0 ? op->capture_from : op->nspecs;
   for (int i = 0; i < eager_end; i++) {
-    if (i == op->reset_after) {
+    if (i == op->reset_after || (op->reset_every > 0 && i > 0 && i % op->reset_every == 0)) {
       /* What a device reset does: nothing of the old context survives. */
       session_close(&x);
       CU(drv.cuDevicePrimaryCtxRelease_v2(g_dev));
@@ -791,7 +799,8 @@ static int run_sequential(const options *op) {
       printf("reset before=%d\n", i);
     }
     gemm g;
-    gemm_prepare(&g, &op->specs[i], op->seed + (uint64_t)i, x.stream, op->nosync);
+    uint64_t seed = op->specs[i].seed ? op->specs[i].seed : op->seed + (uint64_t)i;
+    gemm_prepare(&g, &op->specs[i], seed, x.stream, op->nosync);
     gemm_issue(&g, &x);
     char idx[16];
     snprintf(idx, sizeof idx, "%d", i);
@@ -907,7 +916,7 @@ static int run_threads(const options *op) {
 }
 
 int main(int argc, char **argv) {
-  options op = {NULL, 0, STREAM_OWN, -1, -1, 0, 0, 0, 1};
+  options op = {.stream = STREAM_OWN, .capture_from = -1, .reset_after = -1, .seed = 1};
   op.specs = calloc((size_t)argc, sizeof *op.specs);
   if (!op.specs) die("calloc", 0);
   for (int i = 1; i < argc; i++) {
@@ -921,6 +930,7 @@ int main(int argc, char **argv) {
     else if (!strcmp(a, "--stream=shared")) op.stream = STREAM_SHARED;
     else if (!strncmp(a, "--capture-from=", 15)) op.capture_from = atoi(a + 15);
     else if (!strncmp(a, "--reset-after=", 14)) op.reset_after = atoi(a + 14);
+    else if (!strncmp(a, "--reset-every=", 14)) op.reset_every = atoi(a + 14);
     else if (!strncmp(a, "--threads=", 10)) op.threads = atoi(a + 10);
     else if (!strncmp(a, "--iters=", 8)) op.iters = atoi(a + 8);
     else if (!strncmp(a, "--seed=", 7)) op.seed = strtoull(a + 7, NULL, 0);

@@ -629,6 +629,42 @@ def test_context_reset(client, standin, tmp_path, pools):
     assert extra_live == (0 if pools else 1)
 
 
+@pytest.mark.parametrize("mode,cc", [("ffma", "6.1"), ("fp8", "9.0")])
+def test_hundreds_of_context_resets_keep_routing(client, standin, tmp_path, mode, cc):
+    """A program that rebuilds its CUDA state again and again (a test suite
+    resetting the device per case, JAX rebuilding its client): the primary
+    context released to zero and retained 300 times, one GEMM in each. The
+    driver resets the context on its last release
+    (cuDevicePrimaryCtxRelease: "The context is automatically reset once the
+    last reference to it is released") and gives each new context a new id
+    (cuCtxGetId: "unique for the life of the program"), at the old address
+    in the stand-in as on real drivers. The shim's kernels must be loaded
+    into every new context, however many there have been: every call
+    routes, and every result is right."""
+    calls = 300
+    # The same data in every call: each runs in a context of its own, so
+    # each result is the same, to the bit (fp8: a new site each time, its
+    # first scale from its own amax).
+    args = ["--stream=legacy", "--reset-every=1"] + [gemm(f"g{i}", "ex", m=16, n=16, k=16, seed=7)
+                                                      for i in range(calls)]
+    env = {"STANDIN_CC": cc, "GEMMSHIM_MODE": mode}
+    # The client's tolerance is ffma's: fp8 results fail it (exit 1).
+    res = run_client(client, standin, tmp_path, args, env=env, rc=0 if mode == "ffma" else 1)
+    assert len(res.run.lines("reset")) == calls - 1
+    assert len(res.calls) == len(res.recs) == calls
+    routes = Counter((rec["route"], rec["status"]) for rec in res.recs)
+    assert routes == {(mode, 0): calls}, (routes, [r["reason"] for r in res.recs if r["route"] != mode][:3])
+    assert {c["maxerr"] for c in res.calls} == {res.calls[0]["maxerr"]}
+    if mode == "ffma":
+        assert_all_ok(res)
+    else:
+        assert {rec.get("site_event") for rec in res.recs} == {"new"}
+    # Each new context loaded the kernels once (a cuModuleLoadData per
+    # kernel file): nothing cached from a dead context was reused.
+    files = res.counts["cuModuleLoadData"] // calls
+    assert files >= 3 and res.counts["cuModuleLoadData"] == files * calls, res.counts
+
+
 def test_no_pools_scratch_slots_are_bounded(client, standin, tmp_path):
     """Scratch buffers are kept per stream in 32 slots: with 34 threads on
     34 live streams at once, 32 calls run ffma and the other two run native
