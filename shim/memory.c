@@ -12,18 +12,31 @@
  * and eager work on other streams.
  *
  * Devices or drivers without pools get a per-(context, stream) scratch
- * buffer from cuMemAlloc, kept for the process and reused: work on one
- * stream runs in order, so the next call's kernels cannot overtake the last
- * call's. The slot stays locked from alloc to release so two host threads
- * sharing a stream cannot interleave their kernels on it. Growing a scratch
- * buffer frees the old one with cuMemFree, which waits for the device: that
+ * buffer from cuMemAlloc, kept and reused: work on one stream runs in
+ * order, so the next call's kernels cannot overtake the last call's. The
+ * slot stays locked from alloc to release so two host threads sharing a
+ * stream cannot interleave their kernels on it. Growing a scratch buffer
+ * frees the old one with cuMemFree, which waits for the device: that
  * happens only when a larger GEMM than any before arrives.
  *
  * A slot's context is known by its address and, where the driver has
- * cuCtxGetId, its unique id: a primary context released and retained again
- * (a device reset) keeps its address but not its memory, so a slot whose
- * context changed id forgets its buffer. CU_STREAM_PER_THREAD is a
- * different stream in every thread: its slots are per thread as well.
+ * cuCtxGetId, its id, "unique for the life of the program": a primary
+ * context released and retained again (a device reset) keeps its address
+ * but not its memory, so the slots of an id that is no longer the one at
+ * that address belong to a dead context and are free again (their buffers
+ * went with it). CU_STREAM_PER_THREAD is a different stream in every
+ * thread: its slots are per thread as well.
+ *
+ * Streams are destroyed and threads exit without the shim hearing of it,
+ * and a stream's work may still be running when it is destroyed
+ * (cuStreamDestroy returns at once; the work completes), and a new stream
+ * may get a destroyed one's address. So a slot is never freed for being
+ * idle: when every slot is taken, the one of the call's context used
+ * longest ago that no call holds passes to the new stream, ordered on the
+ * device: each call records the slot's event after its last work, and
+ * every later call waits for that event (cuStreamWaitEvent) before its
+ * first kernel. No host synchronisation, and a live stream that comes back
+ * takes a slot the same way.
  *
  * fork: a slot lock is held across driver calls, so another thread may
  * hold one when the program forks; the child, whose only thread is the
@@ -66,13 +79,20 @@ static int device_has_pools(int device) {
 #define SCRATCH_SLOTS 32
 typedef struct scratch_slot {
   pthread_mutex_t lock; /* held from transient_alloc to transient_release */
-  void *ctx, *stream;   /* owner; ctx NULL = free slot */
-  uint64_t thread;      /* CU_STREAM_PER_THREAD: the owning thread's number */
-  unsigned long long ctx_id; /* under lock: the context ptr was allocated in */
+  /* The owner, written under both scratch_table_lock and lock (either
+   * suffices to read it); ctx NULL = free slot. */
+  void *ctx, *stream;
+  uint64_t thread;           /* CU_STREAM_PER_THREAD: the owning thread's number */
+  unsigned long long ctx_id; /* the context's cuCtxGetId (0 without it) */
+  uint64_t last_claim;       /* under scratch_table_lock: the table's clock at the owner's last call */
+  /* Under lock. */
   CUdeviceptr ptr;
   size_t bytes;
+  CUevent done;      /* in the owner's context; NULL until made */
+  int done_valid;    /* done follows the last call's work */
 } scratch_slot;
 static scratch_slot scratch[SCRATCH_SLOTS];
+static uint64_t scratch_clock; /* under scratch_table_lock */
 static pthread_mutex_t scratch_table_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_once_t scratch_once = PTHREAD_ONCE_INIT;
 
@@ -84,12 +104,17 @@ static void scratch_after_fork_child(void) {
   pthread_mutex_init(&scratch_table_lock, NULL);
   for (int i = 0; i < SCRATCH_SLOTS; i++) {
     pthread_mutex_init(&scratch[i].lock, NULL);
-    scratch[i].ctx = scratch[i].stream = NULL;
-    scratch[i].thread = 0;
-    scratch[i].ctx_id = 0;
-    scratch[i].ptr = 0;
-    scratch[i].bytes = 0;
+    scratch_slot *s = &scratch[i];
+    s->ctx = s->stream = NULL;
+    s->thread = 0;
+    s->ctx_id = 0;
+    s->last_claim = 0;
+    s->ptr = 0;
+    s->bytes = 0;
+    s->done = NULL;
+    s->done_valid = 0;
   }
+  scratch_clock = 0;
 }
 
 /* At load, not at first use: a first use inside another fork handler would
@@ -103,60 +128,141 @@ __attribute__((constructor)) static void scratch_register_fork(void) {
 static _Atomic uint64_t thread_numbers;
 static __thread uint64_t thread_number __attribute__((tls_model("initial-exec")));
 
-static scratch_slot *scratch_slot_for(void *ctx, void *stream) {
-  pthread_once(&scratch_once, scratch_init);
-  uint64_t thread = 0;
-  if (stream == (void *)CU_STREAM_PER_THREAD) {
-    if (!thread_number) thread_number = atomic_fetch_add(&thread_numbers, 1) + 1;
-    thread = thread_number;
+uint64_t shim_thread_number(void) {
+  if (!thread_number) thread_number = atomic_fetch_add(&thread_numbers, 1) + 1;
+  return thread_number;
+}
+
+static int slot_owned_by(const scratch_slot *s, void *ctx, unsigned long long ctx_id, void *stream, uint64_t thread) {
+  return s->ctx == ctx && s->ctx_id == ctx_id && s->stream == stream && s->thread == thread;
+}
+
+/* Under scratch_table_lock and s->lock: the slot's new owner. */
+static void slot_claim(scratch_slot *s, void *ctx, unsigned long long ctx_id, void *stream, uint64_t thread) {
+  s->ctx = ctx;
+  s->ctx_id = ctx_id;
+  s->stream = stream;
+  s->thread = thread;
+}
+
+/* Under scratch_table_lock: slots of a context that died at ctx's address
+ * (another id) are free again. Their buffer and event went with that
+ * context: nothing to free. A slot some call still holds is left (only a
+ * program calling into a destroyed context can get there). */
+static void reclaim_dead(void *ctx, unsigned long long ctx_id) {
+  for (int i = 0; i < SCRATCH_SLOTS; i++) {
+    scratch_slot *s = &scratch[i];
+    if (s->ctx != ctx || s->ctx_id == ctx_id || pthread_mutex_trylock(&s->lock) != 0) continue;
+    s->ctx = s->stream = NULL;
+    s->thread = 0;
+    s->ctx_id = 0;
+    s->ptr = 0;
+    s->bytes = 0;
+    s->done = NULL;
+    s->done_valid = 0;
+    pthread_mutex_unlock(&s->lock);
   }
-  scratch_slot *found = NULL;
-  pthread_mutex_lock(&scratch_table_lock);
-  for (int i = 0; i < SCRATCH_SLOTS && !found; i++)
-    if (scratch[i].ctx == ctx && scratch[i].stream == stream && scratch[i].thread == thread) found = &scratch[i];
-  for (int i = 0; i < SCRATCH_SLOTS && !found; i++)
-    if (!scratch[i].ctx) {
-      scratch[i].ctx = ctx;
-      scratch[i].stream = stream;
-      scratch[i].thread = thread;
-      found = &scratch[i];
+}
+
+/* Under scratch_table_lock: a slot for the new owner, locked; NULL if every
+ * slot is held by a call or belongs to another live context. First a free
+ * slot, then the idle one of the same context claimed longest ago whose
+ * last work an event marks (the new owner's first call waits for it). */
+static scratch_slot *slot_take(void *ctx, unsigned long long ctx_id, void *stream, uint64_t thread) {
+  for (int i = 0; i < SCRATCH_SLOTS; i++)
+    if (!scratch[i].ctx && pthread_mutex_trylock(&scratch[i].lock) == 0) {
+      if (!scratch[i].ctx) {
+        slot_claim(&scratch[i], ctx, ctx_id, stream, thread);
+        return &scratch[i];
+      }
+      pthread_mutex_unlock(&scratch[i].lock);
     }
-  pthread_mutex_unlock(&scratch_table_lock);
-  return found;
+  unsigned tried = 0; /* bit i: slot i was tried */
+  for (int round = 0; round < SCRATCH_SLOTS; round++) {
+    scratch_slot *oldest = NULL;
+    int oldest_i = -1;
+    for (int i = 0; i < SCRATCH_SLOTS; i++) {
+      scratch_slot *s = &scratch[i];
+      if ((tried >> i & 1u) || s->ctx != ctx || s->ctx_id != ctx_id) continue;
+      if (!oldest || s->last_claim < oldest->last_claim) oldest = s, oldest_i = i;
+    }
+    if (!oldest) return NULL;
+    tried |= 1u << oldest_i;
+    if (pthread_mutex_trylock(&oldest->lock) != 0) continue;
+    if (oldest->done_valid || !oldest->ptr) {
+      slot_claim(oldest, ctx, ctx_id, stream, thread);
+      return oldest;
+    }
+    pthread_mutex_unlock(&oldest->lock); /* its last work is not marked: it cannot be ordered after */
+  }
+  return NULL;
+}
+
+/* The call's slot, locked, or NULL. A slot found by its owner is locked
+ * after the table lock is dropped (a call may hold it for a while), and
+ * may have passed to another owner meanwhile: then look again. */
+static scratch_slot *scratch_slot_for(void *ctx, unsigned long long ctx_id, void *stream) {
+  pthread_once(&scratch_once, scratch_init);
+  uint64_t thread = stream == (void *)CU_STREAM_PER_THREAD ? shim_thread_number() : 0;
+  for (int attempt = 0; attempt < 8; attempt++) {
+    scratch_slot *found = NULL, *taken = NULL;
+    pthread_mutex_lock(&scratch_table_lock);
+    for (int i = 0; i < SCRATCH_SLOTS && !found; i++)
+      if (slot_owned_by(&scratch[i], ctx, ctx_id, stream, thread)) found = &scratch[i];
+    if (!found) {
+      reclaim_dead(ctx, ctx_id);
+      found = taken = slot_take(ctx, ctx_id, stream, thread);
+    }
+    if (found) found->last_claim = ++scratch_clock;
+    pthread_mutex_unlock(&scratch_table_lock);
+    if (!found || taken) return found;
+    pthread_mutex_lock(&found->lock);
+    if (slot_owned_by(found, ctx, ctx_id, stream, thread)) return found;
+    pthread_mutex_unlock(&found->lock);
+  }
+  return NULL;
 }
 
 static const char *scratch_alloc(gs_call *c, size_t bytes, gs_transient *t) {
   unsigned long long ctx_id = 0;
   if (gs_sys.cuCtxGetId && GS_CALL(cuCtxGetId, (CUcontext)c->ctx, &ctx_id) != CUDA_SUCCESS)
     return "cuCtxGetId failed";
-  scratch_slot *s = scratch_slot_for(c->ctx, c->g.stream);
-  if (!s) return "no stream-ordered allocator and every scratch slot is taken by another stream";
-  pthread_mutex_lock(&s->lock);
-  if (s->ctx_id != ctx_id) {
-    /* A new context at the old one's address: the buffer went with the old
-     * one, so there is nothing to free. */
-    s->ptr = 0;
-    s->bytes = 0;
-    s->ctx_id = ctx_id;
+  scratch_slot *s = scratch_slot_for(c->ctx, ctx_id, c->g.stream);
+  if (!s) return "no stream-ordered allocator and every scratch slot is in use by a call or another context";
+  /* Even on the slot's own stream address: that may be a new stream a
+   * driver handed out at a destroyed one's address, whose work may still be
+   * running. On the same stream the wait orders nothing new. */
+  if (s->ptr && s->done_valid && GS_CALL(cuStreamWaitEvent, (CUstream)c->g.stream, s->done, 0) != CUDA_SUCCESS) {
+    /* The buffer may still be in use by its last owner's work. */
+    pthread_mutex_unlock(&s->lock);
+    return "cuStreamWaitEvent on the scratch slot's last work failed";
   }
-  if (s->bytes < bytes) {
+  if (s->bytes < bytes || !s->done) {
     if (GS_CALL(cuCtxPushCurrent_v2, (CUcontext)c->ctx) != CUDA_SUCCESS) {
       pthread_mutex_unlock(&s->lock);
       return "cuCtxPushCurrent failed";
     }
-    if (s->ptr) GS_CALL(cuMemFree_v2, s->ptr);
-    s->ptr = 0;
-    s->bytes = 0;
-    CUdeviceptr p = 0;
-    CUresult r = GS_CALL(cuMemAlloc_v2, &p, bytes);
+    /* The event that orders a later owner after this one's work; without
+     * it the slot stays with its stream. */
+    if (!s->done && GS_CALL(cuEventCreate, &s->done, CU_EVENT_DISABLE_TIMING) != CUDA_SUCCESS) s->done = NULL;
+    CUresult r = CUDA_SUCCESS;
+    if (s->bytes < bytes) {
+      if (s->ptr) GS_CALL(cuMemFree_v2, s->ptr);
+      s->ptr = 0;
+      s->bytes = 0;
+      CUdeviceptr p = 0;
+      r = GS_CALL(cuMemAlloc_v2, &p, bytes);
+      if (r == CUDA_SUCCESS) {
+        s->ptr = p;
+        s->bytes = bytes;
+      }
+    }
     CUcontext popped;
     GS_CALL(cuCtxPopCurrent_v2, &popped);
     if (r != CUDA_SUCCESS) {
       pthread_mutex_unlock(&s->lock);
       return "cuMemAlloc of the scratch buffer failed";
     }
-    s->ptr = p;
-    s->bytes = bytes;
   }
   t->ptr = s->ptr;
   t->bytes = bytes;
@@ -198,7 +304,10 @@ void transient_release(gs_transient *t) {
   if (t->pooled) {
     if (t->ptr) GS_CALL(cuMemFreeAsync, t->ptr, (CUstream)t->stream);
   } else if (t->slot) {
-    pthread_mutex_unlock(&((scratch_slot *)t->slot)->lock);
+    /* Mark this call's last work, for whichever stream takes the slot next. */
+    scratch_slot *s = t->slot;
+    s->done_valid = s->done && GS_CALL(cuEventRecord, s->done, (CUstream)t->stream) == CUDA_SUCCESS;
+    pthread_mutex_unlock(&s->lock);
   }
   memset(t, 0, sizeof *t);
 }

@@ -4,6 +4,7 @@
 
 #include <cuda.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "shim.h"
 
@@ -33,6 +34,10 @@ const char *transient_capture_why(const gs_call *c);
 const char *transient_alloc(gs_call *c, size_t bytes, gs_transient *t);
 /* Enqueue the free after everything enqueued so far on the stream. */
 void transient_release(gs_transient *t);
+/* The calling thread's number, from 1, never reused (a finished thread's
+ * per-thread default stream may still be running its last work): what
+ * names CU_STREAM_PER_THREAD apart in each thread. */
+uint64_t shim_thread_number(void);
 /* Offsets of n 256-byte-aligned sub-buffers; returns the total size. */
 size_t transient_layout(const size_t *sizes, size_t *offsets, int n);
 

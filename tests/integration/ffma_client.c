@@ -69,6 +69,11 @@
  *   --reset-every=N    the same before every call whose index is a
  *                      positive multiple of N (a program that rebuilds its
  *                      CUDA state again and again)
+ *   --streams=S        (sequential, --stream=own) S streams, all alive
+ *                      until the end (or a reset): call i runs on stream
+ *                      i % S, one call at a time
+ *   --one-at-a-time    (with --threads) each thread starts after the
+ *                      previous one exited
  *   --threads=T --iters=I   T threads, each with its own handles, run every
  *                      call I times; the stream is per thread (own,
  *                      per-thread) or shared by all (--stream=shared, or
@@ -766,6 +771,8 @@ typedef struct options {
   int capture_from; /* -1: none */
   int reset_after;  /* -1: none */
   int reset_every;  /* 0: none */
+  int streams;      /* 0: one */
+  int one_at_a_time; /* threads run one after another */
   int threads, iters;
   int nosync;
   uint64_t seed;
@@ -784,19 +791,42 @@ static void retain_primary(void) {
   CU(drv.cuCtxSetCurrent(g_ctx));
 }
 
+/* --streams: the session's other streams, alive until closed. */
+static CUstream *streams_open(const options *op) {
+  if (op->streams < 1) return NULL;
+  CUstream *all = calloc((size_t)op->streams, sizeof *all);
+  if (!all) die("calloc", 0);
+  for (int i = 0; i < op->streams; i++) CU(drv.cuStreamCreate(&all[i], CU_STREAM_NON_BLOCKING));
+  return all;
+}
+
+static void streams_close(const options *op, CUstream *all) {
+  for (int i = 0; all && i < op->streams; i++) CU(drv.cuStreamDestroy_v2(all[i]));
+  free(all);
+}
+
 static int run_sequential(const options *op) {
   session x;
   session_open(&x, op->stream, NULL);
+  CUstream *streams = streams_open(op), own = x.stream;
   int failed = 0;
   int eager_end = op->capture_from >= 0 ? op->capture_from : op->nspecs;
   for (int i = 0; i < eager_end; i++) {
     if (i == op->reset_after || (op->reset_every > 0 && i > 0 && i % op->reset_every == 0)) {
       /* What a device reset does: nothing of the old context survives. */
+      x.stream = own;
+      streams_close(op, streams);
       session_close(&x);
       CU(drv.cuDevicePrimaryCtxRelease_v2(g_dev));
       retain_primary();
       session_open(&x, op->stream, NULL);
+      streams = streams_open(op);
+      own = x.stream;
       printf("reset before=%d\n", i);
+    }
+    if (streams) {
+      x.stream = streams[i % op->streams];
+      BL(cublasSetStream(x.h, (cudaStream_t)x.stream));
     }
     gemm g;
     uint64_t seed = op->specs[i].seed ? op->specs[i].seed : op->seed + (uint64_t)i;
@@ -845,6 +875,9 @@ static int run_sequential(const options *op) {
     }
     free(gs);
   }
+  x.stream = own;
+  BL(cublasSetStream(x.h, (cudaStream_t)x.stream));
+  streams_close(op, streams);
   session_close(&x);
   return failed;
 }
@@ -893,16 +926,18 @@ static int run_threads(const options *op) {
   pthread_t *tid = calloc((size_t)op->threads, sizeof *tid);
   worker *ws = calloc((size_t)op->threads, sizeof *ws);
   if (!tid || !ws) die("calloc", 0);
-  if (pthread_barrier_init(&all_open, NULL, (unsigned)op->threads) ||
-      pthread_barrier_init(&all_done, NULL, (unsigned)op->threads))
+  unsigned together = op->one_at_a_time ? 1u : (unsigned)op->threads;
+  if (pthread_barrier_init(&all_open, NULL, together) || pthread_barrier_init(&all_done, NULL, together))
     die("pthread_barrier_init", 0);
   for (int t = 0; t < op->threads; t++) {
     ws[t] = (worker){op, t, shared, calloc((size_t)(op->iters * op->nspecs), 512), 0};
     if (!ws[t].lines || pthread_create(&tid[t], NULL, worker_main, &ws[t])) die("pthread_create", 0);
+    /* --one-at-a-time: each thread exits before the next starts. */
+    if (op->one_at_a_time) pthread_join(tid[t], NULL);
   }
   int failed = 0;
   for (int t = 0; t < op->threads; t++) {
-    pthread_join(tid[t], NULL);
+    if (!op->one_at_a_time) pthread_join(tid[t], NULL);
     for (int j = 0; j < op->iters * op->nspecs; j++) printf("%s\n", ws[t].lines[j]);
     failed += ws[t].failed;
     free(ws[t].lines);
@@ -931,6 +966,8 @@ int main(int argc, char **argv) {
     else if (!strncmp(a, "--capture-from=", 15)) op.capture_from = atoi(a + 15);
     else if (!strncmp(a, "--reset-after=", 14)) op.reset_after = atoi(a + 14);
     else if (!strncmp(a, "--reset-every=", 14)) op.reset_every = atoi(a + 14);
+    else if (!strncmp(a, "--streams=", 10)) op.streams = atoi(a + 10);
+    else if (!strcmp(a, "--one-at-a-time")) op.one_at_a_time = 1;
     else if (!strncmp(a, "--threads=", 10)) op.threads = atoi(a + 10);
     else if (!strncmp(a, "--iters=", 8)) op.iters = atoi(a + 8);
     else if (!strncmp(a, "--seed=", 7)) op.seed = strtoull(a + 7, NULL, 0);
@@ -941,7 +978,9 @@ int main(int argc, char **argv) {
     }
   }
   if (!op.nspecs || (op.threads > 0) != (op.iters > 0) || (op.capture_from >= 0 && op.capture_from > op.nspecs) ||
-      (op.nosync && (op.capture_from >= 0 || op.threads)) || (op.stream == STREAM_SHARED && !op.threads)) {
+      (op.nosync && (op.capture_from >= 0 || op.threads)) || (op.stream == STREAM_SHARED && !op.threads) ||
+      (op.streams && (op.threads || op.stream != STREAM_OWN || op.capture_from >= 0)) ||
+      (op.one_at_a_time && !op.threads)) {
     fprintf(stderr, "ffma_client: inconsistent options\n");
     return EXIT_SETUP;
   }

@@ -105,6 +105,7 @@ typedef struct sd_state {
   sd_device dev[SD_MAX_DEVICES];
   int no_pools;           /* STANDIN_NO_POOLS */
   int forbid_sync;        /* STANDIN_FORBID_SYNC */
+  int fresh_streams;      /* STANDIN_FRESH_STREAMS */
   uint64_t mem_limit;     /* STANDIN_MEM_LIMIT, 0 = none */
   char kernels[1024];     /* STANDIN_KERNELS, "" = none */
   unsigned long long forbidden_syncs;

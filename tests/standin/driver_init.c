@@ -9,6 +9,9 @@
  *                            CUDA_ERROR_INVALID_VALUE.
  *   STANDIN_NO_POOLS=1       MEMORY_POOLS_SUPPORTED reports 0 and
  *                            cuMemAllocAsync returns CUDA_ERROR_NOT_SUPPORTED.
+ *   STANDIN_FRESH_STREAMS=1  a destroyed stream's address (cuStreamDestroy,
+ *                            or its context's reset) is never handed out
+ *                            again: a driver promises nothing about reuse.
  *   STANDIN_MEM_LIMIT=bytes  per device: an allocation (sync or async) that
  *                            would take the live bytes beyond this fails
  *                            with CUDA_ERROR_OUT_OF_MEMORY; also reported as
@@ -143,6 +146,7 @@ __attribute__((constructor)) static void sd_load(void) {
   }
   if (standin_env_flag("STANDIN_NO_POOLS", &sd.no_pools) < 0) sd.config_error = 1;
   if (standin_env_flag("STANDIN_FORBID_SYNC", &sd.forbid_sync) < 0) sd.config_error = 1;
+  if (standin_env_flag("STANDIN_FRESH_STREAMS", &sd.fresh_streams) < 0) sd.config_error = 1;
   if (standin_env_size("STANDIN_MEM_LIMIT", &sd.mem_limit) < 0) sd.config_error = 1;
   const char *k = getenv("STANDIN_KERNELS");
   if (k) snprintf(sd.kernels, sizeof sd.kernels, "%s", k);

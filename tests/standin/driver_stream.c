@@ -131,13 +131,18 @@ void sd_note_sync(const char *fn) {
   standin_msg("forbidden synchronisation: %s", fn);
 }
 
+/* A destroyed stream, deregistered (its handle is invalid from now on).
+ * With STANDIN_FRESH_STREAMS its memory is kept, so no later stream gets
+ * its address. */
+static void sd_stream_free_locked(struct CUstream_st *st) {
+  sd_reg_del(st);
+  if (st->graph) sd_graph_free_locked(st->graph); /* a capture never ended */
+  if (!sd.fresh_streams) free(st);
+}
+
 static void sd_stream_free_if_ctx(void *obj, void *arg) {
   struct CUstream_st *st = obj;
-  if (st->ctx == arg) {
-    sd_reg_del(st);
-    if (st->graph) sd_graph_free_locked(st->graph);
-    free(st);
-  }
+  if (st->ctx == arg) sd_stream_free_locked(st);
 }
 
 static void sd_event_free_if_ctx(void *obj, void *arg) {
@@ -187,9 +192,7 @@ CUresult cuStreamDestroy_v2(CUstream hStream) {
   if (sd_is_special(hStream) || !sd_reg_has(hStream, SD_STREAM)) {
     r = CUDA_ERROR_INVALID_HANDLE;
   } else {
-    sd_reg_del(hStream);
-    if (hStream->graph) sd_graph_free_locked(hStream->graph); /* a capture never ended */
-    free(hStream);
+    sd_stream_free_locked(hStream);
   }
   pthread_mutex_unlock(&sd_lock);
   return r;

@@ -1476,6 +1476,35 @@ static int child_nopools(void) {
   return 0;
 }
 
+/* STANDIN_FRESH_STREAMS: 64 streams made and destroyed one at a time, then
+ * 8 that die with their context's reset: no address comes back, and a
+ * destroyed stream's handle is refused. */
+static int child_fresh_streams(void) {
+  CHILD_CHECK(child_setup() == 0);
+  CUstream seen[72];
+  int n = 0;
+  for (int i = 0; i < 64; i++, n++) {
+    CHILD_CHECK(cuStreamCreate(&seen[n], 0) == CUDA_SUCCESS);
+    for (int j = 0; j < n; j++) CHILD_CHECK(seen[j] != seen[n]);
+    CHILD_CHECK(cuStreamDestroy_v2(seen[n]) == CUDA_SUCCESS);
+    CHILD_CHECK(cuStreamSynchronize(seen[n]) == CUDA_ERROR_INVALID_HANDLE);
+  }
+  CUdevice dev;
+  CUcontext ctx;
+  CHILD_CHECK(cuDeviceGet(&dev, 0) == CUDA_SUCCESS && cuDevicePrimaryCtxRetain(&ctx, dev) == CUDA_SUCCESS);
+  CHILD_CHECK(cuCtxSetCurrent(ctx) == CUDA_SUCCESS);
+  for (int i = 0; i < 8; i++, n++) {
+    CHILD_CHECK(cuStreamCreate(&seen[n], 0) == CUDA_SUCCESS);
+    for (int j = 0; j < n; j++) CHILD_CHECK(seen[j] != seen[n]);
+  }
+  CHILD_CHECK(cuDevicePrimaryCtxReset_v2(dev) == CUDA_SUCCESS);
+  CHILD_CHECK(cuDevicePrimaryCtxRetain(&ctx, dev) == CUDA_SUCCESS && cuCtxSetCurrent(ctx) == CUDA_SUCCESS);
+  CUstream after;
+  CHILD_CHECK(cuStreamCreate(&after, 0) == CUDA_SUCCESS);
+  for (int j = 0; j < n; j++) CHILD_CHECK(seen[j] != after);
+  return 0;
+}
+
 static int child_memlimit(void) {
   CHILD_CHECK(child_setup() == 0);
   size_t total = 0, free_b = 0;
@@ -1564,6 +1593,7 @@ static int child_main(const char *scenario) {
   if (!strcmp(scenario, "forbid")) return child_forbid();
   if (!strcmp(scenario, "counts")) return child_counts();
   if (!strcmp(scenario, "nopools")) return child_nopools();
+  if (!strcmp(scenario, "fresh_streams")) return child_fresh_streams();
   if (!strcmp(scenario, "memlimit")) return child_memlimit();
   if (!strcmp(scenario, "badcc")) return child_badcc();
   if (!strcmp(scenario, "nokernels")) return child_nokernels();
@@ -1593,6 +1623,8 @@ static void test_env_controls(void **state) {
   expect_child("forbid", NULL, NULL, 0, NULL);
   static const char *const nopools[] = {"STANDIN_NO_POOLS=1", NULL};
   expect_child("nopools", nopools, NULL, 0, NULL);
+  static const char *const fresh[] = {"STANDIN_FRESH_STREAMS=1", NULL};
+  expect_child("fresh_streams", fresh, NULL, 0, NULL);
   static const char *const memlimit[] = {"STANDIN_MEM_LIMIT=1m", NULL};
   expect_child("memlimit", memlimit, NULL, 0, NULL);
   static const char *const badcc[] = {"STANDIN_CC=9", NULL};
@@ -2915,7 +2947,7 @@ static void ensure_environment(char **argv) {
   snprintf(kernels, sizeof kernels, "%.*s/test_kernels.so", (int)(slash - self), self);
   setenv("STANDIN_CC", SELFTEST_CC, 1);
   if (!getenv("STANDIN_KERNELS")) setenv("STANDIN_KERNELS", kernels, 1);
-  static const char *const clear[] = {"STANDIN_NO_POOLS", "STANDIN_MEM_LIMIT", "STANDIN_FORBID_SYNC",
+  static const char *const clear[] = {"STANDIN_NO_POOLS", "STANDIN_FRESH_STREAMS", "STANDIN_MEM_LIMIT", "STANDIN_FORBID_SYNC",
                                       "STANDIN_COUNTS"};
   for (size_t i = 0; i < sizeof clear / sizeof clear[0]; i++) unsetenv(clear[i]);
   execv(self, argv);
