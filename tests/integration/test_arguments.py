@@ -11,10 +11,29 @@ leave its output untouched (the client's ok=1). The principle under test:
 a route runs only what it knows cuBLAS would accept; everything else is
 forwarded so that cuBLAS answers.
 
-The stand-in's own checks (tests/standin/cublas.c, cublaslt_matmul.c)
-follow the same documentation; the real cuBLAS 13 answers these calls only
-without a handle (no GPU here): tests/real/test_real_cublas.py runs the
-same catalogue there."""
+Where the expected statuses come from: each entry's last field cites the
+cuBLAS documentation (docs.nvidia.com/cuda/cublas) it is taken from — the
+Return Values table of cublasGemmEx / cublasGemmStridedBatchedEx /
+cublasGemmBatchedEx for the GemmEx family (INVALID_VALUE for negative
+sizes, small leading dimensions, bad transposes; NOT_SUPPORTED for type
+combinations and algorithms the type table lacks), cublasLtMatmul's
+Return Values table and its in-place / out-of-place rules, and the
+attribute descriptions of cublasLt.h (cublasLtMatmulDescAttributes_t,
+cublasLtMatrixLayoutAttribute_t) for the Lt entries. Where the
+documentation names no status (a few Lt configurations), the entry says so
+and gives the stand-in's answer, NOT_SUPPORTED, the status cublasLtMatmul
+documents for a configuration the implementation does not support. The
+stand-in's checks (tests/standin/cublas.c, cublaslt_matmul.c) follow these
+readings, and test_the_stand_in_answers_as_documented holds it to them.
+
+The real cuBLAS 13 here cannot confirm these statuses: without a GPU,
+cublasCreate and cublasLtCreate fail with NOT_INITIALIZED and a NULL handle
+is refused with NOT_INITIALIZED before any argument is looked at (m = -1
+included), so every catalogue call would answer 1.
+tests/real/test_real_cublas.py holds every route to that answer. What the
+real libcublasLt.so.13 does answer without a GPU is its descriptors: the
+attribute sizes, defaults and settable values the routes read are checked
+against it in tests/unit/test_decode.c."""
 
 import pytest
 

@@ -72,9 +72,9 @@ def test_every_route_forwards_to_the_real_cublas(real_cublas, tmp_path, mode):
     """Under every mode each entry point's call reaches the real cuBLAS 13
     and returns its status unchanged. Without a GPU the real library answers
     only NOT_INITIALIZED (cublasCreate and cublasLtCreate fail, and a NULL
-    handle is checked before any argument), so this is where the argument
-    catalogue of tests/integration/test_arguments.py can be held against
-    the real library: no route may turn that answer into another."""
+    handle is checked before any argument), so the argument catalogue of
+    tests/integration/test_arguments.py cannot be run against it here;
+    what can be held is that no route turns that answer into another."""
     argv = client_argv("linked", 13, "--nogpu")
     base = run_ok(argv, real_cublas)
     log = tmp_path / "gemms.jsonl"
