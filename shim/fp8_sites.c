@@ -88,6 +88,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "memory.h"
 #include "sys.h"
 
 #define FP8_MAX_CTX 64
@@ -385,9 +386,11 @@ static void choose_formats(fp8_ctx *x, int backward, const void *A, const void *
 
 /* ---- streams -------------------------------------------------------------------- */
 /* The per-thread default stream is one handle for a different stream on
- * each thread. */
+ * each thread. Threads are told apart by the shim's thread numbers, never
+ * reused (memory.c): glibc hands a joined thread's pthread_t to the next
+ * thread, whose per-thread stream is another stream. */
 static uintptr_t stream_thread_of(const void *stream) {
-  return stream == CU_STREAM_PER_THREAD ? (uintptr_t)pthread_self() : 0;
+  return stream == CU_STREAM_PER_THREAD ? (uintptr_t)shim_thread_number() : 0;
 }
 
 static int slot_on_stream(const fp8_slot *s, const gs_call *c) {
@@ -417,7 +420,7 @@ static int stream_free_of_capture(const void *stream) {
  * joined either. Returns 1 when ordered; 0 leaves c's stream untouched. */
 static int order_after_slot(fp8_ctx *x, const gs_call *c, const fp8_slot *s) {
   if (slot_on_stream(s, c)) return 1;
-  if (s->stream_thread && s->stream_thread != (uintptr_t)pthread_self()) return 0;
+  if (s->stream_thread && s->stream_thread != (uintptr_t)shim_thread_number()) return 0;
   if (!gs_sys.cuEventCreate || !gs_sys.cuEventRecord || !gs_sys.cuStreamWaitEvent) return 0;
   if (ctx_push(x) != CUDA_SUCCESS) return 0;
   CUresult r = stream_free_of_capture(s->stream) ? CUDA_SUCCESS : CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;

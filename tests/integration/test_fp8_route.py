@@ -6,7 +6,7 @@ fp8 GEMM) and 6.1 (the shim's own)."""
 
 import pytest
 
-from harness import CLIENT_DIR, read_log, require_built, run_ok
+from harness import CLIENT_DIR, read_log, require_built, run, run_ok, standin_counts
 
 LAYERS, STEPS = 4, 3
 KINDS = ("fwd", "dgrad", "wgrad")
@@ -128,3 +128,35 @@ def test_margin_is_headroom(fp8_client, standin, tmp_path, cc):
     assert min(sqnr[0]) >= 25.0, sqnr[0]
     for s0, s2 in zip(sqnr[0], sqnr[2]):
         assert s2 >= s0 - 3.0, (s0, s2)
+
+
+# ---- per-thread default streams of threads that come and go ----------------------------------
+def test_per_thread_streams_of_successive_threads_never_share_a_ring(shim, standin, tmp_path):
+    """Five threads, each started after the previous one exited, run the
+    same GEMM (one call site) on CU_STREAM_PER_THREAD, a different stream
+    in each thread (CUDA Runtime API, "per-thread default stream"). glibc
+    gives a joined thread's pthread_t to the next thread, so pthread_self()
+    cannot tell their streams apart. A site's rings may only pass to
+    another stream ordered after the old one's work, which no thread can
+    arrange for another thread's per-thread stream: each thread's call
+    starts from fresh rings (its scales from its own amax, two rings
+    initialised), never from the last thread's rings unordered."""
+    client = CLIENT_DIR / "ffma_client_cu13"
+    require_built([client])
+    threads = 5
+    log, counts = tmp_path / "gemms.jsonl", tmp_path / "counts"
+    r = run([client, f"--threads={threads}", "--iters=1", "--one-at-a-time", "--stream=per-thread",
+             "--gemm=name=g,api=ex,m=64,n=64,k=64"], standin[13], shim=True,
+            env={"STANDIN_CC": "6.1", "GEMMSHIM_MODE": "fp8", "GEMMSHIM_LOG": str(log),
+                 "STANDIN_COUNTS": str(counts)})
+    # The client's tolerance is ffma's: fp8 results fail it (exit 1).
+    assert r.returncode == 1, r.describe()
+    recs = read_log(log)
+    assert len(recs) == threads
+    assert len({rec["site"] for rec in recs}) == 1
+    for rec in recs:
+        assert (rec["route"], rec["status"], rec["stream"]) == ("fp8", 0, "0x2"), rec
+        assert rec["reason"] == ("GEMMSHIM_MODE=fp8; fp8 e4m3 x e4m3; first call: scales from its own amax; "
+                                 "own kernel: cuBLASLt fp8 needs sm_89 or newer"), rec
+    # ring_init: one cuMemsetD8Async per ring, two rings per fresh start.
+    assert standin_counts(counts)["cuMemsetD8Async"] == 2 * threads
