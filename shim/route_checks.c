@@ -5,6 +5,7 @@
 #include <cublasLt.h>
 
 #include "shim.h"
+#include "sys.h"
 
 static int64_t max1(int64_t v) { return v > 1 ? v : 1; }
 
@@ -80,6 +81,15 @@ const char *route_check_arguments(const gs_gemm *g) {
   } else if (!listed_algo(g->algo)) {
     return "algo is not a cublasGemmAlgo_t value (forwarded for cuBLAS's own error)";
   }
+  return NULL;
+}
+
+const char *route_handle_math(const gs_gemm *g, unsigned *mode) {
+  cublasMath_t m;
+  if (!gs_sys.cublasGetMathMode || GS_CALL(cublasGetMathMode, (cublasHandle_t)g->handle, &m) != CUBLAS_STATUS_SUCCESS)
+    return "cublasGetMathMode failed";
+  /* The flag bits (CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION) aside. */
+  *mode = (unsigned)m & ~(unsigned)CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION;
   return NULL;
 }
 

@@ -96,13 +96,15 @@ static const char *lt_bias_stride(const gs_gemm *g, int64_t *stride) {
  * the widened inputs rounded to fp16, so bf16 values beyond fp16's range
  * become infinities. The route leaves the caller's handle as it is, so such
  * a handle keeps its GEMMs native. TF32 rounding is exact on widened
- * bf16/fp16 values, so the TF32 mode is fine. */
+ * bf16/fp16 values, so the TF32 mode is fine. CUBLAS_PEDANTIC_MATH is fine
+ * too: the fp32 GEMM runs on the caller's handle, pedantic as well, and
+ * exactly widened inputs with fp32 accumulation are the precision the
+ * call prescribes. */
 static const char *check_math_mode(const gs_gemm *g) {
-  cublasMath_t mode;
-  if (!gs_sys.cublasGetMathMode ||
-      GS_CALL(cublasGetMathMode, (cublasHandle_t)g->handle, &mode) != CUBLAS_STATUS_SUCCESS)
-    return "cublasGetMathMode failed";
-  if (((unsigned)mode & ~(unsigned)CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION) == CUBLAS_TENSOR_OP_MATH)
+  unsigned mode;
+  const char *why = route_handle_math(g, &mode);
+  if (why) return why;
+  if (mode == CUBLAS_TENSOR_OP_MATH)
     return "the handle's math mode CUBLAS_TENSOR_OP_MATH would round the fp32 GEMM's inputs to fp16";
   return NULL;
 }

@@ -77,6 +77,18 @@ static const char *check_types(const gs_gemm *g) {
   return NULL;
 }
 
+/* cublasMath_t CUBLAS_PEDANTIC_MATH "uses the prescribed precision and
+ * standardized arithmetic for all phases of calculations" (cuBLAS
+ * documentation): the per-handle form of COMPUTE_32F_PEDANTIC, and as far
+ * from fp8 operands. cuBLASLt has no handle math mode. */
+static const char *check_math_mode(const gs_gemm *g) {
+  unsigned mode;
+  const char *why = route_handle_math(g, &mode);
+  if (why) return why;
+  if (mode == CUBLAS_PEDANTIC_MATH) return "the handle's math mode CUBLAS_PEDANTIC_MATH asks for exact fp32 arithmetic";
+  return NULL;
+}
+
 static const char *check_lt(const gs_gemm *g) {
   const char *why = route_check_lt(g);
   if (why) return why;
@@ -94,7 +106,7 @@ static const char *plan(const gs_call *c, fp8_plan *p) {
   route_operand_shapes(g, &p->a_rows, &p->a_cols, &p->b_rows, &p->b_cols);
   const char *why = check_types(g);
   if (!why) why = route_check_arguments(g);
-  if (!why && g->api == GS_API_LT_MATMUL) why = check_lt(g);
+  if (!why) why = g->api == GS_API_LT_MATMUL ? check_lt(g) : check_math_mode(g);
   if (why) return why;
   if (g->pointer_mode != CUBLAS_POINTER_MODE_HOST && g->pointer_mode != CUBLAS_POINTER_MODE_DEVICE)
     return g->pointer_mode == -1 ? "the handle's pointer mode is unknown" : "alpha/beta pointer mode is a vector mode";

@@ -265,6 +265,9 @@ int route_run(gs_call *c);
 void route_operand_shapes(const gs_gemm *g, int64_t *a_rows, int64_t *a_cols, int64_t *b_rows, int64_t *b_cols);
 const char *route_check_arguments(const gs_gemm *g);
 const char *route_check_lt(const gs_gemm *g); /* attributes, orders, epilogue, scales, bias, batch */
+/* The GemmEx family's handle math mode (cublasMath_t without its flag
+ * bits) into *mode; NULL, or why it could not be read. */
+const char *route_handle_math(const gs_gemm *g, unsigned *mode);
 
 /* "route_ffma.c": bf16/fp16 GEMMs as fp32 GEMMs through the cast kernels. */
 int route_ffma(gs_call *c);

@@ -160,3 +160,43 @@ def test_per_thread_streams_of_successive_threads_never_share_a_ring(shim, stand
                                  "own kernel: cuBLASLt fp8 needs sm_89 or newer"), rec
     # ring_init: one cuMemsetD8Async per ring, two rings per fresh start.
     assert standin_counts(counts)["cuMemsetD8Async"] == 2 * threads
+
+
+# ---- the handle's math mode --------------------------------------------------------------------
+PEDANTIC = "the handle's math mode CUBLAS_PEDANTIC_MATH asks for exact fp32 arithmetic"
+
+
+@pytest.mark.parametrize("cc", ["6.1", "9.0"])
+def test_pedantic_math_mode_runs_native(shim, standin, tmp_path, cc):
+    """cublasMath_t (cuBLAS documentation): CUBLAS_PEDANTIC_MATH "uses the
+    prescribed precision and standardized arithmetic for all phases of
+    calculations", the per-handle form of CUBLAS_COMPUTE_32F_PEDANTIC,
+    which the route already leaves native: a handle in that mode (with or
+    without CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION) keeps its
+    GEMMs exact, every entry point of the GemmEx family; the other modes
+    are quantized."""
+    client = CLIENT_DIR / "ffma_client_cu13"
+    require_built([client])
+    modes = ["pedantic", "pedantic+disallow", "default", "tf32", "tf32+disallow"]
+    apis = ["ex", "ex64", "strided", "strided64"]
+    args = [f"--gemm=name={api}:{mode},api={api},math={mode}" + (",batch=2" if "strided" in api else "")
+            for api in apis for mode in modes]
+    args.append("--gemm=name=compute:pedantic,api=ex,compute=32f_pedantic")
+    log = tmp_path / "gemms.jsonl"
+    r = run([client, *args], standin[13], shim=True,
+            env={"STANDIN_CC": cc, "GEMMSHIM_MODE": "fp8", "GEMMSHIM_LOG": str(log)})
+    recs = read_log(log)
+    assert len(recs) == len(r.calls) == len(args), r.describe()
+    for call, rec in zip(r.calls, recs):
+        api, mode = call["name"].split(":")
+        assert (rec["decided"], rec["status"]) == ("fp8", 0), rec
+        if api == "compute":
+            assert rec["route"] == "native", rec
+            assert rec["reason"] == ("GEMMSHIM_MODE=fp8; fp8 declined: compute type 32f_pedantic asks for exact "
+                                     "fp32 arithmetic; ran native"), rec
+        elif mode.startswith("pedantic"):
+            # Native: cuBLAS's own exact result.
+            assert (rec["route"], call["ok"]) == ("native", "1"), (call, rec)
+            assert rec["reason"] == f"GEMMSHIM_MODE=fp8; fp8 declined: {PEDANTIC}; ran native", rec
+        else:
+            assert rec["route"] == "fp8", rec
