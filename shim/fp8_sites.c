@@ -107,6 +107,14 @@ typedef struct fp8_slot {
   struct fp8_slot *next;    /* free list */
 } fp8_slot;
 
+/* One cuMemAlloc's worth of ring slots (host records); listed per context
+ * so a retired context can free them. */
+typedef struct fp8_slab {
+  struct fp8_slab *next;
+  size_t n;
+  fp8_slot slots[];
+} fp8_slab;
+
 typedef struct fp8_ctx fp8_ctx;
 typedef struct fp8_group fp8_group;
 
@@ -146,10 +154,11 @@ struct fp8_ctx {
   void *ctx;
   unsigned long long ctx_id; /* cuCtxGetId (0: the driver has none) */
   int retired;         /* context lock: a new context took the address */
+  int retired_held;    /* context lock: when retired, its sites calls still hold */
   fp8_ctx *older;      /* the retired table this one replaced (kept, never freed) */
   int device;
   pthread_mutex_t lock;
-  fp8_group *buckets[GROUP_BUCKETS];
+  fp8_group **buckets; /* GROUP_BUCKETS; freed when retired */
   fp8_site *lru_head, *lru_tail;
   size_t live;
   uint64_t tick, epoch;
@@ -158,6 +167,7 @@ struct fp8_ctx {
   pthread_t primary;   /* the first thread that called in this context */
   seen_entry *seen;    /* SEEN_SLOTS */
   fp8_slot *free_slots;
+  fp8_slab *slabs;
   size_t slots_total;
   uint64_t ring_bytes;
   CUevent order_event;
@@ -228,9 +238,27 @@ static void site_free(fp8_site *s) {
   free(s);
 }
 
+/* Host memory of retired tables (for tests). */
+static _Atomic uint64_t retired_tables, retired_slabs_kept;
+
+/* Context lock held, x retired and no site of it held: its slot records. */
+static void slabs_free_locked(fp8_ctx *x) {
+  for (fp8_slab *sl = x->slabs, *next; sl; sl = next) {
+    next = sl->next;
+    free(sl);
+    atomic_fetch_sub(&retired_slabs_kept, 1);
+  }
+  x->slabs = NULL;
+  x->free_slots = NULL;
+}
+
 /* The context at x's address is gone. Calls that found x before the swap
- * see `retired` under its lock and decline; sites a call holds stay until
- * the process ends (a few hundred bytes each), the rest is freed. */
+ * see `retired` under its lock and decline, touching nothing else of it.
+ * Its sites, groups, buckets and pointer table are freed now; a site a
+ * call holds (its call still uses its ring slot) is freed when the last
+ * hold ends, and the slot records with the last held site (site_unhold).
+ * The table itself (a few hundred bytes) is kept: a call may have found it
+ * just before the swap and not have taken its lock yet. */
 static void ctx_retire(fp8_ctx *x) {
   pthread_mutex_lock(&x->lock);
   x->retired = 1;
@@ -239,27 +267,41 @@ static void ctx_retire(fp8_ctx *x) {
       fp8_group *g = *gl;
       for (fp8_site **sl = &g->sites; *sl;) {
         fp8_site *site = *sl;
+        *sl = site->group_next;
         if (site->busy) {
-          sl = &site->group_next;
+          x->retired_held++; /* never looked up again; freed by its last hold */
           continue;
         }
-        *sl = site->group_next;
-        site->slot->next = x->free_slots; /* the slab stays reachable through its slots */
+        site->slot->next = x->free_slots;
         x->free_slots = site->slot;
         site_free(site);
       }
-      if (g->sites) {
-        gl = &g->next;
-      } else {
-        *gl = g->next;
-        free(g);
-      }
+      *gl = g->next;
+      free(g);
     }
-  x->lru_head = x->lru_tail = NULL; /* the busy survivors are never looked up again */
+  x->lru_head = x->lru_tail = NULL;
   x->anchor = NULL;
   free(x->seen);
   x->seen = NULL;
+  free(x->buckets);
+  x->buckets = NULL;
+  for (fp8_slab *sl = x->slabs; sl; sl = sl->next) atomic_fetch_add(&retired_slabs_kept, 1);
+  if (!x->retired_held) slabs_free_locked(x);
+  atomic_fetch_add(&retired_tables, 1);
   pthread_mutex_unlock(&x->lock);
+}
+
+/* Context lock held: one hold of s ends. 1 when s must be freed (its table
+ * is retired and this was its last hold), after the lock is dropped. */
+static int site_unhold_locked(fp8_ctx *x, fp8_site *s) {
+  if (--s->busy || !x->retired) return 0;
+  if (--x->retired_held == 0) slabs_free_locked(x);
+  return 1;
+}
+
+void fp8_sites_retired(uint64_t *tables, uint64_t *slabs_kept) {
+  *tables = atomic_load(&retired_tables);
+  *slabs_kept = atomic_load(&retired_slabs_kept);
 }
 
 static fp8_ctx *ctx_get(const gs_call *c, const char **why) {
@@ -273,7 +315,9 @@ static fp8_ctx *ctx_get(const gs_call *c, const char **why) {
   if (!x && slot >= 0) {
     x = GS_CALL(calloc, 1, sizeof *x);
     seen_entry *seen = x ? GS_CALL(calloc, SEEN_SLOTS, sizeof *seen) : NULL;
-    if (!seen) {
+    fp8_group **buckets = seen ? GS_CALL(calloc, GROUP_BUCKETS, sizeof *buckets) : NULL;
+    if (!buckets) {
+      free(seen);
       free(x);
       x = NULL;
       *why = "out of host memory for the fp8 site table";
@@ -282,6 +326,7 @@ static fp8_ctx *ctx_get(const gs_call *c, const char **why) {
       x->ctx_id = c->ctx_id;
       x->device = c->device;
       x->seen = seen;
+      x->buckets = buckets;
       x->primary = pthread_self();
       x->older = old;
       pthread_mutex_init(&x->lock, NULL);
@@ -441,8 +486,9 @@ static const char *slab_new(fp8_ctx *x) {
   size_t room = slots_cap() - x->slots_total;
   size_t n = room < SLAB_SLOTS ? room : SLAB_SLOTS;
   if (n == 0) return "fp8 ring memory is at its bound (2 x GEMMSHIM_FP8_MAX_SITES + 32 sites)";
-  fp8_slot *slots = GS_CALL(calloc, n, sizeof *slots);
-  if (!slots) return "out of host memory for fp8 ring slots";
+  fp8_slab *slab = GS_CALL(calloc, 1, sizeof *slab + n * sizeof(fp8_slot));
+  if (!slab) return "out of host memory for fp8 ring slots";
+  fp8_slot *slots = slab->slots;
   uint64_t bytes = (uint64_t)n * 2 * ring_stride();
   CUdeviceptr p = 0;
   CUresult r = ctx_push(x);
@@ -451,7 +497,7 @@ static const char *slab_new(fp8_ctx *x) {
     ctx_pop();
   }
   if (r != CUDA_SUCCESS) {
-    free(slots);
+    free(slab);
     return r == CUDA_ERROR_OUT_OF_MEMORY ? "cuMemAlloc of fp8 ring memory: out of device memory"
                                           : "cuMemAlloc of fp8 ring memory failed";
   }
@@ -461,6 +507,10 @@ static const char *slab_new(fp8_ctx *x) {
     slots[i].next = x->free_slots;
     x->free_slots = &slots[i];
   }
+  slab->n = n;
+  slab->next = x->slabs;
+  x->slabs = slab;
+  if (x->retired) atomic_fetch_add(&retired_slabs_kept, 1); /* a held site's call moved stream */
   x->slots_total += n;
   x->ring_bytes += bytes;
   return NULL;
@@ -807,8 +857,9 @@ const char *fp8_site_acquire(gs_call *c, int capturing, fp8_use *u) {
   if (why) {
     pthread_mutex_unlock(&s->mu);
     pthread_mutex_lock(&x->lock);
-    s->busy--;
+    int gone = site_unhold_locked(x, s);
     pthread_mutex_unlock(&x->lock);
+    if (gone) site_free(s);
     return why;
   }
   u->site = s;
@@ -834,8 +885,9 @@ void fp8_site_release(fp8_use *u, unsigned ran) {
   fp8_ctx *x = s->owner;
   pthread_mutex_unlock(&s->mu);
   pthread_mutex_lock(&x->lock);
-  s->busy--;
+  int gone = site_unhold_locked(x, s);
   pthread_mutex_unlock(&x->lock);
+  if (gone) site_free(s);
   u->site = NULL;
 }
 

@@ -56,5 +56,9 @@ uint64_t fp8_sites_ring_bytes(void *ctx);
 /* The current step number ("epoch") of context ctx, as the site table
  * detected it (fp8_sites.c). */
 uint64_t fp8_sites_epoch(void *ctx);
+/* Tables retired since the process started (each keeps a few hundred
+ * bytes for the process), and slabs of slot records retired tables still
+ * keep (while a call holds one of their sites). */
+void fp8_sites_retired(uint64_t *tables, uint64_t *slabs_kept);
 
 #endif

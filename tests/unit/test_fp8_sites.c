@@ -32,9 +32,18 @@
 static int allocs, memsets, event_records, stream_waits;
 static void *last_record_stream, *last_wait_stream;
 
+/* Device memory is never freed by the shim (a context's goes with it);
+ * the fake keeps every block listed so the leak checker sees it owned. */
+typedef struct fake_block { struct fake_block *next; } fake_block;
+static fake_block *fake_blocks;
+
 static CUresult fake_alloc(CUdeviceptr *p, size_t n) {
-  void *m = aligned_alloc(256, (n + 255) & ~(size_t)255);
+  size_t head = 256;
+  char *m = aligned_alloc(256, head + ((n + 255) & ~(size_t)255));
   if (!m) return CUDA_ERROR_OUT_OF_MEMORY;
+  ((fake_block *)m)->next = fake_blocks;
+  fake_blocks = (fake_block *)m;
+  m += head;
   memset(m, 0xA5, n); /* device memory starts undefined */
   allocs++;
   *p = (CUdeviceptr)(uintptr_t)m;
@@ -584,18 +593,39 @@ static void test_context_reset_same_address(void **state) {
   assert_int_equal(u1.needs_amax_init, 0);
   assert_null(fp8_site_acquire(&held_call, 0, &held)); /* in flight across the reset */
   assert_int_equal(allocs, 1);
+  uint64_t tables0, kept0, tables, kept;
+  fp8_sites_retired(&tables0, &kept0);
   c.ctx_id = 42;
   c.site_flags = 0;
   run_site(&c, &u2);
+  /* Retired with a site held: its slab of slot records stays. */
+  fp8_sites_retired(&tables, &kept);
+  assert_int_equal(tables, tables0 + 1);
+  assert_int_equal(kept, kept0 + 1);
   assert_int_equal(c.site_flags, GS_SITE_NEW);
   assert_int_equal(u2.needs_amax_init, 1);
   assert_int_equal(u2.id, u1.id); /* the same program point keeps its id */
   assert_int_equal(allocs, 2);    /* the old context's ring memory went with it */
   assert_int_equal(fp8_sites_live(ctx), 1);
   fp8_site_release(&held, FP8_RAN_QUANTIZE);
+  /* The last hold ended: the held site and the slot records are freed. */
+  fp8_sites_retired(&tables, &kept);
+  assert_int_equal(kept, kept0);
   run_site(&c, &u2);
   assert_int_equal(c.site_flags, 0);
   assert_int_equal(u2.needs_amax_init, 0);
+  /* 100 more resets with no call in flight: each retired table frees its
+   * sites, buckets and slot records (the table's few hundred bytes stay). */
+  for (unsigned long long id = 43; id < 143; id++) {
+    c.ctx_id = id;
+    c.site_flags = 0;
+    run_site(&c, &u2);
+    assert_int_equal(c.site_flags, GS_SITE_NEW);
+  }
+  fp8_sites_retired(&tables, &kept);
+  assert_int_equal(tables, tables0 + 101);
+  assert_int_equal(kept, kept0);
+  assert_int_equal(fp8_sites_live(ctx), 1);
 }
 
 /* ---- streams -------------------------------------------------------------------------------- */
