@@ -9,10 +9,13 @@
  * synchronisation. The GEMM of the same call reads scale[parity], the step
  * its operand was quantized with. The host flips parity per call.
  *
- * Rules the fold follows (TransformerEngine's, with AstrAI's step form):
- *   next = max(history) * 2^margin / fmt_max, clamped to >= 1e-12 (TE:
- *   scale = fmt_max * 2^-margin / amax; the margin is headroom);
- *   an amax of 0, inf or NaN is not entered and the scale is kept.
+ * Rules the fold follows (TransformerEngine's, in AstrAI's step form):
+ *   next = max(history) * 2^margin / fmt_max for any finite positive amax
+ *   (TE: scale = fmt_max * 2^-margin / amax; the margin is headroom), and a
+ *   step too small for a finite reciprocal becomes the smallest one that
+ *   has it (TE: an inf scale becomes FLT_MAX);
+ *   an amax of 0, inf or NaN is not entered and the scale is kept (TE
+ *   enters it: docs/fp8.md says how that differs).
  * A site's first call has no history: gs_fp8_amax_init runs one reduction
  * pass first and publishes scale[parity] from the current amax, so the
  * first quantization is not a guess; it enters nothing in the history (the

@@ -30,8 +30,8 @@
  * would serialise tens of thousands of blocks' atomics), then a fenced
  * atomic counter names the last block, which takes the slots (exchanging
  * them to 0), enters the amax in the history unless it is 0, inf or NaN,
- * computes max(history) * 2^margin / fmt_max clamped to >= 1e-12 (or
- * keeps the scale) and re-arms the counter. The amax kernels (a site's
+ * computes max(history) * 2^margin / fmt_max (or keeps the scale) and
+ * re-arms the counter. The amax kernels (a site's
  * first call) publish the step of their amax without entering it: the
  * same call's quantize enters it, once. All in-kernel: no host round
  * trip, and the next launch on the stream sees a clean ring. */
@@ -52,7 +52,12 @@
 #define FP8_Q_GROUPS (GS_FP8_Q_TILE * GS_FP8_Q_TILE / 8) /* 8-element groups in a tile: 512 */
 #define FP8_Q_PITCH_WORDS (GS_FP8_Q_TILE / 4 + 1) /* 68 bytes a tile column */
 #define FP8_Q_PER_THREAD (FP8_Q_GROUPS / GS_FP8_Q_THREADS) /* 2: launched with exactly 256 threads */
-#define FP8_TINY_SCALE 1e-12f
+/* The smallest step whose reciprocal is finite: 2^-128 * (1 + 2^-21), the
+ * subnormal with bits 0x00200001 (2^-128 itself has the reciprocal 2^128,
+ * which overflows). TransformerEngine turns a scale that overflowed to inf
+ * into FLT_MAX; in step form that is this step, whose reciprocal is FLT_MAX
+ * to within 2^-21. */
+#define FP8_MIN_STEP_BITS 0x00200001u
 
 template <int E> struct fp8_src_elem;
 template <> struct fp8_src_elem<GS_ELEM_BF16> { typedef uint16_t bits; };
@@ -100,20 +105,26 @@ template <int E> static __device__ __forceinline__ float fp8_group_elem(const fp
   else return fp8_widen<E>(q % 2 ? g.w[q / 2] >> 16 : g.w[q / 2] & 0xFFFFu);
 }
 
-/* step = max(history) * 2^margin / fmt_max, clamped to >= 1e-12: the
- * margin is headroom, the largest value lands on fmt_max / 2^margin.
+/* step = max(history) * 2^margin / fmt_max for any finite positive amax:
+ * the margin is headroom, the largest value lands on fmt_max / 2^margin.
  * TransformerEngine (transformer_engine/common/recipe/delayed_scaling.cu)
- * computes scale = (fmt_max * 2^-margin) / amax and multiplies by it; this
- * is its inverse in step form. The product by 2^margin is exact (a power of
- * two) short of overflow; an overflowed or otherwise non-finite step keeps
- * the current one. Correctly rounded division (div.rn.f32; no fast-math),
- * so the host computes the same bits. */
+ * computes scale = (fmt_max * 2^-margin) / amax for any finite amax > 0
+ * and multiplies by it; this is its inverse in step form, so the error
+ * relative to the data's size is the same at every amplitude. TE has no
+ * lower bound; where its scale overflows to inf it uses FLT_MAX, and a
+ * step too small to have a finite reciprocal (amax/fmt_max underflowing to
+ * a subnormal or 0) becomes that one's equivalent, FP8_MIN_STEP_BITS. The
+ * product by 2^margin is exact (a power of two) short of overflow; an
+ * overflowed step keeps the current one. Correctly rounded division
+ * (div.rn.f32, subnormals kept; no fast-math), so the host computes the
+ * same bits. */
 static __device__ __forceinline__ float fp8_next_scale(float amax, float fmt_max, float margin_pow2,
                                                        float current) {
   float s = amax / fmt_max;
   s = s * margin_pow2;
   if (!(s <= 3.4028234663852886e38f)) return current;
-  return s < FP8_TINY_SCALE ? FP8_TINY_SCALE : s;
+  const float min_step = gs_f32_from_bits(FP8_MIN_STEP_BITS);
+  return s < min_step ? min_step : s;
 }
 
 /* sm_89+ (fp8_quantize_sm89.cu builds this file with GS_FP8_Q_SM89 = 1):

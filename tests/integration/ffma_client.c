@@ -30,6 +30,7 @@
  *                             default tensor_op tf32 pedantic, "+disallow" adds
  *                             CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION [unchanged]
  *   amp                       magnitude of A and B elements [1]
+ *   ampb                      magnitude of B's elements alone [amp]
  *   seed                      the data's seed (same seed, same data) [the
  *                             run's --seed plus the call's index]
  *   Arguments cuBLAS may refuse (the buffers stay as the keys above size
@@ -215,7 +216,7 @@ typedef struct spec {
   int device_scalars;
   cublasComputeType_t compute;
   int math;            /* cublasMath_t to set, or MATH_UNCHANGED */
-  double amp;
+  double amp, ampb; /* ampb < 0: amp */
   int epilogue;        /* cublasLtEpilogue_t */
   int bias_type;       /* -1: attribute left unset (D's type) */
   int64_t bias_stride;
@@ -257,6 +258,7 @@ static int parse_spec(const char *text, int index, spec *s) {
   s->compute = CUBLAS_COMPUTE_32F;
   s->math = MATH_UNCHANGED;
   s->amp = 1.0;
+  s->ampb = -1.0;
   s->epilogue = CUBLASLT_EPILOGUE_DEFAULT;
   s->bias_type = -1;
   s->scale = CUDA_R_32F;
@@ -303,6 +305,7 @@ static int parse_spec(const char *text, int index, spec *s) {
     else if (!strcmp(kv, "beta")) s->beta = strtof(v, NULL);
     else if (!strcmp(kv, "pm")) s->device_scalars = !strcmp(v, "device");
     else if (!strcmp(kv, "amp")) s->amp = strtod(v, NULL);
+    else if (!strcmp(kv, "ampb")) s->ampb = strtod(v, NULL);
     else if (!strcmp(kv, "compute")) {
       static const struct { const char *n; cublasComputeType_t c; } cs[] = {
           {"32f", CUBLAS_COMPUTE_32F}, {"32f_pedantic", CUBLAS_COMPUTE_32F_PEDANTIC},
@@ -536,7 +539,8 @@ static void gemm_prepare(gemm *g, const spec *s, uint64_t seed, CUstream stream,
     CU(drv.cuMemsetD32Async(g->scalars.dev + 4, w[1], 1, stream));
   } else {
     for (size_t i = 0; i < g->na; i++) put(s->ab, g->a.host, i, s->amp * uniform(&rng));
-    for (size_t i = 0; i < g->nb; i++) put(s->ab, g->b.host, i, s->amp * uniform(&rng));
+    double ampb = s->ampb < 0 ? s->amp : s->ampb;
+    for (size_t i = 0; i < g->nb; i++) put(s->ab, g->b.host, i, ampb * uniform(&rng));
     /* C: values where beta may be read, NaN everywhere when it must not be. */
     for (size_t i = 0; i < g->nc; i++) {
       if (s->beta != 0.0f) put(s->c, g->c.host, i, uniform(&rng));

@@ -200,3 +200,37 @@ def test_pedantic_math_mode_runs_native(shim, standin, tmp_path, cc):
             assert rec["reason"] == f"GEMMSHIM_MODE=fp8; fp8 declined: {PEDANTIC}; ran native", rec
         else:
             assert rec["route"] == "fp8", rec
+
+
+# ---- the fold at every amplitude ----------------------------------------------------------------
+@pytest.mark.parametrize("cc,backend", [("6.1", "own"), ("9.0", "cublaslt"), ("9.0", "own")])
+def test_error_relative_to_the_data_is_the_same_at_every_amplitude(shim, standin, tmp_path, cc, backend):
+    """TransformerEngine's delayed scaling (transformer_engine/common/
+    recipe/delayed_scaling.cu) sets scale = fp8_max * 2^-margin / amax for
+    any finite amax > 0, with no lower bound: quantization follows the data
+    down to any size, so the error relative to the result is the same at
+    every amplitude. A's elements scaled by 2^-e (e = 0 .. 100, down to
+    about 1e-30; B's stay of size 1) scale every step, code and product by
+    exactly 2^-e, so a site's second call (the step from its history) and
+    its first (from its own amax) have maxerr / 2^-e equal at every e, to
+    the client's four printed digits. A lower bound on the step (1e-12, as
+    this route once had) made the result all zeros below amax ~ 4.5e-10."""
+    client = CLIENT_DIR / "ffma_client_cu13"
+    require_built([client])
+    exps = [0, 20, 40, 60, 80, 100]
+    ratios = {}
+    for e in exps:
+        amp = 2.0 ** -e
+        args = [f"--gemm=name={name},api=ex,amp={amp!r},ampb=1,beta=0,seed=5" for name in ("first", "second")]
+        log = tmp_path / f"e{e}.jsonl"
+        r = run([client, *args], standin[13], shim=True,
+                env={"STANDIN_CC": cc, "GEMMSHIM_MODE": "fp8", "GEMMSHIM_FP8_BACKEND": backend,
+                     "GEMMSHIM_LOG": str(log)})
+        recs = read_log(log)
+        assert [(rec["route"], rec["status"]) for rec in recs] == [("fp8", 0)] * 2, r.describe()
+        assert [int(c["status"]) for c in r.calls] == [0, 0]
+        ratios[e] = [float(c["maxerr"]) / amp for c in r.calls]
+        assert all(x > 0 for x in ratios[e]), (e, r.describe())
+    for e in exps:
+        for call in (0, 1):
+            assert ratios[e][call] == pytest.approx(ratios[0][call], rel=1e-3), (e, call, ratios)

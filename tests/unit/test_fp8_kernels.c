@@ -233,14 +233,24 @@ static gs_fp8_ring *ring_new(ring_model *m, unsigned history, int fmt, float mar
   return r;
 }
 
+/* The smallest float step with a finite reciprocal: 2^-128 (1 + 2^-21).
+ * TransformerEngine (transformer_engine/common/recipe/delayed_scaling.cu)
+ * replaces a scale that overflowed to inf by FLT_MAX; this is that scale
+ * as a step. */
+static float min_step(void) {
+  float s = ldexpf(1.0f + ldexpf(1.0f, -21), -128);
+  return s;
+}
+
 /* The fold as fp8.h states it, written from the rules, not the kernel:
- * the step is amax * 2^margin / fmt_max (TransformerEngine's margin as
- * headroom; test_margin_is_transformer_engines checks it against TE's own
- * formula). */
+ * the step is amax * 2^margin / fmt_max for any finite positive amax
+ * (TransformerEngine's scale = fmt_max * 2^-margin / amax, inverted;
+ * test_margin_is_transformer_engines checks it against TE's own formula),
+ * no lower bound but the one TE's FLT_MAX stands for. */
 static float model_step(const ring_model *m, float amax) {
   float s = amax / fmt_max(m->fmt);
   s = s * m->margin_pow2;
-  return s < 1e-12f ? 1e-12f : s;
+  return s < min_step() ? min_step() : s;
 }
 
 /* init: a site's first-call amax pass, which publishes its step and enters
@@ -677,12 +687,24 @@ static void test_ring_state_machine(void **state) {
   assert_true(rr.ring->scale[1] == 700.0f / 57344.0f * 4.0f);
   ring_run_end(&rr);
 
-  /* The clamp: a tiny amax gives the step 1e-12, not 0 or a subnormal. */
+  /* No clamp for a small amax (TransformerEngine: scale = scaled_max /
+   * amax for any finite amax > 0): the step stays amax / 448 down to
+   * fp32's normal range and below it. */
   ring_run_start(&rr, 1, GS_FP8_E4M3, 1.0f);
   ring_init(&rr, 1e-30f);
-  assert_true(rr.ring->scale[0] == 1e-12f);
+  assert_true(rr.ring->scale[0] == 1e-30f / 448.0f);
   ring_step(&rr, 2e-30f);
-  assert_true(rr.ring->scale[1] == 1e-12f);
+  assert_true(rr.ring->scale[1] == 2e-30f / 448.0f);
+  ring_step(&rr, 4e-36f); /* a subnormal step (8.9e-39), still with a finite reciprocal */
+  assert_true(rr.ring->scale[rr.parity] == 4e-36f / 448.0f && rr.ring->scale[rr.parity] < 0x1p-126f);
+  assert_true(isfinite(1.0f / rr.ring->scale[rr.parity]));
+  /* amax / 448 below 2^-128: the step has no finite reciprocal (TE's scale
+   * overflows to inf and becomes FLT_MAX); the smallest step that has one. */
+  ring_step(&rr, 1e-38f);
+  assert_true(rr.ring->scale[rr.parity] == min_step());
+  assert_true(isfinite(1.0f / min_step()) && !isfinite(1.0f / ldexpf(1.0f, -128)));
+  ring_step(&rr, 1e-45f); /* the smallest subnormal amax: amax / 448 is 0 */
+  assert_true(rr.ring->scale[rr.parity] == min_step());
   /* History 1: the newest entry is the whole window. */
   ring_step(&rr, 1.0f);
   ring_step(&rr, 0.5f);
