@@ -74,6 +74,15 @@ static CUresult host_dtod_async(CUdeviceptr dst, CUdeviceptr src, size_t n, CUst
 }
 static CUresult host_stream_wait(CUstream s, CUevent e, unsigned flags) { return CUDA_SUCCESS; }
 
+/* No libcublas is loaded here: the GemmEx family's handle answers its math
+ * mode from this (cublasCreate leaves CUBLAS_DEFAULT_MATH; cuBLAS
+ * documentation, cublasSetMathMode). */
+static cublasMath_t handle_math = CUBLAS_DEFAULT_MATH;
+static cublasStatus_t fake_get_math_mode(cublasHandle_t h, cublasMath_t *mode) {
+  *mode = handle_math;
+  return CUBLAS_STATUS_SUCCESS;
+}
+
 static int setup(void **state) {
   char kernels[4096], cuda[4096], lt[4096];
   const char *env = getenv("STANDIN_KERNELS");
@@ -99,6 +108,7 @@ static int setup(void **state) {
     fprintf(stderr, "test_route_fp8: the stand-in has no cuMemcpyDtoDAsync_v2; using a host copy\n");
     gs_sys.cuMemcpyDtoDAsync_v2 = host_dtod_async;
   }
+  gs_sys.cublasGetMathMode = fake_get_math_mode;
   if (!gs_sys.cuStreamWaitEvent) {
     fprintf(stderr, "test_route_fp8: the stand-in has no cuStreamWaitEvent; streams run inline, so none is needed\n");
     gs_sys.cuStreamWaitEvent = host_stream_wait;
@@ -706,6 +716,19 @@ static void test_declines_arguments(void **state) {
   x.c.g.api = GS_API_GEMM_BATCHED_EX;
   expect_decline(&x, "fp8 declined: pointer-array batch (the fp8 kernels take strided operands only); ran native");
   x.c.g.api = GS_API_GEMM_EX;
+  /* cublasMath_t: CUBLAS_PEDANTIC_MATH "uses the prescribed precision and
+   * standardized arithmetic for all phases of calculations", the handle's
+   * form of COMPUTE_32F_PEDANTIC (with or without the flag bit). */
+  handle_math = CUBLAS_PEDANTIC_MATH;
+  expect_decline(&x, "fp8 declined: the handle's math mode CUBLAS_PEDANTIC_MATH asks for exact fp32 arithmetic; "
+                     "ran native");
+  handle_math = (cublasMath_t)(CUBLAS_PEDANTIC_MATH | CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION);
+  expect_decline(&x, "fp8 declined: the handle's math mode CUBLAS_PEDANTIC_MATH asks for exact fp32 arithmetic; "
+                     "ran native");
+  handle_math = CUBLAS_DEFAULT_MATH;
+  gs_fault_arm(GS_SYS_cublasGetMathMode, 1, 0);
+  expect_decline(&x, "fp8 declined: cublasGetMathMode failed; ran native");
+  gs_fault_clear();
   x.c.ctx = NULL;
   expect_decline(&x, "fp8 declined: the call's device is unknown; ran native");
   x.c.ctx = ctxs[DEV_90];
