@@ -240,8 +240,8 @@ def test_no_leak_with_pools(client, standin, tmp_path):
     assert_all_ok(res)
     ran = sum(rec["route"] == "ffma" for rec in res.recs)
     assert ran == len(args) - 1
-    assert res.counts["cuMemAllocAsync"] == res.counts["cuMemFreeAsync"] == ran
-    assert native.counts["cuMemAllocAsync"] == 0
+    assert res.counts["cuMemAllocFromPoolAsync"] == res.counts["cuMemFreeAsync"] == ran
+    assert native.counts["cuMemAllocFromPoolAsync"] == 0
     assert res.counts["standin_live_allocations"] == native.counts["standin_live_allocations"]
     assert res.counts["standin_live_bytes"] == native.counts["standin_live_bytes"]
     assert res.counts["cuMemAlloc_v2"] == native.counts["cuMemAlloc_v2"]
@@ -266,7 +266,7 @@ def test_no_pools_scratch_is_reused_and_grows(client, standin, tmp_path):
         if transient_bytes(m, n, k) > biggest:
             grown, biggest = grown + 1, transient_bytes(m, n, k)
     assert grown == 3
-    assert res.counts["cuMemAllocAsync"] == 0
+    assert res.counts["cuMemAllocFromPoolAsync"] == 0
     assert res.counts["cuMemAlloc_v2"] - native.counts["cuMemAlloc_v2"] == grown
     assert res.counts["cuMemFree_v2"] - native.counts["cuMemFree_v2"] == grown - 1
     assert res.counts["standin_live_allocations"] - native.counts["standin_live_allocations"] == 1
@@ -316,7 +316,7 @@ def test_capture_runs_native(client, standin, tmp_path, pools):
         else:
             assert_native(rec, CAPTURE_DECLINE, name=call["name"])
     if pools:
-        assert res.counts["cuMemAllocAsync"] == res.counts["cuMemFreeAsync"] == 2
+        assert res.counts["cuMemAllocFromPoolAsync"] == res.counts["cuMemFreeAsync"] == 2
 
 
 def test_capture_status_unknown_declines(client, standin, tmp_path):
@@ -356,10 +356,13 @@ def test_max_bytes_boundary(client, standin, tmp_path, api, spec):
     res = run_client(client, standin, tmp_path, args, env={"GEMMSHIM_FFMA_MAX_BYTES": str(need - 1)}, tag="over")
     assert_all_ok(res)
     assert_native(res.recs[0], "needs more transient memory than GEMMSHIM_FFMA_MAX_BYTES")
-    assert res.counts["cuMemAllocAsync"] == 0
+    assert res.counts["cuMemAllocFromPoolAsync"] == 0
 
 
-@pytest.mark.parametrize("pools,why", [(True, "cuMemAllocAsync: out of device memory"),
+POOL_OOM = "cuMemAllocFromPoolAsync: out of device memory, after the pool gave back what it held unused"
+
+
+@pytest.mark.parametrize("pools,why", [(True, POOL_OOM),
                                        (False, "cuMemAlloc of the scratch buffer failed")])
 def test_device_out_of_memory(client, standin, tmp_path, pools, why):
     """A device too small for the transient buffers (the client's own
@@ -405,7 +408,13 @@ EX_B0 = {"api": "ex", "beta": 0}  # widen A, B; narrow
 LT = {"api": "lt", "epi": "bias"}  # widen A, B, C, bias (one launch); narrow
 FAULTS = [
     # (GEMMSHIM_FAULT, the call, no pools, why the first call declined)
-    ("cuMemAllocAsync:1", EX, False, "cuMemAllocAsync: out of device memory"),
+    # The shim's pool, made at the first call: a failure there is retried
+    # at the next call. An allocation failing is retried once after the
+    # pool gives back what it holds; failing to give back ends the call.
+    ("cuMemPoolCreate:1", EX, False, "cuMemPoolCreate failed"),
+    ("cuMemPoolSetAttribute:1", EX, False, "cuMemPoolSetAttribute(RELEASE_THRESHOLD) failed"),
+    ("cuMemAllocFromPoolAsync:1,cuMemPoolTrimTo:1", EX, False,
+     "cuMemAllocFromPoolAsync: out of device memory, and cuMemPoolTrimTo failed"),
     ("cuDeviceGetAttribute:3", EX, False, "cuDeviceGetAttribute(MEMORY_POOLS_SUPPORTED) failed"),
     ("cuModuleLoadData:1", EX, False, KERNELS.format(LOAD_FAILED)),
     ("cuModuleLoadData:3", LT, False, KERNELS.format(LOAD_FAILED)),
@@ -481,8 +490,9 @@ def test_each_fallible_call_failing(client, standin, tmp_path, fault, spec, no_p
     for rec in res.recs[1:]:
         assert_ffma(rec)
     if not no_pools:
-        # A declined call frees what it allocated.
-        assert res.counts["cuMemAllocAsync"] == res.counts["cuMemFreeAsync"]
+        # A declined call frees what it allocated (an injected failure
+        # never reaches the driver, so it is not counted there).
+        assert res.counts["cuMemAllocFromPoolAsync"] == res.counts["cuMemFreeAsync"]
 
 
 def test_launches_failing_for_good(client, standin, tmp_path):
@@ -492,7 +502,7 @@ def test_launches_failing_for_good(client, standin, tmp_path):
     assert_all_ok(res)
     for rec in res.recs:
         assert_native(rec, CAST)
-    assert res.counts["cuMemAllocAsync"] == res.counts["cuMemFreeAsync"] == len(APIS)
+    assert res.counts["cuMemAllocFromPoolAsync"] == res.counts["cuMemFreeAsync"] == len(APIS)
 
 
 @pytest.mark.parametrize("fault", ["cublasLtMatmulDescDestroy:1", "cublasLtMatrixLayoutDestroy:2",
@@ -600,7 +610,7 @@ def test_threads(client, standin, tmp_path, stream, pools):
     extra_live = res.counts["standin_live_allocations"] - native.counts["standin_live_allocations"]
     extra_allocs = res.counts["cuMemAlloc_v2"] - native.counts["cuMemAlloc_v2"]
     if pools:
-        assert res.counts["cuMemAllocAsync"] == res.counts["cuMemFreeAsync"] == len(res.recs)
+        assert res.counts["cuMemAllocFromPoolAsync"] == res.counts["cuMemFreeAsync"] == len(res.recs)
         assert extra_live == 0 and extra_allocs == 0
     else:
         # One scratch buffer per stream, left for the process; each grows
