@@ -12,10 +12,12 @@
  * in a synchronisation (loss.item()) would map every transient buffer
  * again in the next step. Raising the default pool's threshold instead
  * would change the framework's memory too wherever the framework allocates
- * from that pool (PyTorch with PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync,
- * or any program using cudaMallocAsync), and a value the program set itself
- * would be overwritten. So the shim's pool keeps GEMMSHIM_POOL_KEEP_BYTES
- * mapped (its release threshold, set once), and nothing else is touched.
+ * from that pool, and overwrite what the framework set there itself:
+ * PyTorch with PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync sets it to
+ * UINT64_MAX (c10/cuda/CUDAMallocAsyncAllocator.cpp, lazy_init_device),
+ * TensorFlow/XLA's TF_GPU_ALLOCATOR=cuda_malloc_async to its pool size.
+ * So the shim's pool keeps GEMMSHIM_POOL_KEEP_BYTES mapped (its release
+ * threshold, set once), and nothing else is touched.
  * Memory kept there is memory the framework's own allocator cannot have,
  * hence a default well below the per-call caps, and when one of our
  * allocations fails the pool first gives back all it holds unused
