@@ -295,62 +295,55 @@ CUresult cuMemPoolTrimTo(CUmemoryPool pool, size_t minBytesToKeep) {
   return r;
 }
 
-/* Value types as cuda.h gives them: cuuint64_t for the byte counts, int
- * for the REUSE_* switches. */
-CUresult cuMemPoolSetAttribute(CUmemoryPool pool, CUmemPool_attribute attr, void *value) {
-  SD_COUNT(cuMemPoolSetAttribute);
+/* Both attribute calls. Value types as cuda.h gives them: cuuint64_t for
+ * the byte counts, int for the REUSE_* switches. Setting: the threshold
+ * and switches; the high marks only to 0 (a reset to the current value);
+ * the CURRENT counters are read-only. */
+static CUresult sd_pool_attribute(CUmemoryPool pool, CUmemPool_attribute attr, void *value, int set) {
   CUresult r = sd_check_init();
   if (r) return r;
   if (!value) return CUDA_ERROR_INVALID_VALUE;
   pthread_mutex_lock(&sd_lock);
+  cuuint64_t *bytes = value, *high = NULL, current = 0;
   if (!pool || !sd_reg_has(pool, SD_POOL)) {
     r = CUDA_ERROR_INVALID_VALUE;
   } else {
     switch (attr) {
-    case CU_MEMPOOL_ATTR_RELEASE_THRESHOLD: pool->threshold = *(cuuint64_t *)value; break;
+    case CU_MEMPOOL_ATTR_RELEASE_THRESHOLD:
+      if (set) pool->threshold = *bytes;
+      else *bytes = pool->threshold;
+      break;
     case CU_MEMPOOL_ATTR_REUSE_FOLLOW_EVENT_DEPENDENCIES:
     case CU_MEMPOOL_ATTR_REUSE_ALLOW_OPPORTUNISTIC:
-    case CU_MEMPOOL_ATTR_REUSE_ALLOW_INTERNAL_DEPENDENCIES:
-      pool->reuse[attr - CU_MEMPOOL_ATTR_REUSE_FOLLOW_EVENT_DEPENDENCIES] = *(int *)value != 0;
+    case CU_MEMPOOL_ATTR_REUSE_ALLOW_INTERNAL_DEPENDENCIES: {
+      int *sw = &pool->reuse[attr - CU_MEMPOOL_ATTR_REUSE_FOLLOW_EVENT_DEPENDENCIES];
+      if (set) *sw = *(int *)value != 0;
+      else *(int *)value = *sw;
       break;
-    case CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH:
-      if (*(cuuint64_t *)value) r = CUDA_ERROR_INVALID_VALUE;
-      else pool->reserved_high = pool->reserved;
-      break;
-    case CU_MEMPOOL_ATTR_USED_MEM_HIGH:
-      if (*(cuuint64_t *)value) r = CUDA_ERROR_INVALID_VALUE;
-      else pool->used_high = pool->used;
-      break;
-    default: r = CUDA_ERROR_INVALID_VALUE; break; /* the CURRENT counters are read-only */
     }
+    case CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT:
+    case CU_MEMPOOL_ATTR_USED_MEM_CURRENT:
+      if (set) r = CUDA_ERROR_INVALID_VALUE;
+      else *bytes = attr == CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT ? pool->reserved : pool->used;
+      break;
+    case CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH: high = &pool->reserved_high, current = pool->reserved; break;
+    case CU_MEMPOOL_ATTR_USED_MEM_HIGH: high = &pool->used_high, current = pool->used; break;
+    default: r = CUDA_ERROR_INVALID_VALUE; break;
+    }
+    if (high && !set) *bytes = *high;
+    else if (high && *bytes) r = CUDA_ERROR_INVALID_VALUE; /* "illegal to set ... to a non-zero value" */
+    else if (high) *high = current;
   }
   pthread_mutex_unlock(&sd_lock);
   return r;
 }
 
+CUresult cuMemPoolSetAttribute(CUmemoryPool pool, CUmemPool_attribute attr, void *value) {
+  SD_COUNT(cuMemPoolSetAttribute);
+  return sd_pool_attribute(pool, attr, value, 1);
+}
+
 CUresult cuMemPoolGetAttribute(CUmemoryPool pool, CUmemPool_attribute attr, void *value) {
   SD_COUNT(cuMemPoolGetAttribute);
-  CUresult r = sd_check_init();
-  if (r) return r;
-  if (!value) return CUDA_ERROR_INVALID_VALUE;
-  pthread_mutex_lock(&sd_lock);
-  if (!pool || !sd_reg_has(pool, SD_POOL)) {
-    r = CUDA_ERROR_INVALID_VALUE;
-  } else {
-    switch (attr) {
-    case CU_MEMPOOL_ATTR_RELEASE_THRESHOLD: *(cuuint64_t *)value = pool->threshold; break;
-    case CU_MEMPOOL_ATTR_REUSE_FOLLOW_EVENT_DEPENDENCIES:
-    case CU_MEMPOOL_ATTR_REUSE_ALLOW_OPPORTUNISTIC:
-    case CU_MEMPOOL_ATTR_REUSE_ALLOW_INTERNAL_DEPENDENCIES:
-      *(int *)value = pool->reuse[attr - CU_MEMPOOL_ATTR_REUSE_FOLLOW_EVENT_DEPENDENCIES];
-      break;
-    case CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT: *(cuuint64_t *)value = pool->reserved; break;
-    case CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH: *(cuuint64_t *)value = pool->reserved_high; break;
-    case CU_MEMPOOL_ATTR_USED_MEM_CURRENT: *(cuuint64_t *)value = pool->used; break;
-    case CU_MEMPOOL_ATTR_USED_MEM_HIGH: *(cuuint64_t *)value = pool->used_high; break;
-    default: r = CUDA_ERROR_INVALID_VALUE; break;
-    }
-  }
-  pthread_mutex_unlock(&sd_lock);
-  return r;
+  return sd_pool_attribute(pool, attr, value, 0);
 }
