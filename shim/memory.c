@@ -222,6 +222,19 @@ static void scratch_init(void) {
   for (int i = 0; i < SCRATCH_SLOTS; i++) pthread_mutex_init(&scratch[i].lock, NULL);
 }
 
+/* A slot back to free, owning nothing: its buffer and event are gone (a
+ * dead context took them) or not ours (a forked child's are the parent's). */
+static void slot_forget(scratch_slot *s) {
+  s->ctx = s->stream = NULL;
+  s->thread = 0;
+  s->ctx_id = 0;
+  s->last_claim = 0;
+  s->ptr = 0;
+  s->bytes = 0;
+  s->done = NULL;
+  s->done_valid = 0;
+}
+
 static void scratch_after_fork_child(void) {
   pthread_mutex_init(&own_pools_lock, NULL);
   for (int i = 0; i < MAX_DEVICES; i++) {
@@ -231,15 +244,7 @@ static void scratch_after_fork_child(void) {
   pthread_mutex_init(&scratch_table_lock, NULL);
   for (int i = 0; i < SCRATCH_SLOTS; i++) {
     pthread_mutex_init(&scratch[i].lock, NULL);
-    scratch_slot *s = &scratch[i];
-    s->ctx = s->stream = NULL;
-    s->thread = 0;
-    s->ctx_id = 0;
-    s->last_claim = 0;
-    s->ptr = 0;
-    s->bytes = 0;
-    s->done = NULL;
-    s->done_valid = 0;
+    slot_forget(&scratch[i]);
   }
   scratch_clock = 0;
 }
@@ -280,13 +285,7 @@ static void reclaim_dead(void *ctx, unsigned long long ctx_id) {
   for (int i = 0; i < SCRATCH_SLOTS; i++) {
     scratch_slot *s = &scratch[i];
     if (s->ctx != ctx || s->ctx_id == ctx_id || pthread_mutex_trylock(&s->lock) != 0) continue;
-    s->ctx = s->stream = NULL;
-    s->thread = 0;
-    s->ctx_id = 0;
-    s->ptr = 0;
-    s->bytes = 0;
-    s->done = NULL;
-    s->done_valid = 0;
+    slot_forget(s);
     pthread_mutex_unlock(&s->lock);
   }
 }
