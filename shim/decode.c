@@ -180,14 +180,15 @@ static int read_scales(gs_gemm *g) {
  * transposes, epilogue, bias, pointer mode, the fp8 scale and amax
  * pointers, FAST_ACCUM. BIAS_BATCH_STRIDE is reproduced by the routes that
  * take batched biases (route_ffma.c; route_fp8.c refuses batched biases).
- * The ids from 31 on (and the layout's BATCH_MODE) are spelled out: CUDA 12
- * headers before 12.8 (and 12.x for EMULATION_DESCRIPTOR) do not name them;
- * the values are CUDA 13's cublasLt.h. */
+ * The ids from 31 on (and the layout's BATCH_MODE) are spelled out, with
+ * CUDA 13's cublasLt.h values: older headers the shim also builds with
+ * lack them (12.6 has none of them, 12.8 no BATCH_MODE, 12.9 no
+ * EMULATION_DESCRIPTOR). */
 typedef struct lt_attr_default {
   int id;
   unsigned char size; /* the attribute's storage: 1, 4 or 8 bytes */
   int64_t unused;     /* the documented default */
-  const char *why; /* the routing log's reason when it holds another value */
+  const char *why;    /* the routing log's reason when it holds another value */
 } lt_attr_default;
 
 #define LT_SETS(name) "the descriptor sets " name ", which no route reproduces"
