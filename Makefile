@@ -58,6 +58,7 @@ include tests/unit/unit.mk
 include tests/integration/integration.mk
 include tests/integration/fp8.mk
 include tests/integration/ffma.mk
+include tests/fuzz/fuzz.mk
 -include tests/bench/bench.mk
 
 # The GPU check's own logic (its programs, route checks, routing-log
