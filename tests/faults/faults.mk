@@ -1,0 +1,29 @@
+# tests/faults/faults.mk: systematic fault injection (tests/faults/fault_loop.py),
+# included by the top Makefile after the integration rules.
+#
+#   make faults      every call-table entry x every route, transient and
+#                    persistent, N = 1, 2, ...; rewrites the generated
+#                    table in docs/reliability.md (several minutes)
+#   fault-check      (test step) the native and ffma routes, compared with
+#                    the committed table; in sanitizer builds the native
+#                    route only, under the sanitizer
+FAULT_JOBS   ?= 2
+FAULT_DIR    := $(BUILD)/faults
+FAULT_ROUTES_CHECK ?= $(if $(SAN),native,native;ffma)
+FAULT_DEPS   := $(SHIM_SO) $(FFMA_CLIENT) $(STANDIN_LIBS_CU13) $(KERNELS_HOST_SO)
+
+.PHONY: faults fault-check
+faults: $(FAULT_DEPS)
+	$(INTEG_ENV) $(PYTHON) tests/faults/fault_loop.py --jobs $(FAULT_JOBS) --table $(FAULT_DIR)/table.md \
+	  --json $(FAULT_DIR)/runs.json --doc docs/reliability.md --update
+
+fault-check: $(FAULT_DEPS)
+	$(INTEG_ENV) $(PYTHON) tests/faults/fault_loop.py --jobs $(FAULT_JOBS) --routes '$(FAULT_ROUTES_CHECK)' \
+	  --table $(FAULT_DIR)/table-check.md --doc docs/reliability.md --check
+
+TEST_STEPS += fault-check
+
+# Every route against the committed table, without rewriting it.
+.PHONY: fault-check-all
+fault-check-all: $(FAULT_DEPS)
+	$(MAKE) --no-print-directory fault-check FAULT_ROUTES_CHECK='native;ffma;ffma no-pools;fp8 own;fp8 cublaslt'
