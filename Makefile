@@ -59,6 +59,8 @@ include tests/integration/integration.mk
 include tests/integration/fp8.mk
 include tests/integration/ffma.mk
 include tests/fuzz/fuzz.mk
+include tests/faults/faults.mk
+include tests/valgrind/valgrind.mk
 -include tests/bench/bench.mk
 
 # The GPU check's own logic (its programs, route checks, routing-log

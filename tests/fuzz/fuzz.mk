@@ -21,6 +21,8 @@ FUZZ_NAMES := policy options log_path lt_decode
 FUZZ_BIN   := $(addprefix $(FUZZ_DIR)/fuzz_,$(FUZZ_NAMES))
 FUZZ_SECONDS ?= 60
 FUZZ_CHECK_SECONDS ?= 2
+# make fuzz writes its figures into this file's generated section.
+FUZZ_DOC ?= docs/reliability.md
 # The option fuzzer's message contract: values escaped and cut in messages,
 # numbers without blanks or signs (see fuzz_options.c).
 FUZZ_OPTIONS_CONTRACT ?= 0
@@ -53,7 +55,7 @@ $(FUZZ_DIR)/fuzz_lt_decode: $(STANDIN_LIBS_CU13)
 fuzz-build: $(FUZZ_BIN)
 
 fuzz: $(FUZZ_BIN)
-	FUZZ_DIR=$(FUZZ_DIR) tests/fuzz/run.sh fuzz $(FUZZ_SECONDS) $(FUZZ_NAMES)
+	FUZZ_DIR=$(FUZZ_DIR) FUZZ_DOC=$(FUZZ_DOC) tests/fuzz/run.sh fuzz $(FUZZ_SECONDS) $(FUZZ_NAMES)
 
 fuzz-check: $(FUZZ_BIN)
 	FUZZ_DIR=$(FUZZ_DIR) tests/fuzz/run.sh check $(FUZZ_CHECK_SECONDS) $(FUZZ_NAMES)

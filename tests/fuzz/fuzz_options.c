@@ -88,27 +88,28 @@ static int all_digits(const char *s, const char **end) {
   return p > s;
 }
 
-/* Decimal digits only, no sign, no blank, no overflow. */
-static int ref_u64(const char *s, uint64_t *v) {
-  const char *end;
-  if (!all_digits(s, &end)) return -1;
+/* The value of the digits s..end, or -1 on overflow. */
+static int digits_value(const char *s, const char *end, uint64_t *v) {
   uint64_t x = 0;
   for (const char *p = s; p < end; p++) {
     if (x > (UINT64_MAX - (uint64_t)(*p - '0')) / 10) return -1;
     x = x * 10 + (uint64_t)(*p - '0');
   }
   *v = x;
+  return 0;
+}
+
+/* Decimal digits only, no sign, no blank, no overflow. */
+static int ref_u64(const char *s, uint64_t *v) {
+  const char *end;
+  if (!all_digits(s, &end) || digits_value(s, end, v) != 0) return -1;
   return *end ? 1 : 0; /* 1: digits followed by more text */
 }
 
 static int ref_size(const char *s, uint64_t *v) {
   const char *end;
-  if (!all_digits(s, &end)) return -1;
-  uint64_t x = 0;
-  for (const char *p = s; p < end; p++) {
-    if (x > (UINT64_MAX - (uint64_t)(*p - '0')) / 10) return -1;
-    x = x * 10 + (uint64_t)(*p - '0');
-  }
+  uint64_t x;
+  if (!all_digits(s, &end) || digits_value(s, end, &x) != 0) return -1;
   int shift = 0;
   switch (*end) {
     case 'k': case 'K': shift = 10; break;
