@@ -393,13 +393,13 @@ def main():
             print(f"fault loop: {e}", file=sys.stderr)
             return 1
     errors = [e for res in results.values() for e in res["errors"]]
+    table = markdown(results, routes, loop.table)
     Path(args.table).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.table).write_text(markdown(results, routes, loop.table))
+    Path(args.table).write_text(table)
     if args.json:
         Path(args.json).write_text(json.dumps(
             {f"{k[0]} | {k[1]}": {**v, "outcomes": dict(v["outcomes"])} for k, v in results.items()}, indent=1))
     runs = sum(res["runs"] for res in results.values())
-    table = markdown(results, routes, loop.table)
     if args.doc and args.update and not errors:
         if routes != list(ROUTES):
             raise SystemExit("fault loop: --update needs every route")
@@ -414,6 +414,7 @@ def main():
             diff = "\n".join(difflib.unified_diff(want, got, "committed", "generated", lineterm=""))
             errors.append(f"{args.doc}'s fault table is not what the loop gives now "
                           f"(run `make faults` to regenerate it):\n{diff}")
+    if errors:
         for e in errors:
             print(f"fault loop: FAILED: {e}\n", file=sys.stderr)
         print(f"fault loop: {len(errors)} failures in {runs} runs", file=sys.stderr)
