@@ -151,11 +151,11 @@ skip_step() { # name why
   [ "$MODE" = dry ] || record "$1" SKIP 0 "$2"
 }
 
-# The routing log of step NAME, checked with summarize_log.py.
+# The routing log of step NAME, checked with the report (gemmshim.report).
 routes_step() {
   local name=$1
   shift
-  run_step "$name:routes" 30 "$PYTHON" scripts/summarize_log.py "$RESULTS/routing/$name.jsonl" \
+  run_step "$name:routes" 30 env PYTHONPATH="$ROOT/python" "$PYTHON" -m gemmshim.report "$RESULTS/routing/$name.jsonl" \
     --json "$RESULTS/routing/$name.summary.json" "$@"
 }
 

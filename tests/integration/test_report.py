@@ -1,0 +1,276 @@
+"""`gemmshim report` (python/gemmshim/report.py): numbers from logs of known
+content, the trace checked against the trace event format
+(trace_format.py), the plot, bad lines, many logs, and a log the shim
+wrote over the stand-in."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import harness
+from trace_format import check_trace
+
+PYDIR = harness.ROOT / "python"
+REPORT = [sys.executable, "-m", "gemmshim.report"]
+T0 = 1_700_000_000_000_000_000  # a CLOCK_REALTIME ns value of 2023: where a double loses the ns
+
+
+def rec(**kw):
+    base = {"seq": 0, "t_ns": T0, "tid": 100, "api": "cublasGemmEx", "m": 4096, "n": 4096, "k": 4096, "batch": 1,
+            "transa": "T", "transb": "N", "a_type": "bf16", "b_type": "bf16", "c_type": "bf16",
+            "compute_type": "32f", "device": 0, "sm": "6.1", "stream": "0x10", "site": "00000000000000aa",
+            "decided": "ffma", "route": "ffma", "backend": "sgemm", "reason": "policy: rule 1",
+            "status": 0, "status_name": "CUBLAS_STATUS_SUCCESS", "dur_ns": 0}
+    base.update(kw)
+    return json.dumps(base, separators=(",", ":"))
+
+
+NATIVE_LT = dict(api="cublasLtMatmul", m=1024, n=1024, k=1024, c_type="fp32", d_type="fp32", decided="native",
+                 route="native", backend=None, reason="policy: rule 2", site="00000000000000bb")
+FP8 = dict(m=2048, n=2048, k=2048, decided="fp8", route="fp8", backend="own", reason="mode fp8", stream="0x20",
+           tid=101, site="00000000000000cc")
+
+
+def known_logs(tmp_path):
+    """Two ranks' logs. Rank 0: two ffma calls of one site (GPU times 2.0
+    and 1.8 ms, the first compared with native at 2.6 ms), a native Lt call,
+    a line of garbage, an fp8 call on another thread and stream (compared:
+    1.4 ms native), and an fp8 call that declined to native during graph
+    capture (no GPU time). Rank 1: one ffma call of the same site (2.2 ms,
+    native 2.8 ms), then a line cut off by a crash."""
+    r0 = "\n".join([
+        rec(seq=1, t_ns=T0, dur_ns=50_000, gpu_ns=2_000_000, gpu_ns_kernels=300_000, native_gpu_ns=2_600_000),
+        rec(seq=2, t_ns=T0 + 1_000_000, dur_ns=40_000, gpu_ns=1_800_000, gpu_ns_kernels=200_000),
+        rec(seq=3, t_ns=T0 + 6_000_000, dur_ns=30_000, gpu_ns=500_000, **NATIVE_LT),
+        "this is not json {",
+        rec(seq=4, t_ns=T0 + 6_500_000, dur_ns=20_000, gpu_ns=700_000, gpu_ns_kernels=100_000,
+            native_gpu_ns=1_400_000, **FP8),
+        rec(seq=5, t_ns=T0 + 7_000_000, dur_ns=10_000, gpu_skipped="graph capture",
+            **{**FP8, "route": "native", "backend": None, "reason": "mode fp8; fp8 declined: x; ran native"}),
+    ]) + "\n"
+    r1 = rec(seq=1, t_ns=T0 + 1_000_000, tid=200, dur_ns=60_000, gpu_ns=2_200_000, gpu_ns_kernels=250_000,
+             native_gpu_ns=2_800_000) + "\n" + '{"seq":2,"t_ns":17'
+    # A record without a backend has none in the log (log.c omits the key).
+    r0 = r0.replace(',"backend":null', "")
+    p0, p1 = tmp_path / "gs-rank0.jsonl", tmp_path / "gs-rank1.jsonl"
+    p0.write_text(r0)
+    p1.write_text(r1)
+    return p0, p1
+
+
+def report(*args, check=True, cwd=None):
+    env = dict(os.environ, PYTHONPATH=str(PYDIR))
+    p = subprocess.run([*REPORT, *map(str, args)], env=env, capture_output=True, text=True, timeout=300, cwd=cwd)
+    if check:
+        assert p.returncode == 0, f"exit {p.returncode}\n{p.stdout}\n{p.stderr}"
+    assert "Traceback" not in p.stderr, p.stderr
+    return p
+
+
+def rows(text, title):
+    """The rows of one printed table, each split on runs of spaces."""
+    lines = text.splitlines()
+    start = lines.index(title) + 2  # title, header
+    out = []
+    for line in lines[start:]:
+        if not line.startswith("  "):
+            break
+        out.append(line.split())
+    return out
+
+
+def test_summary_numbers_of_a_known_log(tmp_path):
+    p0, p1 = known_logs(tmp_path)
+    s = json.loads(report(tmp_path / "gs-rank*.jsonl", "--json", "-").stdout)
+    assert s["files"] == [str(p0), str(p1)]
+    assert s["calls"] == 6
+    assert s["time_sorted_by"] == "gpu_ns"
+    assert s["by_api_route_backend"] == [
+        {"api": "cublasGemmEx", "route": "ffma", "backend": "sgemm", "calls": 3, "host_ns": 150_000,
+         "gpu_calls": 3, "gpu_ns": 6_000_000, "gpu_ns_kernels": 750_000},
+        {"api": "cublasGemmEx", "route": "fp8", "backend": "own", "calls": 1, "host_ns": 20_000,
+         "gpu_calls": 1, "gpu_ns": 700_000, "gpu_ns_kernels": 100_000},
+        {"api": "cublasGemmEx", "route": "native", "backend": None, "calls": 1, "host_ns": 10_000,
+         "gpu_calls": 0, "gpu_ns": 0, "gpu_ns_kernels": 0},
+        {"api": "cublasLtMatmul", "route": "native", "backend": None, "calls": 1, "host_ns": 30_000,
+         "gpu_calls": 1, "gpu_ns": 500_000, "gpu_ns_kernels": 0},
+    ]
+    assert s["declines"] == [{"api": "cublasGemmEx", "decided": "fp8", "ran": "native",
+                              "reason": "mode fp8; fp8 declined: x; ran native", "calls": 1}]
+    assert [(d["route"], d["shape"], d["calls"], d["sites"], d["gpu_ns"]) for d in s["shapes"]] == [
+        ("ffma", "4096x4096x4096 bf16", 3, 1, 6_000_000),
+        ("fp8", "2048x2048x2048 bf16", 1, 1, 700_000),
+        ("native", "1024x1024x1024 bf16->fp32", 1, 1, 500_000),
+        ("native", "2048x2048x2048 bf16", 1, 1, 0),
+    ]
+    assert [(d["site"], d["gpu_ns"], d["calls"]) for d in s["top_sites"]] == [
+        ("00000000000000aa", 6_000_000, 3), ("00000000000000cc", 700_000, 1),
+        ("00000000000000bb", 500_000, 1), ("00000000000000cc", 0, 1)]
+    assert s["gpu_not_measured"] == {"graph capture": 1}
+    # ffma: route 6.0 ms / 3 calls = 2.0 ms; native (2.6 + 2.8) / 2 = 2.7 ms.
+    assert s["compare"] == [
+        {"route": "ffma", "shape": "4096x4096x4096 bf16", "route_calls": 3, "route_gpu_ns_mean": 2_000_000,
+         "native_samples": 2, "native_gpu_ns_mean": 2_700_000, "speedup": 1.35},
+        {"route": "fp8", "shape": "2048x2048x2048 bf16", "route_calls": 1, "route_gpu_ns_mean": 700_000,
+         "native_samples": 1, "native_gpu_ns_mean": 1_400_000, "speedup": 2.0},
+    ]
+    assert s["bad_lines"] == {
+        str(p0): {"count": 1, "first_line": 4, "why": "not JSON"},
+        str(p1): {"count": 1, "first_line": 2, "why": "cut off (no newline at the end)"},
+    }
+    assert s["statuses"] == {"CUBLAS_STATUS_SUCCESS": 6}
+    assert s["sites"] == {"ffma": 1, "native": 2, "fp8": 1}
+
+
+def test_tables_of_a_known_log(tmp_path):
+    p0, p1 = known_logs(tmp_path)
+    out = report(p0, p1).stdout
+    assert out.splitlines()[0] == "routing log: 6 calls from 2 file(s)"
+    assert f"  {p0}: 1 line(s) skipped, first at line 4 (not JSON)" in out.splitlines()
+    assert f"  {p1}: 1 line(s) skipped, first at line 2 (cut off (no newline at the end))" in out.splitlines()
+    assert rows(out, "calls by entry point, route, backend:") == [
+        ["cublasGemmEx", "ffma", "sgemm", "3", "0.150", "50.0", "6.000", "2000.0"],
+        ["cublasGemmEx", "fp8", "own", "1", "0.020", "20.0", "0.700", "700.0"],
+        ["cublasGemmEx", "native", "-", "1", "0.010", "10.0", "-", "-"],
+        ["cublasLtMatmul", "native", "-", "1", "0.030", "30.0", "0.500", "500.0"],
+    ]
+    assert rows(out, "top shapes by GPU time:")[0] == [
+        "ffma", "3", "1", "0.150", "50.0", "6.000", "2000.0", "0.750", "4096x4096x4096", "bf16"]
+    assert rows(out, "route vs native, measured in the same run (GPU us per call):") == [
+        ["ffma", "3", "2000.0", "2", "2700.0", "1.35x", "4096x4096x4096", "bf16"],
+        ["fp8", "1", "700.0", "1", "1400.0", "2.00x", "2048x2048x2048", "bf16"],
+    ]
+    assert "calls without GPU time: 1 graph capture" in out.splitlines()
+
+
+def test_trace_is_valid_and_has_one_track_per_thread_and_stream(tmp_path):
+    p0, p1 = known_logs(tmp_path)
+    out = tmp_path / "trace.json"
+    report(p0, p1, "--trace", out)
+    text = out.read_text()
+    assert check_trace(text) == []
+    doc = json.loads(text)
+    assert doc["otherData"]["t0_ns"] == T0
+    assert doc["displayTimeUnit"] == "ns"
+    ev = doc["traceEvents"]
+    host = [e for e in ev if e["ph"] == "X" and e["cat"].startswith("host,")]
+    gpu = [e for e in ev if e["ph"] == "X" and e["cat"].startswith("gpu,")]
+    assert len(host) == 6 and len(gpu) == 5
+    meta = {(e["pid"], e["tid"], e["name"]): e["args"] for e in ev if e["ph"] == "M"}
+    assert meta[(1, 0, "process_name")] == {"name": "gs-rank0.jsonl (log 1)"}
+    assert meta[(2, 0, "process_name")] == {"name": "gs-rank1.jsonl (log 2)"}
+    # Host tracks: a process's threads; GPU tracks: its streams.
+    assert {(e["pid"], e["tid"]) for e in host} == {(1, 100), (1, 101), (2, 200)}
+    streams = {(e["pid"], e["tid"]) for e in gpu}
+    assert {meta[(p, t, "thread_name")]["name"] for p, t in streams} == {"GPU stream 0x10", "GPU stream 0x20"}
+    assert len(streams) == 3  # rank 0: 0x10 and 0x20; rank 1: 0x10
+    first = host[0]
+    assert first["name"] == "ffma 4096x4096x4096 bf16 (cublasGemmEx)"
+    assert first["ts"] == 0.0 and first["dur"] == 50.0
+    for key, want in {"shape": "4096x4096x4096 bf16", "types": "bf16", "route": "ffma", "reason": "policy: rule 1",
+                      "site": "00000000000000aa", "backend": "sgemm", "gpu_ns": 2_000_000}.items():
+        assert first["args"][key] == want, key
+    # Rank 0, stream 0x10: the second ffma call was launched at 1.0 ms
+    # while the first ran until 2.0 ms: a stream runs in order, so it starts
+    # at 2.0 ms and lasts its 1.8 ms; the native call launched at 6.0 ms.
+    s10 = sorted((e["ts"], e["dur"]) for e in gpu if (e["pid"], meta[(e["pid"], e["tid"], "thread_name")]["name"])
+                 == (1, "GPU stream 0x10"))
+    assert s10 == [(0.0, 2000.0), (2000.0, 1800.0), (6000.0, 500.0)]
+    assert all(e["args"]["gpu_start"].startswith("placed after") for e in gpu)
+
+
+def test_trace_uses_the_gpu_start_when_the_log_has_it(tmp_path):
+    p = tmp_path / "log.jsonl"
+    p.write_text(rec(seq=1, t_ns=T0, dur_ns=1000, gpu_ns=5000, gpu_t_ns=T0 + 7000) + "\n")
+    out = tmp_path / "t.json"
+    report(p, "--trace", out)
+    gpu = [e for e in json.loads(out.read_text())["traceEvents"] if e.get("cat", "").startswith("gpu,")]
+    assert [(e["ts"], e["dur"]) for e in gpu] == [(7.0, 5.0)]
+    assert "gpu_start" not in gpu[0]["args"]
+
+
+def test_the_trace_checker_finds_what_the_format_forbids():
+    # The checker must fail on what it exists to catch.
+    ok = {"ph": "X", "name": "a", "ts": 0, "dur": 10, "pid": 1, "tid": 1}
+    assert check_trace(json.dumps({"traceEvents": [ok]})) == []
+    assert check_trace(json.dumps([ok]))  # the array form is not what we write
+    assert check_trace(json.dumps({"traceEvents": [dict(ok, dur=-1)]}))
+    assert check_trace(json.dumps({"traceEvents": [dict(ok, ph="Q")]}))
+    assert check_trace(json.dumps({"traceEvents": [dict(ok, tid="main")]}))
+    assert check_trace('{"traceEvents":[{"ph":"X","name":"a","ts":NaN,"dur":1,"pid":1,"tid":1}]}')
+    assert check_trace(json.dumps({"traceEvents": [ok, dict(ok, ts=5)]}))  # overlap without nesting
+    assert check_trace(json.dumps({"traceEvents": [ok, dict(ok, ts=2, dur=3)]})) == []  # nested
+    assert check_trace(json.dumps({"traceEvents": [{"ph": "M", "name": "thread_name", "pid": 1, "tid": 1,
+                                                    "args": {}}]}))
+
+
+def test_plot_is_a_png(tmp_path):
+    p0, p1 = known_logs(tmp_path)
+    out = tmp_path / "plot.png"
+    r = report(p0, p1, "--plot", out)
+    assert f"plot: {out}" in r.stdout.splitlines()
+    data = out.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n"  # PNG signature (RFC 2083, section 3.1)
+    assert len(data) > 10_000
+
+
+def test_steps_and_expectations(tmp_path):
+    p0, p1 = known_logs(tmp_path)
+    steps = tmp_path / "train.out"
+    steps.write_text("step 0 loss 1\n" + json.dumps({"step_start_ns": [T0, T0 + 5_000_000]}) + "\n")
+    s = json.loads(report(p0, p1, "--steps", steps, "--json", "-").stdout)
+    assert s["steps"] == [
+        {"step": 0, "calls": 3, "by_route": {"ffma": 3}, "sites_by_route": {"ffma": 1}},
+        {"step": 1, "calls": 3, "by_route": {"native": 2, "fp8": 1}, "sites_by_route": {"native": 2, "fp8": 1}},
+    ]
+    r = report(p0, p1, "--expect", "cublasGemmEx=ffma/sgemm", "--expect-some", "cublasLtMatmul=native", check=False)
+    assert r.returncode == 1
+    fails = [l for l in r.stdout.splitlines() if l.startswith("FAIL")]
+    assert fails == ["FAIL --expect cublasGemmEx=ffma/sgemm: 2 of 5 calls did not; e.g. "
+                     "1x route=fp8 backend=own reason='mode fp8'; "
+                     "1x route=native backend=None reason='mode fp8; fp8 declined: x; ran native'"]
+    r = report(p0, p1, "--expect", "cublasLtMatmul=native", "--expect-some", "cublasGemmEx=fp8/own")
+    assert "expectations: all met" in r.stdout.splitlines()
+
+
+def test_missing_log_and_bad_arguments_are_one_message(tmp_path):
+    r = report(tmp_path / "nope.jsonl", check=False)
+    assert r.returncode == 2
+    assert r.stderr.strip() == f"gemmshim report: {tmp_path / 'nope.jsonl'}: No such file or directory"
+    r = report(tmp_path / "nope.jsonl", "--top", "0", check=False)
+    assert r.returncode == 2 and "--top: expected a positive number of rows, got 0" in r.stderr
+
+
+def test_summarize_log_script_is_the_report(tmp_path):
+    p0, p1 = known_logs(tmp_path)
+    script = subprocess.run([sys.executable, str(harness.ROOT / "scripts" / "summarize_log.py"), p0, p1],
+                            capture_output=True, text=True, timeout=120)
+    assert script.returncode == 0, script.stderr
+    assert script.stdout == report(p0, p1).stdout
+
+
+def test_report_of_a_log_the_shim_wrote(tmp_path, shim, standin, clients):
+    """The keys the report reads are the ones log.c writes: a run of the
+    ffma route on the stand-in (sm_61), checked call for call."""
+    log = tmp_path / "gs-%p.jsonl"
+    r = harness.run_ok(harness.client_argv("linked", 13, "--api=cublasGemmEx,cublasLtMatmul", "--type=bf16",
+                                           "--invalid=0"),
+                       standin[13], shim=True,
+                       env={"GEMMSHIM_LOG": str(log), "STANDIN_CC": "6.1", "GEMMSHIM_FFMA_MIN_FLOPS": "0"})
+    path = tmp_path / f"gs-{r.pid}.jsonl"
+    records = harness.read_log(path)
+    assert len(records) == len(r.calls) > 0
+    s = json.loads(report(path, "--json", "-").stdout)
+    assert s["calls"] == len(records)
+    assert s["bad_lines"] == {}
+    want = {}
+    for x in records:
+        key = (x["api"], x["route"], x.get("backend"))
+        calls, host = want.get(key, (0, 0))
+        want[key] = (calls + 1, host + x["dur_ns"])
+    got = {(d["api"], d["route"], d["backend"]): (d["calls"], d["host_ns"]) for d in s["by_api_route_backend"]}
+    assert got == want
+    assert any(route == "ffma" for _, route, _ in got)
+    assert s["time_sorted_by"] == "host_ns"
