@@ -79,9 +79,10 @@ ROUTES = OrderedDict(
     ]
 )
 
-# The calls the routing log itself makes (opening its file, its buffers,
-# its flusher thread, %h, writing): failing them may lose records.
-LOG_ENTRIES = {"open", "write", "close", "malloc", "calloc", "pthread_create", "gethostname"}
+# The calls the routing log itself makes (opening and checking its file,
+# its buffers, its flusher thread, %h, writing): failing them may lose
+# records.
+LOG_ENTRIES = {"open", "fstat", "fcntl", "poll", "write", "close", "malloc", "calloc", "pthread_create", "gethostname"}
 
 # cuda.h / cublas_api.h values of the failure values sys.h gives.
 FAIL_VALUES = {
