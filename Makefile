@@ -68,9 +68,11 @@ include tests/unit/unit.mk
 include tests/integration/integration.mk
 include tests/integration/fp8.mk
 include tests/integration/ffma.mk
+include tests/integration/proc.mk
 include tests/fuzz/fuzz.mk
 include tests/faults/faults.mk
 include tests/valgrind/valgrind.mk
+include tests/lifecycle/lifecycle.mk
 -include tests/bench/bench.mk
 include demo/demo.mk
 

@@ -7,8 +7,9 @@ reaching the injected call (the shim's exit report says "0 failed").
 
 The operation is ffma_client_cu13 with one GEMM through each of the seven
 hooked entry points, and a second cublasGemmEx at the same call site (an
-fp8 site's steady state), under the preloaded shim with a policy file and
-a routing log whose name holds %h, over the CPU stand-in. Every result is
+fp8 site's steady state), under the preloaded shim with a policy file, a
+routing log whose name holds %h and INFO debug output, over the CPU
+stand-in. Every result is
 checked by the client against float64 (--fp8: fp8 tolerance and SQNR).
 
 Each run must end in one of:
@@ -155,7 +156,10 @@ class Loop:
         d.mkdir(parents=True, exist_ok=True)
         for f in d.iterdir():
             f.unlink()
+        # INFO: the options, the policy and the exit summary go to the
+        # debug output, so its writes are part of the operation too.
         full = {**env, "GEMMSHIM_POLICY": str(self.policy), "GEMMSHIM_LOG": str(d / "log.%h.jsonl"),
+                "GEMMSHIM_DEBUG": "INFO",
                 "STANDIN_COUNTS": str(d / "counts")}
         if fault:
             full["GEMMSHIM_FAULT"] = fault

@@ -23,13 +23,10 @@ FUZZ_SECONDS ?= 60
 FUZZ_CHECK_SECONDS ?= 2
 # make fuzz writes its figures into this file's generated section.
 FUZZ_DOC ?= docs/reliability.md
-# The option fuzzer's message contract: values escaped and cut in messages,
-# numbers without blanks or signs (see fuzz_options.c).
-FUZZ_OPTIONS_CONTRACT ?= 0
 
 FUZZ_SAN    := -fsanitize=address,undefined -fno-sanitize-recover=undefined
 FUZZ_CFLAGS := -O1 -g -std=gnu11 -fPIC -pthread $(WARN) -isystem $(CUDA)/include $(FUZZ_SAN) \
-  -fno-omit-frame-pointer -DOPTIONS_MESSAGE_CONTRACT=$(FUZZ_OPTIONS_CONTRACT)
+  -fno-omit-frame-pointer
 # The shim's objects minus the hooks (as the unit tests link them), built
 # again with coverage instrumentation.
 FUZZ_SHIM_SRC := $(filter-out shim/hooks.c,$(SHIM_SRC))
