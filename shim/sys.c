@@ -134,7 +134,7 @@ int gs_fault_parse(const char *spec, char *err, size_t errlen) {
 }
 
 /* At exit, after the shim's own shutdown (a destructor of lower priority
- * runs later): one line per entry GEMMSHIM_FAULT named, e.g.
+ * runs later), at INFO: one line per entry GEMMSHIM_FAULT named, e.g.
  *     GEMMSHIM_FAULT write:3+: 7 calls while armed, 5 failed
  * "0 failed" means the operation completed without reaching the fault.
  * Faults are disarmed first, so the report's own write is not failed; only
@@ -149,6 +149,6 @@ __attribute__((destructor(101))) static void gs_fault_report(void) {
   gs_fault_clear();
   for (int i = 0; i < GS_SYS_COUNT; i++)
     if (fault_spec_n[i])
-      GS_WARN("GEMMSHIM_FAULT %s:%u%s: %llu calls while armed, %llu failed", gs_sys_names[i], fault_spec_n[i],
+      GS_INFO("GEMMSHIM_FAULT %s:%u%s: %llu calls while armed, %llu failed", gs_sys_names[i], fault_spec_n[i],
               fault_spec_persistent[i] ? "+" : "", calls[i], failed[i]);
 }

@@ -157,7 +157,8 @@ class Loop:
         for f in d.iterdir():
             f.unlink()
         # INFO: the options, the policy and the exit summary go to the
-        # debug output, so its writes are part of the operation too.
+        # debug output, so its writes are part of the operation too; and
+        # the fault report at exit is an INFO line.
         full = {**env, "GEMMSHIM_POLICY": str(self.policy), "GEMMSHIM_LOG": str(d / "log.%h.jsonl"),
                 "GEMMSHIM_DEBUG": "INFO",
                 "STANDIN_COUNTS": str(d / "counts")}

@@ -187,8 +187,11 @@ def strace_run(argv, tmp_path, tag, preload, env):
     full = {k: v for k, v in os.environ.items() if not k.startswith(("GEMMSHIM_", "LD_PRELOAD"))}
     full.update(env)
     cmd = [STRACE, "-f", "-qq", "-o", str(trace), "-e", "trace=open,openat,openat2,creat,clone,clone3,fork,vfork"]
-    if preload:
-        cmd += ["-E", f"LD_PRELOAD={harness.SHIM}"]
+    # A sanitizer build's runtime goes first, with and without the shim, so
+    # that what differs is the shim's.
+    preloads = [*harness.PRELOAD_PREFIX, *([str(harness.SHIM)] if preload else [])]
+    if preloads:
+        cmd += ["-E", "LD_PRELOAD=" + ":".join(preloads)]
     p = subprocess.run(cmd + argv, env=full, cwd=tmp_path, capture_output=True, text=True, timeout=60)
     opened, threads = set(), 0
     for line in trace.read_text().splitlines():
