@@ -213,7 +213,6 @@ ENVS = {
 }
 
 
-@pytest.mark.skipif(STRACE is None, reason="strace is not installed (the set-up script installs it)")
 @pytest.mark.parametrize("env_name", list(ENVS))
 @pytest.mark.parametrize("name", list(PROGRAMS))
 def test_preloaded_into_a_program_without_cuda(tmp_path, name, env_name):
@@ -222,6 +221,7 @@ def test_preloaded_into_a_program_without_cuda(tmp_path, name, env_name):
     starts no thread and opens nothing but itself, and no log or debug file
     appears (a process that makes no GEMM call creates no file)."""
     harness.require_built([harness.SHIM])
+    assert STRACE, "strace is not installed (scripts/setup.sh installs it)"
     env = ENVS[env_name](tmp_path)
     base, base_opened, base_threads = strace_run(PROGRAMS[name], tmp_path, "without", False, env)
     got, opened, threads = strace_run(PROGRAMS[name], tmp_path, "with", True, env)
