@@ -73,12 +73,19 @@ $(BUILD)/tests/unit/test_kernels: $(KERNELS_HOST_SO) $(BUILD)/standin/cu13/libcu
 # Every plain sm_XY that this ptxas lists (CUDA 13: sm_75 and up; it refuses
 # sm_61 itself but assembles .target sm_61 PTX for any newer GPU), from the
 # file's own target up (an sm_89 file is assembled for sm_89 and newer only).
+# KERNELS_PTX_CHECK_ARCHS="sm_61 sm_90" checks only those (each must be one
+# this ptxas lists): a quicker second check with another ptxas.
+KERNELS_PTX_CHECK_ARCHS ?=
 .PHONY: kernels-ptx-check
 kernels-ptx-check: $(KERNELS_PTX)
 	@if [ ! -x "$(PTXAS)" ]; then \
 	  echo "kernels-ptx-check: FAILED: no ptxas at $(PTXAS) (the CUDA toolkit's; set CUDA= or PTXAS=)"; exit 1; fi
 	@set -e; all=$$($(PTXAS) --help | grep -o "'sm_[0-9]*'" | tr -d "'" | sort -u -V); \
 	if [ -z "$$all" ]; then echo "kernels-ptx-check: FAILED: $(PTXAS) --help lists no sm_ targets"; exit 1; fi; \
+	if [ -n "$(KERNELS_PTX_CHECK_ARCHS)" ]; then \
+	  for a in $(KERNELS_PTX_CHECK_ARCHS); do case " $$(echo $$all) " in *" $$a "*) ;; *) \
+	    echo "kernels-ptx-check: FAILED: KERNELS_PTX_CHECK_ARCHS has $$a, which $(PTXAS) does not list"; exit 1;; esac; done; \
+	  all="$(KERNELS_PTX_CHECK_ARCHS)"; fi; \
 	$(foreach f,$(patsubst kernels/%.cu,%,$(KERNELS_CU)),\
 	  ptx=$(BUILD)/kernels/$f.ptx; want_v=".version $(call kernels_isa,$f)"; want_t=".target $(call kernels_target,$f)"; \
 	  v=$$(grep -m1 '^\.version' $$ptx); t=$$(grep -m1 '^\.target' $$ptx); \

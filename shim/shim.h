@@ -8,7 +8,7 @@
  *   decode.c     arguments and Lt descriptors -> gs_gemm
  *   device.c     stream -> context -> device and compute capability
  *   decide.c     mode + policy table -> route and reason
- *   site.c       call-site ids
+ *   site.c       call-site ids; which object a call comes from
  *   route_*.c    one file per route
  *   log.c        the per-call routing log (JSON lines) and exit summary
  *   debug.c      WARN/INFO/TRACE messages to stderr or GEMMSHIM_DEBUG_FILE
@@ -127,6 +127,19 @@ extern policy_table gs_policy;
 
 void options_init(void);          /* reads the environment; never fails */
 void options_print(void);         /* INFO: every effective option */
+/* What options_init would complain about, without opening any output:
+ * each problem (the same one-line message) goes to report, and the count
+ * is returned. Leaves gs_opt and gs_policy as options_init would. For the
+ * launcher, which refuses to start a program the shim would run
+ * pass-through. */
+typedef void (*options_problem_fn)(const char *message, void *arg);
+int options_check(options_problem_fn report, void *arg);
+/* Read and parse the policy file at path into t (built-in rules only when
+ * it fails). Returns 0, or -1 with the message in err. */
+int options_read_policy(const char *path, policy_table *t, char *err, size_t errlen);
+/* Option i of the table: its name, and its default, one-line meaning and
+ * whether it is a path (each pointer may be NULL); NULL past the end. */
+const char *options_describe(size_t i, const char **def, const char **meaning, int *is_path);
 /* Parse helpers shared by every option (and by tests). Each returns 0 on
  * success, -1 with a message in err naming var, what was expected and the
  * value used instead. */
@@ -259,5 +272,10 @@ int route_fp8(gs_call *c);
 /* ------------------------------------------------------------------------ */
 /* "site.c" */
 uint64_t site_id(const void *caller, const gs_gemm *g);
+/* Who made the call whose return address is caller: GS_CALLER_APP, or the
+ * NVIDIA library it lies in, with *object set to that object's file name
+ * (e.g. "libcusolver.so.12"; static storage). Cached per thread and
+ * caller: no loader call after the first. */
+gs_caller site_caller(const void *caller, const char **object);
 
 #endif
