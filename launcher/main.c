@@ -32,7 +32,7 @@ static void usage_line(FILE *f) {
   fprintf(f,
           "usage: " PROG " [options] [--] command [args...]\n"
           "       " PROG " policy check FILE\n"
-          "       " PROG " policy explain --sm X.Y --ab TYPE --c TYPE --compute TYPE --api NAME [--policy FILE]\n"
+          "       " PROG " policy explain --sm X.Y --ab TYPE --c TYPE --compute TYPE --api NAME [--caller NAME] [--policy FILE]\n"
           "       " PROG " report [args...]\n"
           "       " PROG " --version | --help | --print-lib\n");
 }
@@ -213,10 +213,11 @@ int main(int argc, char **argv) {
       i++;
       break;
     }
-    if (strcmp(a, "--help") == 0) {
+    if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
       print_help();
       return 0;
     }
+    if (strcmp(a, "-V") == 0) a = "--version";
     if (strcmp(a, "--version") == 0 || strcmp(a, "--print-lib") == 0) {
       if (locate_library(lib, sizeof lib, err, sizeof err) != 0) {
         fprintf(stderr, PROG ": %s\n", err);

@@ -130,18 +130,34 @@ static int explain(int argc, char **argv) {
                {"--c", &c},             {"--compute", &compute}, {"--api", &api}, {"--caller", &caller},
                {"--policy", &policy}};
   for (int i = 1; i < argc; i++) {
+    /* --flag VALUE or --flag=VALUE, as the launcher's own options take. */
+    const char *eq = strchr(argv[i], '=');
+    size_t name_len = eq ? (size_t)(eq - argv[i]) : strlen(argv[i]);
     size_t f = 0;
     for (; f < sizeof flags / sizeof flags[0]; f++)
-      if (strcmp(argv[i], flags[f].flag) == 0) break;
-    if (f == sizeof flags / sizeof flags[0]) return usage_error("explain: unknown argument '%s'", argv[i]);
+      if (strlen(flags[f].flag) == name_len && strncmp(argv[i], flags[f].flag, name_len) == 0) break;
+    if (f == sizeof flags / sizeof flags[0])
+      return usage_error("explain: unknown argument '%s'; expected --sm, --ab (or --a and --b), --c, --compute,"
+                         " --api, --caller or --policy", argv[i]);
+    if (eq) {
+      *flags[f].value = eq + 1;
+      continue;
+    }
     if (i + 1 >= argc) return usage_error("explain: %s needs a value", argv[i]);
     *flags[f].value = argv[++i];
   }
   if (ab && (a || b)) return usage_error("explain: --ab with --a or --b; expected --ab TYPE, or --a TYPE --b TYPE");
+  const char *a_flag = ab ? "--ab" : "--a", *b_flag = ab ? "--ab" : "--b";
   if (ab) a = b = ab;
-  const char *missing = !sm ? "--sm" : !a ? "--ab (or --a)" : !b ? "--b" : !c ? "--c" : !compute ? "--compute"
-                        : !api ? "--api" : NULL;
-  if (missing) return usage_error("explain: %s missing; expected every key the policy is matched on", missing);
+  char missing[128] = "";
+  const struct {
+    const char *value, *flag;
+  } needed[] = {{sm, "--sm"}, {a, "--ab (or --a)"}, {b, "--b"}, {c, "--c"}, {compute, "--compute"}, {api, "--api"}};
+  for (size_t i = 0; i < sizeof needed / sizeof needed[0]; i++)
+    if (!needed[i].value && !(i == 2 && !a))  /* a missing --ab is named once */
+      snprintf(missing + strlen(missing), sizeof missing - strlen(missing), "%s%s", *missing ? ", " : "",
+               needed[i].flag);
+  if (*missing) return usage_error("explain: %s missing; expected every key the policy is matched on", missing);
 
   policy_key k;
   int v;
@@ -151,8 +167,8 @@ static int explain(int argc, char **argv) {
     fprintf(stderr, CMD " explain: --sm '%s': expected major.minor like 6.1 or 9.0, or unknown\n", sm);
     return LAUNCH_EXIT_USAGE;
   }
-  if (parse_named("--a", a, gs_type_parse, gs_type_name, 0, 64, &k.a_type) ||
-      parse_named("--b", b, gs_type_parse, gs_type_name, 0, 64, &k.b_type) ||
+  if (parse_named(a_flag, a, gs_type_parse, gs_type_name, 0, 64, &k.a_type) ||
+      parse_named(b_flag, b, gs_type_parse, gs_type_name, 0, 64, &k.b_type) ||
       parse_named("--c", c, gs_type_parse, gs_type_name, 0, 64, &k.c_type) ||
       parse_named("--compute", compute, gs_compute_parse, gs_compute_name, 64, 64, &k.compute_type) ||
       parse_named("--api", api, gs_api_parse, api_name_of, 0, GS_API_COUNT, &v))

@@ -45,6 +45,15 @@ static char library_objects[LIBRARY_OBJECTS][OBJECT_NAME_MAX];
 static _Atomic unsigned library_object_count;
 static pthread_mutex_t library_objects_lock = PTHREAD_MUTEX_INITIALIZER;
 
+/* Held only while a name is appended; a child forked while another thread
+ * held it gets a fresh one (the names already published stay valid).
+ * Registered at load, never inside a fork handler. */
+static void library_objects_after_fork_child(void) { pthread_mutex_init(&library_objects_lock, NULL); }
+
+__attribute__((constructor)) static void library_objects_register_fork(void) {
+  pthread_atfork(NULL, NULL, library_objects_after_fork_child);
+}
+
 static unsigned library_object_index(const char *base) {
   unsigned n = atomic_load_explicit(&library_object_count, memory_order_acquire);
   for (unsigned i = 0; i < n; i++)

@@ -744,6 +744,9 @@ def main(argv=None):
             print(f"{PROG}: {path}: {e.strerror}", file=sys.stderr)
     if trace:
         trace.close()
+    if len(unreadable) == len(files):
+        # Nothing to summarise: no tables of "(none)" under the errors.
+        return 2
 
     s = summary.as_json(args.top)
     s["files"] = files

@@ -37,7 +37,7 @@ SHIM_WARNING = re.compile(r"^gemmshim \S+ WARN (.*); running pass-through \(ever
 USAGE = (
     "usage: gemmshim [options] [--] command [args...]\n"
     "       gemmshim policy check FILE\n"
-    "       gemmshim policy explain --sm X.Y --ab TYPE --c TYPE --compute TYPE --api NAME [--policy FILE]\n"
+    "       gemmshim policy explain --sm X.Y --ab TYPE --c TYPE --compute TYPE --api NAME [--caller NAME] [--policy FILE]\n"
     "       gemmshim report [args...]\n"
     "       gemmshim --version | --help | --print-lib\n"
 )
@@ -81,12 +81,14 @@ def test_print_lib_and_version(launcher, standin):
     version = re.search(r'gemmshim_version\[\] = "([^"]+)"', (ROOT / "shim" / "resolve.c").read_text()).group(1)
     r = launch(["--version"], standin)
     assert (r.returncode, r.stdout, r.stderr) == (0, f"{version}\nlibrary: {LIB}\n", ""), r.describe()
+    assert launch(["-V"], standin).stdout == r.stdout
 
 
 def test_help_lists_every_option_of_the_shims_table(launcher, standin):
     r = launch(["--help"], standin)
     assert r.returncode == 0 and r.stderr == "", r.describe()
     assert r.stdout.startswith(USAGE)
+    assert launch(["-h"], standin).stdout == r.stdout
     listed = re.findall(r"^  (--[a-z0-9-]+) +(GEMMSHIM_[A-Z0-9_]+), default '", r.stdout, re.M)
     assert listed == [(flag_of(v), v) for v in shim_options()]
     assert ("--mode", "GEMMSHIM_MODE") in listed and ("--fp8-format", "GEMMSHIM_FP8_FORMAT") in listed
@@ -370,8 +372,20 @@ def test_policy_explain_errors(launcher, standin):
         assert (r.returncode, r.stdout, r.stderr) == (2, "", message), r.describe()
     r = launch(base[:4], standin)
     assert r.returncode == 2
-    assert r.stderr.startswith("gemmshim policy: explain: --ab (or --a) missing; expected every key the policy "
-                               "is matched on\n")
+    assert r.stderr.startswith("gemmshim policy: explain: --ab (or --a), --c, --compute, --api missing; expected "
+                               "every key the policy is matched on\n")
+    # The type named as the user typed it; --flag=value as the launcher's options take it.
+    args = list(base)
+    args[args.index("--ab") + 1] = "bf17"
+    r = launch(args, standin)
+    assert r.returncode == 2 and r.stderr.startswith("gemmshim policy explain: --ab 'bf17': expected "), r.stderr
+    r = launch(["policy", "explain", "--sm=9.0", "--ab=bf16", "--c=bf16", "--compute=32f", "--api=cublasGemmEx"],
+               standin)
+    assert r.returncode == 0 and r.stdout.endswith("route: native (policy: built-in rule 2 (native))\n"), r.stdout
+    r = launch(["policy", "explain", "--size", "1"], standin)
+    assert r.returncode == 2 and r.stderr.startswith(
+        "gemmshim policy: explain: unknown argument '--size'; expected --sm, --ab (or --a and --b), --c, --compute,"
+        " --api, --caller or --policy\n"), r.stderr
 
 
 @pytest.mark.parametrize("policy_text", [None, "ffma sm=6.1 ab=fp16\nnative api=cublasGemmStridedBatchedEx\n"])
