@@ -78,7 +78,7 @@ static const opt_def options[] = {
      &gs_opt.fp8_backend, fp8_backend_names, 0, 0},
     {"GEMMSHIM_FP8_HISTORY", OPT_U64, "16", "amax history length per call site and operand",
      &gs_opt.fp8_history, NULL, 1, 4096},
-    {"GEMMSHIM_FP8_MARGIN", OPT_U64, "0", "scale = max(amax history) / fp8 max / 2^margin",
+    {"GEMMSHIM_FP8_MARGIN", OPT_U64, "0", "headroom in powers of 2, as TransformerEngine's margin: scale = max(amax history) * 2^margin / fp8 max",
      &gs_opt.fp8_margin, NULL, 0, 64},
     {"GEMMSHIM_FP8_MAX_SITES", OPT_U64, "4096",
      "most fp8 call sites kept; the least recently used is evicted", &gs_opt.fp8_max_sites, NULL, 1, 1048576},

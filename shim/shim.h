@@ -70,6 +70,8 @@ typedef struct gs_call {
   int tid;
   int device;          /* CUdevice ordinal, -1 unknown */
   void *ctx;           /* CUcontext of the call's stream, NULL unknown */
+  unsigned long long ctx_id; /* cuCtxGetId of ctx (0: the driver has none); a
+                              * new context at an old address has a new id */
   int sm;              /* major*10+minor, -1 unknown */
   uint64_t site;
   uint32_t site_flags; /* GS_SITE_NEW, ... (fp8 sites) */
@@ -117,7 +119,7 @@ typedef struct gs_options {
   int fp8_format;            /* GS_FP8_FORMAT_* */
   int fp8_backend;           /* GS_FP8_BACKEND_* */
   uint64_t fp8_history;      /* amax history length per site and operand */
-  uint64_t fp8_margin;       /* scale = max(history) / fmt_max / 2^margin */
+  uint64_t fp8_margin;       /* headroom: scale = max(history) * 2^margin / fmt_max */
   uint64_t fp8_max_sites;    /* site table bound; least recently used evicted */
   uint64_t fp8_max_bytes;    /* transient memory one fp8 call may take */
 } gs_options;
@@ -277,5 +279,8 @@ uint64_t site_id(const void *caller, const gs_gemm *g);
  * (e.g. "libcusolver.so.12"; static storage). Cached per thread and
  * caller: no loader call after the first. */
 gs_caller site_caller(const void *caller, const char **object);
+/* For tests: take (1: trylock, its result) or give back (0) the lock that
+ * guards the library object names. */
+int site_objects_lock_for_tests(int take);
 
 #endif

@@ -5,11 +5,12 @@
 
 LOG may be a glob ('/tmp/gs-*.jsonl'): one file per process, as `%p` or `%r`
 in GEMMSHIM_LOG gives for every rank of a torchrun job. Without options it
-prints summary tables: calls, host time (`dur_ns`) and GPU time (`gpu_ns`,
-with GEMMSHIM_LOG_GPU_TIME=1) by entry point, route, backend and reason; the
-top shapes and call sites by GPU time (host time where the log has no GPU
-time); and, for logs written with GEMMSHIM_COMPARE=1, each route's time per
-shape next to the native time measured in the same run.
+prints summary tables: calls, host time (`dur_ns`) and, where records carry
+it, GPU time (`gpu_ns`) by entry point, route, backend and reason; the top
+shapes and call sites by GPU time (host time where the log has no GPU time);
+and, where records carry native measurements (`native_gpu_ns`), each route's
+time per shape next to the native time measured in the same run. This
+version of the library writes host time only.
 
   --trace OUT.json   the calls in the Chrome trace event format, for
                      ui.perfetto.dev or chrome://tracing: one track per
@@ -141,7 +142,7 @@ def shape_of(rec):
 
 class Tally:
     """Calls, host time, GPU time where measured (and the shim's kernels'
-    part of it), and native GPU time samples (GEMMSHIM_COMPARE) of a group."""
+    part of it), and native GPU time samples (native_gpu_ns) of a group."""
 
     __slots__ = ("calls", "host_ns", "gpu_calls", "gpu_ns", "kern_ns", "native_n", "native_ns")
 
@@ -358,7 +359,7 @@ def print_summary(out, s, files, bad, top):
                 [(d["site"], d["route"], d["api"], d["calls"], *time_cols(d), d["shape"]) for d in s["top_sites"]],
                 ("site", "route", "api", "calls", *TIME_HDR, "shape"))
     if s["time_sorted_by"] != "gpu_ns":
-        print("GPU time: not in the log (run with GEMMSHIM_LOG_GPU_TIME=1)", file=out)
+        print("GPU time: not in the log (this library version records host time, dur_ns, only)", file=out)
     elif s["gpu_not_measured"]:
         print("calls without GPU time: " + ", ".join(f"{n} {why}" for why, n in sorted(s["gpu_not_measured"].items())),
               file=out)
@@ -369,7 +370,7 @@ def print_summary(out, s, files, bad, top):
                       f"{d['speedup']:.2f}x" if d["speedup"] else "-", d["shape"]) for d in s["compare"]],
                     ("route", "calls", "route us", "native runs", "native us", "speedup", "shape"))
     elif s["time_sorted_by"] == "gpu_ns":
-        print("route vs native: no native measurements in the log (run with GEMMSHIM_COMPARE=1)", file=out)
+        print("route vs native: no native measurements in the log", file=out)
 
 
 # ---- trace ----------------------------------------------------------------------
@@ -573,7 +574,7 @@ def write_plot(path, summary, data, top):
     ax.set_ylabel(f"{'GPU' if by_gpu else 'host'} us per call")
     ax.set_title(f"{what} per call over the run")
 
-    # 3. measured speedup per shape (GEMMSHIM_COMPARE=1).
+    # 3. measured speedup per shape (records with native_gpu_ns).
     if compare:
         ax = axes[2]
         rows = sorted(compare, key=lambda d: d["speedup"] or 0)[-top:]

@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """Host cost of the shim per intercepted call, over the CPU stand-in.
 
-For each entry point (cublasGemmEx, cublasLtMatmul) and each setting
+For each entry point (cublasGemmEx, cublasLtMatmul; cublasGemmEx again in a
+process that destroyed 2000 handles first, whose per-call cost must be the
+same) and each setting
 (without the shim, shim with the log off, shim with the log on) it measures
   * instructions per call with valgrind's callgrind: the difference between
     a run of N2 and a run of N1 calls, divided by N2 - N1, so load-time work
@@ -77,7 +79,7 @@ def main():
     have_strace = shutil.which("strace") is not None
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
-        for api in ("gemm", "lt"):
+        for api in ("gemm", "gemm-dead", "lt"):
             base = {}
             for s in settings:
                 env = env_for(s, tmp)
@@ -90,7 +92,8 @@ def main():
                 if s == "no shim":
                     base = {"ins": ins, "ns": ns}
                 rows.append((api, s, ins, ins - base["ins"], ns, ns - base["ns"], sc))
-    name = {"gemm": "cublasGemmEx", "lt": "cublasLtMatmul"}
+    name = {"gemm": "cublasGemmEx", "gemm-dead": "cublasGemmEx, 2000 handles destroyed before",
+            "lt": "cublasLtMatmul"}
     print("| entry point | setting | instructions/call | added by shim | ns/call | added ns | syscalls/call |")
     print("|---|---|---:|---:|---:|---:|---:|")
     for api, s, ins, dins, ns, dns, sc in rows:
