@@ -85,13 +85,16 @@ ROUTES = OrderedDict(
 # records.
 LOG_ENTRIES = {"open", "fstat", "fcntl", "poll", "write", "close", "malloc", "calloc", "pthread_create", "gethostname"}
 
-# cuda.h / cublas_api.h values of the failure values sys.h gives.
+# cuda.h / cublas_api.h values of the failure values sys.h gives (sys.h
+# says which document names each one for its call).
 FAIL_VALUES = {
     "CUDA_ERROR_UNKNOWN": 999,
     "CUDA_ERROR_OUT_OF_MEMORY": 2,
-    "CUBLAS_STATUS_INTERNAL_ERROR": 14,
-    "CUBLAS_STATUS_ALLOC_FAILED": 3,
     "CUBLAS_STATUS_NOT_INITIALIZED": 1,
+    "CUBLAS_STATUS_ALLOC_FAILED": 3,
+    "CUBLAS_STATUS_INVALID_VALUE": 7,
+    "CUBLAS_STATUS_EXECUTION_FAILED": 13,
+    "CUBLAS_STATUS_INTERNAL_ERROR": 14,
 }
 POLICY = "# a policy file, so that reading one is part of the operation\nnative sm=1.0\n"
 REPORT = re.compile(r"GEMMSHIM_FAULT (\w+):(\d+)(\+?): (\d+) calls while armed, (\d+) failed$")
@@ -113,11 +116,9 @@ class Failure(Exception):
 
 
 # Reasons that say what failed without naming the call: the only call
-# behind each (decode_lt's getters, the fp8 rings' memsets, the handle's
-# pointer mode, dlopen of the driver).
+# behind each (the fp8 rings' memsets, the handle's pointer mode, dlopen
+# of the driver).
 REASON_OF = {
-    "cublasLtMatmulDescGetAttribute": ["arguments could not be decoded"],
-    "cublasLtMatrixLayoutGetAttribute": ["arguments could not be decoded"],
     "cuMemsetD8Async": ["fp8 rings (memset failed)"],
     "cuMemsetD32Async": ["fp8 rings (memset failed)"],
     "cublasGetPointerMode_v2": ["the handle's pointer mode is unknown"],

@@ -136,6 +136,20 @@ static void test_lt_null_descriptors(void **state) {
   assert_int_equal(g.a_type, CUDA_R_16F);
   assert_int_equal(g.m, -1);
   assert_int_equal(g.transa, -1);
+  char why[GS_REASON_MAX];
+  decode_failure(&g, why, sizeof why);
+  /* cublasLtMatmul's parameter names (cublasLt.h): the first NULL one. */
+  assert_string_equal(why, "arguments could not be decoded: computeDesc is NULL");
+  cublasLtMatmulDesc_t d = NULL;
+  cublasLtMatmulDescCreate(&d, CUBLAS_COMPUTE_32F, CUDA_R_32F);
+  decode_all(&g, NULL, d, NULL, NULL, la, NULL, la, NULL, NULL, NULL, NULL, la, NULL);
+  decode_failure(&g, why, sizeof why);
+  assert_string_equal(why, "arguments could not be decoded: Cdesc is NULL");
+  decode_all(&g, NULL, d, NULL, NULL, la, NULL, la, NULL, NULL, la, NULL, la, NULL);
+  assert_int_equal(g.decoded, 1);
+  decode_failure(&g, why, sizeof why);
+  assert_string_equal(why, "arguments could not be decoded");
+  cublasLtMatmulDescDestroy(d);
   cublasLtMatrixLayoutDestroy(la);
 }
 
@@ -152,12 +166,38 @@ static void test_lt_getter_failure(void **state) {
     decode_all(&g, NULL, d, NULL, NULL, l, NULL, l, NULL, NULL, l, NULL, l, NULL);
     assert_int_equal(g.decoded, 0);
   }
+  /* The reason names the read that failed and cuBLASLt's status: the
+   * header documents CUBLAS_STATUS_INVALID_VALUE (7) as the getters' only
+   * failure, which is what the injection gives (sys.h). */
+  char why[GS_REASON_MAX];
+  gs_fault_clear();
+  gs_fault_arm(GS_SYS_cublasLtMatmulDescGetAttribute, 1, 0);
+  gs_gemm g;
+  decode_all(&g, NULL, d, NULL, NULL, l, NULL, l, NULL, NULL, l, NULL, l, NULL);
+  decode_failure(&g, why, sizeof why);
+  assert_string_equal(why, "arguments could not be decoded: cublasLtMatmulDescGetAttribute"
+                           "(CUBLASLT_MATMUL_DESC_COMPUTE_TYPE) failed (status 7)");
+  gs_fault_clear();
+  gs_fault_arm(GS_SYS_cublasLtMatrixLayoutGetAttribute, 2, 1);
+  decode_all(&g, NULL, d, NULL, NULL, l, NULL, l, NULL, NULL, l, NULL, l, NULL);
+  assert_int_equal(g.decoded, 0);
+  decode_failure(&g, why, sizeof why);
+  /* The second read is B's type; every later one fails too, the first is named. */
+  assert_string_equal(why, "arguments could not be decoded: cublasLtMatrixLayoutGetAttribute"
+                           "(B's CUBLASLT_MATRIX_LAYOUT_TYPE) failed (status 7)");
   gs_fault_clear();
   gs_fault_arm(GS_SYS_cublasLtMatrixLayoutGetAttribute, 3, 0);
-  gs_gemm g;
   decode_all(&g, NULL, d, NULL, NULL, l, NULL, l, NULL, NULL, l, NULL, l, NULL);
   assert_int_equal(g.decoded, 0);
   gs_fault_clear();
+  /* A cuBLASLt without the getter (resolve.c left it NULL). */
+  gs_sys.cublasLtMatrixLayoutGetAttribute = NULL;
+  decode_all(&g, NULL, d, NULL, NULL, l, NULL, l, NULL, NULL, l, NULL, l, NULL);
+  assert_int_equal(g.decoded, 0);
+  decode_failure(&g, why, sizeof why);
+  assert_string_equal(why, "arguments could not be decoded: cublasLtMatrixLayoutGetAttribute is not in the loaded "
+                           "cuBLASLt");
+  use_real_lt();
   decode_all(&g, NULL, d, NULL, NULL, l, NULL, l, NULL, NULL, l, NULL, l, NULL);
   assert_int_equal(g.decoded, 1);
   cublasLtMatrixLayoutDestroy(l);
