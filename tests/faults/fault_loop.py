@@ -288,7 +288,8 @@ class Loop:
                 why = why[:-len("; ran native")]
             if not any(x in why for x in sig):
                 bad(f"call {call['name']}: the reason {why!r} does not name the failed call")
-            outcomes.append(f"native: {why}")
+            # One outcome per failed getter, not per attribute it was reading.
+            outcomes.append("native: " + re.sub(r"\((?:[A-D]'s )?CUBLASLT_\w+\)", "(...)", why))
         return reached, outcomes
 
     def entry_route(self, route, entry, calls):

@@ -14,8 +14,8 @@
  * field it reports is what the library holds (read back here with the
  * library's getter), k and m, n taken as cuBLASLt documents them (k from
  * op(A), m and n from D), an unset bias type meaning D's type; with one
- * missing, decoded is 0. The log line is one JSON object on one line of
- * printable text. */
+ * missing, decoded is 0 and the reason names it. The log line is one JSON
+ * object on one line of printable text. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -119,6 +119,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   decode_lt_rest(g, 1);
   if (no_desc || no_a) {
     EQ("decoded with a descriptor missing", g->decoded, 0);
+    /* The reason names the first missing argument, by cublasLtMatmul's
+     * parameter names. */
+    char why[GS_REASON_MAX];
+    decode_failure(g, why, sizeof why);
+    const char *want = no_desc ? "arguments could not be decoded: computeDesc is NULL"
+                               : "arguments could not be decoded: Adesc is NULL";
+    if (strcmp(why, want) != 0) {
+      fprintf(stderr, "fuzz_lt_decode: invariant broken: reason '%s', want '%s'\n", why, want);
+      abort();
+    }
   } else {
     EQ("decoded", g->decoded, 1);
     EQ("compute_type", g->compute_type, desc_attr(desc, CUBLASLT_MATMUL_DESC_COMPUTE_TYPE, 4));
