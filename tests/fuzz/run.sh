@@ -62,8 +62,10 @@ for line in open(figures):
     name, secs, execs, cov, ft, seeds, found = line.split()
     rows.append(f"| `fuzz_{name}` | {secs} | {int(execs):,} | {cov} | {ft} | {seeds} | {found} |")
 rows.append("")
-rows.append(f"Measured {datetime.date.today().isoformat()} with `make fuzz` (one process per harness, "
-            "on the machine that ran it; coverage counts the instrumented shim and harness code).")
+secs = sorted({line.split()[1] for line in open(figures)})
+rows.append(f"Measured {datetime.date.today().isoformat()} with `make fuzz FUZZ_SECONDS={'/'.join(secs)}` "
+            "(one process per harness, one after another, on the machine that ran it; coverage counts "
+            "the instrumented shim and harness code).")
 text = open(doc).read()
 head, rest = text.split(begin, 1)
 _, tail = rest.split(end, 1)
