@@ -220,9 +220,9 @@ class Loop:
         live, base_live = counts.get("standin_live_allocations", 0), base_counts.get("standin_live_allocations", 0)
         if live > base_live + extra:
             bad(f"{live} device allocations left, {base_live} without the fault")
-        async_left = counts.get("cuMemAllocAsync", 0) - counts.get("cuMemFreeAsync", 0)
-        if async_left > base_counts.get("cuMemAllocAsync", 0) - base_counts.get("cuMemFreeAsync", 0) + \
-                (failed if name == "cuMemFreeAsync" else 0):
+        def async_left(c):  # stream-ordered allocations (the default pool's or the shim's own) not freed
+            return c.get("cuMemAllocAsync", 0) + c.get("cuMemAllocFromPoolAsync", 0) - c.get("cuMemFreeAsync", 0)
+        if async_left(counts) > async_left(base_counts) + (failed if name == "cuMemFreeAsync" else 0):
             bad("stream-ordered allocations not freed")
         leak_note = "device memory left by the failed free" if name in FREES and live > base_live else None
         if log_text and not log_text.endswith("\n"):
