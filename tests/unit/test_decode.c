@@ -136,29 +136,68 @@ static void test_lt_null_descriptors(void **state) {
   assert_int_equal(g.a_type, CUDA_R_16F);
   assert_int_equal(g.m, -1);
   assert_int_equal(g.transa, -1);
+  char why[GS_REASON_MAX];
+  decode_failure(&g, why, sizeof why);
+  /* cublasLtMatmul's parameter names (cublasLt.h): the first NULL one. */
+  assert_string_equal(why, "arguments could not be decoded: computeDesc is NULL");
+  cublasLtMatmulDesc_t d = NULL;
+  cublasLtMatmulDescCreate(&d, CUBLAS_COMPUTE_32F, CUDA_R_32F);
+  decode_all(&g, NULL, d, NULL, NULL, la, NULL, la, NULL, NULL, NULL, NULL, la, NULL);
+  decode_failure(&g, why, sizeof why);
+  assert_string_equal(why, "arguments could not be decoded: Cdesc is NULL");
+  decode_all(&g, NULL, d, NULL, NULL, la, NULL, la, NULL, NULL, la, NULL, la, NULL);
+  assert_int_equal(g.decoded, 1);
+  decode_failure(&g, why, sizeof why);
+  assert_string_equal(why, "arguments could not be decoded");
+  cublasLtMatmulDescDestroy(d);
   cublasLtMatrixLayoutDestroy(la);
 }
 
-/* A getter that fails (fault injected) leaves the call undecoded. */
+/* Decodes one call whose descriptors are all d / l with entry `id`'s nth
+ * call failing (nth 0: none), and returns the reason's decode part. */
+static const char *decode_failing(gs_sys_id id, unsigned nth, int persistent, void *d, void *l, gs_gemm *g) {
+  static char why[GS_REASON_MAX];
+  gs_fault_clear();
+  if (nth) gs_fault_arm(id, nth, persistent);
+  decode_all(g, NULL, d, NULL, NULL, l, NULL, l, NULL, NULL, l, NULL, l, NULL);
+  gs_fault_clear();
+  decode_failure(g, why, sizeof why);
+  return why;
+}
+
+/* A getter that fails (fault injected) leaves the call undecoded, and the
+ * reason names the read that failed and cuBLASLt's status: cublasLt.h
+ * documents CUBLAS_STATUS_INVALID_VALUE (7) as the getters' only failure,
+ * which is what the injection gives (sys.h). */
 static void test_lt_getter_failure(void **state) {
   use_real_lt();
   cublasLtMatmulDesc_t d = NULL;
   cublasLtMatmulDescCreate(&d, CUBLAS_COMPUTE_32F, CUDA_R_32F);
   cublasLtMatrixLayout_t l = layout(CUDA_R_32F, 4, 4, 4, 1, 0);
+  gs_gemm g;
   for (unsigned nth = 1; nth <= 14; nth++) {
-    gs_fault_clear();
-    gs_fault_arm(GS_SYS_cublasLtMatmulDescGetAttribute, nth, 0);
-    gs_gemm g;
-    decode_all(&g, NULL, d, NULL, NULL, l, NULL, l, NULL, NULL, l, NULL, l, NULL);
+    decode_failing(GS_SYS_cublasLtMatmulDescGetAttribute, nth, 0, d, l, &g);
     assert_int_equal(g.decoded, 0);
   }
-  gs_fault_clear();
-  gs_fault_arm(GS_SYS_cublasLtMatrixLayoutGetAttribute, 3, 0);
-  gs_gemm g;
-  decode_all(&g, NULL, d, NULL, NULL, l, NULL, l, NULL, NULL, l, NULL, l, NULL);
+  assert_string_equal(decode_failing(GS_SYS_cublasLtMatmulDescGetAttribute, 1, 0, d, l, &g),
+                      "arguments could not be decoded: cublasLtMatmulDescGetAttribute"
+                      "(CUBLASLT_MATMUL_DESC_COMPUTE_TYPE) failed (status 7)");
+  /* The second read is B's type; every later one fails too, the first is named. */
+  assert_string_equal(decode_failing(GS_SYS_cublasLtMatrixLayoutGetAttribute, 2, 1, d, l, &g),
+                      "arguments could not be decoded: cublasLtMatrixLayoutGetAttribute"
+                      "(B's CUBLASLT_MATRIX_LAYOUT_TYPE) failed (status 7)");
   assert_int_equal(g.decoded, 0);
-  gs_fault_clear();
-  decode_all(&g, NULL, d, NULL, NULL, l, NULL, l, NULL, NULL, l, NULL, l, NULL);
+  decode_failing(GS_SYS_cublasLtMatrixLayoutGetAttribute, 3, 0, d, l, &g);
+  assert_int_equal(g.decoded, 0);
+  /* A cuBLASLt without the getter (resolve.c left it NULL). */
+  gs_sys.cublasLtMatrixLayoutGetAttribute = NULL;
+  assert_string_equal(decode_failing(GS_SYS_cublasLtMatrixLayoutGetAttribute, 0, 0, d, l, &g),
+                      "arguments could not be decoded: cublasLtMatrixLayoutGetAttribute is not in the loaded "
+                      "cuBLASLt");
+  assert_int_equal(g.decoded, 0);
+  use_real_lt();
+  assert_string_equal(decode_failing(GS_SYS_cublasLtMatrixLayoutGetAttribute, 0, 0, d, l, &g),
+                      "arguments could not be decoded");
   assert_int_equal(g.decoded, 1);
   cublasLtMatrixLayoutDestroy(l);
   cublasLtMatmulDescDestroy(d);
@@ -340,9 +379,10 @@ static void test_lt_unrouted_layouts(void **state) {
 }
 
 /* A cuBLASLt older than an attribute (CUDA 12.6's cublasLt.h has no ids
- * from 31 on, nor the layout's BATCH_MODE) answers INVALID_VALUE for it:
- * nobody can have set it, so the call stays routable. Any other failure of
- * those reads (a fault) leaves the call undecoded. */
+ * from 31 on, nor the layout's BATCH_MODE) answers INVALID_VALUE for it,
+ * the getters' only documented failure: nobody can have set it, so the call
+ * stays routable. Any other answer to those reads leaves the call
+ * undecoded, the read named. */
 static cublasStatus_t old_lt_desc_get(cublasLtMatmulDesc_t d, cublasLtMatmulDescAttributes_t a, void *buf,
                                       size_t n, size_t *w) {
   if ((int)a >= 31) return CUBLAS_STATUS_INVALID_VALUE;
@@ -355,10 +395,23 @@ static cublasStatus_t old_lt_layout_get(cublasLtMatrixLayout_t l, cublasLtMatrix
   return cublasLtMatrixLayoutGetAttribute(l, a, buf, n, w);
 }
 
+static cublasStatus_t broken_transc_get(cublasLtMatmulDesc_t d, cublasLtMatmulDescAttributes_t a, void *buf,
+                                        size_t n, size_t *w) {
+  if (a == CUBLASLT_MATMUL_DESC_TRANSC) return CUBLAS_STATUS_INTERNAL_ERROR;
+  return cublasLtMatmulDescGetAttribute(d, a, buf, n, w);
+}
+
+static cublasStatus_t broken_plane_get(cublasLtMatrixLayout_t l, cublasLtMatrixLayoutAttribute_t a, void *buf,
+                                       size_t n, size_t *w) {
+  if (a == CUBLASLT_MATRIX_LAYOUT_PLANE_OFFSET) return CUBLAS_STATUS_INTERNAL_ERROR;
+  return cublasLtMatrixLayoutGetAttribute(l, a, buf, n, w);
+}
+
 static void test_lt_unrouted_older_library(void **state) {
   cublasLtMatmulDesc_t d;
   cublasLtMatrixLayout_t l[4];
   gs_gemm g;
+  char why[GS_REASON_MAX];
   routable_lt(&d, l);
   gs_sys.cublasLtMatmulDescGetAttribute = old_lt_desc_get;
   gs_sys.cublasLtMatrixLayoutGetAttribute = old_lt_layout_get;
@@ -366,24 +419,39 @@ static void test_lt_unrouted_older_library(void **state) {
   assert_int_equal(g.decoded, 1);
   assert_null(route_check_lt(&g));
   use_real_lt();
-  /* Every read of the full decode, failing one at a time: 1 + 13 + 17
-   * descriptor reads (policy key, fields, unrouted attributes), 3 + 4*6 +
-   * 4*2 layout reads (types, four layouts, their unrouted attributes). */
+  gs_sys.cublasLtMatmulDescGetAttribute = broken_transc_get;
+  decode_routable(&g, d, l);
+  assert_int_equal(g.decoded, 0);
+  decode_failure(&g, why, sizeof why);
+  assert_string_equal(why, "arguments could not be decoded: cublasLtMatmulDescGetAttribute"
+                           "(CUBLASLT_MATMUL_DESC_TRANSC) failed (status 14)");
+  use_real_lt();
+  gs_sys.cublasLtMatrixLayoutGetAttribute = broken_plane_get;
+  decode_routable(&g, d, l);
+  assert_int_equal(g.decoded, 0);
+  decode_failure(&g, why, sizeof why);
+  assert_string_equal(why, "arguments could not be decoded: cublasLtMatrixLayoutGetAttribute"
+                           "(A's CUBLASLT_MATRIX_LAYOUT_PLANE_OFFSET) failed (status 14)");
+  use_real_lt();
+  /* Every read of the full decode failing in turn with INVALID_VALUE (the
+   * injection's value, sys.h): the 1 + 13 descriptor reads of the policy
+   * key and fields, and the 3 + 4*6 layout reads of the types and four
+   * layouts, leave the call undecoded; the 17 + 4*2 reads of unrouted
+   * attributes (after the descriptor's fields, before the layouts' fields)
+   * take it for an attribute the library does not know. */
   unsigned nth;
-  for (nth = 1; nth < 64; nth++) {
+  for (nth = 1; nth <= 1 + 13 + 17; nth++) {
     gs_fault_clear();
     gs_fault_arm(GS_SYS_cublasLtMatmulDescGetAttribute, nth, 0);
     decode_routable(&g, d, l);
-    if (g.decoded) break;
+    assert_int_equal(g.decoded, nth > 1 + 13);
   }
-  assert_int_equal(nth, 1 + 13 + 17 + 1);
-  for (nth = 1; nth < 64; nth++) {
+  for (nth = 1; nth <= 3 + 4 * 6 + 4 * 2; nth++) {
     gs_fault_clear();
     gs_fault_arm(GS_SYS_cublasLtMatrixLayoutGetAttribute, nth, 0);
     decode_routable(&g, d, l);
-    if (g.decoded) break;
+    assert_int_equal(g.decoded, nth > 3 && nth <= 3 + 4 * 2);
   }
-  assert_int_equal(nth, 3 + 4 * 6 + 4 * 2 + 1);
   gs_fault_clear();
   release_lt(d, l);
 }
