@@ -167,6 +167,7 @@ struct CUstream_st {
   int unjoined;               /* forked, with work the origin has not
                                  waited for */
   struct CUgraph_st *graph;   /* origin of a capture: the graph being built */
+  struct CUstream_st *kept;   /* STANDIN_FRESH_STREAMS: the destroyed stream kept before this one */
 };
 
 struct CUevent_st {

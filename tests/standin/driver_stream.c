@@ -132,12 +132,20 @@ void sd_note_sync(const char *fn) {
 }
 
 /* A destroyed stream, deregistered (its handle is invalid from now on).
- * With STANDIN_FRESH_STREAMS its memory is kept, so no later stream gets
- * its address. */
+ * With STANDIN_FRESH_STREAMS its memory is kept, listed (no leak to a leak
+ * checker), so no later stream gets its address. */
+static struct CUstream_st *sd_kept_streams;
+
 static void sd_stream_free_locked(struct CUstream_st *st) {
   sd_reg_del(st);
   if (st->graph) sd_graph_free_locked(st->graph); /* a capture never ended */
-  if (!sd.fresh_streams) free(st);
+  st->graph = NULL;
+  if (!sd.fresh_streams) {
+    free(st);
+    return;
+  }
+  st->kept = sd_kept_streams;
+  sd_kept_streams = st;
 }
 
 static void sd_stream_free_if_ctx(void *obj, void *arg) {
