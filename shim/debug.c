@@ -93,7 +93,7 @@ static void write_line(const gs_file *f, const char *buf, size_t len) {
   /* Nothing else to do on failure: there is nowhere left to report it. */
 }
 
-static const gs_file stderr_file = {STDERR_FILENO, 1, 0, 0, 0, 0};
+static const gs_file stderr_file = {STDERR_FILENO, 1, 0, 0, 0, 0, 0, 0, 0};
 
 static void warn_stderr(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
@@ -128,11 +128,20 @@ static gs_file current_output(void) {
   if (debug_state == DEBUG_FILE && !file_is_ours(&debug_out)) {
     int old_fd = debug_out.fd;
     debug_out.fd = -1;
-    open_locked();
     char q[GS_QUOTE_BUF];
-    if (debug_state == DEBUG_FILE)
-      warn_stderr("GEMMSHIM_DEBUG_FILE: descriptor %d no longer is '%s' (the program closed it); reopened", old_fd,
-                  gs_quote(debug_path, q));
+    if (debug_out.named) {
+      /* Named by a descriptor: that number may be the program's own file
+       * by now, so it is not resolved again (files.c). */
+      __atomic_store_n(&debug_state, DEBUG_STDERR, __ATOMIC_RELEASE);
+      warn_stderr("GEMMSHIM_DEBUG_FILE: descriptor %d, the shim's copy of '%s', was closed by the program; debug "
+                  "output goes to stderr instead",
+                  old_fd, gs_quote(debug_path, q));
+    } else {
+      open_locked();
+      if (debug_state == DEBUG_FILE)
+        warn_stderr("GEMMSHIM_DEBUG_FILE: descriptor %d no longer is '%s' (the program closed it); reopened", old_fd,
+                    gs_quote(debug_path, q));
+    }
   } else if (debug_state == DEBUG_PENDING) {
     open_locked();
   }

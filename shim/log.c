@@ -825,12 +825,23 @@ static int open_locked(void) {
 
 /* The writer found its descriptor is no longer the log (the program closed
  * it, and may have opened a file of its own under the number): open the
- * log again by its name. 0 when that failed and the log is off. */
+ * log again by its name. A log named by a descriptor (/dev/fd/N,
+ * /dev/stdout) is not: that number may be the program's own file by now,
+ * so the log is off instead. 0 when the log is off. */
 static int reopen_locked(void) {
   int old_fd = state.out.fd;
+  int named = state.out.named;
   state.out.fd = -1; /* the program's now: never closed or written by us */
-  if (!open_locked()) return 0;
   char q[GS_QUOTE_BUF];
+  if (named) {
+    disable_locked();
+    GS_WARN("GEMMSHIM_LOG: descriptor %d, the shim's copy of '%s', was closed by the program; the routing log is "
+            "off for the rest of this process (a descriptor named by number is not opened again: the number may be "
+            "another file by now)",
+            old_fd, gs_quote(state.path, q));
+    return 0;
+  }
+  if (!open_locked()) return 0;
   if (!state.warned_reopened++)
     GS_WARN("GEMMSHIM_LOG: descriptor %d no longer is '%s' (the program closed it); reopened", old_fd,
             gs_quote(state.path, q));
@@ -994,7 +1005,8 @@ static void write_buffer(int b, size_t len, const volatile uint64_t *deadline) {
     return;
   }
   char ebuf[128], why[160];
-  if (err != 0) snprintf(why, sizeof why, "%s", strerror_r(err, ebuf, sizeof ebuf));
+  if (err == EFBIG) snprintf(why, sizeof why, "%s: the process's file size limit, ulimit -f", strerror_r(err, ebuf, sizeof ebuf));
+  else if (err != 0) snprintf(why, sizeof why, "%s", strerror_r(err, ebuf, sizeof ebuf));
   else snprintf(why, sizeof why, "short write: %zu of %zu bytes", n, text_len);
   pthread_mutex_lock(&state.mu);
   int first = !is_disabled();
@@ -1012,6 +1024,8 @@ static void write_buffer(int b, size_t len, const volatile uint64_t *deadline) {
 /* Writes the full buffers recording threads hand it, and the records
  * pending a second after it saw the first of them. Sleeps without a
  * deadline while nothing is pending: an idle process is never woken. */
+static void flush_pending(void);
+
 static void *flusher_main(void *arg) {
   (void)arg;
   uint64_t due = 0; /* when the pending records are to be written; 0 none seen */
@@ -1028,7 +1042,18 @@ static void *flusher_main(void *arg) {
       pthread_mutex_lock(&state.mu);
       continue;
     }
-    if (state.flusher_stop) break;
+    if (state.flusher_stop) {
+      /* At exit (log_shutdown) the last records are written here, not on
+       * the exiting thread: a write that blocks (a terminal that stopped
+       * reading) then holds up this thread, which the exit waits for at
+       * most its budget, never the program's. */
+      if (state.late) {
+        pthread_mutex_unlock(&state.mu);
+        flush_pending();
+        pthread_mutex_lock(&state.mu);
+      }
+      break;
+    }
     if (state.fill == 0 || state.out.fd < 0) {
       due = 0;
       state.flusher_idle = 1;
@@ -1078,8 +1103,14 @@ static void start_flusher_locked(void) {
 }
 
 /* Once stopping, nothing more is handed to the flusher; what was is
- * written before it ends. */
-static void stop_flusher(void) {
+ * written before it ends. At exit the wait for it ends LOG_JOIN_SLACK_MS
+ * after the exit's deadline (state.give_up_ns), when every write that
+ * waits for room has given up: a thread still not done then is blocked in
+ * a write (a description shared with the program, files.c) and is left to
+ * the process's end. Returns 0 then, 1 once it has ended. */
+#define LOG_JOIN_SLACK_MS 100
+
+static int stop_flusher(void) {
   pthread_mutex_lock(&state.mu);
   int running = state.flusher_state == FLUSHER_RUNNING;
   if (running) {
@@ -1088,14 +1119,27 @@ static void stop_flusher(void) {
     pthread_cond_signal(&state.flusher_wake);
   }
   pthread_t t = running ? state.flusher : (pthread_t)0;
+  uint64_t until = state.give_up_ns ? state.give_up_ns + LOG_JOIN_SLACK_MS * 1000000ull : 0;
   pthread_mutex_unlock(&state.mu);
-  if (!running) return;
-  pthread_join(t, NULL);
+  if (!running) return 1;
+  if (until) {
+    /* pthread_timedjoin_np takes CLOCK_REALTIME: the monotonic time left. */
+    uint64_t now = monotonic_ns(), left = until > now ? until - now : 0;
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    uint64_t ns = (uint64_t)ts.tv_nsec + left % 1000000000u;
+    ts.tv_sec += (time_t)(left / 1000000000u + ns / 1000000000u);
+    ts.tv_nsec = (long)(ns % 1000000000u);
+    if (pthread_timedjoin_np(t, NULL, &ts) != 0) return 0;
+  } else {
+    pthread_join(t, NULL);
+  }
   pthread_mutex_lock(&state.mu);
   state.flusher_state = FLUSHER_NONE;
   state.flusher_stop = 0;
   state.flusher_idle = 0;
   pthread_mutex_unlock(&state.mu);
+  return 1;
 }
 
 /* ---- recording ------------------------------------------------------------ */
@@ -1252,8 +1296,7 @@ void log_record(const gs_call *c) {
 
 /* What is buffered, then the notice of records lost after it, which a
  * full buffer had no room for. */
-void log_flush(void) {
-  pthread_once(&log_once, log_setup_once);
+static void flush_pending(void) {
   for (int round = 0; round < 2; round++) {
     pthread_mutex_lock(&state.mu);
     wait_write_locked();
@@ -1267,6 +1310,11 @@ void log_flush(void) {
     if (b >= 0) write_buffer(b, len, &state.give_up_ns);
     if (!again) break;
   }
+}
+
+void log_flush(void) {
+  pthread_once(&log_once, log_setup_once);
+  flush_pending();
 }
 
 /* ---- fork ----------------------------------------------------------------- */
@@ -1283,9 +1331,14 @@ static void atfork_parent(void) { pthread_mutex_unlock(&state.mu); }
  * child opens its own path at its first record, appending like anyone
  * (a shared name is shared, %p gives it its own file). */
 static void atfork_child(void) {
-  file_close(&state.out);
-  state.path[0] = '\0';
-  __atomic_store_n(&state.disabled, 0, __ATOMIC_RELAXED);
+  /* A log named by a descriptor was resolved once, in the parent: the child
+   * keeps its copy of the parent's duplicate (or the log off), since the
+   * number may name another file by now. */
+  if (!state.path[0] || file_names_descriptor(state.path) < 0) {
+    file_close(&state.out);
+    state.path[0] = '\0';
+    __atomic_store_n(&state.disabled, 0, __ATOMIC_RELAXED);
+  }
   state.late = 0;
   state.fill = 0;
   state.text_fill = 0;
@@ -1319,6 +1372,7 @@ static void log_setup_once(void) {
 /* Also resets a previous run's state, so tests can start over. */
 void log_init(void) {
   pthread_once(&log_once, log_setup_once);
+  __atomic_store_n(&state.give_up_ns, 0, __ATOMIC_RELEASE); /* a previous run's exit deadline */
   stop_flusher();
   pthread_mutex_lock(&state.mu);
   wait_write_locked();
@@ -1412,7 +1466,25 @@ void log_shutdown(void) {
   if (!gs_opt.log_wait)
     __atomic_store_n(&state.give_up_ns, monotonic_ns() + LOG_EXIT_WAIT_MS * 1000000ull, __ATOMIC_RELEASE);
   pthread_mutex_unlock(&state.mu);
-  stop_flusher();
-  log_flush();
+  if (!stop_flusher()) {
+    /* Its write never ended: the log is off, and what it still held is
+     * lost (the buffer in its hands, and what came after). The descriptor
+     * and buffers stay as they are: that write still uses them. */
+    char q[GS_QUOTE_BUF];
+    pthread_mutex_lock(&state.mu);
+    __atomic_store_n(&state.disabled, 1, __ATOMIC_RELAXED);
+    for (size_t at = 0; at < state.fill;) {
+      const log_rec *r = (const log_rec *)(const void *)(state.buf[state.cur] + at);
+      if (r->kind != LOG_REC_TEXT) count_lost_locked(r->seq);
+      at += r->size;
+    }
+    gs_quote(state.path, q);
+    pthread_mutex_unlock(&state.mu);
+    GS_WARN("GEMMSHIM_LOG: a write to '%s' did not end within %d ms of the exit (a terminal or pipe that stopped "
+            "reading); the records it held and those after it are lost",
+            q, LOG_EXIT_WAIT_MS + LOG_JOIN_SLACK_MS);
+  } else {
+    log_flush();
+  }
   print_summary();
 }

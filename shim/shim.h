@@ -175,14 +175,19 @@ typedef struct gs_file {
   int fd;          /* -1: none */
   int debug;       /* written through debug_write, not write (sys.h) */
   int checked;     /* dev/ino are known: each write checks them first */
-  int stream;      /* a pipe, FIFO, socket or terminal: written in whole lines after poll */
+  int stream;      /* a pipe, FIFO, socket or terminal: written in whole lines of PIPE_BUF at most */
   uint64_t dev, ino;
+  int named;       /* from /dev/fd/N and the like: never opened by that name again */
+  int nonblock;    /* the shim's own description, O_NONBLOCK: a write never blocks */
+  int sock;        /* a socket: written with send(MSG_DONTWAIT | MSG_NOSIGNAL) */
 } gs_file;
-#define GS_FILE_NONE {-1, 0, 0, 0, 0, 0}
+#define GS_FILE_NONE {-1, 0, 0, 0, 0, 0, 0, 0, 0}
 
 uint64_t gs_monotonic_ns(void);
 /* Open path for appending (see files.c); 0, or -1 with why set. */
 int file_open_append(const char *path, int debug, gs_file *f, char *why, size_t whylen);
+/* The descriptor a path like /dev/stdout or /dev/fd/N names, or -1. */
+int file_names_descriptor(const char *path);
 /* Whether f->fd still is the file file_open_append opened. */
 int file_is_ours(const gs_file *f);
 /* Close f->fd if it still is ours (never a descriptor the program reused). */

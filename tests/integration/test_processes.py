@@ -8,11 +8,17 @@ shells stand for the processes that never make a GEMM call.
 Expected behaviour comes from POSIX (open(2) O_NOFOLLOW gives ELOOP on a
 final symlink; O_NONBLOCK|O_WRONLY on a FIFO without a reader gives ENXIO;
 write(2) to a pipe without a reader raises SIGPIPE, whose default action
-ends the process) and from the CUDA documentation on fork (a child must not
-be left waiting on its parent's state)."""
+ends the process; signal(7)/setrlimit(2): a write past RLIMIT_FSIZE raises
+SIGXFSZ, whose default action ends the process, and fails with EFBIG when
+it is blocked; fcntl(2): O_NONBLOCK belongs to the open file description a
+duplicate shares, so a blocking terminal or pipe blocks its writer) and from
+the CUDA documentation on fork (a child must not be left waiting on its
+parent's state)."""
 
 import json
 import os
+import pty
+import re
 import pytest
 
 from harness import CLIENT_DIR, PRELOAD_PREFIX, read_log, require_built, run
@@ -193,6 +199,131 @@ def test_closed_descriptors_not_written(client, standin, tmp_path):
     assert [x["seq"] for x in read_log(log)] == list(range(1, 201))
     warns = shim_warnings(r.stderr)
     assert len(warns) == 1 and f"no longer is '{log}' (the program closed it); reopened" in warns[0], r.stderr
+
+
+def test_named_descriptor_resolved_once(client, standin, tmp_path):
+    """GEMMSHIM_LOG=/dev/fd/3 and GEMMSHIM_DEBUG_FILE=/dev/fd/4, and the
+    program closes every descriptor and opens its own files, which get 3 and
+    4: the shim's copies are gone, and the numbers are not resolved again
+    (the log used to be reopened as /dev/fd/3, the program's data0.bin).
+    The log goes off, the debug output goes to stderr, each with one
+    warning."""
+    log, dbg = tmp_path / "log.jsonl", tmp_path / "dbg.txt"
+    # env(1) sets the variables for the client alone: the shell, preloaded
+    # too, has no descriptor 4 to print its INFO lines to.
+    cmd = (f"exec env GEMMSHIM_LOG=/dev/fd/3 GEMMSHIM_DEBUG_FILE=/dev/fd/4 GEMMSHIM_DEBUG=INFO "
+           f"{client} --calls=200 --close-fds-at=100 --dir={tmp_path} 3>>{log} 4>>{dbg}")
+    r = run(["sh", "-c", cmd], standin[13], shim=True, env={**NO_FLUSHER, **ROUTES["native"][0]}, timeout=60)
+    assert r.returncode == 0, r.describe()
+    assert r.stdout == "files ok\ncalls 200 failed 0\n", r.describe()
+    warns = shim_warnings(r.stderr)
+    assert len(warns) == 2, r.stderr
+    assert re.search(r"WARN GEMMSHIM_DEBUG_FILE: descriptor \d+, the shim's copy of '/dev/fd/4', was closed by the "
+                     r"program; debug output goes to stderr instead$", warns[0]), warns
+    assert re.search(r"WARN GEMMSHIM_LOG: descriptor \d+, the shim's copy of '/dev/fd/3', was closed by the "
+                     r"program; the routing log is off for the rest of this process \(a descriptor named by number "
+                     r"is not opened again: the number may be another file by now\)$", warns[1]), warns
+    # The exit summary went to stderr, after the warning.
+    assert "INFO summary: 200 calls" in r.stderr
+    # What the log got before the close is whole records of those calls.
+    text = log.read_text()
+    assert text == "" or text.endswith("\n")
+    assert all(json.loads(l)["seq"] <= 100 for l in text.splitlines())
+    assert "INFO GEMMSHIM_LOG set by environment to /dev/fd/3" in dbg.read_text()
+
+
+def read_all(fd):
+    os.set_blocking(fd, False)
+    out = b""
+    while True:
+        try:
+            chunk = os.read(fd, 1 << 16)
+        except (BlockingIOError, OSError):
+            return out
+        if not chunk:
+            return out
+        out += chunk
+
+
+def terminal_lines(data):
+    """The records a terminal got: the line discipline turns each '\\n'
+    into '\\r\\n' (termios(3), ONLCR); the last line may be cut."""
+    lines = data.split(b"\r\n")
+    return [json.loads(l) for l in lines[:-1]]
+
+
+@pytest.mark.parametrize("own", ["own", "shared"])
+def test_unread_terminal_never_hangs(client, standin, tmp_path, own):
+    """GEMMSHIM_LOG=/dev/fd/N on a pseudo-terminal nobody reads. poll()
+    says a terminal is writable with any room at all, and a blocking write
+    then waits for every byte: the program used to hang for good (the
+    flusher in write(), the exit joining it). The shim writes through a
+    description of its own, O_NONBLOCK ("own"); where it cannot have one
+    (the open through /proc failed: "shared", the program's blocking
+    description), the exit waits for a stuck write at most its budget.
+    Either way the calls wait at most 50 ms, the program exits 0, and the
+    lost records are counted."""
+    if own == "shared" and NO_FLUSHER:
+        pytest.skip("without a flusher thread the calls write a shared blocking description themselves")
+    master, slave = pty.openpty()
+    env = {**ROUTES["native"][0], "GEMMSHIM_LOG": f"/dev/fd/{slave}"}
+    if own == "shared":
+        env["GEMMSHIM_FAULT"] = "open:1"  # the open of /proc/self/fd/N: the shim's only open here
+    try:
+        r = run_client(client, standin, ["--threads=2", "--calls=1000"], env, timeout=60, pass_fds=(slave,))
+        data = read_all(master)
+    finally:
+        os.close(slave)
+        os.close(master)
+    assert r.returncode == 0, r.describe()
+    assert r.stdout == "calls 2000 failed 0\n", r.describe()
+    warns = shim_warnings(r.stderr)
+    if own == "shared":
+        assert any(f"WARN GEMMSHIM_LOG: a write to '/dev/fd/{slave}' did not end within 1100 ms of the exit "
+                   "(a terminal or pipe that stopped reading); the records it held and those after it are lost"
+                   in w for w in warns), r.stderr
+    assert re.search(r"WARN GEMMSHIM_LOG: \d+ records lost because the log writer fell behind", warns[-1]), warns
+    recs = terminal_lines(data)
+    assert len(recs) < 2000
+    assert all("seq" in x or x.get("event") == "records_lost" for x in recs)
+
+
+def test_unread_socket_never_hangs(client, standin, tmp_path):
+    """GEMMSHIM_LOG=/dev/fd/N on a socket nobody reads: send(MSG_DONTWAIT)
+    never blocks, whatever the program's description says."""
+    import socket
+    a, b = socket.socketpair()
+    try:
+        r = run_client(client, standin, ["--threads=2", "--calls=1000"],
+                       {**ROUTES["native"][0], "GEMMSHIM_LOG": f"/dev/fd/{a.fileno()}"}, timeout=60,
+                       pass_fds=(a.fileno(),))
+        data = read_all(b.fileno())
+    finally:
+        a.close()
+        b.close()
+    assert r.returncode == 0, r.describe()
+    assert r.stdout == "calls 2000 failed 0\n", r.describe()
+    assert re.search(r"WARN GEMMSHIM_LOG: \d+ records lost because the log writer fell behind",
+                     shim_warnings(r.stderr)[-1]), r.stderr
+    lines = data.split(b"\n")
+    assert 0 < len(lines) - 1 < 2000
+    assert all("seq" in json.loads(l) or json.loads(l)["event"] == "records_lost" for l in lines[:-1])
+
+
+def test_file_size_limit_never_kills(client, standin, tmp_path):
+    """Under `ulimit -f 16` the log reaches the limit: the write fails with
+    EFBIG instead of SIGXFSZ ending the program (it exited 153, 128 +
+    SIGXFSZ, its output lost); the log goes off with one warning."""
+    log = tmp_path / "log.jsonl"
+    r = run(["sh", "-c", f"ulimit -f 16 && exec {client} --calls=200"], standin[13], shim=True,
+            env={**NO_FLUSHER, **ROUTES["native"][0], "GEMMSHIM_LOG": str(log)}, timeout=60)
+    assert r.returncode == 0, r.describe()
+    assert r.stdout == "calls 200 failed 0\n", r.describe()
+    warns = shim_warnings(r.stderr)
+    assert len(warns) == 1, r.stderr
+    assert warns[0].endswith(f"WARN GEMMSHIM_LOG: cannot write '{log}' (File too large: the process's file size "
+                             "limit, ulimit -f); the routing log is off for the rest of this process"), warns
+    assert 0 < log.stat().st_size <= 16 * 1024
 
 
 def test_write_fault_still_warns(client, standin, tmp_path):

@@ -4,11 +4,18 @@
  * gives ENXIO), write(2)/pipe(7) (a write to a pipe without a reader is
  * EPIPE plus SIGPIPE; up to PIPE_BUF bytes are written atomically; with
  * O_NONBLOCK a full pipe gives EAGAIN), dup(2) (a duplicate shares the
- * file offset). */
+ * file offset), fcntl(2) (O_NONBLOCK is a flag of the open file
+ * description, which a duplicate shares), proc(5) (opening /proc/self/fd/N
+ * opens the file itself, a new description), send(2) (MSG_DONTWAIT: a
+ * non-blocking send whatever the description's flags), signal(7) and
+ * setrlimit(2) (a write past RLIMIT_FSIZE raises SIGXFSZ, whose default
+ * action ends the process; with the signal blocked the write fails with
+ * EFBIG; a write that crosses the limit is cut short at it). */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <pthread.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -17,6 +24,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -140,7 +149,7 @@ static void test_no_sigpipe(void **state) {
   int p[2];
   assert_int_equal(pipe(p), 0);
   close(p[0]);
-  gs_file f = {p[1], 0, 0, 1, 0, 0};
+  gs_file f = {p[1], 0, 0, 1, 0, 0, 0, 0, 0};
   errno = 0;
   assert_int_equal(file_write(&f, "x\n", 2, NULL), 0);
   assert_int_equal(errno, EPIPE);
@@ -158,7 +167,7 @@ static void test_full_pipe_deadline(void **state) {
   assert_int_equal(pipe2(p, O_NONBLOCK), 0);
   static char text[256 * 1024];
   for (size_t i = 0; i < sizeof text; i++) text[i] = (i % 100 == 99) ? '\n' : 'a';
-  gs_file f = {p[1], 0, 0, 1, 0, 0};
+  gs_file f = {p[1], 0, 0, 1, 0, 0, 0, 0, 0};
   uint64_t deadline = gs_monotonic_ns() + 30 * 1000000ull;
   errno = 0;
   size_t n = file_write(&f, text, sizeof text, &deadline);
@@ -168,6 +177,174 @@ static void test_full_pipe_deadline(void **state) {
   assert_true(gs_monotonic_ns() >= deadline);
   close(p[0]);
   close(p[1]);
+}
+
+/* A buffer of 100-byte lines, larger than any pipe, terminal or socket
+ * buffer here. */
+static const char *lines_text(size_t *len) {
+  static char text[4 << 20];
+  for (size_t i = 0; i < sizeof text; i++) text[i] = (i % 100 == 99) ? '\n' : 'a';
+  *len = sizeof text;
+  return text;
+}
+
+/* Written to a descriptor nobody reads, it stops at the deadline having
+ * blocked nowhere; the program's own description keeps its flags. */
+static void assert_gives_up_at_deadline(gs_file *f, int prog_fd) {
+  int flags_before = fcntl(prog_fd, F_GETFL);
+  size_t len;
+  const char *text = lines_text(&len);
+  uint64_t deadline = gs_monotonic_ns() + 30 * 1000000ull;
+  errno = 0;
+  size_t n = file_write(f, text, len, &deadline);
+  assert_int_equal(errno, ETIMEDOUT);
+  assert_true(n < len);
+  assert_true(gs_monotonic_ns() >= deadline);
+  assert_int_equal(fcntl(prog_fd, F_GETFL), flags_before);
+  assert_int_equal(flags_before & O_NONBLOCK, 0);
+}
+
+/* /dev/fd/N on a pipe: a description of the shim's own, non-blocking. The
+ * program's stays blocking: its writes still wait for the reader. */
+static void test_named_pipe_own_description(void **state) {
+  (void)state;
+  int p[2];
+  char name[64], why[256];
+  assert_int_equal(pipe(p), 0);
+  snprintf(name, sizeof name, "/dev/fd/%d", p[1]);
+  gs_file f;
+  assert_int_equal(file_open_append(name, 0, &f, why, sizeof why), 0);
+  assert_int_equal(f.named, 1);
+  assert_int_equal(f.nonblock, 1);
+  assert_int_equal(f.stream, 1);
+  assert_true((fcntl(f.fd, F_GETFL) & O_NONBLOCK) != 0);
+  assert_gives_up_at_deadline(&f, p[1]);
+  file_close(&f);
+  close(p[0]);
+  close(p[1]);
+}
+
+/* /dev/fd/N on a pseudo-terminal nobody reads. poll() says a terminal is
+ * writable with any room at all, and a blocking write then waits for all
+ * of its bytes (the shim used to hang here for good): the shim writes
+ * through a description of its own, O_NONBLOCK. */
+static void test_named_pty_own_description(void **state) {
+  (void)state;
+  int master = posix_openpt(O_RDWR | O_NOCTTY);
+  assert_true(master >= 0);
+  assert_int_equal(grantpt(master), 0);
+  assert_int_equal(unlockpt(master), 0);
+  int slave = open(ptsname(master), O_WRONLY | O_NOCTTY);
+  assert_true(slave >= 0);
+  char name[64], why[256];
+  snprintf(name, sizeof name, "/dev/fd/%d", slave);
+  gs_file f;
+  assert_int_equal(file_open_append(name, 0, &f, why, sizeof why), 0);
+  assert_int_equal(f.nonblock, 1);
+  assert_int_not_equal(f.fd, slave);
+  assert_gives_up_at_deadline(&f, slave);
+  file_close(&f);
+  close(slave);
+  close(master);
+}
+
+/* A socket cannot be opened through /proc: it is written with
+ * send(MSG_DONTWAIT), which never blocks. */
+static void test_named_socket_dontwait(void **state) {
+  (void)state;
+  int sv[2];
+  assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+  char name[64], why[256];
+  snprintf(name, sizeof name, "/dev/fd/%d", sv[0]);
+  gs_file f;
+  assert_int_equal(file_open_append(name, 0, &f, why, sizeof why), 0);
+  assert_int_equal(f.sock, 1);
+  assert_int_equal(f.nonblock, 0);
+  assert_gives_up_at_deadline(&f, sv[0]);
+  file_close(&f);
+  close(sv[0]);
+  close(sv[1]);
+}
+
+/* No description of its own to be had (the open through /proc fails):
+ * the shared one is written after poll, in pieces of PIPE_BUF at most,
+ * which a pipe with room takes at once. */
+static void test_named_pipe_shared_description(void **state) {
+  (void)state;
+  int p[2];
+  char name[64], why[256];
+  assert_int_equal(pipe(p), 0);
+  snprintf(name, sizeof name, "/dev/fd/%d", p[1]);
+  gs_file f;
+  gs_fault_arm(GS_SYS_open, 1, 0);
+  assert_int_equal(file_open_append(name, 0, &f, why, sizeof why), 0);
+  gs_fault_clear();
+  assert_int_equal(f.nonblock, 0);
+  assert_gives_up_at_deadline(&f, p[1]);
+  file_close(&f);
+  close(p[0]);
+  close(p[1]);
+}
+
+/* A file past the size limit: EFBIG, the process alive and no SIGXFSZ
+ * left pending. The write that crosses the limit is cut at it. */
+static void test_file_size_limit_is_efbig(void **state) {
+  (void)state;
+  char path[128], why[256];
+  in_dir(path, sizeof path, "limited.txt");
+  struct rlimit old, lim;
+  assert_int_equal(getrlimit(RLIMIT_FSIZE, &old), 0);
+  lim = old;
+  lim.rlim_cur = 150;
+  assert_int_equal(setrlimit(RLIMIT_FSIZE, &lim), 0);
+  gs_file f;
+  assert_int_equal(file_open_append(path, 0, &f, why, sizeof why), 0);
+  size_t len;
+  const char *text = lines_text(&len);
+  errno = 0;
+  assert_int_equal(file_write(&f, text, 100, NULL), 100);
+  assert_int_equal(file_write(&f, text, 100, NULL), 50); /* cut at the limit, then EFBIG */
+  assert_int_equal(errno, EFBIG);
+  errno = 0;
+  assert_int_equal(file_write(&f, text, 100, NULL), 0);
+  assert_int_equal(errno, EFBIG);
+  sigset_t pending;
+  sigpending(&pending);
+  assert_false(sigismember(&pending, SIGXFSZ));
+  assert_int_equal(setrlimit(RLIMIT_FSIZE, &old), 0);
+  file_close(&f);
+  struct stat st;
+  assert_int_equal(stat(path, &st), 0);
+  assert_int_equal(st.st_size, 150);
+}
+
+/* A SIGXFSZ the program itself had pending stays pending for it. */
+static void test_programs_pending_sigxfsz_kept(void **state) {
+  (void)state;
+  char path[128], why[256];
+  in_dir(path, sizeof path, "limited2.txt");
+  sigset_t set, old;
+  sigemptyset(&set);
+  sigaddset(&set, SIGXFSZ);
+  assert_int_equal(pthread_sigmask(SIG_BLOCK, &set, &old), 0);
+  raise(SIGXFSZ); /* the program's own, blocked */
+  struct rlimit oldlim, lim;
+  assert_int_equal(getrlimit(RLIMIT_FSIZE, &oldlim), 0);
+  lim = oldlim;
+  lim.rlim_cur = 10;
+  assert_int_equal(setrlimit(RLIMIT_FSIZE, &lim), 0);
+  gs_file f;
+  assert_int_equal(file_open_append(path, 0, &f, why, sizeof why), 0);
+  assert_int_equal(file_write(&f, "0123456789\n", 11, NULL), 10);
+  assert_int_equal(errno, EFBIG);
+  assert_int_equal(setrlimit(RLIMIT_FSIZE, &oldlim), 0);
+  sigset_t pending;
+  sigpending(&pending);
+  assert_true(sigismember(&pending, SIGXFSZ)); /* still the program's */
+  struct timespec zero = {0, 0};
+  assert_int_equal(sigtimedwait(&set, NULL, &zero), SIGXFSZ);
+  assert_int_equal(pthread_sigmask(SIG_SETMASK, &old, NULL), 0);
+  file_close(&f);
 }
 
 static int group_setup(void **state) {
@@ -192,6 +369,12 @@ int main(void) {
       cmocka_unit_test(test_reused_descriptor),
       cmocka_unit_test(test_no_sigpipe),
       cmocka_unit_test(test_full_pipe_deadline),
+      cmocka_unit_test(test_named_pipe_own_description),
+      cmocka_unit_test(test_named_pty_own_description),
+      cmocka_unit_test(test_named_socket_dontwait),
+      cmocka_unit_test(test_named_pipe_shared_description),
+      cmocka_unit_test(test_file_size_limit_is_efbig),
+      cmocka_unit_test(test_programs_pending_sigxfsz_kept),
   };
   return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }
