@@ -48,8 +48,10 @@
  *
  * Every enum-valued string whose value has no name is "unknown(N)", N the
  * decimal value. Strings are JSON-escaped: '"' as \", '\' as \\, and bytes
- * below 0x20 as \u00xx (lowercase hex, newline included); other bytes are
- * copied as they are. No spaces; each object ends with '\n'.
+ * below 0x20 as \u00xx (lowercase hex, newline included); UTF-8 characters
+ * (RFC 3629) are copied as they are, and a byte that is not part of one
+ * becomes the text \xNN (in JSON \\xNN), so every line is valid UTF-8
+ * (RFC 8259 section 8.1). No spaces; each object ends with '\n'.
  *
  * The file is created at the first record (a process that runs no GEMM
  * leaves no file) and only ever appended to, never truncated (files.c):
@@ -312,20 +314,38 @@ FMT_INLINE void put_hex(json_out *o, uint64_t v, unsigned min_digits, int ck) {
   if (n) end[-1] = hex_pairs[(v & 15) * 2 + 1];
 }
 
-/* Whether any of the 8 bytes of x is below 0x20, '"' or '\\' (the usual
- * has-zero-byte tests: exact about whether one is, not which). */
+/* Whether any of the 8 bytes of x is below 0x20, '"', '\\' or 0x80 and
+ * above (the usual has-zero-byte tests: exact about whether one is, not
+ * which). */
 static inline int needs_escape8(uint64_t x) {
   const uint64_t ones = 0x0101010101010101ull, highs = 0x8080808080808080ull;
   uint64_t quote = x ^ (ones * '"'), bslash = x ^ (ones * '\\');
   uint64_t below = (x - ones * 0x20) & ~x;
   below |= (quote - ones) & ~quote;
   below |= (bslash - ones) & ~bslash;
-  return (below & highs) != 0;
+  return ((below | x) & highs) != 0;
 }
 
-static char *escape_char(char *p, unsigned char ch) {
+/* The escaped form of the character at s (n bytes left) at p; returns the
+ * bytes of s it took. A byte that is not UTF-8 becomes the four characters
+ * \xNN, written \\xNN (5 bytes): RFC 8259 section 8.1 wants JSON text in
+ * UTF-8, and \u00NN would name the character U+00NN, not the byte. */
+static size_t escape_one(char **pp, const char *s, size_t n) {
   static const char hex[] = "0123456789abcdef";
-  if (ch >= 0x20 && ch != '"' && ch != '\\') {
+  char *p = *pp;
+  unsigned char ch = (unsigned char)s[0];
+  size_t took = 1;
+  if (ch >= 0x80) {
+    took = gs_utf8_seq(s, n);
+    if (took) {
+      memcpy(p, s, took);
+      p += took;
+    } else {
+      memcpy(p, (char[]){'\\', '\\', 'x', hex[ch >> 4], hex[ch & 15]}, 5);
+      p += 5;
+      took = 1;
+    }
+  } else if (ch >= 0x20 && ch != '"' && ch != '\\') {
     *p++ = (char)ch;
   } else if (ch == '"' || ch == '\\') {
     *p++ = '\\';
@@ -334,38 +354,43 @@ static char *escape_char(char *p, unsigned char ch) {
     memcpy(p, (char[]){'\\', 'u', '0', '0', hex[ch >> 4], hex[ch & 15]}, 6);
     p += 6;
   }
-  return p;
+  *pp = p;
+  return took;
 }
 
 /* The fast formatter's string body: 8 bytes at a time while none needs
- * escaping. */
+ * escaping. A character escape_one takes may run past the 8. */
 static char *escape_fast(char *p, const char *s, size_t n) {
   size_t i = 0;
-  for (; i + 8 <= n; i += 8) {
+  while (i + 8 <= n) {
     uint64_t x;
     memcpy(&x, s + i, 8);
     if (!needs_escape8(x)) {
       memcpy(p, &x, 8);
       p += 8;
+      i += 8;
       continue;
     }
-    for (size_t j = i; j < i + 8; j++) p = escape_char(p, (unsigned char)s[j]);
+    for (size_t stop = i + 8; i < stop;) i += escape_one(&p, s + i, n - i);
   }
-  for (; i < n; i++) p = escape_char(p, (unsigned char)s[i]);
+  while (i < n) i += escape_one(&p, s + i, n - i);
   return p;
 }
 
 static void escape_checked(json_out *o, const char *s, size_t n) {
-  static const char hex[] = "0123456789abcdef";
   size_t run = 0; /* bytes copied as they are, written in one go */
-  for (size_t i = 0; i < n; i++) {
+  for (size_t i = 0; i < n;) {
     unsigned char ch = (unsigned char)s[i];
-    if (ch >= 0x20 && ch != '"' && ch != '\\') continue;
+    size_t seq = ch >= 0x80 ? gs_utf8_seq(s + i, n - i) : 0;
+    if (seq || (ch >= 0x20 && ch < 0x80 && ch != '"' && ch != '\\')) {
+      i += seq ? seq : 1;
+      continue;
+    }
     out_bytes(o, s + run, i - run);
-    run = i + 1;
-    if (ch == '"') OUT_LIT(o, "\\\"");
-    else if (ch == '\\') OUT_LIT(o, "\\\\");
-    else out_bytes(o, (char[]){'\\', 'u', '0', '0', hex[ch >> 4], hex[ch & 15]}, 6);
+    char esc[8], *e = esc;
+    i += escape_one(&e, s + i, n - i);
+    out_bytes(o, esc, (size_t)(e - esc));
+    run = i;
   }
   out_bytes(o, s + run, n - run);
 }

@@ -350,7 +350,13 @@ static void format_value(const opt_def *o, char *buf, size_t len) {
     case OPT_BOOL: snprintf(buf, len, "%d", *(int *)o->field); break;
     case OPT_U64:
     case OPT_SIZE: snprintf(buf, len, "%" PRIu64, *(uint64_t *)o->field); break;
-    case OPT_PATH: snprintf(buf, len, "%s", *(char *)o->field ? (char *)o->field : "(none)"); break;
+    case OPT_PATH: {
+      /* A user's text: escaped as in every message, or a newline in it
+       * would forge a line of its own. */
+      char q[GS_QUOTE_BUF];
+      snprintf(buf, len, "%s", *(char *)o->field ? gs_quote((char *)o->field, q) : "(none)");
+      break;
+    }
   }
 }
 

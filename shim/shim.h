@@ -154,13 +154,18 @@ int options_parse_size(const char *var, const char *s, uint64_t *out,
 /* "debug.c" */
 void debug_init(void);
 /* A value a user set, fit to show in a message: control characters and
- * '\\' escaped (\n \t \r \\ \xNN), cut after GS_QUOTE_MAX bytes as
- * "...(N bytes)", so that no value forges a line or pushes what the message
- * says after it out of the line. Returns out (GS_QUOTE_BUF bytes). */
+ * '\\' escaped (\n \t \r \\ \xNN), bytes that are not UTF-8 as \xNN,
+ * cut after at most GS_QUOTE_MAX bytes, between two characters, as
+ * "...(N bytes)", so that no value forges a line, breaks the UTF-8 of a
+ * JSON string or pushes what the message says after it out of the line.
+ * Returns out (GS_QUOTE_BUF bytes). */
 #define GS_QUOTE_MAX 96
 #define GS_QUOTE_BUF (4 * GS_QUOTE_MAX + 32)
 const char *gs_quote(const char *s, char *out);
 const char *gs_quote_n(const char *s, size_t n, char *out);
+/* The length of the well-formed UTF-8 character at s (RFC 3629), at most n
+ * bytes; 0 when the bytes there are not one. */
+size_t gs_utf8_seq(const char *s, size_t n);
 void gs_debug(gs_level level, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 #define GS_WARN(...) gs_debug(GS_LEVEL_WARN, __VA_ARGS__)

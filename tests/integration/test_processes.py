@@ -232,6 +232,41 @@ def test_named_descriptor_resolved_once(client, standin, tmp_path):
     assert "INFO GEMMSHIM_LOG set by environment to /dev/fd/3" in dbg.read_text()
 
 
+def quote_ref(b):
+    """gs_quote (shim.h) for the bytes used here (ASCII, U+00E9, 0xFF): a
+    byte that is not UTF-8 as the text \\xNN, cut after at most 96 bytes
+    between two characters, "...(N bytes)" after the cut."""
+    out, i = "", 0
+    while i < len(b):
+        n = 2 if b[i] == 0xC3 else 1
+        if i + n > 96:
+            return out + f"...({len(b)} bytes)"
+        out += "\\xff" if b[i] == 0xFF else b[i:i + n].decode()
+        i += n
+    return out
+
+
+def test_records_are_utf8_json(client, standin, tmp_path):
+    """A policy file whose name has a byte that is not UTF-8 and runs past
+    the 96 bytes a message shows of it, with a two-byte character at the
+    cut: the rule's reason names the file. Every record must be UTF-8 JSON
+    (RFC 8259 section 8.1) that json.loads takes, and so every line of the
+    debug output (the raw byte, and a cut in the middle of a character,
+    used to go out as they were)."""
+    name = os.fsencode(tmp_path) + b"/pol\xff" + "\u00e9".encode() * 60 + b".txt"
+    with open(name, "w") as f:
+        f.write("native ab=bf16\n")
+    log = tmp_path / "log.jsonl"
+    r = run_client(client, standin, ["--calls=3"],
+                   {"STANDIN_CC": "9.0", "GEMMSHIM_POLICY": os.fsdecode(name), "GEMMSHIM_LOG": str(log),
+                    "GEMMSHIM_DEBUG": "INFO"})
+    assert r.returncode == 0, r.describe()  # its stderr decoded as UTF-8 (text=True)
+    recs = [json.loads(l) for l in log.read_bytes().decode("utf-8").splitlines()]
+    assert [x["reason"] for x in recs] == [f"policy: {quote_ref(name)}:1 (native ab=bf16)"] * 3
+    assert f"INFO GEMMSHIM_POLICY set by environment to {quote_ref(name)}\n" in r.stderr
+
+
+
 def read_all(fd):
     os.set_blocking(fd, False)
     out = b""

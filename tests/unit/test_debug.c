@@ -455,6 +455,27 @@ static void test_quote(void **state) {
   memset(big, '\x02', 200);
   big[200] = '\0';
   assert_true(strlen(gs_quote(big, q)) < GS_QUOTE_BUF);
+  /* Bytes that are not UTF-8 (RFC 3629) as \xNN; characters as they are. */
+  assert_string_equal(gs_quote("caf\xc3\xa9 \xff \xc3 \xc0\xaf \xed\xa0\x80 \xf0\x9f\x98\x80", q),
+                      "caf\xc3\xa9 \\xff \\xc3 \\xc0\\xaf \\xed\\xa0\\x80 \xf0\x9f\x98\x80");
+  /* Cut between characters only: a character that would cross byte 96 is
+   * left out whole. */
+  memset(big, 'z', 95);
+  memcpy(big + 95, "\xc3\xa9", 3);
+  snprintf(want, sizeof want, "%.95s...(97 bytes)", big);
+  assert_string_equal(gs_quote(big, q), want);
+  memset(big, 'z', 94);
+  memcpy(big + 94, "\xc3\xa9x", 4);
+  snprintf(want, sizeof want, "%.96s...(97 bytes)", big);
+  assert_string_equal(gs_quote(big, q), want);
+  memset(big, 'z', 93);
+  memcpy(big + 93, "\xf0\x9f\x98\x80", 5);
+  snprintf(want, sizeof want, "%.93s...(97 bytes)", big);
+  assert_string_equal(gs_quote(big, q), want);
+  /* 96 bytes that are not UTF-8 fill GS_QUOTE_BUF at most. */
+  memset(big, '\xff', 200);
+  big[200] = '\0';
+  assert_int_equal(strlen(gs_quote(big, q)), 96 * 4 + strlen("...(200 bytes)"));
 }
 
 static int group_setup(void **state) {

@@ -387,17 +387,78 @@ static void test_format_hex(void **state) {
   }
 }
 
-/* JSON escaping as the header comment states it, one byte at a time. */
+/* The length of the UTF-8 character at s, decoded to its code point and
+ * checked against RFC 3629 section 3 (the shortest form, no surrogates
+ * D800..DFFF, nothing past 10FFFF); 0 when it is not one. */
+static size_t utf8_ref(const unsigned char *s, size_t n) {
+  size_t len = s[0] < 0x80 ? 1 : (s[0] & 0xe0) == 0xc0 ? 2 : (s[0] & 0xf0) == 0xe0 ? 3 : (s[0] & 0xf8) == 0xf0 ? 4 : 0;
+  if (len == 0 || len > n) return 0;
+  uint32_t cp = len == 1 ? s[0] : s[0] & (0x7f >> len);
+  for (size_t i = 1; i < len; i++) {
+    if ((s[i] & 0xc0) != 0x80) return 0;
+    cp = cp << 6 | (s[i] & 0x3f);
+  }
+  static const uint32_t min_cp[5] = {0, 0, 0x80, 0x800, 0x10000};
+  if (cp < min_cp[len] || (cp >= 0xd800 && cp <= 0xdfff) || cp > 0x10ffff) return 0;
+  return len;
+}
+
+/* JSON escaping as the header comment states it, one character at a time:
+ * RFC 8259's escapes, UTF-8 as it is, any other byte as the text \xNN. */
 static size_t escape_ref(char *out, const char *s, size_t n) {
   size_t o = 0;
-  for (size_t i = 0; i < n; i++) {
+  for (size_t i = 0; i < n;) {
     unsigned char ch = (unsigned char)s[i];
+    size_t len = utf8_ref((const unsigned char *)s + i, n - i);
     if (ch == '"' || ch == '\\') out[o++] = '\\', out[o++] = (char)ch;
     else if (ch < 0x20) o += (size_t)sprintf(out + o, "\\u%04x", ch);
-    else out[o++] = (char)ch;
+    else if (len == 0) o += (size_t)sprintf(out + o, "\\\\x%02x", ch);
+    else memcpy(out + o, s + i, len), o += len, i += len - 1;
+    i++;
   }
   out[o] = '\0';
   return o;
+}
+
+/* Characters of 2, 3 and 4 bytes and byte strings that are not UTF-8
+ * (RFC 3629: a lone continuation byte, a cut sequence, overlong forms, a
+ * surrogate, past U+10FFFF, bytes F5..FF) at every offset across two
+ * 8-byte words, in both formatters: UTF-8 is copied, anything else is
+ * \xNN, so json.loads takes every line (RFC 8259 section 8.1). */
+static void test_format_utf8_every_position(void **state) {
+  (void)state;
+  static const char *const pieces[] = {
+      "\xc3\xa9", "\xe2\x82\xac", "\xf0\x9f\x98\x80", "\xf4\x8f\xbf\xbf", "\xef\xbf\xbd", /* valid */
+      "\x80", "\xbf", "\xc3", "\xe2\x82", "\xf0\x9f\x98", "\xc0\xaf", "\xc1\xbf", "\xe0\x80\xaf",
+      "\xf0\x8f\xbf\xbf", "\xed\xa0\x80", "\xed\xbf\xbf", "\xf4\x90\x80\x80", "\xf5\x80\x80\x80", "\xff", "\xfe"};
+  static char buf[8192], want[GS_REASON_MAX * 6 + 64];
+  for (size_t k = 0; k < sizeof pieces / sizeof pieces[0]; k++) {
+    for (size_t at = 0; at < 17; at++) {
+      for (size_t tail = 0; tail < 3; tail++) { /* the piece at the very end of the string, or not */
+        gs_call c = gemm_ex_call();
+        memset(c.reason, 0, sizeof c.reason);
+        memset(c.reason, 'r', at);
+        size_t len = at;
+        memcpy(c.reason + len, pieces[k], strlen(pieces[k]));
+        len += strlen(pieces[k]);
+        memset(c.reason + len, 's', tail * 5);
+        len += tail * 5;
+        c.backend = pieces[(k + at) % (sizeof pieces / sizeof pieces[0])];
+        format_both_ways(&c, buf, sizeof buf);
+        char *w = want + sprintf(want, ",\"backend\":\"");
+        w += escape_ref(w, c.backend, strlen(c.backend));
+        w += sprintf(w, "\",\"reason\":\"");
+        w += escape_ref(w, c.reason, len);
+        sprintf(w, "\",\"status\":0,");
+        assert_non_null(strstr(buf, want));
+      }
+    }
+  }
+  /* Spelled out once. */
+  gs_call c = gemm_ex_call();
+  snprintf(c.reason, sizeof c.reason, "caf\xc3\xa9 \xff\xc3(\xed\xa0\x80)");
+  format_both_ways(&c, buf, sizeof buf);
+  assert_non_null(strstr(buf, ",\"reason\":\"caf\xc3\xa9 \\\\xff\\\\xc3(\\\\xed\\\\xa0\\\\x80)\","));
 }
 
 /* Strings are copied 8 bytes at a time while no byte needs escaping: put
@@ -1457,6 +1518,7 @@ int main(void) {
       cmocka_unit_test(test_format_numbers),
       cmocka_unit_test(test_format_hex),
       cmocka_unit_test(test_format_escapes_every_position),
+      cmocka_unit_test(test_format_utf8_every_position),
       cmocka_unit_test(test_format_widest_record),
       cmocka_unit_test_teardown(test_expand_pid_host, teardown),
       cmocka_unit_test(test_expand_rank),

@@ -230,6 +230,24 @@ static void test_info_prints_every_option(void **state) {
   gs_opt.debug_level = GS_LEVEL_WARN;
 }
 
+/* A path is a user's text like any value: a newline in it forged a line
+ * of the INFO listing ("gemmshim ... INFO fake"); bytes that are not UTF-8
+ * went out raw. Escaped as gs_quote does for every message. */
+static void test_info_escapes_paths(void **state) {
+  setenv("GEMMSHIM_DEBUG", "INFO", 1);
+  setenv("GEMMSHIM_LOG", "/tmp/x\ngemmshim vm:1:1 INFO fake\xff.jsonl", 1);
+  options_init_fresh();
+  int lines;
+  char *out = debug_output(&lines);
+  assert_non_null(strstr(out, " INFO GEMMSHIM_LOG set by environment to /tmp/x\\ngemmshim vm:1:1 INFO fake\\xff.jsonl\n"));
+  for (char *l = out; *l; l = strchr(l, '\n') + 1) { /* no line but the shim's own */
+    assert_int_equal(strncmp(l, "gemmshim ", 9), 0);
+    assert_int_not_equal(strncmp(l, "gemmshim vm:1:1 ", 16), 0);
+  }
+  unsetenv("GEMMSHIM_LOG");
+  gs_opt.debug_level = GS_LEVEL_WARN;
+}
+
 /* strtoull skips leading white space and takes a sign: ' -1' became
  * 2^64-1. A number starts with a digit (as NCCL's and mimalloc's option
  * readers require of a plain value). */
@@ -354,6 +372,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_bad_fault_spec, setup, teardown),
       cmocka_unit_test_setup_teardown(test_fault_counting, setup, teardown),
       cmocka_unit_test_setup_teardown(test_info_prints_every_option, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_info_escapes_paths, setup, teardown),
       cmocka_unit_test_setup_teardown(test_numbers_reject_space_and_sign, setup, teardown),
       cmocka_unit_test_setup_teardown(test_values_escaped_and_cut, setup, teardown),
       cmocka_unit_test_setup_teardown(test_every_problem_reported, setup, teardown),
