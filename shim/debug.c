@@ -93,7 +93,7 @@ static void write_line(const gs_file *f, const char *buf, size_t len) {
   /* Nothing else to do on failure: there is nowhere left to report it. */
 }
 
-static const gs_file stderr_file = {STDERR_FILENO, 1, 0, 0, 0, 0, 0, 0, 0};
+static const gs_file stderr_file = {STDERR_FILENO, 1, 0, 0, 0, 0, 0, 0, 0, 0};
 
 static void warn_stderr(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
@@ -101,6 +101,9 @@ static void warn_stderr(const char *fmt, ...) __attribute__((format(printf, 1, 2
 static void open_locked(void) {
   char why[256], q[GS_QUOTE_BUF], qp[GS_QUOTE_BUF];
   if (file_open_append(debug_path, 1, &debug_out, why, sizeof why) == 0) {
+    /* A line another process's write left cut (a full disk): ended, so
+     * that this process's first line is a line of its own. */
+    file_end_cut_line(&debug_out);
     __atomic_store_n(&debug_state, DEBUG_FILE, __ATOMIC_RELEASE);
     return;
   }

@@ -51,7 +51,19 @@
  *        most its budget (log.c).
  *  - A pipe, FIFO or terminal is written in whole lines of at most PIPE_BUF
  *    bytes: such a write to a pipe is atomic (POSIX write(2)), so it never
- *    interleaves with another process's line. */
+ *    interleaves with another process's line.
+ *  - A write to a regular file that stopped short (a full disk, the size
+ *    limit: POSIX write(2) writes what fits, then fails) leaves the file
+ *    ending inside a line, and nothing is ever truncated back. The next
+ *    writer's first line lands on the end of it. For the routing log (one
+ *    write at a time per description: gs_file.tail) the writer looks, after
+ *    its write, at the byte before where its write landed; that byte is
+ *    final (O_APPEND writes to one file happen one after the other), so
+ *    there is no race with another process's write in progress. If it is
+ *    not a newline, the glued line is one bad line (readers skip and count
+ *    it) and its record is written again, whole, after the rest. The debug
+ *    file, written by many threads at once, looks once, when it is opened
+ *    (file_end_cut_line): a newline ends a cut line left there. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
@@ -149,7 +161,21 @@ int file_open_append(const char *path, int debug, gs_file *f, char *why, size_t 
       return -1;
     }
   } else {
-    fd = GS_CALL(open, path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, 0644);
+    /* A regular file is opened for reading too, so that a write can see
+     * whether the file ends inside a line (ends_mid_line); anything else
+     * write-only, since O_RDWR would make the shim a reader of a FIFO, which
+     * then never fails with ENXIO (fifo(7)). lstat only picks the flags
+     * (fstat below decides what is kept); one without read permission is
+     * opened write-only. */
+    struct stat pre;
+    int rw = GS_CALL(lstat, path, &pre) != 0 ? errno == ENOENT : S_ISREG(pre.st_mode);
+    int flags = O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK;
+    fd = GS_CALL(open, path, (rw ? O_RDWR : O_WRONLY) | flags, 0644);
+    if (fd < 0 && rw && errno == EACCES) {
+      rw = 0;
+      fd = GS_CALL(open, path, O_WRONLY | flags, 0644);
+    }
+    f->tail = rw; /* kept below for a regular file */
     if (fd < 0) {
       if (errno == ELOOP)
         snprintf(why, whylen, "a symbolic link, which is not followed; expected a regular file, a FIFO or a device");
@@ -189,6 +215,7 @@ int file_open_append(const char *path, int debug, gs_file *f, char *why, size_t 
   f->stream = !S_ISREG(st.st_mode);
   f->named = named >= 0;
   f->sock = S_ISSOCK(st.st_mode);
+  f->tail = f->tail && S_ISREG(st.st_mode);
   return 0;
 }
 
@@ -276,8 +303,21 @@ static size_t pipe_chunk(const char *buf, size_t len) {
   return PIPE_BUF;
 }
 
+/* The byte before offset at of f's file is a line's end (or at is 0). */
+static int line_ends_before(const gs_file *f, off_t at) {
+  char last;
+  return at <= 0 || GS_CALL(pread, f->fd, &last, 1, at - 1) != 1 || last == '\n';
+}
+
+int file_end_cut_line(const gs_file *f) {
+  struct stat st;
+  if (!f->tail || GS_CALL(fstat, f->fd, &st) != 0 || line_ends_before(f, st.st_size)) return 0;
+  return write_once(f, "\n", 1) == 1;
+}
+
 size_t file_write(const gs_file *f, const char *buf, size_t len, const volatile uint64_t *deadline_ns) {
   size_t done = 0;
+  int glued = 0; /* the first line went onto the end of a line cut short */
   /* A description the shim shares with the program may block: room first.
    * Its own (O_NONBLOCK) or a socket's send is tried at once. */
   int poll_first = f->stream && !f->nonblock && !f->sock;
@@ -295,7 +335,21 @@ size_t file_write(const gs_file *f, const char *buf, size_t len, const volatile 
       errno = EIO; /* no progress: stop rather than spin */
       return done;
     }
+    /* Where the first piece landed (O_APPEND: it ends at the offset, and
+     * the writes before it have ended, open(2)), and what is before it. */
+    if (f->tail && !f->debug && done == 0) glued = !line_ends_before(f, GS_CALL(lseek, f->fd, 0, SEEK_CUR) - w);
     done += (size_t)w;
+  }
+  if (glued) {
+    /* That line is now one bad line with the cut one; the record is
+     * written again after the rest, whole. */
+    const char *nl = memchr(buf, '\n', len);
+    size_t first = nl ? (size_t)(nl - buf) + 1 : len;
+    for (size_t again = 0; again < first;) {
+      ssize_t w = write_once(f, buf + again, first - again);
+      if (w <= 0) break;
+      again += (size_t)w;
+    }
   }
   return done;
 }

@@ -185,8 +185,9 @@ typedef struct gs_file {
   int named;       /* from /dev/fd/N and the like: never opened by that name again */
   int nonblock;    /* the shim's own description, O_NONBLOCK: a write never blocks */
   int sock;        /* a socket: written with send(MSG_DONTWAIT | MSG_NOSIGNAL) */
+  int tail;        /* a regular file opened by name, readable: see files.c on lines cut short */
 } gs_file;
-#define GS_FILE_NONE {-1, 0, 0, 0, 0, 0, 0, 0, 0}
+#define GS_FILE_NONE {-1, 0, 0, 0, 0, 0, 0, 0, 0, 0}
 
 uint64_t gs_monotonic_ns(void);
 /* Open path for appending (see files.c); 0, or -1 with why set. */
@@ -195,6 +196,9 @@ int file_open_append(const char *path, int debug, gs_file *f, char *why, size_t 
 int file_names_descriptor(const char *path);
 /* Whether f->fd still is the file file_open_append opened. */
 int file_is_ours(const gs_file *f);
+/* If f's regular file ends inside a line (a write cut short by a full disk
+ * or the size limit), end that line; 1 when it did. */
+int file_end_cut_line(const gs_file *f);
 /* Close f->fd if it still is ours (never a descriptor the program reused). */
 void file_close(gs_file *f);
 /* Wait until fd is ready for events, at most until *deadline_ns

@@ -22,10 +22,12 @@ static int sys_fcntl(int fd, int cmd, int arg) { return fcntl(fd, cmd, arg); }
 gs_sys_table gs_sys = {
     .open = sys_open,
     .read = read,
+    .pread = pread,
     .write = write,
     .send = send,
     .debug_write = write,
     .fstat = fstat,
+    .lseek = lseek,
     .lstat = lstat,
     .fcntl = sys_fcntl,
     .poll = poll,

@@ -21,7 +21,7 @@ import pty
 import re
 import pytest
 
-from harness import CLIENT_DIR, PRELOAD_PREFIX, read_log, require_built, run
+from harness import CLIENT_DIR, PRELOAD_PREFIX, ROOT, read_log, require_built, run
 
 UNDER_TSAN = any("tsan" in p for p in PRELOAD_PREFIX)
 # ASan's allocator (GCC 12's libasan) takes no lock around fork: a child
@@ -359,6 +359,30 @@ def test_file_size_limit_never_kills(client, standin, tmp_path):
     assert warns[0].endswith(f"WARN GEMMSHIM_LOG: cannot write '{log}' (File too large: the process's file size "
                              "limit, ulimit -f); the routing log is off for the rest of this process"), warns
     assert 0 < log.stat().st_size <= 16 * 1024
+
+
+def test_cut_line_never_glued(client, standin, tmp_path):
+    """An earlier process's last write was cut short by a full disk (POSIX
+    write(2): what fits is written, then ENOSPC), so the log ends inside a
+    line, and it is never truncated back. The next process's first record
+    lands glued onto it: that is one bad line, which the report reader
+    counts, and the record is written again, whole; every other line is a
+    whole record."""
+    import sys
+    sys.path.insert(0, str(ROOT / "python"))
+    from gemmshim.report import BadLines, read_records
+    log = tmp_path / "log.jsonl"
+    cut = '{"seq":7,"t_ns":1,"api":"cublasGemmEx","m":64,"n":64,"k":6'
+    log.write_text(cut)
+    r = run_client(client, standin, ["--calls=3"], {**ROUTES["native"][0], "GEMMSHIM_LOG": str(log)})
+    assert r.returncode == 0 and r.stderr == "", r.describe()
+    lines = log.read_text().split("\n")
+    assert lines[0].startswith(cut + '{"seq":1,') and lines[-1] == ""
+    assert [json.loads(l)["seq"] for l in lines[1:-1]] == [2, 3, 1]
+    assert lines[3] == lines[0][len(cut):]
+    bad = BadLines()
+    assert [rec["seq"] for _, rec in read_records(log, bad)] == [2, 3, 1]
+    assert (bad.count, bad.first, bad.first_why) == (1, 1, "not JSON")
 
 
 def test_write_fault_still_warns(client, standin, tmp_path):

@@ -149,7 +149,7 @@ static void test_no_sigpipe(void **state) {
   int p[2];
   assert_int_equal(pipe(p), 0);
   close(p[0]);
-  gs_file f = {p[1], 0, 0, 1, 0, 0, 0, 0, 0};
+  gs_file f = {p[1], 0, 0, 1, 0, 0, 0, 0, 0, 0};
   errno = 0;
   assert_int_equal(file_write(&f, "x\n", 2, NULL), 0);
   assert_int_equal(errno, EPIPE);
@@ -167,7 +167,7 @@ static void test_full_pipe_deadline(void **state) {
   assert_int_equal(pipe2(p, O_NONBLOCK), 0);
   static char text[256 * 1024];
   for (size_t i = 0; i < sizeof text; i++) text[i] = (i % 100 == 99) ? '\n' : 'a';
-  gs_file f = {p[1], 0, 0, 1, 0, 0, 0, 0, 0};
+  gs_file f = {p[1], 0, 0, 1, 0, 0, 0, 0, 0, 0};
   uint64_t deadline = gs_monotonic_ns() + 30 * 1000000ull;
   errno = 0;
   size_t n = file_write(&f, text, sizeof text, &deadline);
@@ -341,6 +341,44 @@ static void test_programs_pending_sigxfsz_kept(void **state) {
   file_close(&f);
 }
 
+/* A file whose last line was cut short (an earlier writer's write hit a
+ * full disk). The log's first line lands glued onto it: that one bad line
+ * stays (never truncated), and the line is written again, whole. */
+static void test_cut_line_repaired(void **state) {
+  (void)state;
+  char path[128], why[256];
+  in_dir(path, sizeof path, "cut.jsonl");
+  int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  assert_int_equal(write(fd, "{\"a\":1}\n{\"cu", 12), 12);
+  close(fd);
+  gs_file f;
+  assert_int_equal(file_open_append(path, 0, &f, why, sizeof why), 0);
+  assert_int_equal(f.tail, 1);
+  assert_int_equal(file_write(&f, "{\"b\":2}\n{\"c\":3}\n", 16, NULL), 16);
+  assert_int_equal(file_write(&f, "{\"d\":4}\n", 8, NULL), 8); /* after a whole line: once */
+  file_close(&f);
+  assert_string_equal(slurp(path), "{\"a\":1}\n{\"cu{\"b\":2}\n{\"c\":3}\n{\"b\":2}\n{\"d\":4}\n");
+}
+
+/* The debug file, written by many threads at once, ends a cut line when
+ * it is opened. A FIFO is never opened for reading (it would then never
+ * fail with ENXIO, fifo(7)): test_refusals. */
+static void test_debug_file_ends_cut_line(void **state) {
+  (void)state;
+  char path[128], why[256];
+  in_dir(path, sizeof path, "cut.debug");
+  int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  assert_int_equal(write(fd, "gemmshim h:1:1 WARN cu", 22), 22);
+  close(fd);
+  gs_file f;
+  assert_int_equal(file_open_append(path, 1, &f, why, sizeof why), 0);
+  assert_int_equal(file_end_cut_line(&f), 1);
+  assert_int_equal(file_end_cut_line(&f), 0);
+  assert_int_equal(file_write(&f, "line\n", 5, NULL), 5);
+  file_close(&f);
+  assert_string_equal(slurp(path), "gemmshim h:1:1 WARN cu\nline\n");
+}
+
 static int group_setup(void **state) {
   (void)state;
   snprintf(dir, sizeof dir, "/tmp/gemmshim_test_files.XXXXXX");
@@ -369,6 +407,8 @@ int main(void) {
       cmocka_unit_test(test_named_pipe_shared_description),
       cmocka_unit_test(test_file_size_limit_is_efbig),
       cmocka_unit_test(test_programs_pending_sigxfsz_kept),
+      cmocka_unit_test(test_cut_line_repaired),
+      cmocka_unit_test(test_debug_file_ends_cut_line),
   };
   return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

@@ -918,6 +918,81 @@ static void test_short_write_continues(void **state) {
   assert_false(file_exists(dbg)); /* nothing to say, no file */
 }
 
+/* A full disk (POSIX write(2): what fits is written, then ENOSPC): the
+ * log's write takes half a buffer, the rest fails. The log goes off with
+ * one warning; the file ends inside a line and is never truncated back.
+ * The next process to append (log_init again, as a fresh process) finds
+ * its first record glued onto that cut line: the cut line stays one bad
+ * line, and every record of the new run is a whole line (the first one
+ * written again after the rest). */
+static int full_disk_writes, full_disk_fd;
+static ssize_t full_disk_write(int fd, const void *buf, size_t n) {
+  if (full_disk_writes == 0 && n >= 7 && memcmp(buf, "{\"seq\":", 7) == 0) full_disk_fd = fd;
+  if (fd != full_disk_fd) return real_write(fd, buf, n); /* the debug file, or not the log yet */
+  if (full_disk_writes++ == 0) return real_write(fd, buf, n / 2);
+  errno = ENOSPC;
+  return -1;
+}
+
+static void test_full_disk_cut_line(void **state) {
+  (void)state;
+  char path[128], dbg[128], rec[3][1024];
+  start_log("full.jsonl", GS_LEVEL_WARN, "full.debug");
+  for (uint64_t s = 1; s <= 3; s++) log_numbered(s);
+  real_write = gs_sys.write;
+  gs_sys.write = full_disk_write;
+  full_disk_writes = 0;
+  full_disk_fd = -1;
+  log_flush();
+  gs_sys.write = real_write;
+  assert_int_equal(full_disk_writes, 2);
+  log_numbered(4); /* the log is off */
+  log_shutdown();
+  path_in_dir(path, sizeof path, "full.jsonl");
+  size_t cut_len;
+  char *cut = read_file(path, &cut_len);
+  size_t whole = 0;
+  for (uint64_t s = 1; s <= 3; s++) whole += format_numbered(s, rec[0], sizeof rec[0]);
+  assert_int_equal(cut_len, whole / 2);
+  assert_int_not_equal(cut[cut_len - 1], '\n');
+  path_in_dir(dbg, sizeof dbg, "full.debug");
+  char *warn = read_file(dbg, NULL);
+  assert_int_equal(count_lines(warn), 1);
+  assert_non_null(strstr(warn, "(No space left on device); the routing log is off for the rest of this process\n"));
+  free(warn);
+
+  /* Space again, and the next process appends. */
+  start_log("full.jsonl", GS_LEVEL_WARN, "full.debug");
+  for (uint64_t s = 1; s <= 3; s++) log_numbered(s);
+  log_shutdown();
+  for (uint64_t s = 1; s <= 3; s++) format_numbered(s, rec[s - 1], sizeof rec[0]);
+  char want[8192];
+  snprintf(want, sizeof want, "%s%s%s%s%s", cut, rec[0], rec[1], rec[2], rec[0]);
+  char *got = read_file(path, NULL);
+  assert_string_equal(got, want);
+  free(got);
+  free(cut);
+}
+
+/* The file ends with a whole line: nothing is written twice. */
+static void test_whole_last_line_kept(void **state) {
+  (void)state;
+  char path[128], rec[1024];
+  path_in_dir(path, sizeof path, "whole.jsonl");
+  FILE *f = fopen(path, "w");
+  fputs("{\"earlier\":1}\n", f);
+  fclose(f);
+  start_log("whole.jsonl", GS_LEVEL_WARN, "");
+  log_numbered(1);
+  log_shutdown();
+  format_numbered(1, rec, sizeof rec);
+  char want[2048];
+  snprintf(want, sizeof want, "{\"earlier\":1}\n%s", rec);
+  char *got = read_file(path, NULL);
+  assert_string_equal(got, want);
+  free(got);
+}
+
 /* A write that makes no progress at all is a failure. */
 static ssize_t zero_write(int fd, const void *buf, size_t n) {
   int is_log = n >= 7 && memcmp(buf, "{\"seq\":", 7) == 0;
@@ -1534,6 +1609,8 @@ int main(void) {
       cmocka_unit_test_teardown(test_flusher_deadline_during_write, teardown),
       cmocka_unit_test_teardown(test_write_failure_disables, teardown),
       cmocka_unit_test_teardown(test_short_write_continues, teardown),
+      cmocka_unit_test_teardown(test_full_disk_cut_line, teardown),
+      cmocka_unit_test_teardown(test_whole_last_line_kept, teardown),
       cmocka_unit_test_teardown(test_zero_write_disables, teardown),
       cmocka_unit_test_teardown(test_open_failure_disables, teardown),
       cmocka_unit_test_teardown(test_no_flusher_thread_still_flushes, teardown),
