@@ -87,15 +87,34 @@ static int current_tid(void) {
  * is slow, then is dropped: messages come from the program's threads. */
 #define DEBUG_WAIT_MS 10
 
-static void write_line(const gs_file *f, const char *buf, size_t len) {
+/* 0 when the line went out, or was dropped for a reader too slow; -1 with
+ * errno when the file refused it (a full disk, /dev/full, EIO). */
+static int write_line(const gs_file *f, const char *buf, size_t len) {
   uint64_t deadline = gs_monotonic_ns() + DEBUG_WAIT_MS * 1000000ull;
-  file_write(f, buf, len, &deadline);
-  /* Nothing else to do on failure: there is nowhere left to report it. */
+  size_t n = file_write(f, buf, len, &deadline);
+  return n == len || errno == ETIMEDOUT ? 0 : -1;
 }
 
 static const gs_file stderr_file = {STDERR_FILENO, 1, 0, 0, 0, 0, 0, 0, 0, 0};
 
 static void warn_stderr(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* The debug file refused a line: every message from now on goes to
+ * stderr, this one included, after one warning there (the warning used to
+ * be lost with the rest). The descriptor is left open: another thread may
+ * be writing its copy of it. */
+static void file_refused(const gs_file *f, const char *line, size_t len, int err) {
+  pthread_mutex_lock(&debug_lock);
+  char q[GS_QUOTE_BUF], ebuf[128];
+  int first = debug_state == DEBUG_FILE && debug_out.fd == f->fd;
+  if (first) __atomic_store_n(&debug_state, DEBUG_STDERR, __ATOMIC_RELEASE);
+  gs_quote(debug_path, q);
+  pthread_mutex_unlock(&debug_lock);
+  if (first)
+    warn_stderr("GEMMSHIM_DEBUG_FILE: cannot write '%s' (%s); debug output goes to stderr instead", q,
+                strerror_r(err, ebuf, sizeof ebuf));
+  write_line(&stderr_file, line, len);
+}
 
 /* Under debug_lock: open the named file, or fall back to stderr. */
 static void open_locked(void) {
@@ -169,7 +188,7 @@ static void debug_vwrite(const gs_file *f, gs_level level, const char *fmt, va_l
     memcpy(line + len - 3, "...", 3);
   }
   if (len == 0 || line[len - 1] != '\n') line[len++] = '\n';
-  write_line(f, line, len);
+  if (write_line(f, line, len) != 0 && f->checked) file_refused(f, line, len, errno); /* checked: the file, not stderr */
   errno = saved_errno;
 }
 

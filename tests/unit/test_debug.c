@@ -250,6 +250,29 @@ static void test_open_fault_falls_back(void **state) {
   check_open_failure(file, file, "Input/output error");
 }
 
+/* A debug file that takes nothing (/dev/full: every write is ENOSPC, as
+ * the kernel's mem driver documents): one warning on stderr, and that
+ * message and every later one there (they were all lost, the warning
+ * too). */
+static void test_write_failure_falls_back(void **state) {
+  (void)state;
+  char path[128], prefix[512], want[2048];
+  capture_stderr("stderr_full.txt", path, sizeof path);
+  snprintf(gs_opt.debug_file, sizeof gs_opt.debug_file, "/dev/full");
+  debug_init();
+  GS_WARN("first");
+  GS_WARN("second");
+  restore_stderr();
+  expected_prefix(prefix, sizeof prefix, (int)getpid(), my_tid());
+  snprintf(want, sizeof want,
+           "%sWARN GEMMSHIM_DEBUG_FILE: cannot write '/dev/full' (No space left on device); debug output goes to "
+           "stderr instead\n%sWARN first\n%sWARN second\n",
+           prefix, prefix, prefix);
+  char *got = read_file(path);
+  assert_string_equal(got, want);
+  free(got);
+}
+
 /* Switching back to stderr and to another file leaves no stale fd. */
 static void test_reinit_switches(void **state) {
   (void)state;
@@ -502,6 +525,7 @@ int main(void) {
       cmocka_unit_test_teardown(test_file_placeholders, teardown),
       cmocka_unit_test_teardown(test_open_failure_falls_back, teardown),
       cmocka_unit_test_teardown(test_open_fault_falls_back, teardown),
+      cmocka_unit_test_teardown(test_write_failure_falls_back, teardown),
       cmocka_unit_test_teardown(test_reinit_switches, teardown),
       cmocka_unit_test_teardown(test_threads_whole_lines, teardown),
       cmocka_unit_test_teardown(test_fork_child_ids, teardown),

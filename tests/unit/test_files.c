@@ -27,6 +27,8 @@
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -87,6 +89,24 @@ static void test_refusals(void **state) {
   assert_string_equal(why, "Is a directory");
   assert_int_equal(file_open_append("/dev/fd/1000", 0, &f, why, sizeof why), -1);
   assert_string_equal(why, "descriptor 1000 is not open");
+
+  /* open(2) gives ENXIO for a FIFO without a reader, a device file whose
+   * device does not exist, and a UNIX socket: said by what it is (every
+   * one was "a FIFO with no reader"). Character major 240 is reserved for
+   * local use (devices.txt), so nothing is behind it here. */
+  in_dir(path, sizeof path, "nodev");
+  assert_int_equal(mknod(path, S_IFCHR | 0600, makedev(240, 0)), 0);
+  assert_int_equal(file_open_append(path, 0, &f, why, sizeof why), -1);
+  assert_string_equal(why, "a device file with no device behind it");
+  in_dir(path, sizeof path, "sock");
+  int s = socket(AF_UNIX, SOCK_STREAM, 0);
+  struct sockaddr_un addr = {.sun_family = AF_UNIX};
+  assert_true(strlen(path) < sizeof addr.sun_path);
+  memcpy(addr.sun_path, path, strlen(path) + 1);
+  assert_int_equal(bind(s, (struct sockaddr *)&addr, sizeof addr), 0);
+  assert_int_equal(file_open_append(path, 0, &f, why, sizeof why), -1);
+  assert_string_equal(why, "a socket, which open() cannot write to; expected a regular file, a FIFO or a device");
+  close(s);
 }
 
 static void test_character_device(void **state) {
