@@ -58,7 +58,8 @@
  *    writer's first line lands on the end of it. For the routing log (one
  *    write at a time per description: gs_file.tail) the writer looks, after
  *    its write, at the byte before where its write landed; that byte is
- *    final (O_APPEND writes to one file happen one after the other), so
+ *    final (O_APPEND: no other write comes between the seek to the end and
+ *    the write, POSIX write(2)), so
  *    there is no race with another process's write in progress. If it is
  *    not a newline, the glued line is one bad line (readers skip and count
  *    it) and its record is written again, whole, after the rest. The debug
@@ -162,7 +163,7 @@ int file_open_append(const char *path, int debug, gs_file *f, char *why, size_t 
     }
   } else {
     /* A regular file is opened for reading too, so that a write can see
-     * whether the file ends inside a line (ends_mid_line); anything else
+     * whether it landed on a line cut short (line_ends_before); anything else
      * write-only, since O_RDWR would make the shim a reader of a FIFO, which
      * then never fails with ENXIO (fifo(7)). lstat only picks the flags
      * (fstat below decides what is kept); one without read permission is
@@ -336,7 +337,8 @@ size_t file_write(const gs_file *f, const char *buf, size_t len, const volatile 
       return done;
     }
     /* Where the first piece landed (O_APPEND: it ends at the offset, and
-     * the writes before it have ended, open(2)), and what is before it. */
+     * no other write comes between the seek to the end and the write,
+     * POSIX write(2)), and what is before it. */
     if (f->tail && !f->debug && done == 0) glued = !line_ends_before(f, GS_CALL(lseek, f->fd, 0, SEEK_CUR) - w);
     done += (size_t)w;
   }

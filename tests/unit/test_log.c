@@ -1442,6 +1442,47 @@ static void test_fork_shared_file(void **state) {
   free(got);
 }
 
+/* GEMMSHIM_LOG=/dev/fd/N is resolved once, by the parent's first record: a
+ * forked child that closes N and opens a file of its own under that number
+ * gets nothing written into it, and its records still reach the parent's
+ * copy (the child used to duplicate N again, its own file by then). */
+static void test_fork_named_descriptor_kept(void **state) {
+  (void)state;
+  char path[128], theirs[128], want[4096] = "";
+  path_in_dir(path, sizeof path, "named.jsonl");
+  path_in_dir(theirs, sizeof theirs, "childs.bin");
+  int n = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND, 0644);
+  assert_true(n >= 0);
+  snprintf(gs_opt.log_path, sizeof gs_opt.log_path, "/dev/fd/%d", n);
+  gs_opt.debug_file[0] = '\0';
+  gs_opt.debug_level = GS_LEVEL_WARN;
+  debug_init();
+  log_init();
+  if (FORK_WITHOUT_FLUSHER) gs_fault_arm(GS_SYS_pthread_create, 1, 1);
+  record_seq(1);
+  log_flush();
+  pid_t pid = fork();
+  assert_true(pid >= 0);
+  if (pid == 0) {
+    close(n);
+    int mine = open(theirs, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (mine != n) _exit(3);
+    child_records(100, 1);
+  }
+  wait_child(pid);
+  record_seq(2);
+  log_shutdown();
+  close(n);
+  append_formatted(want, 1), append_formatted(want, 100), append_formatted(want, 2);
+  char *got = read_file(path, NULL);
+  assert_string_equal(got, want);
+  free(got);
+  size_t len;
+  got = read_file(theirs, &len);
+  assert_int_equal(len, 0);
+  free(got);
+}
+
 /* A parent that forks before its first record creates the shared file at
  * the fork, so its own later open cannot truncate the child's records. */
 static void test_fork_before_first_record(void **state) {
@@ -1623,6 +1664,7 @@ int main(void) {
       cmocka_unit_test_teardown(test_fork_own_file, teardown),
       cmocka_unit_test_teardown(test_fork_shared_file, teardown),
       cmocka_unit_test_teardown(test_fork_before_first_record, teardown),
+      cmocka_unit_test_teardown(test_fork_named_descriptor_kept, teardown),
       cmocka_unit_test_teardown(test_summary, teardown),
       cmocka_unit_test_teardown(test_summary_alternating_reasons, teardown),
       cmocka_unit_test_teardown(test_summary_overflow_and_dropped, teardown),
