@@ -1006,8 +1006,10 @@ static void write_buffer(int b, size_t len, const volatile uint64_t *deadline) {
   size_t text_len = format_records(state.buf[b], len);
   state.carry_len = 0;
   size_t n = file_write(&state.out, state.text, text_len, deadline);
-  if (n == 0 && errno == EBADF) {
-    /* Closed by the program since the check above: open it again, once. */
+  if (n == 0 && errno == EBADF && !file_is_ours(&state.out)) {
+    /* Closed by the program since the check above: open it again, once.
+     * (Still ours, EBADF is a description not open for writing, such as
+     * /dev/stdin named as the log: a write error like any.) */
     pthread_mutex_lock(&state.mu);
     int ok = !is_disabled() && reopen_locked();
     pthread_mutex_unlock(&state.mu);

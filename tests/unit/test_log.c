@@ -1483,6 +1483,33 @@ static void test_fork_named_descriptor_kept(void **state) {
   free(got);
 }
 
+/* A descriptor named by number that is open read-only (/dev/stdin on a
+ * file): the write's EBADF is a write error, said as one, not a descriptor
+ * the program closed. */
+static void test_named_read_only_descriptor(void **state) {
+  (void)state;
+  char path[128], dbg[128];
+  path_in_dir(path, sizeof path, "readonly.jsonl");
+  close(open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644));
+  int n = open(path, O_RDONLY);
+  assert_true(n >= 0);
+  path_in_dir(gs_opt.debug_file, sizeof gs_opt.debug_file, "readonly.debug");
+  snprintf(gs_opt.log_path, sizeof gs_opt.log_path, "/dev/fd/%d", n);
+  gs_opt.debug_level = GS_LEVEL_WARN;
+  debug_init();
+  log_init();
+  record_seq(1);
+  log_shutdown();
+  close(n);
+  path_in_dir(dbg, sizeof dbg, "readonly.debug");
+  char *warn = read_file(dbg, NULL), want[256];
+  snprintf(want, sizeof want, " WARN GEMMSHIM_LOG: cannot write '/dev/fd/%d' (Bad file descriptor); the routing log is "
+           "off for the rest of this process\n", n);
+  assert_int_equal(count_lines(warn), 1);
+  assert_non_null(strstr(warn, want));
+  free(warn);
+}
+
 /* A parent that forks before its first record creates the shared file at
  * the fork, so its own later open cannot truncate the child's records. */
 static void test_fork_before_first_record(void **state) {
@@ -1665,6 +1692,7 @@ int main(void) {
       cmocka_unit_test_teardown(test_fork_shared_file, teardown),
       cmocka_unit_test_teardown(test_fork_before_first_record, teardown),
       cmocka_unit_test_teardown(test_fork_named_descriptor_kept, teardown),
+      cmocka_unit_test_teardown(test_named_read_only_descriptor, teardown),
       cmocka_unit_test_teardown(test_summary, teardown),
       cmocka_unit_test_teardown(test_summary_alternating_reasons, teardown),
       cmocka_unit_test_teardown(test_summary_overflow_and_dropped, teardown),
