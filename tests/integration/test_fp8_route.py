@@ -153,7 +153,10 @@ def test_per_thread_streams_of_successive_threads_never_share_a_ring(shim, stand
     assert r.returncode == 1, r.describe()
     recs = read_log(log)
     assert len(recs) == threads
-    assert len({rec["site"] for rec in recs}) == 1
+    # One site when glibc reuses the joined thread's pthread_t (the site
+    # table then takes each thread for the first, forward one); sanitizer
+    # runtimes may not reuse it, and the later threads' calls are sites of
+    # their own. Either way no call may run on an earlier thread's rings.
     for rec in recs:
         assert (rec["route"], rec["status"], rec["stream"]) == ("fp8", 0, "0x2"), rec
         assert rec["reason"] == ("GEMMSHIM_MODE=fp8; fp8 e4m3 x e4m3; first call: scales from its own amax; "
