@@ -157,8 +157,8 @@ static int ref_fault(const char *s) {
     if (n == 0) return -1;
     if (dend < end && *dend == '+') dend++;
     if (dend != end) return -1;
-    if (!comma || !comma[1]) return 0; /* a trailing comma ends the list */
-    p = comma + 1;
+    if (!comma) return 0;
+    p = comma + 1; /* an empty entry after it (a trailing comma) is refused: the README's form is name:N[+],... */
   }
 }
 
