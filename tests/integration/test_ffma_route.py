@@ -506,25 +506,26 @@ def test_no_context_id_asked_again(client, standin, tmp_path):
 # The plan's algorithm comes from cuBLASLt's heuristic (route_lt.c); a
 # failure there costs the plan its algorithm, never the call: cublasLtMatmul
 # then gets NULL and chooses itself.
-HEURISTIC_FAULTS = ["cublasLtMatmulPreferenceCreate:1", "cublasLtMatmulAlgoGetHeuristic:1",
+HEURISTIC_FAULTS = ["", "cublasLtMatmulPreferenceCreate:1", "cublasLtMatmulAlgoGetHeuristic:1",
                     *[f"cublasLtMatmulPreferenceSetAttribute:{n}" for n in range(1, 6)]]
 
 
-@pytest.mark.parametrize("fault", HEURISTIC_FAULTS)
+@pytest.mark.parametrize("fault", HEURISTIC_FAULTS, ids=lambda f: f or "no-fault")
 def test_heuristic_failing_costs_only_the_algorithm(client, standin, tmp_path, fault):
     """Three identical Lt calls: all run ffma and are right; their plan is
     made once (one descriptor for the three, beside the client's own three)
-    and the heuristic is not tried again (a faulted call never reaches the
-    stand-in, so it counts 0)."""
+    and the heuristic asked once, its preference's five attributes set (it
+    is reached only when they all were), or, after a failure, not tried
+    again (a faulted call never reaches the stand-in, so it counts 0)."""
     args = [gemm(f"call{i}", **LT) for i in range(3)]
-    res = run_client(client, standin, tmp_path, args, env={"GEMMSHIM_FAULT": fault})
+    res = run_client(client, standin, tmp_path, args, env={"GEMMSHIM_FAULT": fault} if fault else None)
     assert_all_ok(res)
     for rec in res.recs:
         assert_ffma(rec)
     created = 0 if fault.startswith("cublasLtMatmulPreferenceCreate") else 1
     assert (res.counts["cublasLtMatmulDescCreate"], res.counts["cublasLtMatmulPreferenceCreate"],
             res.counts["cublasLtMatmulPreferenceDestroy"], res.counts["cublasLtMatmulAlgoGetHeuristic"],
-            res.counts["cublasLtMatmul"]) == (3 + 1, created, created, 0, 3)
+            res.counts["cublasLtMatmul"]) == (3 + 1, created, created, 0 if fault else 1, 3)
 
 
 def test_launches_failing_for_good(client, standin, tmp_path):
