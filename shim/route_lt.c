@@ -354,7 +354,10 @@ static ws_slot *ws_find(void *ctx, unsigned long long ctx_id, unsigned long long
 static unsigned long long ws_stream_key(const gs_call *c, unsigned long long *sid) {
   void *s = c->g.stream;
   if (s == NULL || s == (void *)CU_STREAM_LEGACY) return *sid = WS_LEGACY;
-  if (s == (void *)CU_STREAM_PER_THREAD || !gs_sys.cuStreamGetId) return *sid = 0;
+  if (s == (void *)CU_STREAM_PER_THREAD) return *sid = 0;
+  /* The device lookup's, where it asked (device.c). */
+  if (c->stream_id) return *sid = c->stream_id < WS_LEGACY ? c->stream_id : 0;
+  if (!gs_sys.cuStreamGetId) return *sid = 0;
   unsigned long long id = 0;
   if (GS_CALL(cuStreamGetId, (CUstream)s, &id) != CUDA_SUCCESS || id == 0 || id >= WS_LEGACY) return *sid = 0;
   return *sid = id;

@@ -485,22 +485,19 @@ def test_each_fallible_call_failing(client, standin, tmp_path, fault, spec, no_p
 
 
 def test_no_context_id_asked_again(client, standin, tmp_path):
-    """The device lookup's cuCtxGetId is the only one a routed call makes
-    (with pools): the kernel cache and the launches take the context's id
-    from it. So the run's second cuCtxGetId is the second call's lookup:
-    that call alone runs native, the first and third ffma; and a run asks
-    exactly one per call."""
+    """A run's only cuCtxGetId is its first call's device lookup (with
+    pools): the kernel cache and the launches take the context's id from
+    the lookup, and later lookups find the stream's context and id by the
+    stream's cuStreamGetId (device.c). So every cuCtxGetId after the first
+    failing changes nothing: all three calls run ffma."""
     args = [gemm(f"call{i}", **EX) for i in range(3)]
-    res = run_client(client, standin, tmp_path, args, env={"GEMMSHIM_FAULT": "cuCtxGetId:2"})
+    res = run_client(client, standin, tmp_path, args, env={"GEMMSHIM_FAULT": "cuCtxGetId:2+"})
     assert_all_ok(res)
-    assert_ffma(res.recs[0])
-    rec = res.recs[1]
-    assert (rec["route"], rec["reason"]) == ("native", f"{MODE}; device unknown: cuCtxGetId failed (destroyed "
-                                             "context?); ffma declined: kernels not loaded (no context); ran native")
-    assert_ffma(res.recs[2])
+    for rec in res.recs:
+        assert_ffma(rec)
     res = run_client(client, standin, tmp_path, args, tag="clean")
     assert [r["route"] for r in res.recs] == ["ffma"] * 3
-    assert res.counts["cuCtxGetId"] == 3
+    assert (res.counts["cuCtxGetId"], res.counts["cuStreamGetId"]) == (1, 3)
 
 
 # The plan's algorithm comes from cuBLASLt's heuristic (route_lt.c); a
