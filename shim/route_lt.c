@@ -56,6 +56,7 @@
 #include "sys.h"
 
 #define ROUTE_LT_PLANS 4096
+static size_t plans_limit = ROUTE_LT_PLANS; /* under plans_lock; tests lower it */
 #define ROUTE_LT_BUCKETS 1024
 #define ROUTE_LT_WORKSPACES 16
 
@@ -217,17 +218,24 @@ static void bucket_remove(route_lt_plan *p) {
   plans_live--;
 }
 
-/* Takes the least recently used plan out of the table; returns it when
- * nobody holds it (the caller destroys it outside the lock). */
-static route_lt_plan *evict_oldest(void) {
-  route_lt_plan *old = NULL;
-  for (int b = 0; b < ROUTE_LT_BUCKETS; b++)
-    for (route_lt_plan *p = buckets[b]; p; p = p->next)
-      if (!old || p->used < old->used) old = p;
-  if (!old) return NULL;
-  bucket_remove(old);
-  old->evicted = 1;
-  return old->held ? NULL : old;
+/* Takes least recently used plans out of the table until there is room
+ * for one more; returns those nobody holds, chained by next, for the
+ * caller to destroy outside the lock (a held one goes when let go). */
+static route_lt_plan *evict_for_one(void) {
+  route_lt_plan *victims = NULL;
+  while (plans_live > 0 && plans_live >= plans_limit) {
+    route_lt_plan *old = NULL;
+    for (int b = 0; b < ROUTE_LT_BUCKETS; b++)
+      for (route_lt_plan *p = buckets[b]; p; p = p->next)
+        if (!old || p->used < old->used) old = p;
+    bucket_remove(old);
+    old->evicted = 1;
+    if (!old->held) {
+      old->next = victims;
+      victims = old;
+    }
+  }
+  return victims;
 }
 
 const route_lt_plan *route_lt_plan_get(cublasLtHandle_t h, const route_lt_key *k, const void *bias,
@@ -262,7 +270,7 @@ const route_lt_plan *route_lt_plan_get(cublasLtHandle_t h, const route_lt_key *k
       plan_destroy(p);
       p = NULL;
     } else {
-      if (plans_live >= ROUTE_LT_PLANS) victim = evict_oldest();
+      victim = evict_for_one();
       route_lt_plan **b = &buckets[hash % ROUTE_LT_BUCKETS];
       p->next = *b;
       *b = p;
@@ -273,7 +281,11 @@ const route_lt_plan *route_lt_plan_get(cublasLtHandle_t h, const route_lt_key *k
     }
   }
   pthread_mutex_unlock(&plans_lock);
-  if (victim) plan_destroy(victim);
+  while (victim) {
+    route_lt_plan *next = victim->next;
+    plan_destroy(victim);
+    victim = next;
+  }
   return p;
 }
 
@@ -299,6 +311,14 @@ cublasStatus_t route_lt_matmul(cublasLtHandle_t h, const route_lt_plan *cp, cons
   }
   return GS_CALL(cublasLtMatmul, h, p->desc, alpha, A, p->l[0], B, p->l[1], beta, C, p->l[2], D, p->l[3],
                  p->has_algo ? &p->algo : NULL, ws, wss, (cudaStream_t)stream);
+}
+
+size_t route_lt_plans_set_limit(size_t n) {
+  pthread_mutex_lock(&plans_lock);
+  size_t old = plans_limit;
+  plans_limit = n ? n : ROUTE_LT_PLANS;
+  pthread_mutex_unlock(&plans_lock);
+  return old;
 }
 
 size_t route_lt_plans_live(void) {

@@ -68,6 +68,9 @@ cublasStatus_t route_lt_matmul(cublasLtHandle_t h, const route_lt_plan *p, const
 void route_lt_workspace(const gs_call *c, void **ws, size_t *size);
 
 /* ---- for tests ------------------------------------------------------------------------ */
+/* At most n plans kept from now on (0: the default, ROUTE_LT_PLANS in
+ * route_lt.c); returns the limit it replaces. */
+size_t route_lt_plans_set_limit(size_t n);
 /* Plans kept, and how many were ever built. */
 size_t route_lt_plans_live(void);
 uint64_t route_lt_plans_built(void);

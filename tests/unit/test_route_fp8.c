@@ -692,6 +692,82 @@ static void test_lt_plan_failure_not_kept(void **state) {
   gemm_free(&x);
 }
 
+static int desc_destroys;
+static cublasStatus_t (*real_desc_destroy)(cublasLtMatmulDesc_t);
+static cublasStatus_t counting_desc_destroy(cublasLtMatmulDesc_t d) {
+  desc_destroys++;
+  return real_desc_destroy(d);
+}
+
+/* A key of an fp8 problem m x 32 x 64 on the 9.0 device. */
+static route_lt_key key_of(int64_t m) {
+  gs_call c;
+  memset(&c, 0, sizeof c);
+  c.ctx = ctxs[DEV_90];
+  route_lt_key k;
+  route_lt_key_init(&k, &c);
+  k.compute = CUBLAS_COMPUTE_32F;
+  k.scale = CUDA_R_32F;
+  k.transa = CUBLAS_OP_T;
+  k.transb = CUBLAS_OP_N;
+  route_lt_key_layout(&k, 0, CUDA_R_8F_E4M3, 64, m, 64, 1, 64 * m);
+  route_lt_key_layout(&k, 1, CUDA_R_8F_E4M3, 64, 32, 64, 1, 64 * 32);
+  route_lt_key_layout(&k, 2, CUDA_R_16BF, m, 32, m, 1, 0);
+  route_lt_key_layout(&k, 3, CUDA_R_16BF, m, 32, m, 1, 0);
+  for (int i = 0; i < 4; i++) k.align[i] = 256;
+  return k;
+}
+
+/* Past the limit the least recently used plans go: destroyed at once when
+ * nobody holds them, else when the holder lets go (never under a matmul).
+ * A held plan is never handed to a second holder: another is built. */
+static void test_lt_plans_evicted(void **state) {
+  real_desc_destroy = gs_sys.cublasLtMatmulDescDestroy;
+  gs_sys.cublasLtMatmulDescDestroy = counting_desc_destroy;
+  size_t before_limit = route_lt_plans_set_limit(2);
+  cublasLtHandle_t h = lt_handles[DEV_90];
+  cublasStatus_t st;
+  route_lt_key ka = key_of(16), kb = key_of(32), kc = key_of(48);
+  const route_lt_plan *a = route_lt_plan_get(h, &ka, NULL, &st);
+  assert_non_null(a);
+  const route_lt_plan *b = route_lt_plan_get(h, &kb, NULL, &st);
+  assert_non_null(b);
+  route_lt_plan_put(b);
+  assert_int_equal(route_lt_plans_live(), 2); /* earlier tests' plans went */
+  desc_destroys = 0;
+  /* a is held and the oldest: taken out, not destroyed */
+  const route_lt_plan *c = route_lt_plan_get(h, &kc, NULL, &st);
+  assert_non_null(c);
+  route_lt_plan_put(c);
+  assert_int_equal(route_lt_plans_live(), 2);
+  assert_int_equal(desc_destroys, 0);
+  route_lt_plan_put(a);
+  assert_int_equal(desc_destroys, 1);
+  /* b is now the oldest: a again evicts and destroys it at once */
+  uint64_t built = route_lt_plans_built();
+  const route_lt_plan *a2 = route_lt_plan_get(h, &ka, NULL, &st);
+  assert_non_null(a2);
+  assert_int_equal(route_lt_plans_built(), built + 1);
+  assert_int_equal(desc_destroys, 2);
+  route_lt_plan_put(a2);
+  /* c is kept: found, not built */
+  const route_lt_plan *c2 = route_lt_plan_get(h, &kc, NULL, &st);
+  assert_ptr_equal(c2, c);
+  route_lt_plan_put(c2);
+  assert_int_equal(route_lt_plans_built(), built + 1);
+  const route_lt_plan *x = route_lt_plan_get(h, &kc, NULL, &st);
+  const route_lt_plan *y = route_lt_plan_get(h, &kc, NULL, &st);
+  assert_ptr_equal(x, c);
+  assert_non_null(y);
+  assert_ptr_not_equal(x, y);
+  assert_int_equal(route_lt_plans_built(), built + 2);
+  assert_int_equal(desc_destroys, 3); /* a2, the least recently used */
+  route_lt_plan_put(x);
+  route_lt_plan_put(y);
+  route_lt_plans_set_limit(before_limit);
+  gs_sys.cublasLtMatmulDescDestroy = real_desc_destroy;
+}
+
 static void *ws_of(CUcontext ctx, void *stream, size_t *size) {
   gs_call c;
   memset(&c, 0, sizeof c);
@@ -974,6 +1050,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_lt_failure_falls_back, test_setup, test_teardown),
       cmocka_unit_test_setup_teardown(test_lt_plans_kept, test_setup, test_teardown),
       cmocka_unit_test_setup_teardown(test_lt_plan_failure_not_kept, test_setup, test_teardown),
+      cmocka_unit_test_setup_teardown(test_lt_plans_evicted, test_setup, test_teardown),
       cmocka_unit_test_setup_teardown(test_lt_workspace_per_stream, test_setup, test_teardown),
       cmocka_unit_test_setup_teardown(test_declines, test_setup, test_teardown),
       cmocka_unit_test_setup_teardown(test_declines_arguments, test_setup, test_teardown),
