@@ -124,6 +124,7 @@ typedef struct gs_options {
   uint64_t fp8_margin;       /* headroom: scale = max(history) * 2^margin / fmt_max */
   uint64_t fp8_max_sites;    /* site table bound; least recently used evicted */
   uint64_t fp8_max_bytes;    /* transient memory one fp8 call may take */
+  uint64_t pool_keep_bytes;  /* transient pool memory kept mapped between calls, per device */
 } gs_options;
 
 extern gs_options gs_opt;

@@ -254,6 +254,7 @@ CUresult cuStreamSynchronize(CUstream hStream) {
   if (!r) r = sd_capture_forbids_locked();
   if (!r && (hStream == NULL || hStream == CU_STREAM_LEGACY))
     r = sd_stream_enqueue_locked(hStream, &ctx, NULL);
+  if (!r) sd_pools_sync_locked();
   pthread_mutex_unlock(&sd_lock);
   return r;
 }
@@ -285,6 +286,7 @@ CUresult cuCtxSynchronize(void) {
     if (scan.hit) r = CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
   }
   if (!r) r = sd_capture_forbids_locked();
+  if (!r) sd_pools_sync_locked();
   pthread_mutex_unlock(&sd_lock);
   return r;
 }
@@ -494,6 +496,7 @@ CUresult cuEventSynchronize(CUevent hEvent) {
   if (!sd_reg_has(hEvent, SD_EVENT)) r = CUDA_ERROR_INVALID_HANDLE;
   else if (hEvent->captured) r = CUDA_ERROR_CAPTURED_EVENT;
   if (!r) r = sd_capture_forbids_locked();
+  if (!r) sd_pools_sync_locked();
   pthread_mutex_unlock(&sd_lock);
   return r;
 }
