@@ -60,14 +60,15 @@ def test_native_lookup_steady_state(client, standin, tmp_path):
 
 def test_ffma_steady_state(client, standin, tmp_path):
     """sm_61: two launches (widen A and B in one, narrow D), the transient
-    buffer's stream-ordered alloc and free, the capture check, the handle's
-    math mode, and the current context once for both launches; no context
-    id (the device lookup's serves the launches), no cuBLASLt."""
+    buffer's stream-ordered alloc (from the shim's pool) and free, the
+    capture check, the handle's math mode, and the current context once for
+    both launches; no context id (the device lookup's serves the launches),
+    no cuBLASLt."""
     native, rec = one_call(client, standin, tmp_path, "6.1", NATIVE)
     assert rec["route"] == "native"
     ffma, rec = one_call(client, standin, tmp_path, "6.1", {"GEMMSHIM_MODE": "ffma", "GEMMSHIM_FFMA_MIN_FLOPS": "0"})
     assert (rec["route"], rec["backend"]) == ("ffma", "sgemm")
-    assert added(ffma, native) == {"cuCtxGetCurrent": 1, "cuLaunchKernel": 2, "cuMemAllocAsync": 1,
+    assert added(ffma, native) == {"cuCtxGetCurrent": 1, "cuLaunchKernel": 2, "cuMemAllocFromPoolAsync": 1,
                                    "cuMemFreeAsync": 1, "cuStreamIsCapturing": 1, "cublasGetMathMode": 1}
     assert sum(added(ffma, native).values()) == 7
 
@@ -86,7 +87,7 @@ def test_fp8_cublaslt_steady_state(client, standin, tmp_path):
     assert (rec["route"], rec["backend"]) == ("fp8", "cublaslt-fp8")
     assert {k: v for k, v in fp8.items() if k.startswith("cublasLt")} == {"cublasLtMatmul": 1}
     assert added(fp8, native) == {
-        "cuCtxGetCurrent": 1, "cuLaunchKernel": 1, "cuMemAllocAsync": 1, "cuMemFreeAsync": 1,
+        "cuCtxGetCurrent": 1, "cuLaunchKernel": 1, "cuMemAllocFromPoolAsync": 1, "cuMemFreeAsync": 1,
         "cuPointerGetAttribute": 6, "cuStreamIsCapturing": 1,
         # native cuBLAS's own work this call no longer does
         "cublasGemmEx": -1, "cublasLtMatmulDescCreate": -1, "cublasLtMatmulDescDestroy": -1,
