@@ -225,7 +225,8 @@ static cublasStatus_t gemm_ex_fp32(const gs_call *c, const ffma_plan *p, char *b
  * The plan is kept (route_lt.c): its key holds every attribute, so a call
  * in steady state makes only the matmul. The transient buffers' addresses
  * vary per call but not their alignment, which is all the plan holds. */
-static cublasStatus_t lt_fp32(const gs_call *c, const ffma_plan *p, char *base, void *ws, size_t wss) {
+static cublasStatus_t lt_fp32(const gs_call *c, const ffma_plan *p, char *base, void *ws, size_t wss,
+                              const char **why) {
   const gs_gemm *g = &c->g;
   if (!route_lt_available()) return CUBLAS_STATUS_NOT_SUPPORTED;
   const void *bias = p->own_bias ? (const void *)(base + p->off[BUF_BIAS]) : g->bias;
@@ -258,7 +259,7 @@ static cublasStatus_t lt_fp32(const gs_call *c, const ffma_plan *p, char *base, 
   k.workspace_size = wss;
   cublasLtHandle_t h = (cublasLtHandle_t)g->handle;
   cublasStatus_t s;
-  const route_lt_plan *plan = route_lt_plan_get(h, &k, bias, &s);
+  const route_lt_plan *plan = route_lt_plan_get(h, &k, bias, &s, why);
   if (!plan) return s;
   s = route_lt_matmul(h, plan, g->alpha, A, B, g->beta, C, D, bias, ws, wss, g->stream);
   route_lt_plan_put(plan);
@@ -296,14 +297,17 @@ int route_ffma(gs_call *c) {
     call_decline(c, GS_ROUTE_NATIVE, "ffma declined: cast kernel launch failed (CUresult %d); ran native", (int)r);
     return GS_DECLINED;
   }
-  cublasStatus_t s = c->g.api == GS_API_LT_MATMUL ? lt_fp32(c, &p, base, c->g.workspace, c->g.workspace_size)
-                                                   : gemm_ex_fp32(c, &p, base);
+  const char *plan_why = NULL;
+  cublasStatus_t s = c->g.api == GS_API_LT_MATMUL
+                         ? lt_fp32(c, &p, base, c->g.workspace, c->g.workspace_size, &plan_why)
+                         : gemm_ex_fp32(c, &p, base);
   if (s != CUBLAS_STATUS_SUCCESS) {
     /* Nothing of the caller's was written yet: a failed fp32 GEMM writes
      * nothing, and with fp32 C it is the only writer. Native gives the
      * caller cuBLAS's own answer. */
     transient_release(&t);
-    call_decline(c, GS_ROUTE_NATIVE, "ffma declined: fp32 GEMM returned status %d; ran native", (int)s);
+    if (plan_why) call_decline(c, GS_ROUTE_NATIVE, "ffma declined: %s; ran native", plan_why);
+    else call_decline(c, GS_ROUTE_NATIVE, "ffma declined: fp32 GEMM returned status %d; ran native", (int)s);
     return GS_DECLINED;
   }
   if (p.own_out) {

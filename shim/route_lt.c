@@ -239,8 +239,9 @@ static route_lt_plan *evict_for_one(void) {
 }
 
 const route_lt_plan *route_lt_plan_get(cublasLtHandle_t h, const route_lt_key *k, const void *bias,
-                                       cublasStatus_t *status) {
+                                       cublasStatus_t *status, const char **why) {
   *status = CUBLAS_STATUS_SUCCESS;
+  if (why) *why = NULL;
   uint64_t hash = key_hash(k);
   pthread_mutex_lock(&plans_lock);
   route_lt_plan *p = bucket_find(k, hash);
@@ -261,6 +262,7 @@ const route_lt_plan *route_lt_plan_get(cublasLtHandle_t h, const route_lt_key *k
   p = GS_CALL(calloc, 1, sizeof *p);
   if (!p) {
     *status = CUBLAS_STATUS_ALLOC_FAILED;
+    if (why) *why = "out of host memory for a cuBLASLt plan (calloc failed)";
   } else {
     p->key = *k;
     p->hash = hash;

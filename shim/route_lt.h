@@ -49,9 +49,10 @@ uint32_t route_lt_alignment(const void *p);
  * the heuristic's first algorithm; bias: the first BIAS_POINTER) and held
  * by this call alone until route_lt_plan_put. NULL with *status
  * (cuBLASLt's) when it cannot be made; nothing is kept then, so the next
- * call tries again. */
+ * call tries again. *why (when why is not NULL): NULL, or why the shim
+ * itself could not make it (host memory), for the call's reason. */
 const route_lt_plan *route_lt_plan_get(cublasLtHandle_t h, const route_lt_key *k, const void *bias,
-                                       cublasStatus_t *status);
+                                       cublasStatus_t *status, const char **why);
 void route_lt_plan_put(const route_lt_plan *p);
 /* cublasLtMatmul with held plan p's objects and algorithm on stream s;
  * bias (where the key has one) is set first if the descriptor holds

@@ -728,15 +728,15 @@ static void test_lt_plans_evicted(void **state) {
   cublasLtHandle_t h = lt_handles[DEV_90];
   cublasStatus_t st;
   route_lt_key ka = key_of(16), kb = key_of(32), kc = key_of(48);
-  const route_lt_plan *a = route_lt_plan_get(h, &ka, NULL, &st);
+  const route_lt_plan *a = route_lt_plan_get(h, &ka, NULL, &st, NULL);
   assert_non_null(a);
-  const route_lt_plan *b = route_lt_plan_get(h, &kb, NULL, &st);
+  const route_lt_plan *b = route_lt_plan_get(h, &kb, NULL, &st, NULL);
   assert_non_null(b);
   route_lt_plan_put(b);
   assert_int_equal(route_lt_plans_live(), 2); /* earlier tests' plans went */
   desc_destroys = 0;
   /* a is held and the oldest: taken out, not destroyed */
-  const route_lt_plan *c = route_lt_plan_get(h, &kc, NULL, &st);
+  const route_lt_plan *c = route_lt_plan_get(h, &kc, NULL, &st, NULL);
   assert_non_null(c);
   route_lt_plan_put(c);
   assert_int_equal(route_lt_plans_live(), 2);
@@ -745,18 +745,18 @@ static void test_lt_plans_evicted(void **state) {
   assert_int_equal(desc_destroys, 1);
   /* b is now the oldest: a again evicts and destroys it at once */
   uint64_t built = route_lt_plans_built();
-  const route_lt_plan *a2 = route_lt_plan_get(h, &ka, NULL, &st);
+  const route_lt_plan *a2 = route_lt_plan_get(h, &ka, NULL, &st, NULL);
   assert_non_null(a2);
   assert_int_equal(route_lt_plans_built(), built + 1);
   assert_int_equal(desc_destroys, 2);
   route_lt_plan_put(a2);
   /* c is kept: found, not built */
-  const route_lt_plan *c2 = route_lt_plan_get(h, &kc, NULL, &st);
+  const route_lt_plan *c2 = route_lt_plan_get(h, &kc, NULL, &st, NULL);
   assert_ptr_equal(c2, c);
   route_lt_plan_put(c2);
   assert_int_equal(route_lt_plans_built(), built + 1);
-  const route_lt_plan *x = route_lt_plan_get(h, &kc, NULL, &st);
-  const route_lt_plan *y = route_lt_plan_get(h, &kc, NULL, &st);
+  const route_lt_plan *x = route_lt_plan_get(h, &kc, NULL, &st, NULL);
+  const route_lt_plan *y = route_lt_plan_get(h, &kc, NULL, &st, NULL);
   assert_ptr_equal(x, c);
   assert_non_null(y);
   assert_ptr_not_equal(x, y);
