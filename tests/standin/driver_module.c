@@ -164,7 +164,12 @@ CUresult cuModuleLoadData(CUmodule *module, const void *image) {
   }
   void *lib = NULL;
   if (sd.kernels[0]) {
-    lib = dlopen(sd.kernels, RTLD_NOW | RTLD_LOCAL);
+    /* Kept loaded once loaded (RTLD_NODELETE): the host kernels keep
+     * per-thread state (fiber stacks, TSan's fibers) that a fresh copy
+     * after every context reset would leak, one block's worth per reset;
+     * and they hold no per-module globals (no __device__ variables) that a
+     * new context would need fresh. */
+    lib = dlopen(sd.kernels, RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
     if (!lib) standin_msg("STANDIN_KERNELS=%s: %s", sd.kernels, dlerror());
   }
   struct CUmod_st *m = calloc(1, sizeof *m);
