@@ -56,7 +56,14 @@ static int call_begin(gs_call *c, gs_api api, const void *caller) {
   return 1;
 }
 
+void call_work_begin(gs_call *c, gs_route route) {
+  if (c->work_begun) return;
+  c->work_begun = 1;
+  if (gs_nvtx_on) nvtx_call_begin(c, route);
+}
+
 static cublasStatus_t call_end(gs_call *c, cublasStatus_t status) {
+  if (c->nvtx_open) nvtx_call_end(c);
   c->status = status;
   if (hooks_timing()) c->dur_ns = now_ns(CLOCK_MONOTONIC) - c->dur_ns;
   call_finish(c);
@@ -79,6 +86,7 @@ static cublasStatus_t no_real(gs_call *c) {
     if ((c)->decided != GS_ROUTE_NATIVE) st_ = route_run(c);                   \
     if (st_ == GS_DECLINED) {                                                  \
       (c)->route = GS_ROUTE_NATIVE;                                            \
+      call_work_begin(c, GS_ROUTE_NATIVE);                                     \
       st_ = (native_call);                                                     \
     }                                                                          \
     return call_end(c, (cublasStatus_t)st_);                                   \
@@ -252,6 +260,7 @@ __attribute__((constructor)) static void shim_load(void) {
   resolve_init();
   pthread_atfork(NULL, NULL, forget_thread_id);
   options_init();
+  nvtx_init();
   log_init();
 }
 

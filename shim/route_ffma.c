@@ -290,6 +290,7 @@ int route_ffma(gs_call *c) {
     call_decline(c, GS_ROUTE_NATIVE, "ffma declined: %s; ran native", why);
     return GS_DECLINED;
   }
+  call_work_begin(c, GS_ROUTE_FFMA);
   char *base = (char *)(uintptr_t)t.ptr;
   CUresult r = casts_in(c, &p, base);
   if (r != CUDA_SUCCESS) {

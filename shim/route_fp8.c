@@ -335,6 +335,7 @@ int route_fp8(gs_call *c) {
     fp8_site_release(&u, 0);
     return decline(c, why);
   }
+  call_work_begin(c, GS_ROUTE_FP8);
   char *base = (char *)(uintptr_t)t.ptr;
   unsigned ran = 0;
   CUresult r = quantize_operands(c, &p, &u, base, &ran);

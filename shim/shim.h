@@ -11,6 +11,7 @@
  *   site.c       call-site ids
  *   route_*.c    one file per route
  *   log.c        the per-call routing log (JSON lines) and exit summary
+ *   nvtx.c       one NVTX range per call, when an NVTX tool is attached
  *   debug.c      WARN/INFO/TRACE messages to stderr or GEMMSHIM_DEBUG_FILE
  */
 #ifndef GEMMSHIM_SHIM_H
@@ -78,6 +79,8 @@ typedef struct gs_call {
   const char *backend; /* e.g. "cublas", "sgemm", "own"; NULL = none */
   int status;          /* cublasStatus_t returned to the caller */
   const void *caller;  /* return address of the hooked call */
+  int work_begun;      /* call_work_begin ran: the call's device work started */
+  int nvtx_open;       /* an NVTX range is open for the call (nvtx.c) */
   char reason[GS_REASON_MAX]; /* last: call_begin clears only what precedes it */
 } gs_call;
 
@@ -155,6 +158,16 @@ size_t log_format(const gs_call *c, char *buf, size_t len);
 int log_expand_path(const char *pattern, char *out, size_t len);
 
 /* ------------------------------------------------------------------------ */
+/* "nvtx.c": NVTX ranges. gs_nvtx_on: NVTX_INJECTION64_PATH was set at load. */
+extern int gs_nvtx_on;
+void nvtx_init(void);
+void nvtx_call_begin(gs_call *c, gs_route route);
+void nvtx_call_end(gs_call *c);
+/* The range's name, e.g. "gemmshim ffma 4096x4096x4096 bf16 (cublasGemmEx)";
+ * returns its length (truncated to len - 1). */
+size_t nvtx_range_name(const gs_call *c, gs_route route, char *out, size_t len);
+
+/* ------------------------------------------------------------------------ */
 /* "decode.c": fill g from the arguments. Strides are in elements; batch is 1
  * for the non-batched calls. Lt descriptors are read through the real
  * cuBLASLt getters; a getter that fails leaves g->decoded 0 and the fields it
@@ -194,6 +207,10 @@ void call_decline(gs_call *c, gs_route ran, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 /* Site id and routing log, once the call returned. */
 void call_finish(gs_call *c);
+/* "hooks.c": the call's device work starts now, on `route` (a route calls
+ * it before its first launch, the hook before the native call; only the
+ * first call counts). Opens the call's NVTX range. */
+void call_work_begin(gs_call *c, gs_route route);
 /* Per-call timing and bookkeeping are only paid for when someone reads them. */
 static inline int hooks_timing(void) {
   return gs_opt.log_path[0] != 0 || gs_opt.debug_level >= GS_LEVEL_INFO;

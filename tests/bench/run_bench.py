@@ -2,7 +2,9 @@
 """Host cost of the shim per intercepted call, over the CPU stand-in.
 
 For each entry point (cublasGemmEx, cublasLtMatmul) and each setting
-(without the shim, shim with the log off, shim with the log on) it measures
+(without the shim, shim with the log off, shim with the log on, shim with
+an NVTX tool attached: tests/integration/nvtx_inject.c recording nothing,
+so the row is the shim's range naming and NVTX's dispatch) it measures
   * instructions per call with valgrind's callgrind: the difference between
     a run of N2 and a run of N1 calls, divided by N2 - N1, so load-time work
     cancels out (repeatable to the instruction);
@@ -24,6 +26,7 @@ BUILD = sys.argv[1] if len(sys.argv) > 1 else os.environ.get("GEMMSHIM_BUILD", "
 CLIENT = os.path.join(BUILD, "tests", "bench", "bench_client")
 STANDIN = os.path.join(BUILD, "standin", "cu12")
 SHIM = os.path.abspath(os.path.join(BUILD, "libgemmshim.so"))
+NVTX_TOOL = os.path.abspath(os.path.join(BUILD, "tests", "integration", "libnvtx_inject.so"))
 N1, N2 = 2000, 12000
 WALL_CALLS, WALL_REPEATS = 200000, 7
 
@@ -33,12 +36,14 @@ def env_for(setting, tmp):
     env["LD_LIBRARY_PATH"] = os.path.abspath(STANDIN)
     env["STANDIN_CC"] = "8.0"
     for k in list(env):
-        if k.startswith("GEMMSHIM_"):
+        if k.startswith(("GEMMSHIM_", "NVTX_")):
             del env[k]
     if setting != "no shim":
         env["LD_PRELOAD"] = SHIM
     if setting == "shim, log on":
         env["GEMMSHIM_LOG"] = os.path.join(tmp, "bench-%p.jsonl")
+    if setting == "shim, NVTX tool":
+        env["NVTX_INJECTION64_PATH"] = NVTX_TOOL
     return env
 
 
@@ -73,7 +78,7 @@ def wall_ns(api, env):
 
 
 def main():
-    settings = ["no shim", "shim, log off", "shim, log on"]
+    settings = ["no shim", "shim, log off", "shim, log on", "shim, NVTX tool"]
     have_strace = shutil.which("strace") is not None
     rows = []
     with tempfile.TemporaryDirectory() as tmp:

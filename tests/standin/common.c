@@ -1,5 +1,6 @@
 /* common.c: counters file, environment parsing and diagnostics shared by the
  * stand-in libraries (see common.h). */
+#define _GNU_SOURCE /* gettid */
 #include "common.h"
 
 #include <errno.h>
@@ -22,6 +23,28 @@ void standin_msg(const char *fmt, ...) {
   buf[len++] = '\n';
   ssize_t w = write(2, buf, len);
   (void)w;
+}
+
+void standin_trace(const char *fmt, ...) {
+  const char *path = getenv("STANDIN_TRACE");
+  if (!path || !*path) return;
+  char buf[512];
+  int n = snprintf(buf, sizeof buf, "%ld ", (long)gettid());
+  va_list ap;
+  va_start(ap, fmt);
+  int m = vsnprintf(buf + n, sizeof buf - (size_t)n - 1, fmt, ap);
+  va_end(ap);
+  if (m < 0) return;
+  size_t len = (size_t)n + ((size_t)m < sizeof buf - (size_t)n - 1 ? (size_t)m : sizeof buf - (size_t)n - 2);
+  buf[len++] = '\n';
+  int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  if (fd < 0) {
+    standin_msg("STANDIN_TRACE: cannot open %s: %s", path, strerror(errno));
+    return;
+  }
+  ssize_t w = write(fd, buf, len);
+  (void)w;
+  close(fd);
 }
 
 int standin_counts_path(char *out, size_t len) {

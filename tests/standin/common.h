@@ -5,7 +5,8 @@
  *   - per-function call counters, appended to STANDIN_COUNTS at exit;
  *   - strict parsing of the STANDIN_* environment (a bad value is reported,
  *     never silently replaced);
- *   - diagnostics: one "standin: ..." line on stderr, written with one write.
+ *   - diagnostics: one "standin: ..." line on stderr, written with one write;
+ *   - the work trace (STANDIN_TRACE).
  */
 #ifndef STANDIN_COMMON_H
 #define STANDIN_COMMON_H
@@ -38,6 +39,12 @@ void standin_counts_append(const standin_counters *c, const char *extra);
  * what was expected and what is used instead). */
 int standin_env_flag(const char *name, int *out);           /* 0 or 1 */
 int standin_env_size(const char *name, uint64_t *out);      /* bytes, k/m/g suffix */
+
+/* STANDIN_TRACE=path: "<tid> <message>\n" appended to path, one write in
+ * O_APPEND mode, for each unit of device work (a kernel launch, a GEMM),
+ * so a test can see where work ran relative to what other libraries write
+ * to the same file (tests/integration/nvtx_inject.c). Unset: nothing. */
+void standin_trace(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /* "standin: <message>\n" on stderr, one write. */
 void standin_msg(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

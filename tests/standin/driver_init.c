@@ -24,6 +24,10 @@
  *                            standin_live_allocations, standin_live_bytes).
  *                            libcuda empties the file when it is loaded;
  *                            "%p" in the path is the process id.
+ *   STANDIN_TRACE=path       every kernel launch and every GEMM of the
+ *                            stand-in cuBLAS/cuBLASLt appends a line
+ *                            "<tid> launch <kernel>" / "<tid> gemm MxNxK
+ *                            batch B" (common.h), in the order they run
  *   STANDIN_KERNELS=path.so  the host build of the device kernels
  *                            (standin_kernel.h).
  *

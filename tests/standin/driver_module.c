@@ -300,6 +300,7 @@ CUresult cuLaunchKernel(CUfunction f, unsigned int gridDimX, unsigned int gridDi
     memset(shared, 0xA5, sharedMemBytes);
   }
   l.shared = shared;
+  standin_trace("launch %s", f->name);
   int kr = fn(&l);
   free(shared);
   return (CUresult)kr;
