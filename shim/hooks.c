@@ -56,14 +56,8 @@ static int call_begin(gs_call *c, gs_api api, const void *caller) {
   return 1;
 }
 
-void call_work_begin(gs_call *c, gs_route route) {
-  if (c->work_begun) return;
-  c->work_begun = 1;
-  if (gs_nvtx_on) nvtx_call_begin(c, route);
-}
-
 static cublasStatus_t call_end(gs_call *c, cublasStatus_t status) {
-  if (c->nvtx_open) nvtx_call_end(c);
+  if (c->work_begun) call_work_end(c);
   c->status = status;
   if (hooks_timing()) c->dur_ns = now_ns(CLOCK_MONOTONIC) - c->dur_ns;
   call_finish(c);

@@ -11,6 +11,7 @@
  *   site.c       call-site ids
  *   route_*.c    one file per route
  *   log.c        the per-call routing log (JSON lines) and exit summary
+ *   work.c       the stretch of a call that issues its device work
  *   nvtx.c       one NVTX range per call, when an NVTX tool is attached
  *   debug.c      WARN/INFO/TRACE messages to stderr or GEMMSHIM_DEBUG_FILE
  */
@@ -207,10 +208,12 @@ void call_decline(gs_call *c, gs_route ran, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 /* Site id and routing log, once the call returned. */
 void call_finish(gs_call *c);
-/* "hooks.c": the call's device work starts now, on `route` (a route calls
+/* "work.c": the call's device work starts now, on `route` (a route calls
  * it before its first launch, the hook before the native call; only the
- * first call counts). Opens the call's NVTX range. */
+ * first call counts): opens the call's NVTX range. call_work_end, as the
+ * call returns, closes it. */
 void call_work_begin(gs_call *c, gs_route route);
+void call_work_end(gs_call *c);
 /* Per-call timing and bookkeeping are only paid for when someone reads them. */
 static inline int hooks_timing(void) {
   return gs_opt.log_path[0] != 0 || gs_opt.debug_level >= GS_LEVEL_INFO;

@@ -1,0 +1,14 @@
+/* work.c: the stretch of a call during which its device work is issued,
+ * from the route's first launch (or the native call) to the call's return:
+ * what the call's NVTX range (nvtx.c) encloses. */
+#include "shim.h"
+
+void call_work_begin(gs_call *c, gs_route route) {
+  if (c->work_begun) return;
+  c->work_begun = 1;
+  if (gs_nvtx_on) nvtx_call_begin(c, route);
+}
+
+void call_work_end(gs_call *c) {
+  if (c->nvtx_open) nvtx_call_end(c);
+}
