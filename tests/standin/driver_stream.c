@@ -209,6 +209,19 @@ CUresult cuStreamGetCtx(CUstream hStream, CUcontext *pctx) {
   return r;
 }
 
+/* A synchronisation completes the events it covers: those recorded on the
+ * stream (scan.stream), or every event of the context (scan.stream NULL). */
+typedef struct sd_event_scan {
+  CUcontext ctx;
+  struct CUstream_st *stream;
+} sd_event_scan;
+
+static void sd_complete_event(void *obj, void *arg) {
+  struct CUevent_st *ev = obj;
+  const sd_event_scan *scan = arg;
+  if (ev->ctx == scan->ctx && (!scan->stream || ev->stream == scan->stream)) ev->lag = 0;
+}
+
 CUresult cuStreamSynchronize(CUstream hStream) {
   SD_COUNT(cuStreamSynchronize);
   sd_note_sync("cuStreamSynchronize");
@@ -223,6 +236,11 @@ CUresult cuStreamSynchronize(CUstream hStream) {
   if (!r) r = sd_capture_forbids_locked();
   if (!r && (hStream == NULL || hStream == CU_STREAM_LEGACY))
     r = sd_stream_enqueue_locked(hStream, &ctx, NULL);
+  if (!r) {
+    /* The legacy NULL stream waits for every blocking stream: complete all. */
+    sd_event_scan scan = {ctx, (hStream == NULL || hStream == CU_STREAM_LEGACY) ? NULL : st};
+    sd_reg_each(SD_EVENT, sd_complete_event, &scan);
+  }
   pthread_mutex_unlock(&sd_lock);
   return r;
 }
@@ -254,6 +272,10 @@ CUresult cuCtxSynchronize(void) {
     if (scan.hit) r = CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
   }
   if (!r) r = sd_capture_forbids_locked();
+  if (!r) {
+    sd_event_scan events = {ctx, NULL};
+    sd_reg_each(SD_EVENT, sd_complete_event, &events);
+  }
   pthread_mutex_unlock(&sd_lock);
   return r;
 }
@@ -413,7 +435,12 @@ CUresult cuGraphDestroy(CUgraph hGraph) {
 
 /* ------------------------------------------------------------------------ */
 /* Events: a recorded event holds the host clock at the moment its stream
- * reached it, which with inline streams is the moment of cuEventRecord. */
+ * reached it, which with inline streams is the moment of cuEventRecord, so
+ * the time between two events is the host time of the work between them.
+ * With STANDIN_EVENT_LAG=N the work is done but the event still reads as
+ * pending to its first N queries, so callers meet CUDA_ERROR_NOT_READY as
+ * they do on a GPU (cuEventQuery, cuEventElapsedTime); cuEventSynchronize,
+ * and a stream or context synchronisation covering the event, complete it. */
 static uint64_t sd_now_ns(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -462,6 +489,25 @@ CUresult cuEventRecord(CUevent hEvent, CUstream hStream) {
     hEvent->captured_on = hEvent->captured ? st : NULL;
     hEvent->captured_work = hEvent->captured ? st->work : 0;
     hEvent->t_ns = sd_now_ns();
+    hEvent->stream = st;
+    hEvent->lag = hEvent->captured ? 0 : (unsigned)sd.event_lag;
+  }
+  pthread_mutex_unlock(&sd_lock);
+  return r;
+}
+
+/* CUDA driver API: CUDA_SUCCESS when all work the event captured has
+ * completed, or when it was never recorded; CUDA_ERROR_NOT_READY while it
+ * has not. */
+CUresult cuEventQuery(CUevent hEvent) {
+  SD_COUNT(cuEventQuery);
+  CUresult r = sd_check_init();
+  if (r) return r;
+  pthread_mutex_lock(&sd_lock);
+  if (!sd_reg_has(hEvent, SD_EVENT)) r = CUDA_ERROR_INVALID_HANDLE;
+  else if (hEvent->lag) {
+    hEvent->lag--;
+    r = CUDA_ERROR_NOT_READY;
   }
   pthread_mutex_unlock(&sd_lock);
   return r;
@@ -476,6 +522,7 @@ CUresult cuEventSynchronize(CUevent hEvent) {
   if (!sd_reg_has(hEvent, SD_EVENT)) r = CUDA_ERROR_INVALID_HANDLE;
   else if (hEvent->captured) r = CUDA_ERROR_CAPTURED_EVENT;
   if (!r) r = sd_capture_forbids_locked();
+  if (!r) hEvent->lag = 0;
   pthread_mutex_unlock(&sd_lock);
   return r;
 }
@@ -492,6 +539,8 @@ CUresult cuEventElapsedTime_v2(float *pMilliseconds, CUevent hStart, CUevent hEn
     r = CUDA_ERROR_INVALID_HANDLE;
   else if (!hStart->recorded || !hEnd->recorded || hStart->captured || hEnd->captured)
     r = CUDA_ERROR_INVALID_HANDLE;
+  else if (hStart->lag || hEnd->lag)
+    r = CUDA_ERROR_NOT_READY; /* "one or both ... has not yet been completed" */
   else
     *pMilliseconds = (float)(((double)hEnd->t_ns - (double)hStart->t_ns) / 1e6);
   pthread_mutex_unlock(&sd_lock);
