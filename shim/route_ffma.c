@@ -298,8 +298,10 @@ int route_ffma(gs_call *c) {
     call_decline(c, GS_ROUTE_NATIVE, "ffma declined: cast kernel launch failed (CUresult %d); ran native", (int)r);
     return GS_DECLINED;
   }
+  if (c->gpu.on) gpu_time_mark(c, GS_GPU_EV_GEMM_BEGIN);
   cublasStatus_t s = c->g.api == GS_API_LT_MATMUL ? lt_fp32(c, &p, base, c->g.workspace, c->g.workspace_size)
                                                    : gemm_ex_fp32(c, &p, base);
+  if (c->gpu.on) gpu_time_mark(c, GS_GPU_EV_GEMM_END);
   if (s != CUBLAS_STATUS_SUCCESS) {
     /* Nothing of the caller's was written yet: a failed fp32 GEMM writes
      * nothing, and with fp32 C it is the only writer. Native gives the

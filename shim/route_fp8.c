@@ -349,6 +349,7 @@ int route_fp8(gs_call *c) {
   /* Nothing of the caller's is written until a GEMM succeeds: a cuBLASLt
    * call that returns an error has launched nothing, and neither has a
    * failed launch of the own kernel. */
+  if (c->gpu.on) gpu_time_mark(c, GS_GPU_EV_GEMM_BEGIN);
   const char *own_why = lt_unfit(c, &p, &u);
   cublasLtHandle_t lt = NULL;
   if (!own_why) lt = lt_handle_for(c, capturing, &own_why);
@@ -380,6 +381,7 @@ int route_fp8(gs_call *c) {
       return GS_DECLINED;
     }
   }
+  if (c->gpu.on) gpu_time_mark(c, GS_GPU_EV_GEMM_END);
   transient_release(&t);
   CUresult carried = capturing ? carry_scales(c, &u) : CUDA_SUCCESS;
   describe_formats(c, &u);

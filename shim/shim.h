@@ -13,6 +13,7 @@
  *   log.c        the per-call routing log (JSON lines) and exit summary
  *   work.c       the stretch of a call that issues its device work
  *   nvtx.c       one NVTX range per call, when an NVTX tool is attached
+ *   gpu_time.c   GPU time per call from events on its stream
  *   debug.c      WARN/INFO/TRACE messages to stderr or GEMMSHIM_DEBUG_FILE
  */
 #ifndef GEMMSHIM_SHIM_H
@@ -60,6 +61,37 @@ typedef struct gs_gemm {
 } gs_gemm;
 
 /* ------------------------------------------------------------------------ */
+/* "gpu_time.c": events around a call's work on its stream, read by the log
+ * flusher. Event slots, in the order they are recorded: */
+enum {
+  GS_GPU_EV_START = 0, /* call_work_begin */
+  GS_GPU_EV_GEMM_BEGIN, /* a route: its GEMM follows its own kernels */
+  GS_GPU_EV_GEMM_END,   /* a route: its own kernels follow the GEMM */
+  GS_GPU_EV_END,        /* the call's work is issued */
+  GS_GPU_EV_NATIVE_END, /* GEMMSHIM_COMPARE: the native run after END */
+  GS_GPU_EVENTS
+};
+/* Why a call has no GPU time (the log's gpu_skipped). */
+enum {
+  GS_GPU_SKIP_NONE = 0,
+  GS_GPU_SKIP_CAPTURE,
+  GS_GPU_SKIP_NO_DEVICE,
+  GS_GPU_SKIP_NO_EVENT,
+  GS_GPU_SKIP_RECORD_FAILED,
+  GS_GPU_SKIP_QUERY_FAILED,
+  GS_GPU_SKIP_UNFINISHED,
+  GS_GPU_SKIP_NO_WORK
+};
+typedef struct gs_gpu_time {
+  void *ev[GS_GPU_EVENTS];  /* CUevent, NULL where not recorded */
+  unsigned long long ctx_id; /* the events' context (cuCtxGetId) */
+  uint64_t gpu_ns, kernels_ns, native_ns; /* results, once resolved */
+  uint8_t on;               /* events are recorded and owned by this call */
+  uint8_t skip;             /* GS_GPU_SKIP_* */
+  uint8_t has_gpu_ns, has_kernels_ns, has_native_ns;
+} gs_gpu_time;
+
+/* ------------------------------------------------------------------------ */
 /* "hooks.c": the state of one top-level intercepted call. */
 #define GS_REASON_MAX 384
 
@@ -82,6 +114,7 @@ typedef struct gs_call {
   const void *caller;  /* return address of the hooked call */
   int work_begun;      /* call_work_begin ran: the call's device work started */
   int nvtx_open;       /* an NVTX range is open for the call (nvtx.c) */
+  gs_gpu_time gpu;     /* GEMMSHIM_LOG_GPU_TIME (gpu_time.c) */
   char reason[GS_REASON_MAX]; /* last: call_begin clears only what precedes it */
 } gs_call;
 
@@ -122,6 +155,9 @@ typedef struct gs_options {
   uint64_t fp8_margin;       /* scale = max(history) / fmt_max / 2^margin */
   uint64_t fp8_max_sites;    /* site table bound; least recently used evicted */
   uint64_t fp8_max_bytes;    /* transient memory one fp8 call may take */
+  int log_gpu_time;          /* GEMMSHIM_LOG_GPU_TIME: gpu_ns in the log */
+  int compare;               /* GEMMSHIM_COMPARE: routed shapes also run native now and then */
+  uint64_t compare_every;    /* ... at each site's first call, then every Nth */
 } gs_options;
 
 extern gs_options gs_opt;
@@ -157,6 +193,20 @@ void log_shutdown(void);              /* flush, summary to debug output */
 size_t log_format(const gs_call *c, char *buf, size_t len);
 /* Expand %p %h %r %% in a log path. Returns 0, or -1 if it did not fit. */
 int log_expand_path(const char *pattern, char *out, size_t len);
+
+/* ------------------------------------------------------------------------ */
+/* "gpu_time.c" (types above). gpu_time_begin records START (or says in
+ * c->gpu.skip why not); _mark records another slot; _end records END.
+ * gpu_time_resolve, in the log flusher: 0 while the work is not finished,
+ * else 1 with the results filled and the events back in the pool.
+ * gpu_time_discard gives the events back unread. */
+static inline int gpu_time_wanted(void) { return (gs_opt.log_gpu_time || gs_opt.compare) && gs_opt.log_path[0]; }
+void gpu_time_begin(gs_call *c);
+void gpu_time_mark(gs_call *c, int slot);
+void gpu_time_end(gs_call *c);
+int gpu_time_resolve(gs_gpu_time *t);
+void gpu_time_discard(gs_gpu_time *t);
+const char *gpu_time_skip_name(int skip); /* NULL for GS_GPU_SKIP_NONE */
 
 /* ------------------------------------------------------------------------ */
 /* "nvtx.c": NVTX ranges. gs_nvtx_on: NVTX_INJECTION64_PATH was set at load. */
