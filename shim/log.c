@@ -45,6 +45,16 @@
  *   status_name    string, "CUBLAS_STATUS_SUCCESS" ...; "unknown" for a
  *                  value cublas_api.h does not define
  *   dur_ns         number, host time spent in the call, ns
+ *   gpu_ns         number, with GEMMSHIM_LOG_GPU_TIME (or GEMMSHIM_COMPARE):
+ *                  GPU time of the call's work, ns, from events on its
+ *                  stream (gpu_time.c); omitted when not measured
+ *   gpu_ns_kernels number, with gpu_ns, for a route that ran a GEMM between
+ *                  kernels of its own: gpu_ns less the GEMM's time
+ *   native_gpu_ns  number, GEMMSHIM_COMPARE: GPU time of the native GEMM run
+ *                  for comparison after the route's (results discarded)
+ *   gpu_skipped    string, instead of gpu_ns when GPU time was asked for
+ *                  but not measured: "graph capture", "device unknown",
+ *                  "no device work", "not finished when the log closed", ...
  *
  * Every enum-valued string whose value has no name is "unknown(N)", N the
  * decimal value. Strings are JSON-escaped: '"' as \", '\' as \\, and bytes
@@ -61,7 +71,12 @@
  * file never overwrite each other.
  *
  * A call's record is copied into a buffer under a mutex in binary form:
- * the fields above, and the backend and reason by their length. Turning
+ * the fields above, and the backend and reason by their length. With GPU
+ * time on, the call's events follow the fixed part (gs_gpu_time) and the
+ * writer reads them just before formatting: a record whose GPU work has
+ * not finished then is held back (writer-owned, bounded) and goes out
+ * with a later write, so no thread ever waits on the GPU, except the last
+ * flush at exit, for at most GPU_TIME_EXIT_WAIT_NS. Turning
  * records into JSON is left to whoever writes them, the flusher thread as a
  * rule, so a calling thread pays for a copy of a few hundred bytes and not
  * for the formatting. Records reach the file as text in one write() per
@@ -103,6 +118,15 @@
  * tests check a record with every field at its widest against it. */
 #define LOG_TEXT_FIXED 1536
 #define FLUSH_INTERVAL_NS 1000000000ull
+/* Records held for unfinished GPU work, at most (bytes of binary records);
+ * past it the oldest are written with "not finished when the log closed"
+ * ... never reached in practice: a GPU is rarely that far behind. */
+#define LOG_HELD_BYTES (4u * 1024 * 1024)
+#define GPU_TIME_EXIT_WAIT_NS 2000000000ull
+/* With GPU time on, records are written (their events read) every 10 ms
+ * rather than every second: a program may destroy its context, and the
+ * events with it, soon after its last GEMM. */
+#define GPU_TIME_FLUSH_NS 10000000ull
 
 /* ---- binary records ------------------------------------------------------- */
 /* What log_format prints of a gs_call, copied field by field: 232 bytes
@@ -116,12 +140,21 @@ typedef struct log_rec {
   int32_t tid, device, sm, status, decided, route;
   int32_t api, transa, transb, a_type, b_type, c_type, d_type, compute_type, scale_type;
   int32_t epilogue, bias_type, pointer_mode, algo;
-  uint8_t has_backend, has_bias;
+  uint8_t has_backend, has_bias, has_gpu; /* has_gpu: a gs_gpu_time follows */
 } log_rec;
 
-static size_t rec_size(size_t reason_len, size_t backend_len) {
-  return (sizeof(log_rec) + backend_len + reason_len + 7) & ~(size_t)7;
+/* A record with GPU time carries its events after the fixed part. */
+static size_t rec_gpu_bytes(int has_gpu) { return has_gpu ? (sizeof(gs_gpu_time) + 7) & ~(size_t)7 : 0; }
+
+static size_t rec_size_gpu(size_t reason_len, size_t backend_len, int has_gpu) {
+  return (sizeof(log_rec) + rec_gpu_bytes(has_gpu) + backend_len + reason_len + 7) & ~(size_t)7;
 }
+
+static gs_gpu_time *rec_gpu(const log_rec *r) {
+  return r->has_gpu ? (gs_gpu_time *)(void *)((char *)(uintptr_t)r + sizeof(log_rec)) : NULL;
+}
+
+static const char *rec_strings(const log_rec *r) { return (const char *)(r + 1) + rec_gpu_bytes(r->has_gpu); }
 
 /* The longest text a record with strings of these lengths can become,
  * with the fast formatter's slack and the NUL. */
@@ -151,6 +184,14 @@ static void rec_fill(log_rec *r, const gs_call *c, size_t reason_len, size_t bac
   r->a_type = g->a_type, r->b_type = g->b_type, r->c_type = g->c_type, r->d_type = g->d_type;
   r->compute_type = g->compute_type, r->scale_type = g->scale_type;
   r->epilogue = g->epilogue, r->bias_type = g->bias_type, r->pointer_mode = g->pointer_mode, r->algo = g->algo;
+  r->has_gpu = 0;
+}
+
+/* What a call's record says of GPU time: its events (owned by the record
+ * from here on), or why there are none. */
+static void rec_fill_gpu(gs_gpu_time *out, const gs_call *c) {
+  *out = c->gpu;
+  if (!out->on && !out->skip && !out->has_gpu_ns) out->skip = GS_GPU_SKIP_NO_WORK;
 }
 
 /* ---- JSON output ---------------------------------------------------------- */
@@ -459,7 +500,8 @@ FMT_INLINE void put_enum(json_out *o, const enum_text *t, unsigned n, const char
 /* ---- one record ----------------------------------------------------------- */
 /* Keys and values in the order the header comment lists them. A key
  * literal ends with the opening quote of a string value. */
-FMT_INLINE void format_body(json_out *o, const log_rec *r, const char *backend, const char *reason, int ck) {
+FMT_INLINE void format_body(json_out *o, const log_rec *r, const gs_gpu_time *gpu, const char *backend,
+                            const char *reason, int ck) {
   int lt = r->api == GS_API_LT_MATMUL;
   PUT_LIT(o, "{\"seq\":", ck), put_u64(o, r->seq, ck);
   PUT_LIT(o, ",\"t_ns\":", ck), put_u64(o, r->t_ns, ck);
@@ -519,18 +561,27 @@ FMT_INLINE void format_body(json_out *o, const log_rec *r, const char *backend, 
   PUT_LIT(o, ",\"status\":", ck), put_i64(o, r->status, ck);
   PUT_LIT(o, ",\"status_name\":\"", ck), PUT_ENUM(o, status_text, status_name, r->status, ck);
   PUT_LIT(o, ",\"dur_ns\":", ck), put_u64(o, r->dur_ns, ck);
+  if (gpu && gpu->has_gpu_ns) {
+    PUT_LIT(o, ",\"gpu_ns\":", ck), put_u64(o, gpu->gpu_ns, ck);
+    if (gpu->has_kernels_ns) PUT_LIT(o, ",\"gpu_ns_kernels\":", ck), put_u64(o, gpu->kernels_ns, ck);
+    if (gpu->has_native_ns) PUT_LIT(o, ",\"native_gpu_ns\":", ck), put_u64(o, gpu->native_ns, ck);
+  } else if (gpu && gpu_time_skip_name(gpu->skip)) {
+    const char *why = gpu_time_skip_name(gpu->skip);
+    PUT_LIT(o, ",\"gpu_skipped\":\"", ck), put_bytes(o, why, strlen(why), ck), PUT_LIT(o, "\"", ck);
+  }
   PUT_LIT(o, "}\n", ck);
 }
 
 /* r's text into buf: its length, or 0 (buf "") if it did not fit. */
-static size_t format_rec(const log_rec *r, const char *backend, const char *reason, char *buf, size_t len) {
+static size_t format_rec(const log_rec *r, const gs_gpu_time *gpu, const char *backend, const char *reason, char *buf,
+                         size_t len) {
   if (!__atomic_load_n(&name_tables_ready, __ATOMIC_ACQUIRE)) pthread_once(&name_tables_once, name_tables_init);
   if (len == 0) return 0;
   json_out o = {buf, buf + len - 1, 0}; /* the last byte is for the NUL */
   if (len >= rec_text_bound(r->reason_len, r->backend_len)) {
-    format_body(&o, r, backend, reason, 0);
+    format_body(&o, r, gpu, backend, reason, 0);
   } else {
-    format_body(&o, r, backend, reason, 1);
+    format_body(&o, r, gpu, backend, reason, 1);
     if (o.full) {
       buf[0] = '\0';
       return 0;
@@ -545,7 +596,10 @@ size_t log_format(const gs_call *c, char *buf, size_t len) {
   size_t reason_len = strnlen(c->reason, sizeof c->reason);
   size_t backend_len = c->backend ? strlen(c->backend) : 0;
   rec_fill(&r, c, reason_len, backend_len);
-  return format_rec(&r, c->backend, c->reason, buf, len);
+  gs_gpu_time gpu;
+  int has_gpu = gpu_time_wanted();
+  if (has_gpu) rec_fill_gpu(&gpu, c);
+  return format_rec(&r, has_gpu ? &gpu : NULL, c->backend, c->reason, buf, len);
 }
 
 /* ---- path placeholders ---------------------------------------------------- */
@@ -848,16 +902,103 @@ static void wait_write_locked(void) {
   __atomic_sub_fetch(&state.waiters, 1, __ATOMIC_SEQ_CST);
 }
 
-/* The text of len bytes of records into state.text. Each record had room
- * for its longest text reserved (text_fill), so each is formatted by the
- * unchecked formatter, and the whole fits. */
-static size_t format_records(const char *recs, size_t len) {
-  size_t out = 0;
+/* ---- records waiting for their GPU work ------------------------------------ */
+/* Binary records whose events had not completed when their buffer was
+ * written. Owned by whoever writes (one write in flight at a time), so it
+ * needs no lock; held_count is read by the flusher, which comes back for
+ * them even when no new record arrives. */
+static struct {
+  char *buf;
+  size_t len, cap;
+} held;
+static size_t held_count; /* atomic */
+
+static int hold(const log_rec *r) {
+  if (held.len + r->size > LOG_HELD_BYTES) return 0;
+  if (held.len + r->size > held.cap) {
+    size_t cap = held.cap ? held.cap * 2 : 64 * 1024;
+    while (cap < held.len + r->size) cap *= 2;
+    char *grown = GS_CALL(malloc, cap);
+    if (!grown) return 0;
+    if (held.len) memcpy(grown, held.buf, held.len);
+    free(held.buf);
+    held.buf = grown;
+    held.cap = cap;
+  }
+  memcpy(held.buf + held.len, r, r->size);
+  held.len += r->size;
+  __atomic_add_fetch(&held_count, 1, __ATOMIC_RELAXED);
+  return 1;
+}
+
+/* Whether r's GPU work is done (or it has none). At the last flush
+ * (deadline set) it is given until the deadline, polled, never waited on
+ * through the driver. */
+static int gpu_done(log_rec *r, uint64_t deadline) {
+  gs_gpu_time *gpu = rec_gpu(r);
+  if (!gpu || !gpu->on) return 1;
+  for (;;) {
+    if (gpu_time_resolve(gpu)) return 1;
+    if (!deadline || monotonic_ns() >= deadline) return 0;
+    struct timespec pause = {0, 200000}; /* 0.2 ms */
+    nanosleep(&pause, NULL);
+  }
+}
+
+/* r's text at state.text + *out. Its GPU work must be done, or it is
+ * written without: its events go back and it says it was not finished.
+ * checked: r's room was not reserved in state.text (a held record);
+ * returns 0, nothing written, when it does not fit now. */
+static int format_one(log_rec *r, size_t *out, int checked) {
+  gs_gpu_time *gpu = rec_gpu(r);
+  size_t room = LOG_TEXT_BYTES - *out;
+  if (checked && room < rec_text_bound(r->reason_len, r->backend_len)) return 0;
+  if (gpu && gpu->on) {
+    gpu_time_discard(gpu);
+    gpu->skip = GS_GPU_SKIP_UNFINISHED;
+  }
+  const char *backend = rec_strings(r);
+  *out += format_rec(r, gpu, backend, backend + r->backend_len, state.text + *out, room);
+  return 1;
+}
+
+/* The held records that are done now, written first (they are older);
+ * the others stay, in order. */
+static size_t format_held(size_t out, uint64_t deadline) {
+  size_t keep = 0, kept = 0;
+  for (size_t at = 0; at < held.len;) {
+    log_rec *r = (log_rec *)(void *)(held.buf + at);
+    size_t size = r->size;
+    if (!(gpu_done(r, deadline) || deadline) || !format_one(r, &out, 1)) {
+      if (keep != at) memmove(held.buf + keep, r, size);
+      keep += size;
+      kept++;
+    }
+    at += size;
+  }
+  held.len = keep;
+  __atomic_store_n(&held_count, kept, __ATOMIC_RELAXED);
+  return out;
+}
+
+/* The text of len bytes of records into state.text: first the held
+ * records now done, then these, each formatted unless its GPU work is
+ * still running (then held, when there is room). Each of these had room
+ * for its longest text reserved (text_fill) and is formatted unchecked
+ * while the held records' text leaves that room; checked after. final:
+ * the last flush, which gives unfinished GPU work a bounded wait. */
+static size_t format_records(char *recs, size_t len, int final) {
+  uint64_t deadline = final ? monotonic_ns() + GPU_TIME_EXIT_WAIT_NS : 0;
+  size_t out = held.len ? format_held(0, deadline) : 0;
+  int checked = out > 0;
   for (size_t at = 0; at < len;) {
-    const log_rec *r = (const log_rec *)(const void *)(recs + at);
-    const char *backend = (const char *)(r + 1);
-    out += format_rec(r, backend, backend + r->backend_len, state.text + out, LOG_TEXT_BYTES - out);
+    log_rec *r = (log_rec *)(void *)(recs + at);
     at += r->size;
+    if (!gpu_done(r, deadline) && !final && hold(r)) continue;
+    if (!format_one(r, &out, checked) && !hold(r)) {
+      gs_gpu_time *gpu = rec_gpu(r); /* no room and nowhere to wait: lost */
+      if (gpu && gpu->on) gpu_time_discard(gpu);
+    }
   }
   return out;
 }
@@ -866,7 +1007,7 @@ static size_t format_records(const char *recs, size_t len) {
  * one write is ever in flight (state.writing): it owns buffer b and
  * state.text, and lines reach the file in the order recorded. */
 static void write_buffer(int b, int fd, size_t len) {
-  size_t text_len = format_records(state.buf[b], len);
+  size_t text_len = format_records(state.buf[b], len, __atomic_load_n(&state.late, __ATOMIC_RELAXED));
   ssize_t n;
   do n = GS_CALL(write, fd, state.text, text_len);
   while (n < 0 && errno == EINTR);
@@ -909,7 +1050,7 @@ static void *flusher_main(void *arg) {
       continue;
     }
     if (state.flusher_stop) break;
-    if (state.fill == 0 || state.fd < 0) {
+    if ((state.fill == 0 && !__atomic_load_n(&held_count, __ATOMIC_RELAXED)) || state.fd < 0) {
       due = 0;
       state.flusher_idle = 1;
       pthread_cond_wait(&state.flusher_wake, &state.mu);
@@ -917,7 +1058,7 @@ static void *flusher_main(void *arg) {
       continue;
     }
     uint64_t now = monotonic_ns();
-    if (!due) due = now + FLUSH_INTERVAL_NS;
+    if (!due) due = now + (gpu_time_wanted() ? GPU_TIME_FLUSH_NS : FLUSH_INTERVAL_NS);
     if (now < due) {
       struct timespec deadline = {(time_t)(due / 1000000000u), (long)(due % 1000000000u)};
       pthread_cond_timedwait(&state.flusher_wake, &state.mu, &deadline);
@@ -1007,7 +1148,8 @@ static int append_locked(const gs_call *c, size_t reason_len, size_t backend_len
   if (!state.buf[0] && !alloc_locked()) return -1;
   if (state.late) wait_write_locked();
   if (is_disabled()) return -1; /* the write waited for failed */
-  size_t size = rec_size(reason_len, backend_len);
+  int has_gpu = gpu_time_wanted();
+  size_t size = rec_size_gpu(reason_len, backend_len, has_gpu);
   size_t text = rec_text_bound(reason_len, backend_len);
   if (text > LOG_RECORD_MAX) text = LOG_RECORD_MAX; /* log_record checked its text fits */
   int b = -1;
@@ -1026,7 +1168,9 @@ static int append_locked(const gs_call *c, size_t reason_len, size_t backend_len
   log_rec *r = (log_rec *)(void *)(state.buf[state.cur] + state.fill);
   rec_fill(r, c, reason_len, backend_len);
   r->size = (uint32_t)size;
-  char *strings = (char *)(r + 1);
+  r->has_gpu = (uint8_t)has_gpu;
+  if (has_gpu) rec_fill_gpu(rec_gpu(r), c);
+  char *strings = (char *)rec_strings(r);
   if (backend_len) memcpy(strings, c->backend, backend_len);
   memcpy(strings + backend_len, c->reason, reason_len);
   state.fill += size;
@@ -1049,8 +1193,11 @@ static __attribute__((noinline)) int text_fits(const gs_call *c) {
   return log_format(c, rec, sizeof rec) != 0;
 }
 
-void log_record(const gs_call *c) {
-  if (__builtin_expect(!__atomic_load_n(&log_wanted, __ATOMIC_RELAXED), 1)) return;
+void log_record(gs_call *c) {
+  if (__builtin_expect(!__atomic_load_n(&log_wanted, __ATOMIC_RELAXED), 1)) {
+    if (c->gpu.on) gpu_time_discard(&c->gpu);
+    return;
+  }
   int to_file = __atomic_load_n(&state.on, __ATOMIC_RELAXED) && !is_disabled();
   size_t reason_len = 0, backend_len = 0;
   int fits = 1;
@@ -1071,8 +1218,11 @@ void log_record(const gs_call *c) {
   } else if (to_file && !is_disabled()) {
     b = append_locked(c, reason_len, backend_len, &len);
     fd = state.fd;
+    if (b >= 0 || !is_disabled()) c->gpu.on = 0; /* the record owns the events now */
   }
   pthread_mutex_unlock(&state.mu);
+  /* Not recorded: the events go back unread. */
+  if (c->gpu.on) gpu_time_discard(&c->gpu);
   if (b >= 0) write_buffer(b, fd, len);
 }
 

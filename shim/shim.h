@@ -185,7 +185,7 @@ void gs_debug(gs_level level, const char *fmt, ...)
 /* ------------------------------------------------------------------------ */
 /* "log.c" */
 void log_init(void);                  /* opens GEMMSHIM_LOG lazily later */
-void log_record(const gs_call *c);    /* buffer one JSON line; never blocks on I/O */
+void log_record(gs_call *c);          /* buffer one JSON line; never blocks on I/O; takes c->gpu's events */
 void log_flush(void);                 /* one write of what is buffered */
 void log_shutdown(void);              /* flush, summary to debug output */
 /* Format c as one JSON object plus '\n' into buf; returns the length, or

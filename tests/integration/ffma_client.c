@@ -55,6 +55,9 @@
  *                      legacy); every thread's handles and stream live
  *                      from before any thread's first call to after the
  *                      last thread's last call
+ *   --wait-log=PATH    after each eager call i, wait (up to 60 s) until
+ *                      PATH holds i+1 lines: the shim's routing log has
+ *                      written the call's record before the next call
  *   --nosync           no synchronisation and no host copies at all:
  *                      operands filled by stream-ordered memsets, results not
  *                      read (ok=1 when status is 0): for running under a
@@ -71,6 +74,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <cublasLt.h>
 #include <cublas_v2.h>
@@ -689,7 +693,24 @@ typedef struct options {
   int threads, iters;
   int nosync;
   uint64_t seed;
+  const char *wait_log; /* NULL: none */
 } options;
+
+/* Until path holds `lines` lines, polled; dies after 60 s. */
+static void wait_for_lines(const char *path, int lines) {
+  for (int tries = 0; tries < 60000; tries++) {
+    FILE *f = fopen(path, "r");
+    int n = 0, ch;
+    if (f) {
+      while ((ch = fgetc(f)) != EOF) n += ch == '\n';
+      fclose(f);
+    }
+    if (n >= lines) return;
+    struct timespec ms = {0, 1000000};
+    nanosleep(&ms, NULL);
+  }
+  die("--wait-log: the log never reached the line count", 0);
+}
 
 static int report(const char *index, gemm *g, int checked) {
   char line[512];
@@ -729,6 +750,7 @@ static int run_sequential(const options *op) {
     }
     failed += !report(idx, &g, !op->nosync);
     gemm_release(&g);
+    if (op->wait_log) wait_for_lines(op->wait_log, i + 1);
   }
   if (op->capture_from >= 0) {
     int n = op->nspecs - op->capture_from;
@@ -835,7 +857,7 @@ static int run_threads(const options *op) {
 }
 
 int main(int argc, char **argv) {
-  options op = {NULL, 0, STREAM_OWN, -1, -1, 0, 0, 0, 1};
+  options op = {NULL, 0, STREAM_OWN, -1, -1, 0, 0, 0, 1, NULL};
   op.specs = calloc((size_t)argc, sizeof *op.specs);
   if (!op.specs) die("calloc", 0);
   for (int i = 1; i < argc; i++) {
@@ -853,6 +875,7 @@ int main(int argc, char **argv) {
     else if (!strncmp(a, "--iters=", 8)) op.iters = atoi(a + 8);
     else if (!strncmp(a, "--seed=", 7)) op.seed = strtoull(a + 7, NULL, 0);
     else if (!strcmp(a, "--nosync")) op.nosync = 1;
+    else if (!strncmp(a, "--wait-log=", 11)) op.wait_log = a + 11;
     else {
       fprintf(stderr, "ffma_client: unknown option %s (see the top of ffma_client.c)\n", a);
       return EXIT_SETUP;

@@ -163,6 +163,7 @@ struct CUevent_st {
   uint64_t t_ns;
   struct CUstream_st *stream; /* recorded on (NULL: the NULL stream) */
   unsigned lag;   /* STANDIN_EVENT_LAG: queries still answered "not ready" */
+  unsigned long long order; /* when it was recorded, among all records */
 };
 
 struct CUgraph_st {

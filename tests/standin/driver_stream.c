@@ -440,7 +440,11 @@ CUresult cuGraphDestroy(CUgraph hGraph) {
  * With STANDIN_EVENT_LAG=N the work is done but the event still reads as
  * pending to its first N queries, so callers meet CUDA_ERROR_NOT_READY as
  * they do on a GPU (cuEventQuery, cuEventElapsedTime); cuEventSynchronize,
- * and a stream or context synchronisation covering the event, complete it. */
+ * a stream or context synchronisation covering the event, and the
+ * completion of an event recorded after it on its stream (a stream runs in
+ * order) complete it. */
+static unsigned long long sd_event_order; /* under sd_lock */
+
 static uint64_t sd_now_ns(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -491,6 +495,7 @@ CUresult cuEventRecord(CUevent hEvent, CUstream hStream) {
     hEvent->t_ns = sd_now_ns();
     hEvent->stream = st;
     hEvent->lag = hEvent->captured ? 0 : (unsigned)sd.event_lag;
+    hEvent->order = ++sd_event_order;
   }
   pthread_mutex_unlock(&sd_lock);
   return r;
@@ -499,16 +504,26 @@ CUresult cuEventRecord(CUevent hEvent, CUstream hStream) {
 /* CUDA driver API: CUDA_SUCCESS when all work the event captured has
  * completed, or when it was never recorded; CUDA_ERROR_NOT_READY while it
  * has not. */
+/* A stream runs in order: once an event's work is done, so is the work of
+ * every event recorded before it on that stream. */
+static void sd_complete_earlier(void *obj, void *arg) {
+  struct CUevent_st *ev = obj;
+  const struct CUevent_st *done = arg;
+  if (ev->ctx == done->ctx && ev->stream == done->stream && ev->order < done->order) ev->lag = 0;
+}
+
 CUresult cuEventQuery(CUevent hEvent) {
   SD_COUNT(cuEventQuery);
   CUresult r = sd_check_init();
   if (r) return r;
   pthread_mutex_lock(&sd_lock);
-  if (!sd_reg_has(hEvent, SD_EVENT)) r = CUDA_ERROR_INVALID_HANDLE;
-  else if (hEvent->lag) {
+  if (!sd_reg_has(hEvent, SD_EVENT)) {
+    r = CUDA_ERROR_INVALID_HANDLE;
+  } else if (hEvent->lag) {
     hEvent->lag--;
     r = CUDA_ERROR_NOT_READY;
   }
+  if (!r && hEvent->recorded) sd_reg_each(SD_EVENT, sd_complete_earlier, hEvent);
   pthread_mutex_unlock(&sd_lock);
   return r;
 }
