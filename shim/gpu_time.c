@@ -156,9 +156,7 @@ void gpu_time_mark(gs_call *c, int slot) {
   if (c->gpu.on && !c->gpu.ev[slot] && !record(c, slot)) gpu_time_discard(&c->gpu);
 }
 
-void gpu_time_end(gs_call *c) {
-  if (c->gpu.on && !record(c, GS_GPU_EV_END)) gpu_time_discard(&c->gpu);
-}
+void gpu_time_end(gs_call *c) { gpu_time_mark(c, GS_GPU_EV_END); /* unless a compare run recorded it */ }
 
 void gpu_time_discard(gs_gpu_time *t) {
   for (int i = 0; i < GS_GPU_EVENTS; i++) {

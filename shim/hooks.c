@@ -78,6 +78,7 @@ static cublasStatus_t no_real(gs_call *c) {
     call_decide(c);                                                            \
     int st_ = GS_DECLINED;                                                     \
     if ((c)->decided != GS_ROUTE_NATIVE) st_ = route_run(c);                   \
+    if (st_ != GS_DECLINED && gs_opt.compare) compare_after_route(c);          \
     if (st_ == GS_DECLINED) {                                                  \
       (c)->route = GS_ROUTE_NATIVE;                                            \
       call_work_begin(c, GS_ROUTE_NATIVE);                                     \

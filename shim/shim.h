@@ -14,6 +14,7 @@
  *   work.c       the stretch of a call that issues its device work
  *   nvtx.c       one NVTX range per call, when an NVTX tool is attached
  *   gpu_time.c   GPU time per call from events on its stream
+ *   compare.c    route versus native in the same run (GEMMSHIM_COMPARE)
  *   debug.c      WARN/INFO/TRACE messages to stderr or GEMMSHIM_DEBUG_FILE
  */
 #ifndef GEMMSHIM_SHIM_H
@@ -207,6 +208,10 @@ void gpu_time_end(gs_call *c);
 int gpu_time_resolve(gs_gpu_time *t);
 void gpu_time_discard(gs_gpu_time *t);
 const char *gpu_time_skip_name(int skip); /* NULL for GS_GPU_SKIP_NONE */
+
+/* "compare.c": GEMMSHIM_COMPARE: after a routed call, now and then the same
+ * GEMM native into scratch memory, timed (native_gpu_ns). */
+void compare_after_route(gs_call *c);
 
 /* ------------------------------------------------------------------------ */
 /* "nvtx.c": NVTX ranges. gs_nvtx_on: NVTX_INJECTION64_PATH was set at load. */

@@ -108,3 +108,70 @@ def test_off_by_default(client, standin, tmp_path, shim):
     _, recs, counts = run_logged(client, standin, tmp_path, FFMA_CALLS[:1], BASE_ENV, wait=False)
     assert "gpu_ns" not in recs[0] and "gpu_skipped" not in recs[0]
     assert counts.get("cuEventCreate", 0) == 0
+
+
+# ---- GEMMSHIM_COMPARE -----------------------------------------------------------
+def test_compare_runs_native_at_each_sites_first_call_then_every_nth(client, standin, tmp_path, shim):
+    same = gemm("s", m=64, n=48, k=80)
+    args = [same] * 5 + [gemm("other", m=96, n=32, k=40, c="fp32"), gemm("batched", api="batched", batch=2)]
+    env = {**BASE_ENV, "GEMMSHIM_COMPARE": "1", "GEMMSHIM_COMPARE_EVERY": "2"}
+    r, recs, counts = run_logged(client, standin, tmp_path, args, env)
+    assert all(c["ok"] == "1" for c in r.calls), r.describe()
+    assert [x["route"] for x in recs] == ["ffma"] * 7
+    # One call site (the client's issuing line) and shape: calls 1, 3, 5
+    # are compared; the other shape is another site: its first call.
+    compared = [("native_gpu_ns" in x) for x in recs]
+    assert compared == [True, False, True, False, True, True, False]
+    for x in recs:
+        if "native_gpu_ns" in x:
+            assert 0 < x["native_gpu_ns"] <= x["dur_ns"] + 1 and 0 < x["gpu_ns"], x
+    # A pointer-array batch is never compared: its native run would need
+    # the caller's pointer arrays rewritten.
+    assert recs[6]["reason"] == "GEMMSHIM_MODE=ffma; compare skipped: pointer-array batch"
+    assert "native_gpu_ns" not in recs[6]
+    # COMPARE implies GPU time: every record timed.
+    assert all("gpu_ns" in x for x in recs)
+
+
+def test_compare_leaves_the_callers_results_exactly_the_routes(standin, tmp_path, shim):
+    # The integration suite prints an FNV-1a hash of every output buffer.
+    from harness import client_argv
+    env = {"STANDIN_CC": "6.1", "GEMMSHIM_MODE": "ffma", "GEMMSHIM_FFMA_MIN_FLOPS": "0"}
+    argv = client_argv("linked", 13, "--api=cublasGemmEx,cublasGemmStridedBatchedEx,cublasLtMatmul", "--invalid=0")
+    plain = run(argv, standin[13], shim=True, env={**env, "GEMMSHIM_LOG": str(tmp_path / "a.jsonl"),
+                                                  "STANDIN_TRACE": str(tmp_path / "a.trace")})
+    cmp = run(argv, standin[13], shim=True,
+              env={**env, "GEMMSHIM_COMPARE": "1", "GEMMSHIM_LOG": str(tmp_path / "b.jsonl"),
+                   "STANDIN_TRACE": str(tmp_path / "b.trace")})
+    assert plain.returncode == cmp.returncode == 0, cmp.describe()
+    assert [c["hash"] for c in cmp.calls] == [c["hash"] for c in plain.calls]
+    recs = read_log(tmp_path / "b.jsonl")
+    assert [x["route"] for x in recs] == [x["route"] for x in read_log(tmp_path / "a.jsonl")]
+    # The native runs happened (one per routed call: each is its own site),
+    # on top of the route's own GEMMs: one more GEMM computed each
+    # (STANDIN_TRACE's "gemm" lines).
+    routed = sum(x["route"] == "ffma" for x in recs)
+
+    def gemms(path):
+        return sum(line.split()[1] == "gemm" for line in path.read_text().splitlines())
+
+    assert routed > 0 and gemms(tmp_path / "b.trace") == gemms(tmp_path / "a.trace") + routed
+
+
+def test_report_shows_the_measured_speedup(client, standin, tmp_path, shim):
+    import json
+    import os
+    import subprocess
+    import sys
+    from harness import ROOT
+    same = gemm("s", m=64, n=48, k=80)
+    env = {**BASE_ENV, "GEMMSHIM_COMPARE": "1", "GEMMSHIM_COMPARE_EVERY": "1"}
+    _, recs, _ = run_logged(client, standin, tmp_path, [same] * 3, env)
+    p = subprocess.run([sys.executable, "-m", "gemmshim.report", str(tmp_path / "gs.jsonl"), "--json", "-"],
+                       env=dict(os.environ, PYTHONPATH=str(ROOT / "python")), capture_output=True, text=True,
+                       check=True)
+    s = json.loads(p.stdout)
+    route = sum(x["gpu_ns"] for x in recs) / 3
+    native = sum(x["native_gpu_ns"] for x in recs) / 3
+    assert s["compare"] == [{"route": "ffma", "shape": "64x48x80 bf16", "route_calls": 3, "route_gpu_ns_mean": route,
+                             "native_samples": 3, "native_gpu_ns_mean": native, "speedup": native / route}]

@@ -466,6 +466,63 @@ static void test_format_widest_record(void **state) {
   }
 }
 
+/* GPU time (GEMMSHIM_LOG_GPU_TIME): gpu_ns, gpu_ns_kernels and
+ * native_gpu_ns after dur_ns, at their widest still within the text
+ * reserved per record; or gpu_skipped with the reason's name. */
+static void test_format_gpu_time(void **state) {
+  (void)state;
+  static char buf[16384];
+  char saved[sizeof gs_opt.log_path];
+  memcpy(saved, gs_opt.log_path, sizeof saved);
+  snprintf(gs_opt.log_path, sizeof gs_opt.log_path, "%s", "/dev/null");
+  gs_opt.log_gpu_time = 1;
+  gs_call c;
+  memset(&c, 0, sizeof c);
+  c.g.api = GS_API_GEMM_STRIDED_BATCHED_EX_64;
+  c.g.transa = c.g.transb = INT32_MIN;
+  c.g.m = c.g.n = c.g.k = c.g.batch = INT64_MIN;
+  c.g.a_type = c.g.b_type = c.g.c_type = c.g.d_type = c.g.scale_type = c.g.bias_type = INT32_MIN;
+  c.g.compute_type = 79;
+  c.g.lda = c.g.ldb = c.g.ldc = c.g.ldd = c.g.stride_a = c.g.stride_b = c.g.stride_c = INT64_MIN;
+  c.g.bias = &c;
+  c.g.pointer_mode = 4;
+  c.g.algo = INT32_MIN;
+  c.g.stream = (void *)UINTPTR_MAX;
+  c.seq = c.t_ns = c.dur_ns = UINT64_MAX;
+  c.tid = c.device = INT32_MIN;
+  c.sm = INT32_MAX;
+  c.site = c.evicted_site = UINT64_MAX;
+  c.site_flags = GS_SITE_NEW | GS_SITE_EVICTED;
+  c.decided = c.route = (gs_route)INT32_MIN;
+  c.backend = "";
+  c.status = 13;
+  c.work_begun = 1;
+  c.gpu.has_gpu_ns = c.gpu.has_kernels_ns = c.gpu.has_native_ns = 1;
+  c.gpu.gpu_ns = c.gpu.kernels_ns = c.gpu.native_ns = UINT64_MAX;
+  size_t n = format_both_ways(&c, buf, sizeof buf);
+  assert_true(n + 32 + 1 <= LOG_TEXT_FIXED);
+  assert_non_null(strstr(buf, ",\"dur_ns\":18446744073709551615,\"gpu_ns\":18446744073709551615,"
+                              "\"gpu_ns_kernels\":18446744073709551615,\"native_gpu_ns\":18446744073709551615}\n"));
+  c.gpu.has_kernels_ns = c.gpu.has_native_ns = 0;
+  c.gpu.gpu_ns = 1234;
+  format_both_ways(&c, buf, sizeof buf);
+  assert_non_null(strstr(buf, "\"dur_ns\":18446744073709551615,\"gpu_ns\":1234}\n"));
+  c.gpu.has_gpu_ns = 0;
+  c.gpu.skip = GS_GPU_SKIP_CAPTURE;
+  format_both_ways(&c, buf, sizeof buf);
+  assert_non_null(strstr(buf, "\"dur_ns\":18446744073709551615,\"gpu_skipped\":\"graph capture\"}\n"));
+  /* A call that never started device work (an error answered at once). */
+  c.gpu.skip = 0;
+  c.work_begun = 0;
+  format_both_ways(&c, buf, sizeof buf);
+  assert_non_null(strstr(buf, ",\"gpu_skipped\":\"no device work\"}\n"));
+  /* Off: no key at all. */
+  gs_opt.log_gpu_time = 0;
+  format_both_ways(&c, buf, sizeof buf);
+  assert_null(strstr(buf, "gpu_"));
+  memcpy(gs_opt.log_path, saved, sizeof saved);
+}
+
 /* ---- log_expand_path ------------------------------------------------------ */
 static void short_host(char *host, size_t len) {
   assert_int_equal(gethostname(host, len), 0);
@@ -1282,6 +1339,7 @@ int main(void) {
       cmocka_unit_test(test_format_hex),
       cmocka_unit_test(test_format_escapes_every_position),
       cmocka_unit_test(test_format_widest_record),
+      cmocka_unit_test(test_format_gpu_time),
       cmocka_unit_test_teardown(test_expand_pid_host, teardown),
       cmocka_unit_test(test_expand_rank),
       cmocka_unit_test(test_expand_literal_percent),
