@@ -36,7 +36,10 @@
 #include "sys.h"
 
 #define POOL_CTXS 16        /* contexts with a pool of their own */
-#define POOL_KEEP 4096      /* free events kept per context; more are destroyed */
+/* Free events kept per context; more are destroyed. Events return to the
+ * pool when the log's writer reads them (every 10 ms), so a context has
+ * about 4 events for each call of the last 10 ms in use. */
+#define POOL_KEEP 16384
 
 typedef struct ev_pool {
   unsigned long long ctx_id; /* 0: slot unused */

@@ -2,8 +2,8 @@
 """Host cost of the shim per intercepted call, over the CPU stand-in.
 
 For each entry point (cublasGemmEx, cublasLtMatmul) and each setting
-(without the shim, shim with the log off, shim with the log on, shim with
-an NVTX tool attached: tests/integration/nvtx_inject.c recording nothing,
+(without the shim, shim with the log off, shim with the log on, the log
+with GEMMSHIM_LOG_GPU_TIME=1, shim with an NVTX tool attached: tests/integration/nvtx_inject.c recording nothing,
 so the row is the shim's range naming and NVTX's dispatch) it measures
   * instructions per call with valgrind's callgrind: the difference between
     a run of N2 and a run of N1 calls, divided by N2 - N1, so load-time work
@@ -42,6 +42,9 @@ def env_for(setting, tmp):
         env["LD_PRELOAD"] = SHIM
     if setting == "shim, log on":
         env["GEMMSHIM_LOG"] = os.path.join(tmp, "bench-%p.jsonl")
+    if setting == "shim, log on, GPU time":
+        env["GEMMSHIM_LOG"] = os.path.join(tmp, "bench-%p.jsonl")
+        env["GEMMSHIM_LOG_GPU_TIME"] = "1"
     if setting == "shim, NVTX tool":
         env["NVTX_INJECTION64_PATH"] = NVTX_TOOL
     return env
@@ -78,7 +81,7 @@ def wall_ns(api, env):
 
 
 def main():
-    settings = ["no shim", "shim, log off", "shim, log on", "shim, NVTX tool"]
+    settings = ["no shim", "shim, log off", "shim, log on", "shim, log on, GPU time", "shim, NVTX tool"]
     have_strace = shutil.which("strace") is not None
     rows = []
     with tempfile.TemporaryDirectory() as tmp:

@@ -523,7 +523,8 @@ CUresult cuEventQuery(CUevent hEvent) {
     hEvent->lag--;
     r = CUDA_ERROR_NOT_READY;
   }
-  if (!r && hEvent->recorded) sd_reg_each(SD_EVENT, sd_complete_earlier, hEvent);
+  /* Without STANDIN_EVENT_LAG every event is complete once recorded. */
+  if (!r && hEvent->recorded && sd.event_lag) sd_reg_each(SD_EVENT, sd_complete_earlier, hEvent);
   pthread_mutex_unlock(&sd_lock);
   return r;
 }
