@@ -912,6 +912,9 @@ static struct {
   size_t len, cap;
 } held;
 static size_t held_count; /* atomic */
+/* Records lost because they could neither be written nor held (counted,
+ * reported at exit with the dropped ones). */
+static uint64_t gpu_lost; /* atomic */
 
 static int hold(const log_rec *r) {
   if (held.len + r->size > LOG_HELD_BYTES) return 0;
@@ -998,6 +1001,7 @@ static size_t format_records(char *recs, size_t len, int final) {
     if (!format_one(r, &out, checked) && !hold(r)) {
       gs_gpu_time *gpu = rec_gpu(r); /* no room and nowhere to wait: lost */
       if (gpu && gpu->on) gpu_time_discard(gpu);
+      __atomic_add_fetch(&gpu_lost, 1, __ATOMIC_RELAXED);
     }
   }
   return out;
@@ -1008,6 +1012,10 @@ static size_t format_records(char *recs, size_t len, int final) {
  * state.text, and lines reach the file in the order recorded. */
 static void write_buffer(int b, int fd, size_t len) {
   size_t text_len = format_records(state.buf[b], len, __atomic_load_n(&state.late, __ATOMIC_RELAXED));
+  if (text_len == 0) { /* only held records, none done yet */
+    end_write();
+    return;
+  }
   ssize_t n;
   do n = GS_CALL(write, fd, state.text, text_len);
   while (n < 0 && errno == EINTR);
@@ -1271,6 +1279,9 @@ static void atfork_child(void) {
   state.dropped = 0;
   state.warned_too_long = 0;
   state.last_flush_ns = monotonic_ns();
+  held.len = 0; /* the parent's records, as the buffers above */
+  __atomic_store_n(&held_count, 0, __ATOMIC_RELAXED);
+  __atomic_store_n(&gpu_lost, 0, __ATOMIC_RELAXED);
   reset_stats();
   init_conds();
   pthread_mutex_unlock(&state.mu);
@@ -1361,13 +1372,17 @@ static void print_summary(void) {
   if (state.dropped)
     GS_WARN("GEMMSHIM_LOG: %" PRIu64 " records dropped (longer than a record may be); '%s' misses them",
             state.dropped, state.path);
+  uint64_t lost = __atomic_load_n(&gpu_lost, __ATOMIC_RELAXED);
+  if (lost)
+    GS_WARN("GEMMSHIM_LOG: %" PRIu64 " records lost waiting for their GPU time (more held than %u bytes); '%s' "
+            "misses them", lost, LOG_HELD_BYTES, state.path);
   pthread_mutex_unlock(&state.mu);
 }
 
 void log_shutdown(void) {
   pthread_once(&log_once, log_setup_once);
   pthread_mutex_lock(&state.mu);
-  state.late = 1; /* calls from later destructors are still written */
+  __atomic_store_n(&state.late, 1, __ATOMIC_RELAXED); /* calls from later destructors are still written */
   pthread_mutex_unlock(&state.mu);
   stop_flusher();
   log_flush();
