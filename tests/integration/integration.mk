@@ -78,9 +78,9 @@ $(INTEG_DIR)/dlsym_probe: tests/integration/dlsym_probe.c $(INTEG_DIR)/libprobe_
 
 # An NVTX tool of the project's own (NVTX_INJECTION64_PATH), recording the
 # ranges the shim opens.
-$(INTEG_DIR)/libnvtx_inject.so: tests/integration/nvtx_inject.c
+$(INTEG_DIR)/libnvtx_inject.so: tests/integration/nvtx_inject.c tests/standin/common.c tests/standin/common.h
 	@mkdir -p $(dir $@)
-	$(CC) $(INTEG_CFLAGS) -shared -fvisibility=hidden -o $@ $< $(INTEG_LIBS)
+	$(CC) $(INTEG_CFLAGS) -Itests/standin -shared -fvisibility=hidden -o $@ $< tests/standin/common.c $(INTEG_LIBS)
 
 INTEG_BIN := $(INTEG_DIR)/libnvtx_inject.so $(INTEG_DIR)/client_linked_cu12 $(INTEG_DIR)/client_linked_cu13 \
              $(INTEG_DIR)/cu12/libfakeframework.so $(INTEG_DIR)/cu13/libfakeframework.so \

@@ -10,7 +10,8 @@
  * functions), and a tool attaches by writing its function into the slot.
  * InitializeInjectionNvtx2 returns nonzero on success.
  *
- * It records, one line per event, appended (O_APPEND, one write) to
+ * It records, one line per event, appended (O_APPEND, one write, with the
+ * stand-in's own line writer) to
  * NVTX_TEST_RECORD, the same file the stand-in appends its kernel launches
  * and GEMMs to (STANDIN_TRACE), so the test sees them in one order:
  *
@@ -20,35 +21,16 @@
  *   <tid> pop <domain id>
  */
 #define _GNU_SOURCE
-#include <fcntl.h>
 #include <inttypes.h>
-#include <stdarg.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <unistd.h>
+#include <stddef.h>
 
 #define NVTX_NO_IMPL
 #include <nvtx3/nvToolsExt.h>
 
-static void record(const char *fmt, ...) {
-  const char *path = getenv("NVTX_TEST_RECORD");
-  if (!path || !*path) return;
-  char buf[640];
-  int n = snprintf(buf, sizeof buf, "%ld ", (long)gettid());
-  va_list ap;
-  va_start(ap, fmt);
-  int m = vsnprintf(buf + n, sizeof buf - (size_t)n - 1, fmt, ap);
-  va_end(ap);
-  if (m < 0) return;
-  size_t len = (size_t)n + ((size_t)m < sizeof buf - (size_t)n - 1 ? (size_t)m : sizeof buf - (size_t)n - 2);
-  buf[len++] = '\n';
-  int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-  if (fd < 0) return;
-  ssize_t w = write(fd, buf, len);
-  (void)w;
-  close(fd);
-}
+#include "common.h"
+
+/* One event line (tests/standin/common.c, linked in). */
+#define record(...) standin_append_line("NVTX_TEST_RECORD", __VA_ARGS__)
 
 /* Domains are handed out as small numbers, which is all a handle is to
  * the caller: an opaque value the tool gives back meaning to. */

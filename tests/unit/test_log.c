@@ -428,6 +428,30 @@ static void test_format_escapes_every_position(void **state) {
   }
 }
 
+/* A call with every field at its widest text. */
+static void widest_call(gs_call *c, int lt) {
+  memset(c, 0, sizeof *c);
+  c->g.api = lt ? GS_API_LT_MATMUL : GS_API_GEMM_STRIDED_BATCHED_EX_64; /* the longest name */
+  c->g.transa = c->g.transb = INT32_MIN;
+  c->g.m = c->g.n = c->g.k = c->g.batch = INT64_MIN;
+  c->g.a_type = c->g.b_type = c->g.c_type = c->g.d_type = c->g.scale_type = c->g.bias_type = INT32_MIN;
+  c->g.compute_type = 79; /* 64f_emulated_fixedpoint: longer than unknown(...) */
+  c->g.lda = c->g.ldb = c->g.ldc = c->g.ldd = c->g.stride_a = c->g.stride_b = c->g.stride_c = INT64_MIN;
+  c->g.epilogue = INT32_MIN;
+  c->g.bias = c;
+  c->g.pointer_mode = 4; /* alpha_device_vector_beta_host */
+  c->g.algo = INT32_MIN;
+  c->g.stream = (void *)UINTPTR_MAX;
+  c->seq = c->t_ns = c->dur_ns = UINT64_MAX;
+  c->tid = c->device = INT32_MIN;
+  c->sm = INT32_MAX;
+  c->site = c->evicted_site = UINT64_MAX;
+  c->site_flags = GS_SITE_NEW | GS_SITE_EVICTED;
+  c->decided = c->route = (gs_route)INT32_MIN;
+  c->backend = "";
+  c->status = 13; /* CUBLAS_STATUS_EXECUTION_FAILED, the longest name */
+}
+
 /* Every field at its widest: the text stays within what log.c reserves
  * for a record (LOG_TEXT_FIXED less 32 bytes of slack and the NUL, plus 6
  * a string byte), for both families, and the longest reason fully escaped
@@ -437,26 +461,7 @@ static void test_format_widest_record(void **state) {
   static char buf[16384];
   for (int lt = 0; lt < 2; lt++) {
     gs_call c;
-    memset(&c, 0, sizeof c);
-    c.g.api = lt ? GS_API_LT_MATMUL : GS_API_GEMM_STRIDED_BATCHED_EX_64; /* the longest name */
-    c.g.transa = c.g.transb = INT32_MIN;
-    c.g.m = c.g.n = c.g.k = c.g.batch = INT64_MIN;
-    c.g.a_type = c.g.b_type = c.g.c_type = c.g.d_type = c.g.scale_type = c.g.bias_type = INT32_MIN;
-    c.g.compute_type = 79; /* 64f_emulated_fixedpoint: longer than unknown(...) */
-    c.g.lda = c.g.ldb = c.g.ldc = c.g.ldd = c.g.stride_a = c.g.stride_b = c.g.stride_c = INT64_MIN;
-    c.g.epilogue = INT32_MIN;
-    c.g.bias = &c;
-    c.g.pointer_mode = 4; /* alpha_device_vector_beta_host */
-    c.g.algo = INT32_MIN;
-    c.g.stream = (void *)UINTPTR_MAX;
-    c.seq = c.t_ns = c.dur_ns = UINT64_MAX;
-    c.tid = c.device = INT32_MIN;
-    c.sm = INT32_MAX;
-    c.site = c.evicted_site = UINT64_MAX;
-    c.site_flags = GS_SITE_NEW | GS_SITE_EVICTED;
-    c.decided = c.route = (gs_route)INT32_MIN;
-    c.backend = "";
-    c.status = 13; /* CUBLAS_STATUS_EXECUTION_FAILED, the longest name */
+    widest_call(&c, lt);
     size_t n = format_both_ways(&c, buf, sizeof buf);
     assert_true(n + 32 + 1 <= LOG_TEXT_FIXED);
     memset(c.reason, 0x01, sizeof c.reason); /* 6 bytes each once escaped */
@@ -477,25 +482,7 @@ static void test_format_gpu_time(void **state) {
   snprintf(gs_opt.log_path, sizeof gs_opt.log_path, "%s", "/dev/null");
   gs_opt.log_gpu_time = 1;
   gs_call c;
-  memset(&c, 0, sizeof c);
-  c.g.api = GS_API_GEMM_STRIDED_BATCHED_EX_64;
-  c.g.transa = c.g.transb = INT32_MIN;
-  c.g.m = c.g.n = c.g.k = c.g.batch = INT64_MIN;
-  c.g.a_type = c.g.b_type = c.g.c_type = c.g.d_type = c.g.scale_type = c.g.bias_type = INT32_MIN;
-  c.g.compute_type = 79;
-  c.g.lda = c.g.ldb = c.g.ldc = c.g.ldd = c.g.stride_a = c.g.stride_b = c.g.stride_c = INT64_MIN;
-  c.g.bias = &c;
-  c.g.pointer_mode = 4;
-  c.g.algo = INT32_MIN;
-  c.g.stream = (void *)UINTPTR_MAX;
-  c.seq = c.t_ns = c.dur_ns = UINT64_MAX;
-  c.tid = c.device = INT32_MIN;
-  c.sm = INT32_MAX;
-  c.site = c.evicted_site = UINT64_MAX;
-  c.site_flags = GS_SITE_NEW | GS_SITE_EVICTED;
-  c.decided = c.route = (gs_route)INT32_MIN;
-  c.backend = "";
-  c.status = 13;
+  widest_call(&c, 0);
   c.work_begun = 1;
   c.gpu.has_gpu_ns = c.gpu.has_kernels_ns = c.gpu.has_native_ns = 1;
   c.gpu.gpu_ns = c.gpu.kernels_ns = c.gpu.native_ns = UINT64_MAX;
