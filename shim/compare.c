@@ -126,7 +126,7 @@ static int run_native(const gs_call *c, void *out) {
 }
 
 void compare_after_route(gs_call *c) {
-  if (!gs_opt.compare || !c->gpu.on || c->route == GS_ROUTE_NATIVE) return;
+  if (!gs_opt.compare || !c->work_begun || !c->gpu.on || c->route == GS_ROUTE_NATIVE) return;
   if (!compare_due(site_id(c->caller, &c->g))) return;
   size_t bytes = 0;
   const char *why = plan(c, &bytes);

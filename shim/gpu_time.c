@@ -130,6 +130,7 @@ static int have_event_api(void) {
 
 void gpu_time_begin(gs_call *c) {
   gs_gpu_time *t = &c->gpu;
+  memset(t, 0, sizeof *t);
   if (!have_event_api()) {
     t->skip = GS_GPU_SKIP_NO_EVENT;
     return;

@@ -57,7 +57,7 @@ static int call_begin(gs_call *c, gs_api api, const void *caller) {
 }
 
 static cublasStatus_t call_end(gs_call *c, cublasStatus_t status) {
-  if (c->work_begun) call_work_end(c);
+  call_work_end(c);
   c->status = status;
   if (hooks_timing()) c->dur_ns = now_ns(CLOCK_MONOTONIC) - c->dur_ns;
   call_finish(c);
@@ -256,6 +256,7 @@ __attribute__((constructor)) static void shim_load(void) {
   pthread_atfork(NULL, NULL, forget_thread_id);
   options_init();
   nvtx_init();
+  work_init();
   log_init();
 }
 

@@ -190,8 +190,12 @@ static void rec_fill(log_rec *r, const gs_call *c, size_t reason_len, size_t bac
 /* What a call's record says of GPU time: its events (owned by the record
  * from here on), or why there are none. */
 static void rec_fill_gpu(gs_gpu_time *out, const gs_call *c) {
+  if (!c->work_begun) { /* c->gpu was never set */
+    memset(out, 0, sizeof *out);
+    out->skip = GS_GPU_SKIP_NO_WORK;
+    return;
+  }
   *out = c->gpu;
-  if (!out->on && !out->skip && !out->has_gpu_ns) out->skip = GS_GPU_SKIP_NO_WORK;
 }
 
 /* ---- JSON output ---------------------------------------------------------- */
@@ -1203,7 +1207,7 @@ static __attribute__((noinline)) int text_fits(const gs_call *c) {
 
 void log_record(gs_call *c) {
   if (__builtin_expect(!__atomic_load_n(&log_wanted, __ATOMIC_RELAXED), 1)) {
-    if (c->gpu.on) gpu_time_discard(&c->gpu);
+    if (c->work_begun && c->gpu.on) gpu_time_discard(&c->gpu);
     return;
   }
   int to_file = __atomic_load_n(&state.on, __ATOMIC_RELAXED) && !is_disabled();
@@ -1226,11 +1230,11 @@ void log_record(gs_call *c) {
   } else if (to_file && !is_disabled()) {
     b = append_locked(c, reason_len, backend_len, &len);
     fd = state.fd;
-    if (b >= 0 || !is_disabled()) c->gpu.on = 0; /* the record owns the events now */
+    if (c->work_begun && (b >= 0 || !is_disabled())) c->gpu.on = 0; /* the record owns the events now */
   }
   pthread_mutex_unlock(&state.mu);
   /* Not recorded: the events go back unread. */
-  if (c->gpu.on) gpu_time_discard(&c->gpu);
+  if (c->work_begun && c->gpu.on) gpu_time_discard(&c->gpu);
   if (b >= 0) write_buffer(b, fd, len);
 }
 

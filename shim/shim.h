@@ -115,8 +115,10 @@ typedef struct gs_call {
   const void *caller;  /* return address of the hooked call */
   int work_begun;      /* call_work_begin ran: the call's device work started */
   int nvtx_open;       /* an NVTX range is open for the call (nvtx.c) */
-  gs_gpu_time gpu;     /* GEMMSHIM_LOG_GPU_TIME (gpu_time.c) */
-  char reason[GS_REASON_MAX]; /* last: call_begin clears only what precedes it */
+  char reason[GS_REASON_MAX]; /* call_begin clears only what precedes it */
+  /* GEMMSHIM_LOG_GPU_TIME (gpu_time.c): valid once work_begun, and then
+   * only .on unless GPU time is wanted (gpu_time_begin sets it all). */
+  gs_gpu_time gpu;
 } gs_call;
 
 /* site_flags: what happened to the call's fp8 site (fp8_sites.c). NEW: the
@@ -265,10 +267,22 @@ void call_decline(gs_call *c, gs_route ran, const char *fmt, ...)
 void call_finish(gs_call *c);
 /* "work.c": the call's device work starts now, on `route` (a route calls
  * it before its first launch, the hook before the native call; only the
- * first call counts): opens the call's NVTX range. call_work_end, as the
- * call returns, closes it. */
-void call_work_begin(gs_call *c, gs_route route);
-void call_work_end(gs_call *c);
+ * first call counts): opens the call's NVTX range and starts its GPU time.
+ * call_work_end, as the call returns, ends both. gs_work_hooks: either is
+ * on (work_init, at load); without, a call pays a test of it. */
+extern int gs_work_hooks;
+void work_init(void);
+void call_work_hooks(gs_call *c, gs_route route);
+void call_work_hooks_end(gs_call *c);
+static inline void call_work_begin(gs_call *c, gs_route route) {
+  if (c->work_begun) return;
+  c->work_begun = 1;
+  c->gpu.on = 0;
+  if (gs_work_hooks) call_work_hooks(c, route);
+}
+static inline void call_work_end(gs_call *c) {
+  if (c->work_begun && gs_work_hooks) call_work_hooks_end(c);
+}
 /* Per-call timing and bookkeeping are only paid for when someone reads them. */
 static inline int hooks_timing(void) {
   return gs_opt.log_path[0] != 0 || gs_opt.debug_level >= GS_LEVEL_INFO;
