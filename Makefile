@@ -1,12 +1,17 @@
 # gemmshim build. `make` builds build/libgemmshim.so; `make test` builds and
-# runs every test on the CPU (no GPU needed); `make asan` / `make tsan` run the
-# same suite under AddressSanitizer+UBSan / ThreadSanitizer.
+# runs every test on the CPU (no GPU needed); `make demo` runs a training loop
+# under the shim over the CPU stand-in; `make asan` / `make tsan` run the
+# same suite under AddressSanitizer+UBSan / ThreadSanitizer. `make test` and
+# `make demo` first install what is missing (scripts/setup.sh).
 #
 # Variants build into their own folder: BUILD=build/asan SAN=asan ...
 
 CUDA     ?= /usr/local/cuda
 CC       ?= gcc
-PYTHON   ?= python3
+# Debian's interpreter, whose pytest is python3-pytest (scripts/setup.sh
+# installs it): never whichever python3 comes first on PATH (pyenv, conda,
+# a venv), which may lack it.
+PYTHON   ?= /usr/bin/python3
 BUILD    ?= build
 SAN      ?=
 
@@ -27,8 +32,13 @@ SHIM_ASM   := $(sort $(wildcard shim/*.S))
 SHIM_OBJ   := $(patsubst %.c,$(BUILD)/obj/%.o,$(SHIM_SRC)) $(patsubst %.S,$(BUILD)/obj/%.o,$(SHIM_ASM))
 SHIM_SO    := $(BUILD)/libgemmshim.so
 
-.PHONY: all test unit integration asan tsan bench clean
+.PHONY: all setup test test-steps unit integration asan tsan bench clean
 all: $(SHIM_SO)
+
+# Installs what the build and tests need (Debian packages, checks the CUDA
+# toolkit and $(PYTHON)); once, then a stamp in $(BUILD) makes it instant.
+setup:
+	@BUILD=$(BUILD) CUDA=$(CUDA) PYTHON=$(PYTHON) scripts/setup.sh
 
 $(BUILD)/obj/%.o: %.c $(wildcard shim/*.h policy/*.h kernels/*.h)
 	@mkdir -p $(dir $@)
@@ -59,6 +69,7 @@ include tests/integration/integration.mk
 include tests/integration/fp8.mk
 include tests/integration/ffma.mk
 -include tests/bench/bench.mk
+include demo/demo.mk
 
 # The GPU check's own logic (its programs, route checks, routing-log
 # expectations, report) runs over the stand-in too; only its timings mean
@@ -68,9 +79,14 @@ TEST_STEPS += gpu-check-standin
 endif
 .PHONY: gpu-check-standin
 gpu-check-standin: all
-	BUILD=$(BUILD) CUDA=$(CUDA) scripts/gpu-check.sh --standin
+	BUILD=$(BUILD) CUDA=$(CUDA) PYTHON=$(PYTHON) scripts/gpu-check.sh --standin
 
-test: all $(TEST_DEPS)
+# Set-up first, then everything else in a second make, so that nothing is
+# compiled before the compilers are installed.
+test: setup
+	@$(MAKE) --no-print-directory test-steps
+
+test-steps: all $(TEST_DEPS)
 	@set -e; for step in $(TEST_STEPS); do $(MAKE) --no-print-directory $$step; done
 	@echo "gemmshim: all test steps passed ($(words $(TEST_STEPS)) steps, BUILD=$(BUILD))"
 
