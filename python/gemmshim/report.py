@@ -322,6 +322,12 @@ def print_table(out, title, rows, header):
         print(fmt.format(*[str(x) for x in row]).rstrip(), file=out)
 
 
+def speedup_text(x):
+    if not x:
+        return "-"
+    return f"{x:.2f}x" if x >= 0.1 else f"{x:.2g}x"
+
+
 def time_cols(d):
     """ms and us/call of host time, and of GPU time over the calls that have it."""
     return (ms(d["host_ns"]), us(d["host_ns"], d["calls"]),
@@ -366,7 +372,7 @@ def print_summary(out, s, files, bad, top):
         print_table(out, "route vs native, measured in the same run (GPU us per call):",
                     [(d["route"], d["route_calls"], f"{d['route_gpu_ns_mean'] / 1e3:.1f}", d["native_samples"],
                       f"{d['native_gpu_ns_mean'] / 1e3:.1f}",
-                      f"{d['speedup']:.2f}x" if d["speedup"] else "-", d["shape"]) for d in s["compare"]],
+                      speedup_text(d["speedup"]), d["shape"]) for d in s["compare"]],
                     ("route", "calls", "route us", "native runs", "native us", "speedup", "shape"))
     elif s["time_sorted_by"] == "gpu_ns":
         print("route vs native: no native measurements in the log (run with GEMMSHIM_COMPARE=1)", file=out)
@@ -505,7 +511,7 @@ class PlotData:
 ROUTE_COLORS = {"native": "#4c72b0", "ffma": "#dd8452", "fp8": "#55a868"}
 
 
-def write_plot(path, summary, data, top):
+def write_plot(path, summary, all_shapes, data, top):
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -522,7 +528,7 @@ def write_plot(path, summary, data, top):
     ax = axes[0]
     key = "gpu_ns" if by_gpu else "host_ns"
     per_shape = collections.defaultdict(dict)
-    for d in summary["shapes"]:
+    for d in all_shapes:  # every (route, shape), not only the table's top rows
         per_shape[d["shape"]][d["route"]] = d[key]
     shapes = sorted(per_shape, key=lambda s: sum(per_shape[s].values()), reverse=True)[:top]
     shapes.reverse()  # largest on top
@@ -576,11 +582,16 @@ def write_plot(path, summary, data, top):
     # 3. measured speedup per shape (GEMMSHIM_COMPARE=1).
     if compare:
         ax = axes[2]
-        rows = sorted(compare, key=lambda d: d["speedup"] or 0)[-top:]
+        # The shapes where the route spent the most time, by speedup.
+        rows = sorted(compare, key=lambda d: d["route_calls"] * d["route_gpu_ns_mean"])[-top:]
+        rows = sorted(rows, key=lambda d: d["speedup"] or 0)
         labels = [f"{d['route']} {d['shape']}" for d in rows]
         vals = [d["speedup"] or 0 for d in rows]
         ax.barh(labels, vals, color=[ROUTE_COLORS.get(d["route"]) for d in rows])
         ax.axvline(1.0, color="k", lw=0.8)
+        positive = [v for v in vals if v > 0]
+        if positive and max(positive + [1.0]) / min(positive + [1.0]) > 20:
+            ax.set_xscale("log")
         ax.set_xlabel("native GPU time / route GPU time (>1: the route is faster)")
         ax.set_title("route vs native, measured in the same run")
     fig.savefig(path, dpi=110)
@@ -775,7 +786,7 @@ def main(argv=None):
                         ("step", "calls", "calls by route", "sites by route"))
     if args.plot:
         try:
-            write_plot(args.plot, s, plot, args.top)
+            write_plot(args.plot, s, summary.as_json(1 << 30)["shapes"], plot, args.top)
         except ImportError as e:
             failures.append(f"--plot needs matplotlib and numpy ({e}); Debian: apt-get install python3-matplotlib")
         except OSError as e:
