@@ -497,7 +497,7 @@ class PlotData:
         self.route = array.array("b")
         self.routes = {}
 
-    def add(self, r, use_gpu_hint):
+    def add(self, r):
         t = r.get("t_ns")
         gpu, host = num(r, "gpu_ns"), num(r, "dur_ns")
         if not isinstance(t, (int, float)) or (gpu is None and host is None):
@@ -749,7 +749,7 @@ def main(argv=None):
                 if trace:
                     trace.add(index, rec)
                 if plot:
-                    plot.add(rec, True)
+                    plot.add(rec)
         except OSError as e:
             unreadable.append(path)
             print(f"{PROG}: {path}: {e.strerror}", file=sys.stderr)
