@@ -55,12 +55,21 @@ def run(cmd, env):
 
 
 def instructions(api, calls, env, tmp):
+    """Instructions of the whole run, and per shared object (callgrind_annotate)."""
     out = os.path.join(tmp, "cg.out")
     run(["valgrind", "--tool=callgrind", "--callgrind-out-file=" + out, CLIENT, api, str(calls)], env)
+    per = {}
+    ann = subprocess.run(["callgrind_annotate", "--inclusive=no", "--threshold=100", out],
+                         capture_output=True, text=True).stdout
+    for line in ann.splitlines():
+        m = re.match(r"\s*([\d,]+)\s.*\[(.+?)\]\s*$", line)
+        if m:
+            obj = os.path.basename(m.group(2))
+            per[obj] = per.get(obj, 0) + int(m.group(1).replace(",", ""))
     with open(out) as f:
         for line in f:
             if line.startswith("summary:") or line.startswith("totals:"):
-                return int(line.split()[1])
+                return int(line.split()[1]), per
     raise RuntimeError("no callgrind totals")
 
 
@@ -83,13 +92,15 @@ def wall_ns(api, env):
 def main():
     settings = ["no shim", "shim, log off", "shim, log on", "shim, log on, GPU time", "shim, NVTX tool"]
     have_strace = shutil.which("strace") is not None
-    rows = []
+    rows, split = [], []
     with tempfile.TemporaryDirectory() as tmp:
         for api in ("gemm", "lt"):
             base = {}
             for s in settings:
                 env = env_for(s, tmp)
-                ins = (instructions(api, N2, env, tmp) - instructions(api, N1, env, tmp)) / (N2 - N1)
+                (i2, p2), (i1, p1) = instructions(api, N2, env, tmp), instructions(api, N1, env, tmp)
+                ins = (i2 - i1) / (N2 - N1)
+                objs = {o: (p2.get(o, 0) - p1.get(o, 0)) / (N2 - N1) for o in set(p1) | set(p2)}
                 sc = None
                 if have_strace:
                     a, b = syscalls(api, N1, env, tmp), syscalls(api, N2, env, tmp)
@@ -98,12 +109,23 @@ def main():
                 if s == "no shim":
                     base = {"ins": ins, "ns": ns}
                 rows.append((api, s, ins, ins - base["ins"], ns, ns - base["ns"], sc))
+                split.append((api, s, objs))
     name = {"gemm": "cublasGemmEx", "lt": "cublasLtMatmul"}
     print("| entry point | setting | instructions/call | added by shim | ns/call | added ns | syscalls/call |")
     print("|---|---|---:|---:|---:|---:|---:|")
     for api, s, ins, dins, ns, dns, sc in rows:
         scs = "n/a (no strace)" if sc is None else f"{sc:.3f}"
         print(f"| {name[api]} | {s} | {ins:.0f} | {dins:.0f} | {ns:.1f} | {dns:.1f} | {scs} |")
+    print()
+    # Where the instructions are: the shim's own, libc's (locks, clocks,
+    # formatting), and the driver's (the stand-in's costs, not a GPU driver's).
+    print("| entry point | setting | libgemmshim.so | libc | libcuda (stand-in) | NVTX tool |")
+    print("|---|---|---:|---:|---:|---:|")
+    for api, s, objs in split:
+        def g(name):
+            return f"{objs.get(name, 0):.0f}"
+        print(f"| {name[api]} | {s} | {g('libgemmshim.so')} | {g('libc.so.6')} | {g('libcuda.so.1')} | "
+              f"{g('libnvtx_inject.so')} |")
     print()
     print("Goals: log off < 1000 added instructions and < 150 ns added; log on < 1000 ns added; "
           "0 system calls per call (log on: one write per flush, not per call).")
