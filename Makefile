@@ -68,6 +68,7 @@ include tests/unit/unit.mk
 include tests/integration/integration.mk
 include tests/integration/fp8.mk
 include tests/integration/ffma.mk
+include tests/integration/proc.mk
 -include tests/bench/bench.mk
 include demo/demo.mk
 

@@ -55,6 +55,18 @@ static _Atomic int slots_used;
 static pthread_mutex_t module_lock = PTHREAD_MUTEX_INITIALIZER;
 static _Atomic int warned;
 
+/* module_lock is held across cuModuleLoadData: a thread may hold it when
+ * the program forks, and the child (the forking thread alone) would wait
+ * for it for ever. A load in flight then never completed in the child
+ * (slots_used was not advanced), so a fresh lock is all it needs. Registered
+ * at load: a first use inside another fork handler must not call
+ * pthread_atfork. */
+static void module_after_fork_child(void) { pthread_mutex_init(&module_lock, NULL); }
+
+__attribute__((constructor)) static void module_register_fork(void) {
+  pthread_atfork(NULL, NULL, module_after_fork_child);
+}
+
 static const module_slot *slot_find(CUcontext ctx, unsigned long long id) {
   int n = atomic_load_explicit(&slots_used, memory_order_acquire);
   for (int i = 0; i < n; i++)

@@ -5,7 +5,9 @@
  * to stderr or to GEMMSHIM_DEBUG_FILE (placeholders as in GEMMSHIM_LOG:
  * %h host, %p pid, %r rank, %% a percent). Each message is formatted into a
  * stack buffer and written with one write(), so lines from many threads and
- * processes sharing the file never interleave mid-line. gs_debug works before
+ * processes sharing the file never interleave mid-line. The file is created
+ * at the first message, only ever appended to (files.c), and shared by a
+ * forked child unless its name has %p. gs_debug works before
  * options_init has run (gs_opt is zero: WARN, stderr) and from any thread. */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -26,9 +28,18 @@
 
 static const char *const level_names[] = {"WARN", "INFO", "TRACE"};
 
-/* Written by debug_init, read by every thread: atomics keep the readers
- * from seeing a half-switched state and keep ThreadSanitizer quiet. */
-static int debug_fd = STDERR_FILENO;
+/* Where messages go. debug_init names the file; it is opened at the first
+ * message (a process that says nothing creates nothing), appended to, and
+ * checked before every message to still be the file opened (files.c). The
+ * state changes under debug_lock; a message takes a copy of `out` under it
+ * and writes outside it. A descriptor no longer ours is left open (it is
+ * the program's now), so a copy being written never goes stale. */
+enum { DEBUG_STDERR = 0, DEBUG_PENDING, DEBUG_FILE };
+static pthread_mutex_t debug_lock = PTHREAD_MUTEX_INITIALIZER;
+static int debug_state; /* DEBUG_*; atomic: the stderr case takes no lock */
+static gs_file debug_out = GS_FILE_NONE;
+static char debug_path[sizeof gs_opt.debug_file + 256]; /* expanded */
+static int debug_recheck_path; /* a forked child: %p may name another file */
 
 /* The host name costs a system call; the pid too (glibc stopped caching it);
  * the tid as well, and TRACE may print once per GEMM. The child of a fork
@@ -38,9 +49,13 @@ static char debug_host[256];
 static int debug_pid;
 static __thread int debug_tid __attribute__((tls_model("initial-exec")));
 
+/* The forking thread is the child's only one: a debug_lock another thread
+ * held at the fork is nobody's in the child. */
 static void debug_after_fork_child(void) {
   __atomic_store_n(&debug_pid, 0, __ATOMIC_RELAXED);
-  debug_tid = 0; /* the forking thread, the child's only one */
+  debug_tid = 0;
+  pthread_mutex_init(&debug_lock, NULL);
+  debug_recheck_path = 1;
 }
 
 /* Registered at load, not lazily: a first message from inside another fork
@@ -68,14 +83,65 @@ static int current_tid(void) {
   return debug_tid;
 }
 
-static void write_line(int fd, const char *buf, size_t len) {
-  ssize_t n;
-  do n = GS_CALL(write, fd, buf, len);
-  while (n < 0 && errno == EINTR);
+/* A message waits this long at most for room in a pipe or FIFO whose reader
+ * is slow, then is dropped: messages come from the program's threads. */
+#define DEBUG_WAIT_MS 10
+
+static void write_line(const gs_file *f, const char *buf, size_t len) {
+  uint64_t deadline = gs_monotonic_ns() + DEBUG_WAIT_MS * 1000000ull;
+  file_write(f, buf, len, &deadline);
   /* Nothing else to do on failure: there is nowhere left to report it. */
 }
 
-static void debug_vwrite(int fd, gs_level level, const char *fmt, va_list ap) {
+static const gs_file stderr_file = {STDERR_FILENO, 1, 0, 0, 0, 0};
+
+static void warn_stderr(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* Under debug_lock: open the named file, or fall back to stderr. */
+static void open_locked(void) {
+  char why[256], q[GS_QUOTE_BUF], qp[GS_QUOTE_BUF];
+  if (file_open_append(debug_path, 1, &debug_out, why, sizeof why) == 0) {
+    __atomic_store_n(&debug_state, DEBUG_FILE, __ATOMIC_RELEASE);
+    return;
+  }
+  __atomic_store_n(&debug_state, DEBUG_STDERR, __ATOMIC_RELEASE);
+  warn_stderr("GEMMSHIM_DEBUG_FILE='%s': cannot open '%s' (%s); debug output goes to stderr instead",
+              gs_quote(gs_opt.debug_file, q), gs_quote(debug_path, qp), why);
+}
+
+/* Where the next message goes; opens the file at the first one. */
+static gs_file current_output(void) {
+  if (__atomic_load_n(&debug_state, __ATOMIC_ACQUIRE) == DEBUG_STDERR) return stderr_file;
+  pthread_mutex_lock(&debug_lock);
+  if (debug_recheck_path) {
+    debug_recheck_path = 0;
+    char path[sizeof debug_path];
+    if (debug_state != DEBUG_STDERR && log_expand_path(gs_opt.debug_file, path, sizeof path) == 0 &&
+        strcmp(path, debug_path) != 0) {
+      /* A forked child whose %p names its own file: the parent's copy of
+       * the descriptor is the child's to close. */
+      file_close(&debug_out);
+      memcpy(debug_path, path, sizeof path);
+      debug_state = DEBUG_PENDING;
+    }
+  }
+  if (debug_state == DEBUG_FILE && !file_is_ours(&debug_out)) {
+    int old_fd = debug_out.fd;
+    debug_out.fd = -1;
+    open_locked();
+    char q[GS_QUOTE_BUF];
+    if (debug_state == DEBUG_FILE)
+      warn_stderr("GEMMSHIM_DEBUG_FILE: descriptor %d no longer is '%s' (the program closed it); reopened", old_fd,
+                  gs_quote(debug_path, q));
+  } else if (debug_state == DEBUG_PENDING) {
+    open_locked();
+  }
+  gs_file f = debug_state == DEBUG_FILE ? debug_out : stderr_file;
+  pthread_mutex_unlock(&debug_lock);
+  return f;
+}
+
+static void debug_vwrite(const gs_file *f, gs_level level, const char *fmt, va_list ap) {
   char line[DEBUG_LINE_MAX];
   const size_t room = sizeof line - 1; /* keeps space for the newline */
   pthread_once(&host_once, debug_setup_once);
@@ -91,46 +157,63 @@ static void debug_vwrite(int fd, gs_level level, const char *fmt, va_list ap) {
     memcpy(line + len - 3, "...", 3);
   }
   if (len == 0 || line[len - 1] != '\n') line[len++] = '\n';
-  write_line(fd, line, len);
+  write_line(f, line, len);
   errno = saved_errno;
 }
 
 void gs_debug(gs_level level, const char *fmt, ...) {
   if (level > gs_opt.debug_level) return;
+  int saved_errno = errno;
+  gs_file f = current_output();
+  errno = saved_errno;
   va_list ap;
   va_start(ap, fmt);
-  debug_vwrite(__atomic_load_n(&debug_fd, __ATOMIC_ACQUIRE), level, fmt, ap);
+  debug_vwrite(&f, level, fmt, ap);
   va_end(ap);
 }
 
-/* One warning on stderr, whatever debug_fd is. */
-static void warn_stderr(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* One warning on stderr, wherever the debug output goes. */
 static void warn_stderr(const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
-  debug_vwrite(STDERR_FILENO, GS_LEVEL_WARN, fmt, ap);
+  debug_vwrite(&stderr_file, GS_LEVEL_WARN, fmt, ap);
   va_end(ap);
 }
 
-void debug_init(void) {
-  int fd = STDERR_FILENO;
-  if (gs_opt.debug_file[0]) {
-    char path[sizeof gs_opt.debug_file + 256];
-    if (log_expand_path(gs_opt.debug_file, path, sizeof path) != 0) {
-      warn_stderr("GEMMSHIM_DEBUG_FILE='%s': too long once %%h/%%p are expanded; debug output goes to stderr instead",
-                  gs_opt.debug_file);
-    } else {
-      /* O_APPEND: forked children keep writing to the same file, and whole
-       * lines from each process must not overwrite each other. */
-      fd = GS_CALL(open, path, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0644);
-      if (fd < 0) {
-        char ebuf[128];
-        warn_stderr("GEMMSHIM_DEBUG_FILE='%s': cannot open '%s' (%s); debug output goes to stderr instead",
-                    gs_opt.debug_file, path, strerror_r(errno, ebuf, sizeof ebuf));
-        fd = STDERR_FILENO;
-      }
-    }
+const char *gs_quote_n(const char *s, size_t n, char *out) {
+  static const char hex[] = "0123456789abcdef";
+  char *o = out;
+  size_t shown = n < GS_QUOTE_MAX ? n : GS_QUOTE_MAX;
+  for (size_t i = 0; i < shown; i++) {
+    unsigned char ch = (unsigned char)s[i];
+    if (ch == '\n') *o++ = '\\', *o++ = 'n';
+    else if (ch == '\t') *o++ = '\\', *o++ = 't';
+    else if (ch == '\r') *o++ = '\\', *o++ = 'r';
+    else if (ch == '\\') *o++ = '\\', *o++ = '\\';
+    else if (ch < 0x20 || ch == 0x7f) *o++ = '\\', *o++ = 'x', *o++ = hex[ch >> 4], *o++ = hex[ch & 15];
+    else *o++ = (char)ch;
   }
-  int old = __atomic_exchange_n(&debug_fd, fd, __ATOMIC_ACQ_REL);
-  if (old != STDERR_FILENO && old != fd) GS_CALL(close, old);
+  if (shown < n) snprintf(o, 32, "...(%zu bytes)", n);
+  else *o = '\0';
+  return out;
+}
+
+const char *gs_quote(const char *s, char *out) { return gs_quote_n(s ? s : "", s ? strlen(s) : 0, out); }
+
+/* Names the file; nothing is opened until there is something to say. */
+void debug_init(void) {
+  pthread_mutex_lock(&debug_lock);
+  file_close(&debug_out);
+  debug_recheck_path = 0;
+  int next = DEBUG_STDERR;
+  if (gs_opt.debug_file[0]) {
+    char q[GS_QUOTE_BUF];
+    if (log_expand_path(gs_opt.debug_file, debug_path, sizeof debug_path) != 0)
+      warn_stderr("GEMMSHIM_DEBUG_FILE='%s': too long once %%h/%%p are expanded; debug output goes to stderr instead",
+                  gs_quote(gs_opt.debug_file, q));
+    else
+      next = DEBUG_PENDING;
+  }
+  __atomic_store_n(&debug_state, next, __ATOMIC_RELEASE);
+  pthread_mutex_unlock(&debug_lock);
 }

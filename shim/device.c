@@ -69,6 +69,19 @@ typedef struct ctx_entry {
 static ctx_entry ctx_cache[CTX_SLOTS];
 static pthread_mutex_t ctx_lock = PTHREAD_MUTEX_INITIALIZER;
 
+/* Both locks are held only for a table update, but a fork from another
+ * thread can still land inside one: the child (the forking thread alone)
+ * gets fresh locks. Entries are published last, so a half-made one is
+ * invisible. Registered at load, never inside a fork handler. */
+static void device_after_fork_child(void) {
+  pthread_mutex_init(&dead_lock, NULL);
+  pthread_mutex_init(&ctx_lock, NULL);
+}
+
+__attribute__((constructor)) static void device_register_fork(void) {
+  pthread_atfork(NULL, NULL, device_after_fork_child);
+}
+
 static int ctx_lookup(uintptr_t ctx, int *device, int *sm) {
   for (int i = 0; i < CTX_SLOTS; i++) {
     uintptr_t c = atomic_load_explicit(&ctx_cache[i].ctx, memory_order_acquire);

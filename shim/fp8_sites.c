@@ -157,6 +157,24 @@ struct fp8_ctx {
 static _Atomic(fp8_ctx *) ctxs[FP8_MAX_CTX];
 static pthread_mutex_t ctxs_lock = PTHREAD_MUTEX_INITIALIZER;
 
+/* fork: a site's mu is held across the whole fp8 GEMM, and the context
+ * lock across event calls, so another thread may hold either when the
+ * program forks; the child (the forking thread alone) would wait for them
+ * for ever. The child forgets the parent's contexts instead (their state
+ * and device memory are the parent's; a real driver refuses a forked
+ * child's calls anyway) and starts over at its first fp8 call. The
+ * parent's tables are left allocated in the child, unreachable. */
+static void fp8_sites_after_fork_child(void) {
+  pthread_mutex_init(&ctxs_lock, NULL);
+  for (int i = 0; i < FP8_MAX_CTX; i++) atomic_store_explicit(&ctxs[i], NULL, memory_order_relaxed);
+}
+
+/* At load: a first use inside another fork handler must not call
+ * pthread_atfork. */
+__attribute__((constructor)) static void fp8_sites_register_fork(void) {
+  pthread_atfork(NULL, NULL, fp8_sites_after_fork_child);
+}
+
 static uint64_t ring_stride(void) {
   return (gs_fp8_ring_bytes((unsigned)gs_opt.fp8_history) + 255) & ~(uint64_t)255;
 }

@@ -62,13 +62,17 @@
  * copied as they are. No spaces; each object ends with '\n'.
  *
  * The file is created at the first record (a process that runs no GEMM
- * leaves no file) with O_TRUNC, or appended to without truncation by a
- * forked child whose expanded path is its parent's. A process that forks
- * while its log is on but not yet open, with a path its children share (no
- * %p), creates the file at the fork: its children then append to this run's
- * file, never to a stale one, and never lose their lines to the parent's
- * later truncation. Every write appends, so parent and children sharing a
- * file never overwrite each other.
+ * leaves no file) and only ever appended to, never truncated (files.c):
+ * a forked child, whose expanded path is its parent's unless it has %p,
+ * opens it again at its own first record and adds its lines; parent and
+ * children sharing a file never overwrite each other.
+ *
+ * Besides call records, the log holds one other kind of line, where
+ * records were lost because the writer fell behind (below):
+ *
+ *   {"event":"records_lost","lost":N,"first_seq":A,"last_seq":B,"why":"..."}
+ *
+ * A and B the smallest and largest seq among the lost records.
  *
  * A call's record is copied into a buffer under a mutex in binary form:
  * the fields above, and the backend and reason by their length. With GPU
@@ -81,10 +85,18 @@
  * rule, so a calling thread pays for a copy of a few hundred bytes and not
  * for the formatting. Records reach the file as text in one write() per
  * flush: when the buffer is full (the flusher thread formats and writes the
- * full one while the other fills; a record that finds both busy waits for
- * the write in flight), once a second from the flusher thread, and at exit.
- * The first failed or short write turns the log off for the rest of the
- * process with one warning. */
+ * full one while the other fills), once a second from the flusher thread,
+ * and at exit. A record that finds both buffers busy waits for the write in
+ * flight at most LOG_WAIT_MS, then is dropped and counted (lost_*); later
+ * records drop at once until that write ends, and the first record kept
+ * after a loss is preceded by the records_lost line. GEMMSHIM_LOG_WAIT=1
+ * waits instead. At exit the writes wait at most LOG_EXIT_WAIT_MS for a
+ * pipe's reader. The first failed write turns the log off for the rest of
+ * the process with one warning.
+ *
+ * Structure, for whoever adds a field: a field goes into gs_call (shim.h),
+ * log_rec and rec_fill (copied on the calling thread), format_body (JSON,
+ * on the writer) and the key list above; LOG_TEXT_FIXED bounds the text. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
@@ -118,10 +130,17 @@
  * tests check a record with every field at its widest against it. */
 #define LOG_TEXT_FIXED 1536
 #define FLUSH_INTERVAL_NS 1000000000ull
-/* Records held for unfinished GPU work, at most (bytes of binary records);
- * past it the oldest are written with "not finished when the log closed"
- * ... never reached in practice: a GPU is rarely that far behind. */
+/* A call whose record finds both buffers full waits this long at most for
+ * the write in flight, then drops the record (counted); at exit, the last
+ * writes wait this long at most for a pipe's reader. GEMMSHIM_LOG_WAIT=1
+ * waits without bound instead. */
+#define LOG_WAIT_MS 50
+#define LOG_EXIT_WAIT_MS 1000
+/* Records held for unfinished GPU work, at most (bytes of binary records),
+ * and written per write, at most; a record that finds no room is written
+ * with "not finished when the log closed". A GPU is rarely that far behind. */
 #define LOG_HELD_BYTES (4u * 1024 * 1024)
+#define LOG_HELD_PER_WRITE 1024
 #define GPU_TIME_EXIT_WAIT_NS 2000000000ull
 /* With GPU time on, records are written (their events read) every 10 ms
  * rather than every second: a program may destroy its context, and the
@@ -140,8 +159,11 @@ typedef struct log_rec {
   int32_t tid, device, sm, status, decided, route;
   int32_t api, transa, transb, a_type, b_type, c_type, d_type, compute_type, scale_type;
   int32_t epilogue, bias_type, pointer_mode, algo;
-  uint8_t has_backend, has_bias, has_gpu; /* has_gpu: a gs_gpu_time follows */
+  uint8_t has_backend, has_bias;
+  uint8_t kind; /* LOG_REC_CALL, or LOG_REC_TEXT: a ready line of reason_len bytes follows */
+  uint8_t has_gpu; /* LOG_REC_CALL: a gs_gpu_time follows the fixed part */
 } log_rec;
+enum { LOG_REC_CALL = 0, LOG_REC_TEXT };
 
 /* A record with GPU time carries its events after the fixed part. */
 static size_t rec_gpu_bytes(int has_gpu) { return has_gpu ? (sizeof(gs_gpu_time) + 7) & ~(size_t)7 : 0; }
@@ -149,6 +171,8 @@ static size_t rec_gpu_bytes(int has_gpu) { return has_gpu ? (sizeof(gs_gpu_time)
 static size_t rec_size_gpu(size_t reason_len, size_t backend_len, int has_gpu) {
   return (sizeof(log_rec) + rec_gpu_bytes(has_gpu) + backend_len + reason_len + 7) & ~(size_t)7;
 }
+
+static size_t rec_size(size_t reason_len, size_t backend_len) { return rec_size_gpu(reason_len, backend_len, 0); }
 
 static gs_gpu_time *rec_gpu(const log_rec *r) {
   return r->has_gpu ? (gs_gpu_time *)(void *)((char *)(uintptr_t)r + sizeof(log_rec)) : NULL;
@@ -164,6 +188,7 @@ static size_t rec_text_bound(size_t reason_len, size_t backend_len) {
 
 static void rec_fill(log_rec *r, const gs_call *c, size_t reason_len, size_t backend_len) {
   const gs_gemm *g = &c->g;
+  r->kind = LOG_REC_CALL;
   r->reason_len = (uint32_t)reason_len;
   r->backend_len = (uint32_t)backend_len;
   r->site_flags = c->site_flags;
@@ -777,16 +802,14 @@ enum { FLUSHER_NONE = 0, FLUSHER_RUNNING, FLUSHER_STOPPING, FLUSHER_FAILED };
 
 static struct {
   pthread_mutex_t mu;
-  pthread_cond_t write_done;   /* the write in flight has ended */
+  pthread_cond_t write_done;   /* on CLOCK_MONOTONIC; the write in flight has ended */
   pthread_cond_t flusher_wake; /* on CLOCK_MONOTONIC; a record, a hand-off, log_shutdown's stop */
   char pattern[sizeof gs_opt.log_path];
   char path[sizeof gs_opt.log_path + 512]; /* expanded; "" until opened */
-  char parent_path[sizeof gs_opt.log_path + 512];
   int on;           /* GEMMSHIM_LOG was set */
   int counting;     /* the INFO summary is wanted: count every call */
   int disabled;     /* an error turned the log off; atomic for log_record */
-  int fd;
-  int forked_child; /* opens parent_path appending, without truncating */
+  gs_file out;      /* the file; out.fd -1 until the first record */
   int late;         /* after log_shutdown: every record written at once */
   char *buf[2];     /* binary records, LOG_BIN_BYTES each; one allocation at first use */
   char *text;       /* LOG_TEXT_BYTES, the writer's (one write in flight at a time) */
@@ -795,16 +818,27 @@ static struct {
   size_t text_fill; /* the sum of rec_text_bound over buf[cur]'s records */
   int writing;      /* the other buffer is being written, outside mu */
   int waiters;      /* threads waiting on write_done for the write to end */
+  uint64_t write_gen;   /* counts writes started (swap_locked) */
+  uint64_t gave_up_gen; /* a caller stopped waiting for this write: later ones drop at once */
+  uint64_t give_up_ns;  /* set at exit: writes stop waiting for a pipe then (0: never) */
   uint64_t last_flush_ns;
   int flusher_state;
   int flusher_stop;
   int flusher_idle; /* waiting for a first record, without a deadline */
   size_t handoff_len; /* >0: a full buffer the flusher is to write */
-  int handoff_buf, handoff_fd;
+  int handoff_buf;
   pthread_t flusher;
-  uint64_t dropped;
+  /* Records lost because the writer fell behind: in all, and those the
+   * next notice in the log (lost_notice_locked) will name. */
+  uint64_t lost, lost_pending, lost_first_seq, lost_last_seq;
+  /* The unwritten end of a line a pipe took only part of before the
+   * deadline: written first next time, so that no line is torn. */
+  char carry[LOG_RECORD_MAX];
+  size_t carry_len;
+  uint64_t dropped; /* records longer than LOG_RECORD_MAX */
   int warned_too_long;
-} state = {.mu = PTHREAD_MUTEX_INITIALIZER, .fd = -1};
+  int warned_reopened;
+} state = {.mu = PTHREAD_MUTEX_INITIALIZER, .out = GS_FILE_NONE};
 
 /* The per-call test: log on, or counting for the INFO summary. */
 static int log_wanted;
@@ -813,16 +847,12 @@ static pthread_once_t log_once = PTHREAD_ONCE_INIT;
 static void log_setup_once(void);
 static pthread_condattr_t monotonic_attr;
 
-static uint64_t monotonic_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
+static uint64_t monotonic_ns(void) { return gs_monotonic_ns(); }
 
 static int is_disabled(void) { return __atomic_load_n(&state.disabled, __ATOMIC_RELAXED); }
 
 static void init_conds(void) {
-  pthread_cond_init(&state.write_done, NULL);
+  pthread_cond_init(&state.write_done, &monotonic_attr);
   pthread_cond_init(&state.flusher_wake, &monotonic_attr);
 }
 
@@ -831,31 +861,41 @@ static void disable_locked(void) {
   __atomic_store_n(&state.disabled, 1, __ATOMIC_RELAXED);
   state.fill = 0;
   state.text_fill = 0;
-  if (state.fd >= 0) GS_CALL(close, state.fd);
-  state.fd = -1;
+  file_close(&state.out);
 }
 
 /* Warnings here run under state.mu: rare, and gs_debug never takes it. */
 static int open_locked(void) {
   if (is_disabled()) return 0;
   if (expand_path(state.pattern, (long)getpid(), state.path, sizeof state.path, NULL) != 0) {
+    char q[GS_QUOTE_BUF];
     disable_locked();
     GS_WARN("GEMMSHIM_LOG='%s': longer than %zu bytes once %%p/%%h/%%r are expanded; the routing log is off",
-            state.pattern, sizeof state.path - 1);
+            gs_quote(state.pattern, q), sizeof state.path - 1);
     return 0;
   }
-  int append = state.forked_child && strcmp(state.path, state.parent_path) == 0;
-  int flags = O_CREAT | O_WRONLY | O_APPEND | O_CLOEXEC | (append ? 0 : O_TRUNC);
-  state.fd = GS_CALL(open, state.path, flags, 0644);
-  if (state.fd < 0) {
-    char ebuf[128];
-    const char *why = strerror_r(errno, ebuf, sizeof ebuf);
+  char why[256], q[GS_QUOTE_BUF];
+  if (file_open_append(state.path, 0, &state.out, why, sizeof why) != 0) {
     disable_locked();
-    GS_WARN("GEMMSHIM_LOG: cannot open '%s' (%s); the routing log is off for the rest of this process", state.path,
-            why);
+    GS_WARN("GEMMSHIM_LOG: cannot open '%s' (%s); the routing log is off for the rest of this process",
+            gs_quote(state.path, q), why);
     return 0;
   }
   state.last_flush_ns = monotonic_ns();
+  return 1;
+}
+
+/* The writer found its descriptor is no longer the log (the program closed
+ * it, and may have opened a file of its own under the number): open the
+ * log again by its name. 0 when that failed and the log is off. */
+static int reopen_locked(void) {
+  int old_fd = state.out.fd;
+  state.out.fd = -1; /* the program's now: never closed or written by us */
+  if (!open_locked()) return 0;
+  char q[GS_QUOTE_BUF];
+  if (!state.warned_reopened++)
+    GS_WARN("GEMMSHIM_LOG: descriptor %d no longer is '%s' (the program closed it); reopened", old_fd,
+            gs_quote(state.path, q));
   return 1;
 }
 
@@ -881,6 +921,7 @@ static int swap_locked(size_t *len) {
   state.cur ^= 1;
   state.fill = 0;
   state.text_fill = 0;
+  state.write_gen++;
   __atomic_store_n(&state.writing, 1, __ATOMIC_SEQ_CST);
   state.last_flush_ns = monotonic_ns();
   return full;
@@ -906,6 +947,23 @@ static void wait_write_locked(void) {
   __atomic_sub_fetch(&state.waiters, 1, __ATOMIC_SEQ_CST);
 }
 
+/* Waits for the write in flight until the monotonic deadline; 0 when it
+ * was still in flight then. */
+static int wait_write_until_locked(uint64_t deadline) {
+  struct timespec ts = {(time_t)(deadline / 1000000000u), (long)(deadline % 1000000000u)};
+  __atomic_add_fetch(&state.waiters, 1, __ATOMIC_SEQ_CST);
+  while (write_in_flight() && pthread_cond_timedwait(&state.write_done, &state.mu, &ts) != ETIMEDOUT) {}
+  __atomic_sub_fetch(&state.waiters, 1, __ATOMIC_SEQ_CST);
+  return !write_in_flight();
+}
+
+static void count_lost_locked(uint64_t seq) {
+  if (!state.lost_pending || seq < state.lost_first_seq) state.lost_first_seq = seq;
+  if (!state.lost_pending || seq > state.lost_last_seq) state.lost_last_seq = seq;
+  state.lost_pending++;
+  state.lost++;
+}
+
 /* ---- records waiting for their GPU work ------------------------------------ */
 /* Binary records whose events had not completed when their buffer was
  * written. Owned by whoever writes (one write in flight at a time), so it
@@ -917,8 +975,17 @@ static struct {
 } held;
 static size_t held_count; /* atomic */
 /* Records lost because they could neither be written nor held (counted,
- * reported at exit with the dropped ones). */
+ * reported at exit). */
 static uint64_t gpu_lost; /* atomic */
+
+/* The record each line of state.text is, after a carried line end (seq;
+ * LINE_NOT_A_RECORD for a ready line such as a loss notice), so a write
+ * cut short counts the right records lost (lost_after_locked) although
+ * held records change the order. Writer-owned, like state.text. */
+#define LINE_NOT_A_RECORD UINT64_MAX
+#define LINES_MAX (LOG_BIN_BYTES / sizeof(log_rec) + LOG_HELD_PER_WRITE + 1)
+static uint64_t line_seq[LINES_MAX];
+static size_t line_count;
 
 static int hold(const log_rec *r) {
   if (held.len + r->size > LOG_HELD_BYTES) return 0;
@@ -952,31 +1019,42 @@ static int gpu_done(log_rec *r, uint64_t deadline) {
   }
 }
 
-/* r's text at state.text + *out. Its GPU work must be done, or it is
+/* r's line at state.text + *out. Its GPU work must be done, or it is
  * written without: its events go back and it says it was not finished.
- * checked: r's room was not reserved in state.text (a held record);
- * returns 0, nothing written, when it does not fit now. */
+ * checked: r's room was not reserved in state.text (a held record, or
+ * after one); returns 0, nothing written, when it does not fit now. */
 static int format_one(log_rec *r, size_t *out, int checked) {
-  gs_gpu_time *gpu = rec_gpu(r);
+  const char *strings = rec_strings(r);
   size_t room = LOG_TEXT_BYTES - *out;
+  if (r->kind == LOG_REC_TEXT) {
+    if (room < r->reason_len) return 0;
+    memcpy(state.text + *out, strings, r->reason_len);
+    *out += r->reason_len;
+    line_seq[line_count++] = LINE_NOT_A_RECORD;
+    return 1;
+  }
+  gs_gpu_time *gpu = rec_gpu(r);
   if (checked && room < rec_text_bound(r->reason_len, r->backend_len)) return 0;
   if (gpu && gpu->on) {
     gpu_time_discard(gpu);
     gpu->skip = GS_GPU_SKIP_UNFINISHED;
   }
-  const char *backend = rec_strings(r);
-  *out += format_rec(r, gpu, backend, backend + r->backend_len, state.text + *out, room);
+  *out += format_rec(r, gpu, strings, strings + r->backend_len, state.text + *out, room);
+  line_seq[line_count++] = r->seq;
   return 1;
 }
 
-/* The held records that are done now, written first (they are older);
- * the others stay, in order. */
+/* The held records that are done now, written first (they are older), at
+ * most LOG_HELD_PER_WRITE; the others stay, in order. */
 static size_t format_held(size_t out, uint64_t deadline) {
-  size_t keep = 0, kept = 0;
+  size_t keep = 0, kept = 0, written = 0;
   for (size_t at = 0; at < held.len;) {
     log_rec *r = (log_rec *)(void *)(held.buf + at);
     size_t size = r->size;
-    if (!(gpu_done(r, deadline) || deadline) || !format_one(r, &out, 1)) {
+    int ready = written < LOG_HELD_PER_WRITE && (gpu_done(r, deadline) || deadline);
+    if (ready && format_one(r, &out, 1)) {
+      written++;
+    } else {
       if (keep != at) memmove(held.buf + keep, r, size);
       keep += size;
       kept++;
@@ -988,16 +1066,19 @@ static size_t format_held(size_t out, uint64_t deadline) {
   return out;
 }
 
-/* The text of len bytes of records into state.text: first the held
- * records now done, then these, each formatted unless its GPU work is
- * still running (then held, when there is room). Each of these had room
- * for its longest text reserved (text_fill) and is formatted unchecked
- * while the held records' text leaves that room; checked after. final:
- * the last flush, which gives unfinished GPU work a bounded wait. */
+/* The text of len bytes of records into state.text: the carried end of a
+ * torn line, the held records now done, then these, each formatted unless
+ * its GPU work is still running (then held, when there is room). Each of
+ * these had room for its longest text reserved (text_fill) and is
+ * formatted unchecked when nothing held went first; checked otherwise.
+ * final: the last flush, which gives unfinished GPU work a bounded wait. */
 static size_t format_records(char *recs, size_t len, int final) {
   uint64_t deadline = final ? monotonic_ns() + GPU_TIME_EXIT_WAIT_NS : 0;
-  size_t out = held.len ? format_held(0, deadline) : 0;
-  int checked = out > 0;
+  size_t out = state.carry_len;
+  memcpy(state.text, state.carry, state.carry_len);
+  line_count = 0;
+  if (held.len) out = format_held(out, deadline);
+  int checked = line_count > 0;
   for (size_t at = 0; at < len;) {
     log_rec *r = (log_rec *)(void *)(recs + at);
     at += r->size;
@@ -1011,34 +1092,90 @@ static size_t format_records(char *recs, size_t len, int final) {
   return out;
 }
 
-/* Formats buffer b and writes it in one write; never under state.mu. Only
- * one write is ever in flight (state.writing): it owns buffer b and
- * state.text, and lines reach the file in the order recorded. */
-static void write_buffer(int b, int fd, size_t len) {
+/* A write that ran out of time on a pipe (files.c) took `written` bytes of
+ * the text, whose first `carried` bytes were the end of an earlier torn
+ * line. Lines are that end (if any), then one per record (line_seq). A line the write
+ * stopped in is finished first next time (state.carry); the records after
+ * it count as lost. Pipes take whole lines of up to PIPE_BUF bytes or
+ * nothing, so a line is torn only on a terminal or socket. */
+static void lost_after_locked(size_t text_len, size_t written, size_t carried) {
+  const char *text = state.text;
+  size_t lines = 0;
+  for (size_t i = 0; i < written; i++) lines += text[i] == '\n';
+  if (written > 0 && text[written - 1] != '\n') {
+    const char *nl = memchr(text + written, '\n', text_len - written);
+    size_t end = nl ? (size_t)(nl - text) + 1 : text_len;
+    state.carry_len = end - written;
+    memmove(state.carry, text + written, state.carry_len);
+    lines++;
+  } else if (written == 0 && carried) {
+    state.carry_len = carried; /* still in state.carry: not a byte of it went */
+    lines++;
+  }
+  size_t line = carried ? 1 : 0;
+  for (size_t i = 0; i < line_count; i++, line++)
+    if (line >= lines && line_seq[i] != LINE_NOT_A_RECORD) count_lost_locked(line_seq[i]);
+}
+
+/* Formats buffer b and writes it; never under state.mu. Only one write is
+ * ever in flight (state.writing): it owns buffer b, state.text and the
+ * file, and lines reach the file in the order recorded. The write waits
+ * for room in a pipe until *deadline (monotonic ns; 0 no bound). */
+static void write_buffer(int b, size_t len, const volatile uint64_t *deadline) {
+  if (!file_is_ours(&state.out)) {
+    pthread_mutex_lock(&state.mu);
+    int ok = !is_disabled() && reopen_locked();
+    if (!ok) {
+      __atomic_store_n(&state.writing, 0, __ATOMIC_SEQ_CST);
+      pthread_cond_broadcast(&state.write_done);
+    }
+    pthread_mutex_unlock(&state.mu);
+    if (!ok) return;
+  }
+  size_t carried = state.carry_len;
   size_t text_len = format_records(state.buf[b], len, __atomic_load_n(&state.late, __ATOMIC_RELAXED));
+  state.carry_len = 0;
   if (text_len == 0) { /* only held records, none done yet */
     end_write();
     return;
   }
-  ssize_t n;
-  do n = GS_CALL(write, fd, state.text, text_len);
-  while (n < 0 && errno == EINTR);
-  if (n == (ssize_t)text_len) {
+  size_t n = file_write(&state.out, state.text, text_len, deadline);
+  if (n == 0 && errno == EBADF) {
+    /* Closed by the program since the check above: open it again, once. */
+    pthread_mutex_lock(&state.mu);
+    int ok = !is_disabled() && reopen_locked();
+    pthread_mutex_unlock(&state.mu);
+    if (ok) n = file_write(&state.out, state.text, text_len, deadline);
+    else errno = EBADF;
+  }
+  if (n == text_len) {
     end_write();
     return;
   }
+  int err = errno;
+  if (err == ETIMEDOUT) {
+    /* A reader too slow for the deadline (exit, or a caller's own write):
+     * what did not fit is lost, counted, and the log stays on. */
+    pthread_mutex_lock(&state.mu);
+    lost_after_locked(text_len, n, carried);
+    __atomic_store_n(&state.writing, 0, __ATOMIC_SEQ_CST);
+    pthread_cond_broadcast(&state.write_done);
+    pthread_mutex_unlock(&state.mu);
+    return;
+  }
   char ebuf[128], why[160];
-  if (n < 0) snprintf(why, sizeof why, "%s", strerror_r(errno, ebuf, sizeof ebuf));
-  else snprintf(why, sizeof why, "short write: %zd of %zu bytes", n, text_len);
+  if (err != 0) snprintf(why, sizeof why, "%s", strerror_r(err, ebuf, sizeof ebuf));
+  else snprintf(why, sizeof why, "short write: %zu of %zu bytes", n, text_len);
   pthread_mutex_lock(&state.mu);
   int first = !is_disabled();
   if (first) disable_locked();
   __atomic_store_n(&state.writing, 0, __ATOMIC_SEQ_CST);
   pthread_cond_broadcast(&state.write_done);
   pthread_mutex_unlock(&state.mu);
+  char q[GS_QUOTE_BUF];
   if (first)
-    GS_WARN("GEMMSHIM_LOG: cannot write '%s' (%s); the routing log is off for the rest of this process", state.path,
-            why);
+    GS_WARN("GEMMSHIM_LOG: cannot write '%s' (%s); the routing log is off for the rest of this process",
+            gs_quote(state.path, q), why);
 }
 
 /* ---- flusher thread ------------------------------------------------------- */
@@ -1053,16 +1190,16 @@ static void *flusher_main(void *arg) {
     /* A hand-off first, even when told to stop: its write is in flight
      * (state.writing) and everyone else waits for it. */
     if (state.handoff_len) {
-      int b = state.handoff_buf, fd = state.handoff_fd;
+      int b = state.handoff_buf;
       size_t len = state.handoff_len;
       state.handoff_len = 0;
       pthread_mutex_unlock(&state.mu);
-      write_buffer(b, fd, len);
+      write_buffer(b, len, &state.give_up_ns);
       pthread_mutex_lock(&state.mu);
       continue;
     }
     if (state.flusher_stop) break;
-    if ((state.fill == 0 && !__atomic_load_n(&held_count, __ATOMIC_RELAXED)) || state.fd < 0) {
+    if ((state.fill == 0 && !__atomic_load_n(&held_count, __ATOMIC_RELAXED)) || state.out.fd < 0) {
       due = 0;
       state.flusher_idle = 1;
       pthread_cond_wait(&state.flusher_wake, &state.mu);
@@ -1085,11 +1222,10 @@ static void *flusher_main(void *arg) {
       continue;
     }
     due = 0;
-    int fd = state.fd;
     size_t len;
     int b = swap_locked(&len);
     pthread_mutex_unlock(&state.mu);
-    write_buffer(b, fd, len);
+    write_buffer(b, len, &state.give_up_ns);
     pthread_mutex_lock(&state.mu);
   }
   pthread_mutex_unlock(&state.mu);
@@ -1146,17 +1282,60 @@ static int flush_due_locked(void) {
 static int hand_off_locked(int b, size_t len) {
   if (state.flusher_state != FLUSHER_RUNNING) return 0;
   state.handoff_buf = b;
-  state.handoff_fd = state.fd;
   state.handoff_len = len;
   state.flusher_idle = 0;
   pthread_cond_signal(&state.flusher_wake);
   return 1;
 }
 
+static int fits_locked(size_t size, size_t text) {
+  return state.fill + size <= LOG_BIN_BYTES && state.text_fill + text <= LOG_TEXT_BYTES;
+}
+
+/* Both buffers are busy: 1 once the write in flight has ended, 0 when the
+ * record is to be dropped. A call waits at most LOG_WAIT_MS for one write;
+ * once a call has waited that long, later ones drop at once until that
+ * write ends, so a stalled reader costs the program one wait, not one per
+ * call. GEMMSHIM_LOG_WAIT=1 waits however long it takes. */
+static int wait_for_room_locked(void) {
+  if (gs_opt.log_wait || state.late) {
+    wait_write_locked();
+    return 1;
+  }
+  if (state.gave_up_gen == state.write_gen) return 0;
+  if (wait_write_until_locked(monotonic_ns() + LOG_WAIT_MS * 1000000ull)) return 1;
+  state.gave_up_gen = state.write_gen;
+  return 0;
+}
+
+/* A line saying which records were lost, ready-made (LOG_REC_TEXT), put
+ * where they were lost: before the next record that is kept. It waits for
+ * a buffer with room for it and the next record (room_after, text_after). */
+static void lost_notice_locked(size_t room_after, size_t text_after) {
+  char line[320];
+  int n = snprintf(line, sizeof line,
+                   "{\"event\":\"records_lost\",\"lost\":%" PRIu64 ",\"first_seq\":%" PRIu64
+                   ",\"last_seq\":%" PRIu64
+                   ",\"why\":\"the log writer fell behind; a call waits at most %d ms for it\"}\n",
+                   state.lost_pending, state.lost_first_seq, state.lost_last_seq, LOG_WAIT_MS);
+  if (n <= 0 || (size_t)n >= sizeof line) return;
+  size_t size = rec_size((size_t)n, 0);
+  if (!fits_locked(size + room_after, (size_t)n + text_after)) return;
+  log_rec *r = (log_rec *)(void *)(state.buf[state.cur] + state.fill);
+  memset(r, 0, sizeof *r);
+  r->kind = LOG_REC_TEXT;
+  r->size = (uint32_t)size;
+  r->reason_len = (uint32_t)n;
+  memcpy(r + 1, line, (size_t)n);
+  state.fill += size;
+  state.text_fill += (size_t)n;
+  state.lost_pending = 0;
+}
+
 /* Copy one record into the current buffer; returns the buffer the caller
  * must write, or -1. */
-static int append_locked(const gs_call *c, size_t reason_len, size_t backend_len, size_t *len) {
-  if (state.fd < 0 && !open_locked()) return -1;
+static int append_locked(gs_call *c, size_t reason_len, size_t backend_len, size_t *len) {
+  if (state.out.fd < 0 && !open_locked()) return -1;
   if (!state.buf[0] && !alloc_locked()) return -1;
   if (state.late) wait_write_locked();
   if (is_disabled()) return -1; /* the write waited for failed */
@@ -1165,23 +1344,26 @@ static int append_locked(const gs_call *c, size_t reason_len, size_t backend_len
   size_t text = rec_text_bound(reason_len, backend_len);
   if (text > LOG_RECORD_MAX) text = LOG_RECORD_MAX; /* log_record checked its text fits */
   int b = -1;
-  while (state.fill + size > LOG_BIN_BYTES || state.text_fill + text > LOG_TEXT_BYTES) {
+  while (!fits_locked(size, text)) {
     if (write_in_flight()) {
-      /* Both buffers busy: wait for the write in flight rather than lose a
-       * record. Only a producer faster than the disk ever waits here.
-       * Meanwhile the flusher may have written this buffer too: test
+      /* Meanwhile the flusher may have written this buffer too: test
        * again, never swapping out an empty one. */
-      wait_write_locked();
+      if (!wait_for_room_locked()) {
+        count_lost_locked(c->seq);
+        return b;
+      }
       if (is_disabled()) return -1;
       continue;
     }
     b = swap_locked(len); /* the record fits the empty buffer: once */
   }
+  if (state.lost_pending) lost_notice_locked(size, text);
   log_rec *r = (log_rec *)(void *)(state.buf[state.cur] + state.fill);
   rec_fill(r, c, reason_len, backend_len);
   r->size = (uint32_t)size;
   r->has_gpu = (uint8_t)has_gpu;
   if (has_gpu) rec_fill_gpu(rec_gpu(r), c);
+  if (c->work_begun) c->gpu.on = 0; /* the record owns the events now */
   char *strings = (char *)rec_strings(r);
   if (backend_len) memcpy(strings, c->backend, backend_len);
   memcpy(strings + backend_len, c->reason, reason_len);
@@ -1196,6 +1378,14 @@ static int append_locked(const gs_call *c, size_t reason_len, size_t backend_len
     pthread_cond_signal(&state.flusher_wake);
   }
   return b;
+}
+
+/* How long a calling thread's own write may wait for a pipe's reader. */
+static uint64_t caller_deadline(void) {
+  uint64_t exit_deadline = __atomic_load_n(&state.give_up_ns, __ATOMIC_ACQUIRE);
+  if (gs_opt.log_wait) return exit_deadline;
+  uint64_t mine = monotonic_ns() + LOG_WAIT_MS * 1000000ull;
+  return exit_deadline && exit_deadline < mine ? exit_deadline : mine;
 }
 
 /* Whether c's text fits LOG_RECORD_MAX. Only asked when the bound says it
@@ -1220,7 +1410,7 @@ void log_record(gs_call *c) {
   }
   pthread_mutex_lock(&state.mu);
   if (state.counting) count_call(c);
-  int b = -1, fd = -1;
+  int b = -1;
   size_t len = 0;
   if (to_file && !fits) {
     state.dropped++;
@@ -1229,59 +1419,69 @@ void log_record(gs_call *c) {
               c->seq, LOG_RECORD_MAX);
   } else if (to_file && !is_disabled()) {
     b = append_locked(c, reason_len, backend_len, &len);
-    fd = state.fd;
-    if (c->work_begun && (b >= 0 || !is_disabled())) c->gpu.on = 0; /* the record owns the events now */
   }
   pthread_mutex_unlock(&state.mu);
-  /* Not recorded: the events go back unread. */
+  /* Not recorded (append_locked takes them when it copies the record):
+   * the events go back unread. */
   if (c->work_begun && c->gpu.on) gpu_time_discard(&c->gpu);
-  if (b >= 0) write_buffer(b, fd, len);
+  if (b >= 0) {
+    uint64_t deadline = caller_deadline();
+    write_buffer(b, len, &deadline);
+  }
 }
 
+/* What is buffered, then the notice of records lost after it, which a
+ * full buffer had no room for. */
 void log_flush(void) {
   pthread_once(&log_once, log_setup_once);
-  pthread_mutex_lock(&state.mu);
-  wait_write_locked();
-  int b = -1, fd = state.fd;
-  size_t len = 0;
-  if (state.fill > 0 && fd >= 0 && !is_disabled()) b = swap_locked(&len);
-  pthread_mutex_unlock(&state.mu);
-  if (b >= 0) write_buffer(b, fd, len);
+  for (int round = 0; round < 2; round++) {
+    pthread_mutex_lock(&state.mu);
+    wait_write_locked();
+    int b = -1;
+    size_t len = 0;
+    int open = state.out.fd >= 0 && state.buf[0] && !is_disabled();
+    if (open && state.lost_pending) lost_notice_locked(0, 0);
+    if (open && state.fill > 0) b = swap_locked(&len);
+    int again = open && state.lost_pending;
+    pthread_mutex_unlock(&state.mu);
+    if (b >= 0) write_buffer(b, len, &state.give_up_ns);
+    if (!again) break;
+  }
 }
 
 /* ---- fork ----------------------------------------------------------------- */
-static void atfork_prepare(void) {
-  pthread_mutex_lock(&state.mu);
-  int uses_pid = 1;
-  char probe[sizeof state.path];
-  if (state.on && state.fd < 0 && !is_disabled() &&
-      expand_path(state.pattern, 0, probe, sizeof probe, &uses_pid) == 0 && !uses_pid)
-    open_locked();
-}
+/* state.mu is never held across a write or a wait on one, so taking it
+ * here delays a fork by a memcpy at most; the child then gets it in a
+ * known state. */
+static void atfork_prepare(void) { pthread_mutex_lock(&state.mu); }
 
 static void atfork_parent(void) { pthread_mutex_unlock(&state.mu); }
 
 /* The child's only thread runs this holding state.mu (from prepare). The
  * parent's buffered records stay the parent's to write; its flusher thread,
- * a buffer handed to it and any write in flight do not exist here. */
+ * a buffer handed to it and any write in flight do not exist here. The
+ * child opens its own path at its first record, appending like anyone
+ * (a shared name is shared, %p gives it its own file). */
 static void atfork_child(void) {
-  if (state.fd >= 0) GS_CALL(close, state.fd);
-  state.fd = -1;
-  memcpy(state.parent_path, state.path, sizeof state.path);
+  file_close(&state.out);
   state.path[0] = '\0';
-  state.forked_child = 1;
   __atomic_store_n(&state.disabled, 0, __ATOMIC_RELAXED);
   state.late = 0;
   state.fill = 0;
   state.text_fill = 0;
   state.writing = 0;
   state.waiters = 0;
+  state.gave_up_gen = 0;
+  state.give_up_ns = 0;
   state.flusher_state = FLUSHER_NONE;
   state.flusher_stop = 0;
   state.flusher_idle = 0;
   state.handoff_len = 0;
+  state.lost = state.lost_pending = 0;
+  state.carry_len = 0;
   state.dropped = 0;
   state.warned_too_long = 0;
+  state.warned_reopened = 0;
   state.last_flush_ns = monotonic_ns();
   held.len = 0; /* the parent's records, as the buffers above */
   __atomic_store_n(&held_count, 0, __ATOMIC_RELAXED);
@@ -1305,20 +1505,23 @@ void log_init(void) {
   stop_flusher();
   pthread_mutex_lock(&state.mu);
   wait_write_locked();
-  if (state.fd >= 0) GS_CALL(close, state.fd);
-  state.fd = -1;
+  file_close(&state.out);
   snprintf(state.pattern, sizeof state.pattern, "%s", gs_opt.log_path);
   __atomic_store_n(&state.on, state.pattern[0] != '\0', __ATOMIC_RELAXED);
   state.counting = gs_opt.debug_level >= GS_LEVEL_INFO;
-  state.path[0] = state.parent_path[0] = '\0';
-  state.forked_child = 0;
+  state.path[0] = '\0';
   __atomic_store_n(&state.disabled, 0, __ATOMIC_RELAXED);
   state.late = 0;
   state.cur = 0;
   state.fill = 0;
   state.text_fill = 0;
+  state.gave_up_gen = 0;
+  __atomic_store_n(&state.give_up_ns, 0, __ATOMIC_RELEASE);
+  state.lost = state.lost_pending = 0;
+  state.carry_len = 0;
   state.dropped = 0;
   state.warned_too_long = 0;
+  state.warned_reopened = 0;
   state.flusher_state = FLUSHER_NONE; /* a failed start is retried */
   reset_stats();
   __atomic_store_n(&log_wanted, state.on || state.counting, __ATOMIC_RELAXED);
@@ -1368,18 +1571,24 @@ static void summary_top_locked(void) {
 /* Printed under state.mu (gs_debug never takes it): a late record cannot
  * change the counters halfway through. */
 static void print_summary(void) {
+  char q[GS_QUOTE_BUF];
   pthread_mutex_lock(&state.mu);
+  gs_quote(state.path, q);
   if (gs_opt.debug_level >= GS_LEVEL_INFO) {
     summary_routes_locked();
     summary_top_locked();
   }
   if (state.dropped)
     GS_WARN("GEMMSHIM_LOG: %" PRIu64 " records dropped (longer than a record may be); '%s' misses them",
-            state.dropped, state.path);
-  uint64_t lost = __atomic_load_n(&gpu_lost, __ATOMIC_RELAXED);
-  if (lost)
+            state.dropped, q);
+  if (state.lost)
+    GS_WARN("GEMMSHIM_LOG: %" PRIu64 " records lost because the log writer fell behind (a call waits at most %d ms, "
+            "exit at most %d ms; GEMMSHIM_LOG_WAIT=1 waits instead); '%s' misses them",
+            state.lost, LOG_WAIT_MS, LOG_EXIT_WAIT_MS, q);
+  uint64_t gpu_lost_n = __atomic_load_n(&gpu_lost, __ATOMIC_RELAXED);
+  if (gpu_lost_n)
     GS_WARN("GEMMSHIM_LOG: %" PRIu64 " records lost waiting for their GPU time (more held than %u bytes); '%s' "
-            "misses them", lost, LOG_HELD_BYTES, state.path);
+            "misses them", gpu_lost_n, LOG_HELD_BYTES, q);
   pthread_mutex_unlock(&state.mu);
 }
 
@@ -1387,6 +1596,8 @@ void log_shutdown(void) {
   pthread_once(&log_once, log_setup_once);
   pthread_mutex_lock(&state.mu);
   __atomic_store_n(&state.late, 1, __ATOMIC_RELAXED); /* calls from later destructors are still written */
+  if (!gs_opt.log_wait)
+    __atomic_store_n(&state.give_up_ns, monotonic_ns() + LOG_EXIT_WAIT_MS * 1000000ull, __ATOMIC_RELEASE);
   pthread_mutex_unlock(&state.mu);
   stop_flusher();
   log_flush();

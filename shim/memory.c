@@ -19,7 +19,17 @@
  * cuCtxGetId, its unique id: a primary context released and retained again
  * (a device reset) keeps its address but not its memory, so a slot whose
  * context changed id forgets its buffer. CU_STREAM_PER_THREAD is a
- * different stream in every thread: its slots are per thread as well. */
+ * different stream in every thread: its slots are per thread as well.
+ *
+ * fork: a slot lock is held across driver calls, so another thread may
+ * hold one when the program forks; the child, whose only thread is the
+ * forking one, would then wait for it for ever at its first call on that
+ * stream. The child re-initialises every lock here (atfork child handler)
+ * rather than the parent taking them all before the fork, which would make
+ * fork wait for GEMMs in flight and could deadlock against a driver that
+ * takes its own locks in its fork handlers. The buffers are the parent's
+ * (a real driver refuses a forked child's calls anyway): the child starts
+ * with empty slots and leaves them alone. */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -64,6 +74,24 @@ static pthread_once_t scratch_once = PTHREAD_ONCE_INIT;
 
 static void scratch_init(void) {
   for (int i = 0; i < SCRATCH_SLOTS; i++) pthread_mutex_init(&scratch[i].lock, NULL);
+}
+
+static void scratch_after_fork_child(void) {
+  pthread_mutex_init(&scratch_table_lock, NULL);
+  for (int i = 0; i < SCRATCH_SLOTS; i++) {
+    pthread_mutex_init(&scratch[i].lock, NULL);
+    scratch[i].ctx = scratch[i].stream = NULL;
+    scratch[i].thread = 0;
+    scratch[i].ctx_id = 0;
+    scratch[i].ptr = 0;
+    scratch[i].bytes = 0;
+  }
+}
+
+/* At load, not at first use: a first use inside another fork handler would
+ * call pthread_atfork while fork holds its lock. */
+__attribute__((constructor)) static void scratch_register_fork(void) {
+  pthread_atfork(NULL, NULL, scratch_after_fork_child);
 }
 
 /* Numbers threads for CU_STREAM_PER_THREAD slots; never reused, since a

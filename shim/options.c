@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,6 +16,9 @@
 
 #include "shim.h"
 #include "sys.h"
+
+#define GS_STR_(x) #x
+#define GS_STR(x) GS_STR_(x)
 
 /* Defaults hold before the constructor runs: dlsym can be called earlier. */
 gs_options gs_opt = {
@@ -51,6 +55,10 @@ static const opt_def options[] = {
      "policy file whose rules go before the built-in ones (see README)", gs_opt.policy_path, NULL, 0, 0},
     {"GEMMSHIM_LOG", OPT_PATH, "",
      "routing log path, one JSON line per call; %p pid, %h host, %r rank", gs_opt.log_path, NULL, 0, 0},
+    {"GEMMSHIM_LOG_WAIT", OPT_BOOL, "0",
+     "1: a call waits for a routing log writer that fell behind, however long; 0: it waits at most 50 ms, then the "
+     "record is dropped, counted in the log and at exit",
+     &gs_opt.log_wait, NULL, 0, 1},
     {"GEMMSHIM_DEBUG", OPT_ENUM, "WARN", "debug output level: WARN, INFO or TRACE",
      &gs_opt.debug_level, level_names, 0, 0},
     {"GEMMSHIM_DEBUG_FILE", OPT_PATH, "",
@@ -97,25 +105,27 @@ static int opt_set_by_env[N_OPTIONS];
 /* ---- shared parsers ------------------------------------------------------ */
 int options_parse_u64(const char *var, const char *s, uint64_t lo, uint64_t hi,
                       uint64_t *out, char *err, size_t errlen) {
-  char *end;
+  char *end, q[GS_QUOTE_BUF];
   errno = 0;
-  if (!s || !*s || *s == '-' || *s == '+') goto bad;
+  /* A digit first: strtoull would skip leading white space and take a
+   * sign, so ' -1' became 2^64-1. */
+  if (!s || *s < '0' || *s > '9') goto bad;
   unsigned long long v = strtoull(s, &end, 10);
   if (errno || *end || v < lo || v > hi) goto bad;
   *out = v;
   return 0;
 bad:
-  snprintf(err, errlen, "%s='%s': expected a whole number from %" PRIu64 " to %" PRIu64, var,
-           s ? s : "", lo, hi);
+  snprintf(err, errlen, "%s='%s': expected a whole number from %" PRIu64 " to %" PRIu64, var, gs_quote(s, q), lo,
+           hi);
   return -1;
 }
 
 /* Sizes: bytes, or a number with K, M, G or T (powers of 1024, optional
  * "iB"/"B"), e.g. 512M, 2GiB. */
 int options_parse_size(const char *var, const char *s, uint64_t *out, char *err, size_t errlen) {
-  char *end;
+  char *end, q[GS_QUOTE_BUF];
   errno = 0;
-  if (!s || !*s || *s == '-' || *s == '+') goto bad;
+  if (!s || *s < '0' || *s > '9') goto bad; /* no white space, no sign (as above) */
   unsigned long long v = strtoull(s, &end, 10);
   if (errno || end == s) goto bad;
   int shift = 0;
@@ -132,8 +142,8 @@ int options_parse_size(const char *var, const char *s, uint64_t *out, char *err,
   *out = (uint64_t)v << shift;
   return 0;
 bad:
-  snprintf(err, errlen, "%s='%s': expected a size in bytes, optionally with K, M, G or T (e.g. 512M)",
-           var, s ? s : "");
+  snprintf(err, errlen, "%s='%s': expected a size in bytes, optionally with K, M, G or T (e.g. 512M)", var,
+           gs_quote(s, q));
   return -1;
 }
 
@@ -144,7 +154,8 @@ static int parse_enum(const opt_def *o, const char *s, char *err, size_t errlen)
       return 0;
     }
   }
-  int n = snprintf(err, errlen, "%s='%s': expected ", o->name, s);
+  char q[GS_QUOTE_BUF];
+  int n = snprintf(err, errlen, "%s='%s': expected ", o->name, gs_quote(s, q));
   for (int i = 0; o->choices[i] && n > 0 && (size_t)n < errlen; i++)
     n += snprintf(err + n, errlen - (size_t)n, "%s%s", i ? (o->choices[i + 1] ? ", " : " or ") : "",
                   o->choices[i]);
@@ -157,12 +168,14 @@ static int parse_bool(const opt_def *o, const char *s, char *err, size_t errlen)
     if (strcasecmp(s, yes[i]) == 0) { *(int *)o->field = 1; return 0; }
     if (strcasecmp(s, no[i]) == 0) { *(int *)o->field = 0; return 0; }
   }
-  snprintf(err, errlen, "%s='%s': expected 1/0, true/false, yes/no or on/off", o->name, s);
+  char q[GS_QUOTE_BUF];
+  snprintf(err, errlen, "%s='%s': expected 1/0, true/false, yes/no or on/off", o->name, gs_quote(s, q));
   return -1;
 }
 
 static int parse_one(const opt_def *o, const char *s, char *err, size_t errlen) {
   uint64_t v;
+  char q[GS_QUOTE_BUF];
   switch (o->kind) {
     case OPT_ENUM: return parse_enum(o, s, err, errlen);
     case OPT_BOOL: return parse_bool(o, s, err, errlen);
@@ -173,7 +186,8 @@ static int parse_one(const opt_def *o, const char *s, char *err, size_t errlen) 
     case OPT_SIZE:
       if (options_parse_size(o->name, s, &v, err, errlen)) return -1;
       if (v < o->lo || v > o->hi) {
-        snprintf(err, errlen, "%s='%s': expected a size from %" PRIu64 " to %" PRIu64 " bytes", o->name, s, o->lo, o->hi);
+        snprintf(err, errlen, "%s='%s': expected a size from %" PRIu64 " to %" PRIu64 " bytes", o->name,
+                 gs_quote(s, q), o->lo, o->hi);
         return -1;
       }
       *(uint64_t *)o->field = v;
@@ -191,10 +205,11 @@ static int parse_one(const opt_def *o, const char *s, char *err, size_t errlen) 
 }
 
 /* Problems found before the debug output is open are held back, so they
- * reach GEMMSHIM_DEBUG_FILE like every later message. */
-#define MAX_HELD 8
+ * reach GEMMSHIM_DEBUG_FILE like every later message: room for one per
+ * option and then some; past that, how many more there were. */
+#define MAX_HELD 32
 static char held[MAX_HELD][1024];
-static int n_held, debug_open;
+static int n_held, n_held_lost, debug_open;
 
 static void go_passthrough(const char *why) {
   gs_opt.passthrough = 1;
@@ -202,17 +217,42 @@ static void go_passthrough(const char *why) {
     GS_WARN("%s; running pass-through (every GEMM native, still logged)", why);
   else if (n_held < MAX_HELD)
     snprintf(held[n_held++], sizeof held[0], "%s", why);
+  else
+    n_held_lost++;
 }
 
 /* ---- the policy file ------------------------------------------------------- */
 #define POLICY_MAX_BYTES (1u << 20)
+/* A FIFO, pipe or terminal named as the policy file gets this long to
+ * reach its end; opening it never blocks (O_NONBLOCK). */
+#define POLICY_WAIT_MS 1000
+
+/* The whole of fd into text (POLICY_MAX_BYTES + 1 at most, to tell a file
+ * too large); -1 with errno on a read error, ETIMEDOUT past the wait. */
+static ssize_t read_policy(int fd, char *text) {
+  uint64_t deadline = gs_monotonic_ns() + POLICY_WAIT_MS * 1000000ull;
+  size_t len = 0;
+  while (len <= POLICY_MAX_BYTES) {
+    ssize_t r = GS_CALL(read, fd, text + len, POLICY_MAX_BYTES + 1 - len);
+    if (r == 0) break;
+    if (r > 0) {
+      len += (size_t)r;
+    } else if (errno == EAGAIN || errno == EWOULDBLOCK) {
+      if (file_wait(fd, POLLIN, &deadline) != 0) return -1;
+    } else if (errno != EINTR) {
+      return -1;
+    }
+  }
+  return (ssize_t)len;
+}
 
 static void load_policy(void) {
   char err[1024];
   policy_builtin(&gs_policy);
   if (!gs_opt.policy_path[0]) return;
-  const char *path = gs_opt.policy_path;
-  int fd = GS_CALL(open, path, O_RDONLY | O_CLOEXEC, 0);
+  char path[GS_QUOTE_BUF];
+  gs_quote(gs_opt.policy_path, path); /* for messages */
+  int fd = GS_CALL(open, gs_opt.policy_path, O_RDONLY | O_CLOEXEC | O_NONBLOCK, 0);
   if (fd < 0) {
     snprintf(err, sizeof err, "GEMMSHIM_POLICY='%s': cannot open (%s); expected a readable policy file", path,
              strerror(errno));
@@ -220,22 +260,22 @@ static void load_policy(void) {
     return;
   }
   char *text = GS_CALL(malloc, POLICY_MAX_BYTES + 1);
-  size_t len = 0;
-  ssize_t r = 0;
-  while (text && len <= POLICY_MAX_BYTES &&
-         (r = GS_CALL(read, fd, text + len, POLICY_MAX_BYTES + 1 - len)) > 0)
-    len += (size_t)r;
+  ssize_t len = text ? read_policy(fd, text) : -1;
   int read_errno = errno;
   GS_CALL(close, fd);
-  if (!text || r < 0) {
+  if (len < 0) {
     snprintf(err, sizeof err, "GEMMSHIM_POLICY='%s': cannot read (%s)", path,
-             text ? strerror(read_errno) : "out of memory");
+             !text ? "out of memory"
+             : read_errno == ETIMEDOUT ? "no end of input within " GS_STR(POLICY_WAIT_MS) " ms"
+                                       : strerror(read_errno));
     go_passthrough(err);
-  } else if (len > POLICY_MAX_BYTES) {
+  } else if ((size_t)len > POLICY_MAX_BYTES) {
     snprintf(err, sizeof err, "GEMMSHIM_POLICY='%s': larger than %u bytes; expected a policy file", path,
              POLICY_MAX_BYTES);
     go_passthrough(err);
-  } else if (policy_parse(&gs_policy, text, len, path, err, sizeof err) != 0) {
+  } else if (policy_parse(&gs_policy, text, (size_t)len,
+                          /* the path names rules in the log too: whole, unless it would break a line */
+                          strcmp(path, gs_opt.policy_path) == 0 ? gs_opt.policy_path : path, err, sizeof err) != 0) {
     go_passthrough(err);
   }
   free(text);
@@ -262,7 +302,8 @@ void options_init(void) {
   debug_open = 1;
   for (int i = 0; i < n_held; i++)
     GS_WARN("%s; running pass-through (every GEMM native, still logged)", held[i]);
-  n_held = 0;
+  if (n_held_lost) GS_WARN("%d more configuration problems, not shown", n_held_lost);
+  n_held = n_held_lost = 0;
   const char *fault = getenv("GEMMSHIM_FAULT");
   if (fault && *fault && gs_fault_parse(fault, err, sizeof err) != 0) go_passthrough(err);
   load_policy();

@@ -111,6 +111,14 @@ static void *search_loaded(const char *name, int want_lt, char *from, size_t fro
 
 /* ---- hooked functions ---------------------------------------------------- */
 static pthread_mutex_t resolve_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* Held across dlsym: a child of a fork made while another thread held it
+ * gets a fresh one (every slot is published last, with release). */
+static void resolve_after_fork_child(void) { pthread_mutex_init(&resolve_lock, NULL); }
+
+__attribute__((constructor)) static void resolve_register_fork(void) {
+  pthread_atfork(NULL, NULL, resolve_after_fork_child);
+}
 static _Atomic int warned_self[GS_SYS_COUNT];
 static _Atomic int warned_missing[GS_SYS_COUNT];
 static _Atomic(void *) companions_from[2]; /* object base the companions came from */

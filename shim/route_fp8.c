@@ -179,6 +179,15 @@ static struct {
 } lt_handles[LT_HANDLES];
 static pthread_mutex_t lt_handles_lock = PTHREAD_MUTEX_INITIALIZER;
 
+/* Held across cublasLtCreate: a child of a fork made while another thread
+ * held it gets a fresh one (the table is only ever appended to, each entry
+ * published last). Registered at load, never inside a fork handler. */
+static void lt_handles_after_fork_child(void) { pthread_mutex_init(&lt_handles_lock, NULL); }
+
+__attribute__((constructor)) static void lt_handles_register_fork(void) {
+  pthread_atfork(NULL, NULL, lt_handles_after_fork_child);
+}
+
 static cublasLtHandle_t lt_handle_find(void *ctx) {
   for (int i = 0; i < LT_HANDLES; i++) {
     void *c = atomic_load_explicit(&lt_handles[i].ctx, memory_order_acquire);

@@ -16,6 +16,7 @@
  *   gpu_time.c   GPU time per call from events on its stream
  *   compare.c    route versus native in the same run (GEMMSHIM_COMPARE)
  *   debug.c      WARN/INFO/TRACE messages to stderr or GEMMSHIM_DEBUG_FILE
+ *   files.c      opening and writing those files safely
  */
 #ifndef GEMMSHIM_SHIM_H
 #define GEMMSHIM_SHIM_H
@@ -147,6 +148,7 @@ typedef struct gs_options {
   int passthrough;        /* 1 after bad configuration: everything native */
   char policy_path[512];
   char log_path[512];     /* raw, with %p %h %r placeholders */
+  int log_wait;           /* GEMMSHIM_LOG_WAIT: wait for a slow log rather than drop records */
   gs_level debug_level;
   char debug_file[512];
   int dlsym_hook;         /* GEMMSHIM_DLSYM: wrap dlsym for pattern 3 */
@@ -179,6 +181,14 @@ int options_parse_size(const char *var, const char *s, uint64_t *out,
 /* ------------------------------------------------------------------------ */
 /* "debug.c" */
 void debug_init(void);
+/* A value a user set, fit to show in a message: control characters and
+ * '\\' escaped (\n \t \r \\ \xNN), cut after GS_QUOTE_MAX bytes as
+ * "...(N bytes)", so that no value forges a line or pushes what the message
+ * says after it out of the line. Returns out (GS_QUOTE_BUF bytes). */
+#define GS_QUOTE_MAX 96
+#define GS_QUOTE_BUF (4 * GS_QUOTE_MAX + 32)
+const char *gs_quote(const char *s, char *out);
+const char *gs_quote_n(const char *s, size_t n, char *out);
 void gs_debug(gs_level level, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 #define GS_WARN(...) gs_debug(GS_LEVEL_WARN, __VA_ARGS__)
@@ -186,9 +196,37 @@ void gs_debug(gs_level level, const char *fmt, ...)
 #define GS_TRACE(...) do { if (gs_opt.debug_level >= GS_LEVEL_TRACE) gs_debug(GS_LEVEL_TRACE, __VA_ARGS__); } while (0)
 
 /* ------------------------------------------------------------------------ */
+/* "files.c": the files the shim writes. See files.c for what opening and
+ * writing guarantee (no symlink followed, no truncation, no blocking open,
+ * no write into a descriptor the program reused, no SIGPIPE). */
+typedef struct gs_file {
+  int fd;          /* -1: none */
+  int debug;       /* written through debug_write, not write (sys.h) */
+  int checked;     /* dev/ino are known: each write checks them first */
+  int stream;      /* a pipe, FIFO, socket or terminal: written in whole lines after poll */
+  uint64_t dev, ino;
+} gs_file;
+#define GS_FILE_NONE {-1, 0, 0, 0, 0, 0}
+
+uint64_t gs_monotonic_ns(void);
+/* Open path for appending (see files.c); 0, or -1 with why set. */
+int file_open_append(const char *path, int debug, gs_file *f, char *why, size_t whylen);
+/* Whether f->fd still is the file file_open_append opened. */
+int file_is_ours(const gs_file *f);
+/* Close f->fd if it still is ours (never a descriptor the program reused). */
+void file_close(gs_file *f);
+/* Wait until fd is ready for events, at most until *deadline_ns
+ * (CLOCK_MONOTONIC; 0 or a NULL pointer: no bound), which is read again
+ * every 100 ms. 0 ready; -1 with errno (ETIMEDOUT at the deadline). */
+int file_wait(int fd, short events, const volatile uint64_t *deadline_ns);
+/* Write len bytes to f; returns how many were written, len unless errno
+ * says why not (ETIMEDOUT: a pipe found no room before the deadline). */
+size_t file_write(const gs_file *f, const char *buf, size_t len, const volatile uint64_t *deadline_ns);
+
+/* ------------------------------------------------------------------------ */
 /* "log.c" */
 void log_init(void);                  /* opens GEMMSHIM_LOG lazily later */
-void log_record(gs_call *c);          /* buffer one JSON line; never blocks on I/O; takes c->gpu's events */
+void log_record(gs_call *c);          /* buffer one JSON line; waits at most 50 ms (log.c); takes c->gpu's events */
 void log_flush(void);                 /* one write of what is buffered */
 void log_shutdown(void);              /* flush, summary to debug output */
 /* Format c as one JSON object plus '\n' into buf; returns the length, or

@@ -4,6 +4,8 @@
 #define _GNU_SOURCE
 #include "sys.h"
 
+#include "shim.h"
+
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -15,11 +17,16 @@
 #include <unistd.h>
 
 static int sys_open(const char *path, int flags, mode_t mode) { return open(path, flags, mode); }
+static int sys_fcntl(int fd, int cmd, int arg) { return fcntl(fd, cmd, arg); }
 
 gs_sys_table gs_sys = {
     .open = sys_open,
     .read = read,
     .write = write,
+    .debug_write = write,
+    .fstat = fstat,
+    .fcntl = sys_fcntl,
+    .poll = poll,
     .close = close,
     .malloc = malloc,
     .calloc = calloc,
@@ -85,25 +92,27 @@ int gs_fault_parse(const char *spec, char *err, size_t errlen) {
     const char *colon = strchr(p, ':');
     const char *end = strchr(p, ',');
     if (!end) end = p + strlen(p);
+    char q[GS_QUOTE_BUF];
     if (!colon || colon > end) {
-      snprintf(err, errlen, "GEMMSHIM_FAULT: '%.*s' has no ':N'; expected name:N[+],...",
-               (int)(end - p), p);
+      snprintf(err, errlen, "GEMMSHIM_FAULT: '%s' has no ':N'; expected name:N[+],...",
+               gs_quote_n(p, (size_t)(end - p), q));
       return -1;
     }
     int id = gs_sys_lookup(p, (size_t)(colon - p));
     if (id < 0) {
-      snprintf(err, errlen, "GEMMSHIM_FAULT: unknown call '%.*s'; expected a name from the shim's call table (e.g. write, cuMemAllocAsync)",
-               (int)(colon - p), p);
+      snprintf(err, errlen, "GEMMSHIM_FAULT: unknown call '%s'; expected a name from the shim's call table (e.g. write, cuMemAllocAsync)",
+               gs_quote_n(p, (size_t)(colon - p), q));
       return -1;
     }
-    char *num_end;
+    char *num_end = (char *)colon + 1;
     errno = 0;
-    unsigned long n = strtoul(colon + 1, &num_end, 10);
+    /* A digit first: no white space or sign, as for every number. */
+    unsigned long n = colon[1] >= '0' && colon[1] <= '9' ? strtoul(colon + 1, &num_end, 10) : 0;
     int persistent = 0;
     if (num_end < end && *num_end == '+') { persistent = 1; num_end++; }
     if (errno || num_end != end || num_end == colon + 1 || n == 0 || n > 1000000000UL) {
-      snprintf(err, errlen, "GEMMSHIM_FAULT: bad count in '%.*s'; expected a number from 1, optionally followed by '+'",
-               (int)(end - p), p);
+      snprintf(err, errlen, "GEMMSHIM_FAULT: bad count in '%s'; expected a number from 1, optionally followed by '+'",
+               gs_quote_n(p, (size_t)(end - p), q));
       return -1;
     }
     gs_fault_arm((gs_sys_id)id, (unsigned)n, persistent);

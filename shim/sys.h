@@ -9,6 +9,10 @@
  * at first use; a NULL entry means "not available" and callers check it.
  *
  * X(name, return type, failure value, (params), (args))
+ *
+ * debug_write is libc's write for the debug output alone: the debug output
+ * is where every other failure is reported, so a fault armed on `write`
+ * (the routing log's writes) still leaves a way to say so.
  */
 #ifndef GEMMSHIM_SYS_H
 #define GEMMSHIM_SYS_H
@@ -17,8 +21,10 @@
 #include <cublasLt.h>
 #include <cublas_api.h>
 #include <cuda.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdint.h>
+#include <sys/stat.h>
 #include <sys/types.h>
 #include <time.h>
 
@@ -26,6 +32,10 @@
   X(open, int, -1, (const char *path, int flags, mode_t mode), (path, flags, mode)) \
   X(read, ssize_t, -1, (int fd, void *buf, size_t n), (fd, buf, n))            \
   X(write, ssize_t, -1, (int fd, const void *buf, size_t n), (fd, buf, n))     \
+  X(debug_write, ssize_t, -1, (int fd, const void *buf, size_t n), (fd, buf, n)) \
+  X(fstat, int, -1, (int fd, struct stat *st), (fd, st))                       \
+  X(fcntl, int, -1, (int fd, int cmd, int arg), (fd, cmd, arg))                \
+  X(poll, int, -1, (struct pollfd *fds, nfds_t n, int timeout_ms), (fds, n, timeout_ms)) \
   X(close, int, -1, (int fd), (fd))                                            \
   X(malloc, void *, NULL, (size_t n), (n))                                     \
   X(calloc, void *, NULL, (size_t n, size_t size), (n, size))                  \

@@ -132,7 +132,7 @@ class Run:
         )
 
 
-def run(argv, libdir, shim=False, env=None, timeout=300, cwd=None):
+def run(argv, libdir, shim=False, env=None, timeout=300, cwd=None, pass_fds=()):
     full_env = child_env(libdir, shim, env)
     p = subprocess.Popen(
         [str(a) for a in argv],
@@ -141,6 +141,7 @@ def run(argv, libdir, shim=False, env=None, timeout=300, cwd=None):
         stderr=subprocess.PIPE,
         text=True,
         cwd=cwd,
+        pass_fds=pass_fds,
     )
     try:
         out, err = p.communicate(timeout=timeout)

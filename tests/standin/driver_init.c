@@ -50,6 +50,14 @@
 
 sd_state sd;
 pthread_mutex_t sd_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* A real driver refuses a forked child's calls (CUDA is not fork-safe);
+ * the stand-in serves them, so that tests of a child reach the shim's own
+ * locks. Its one lock must then not be inherited held from a thread that
+ * does not exist in the child. */
+static void sd_after_fork_child(void) { pthread_mutex_init(&sd_lock, NULL); }
+
+__attribute__((constructor)) static void sd_register_fork(void) { pthread_atfork(NULL, NULL, sd_after_fork_child); }
 unsigned long long sd_counts[SD_API_COUNT];
 
 static const char *const sd_api_names[SD_API_COUNT] = {

@@ -7,6 +7,11 @@
 #include "common.h"
 
 static pthread_mutex_t rt_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* As the driver's (driver_init.c): a forked child gets a fresh lock. */
+static void rt_after_fork_child(void) { pthread_mutex_init(&rt_lock, NULL); }
+
+__attribute__((constructor)) static void rt_register_fork(void) { pthread_atfork(NULL, NULL, rt_after_fork_child); }
 static CUcontext rt_primary[64]; /* retained by "the runtime", per device */
 
 CUresult rt_ensure_context(int device) {

@@ -1,7 +1,9 @@
 /* test_debug.c: the debug output. The exact NCCL-style prefix, level
  * filtering, one write per message, truncation, GEMMSHIM_DEBUG_FILE with its
- * placeholders and its open failures, whole lines from many threads, and
- * the pid/tid of a forked child. */
+ * placeholders and its open failures, whole lines from many threads, the
+ * pid/tid of a forked child, and what the file may never suffer: creation
+ * with nothing to say, truncation, a followed symlink, a write into a
+ * descriptor the program reused. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
@@ -153,12 +155,12 @@ static void test_long_message_truncated(void **state) {
   debug_to("long.txt", GS_LEVEL_WARN, path, sizeof path);
   memset(body, 'a', sizeof body - 1);
   body[sizeof body - 1] = '\0';
-  real_write = gs_sys.write;
-  gs_sys.write = counting_write;
+  real_write = gs_sys.debug_write;
+  gs_sys.debug_write = counting_write;
   writes = 0;
   GS_WARN("%s", body);
   GS_WARN("short");
-  gs_sys.write = real_write;
+  gs_sys.debug_write = real_write;
   assert_int_equal(writes, 2);
   expected_prefix(prefix, sizeof prefix, (int)getpid(), my_tid());
   char *got = read_file(path);
@@ -179,7 +181,7 @@ static void test_errno_preserved(void **state) {
   errno = ENOSPC;
   GS_WARN("x");
   assert_int_equal(errno, ENOSPC);
-  gs_fault_arm(GS_SYS_write, 1, 0); /* even when the write itself fails */
+  gs_fault_arm(GS_SYS_debug_write, 1, 0); /* even when the write itself fails */
   errno = ENOSPC;
   GS_WARN("lost");
   assert_int_equal(errno, ENOSPC);
@@ -319,6 +321,142 @@ static void test_fork_child_ids(void **state) {
   free(got);
 }
 
+/* Nothing said, nothing created; a file that exists is appended to (every
+ * preloaded process used to truncate it at load). */
+static void test_created_lazily_appended(void **state) {
+  (void)state;
+  char path[128], prefix[512], want[1024];
+  debug_to("lazy.txt", GS_LEVEL_WARN, path, sizeof path);
+  GS_INFO("below the level");
+  struct stat st;
+  assert_int_equal(stat(path, &st), -1);
+  FILE *f = fopen(path, "w");
+  fputs("earlier\n", f);
+  fclose(f);
+  debug_to("lazy.txt", GS_LEVEL_WARN, path, sizeof path);
+  GS_WARN("later");
+  expected_prefix(prefix, sizeof prefix, (int)getpid(), my_tid());
+  snprintf(want, sizeof want, "earlier\n%sWARN later\n", prefix);
+  char *got = read_file(path);
+  assert_string_equal(got, want);
+  free(got);
+}
+
+/* O_NOFOLLOW: a link, dangling or not, is refused and its target untouched. */
+static void test_symlink_refused(void **state) {
+  (void)state;
+  char target[128], link_path[128], err_path[128], prefix[512], want[2048];
+  snprintf(target, sizeof target, "%s/target.txt", dir);
+  snprintf(link_path, sizeof link_path, "%s/link.txt", dir);
+  assert_int_equal(symlink(target, link_path), 0);
+  capture_stderr("stderr_link.txt", err_path, sizeof err_path);
+  snprintf(gs_opt.debug_file, sizeof gs_opt.debug_file, "%s", link_path);
+  debug_init();
+  GS_WARN("to stderr");
+  restore_stderr();
+  struct stat st;
+  assert_int_equal(stat(target, &st), -1); /* the dangling link's target was not created */
+  expected_prefix(prefix, sizeof prefix, (int)getpid(), my_tid());
+  snprintf(want, sizeof want,
+           "%sWARN GEMMSHIM_DEBUG_FILE='%s': cannot open '%s' (a symbolic link, which is not followed; expected a "
+           "regular file, a FIFO or a device); debug output goes to stderr instead\n%sWARN to stderr\n",
+           prefix, link_path, link_path, prefix);
+  char *got = read_file(err_path);
+  assert_string_equal(got, want);
+  free(got);
+}
+
+/* The program closed the debug file's descriptor and opened a file of its
+ * own under the number: that file gets nothing, the debug file is
+ * reopened, with one warning on stderr. */
+static void test_reused_descriptor_not_written(void **state) {
+  (void)state;
+  char path[128], theirs[128], err_path[128];
+  debug_to("reused.txt", GS_LEVEL_WARN, path, sizeof path);
+  GS_WARN("first");
+  int fd = -1;
+  for (int i = 3; i < 1024 && fd < 0; i++) /* the debug file's descriptor */
+    if (fcntl(i, F_GETFD) >= 0) {
+      char proc[64], target[256];
+      snprintf(proc, sizeof proc, "/proc/self/fd/%d", i);
+      ssize_t n = readlink(proc, target, sizeof target - 1);
+      if (n > 0 && (target[n] = '\0', strcmp(target, path) == 0)) fd = i;
+    }
+  assert_true(fd >= 0);
+  close(fd);
+  snprintf(theirs, sizeof theirs, "%s/theirs.bin", dir);
+  int mine = open(theirs, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  assert_int_equal(mine, fd); /* the lowest free number: the same */
+  capture_stderr("stderr_reused.txt", err_path, sizeof err_path);
+  GS_WARN("second");
+  restore_stderr();
+  close(mine);
+  char *got = read_file(theirs);
+  assert_string_equal(got, "");
+  free(got);
+  got = read_file(path);
+  assert_int_equal(count_lines(got), 2);
+  assert_non_null(strstr(got, "WARN second\n"));
+  free(got);
+  got = read_file(err_path);
+  assert_int_equal(count_lines(got), 1);
+  char want[512];
+  snprintf(want, sizeof want, "WARN GEMMSHIM_DEBUG_FILE: descriptor %d no longer is '%s' (the program closed it); reopened\n",
+           fd, path);
+  assert_non_null(strstr(got, want));
+  free(got);
+}
+
+/* %p in the name: a forked child writes its own file, not its parent's. */
+static void test_fork_child_own_file(void **state) {
+  (void)state;
+  char pattern[128], parent_path[128], child_path[128];
+  snprintf(pattern, sizeof pattern, "%s/own.%%p.txt", dir);
+  snprintf(gs_opt.debug_file, sizeof gs_opt.debug_file, "%s", pattern);
+  debug_init();
+  GS_WARN("parent");
+  pid_t pid = fork();
+  assert_true(pid >= 0);
+  if (pid == 0) {
+    GS_WARN("child");
+    _exit(0);
+  }
+  int status;
+  assert_int_equal(waitpid(pid, &status, 0), pid);
+  assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  snprintf(parent_path, sizeof parent_path, "%s/own.%d.txt", dir, (int)getpid());
+  snprintf(child_path, sizeof child_path, "%s/own.%d.txt", dir, (int)pid);
+  char *got = read_file(parent_path);
+  assert_int_equal(count_lines(got), 1);
+  assert_non_null(strstr(got, "WARN parent\n"));
+  free(got);
+  got = read_file(child_path);
+  assert_non_null(got);
+  assert_int_equal(count_lines(got), 1);
+  assert_non_null(strstr(got, "WARN child\n"));
+  free(got);
+}
+
+/* gs_quote: what a value may look like in a message. */
+static void test_quote(void **state) {
+  (void)state;
+  char q[GS_QUOTE_BUF], big[300];
+  assert_string_equal(gs_quote("plain", q), "plain");
+  assert_string_equal(gs_quote("a\nb\tc\rd\\e\x01\x7f", q), "a\\nb\\tc\\rd\\\\e\\x01\\x7f");
+  assert_string_equal(gs_quote(NULL, q), "");
+  memset(big, 'z', sizeof big - 1);
+  big[sizeof big - 1] = '\0';
+  char want[GS_QUOTE_BUF];
+  snprintf(want, sizeof want, "%.96s...(299 bytes)", big);
+  assert_string_equal(gs_quote(big, q), want);
+  memset(big, '\n', 96);
+  big[96] = '\0';
+  assert_int_equal(strlen(gs_quote(big, q)), 192); /* fits GS_QUOTE_BUF */
+  memset(big, '\x02', 200);
+  big[200] = '\0';
+  assert_true(strlen(gs_quote(big, q)) < GS_QUOTE_BUF);
+}
+
 static int group_setup(void **state) {
   (void)state;
   snprintf(dir, sizeof dir, "/tmp/gemmshim_test_debug.XXXXXX");
@@ -346,6 +484,11 @@ int main(void) {
       cmocka_unit_test_teardown(test_reinit_switches, teardown),
       cmocka_unit_test_teardown(test_threads_whole_lines, teardown),
       cmocka_unit_test_teardown(test_fork_child_ids, teardown),
+      cmocka_unit_test_teardown(test_created_lazily_appended, teardown),
+      cmocka_unit_test_teardown(test_symlink_refused, teardown),
+      cmocka_unit_test_teardown(test_reused_descriptor_not_written, teardown),
+      cmocka_unit_test_teardown(test_fork_child_own_file, teardown),
+      cmocka_unit_test(test_quote),
   };
   return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

@@ -13,6 +13,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <poll.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -104,6 +106,7 @@ static int teardown(void **state) {
   (void)state;
   log_shutdown();
   gs_fault_clear();
+  gs_opt.log_wait = 0;
   gs_opt.log_path[0] = '\0';
   gs_opt.debug_file[0] = '\0';
   gs_opt.debug_level = GS_LEVEL_WARN;
@@ -769,6 +772,7 @@ static void *record_during_slow_write(void *arg) {
 static void deadline_during_write(const char *name, int recorder_first) {
   char path[128], line[1024];
   alarm(30); /* a thread waiting on a write nobody makes hangs: fail instead */
+  gs_opt.log_wait = 1; /* the hand-offs under test are the waiting ones */
   start_log(name, GS_LEVEL_WARN, "");
   log_numbered(1); /* the flusher's deadline: a second from now */
   sleep_ms(800);
@@ -867,15 +871,17 @@ static void test_write_failure_disables(void **state) {
   free(warn);
 }
 
-/* A short write is as bad as a failed one: the file now ends mid-line. */
+/* write(2) may write less than asked (POSIX: a signal, a full disk at the
+ * end); the rest is written next, so the line is whole and nothing is
+ * reported. */
 static ssize_t short_write(int fd, const void *buf, size_t n) {
   int is_log = n >= 7 && memcmp(buf, "{\"seq\":", 7) == 0;
   return real_write(fd, buf, is_log ? n / 2 : n);
 }
 
-static void test_short_write_disables(void **state) {
+static void test_short_write_continues(void **state) {
   (void)state;
-  char dbg[128];
+  char path[128], dbg[128], want[2048];
   start_log("short.jsonl", GS_LEVEL_WARN, "short.debug");
   gs_call c = numbered_call(1);
   log_record(&c);
@@ -885,10 +891,39 @@ static void test_short_write_disables(void **state) {
   gs_sys.write = real_write;
   log_record(&c);
   log_shutdown();
+  format_numbered(1, want, sizeof want);
+  format_numbered(1, want + strlen(want), sizeof want - strlen(want));
+  path_in_dir(path, sizeof path, "short.jsonl");
+  char *got = read_file(path, NULL);
+  assert_string_equal(got, want);
+  free(got);
   path_in_dir(dbg, sizeof dbg, "short.debug");
+  assert_false(file_exists(dbg)); /* nothing to say, no file */
+}
+
+/* A write that makes no progress at all is a failure. */
+static ssize_t zero_write(int fd, const void *buf, size_t n) {
+  int is_log = n >= 7 && memcmp(buf, "{\"seq\":", 7) == 0;
+  return is_log ? 0 : real_write(fd, buf, n);
+}
+
+static void test_zero_write_disables(void **state) {
+  (void)state;
+  char dbg[128];
+  start_log("zero.jsonl", GS_LEVEL_WARN, "zero.debug");
+  gs_call c = numbered_call(1);
+  log_record(&c);
+  real_write = gs_sys.write;
+  gs_sys.write = zero_write;
+  log_flush();
+  gs_sys.write = real_write;
+  log_record(&c);
+  log_shutdown();
+  path_in_dir(dbg, sizeof dbg, "zero.debug");
   char *warn = read_file(dbg, NULL);
+  assert_non_null(warn);
   assert_int_equal(count_lines(warn), 1);
-  assert_non_null(strstr(warn, "(short write: "));
+  assert_non_null(strstr(warn, "(Input/output error); the routing log is off for the rest of this process\n"));
   free(warn);
 }
 
@@ -1068,13 +1103,12 @@ static uint64_t check_thread_lines(const char *name) {
 static void test_threads_every_seq_once(void **state) {
   (void)state;
   char dbg[128];
+  gs_opt.log_wait = 1; /* a loaded machine may stall the writer past the bound */
   start_log("threads.jsonl", GS_LEVEL_WARN, "threads.debug");
   run_producers(FLUSH_EVERY);
   assert_int_equal(check_thread_lines("threads.jsonl"), THREADS * PER_THREAD);
   path_in_dir(dbg, sizeof dbg, "threads.debug");
-  char *debug_text = read_file(dbg, NULL);
-  assert_string_equal(debug_text, "");
-  free(debug_text);
+  assert_false(file_exists(dbg)); /* nothing said, no file */
 }
 
 /* Recording flat out outruns the disk: a record that finds both buffers
@@ -1082,14 +1116,156 @@ static void test_threads_every_seq_once(void **state) {
 static void test_threads_overload_waits(void **state) {
   (void)state;
   char dbg[128];
+  gs_opt.log_wait = 1; /* GEMMSHIM_LOG_WAIT=1: completeness over pace */
   start_log("overload.jsonl", GS_LEVEL_WARN, "overload.debug");
   run_producers(0);
   uint64_t lines = check_thread_lines("overload.jsonl");
   path_in_dir(dbg, sizeof dbg, "overload.debug");
-  char *debug_text = read_file(dbg, NULL);
   assert_int_equal(lines, THREADS * PER_THREAD);
-  assert_int_equal(count_lines(debug_text), 0);
-  free(debug_text);
+  assert_false(file_exists(dbg));
+}
+
+/* ---- a slow reader -------------------------------------------------------- */
+/* Reads a FIFO into memory on its own thread, a chunk a millisecond when
+ * slow, until told to stop and nothing is left. */
+typedef struct drain {
+  int fd, slow, stop;
+  char *buf;
+  size_t len, cap;
+  pthread_t thread;
+} drain;
+
+static void *drain_main(void *arg) {
+  drain *d = arg;
+  for (;;) {
+    struct pollfd p = {.fd = d->fd, .events = POLLIN};
+    poll(&p, 1, 20);
+    if (d->cap - d->len < 4096) d->buf = realloc(d->buf, d->cap *= 2);
+    ssize_t n = read(d->fd, d->buf + d->len, 4096);
+    if (n > 0) {
+      d->len += (size_t)n;
+      if (d->slow) sleep_ms(1);
+    } else if (__atomic_load_n(&d->stop, __ATOMIC_ACQUIRE)) {
+      break;
+    }
+  }
+  d->buf[d->len] = '\0';
+  return NULL;
+}
+
+static void drain_start(drain *d, int fd, int slow) {
+  memset(d, 0, sizeof *d);
+  d->fd = fd, d->slow = slow, d->cap = 1 << 20;
+  d->buf = malloc(d->cap);
+  assert_int_equal(pthread_create(&d->thread, NULL, drain_main, d), 0);
+}
+
+static void drain_stop(drain *d) {
+  __atomic_store_n(&d->stop, 1, __ATOMIC_RELEASE);
+  pthread_join(d->thread, NULL);
+}
+
+#define SLOW_RECORDS 6000 /* more than both buffers and a full pipe hold */
+
+/* A reader that stops reading (a FIFO read at 200 KB/s held one call for
+ * 6.3 s): calls wait at most 50 ms for the write in flight, once, then
+ * drop their records. Every lost record is named by a notice at the place
+ * it was lost, and counted at exit; no line is torn. */
+static void test_stalled_reader_drops(void **state) {
+  (void)state;
+  char fifo[128], dbg[128];
+  alarm(60);
+  path_in_dir(fifo, sizeof fifo, "stalled.fifo");
+  assert_int_equal(mkfifo(fifo, 0600), 0);
+  int rd = open(fifo, O_RDONLY | O_NONBLOCK);
+  assert_true(rd >= 0);
+  start_log("stalled.fifo", GS_LEVEL_WARN, "stalled.debug");
+  for (uint64_t s = 1; s <= SLOW_RECORDS; s++) log_numbered(s);
+  drain d;
+  drain_start(&d, rd, 0);
+  log_shutdown();
+  drain_stop(&d);
+  close(rd);
+  alarm(0);
+
+  static char kept[SLOW_RECORDS + 1], named[SLOW_RECORDS + 1];
+  uint64_t last = 0, lost_total = 0, notices = 0;
+  for (char *p = d.buf, *nl; *p; p = nl + 1) {
+    nl = strchr(p, '\n');
+    assert_non_null(nl);
+    unsigned long long seq, lost, first, last_seq;
+    if (sscanf(p, "{\"seq\":%llu,", &seq) == 1) {
+      assert_true(seq > last && seq <= SLOW_RECORDS); /* in order, once */
+      char line[1024];
+      size_t n = format_numbered(seq, line, sizeof line);
+      assert_int_equal((size_t)(nl + 1 - p), n);
+      assert_memory_equal(p, line, n); /* whole */
+      kept[seq] = 1;
+      last = seq;
+      continue;
+    }
+    assert_int_equal(sscanf(p, "{\"event\":\"records_lost\",\"lost\":%llu,\"first_seq\":%llu,\"last_seq\":%llu,",
+                            &lost, &first, &last_seq), 3);
+    assert_non_null(strstr(p, ",\"why\":\"the log writer fell behind; a call waits at most 50 ms for it\"}\n"));
+    /* One thread: the lost ones are the run just before the next kept record. */
+    assert_int_equal(first, last + 1);
+    assert_int_equal(lost, last_seq - first + 1);
+    for (uint64_t s = first; s <= last_seq; s++) named[s] = 1;
+    lost_total += lost;
+    notices++;
+  }
+  uint64_t missing = 0;
+  for (uint64_t s = 1; s <= SLOW_RECORDS; s++) {
+    missing += !kept[s];
+    assert_int_equal(kept[s] + named[s], 1); /* each seq kept or named lost, never both */
+  }
+  assert_true(notices >= 1);
+  assert_true(missing > 0);
+  assert_int_equal(lost_total, missing);
+  path_in_dir(dbg, sizeof dbg, "stalled.debug");
+  char *warn = read_file(dbg, NULL), want[512];
+  assert_non_null(warn);
+  assert_int_equal(count_lines(warn), 1);
+  snprintf(want, sizeof want,
+           " WARN GEMMSHIM_LOG: %llu records lost because the log writer fell behind (a call waits at most 50 ms, "
+           "exit at most 1000 ms; GEMMSHIM_LOG_WAIT=1 waits instead); '%s' misses them\n",
+           (unsigned long long)missing, fifo);
+  assert_non_null(strstr(warn, want));
+  free(warn);
+  free(d.buf);
+}
+
+/* GEMMSHIM_LOG_WAIT=1: completeness over pace. A slow reader gets every
+ * record, and nothing is reported. */
+static void test_slow_reader_waited_for(void **state) {
+  (void)state;
+  char fifo[128], dbg[128];
+  alarm(60);
+  path_in_dir(fifo, sizeof fifo, "slow.fifo");
+  assert_int_equal(mkfifo(fifo, 0600), 0);
+  int rd = open(fifo, O_RDONLY | O_NONBLOCK);
+  assert_true(rd >= 0);
+  gs_opt.log_wait = 1;
+  start_log("slow.fifo", GS_LEVEL_WARN, "slow.debug");
+  drain d;
+  drain_start(&d, rd, 1);
+  for (uint64_t s = 1; s <= SLOW_RECORDS / 2; s++) log_numbered(s);
+  log_shutdown();
+  drain_stop(&d);
+  close(rd);
+  alarm(0);
+  uint64_t seq = 0;
+  for (char *p = d.buf, *nl; *p; p = nl + 1) {
+    nl = strchr(p, '\n');
+    char line[1024];
+    size_t n = format_numbered(++seq, line, sizeof line);
+    assert_int_equal((size_t)(nl + 1 - p), n);
+    assert_memory_equal(p, line, n);
+  }
+  assert_int_equal(seq, SLOW_RECORDS / 2);
+  path_in_dir(dbg, sizeof dbg, "slow.debug");
+  assert_false(file_exists(dbg));
+  free(d.buf);
 }
 
 /* ---- fork ----------------------------------------------------------------- */
@@ -1340,13 +1516,16 @@ int main(void) {
       cmocka_unit_test_teardown(test_long_backend, teardown),
       cmocka_unit_test_teardown(test_flusher_deadline_during_write, teardown),
       cmocka_unit_test_teardown(test_write_failure_disables, teardown),
-      cmocka_unit_test_teardown(test_short_write_disables, teardown),
+      cmocka_unit_test_teardown(test_short_write_continues, teardown),
+      cmocka_unit_test_teardown(test_zero_write_disables, teardown),
       cmocka_unit_test_teardown(test_open_failure_disables, teardown),
       cmocka_unit_test_teardown(test_no_flusher_thread_still_flushes, teardown),
       cmocka_unit_test_teardown(test_flusher_thread_flushes, teardown),
       cmocka_unit_test_teardown(test_late_records, teardown),
       cmocka_unit_test_teardown(test_threads_every_seq_once, teardown),
       cmocka_unit_test_teardown(test_threads_overload_waits, teardown),
+      cmocka_unit_test_teardown(test_stalled_reader_drops, teardown),
+      cmocka_unit_test_teardown(test_slow_reader_waited_for, teardown),
       cmocka_unit_test_teardown(test_fork_own_file, teardown),
       cmocka_unit_test_teardown(test_fork_shared_file, teardown),
       cmocka_unit_test_teardown(test_fork_before_first_record, teardown),

@@ -7,6 +7,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <cmocka.h>
 
@@ -16,7 +18,11 @@
 static char debug_path[256];
 
 static const char *const all_vars[] = {"GEMMSHIM_MODE", "GEMMSHIM_POLICY", "GEMMSHIM_LOG", "GEMMSHIM_DEBUG",
-                                       "GEMMSHIM_DEBUG_FILE", "GEMMSHIM_DLSYM", "GEMMSHIM_FAULT", NULL};
+                                       "GEMMSHIM_DEBUG_FILE", "GEMMSHIM_DLSYM", "GEMMSHIM_FAULT",
+                                       "GEMMSHIM_LOG_WAIT", "GEMMSHIM_FFMA_MAX_BYTES", "GEMMSHIM_FFMA_MIN_FLOPS",
+                                       "GEMMSHIM_FP8_FORMAT", "GEMMSHIM_FP8_BACKEND", "GEMMSHIM_FP8_HISTORY",
+                                       "GEMMSHIM_FP8_MARGIN", "GEMMSHIM_FP8_MAX_SITES", "GEMMSHIM_FP8_MAX_BYTES",
+                                       NULL};
 
 static int setup(void **state) {
   for (int i = 0; all_vars[i]; i++) unsetenv(all_vars[i]);
@@ -27,6 +33,7 @@ static int setup(void **state) {
 }
 
 static int teardown(void **state) {
+  for (int i = 0; all_vars[i]; i++) unsetenv(all_vars[i]);
   unlink(debug_path);
   gs_fault_clear();
   return 0;
@@ -42,6 +49,13 @@ static char *debug_output(int *lines) {
   *lines = 0;
   for (char *p = buf; *p; p++) *lines += *p == '\n';
   return buf;
+}
+
+/* The debug file is appended to, never truncated: a test that runs
+ * options_init again starts from no file to read one init's lines. */
+static void options_init_fresh(void) {
+  unlink(debug_path);
+  options_init();
 }
 
 static void expect_one_warning(const char *text) {
@@ -106,7 +120,7 @@ static void test_mode_values(void **state) {
   options_init();
   assert_int_equal(gs_opt.mode, GS_MODE_FP8);
   setenv("GEMMSHIM_MODE", "native", 1);
-  options_init();
+  options_init_fresh();
   assert_int_equal(gs_opt.mode, GS_MODE_NATIVE);
   assert_int_equal(gs_opt.passthrough, 0);
 }
@@ -127,7 +141,7 @@ static void test_bad_bool_and_level(void **state) {
   expect_one_warning("GEMMSHIM_DLSYM='maybe': expected 1/0, true/false, yes/no or on/off; running pass-through");
   unsetenv("GEMMSHIM_DLSYM");
   setenv("GEMMSHIM_DEBUG", "LOUD", 1);
-  options_init();
+  options_init_fresh();
   assert_int_equal(gs_opt.passthrough, 1);
   expect_one_warning("GEMMSHIM_DEBUG='LOUD': expected WARN, INFO or TRACE; running pass-through");
 }
@@ -158,7 +172,7 @@ static void test_policy_file(void **state) {
   assert_int_equal(gs_policy.rules[0].route, GS_ROUTE_FP8);
 
   write_file(path, "fp8 sm=9.0\nfast sm=6.1\n");
-  options_init();
+  options_init_fresh();
   assert_int_equal(gs_opt.passthrough, 1);
   assert_int_equal(gs_policy.n, 2);
   char want[512];
@@ -168,7 +182,7 @@ static void test_policy_file(void **state) {
   /* A read error is reported, not mistaken for an empty file. */
   write_file(path, "native\n");
   gs_fault_arm(GS_SYS_read, 1, 0);
-  options_init();
+  options_init_fresh();
   assert_int_equal(gs_opt.passthrough, 1);
   snprintf(want, sizeof want, "GEMMSHIM_POLICY='%s': cannot read (Input/output error); running pass-through", path);
   expect_one_warning(want);
@@ -181,10 +195,10 @@ static void test_bad_fault_spec(void **state) {
   assert_int_equal(gs_opt.passthrough, 1);
   expect_one_warning("GEMMSHIM_FAULT: unknown call 'writ'; expected a name from the shim's call table (e.g. write, cuMemAllocAsync); running pass-through");
   setenv("GEMMSHIM_FAULT", "write:0", 1);
-  options_init();
+  options_init_fresh();
   expect_one_warning("GEMMSHIM_FAULT: bad count in 'write:0'; expected a number from 1, optionally followed by '+'");
   setenv("GEMMSHIM_FAULT", "write", 1);
-  options_init();
+  options_init_fresh();
   expect_one_warning("GEMMSHIM_FAULT: 'write' has no ':N'; expected name:N[+],...");
 }
 
@@ -216,6 +230,117 @@ static void test_info_prints_every_option(void **state) {
   gs_opt.debug_level = GS_LEVEL_WARN;
 }
 
+/* strtoull skips leading white space and takes a sign: ' -1' became
+ * 2^64-1. A number starts with a digit (as NCCL's and mimalloc's option
+ * readers require of a plain value). */
+static void test_numbers_reject_space_and_sign(void **state) {
+  char err[512];
+  uint64_t v = 7;
+  static const char *const bad[] = {" -1", " 5", "\n1", "\x0c" "2", "+3", "-0", "\t9", NULL};
+  for (int i = 0; bad[i]; i++) {
+    assert_int_equal(options_parse_u64("V", bad[i], 0, UINT64_MAX, &v, err, sizeof err), -1);
+    assert_int_equal(options_parse_size("S", bad[i], &v, err, sizeof err), -1);
+  }
+  assert_int_equal(v, 7);
+  assert_int_equal(options_parse_size("S", " -1", &v, err, sizeof err), -1);
+  assert_string_equal(err, "S=' -1': expected a size in bytes, optionally with K, M, G or T (e.g. 512M)");
+  assert_int_equal(options_parse_u64("V", "\x0c" "2", 0, 9, &v, err, sizeof err), -1);
+  assert_string_equal(err, "V='\\x0c2': expected a whole number from 0 to 9");
+  setenv("GEMMSHIM_FFMA_MAX_BYTES", " -1", 1);
+  options_init();
+  assert_int_equal(gs_opt.passthrough, 1);
+  assert_int_equal(gs_opt.ffma_max_bytes, 1ull << 30); /* the default, not 2^64-1 */
+  gs_fault_clear();
+  assert_int_equal(gs_fault_parse("write: 1", err, sizeof err), -1);
+  assert_string_equal(err, "GEMMSHIM_FAULT: bad count in 'write: 1'; expected a number from 1, optionally followed by '+'");
+  assert_int_equal(gs_fault_parse("write:+1", err, sizeof err), -1);
+  assert_int_equal(gs_fault_hit(GS_SYS_write), 0);
+}
+
+/* One problem, one line, with what was expected and what happens instead:
+ * a newline in a value used to start a forged line of its own, and a long
+ * value pushed the rest out of the 1024-byte line. */
+static void test_values_escaped_and_cut(void **state) {
+  setenv("GEMMSHIM_MODE", "fp8\ngemmshim vm:1:1 INFO fake", 1);
+  options_init();
+  expect_one_warning("GEMMSHIM_MODE='fp8\\ngemmshim vm:1:1 INFO fake': expected auto, native, ffma or fp8; "
+                     "running pass-through (every GEMM native, still logged)\n");
+  static char big[100001];
+  memset(big, 'x', sizeof big - 1);
+  setenv("GEMMSHIM_MODE", big, 1);
+  options_init_fresh();
+  char want[512];
+  snprintf(want, sizeof want, "GEMMSHIM_MODE='%.96s...(100000 bytes)': expected auto, native, ffma or fp8; "
+           "running pass-through (every GEMM native, still logged)\n", big);
+  expect_one_warning(want);
+  unsetenv("GEMMSHIM_MODE");
+  big[3000] = '\0';
+  char fault[3100];
+  snprintf(fault, sizeof fault, "%.3000s:1", big);
+  setenv("GEMMSHIM_FAULT", fault, 1);
+  options_init_fresh();
+  snprintf(want, sizeof want, "GEMMSHIM_FAULT: unknown call '%.96s...(3000 bytes)'; expected a name from the shim's "
+           "call table (e.g. write, cuMemAllocAsync); running pass-through", big);
+  expect_one_warning(want);
+  setenv("GEMMSHIM_FAULT", "wr\x01te:1", 1);
+  options_init_fresh();
+  expect_one_warning("GEMMSHIM_FAULT: unknown call 'wr\\x01te'; expected a name");
+}
+
+/* Every bad setting is reported (only 8 problems found before the debug
+ * output opened were kept). */
+static void test_every_problem_reported(void **state) {
+  static char long_path[700];
+  memset(long_path, 'p', sizeof long_path - 1);
+  static const char *const bad[][2] = {
+      {"GEMMSHIM_MODE", "fast"},         {"GEMMSHIM_LOG_WAIT", "maybe"},     {"GEMMSHIM_DEBUG", "LOUD"},
+      {"GEMMSHIM_FFMA_MAX_BYTES", "1Q"},  {"GEMMSHIM_FFMA_MIN_FLOPS", "-1"},   {"GEMMSHIM_FP8_FORMAT", "e3m4"},
+      {"GEMMSHIM_FP8_BACKEND", "gpu"},   {"GEMMSHIM_FP8_HISTORY", "0"},      {"GEMMSHIM_FP8_MARGIN", "65"},
+      {"GEMMSHIM_FP8_MAX_SITES", "0"},   {"GEMMSHIM_FP8_MAX_BYTES", " 1G"},   {"GEMMSHIM_DLSYM", "2"},
+  };
+  size_t n_bad = sizeof bad / sizeof bad[0];
+  for (size_t i = 0; i < n_bad; i++) setenv(bad[i][0], bad[i][1], 1);
+  setenv("GEMMSHIM_POLICY", long_path, 1);
+  setenv("GEMMSHIM_LOG", long_path, 1);
+  setenv("GEMMSHIM_FAULT", "nosuchcall:1", 1);
+  options_init();
+  int lines;
+  char *out = debug_output(&lines);
+  assert_int_equal(lines, (int)n_bad + 3);
+  for (size_t i = 0; i < n_bad; i++) {
+    char want[128];
+    snprintf(want, sizeof want, " WARN %s='%s': expected ", bad[i][0], bad[i][1]);
+    if (!strstr(out, want)) fail_msg("no '%s' in '%s'", want, out);
+  }
+  assert_non_null(strstr(out, " WARN GEMMSHIM_POLICY: path of 699 bytes; expected at most 511; running pass-through"));
+  assert_non_null(strstr(out, " WARN GEMMSHIM_LOG: path of 699 bytes; expected at most 511; running pass-through"));
+  assert_non_null(strstr(out, " WARN GEMMSHIM_FAULT: unknown call 'nosuchcall'"));
+}
+
+/* A FIFO as the policy file: open() does not wait for a writer, and a
+ * writer that never finishes gets a bounded wait, then one message. */
+static void test_policy_fifo(void **state) {
+  char fifo[256];
+  snprintf(fifo, sizeof fifo, "/tmp/gemmshim-test-policy-fifo-%d", (int)getpid());
+  unlink(fifo);
+  assert_int_equal(mkfifo(fifo, 0600), 0);
+  setenv("GEMMSHIM_POLICY", fifo, 1);
+  options_init(); /* no writer: end of input at once, the built-in rules */
+  assert_int_equal(gs_opt.passthrough, 0);
+  assert_int_equal(gs_policy.n, 2);
+  int wr_keep = open(fifo, O_RDWR | O_NONBLOCK); /* a writer that never closes */
+  assert_true(wr_keep >= 0);
+  assert_int_equal(write(wr_keep, "native\n", 7), 7);
+  options_init_fresh();
+  close(wr_keep);
+  unlink(fifo);
+  assert_int_equal(gs_opt.passthrough, 1);
+  char want[512];
+  snprintf(want, sizeof want, "GEMMSHIM_POLICY='%s': cannot read (no end of input within 1000 ms); running pass-through",
+           fifo);
+  expect_one_warning(want);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_parse_u64),
@@ -229,6 +354,10 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_bad_fault_spec, setup, teardown),
       cmocka_unit_test_setup_teardown(test_fault_counting, setup, teardown),
       cmocka_unit_test_setup_teardown(test_info_prints_every_option, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_numbers_reject_space_and_sign, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_values_escaped_and_cut, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_every_problem_reported, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_policy_fifo, setup, teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

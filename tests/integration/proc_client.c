@@ -1,0 +1,241 @@
+/* proc_client.c: what processes do around the shim (test_processes.py).
+ *
+ * bf16 cublasGemmEx calls (64x64x64, fp32 out, compute 32F), which the shim
+ * routes as GEMMSHIM_MODE and STANDIN_CC say, on T threads with a handle
+ * and a stream each, while the main thread does one of:
+ *
+ *   --fork-at=K        once K calls have been made in all, fork; the child
+ *                      makes --child-calls=C calls on a fresh handle and
+ *                      stream and exits 0. The parent gives it --timeout=S
+ *                      seconds (default 20), then kills it and exits 3:
+ *                      a child that hangs fails the test, never the suite.
+ *   --close-fds-at=K   (one thread) after K calls, close descriptors 3..1023,
+ *                      as daemons do, open --dir/data0.bin..data3.bin and
+ *                      write a 4096-byte pattern to each, make the rest of
+ *                      the calls, then read the files back: "files ok" or
+ *                      "files changed <name>".
+ *   --calls=N          calls per thread [50]; --threads=T [1]
+ *   --stream=own|legacy  each session's own stream [own], or all on the
+ *                      legacy stream, the child's too: then they share the
+ *                      shim's per-stream state (a scratch slot without
+ *                      memory pools), the hardest case for a fork
+ *
+ * Prints "calls <n> failed <f>" for the parent (and "child calls <n> failed
+ * <f>" from a child). Exit 0 when every call returned CUBLAS_STATUS_SUCCESS,
+ * 1 when one did not, 2 on a set-up error, 3 when a child hung or died. */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cublas_v2.h>
+#include <cuda.h>
+
+#define DRIVER_FNS(X)                                                          \
+  X(cuInit) X(cuDeviceGet) X(cuDevicePrimaryCtxRetain) X(cuCtxSetCurrent)      \
+  X(cuStreamCreate) X(cuStreamSynchronize) X(cuMemAlloc_v2) X(cuMemsetD32Async)
+
+static struct {
+#define FN_PTR(name) __typeof__(name) *name;
+  DRIVER_FNS(FN_PTR)
+#undef FN_PTR
+} drv;
+
+static void die(const char *what, long code) {
+  fprintf(stderr, "proc_client: %s failed (%ld)\n", what, code);
+  exit(2);
+}
+#define CU(call)                                                               \
+  do {                                                                         \
+    CUresult r_ = (call);                                                      \
+    if (r_ != CUDA_SUCCESS) die(#call, (long)r_);                              \
+  } while (0)
+
+static CUcontext g_ctx;
+#define DIM 64
+
+typedef struct session {
+  CUstream stream;
+  cublasHandle_t h;
+  CUdeviceptr a, b, c;
+} session;
+
+static int legacy_stream;
+
+static void session_open(session *x) {
+  CU(drv.cuCtxSetCurrent(g_ctx));
+  x->stream = NULL;
+  if (!legacy_stream) CU(drv.cuStreamCreate(&x->stream, CU_STREAM_NON_BLOCKING));
+  if (cublasCreate(&x->h) != CUBLAS_STATUS_SUCCESS) die("cublasCreate", 0);
+  if (cublasSetStream(x->h, (cudaStream_t)x->stream) != CUBLAS_STATUS_SUCCESS) die("cublasSetStream", 0);
+  CU(drv.cuMemAlloc_v2(&x->a, DIM * DIM * 2));
+  CU(drv.cuMemAlloc_v2(&x->b, DIM * DIM * 2));
+  CU(drv.cuMemAlloc_v2(&x->c, DIM * DIM * 4));
+  /* bf16 1.0 in both halves of each word: every product is 64. */
+  CU(drv.cuMemsetD32Async(x->a, 0x3f803f80u, DIM * DIM / 2, x->stream));
+  CU(drv.cuMemsetD32Async(x->b, 0x3f803f80u, DIM * DIM / 2, x->stream));
+}
+
+static int one_call(session *x) {
+  const float alpha = 1, beta = 0;
+  cublasStatus_t s = cublasGemmEx(x->h, CUBLAS_OP_T, CUBLAS_OP_N, DIM, DIM, DIM, &alpha, (void *)x->a, CUDA_R_16BF,
+                                  DIM, (void *)x->b, CUDA_R_16BF, DIM, &beta, (void *)x->c, CUDA_R_32F, DIM,
+                                  CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT_TENSOR_OP);
+  return s == CUBLAS_STATUS_SUCCESS ? 0 : 1;
+}
+
+static int n_calls = 50, n_threads = 1, fork_at = -1, child_calls = 5, close_at = -1, timeout_s = 20;
+static const char *dir = ".";
+static _Atomic int calls_made, calls_failed;
+
+static void *worker(void *arg) {
+  session *x = arg;
+  /* The legacy stream is the current context's: each thread sets it. */
+  CU(drv.cuCtxSetCurrent(g_ctx));
+  for (int i = 0; i < n_calls; i++) {
+    calls_failed += one_call(x);
+    calls_made++;
+  }
+  CU(drv.cuStreamSynchronize(x->stream));
+  return NULL;
+}
+
+static void child_main(void) {
+  session x;
+  session_open(&x);
+  int failed = 0;
+  for (int i = 0; i < child_calls; i++) failed += one_call(&x);
+  CU(drv.cuStreamSynchronize(x.stream));
+  printf("child calls %d failed %d\n", child_calls, failed);
+  exit(failed ? 1 : 0); /* exit, not _exit: the shim's exit path runs */
+}
+
+/* 0 when the child exited 0 within the timeout. */
+static int wait_child(pid_t pid) {
+  struct timespec start, now;
+  clock_gettime(CLOCK_MONOTONIC, &start);
+  for (;;) {
+    int status;
+    pid_t r = waitpid(pid, &status, WNOHANG);
+    if (r == pid) {
+      if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return 0;
+      fprintf(stderr, "proc_client: child status %#x\n", status);
+      return -1;
+    }
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    if (now.tv_sec - start.tv_sec >= timeout_s) {
+      fprintf(stderr, "proc_client: child %d hung for %d s\n", (int)pid, timeout_s);
+      kill(pid, SIGKILL);
+      waitpid(pid, &status, 0);
+      return -1;
+    }
+    struct timespec ms = {0, 1000000};
+    nanosleep(&ms, NULL);
+  }
+}
+
+static unsigned char pattern_byte(int file, int i) { return (unsigned char)(file * 37 + i * 11 + 5); }
+
+static void write_own_files(void) {
+  for (int f = 0; f < 4; f++) {
+    char path[1024];
+    unsigned char buf[4096];
+    snprintf(path, sizeof path, "%s/data%d.bin", dir, f);
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (fd < 0) die("open own file", errno);
+    for (int i = 0; i < 4096; i++) buf[i] = pattern_byte(f, i);
+    if (write(fd, buf, sizeof buf) != (ssize_t)sizeof buf) die("write own file", errno);
+    /* Left open, like a program's data files: a shim writing to a
+     * reused descriptor would write here. */
+  }
+}
+
+static int check_own_files(void) {
+  int ok = 1;
+  for (int f = 0; f < 4; f++) {
+    char path[1024];
+    unsigned char buf[8192];
+    snprintf(path, sizeof path, "%s/data%d.bin", dir, f);
+    FILE *fp = fopen(path, "rb");
+    size_t n = fp ? fread(buf, 1, sizeof buf, fp) : 0;
+    if (fp) fclose(fp);
+    int same = n == 4096;
+    for (size_t i = 0; same && i < n; i++) same = buf[i] == pattern_byte(f, (int)i);
+    if (!same) {
+      printf("files changed data%d.bin (%zu bytes)\n", f, n);
+      ok = 0;
+    }
+  }
+  if (ok) printf("files ok\n");
+  return ok;
+}
+
+int main(int argc, char **argv) {
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i];
+    if (!strncmp(a, "--calls=", 8)) n_calls = atoi(a + 8);
+    else if (!strncmp(a, "--threads=", 10)) n_threads = atoi(a + 10);
+    else if (!strncmp(a, "--fork-at=", 10)) fork_at = atoi(a + 10);
+    else if (!strncmp(a, "--child-calls=", 14)) child_calls = atoi(a + 14);
+    else if (!strncmp(a, "--close-fds-at=", 15)) close_at = atoi(a + 15);
+    else if (!strncmp(a, "--timeout=", 10)) timeout_s = atoi(a + 10);
+    else if (!strncmp(a, "--dir=", 6)) dir = a + 6;
+    else if (!strcmp(a, "--stream=legacy")) legacy_stream = 1;
+    else if (!strcmp(a, "--stream=own")) legacy_stream = 0;
+    else die(a, 0);
+  }
+  if (n_threads < 1 || n_threads > 64 || (close_at >= 0 && n_threads != 1)) die("arguments", 0);
+  setvbuf(stdout, NULL, _IOLBF, 0);
+  void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+  if (!h) die("dlopen(libcuda.so.1)", 0);
+#define LOAD(name)                                                             \
+  drv.name = (__typeof__(drv.name))dlsym(h, #name);                            \
+  if (!drv.name) die("dlsym(" #name ")", 0);
+  DRIVER_FNS(LOAD)
+#undef LOAD
+  CUdevice dev;
+  CU(drv.cuInit(0));
+  CU(drv.cuDeviceGet(&dev, 0));
+  CU(drv.cuDevicePrimaryCtxRetain(&g_ctx, dev));
+
+  session *xs = calloc((size_t)n_threads, sizeof *xs);
+  for (int t = 0; t < n_threads; t++) session_open(&xs[t]);
+  int rc = 0;
+  if (close_at >= 0) {
+    for (int i = 0; i < n_calls; i++) {
+      if (i == close_at) {
+        for (int fd = 3; fd < 1024; fd++) close(fd);
+        write_own_files();
+      }
+      calls_failed += one_call(&xs[0]);
+      calls_made++;
+    }
+    CU(drv.cuStreamSynchronize(xs[0].stream));
+    if (!check_own_files()) rc = 1;
+  } else {
+    pthread_t *ts = calloc((size_t)n_threads, sizeof *ts);
+    for (int t = 0; t < n_threads; t++)
+      if (pthread_create(&ts[t], NULL, worker, &xs[t]) != 0) die("pthread_create", 0);
+    if (fork_at >= 0) {
+      while (calls_made < fork_at && calls_made < n_calls * n_threads) sched_yield();
+      pid_t pid = fork();
+      if (pid < 0) die("fork", errno);
+      if (pid == 0) child_main();
+      if (wait_child(pid) != 0) rc = 3;
+    }
+    for (int t = 0; t < n_threads; t++) pthread_join(ts[t], NULL);
+    free(ts);
+  }
+  printf("calls %d failed %d\n", (int)calls_made, (int)calls_failed);
+  if (!rc && calls_failed) rc = 1;
+  return rc;
+}
