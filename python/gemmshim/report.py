@@ -61,12 +61,15 @@ def expand_logs(patterns):
 
 
 class BadLines:
-    """Lines of one file that are not routing records: how many, and the first."""
+    """Lines of one file that are not routing records: how many, and the
+    first; and the records the shim's writer said it lost (its
+    {"event":"records_lost"} lines)."""
 
     def __init__(self):
         self.count = 0
         self.first = None
         self.first_why = None
+        self.lost = 0
 
     def add(self, lineno, why):
         self.count += 1
@@ -91,6 +94,9 @@ def read_records(path, bad):
                 if not line.strip():
                     continue
                 bad.add(lineno, "not JSON" if line.endswith("\n") else "cut off (no newline at the end)")
+                continue
+            if rec.__class__ is dict and rec.get("event") == "records_lost" and isinstance(rec.get("lost"), int):
+                bad.lost += rec["lost"]
                 continue
             if rec.__class__ is not dict or rec.get("api").__class__ is not str \
                     or rec.get("route").__class__ is not str:
@@ -342,6 +348,8 @@ def print_summary(out, s, files, bad, top):
     for path, b in bad.items():
         if b.count:
             print(f"  {path}: {b.count} line(s) skipped, first at line {b.first} ({b.first_why})", file=out)
+        if b.lost:
+            print(f"  {path}: the shim's log writer lost {b.lost} record(s) (records_lost lines)", file=out)
     by = "GPU" if s["time_sorted_by"] == "gpu_ns" else "host"
     print_table(out, "calls by entry point, route, backend:",
                 [(d["api"], d["route"], d["backend"] or "-", d["calls"], *time_cols(d))
@@ -760,6 +768,7 @@ def main(argv=None):
     s["files"] = files
     s["unreadable_files"] = unreadable
     s["bad_lines"] = {p: {"count": b.count, "first_line": b.first, "why": b.first_why} for p, b in bad.items() if b.count}
+    s["records_lost"] = {p: b.lost for p, b in bad.items() if b.lost}
     if starts:
         s["steps"] = summary.steps_json()
 
