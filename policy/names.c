@@ -5,6 +5,7 @@
 
 #include <library_types.h>
 #include <cublas_api.h>
+#include <string.h>
 /* cublasLt.h declares cublasLtLoggerForceDisable() without a prototype, which
  * -Wstrict-prototypes reports against us; only its enums are used here. */
 #pragma GCC diagnostic push
@@ -67,6 +68,27 @@ static const named_value route_names[] = {
     {GS_ROUTE_NATIVE, "native"},
     {GS_ROUTE_FFMA, "ffma"},
     {GS_ROUTE_FP8, "fp8"},
+};
+
+/* Callers, with the file-name stem of each library's objects (after "lib").
+ * Longer stems first where one extends another (cublasLt, cusparseLt). */
+static const struct caller_row {
+  gs_caller value;
+  const char *name;
+  const char *stem;
+} caller_rows[] = {
+    {GS_CALLER_APP, "app", NULL},
+    {GS_CALLER_CUBLASLT, "cublaslt", "cublasLt"},
+    {GS_CALLER_CUBLAS, "cublas", "cublas"},
+    {GS_CALLER_CUSOLVER, "cusolver", "cusolver"},
+    {GS_CALLER_CUSPARSELT, "cusparselt", "cusparseLt"},
+    {GS_CALLER_CUSPARSE, "cusparse", "cusparse"},
+    {GS_CALLER_CUFFT, "cufft", "cufft"},
+    {GS_CALLER_CUDNN, "cudnn", "cudnn"},
+    {GS_CALLER_NCCL, "nccl", "nccl"},
+    {GS_CALLER_TENSORRT, "tensorrt", "nvinfer"},
+    {GS_CALLER_CUTENSOR, "cutensor", "cutensor"},
+    {GS_CALLER_CUDSS, "cudss", "cudss"},
 };
 
 /* CUBLAS_OP_HERMITAN is CUBLAS_OP_C under another name, so it has no row. */
@@ -173,4 +195,30 @@ const char *gs_epilogue_name(int epilogue) {
 
 const char *gs_order_name(int order) {
   return name_of(order_names, COUNT_OF(order_names), order);
+}
+
+const char *gs_caller_name(gs_caller caller) {
+  for (size_t i = 0; i < COUNT_OF(caller_rows); i++)
+    if (caller_rows[i].value == caller) return caller_rows[i].name;
+  return NULL;
+}
+
+int gs_caller_parse(const char *s, size_t len) {
+  if (s == NULL) return -1;
+  for (size_t i = 0; i < COUNT_OF(caller_rows); i++)
+    if (name_equals(caller_rows[i].name, s, len)) return (int)caller_rows[i].value;
+  return -1;
+}
+
+/* "lib" + stem, then the end, a version ("."), a part ("_ops") or a variant
+ * ("Mg", "w"): libcusolverMg and libcufftw are their library's too. The
+ * stem compares exactly (case matters in file names). */
+gs_caller gs_caller_of_object(const char *file_name) {
+  if (!file_name || strncmp(file_name, "lib", 3) != 0) return GS_CALLER_APP;
+  const char *rest = file_name + 3;
+  for (size_t i = 0; i < COUNT_OF(caller_rows); i++) {
+    const char *stem = caller_rows[i].stem;
+    if (stem && strncmp(rest, stem, strlen(stem)) == 0) return caller_rows[i].value;
+  }
+  return GS_CALLER_APP;
 }

@@ -26,6 +26,25 @@ typedef enum gs_route {
   GS_ROUTE_COUNT
 } gs_route;
 
+/* Who made a GEMM call: the program (with its own libraries, frameworks
+ * included), or an NVIDIA library making GEMMs inside itself (cuSOLVER
+ * imports cublasGemmEx, libcublas imports cublasLtMatmul: `nm -D`). */
+typedef enum gs_caller {
+  GS_CALLER_APP = 0,
+  GS_CALLER_CUBLAS,
+  GS_CALLER_CUBLASLT,
+  GS_CALLER_CUSOLVER,
+  GS_CALLER_CUSPARSE,
+  GS_CALLER_CUSPARSELT,
+  GS_CALLER_CUFFT,
+  GS_CALLER_CUDNN,
+  GS_CALLER_NCCL,
+  GS_CALLER_TENSORRT,
+  GS_CALLER_CUTENSOR,
+  GS_CALLER_CUDSS,
+  GS_CALLER_COUNT
+} gs_caller;
+
 /* Each *_name returns a static string, or NULL for a value it does not know
  * (callers print "unknown(N)" then). Each *_parse takes a string of length
  * len (not necessarily NUL-terminated), matches it exactly (case-insensitive),
@@ -50,6 +69,15 @@ int gs_api_parse(const char *s, size_t len);
 /* gs_route: "native", "ffma", "fp8". */
 const char *gs_route_name(gs_route route);
 int gs_route_parse(const char *s, size_t len);
+
+/* gs_caller: "app", "cublas", "cublaslt", "cusolver", "cusparse",
+ * "cusparselt", "cufft", "cudnn", "nccl", "tensorrt", "cutensor", "cudss". */
+const char *gs_caller_name(gs_caller caller);
+int gs_caller_parse(const char *s, size_t len);
+/* The caller an object's file name (no directory) stands for: the NVIDIA
+ * library whose name it has (libcusolver.so.12, libcusolverMg.so.12,
+ * libcudnn_ops.so.9, libnvinfer_plugin.so.10, ...), else GS_CALLER_APP. */
+gs_caller gs_caller_of_object(const char *file_name);
 
 /* cublasOperation_t: "N", "T", "C", "CONJG" (conjugate, not transposed). */
 const char *gs_op_name(int op);

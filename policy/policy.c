@@ -19,6 +19,8 @@
 #define SM_HI_OPEN 1000
 #define ANY_TYPES UINT64_MAX
 #define ANY_APIS UINT32_MAX
+#define ANY_CALLERS UINT32_MAX
+#define APP_CALLER ((uint32_t)1 << GS_CALLER_APP) /* policy.h: no caller key */
 #define COMPUTE_BIT_BASE 64 /* policy.h: bit (v - 64) for a compute type */
 #define TYPE_BIT(v) ((uint64_t)1 << (v))
 #define COMPUTE_BIT(v) ((uint64_t)1 << ((v) - COMPUTE_BIT_BASE))
@@ -37,13 +39,15 @@ static const policy_rule builtin_rules[] = {
      .ab_types = TYPE_BIT(CUDA_R_16BF),
      .c_types = ANY_TYPES,
      .compute_types = COMPUTE_BIT(CUBLAS_COMPUTE_32F),
-     .apis = ANY_APIS},
+     .apis = ANY_APIS,
+     .callers = APP_CALLER},
     {.route = GS_ROUTE_NATIVE,
      .has_sm = 0, .sm_lo = SM_LO_OPEN, .sm_hi = SM_HI_OPEN,
      .ab_types = ANY_TYPES,
      .c_types = ANY_TYPES,
      .compute_types = ANY_TYPES,
-     .apis = ANY_APIS},
+     .apis = ANY_APIS,
+     .callers = APP_CALLER},
 };
 #define BUILTIN_COUNT ((int)COUNT_OF(builtin_rules))
 
@@ -64,7 +68,7 @@ static uint64_t compute_bit(int v) {
              ? (uint64_t)1 << (v - COMPUTE_BIT_BASE) : 0;
 }
 
-static uint32_t api_bit(int v) {
+static uint32_t bit32(int v) {
   return (v >= 0 && v < 32) ? (uint32_t)1 << v : 0;
 }
 
@@ -73,22 +77,24 @@ static int sm_allowed(const policy_rule *r, int sm) {
   return sm != POLICY_SM_UNKNOWN && sm >= r->sm_lo && sm <= r->sm_hi;
 }
 
-/* Everything but the device: the types, compute type and entry point. */
-static int rule_fits(const policy_rule *r, uint64_t a, uint64_t b, uint64_t c, uint64_t compute, uint32_t api) {
+/* Everything but the device: the types, compute type, entry point and
+ * caller. */
+static int rule_fits(const policy_rule *r, uint64_t a, uint64_t b, uint64_t c, uint64_t compute, uint32_t api,
+                     uint32_t caller) {
   if (r->ab_types != ANY_TYPES && (!(r->ab_types & a) || !(r->ab_types & b))) return 0;
   if (r->c_types != ANY_TYPES && !(r->c_types & c)) return 0;
   if (r->compute_types != ANY_TYPES && !(r->compute_types & compute)) return 0;
   if (r->apis != ANY_APIS && !(r->apis & api)) return 0;
-  return 1;
+  return r->callers == ANY_CALLERS || (r->callers & caller) != 0;
 }
 
 int policy_match(const policy_table *t, const policy_key *k) {
   uint64_t a = type_bit(k->a_type), b = type_bit(k->b_type), c = type_bit(k->c_type);
   uint64_t compute = compute_bit(k->compute_type);
-  uint32_t api = api_bit((int)k->api);
+  uint32_t api = bit32((int)k->api), caller = bit32((int)k->caller);
   for (int i = 0; i < t->n; i++) {
     const policy_rule *r = &t->rules[i];
-    if (sm_allowed(r, k->sm) && rule_fits(r, a, b, c, compute, api)) return i;
+    if (sm_allowed(r, k->sm) && rule_fits(r, a, b, c, compute, api, caller)) return i;
   }
   return -1;
 }
@@ -96,11 +102,11 @@ int policy_match(const policy_table *t, const policy_key *k) {
 int policy_route_without_sm(const policy_table *t, const policy_key *k) {
   uint64_t a = type_bit(k->a_type), b = type_bit(k->b_type), c = type_bit(k->c_type);
   uint64_t compute = compute_bit(k->compute_type);
-  uint32_t api = api_bit((int)k->api);
+  uint32_t api = bit32((int)k->api), caller = bit32((int)k->caller);
   int route_of_sm_rules = -1; /* the one route every earlier sm-keyed fit names */
   for (int i = 0; i < t->n; i++) {
     const policy_rule *r = &t->rules[i];
-    if (!rule_fits(r, a, b, c, compute, api)) continue;
+    if (!rule_fits(r, a, b, c, compute, api, caller)) continue;
     if (r->has_sm) {
       if (route_of_sm_rules == -1) route_of_sm_rules = (int)r->route;
       else if (route_of_sm_rules != (int)r->route) return -1;
@@ -150,6 +156,8 @@ static const list_kind type_list = {"type", gs_type_parse, gs_type_name, 0, 64};
 static const list_kind compute_list = {"compute type", gs_compute_parse, gs_compute_name,
                                        COMPUTE_BIT_BASE, 64};
 static const list_kind api_list = {"entry point", gs_api_parse, api_name_at, 0, 32};
+static const char *caller_name_at(int v) { return gs_caller_name((gs_caller)v); }
+static const list_kind caller_list = {"caller", gs_caller_parse, caller_name_at, 0, GS_CALLER_COUNT};
 
 /* "a, b or c" over every named value in [first, first+count), then extra. */
 static void out_alternatives(text_out *o, name_at_fn name_at, int first, int count,
@@ -207,6 +215,8 @@ static void out_rule(text_out *o, const policy_rule *r) {
   if (r->c_types != ANY_TYPES) out_list(o, "c", r->c_types, &type_list);
   if (r->compute_types != ANY_TYPES) out_list(o, "compute", r->compute_types, &compute_list);
   if (r->apis != ANY_APIS) out_list(o, "api", r->apis, &api_list);
+  if (r->callers == ANY_CALLERS) out_printf(o, " caller=any");
+  else if (r->callers != APP_CALLER) out_list(o, "caller", r->callers, &caller_list);
 }
 
 /* Built-in rules have no line, so they are numbered among themselves. */
@@ -327,9 +337,9 @@ static int next_token(span *rest, span *token) {
   return 1;
 }
 
-enum { KEY_SM, KEY_AB, KEY_C, KEY_COMPUTE, KEY_API, KEY_COUNT };
+enum { KEY_SM, KEY_AB, KEY_C, KEY_COMPUTE, KEY_API, KEY_CALLER, KEY_COUNT };
 
-static const char *const key_names[KEY_COUNT] = {"sm", "ab", "c", "compute", "api"};
+static const char *const key_names[KEY_COUNT] = {"sm", "ab", "c", "compute", "api", "caller"};
 
 static const char *key_name_at(int id) {
   return (id >= 0 && id < KEY_COUNT) ? key_names[id] : NULL;
@@ -419,13 +429,17 @@ static int parse_list(parser *p, span token, const char *key, span value,
 }
 
 static int parse_value(parser *p, int id, span token, span value, policy_rule *rule) {
-  uint64_t apis;
+  uint64_t apis, callers;
   switch (id) {
   case KEY_SM: return parse_sm(p, value, rule);
   case KEY_AB: return parse_list(p, token, key_names[id], value, &type_list, &rule->ab_types);
   case KEY_C: return parse_list(p, token, key_names[id], value, &type_list, &rule->c_types);
   case KEY_COMPUTE:
     return parse_list(p, token, key_names[id], value, &compute_list, &rule->compute_types);
+  case KEY_CALLER:
+    if (parse_list(p, token, key_names[id], value, &caller_list, &callers) != 0) return -1;
+    rule->callers = (uint32_t)callers;
+    return 0;
   default:
     if (parse_list(p, token, key_names[id], value, &api_list, &apis) != 0) return -1;
     rule->apis = (uint32_t)apis;
@@ -438,6 +452,7 @@ static const char *empty_value_expected(int id) {
   case KEY_SM: return sm_expected;
   case KEY_COMPUTE: return "a comma-separated list of compute types, or any";
   case KEY_API: return "a comma-separated list of entry points, or any";
+  case KEY_CALLER: return "a comma-separated list of callers, or any";
   default: return "a comma-separated list of types, or any";
   }
 }
@@ -468,6 +483,7 @@ static policy_rule any_rule(gs_route route, int line) {
       .has_sm = 0, .sm_lo = SM_LO_OPEN, .sm_hi = SM_HI_OPEN,
       .ab_types = ANY_TYPES, .c_types = ANY_TYPES, .compute_types = ANY_TYPES,
       .apis = ANY_APIS,
+      .callers = APP_CALLER,
       .line = line,
   };
   return rule;

@@ -16,6 +16,11 @@
  *     c=fp32[,bf16...]    C (and D) type
  *     compute=32f[,...]   cublasComputeType_t (names as in names.h)
  *     api=cublasGemmEx[,cublasLtMatmul...]
+ *     caller=app|cusolver[,cublas...]   who made the call (names.h, gs_caller):
+ *                         app, the program and its own libraries, or an
+ *                         NVIDIA library making GEMMs inside itself.
+ *                         Absent = app: GEMMs inside NVIDIA libraries match
+ *                         only rules that name them (or caller=any).
  * A list may be "any" (or "*"). Rules from the file are matched before the
  * built-in ones, unless the file says "builtin off".
  *
@@ -41,6 +46,7 @@ typedef struct policy_key {
   int a_type, b_type, c_type; /* cudaDataType_t */
   int compute_type;           /* cublasComputeType_t */
   gs_api api;
+  gs_caller caller;           /* GS_CALLER_APP for the program's own calls */
 } policy_key;
 
 typedef struct policy_rule {
@@ -51,6 +57,7 @@ typedef struct policy_rule {
   uint64_t c_types;      /* likewise */
   uint64_t compute_types;/* bit (v - 64) for cublasComputeType_t v; ~0 = any */
   uint32_t apis;         /* bit gs_api; ~0 = any */
+  uint32_t callers;      /* bit gs_caller; ~0 = any; default the app's bit */
   int line;              /* line in the policy file; 0 for a built-in rule */
 } policy_rule;
 
@@ -86,7 +93,8 @@ int policy_route_without_sm(const policy_table *t, const policy_key *k);
 
 /* One-line description of rule i for logs and reasons, e.g.
  * "built-in rule 1 (ffma sm=6.0-7.5 ab=bf16 compute=32f)" or
- * "/etc/p.txt:3 (fp8 sm=8.9- ab=fp16,bf16)"; list items come in value
+ * "/etc/p.txt:3 (fp8 sm=8.9- ab=fp16,bf16)" (caller= only where it is
+ * not the default, app); list items come in value
  * order, whatever order the file gave them. Returns the length written
  * (snprintf semantics). */
 int policy_rule_describe(const policy_table *t, int i, char *buf, size_t len);

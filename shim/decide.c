@@ -7,6 +7,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include <library_types.h>
+
 #include "shim.h"
 
 /* "policy: <rule>" for every rule of gs_policy, made when the table is. */
@@ -56,8 +58,9 @@ static void device_unknown(gs_call *c, const char *why) {
   }
 }
 
-static void decide_by_policy(gs_call *c) {
-  policy_key k = {POLICY_SM_UNKNOWN, c->g.a_type, c->g.b_type, c->g.c_type, c->g.compute_type, c->g.api};
+/* object: the library's file name where caller is not the app. */
+static void decide_by_policy(gs_call *c, gs_caller caller, const char *object) {
+  policy_key k = {POLICY_SM_UNKNOWN, c->g.a_type, c->g.b_type, c->g.c_type, c->g.compute_type, c->g.api, caller};
   /* Nobody reads the reason: if no device-specific rule can claim this
    * GEMM, its device need not be found at all. */
   if (!hooks_timing()) {
@@ -72,8 +75,28 @@ static void decide_by_policy(gs_call *c) {
   k.sm = c->sm < 0 ? POLICY_SM_UNKNOWN : c->sm;
   int i = policy_match(&gs_policy, &k);
   if (i >= 0) c->decided = gs_policy.rules[i].route;
-  if (hooks_timing()) reason_add(c, i < 0 ? "policy: no rule matched" : rule_reason[i]);
+  if (hooks_timing()) {
+    /* Only rules that name a library's caller can match its calls: none
+     * matching is the default, not a gap in the table. */
+    if (caller != GS_CALLER_APP) {
+      char from[GS_REASON_MAX];
+      snprintf(from, sizeof from, i >= 0 ? "called from %s" : "called from %s: GEMMs inside NVIDIA libraries run native",
+               object);
+      reason_add(c, from);
+    }
+    if (i >= 0) reason_add(c, rule_reason[i]);
+    else if (caller == GS_CALLER_APP) reason_add(c, "policy: no rule matched");
+  }
   device_unknown(c, no_device);
+}
+
+/* GEMMSHIM_MODE=fp8 is an fp8 switch for the layers a framework runs in
+ * bf16 or fp16, as TransformerEngine's and torchao's converters take
+ * Linear layers of those types; an fp32 GEMM is left alone unless a
+ * policy rule asks for it. */
+static int fp8_mode_takes(const gs_gemm *g) {
+  int a = g->a_type, b = g->b_type;
+  return (a == CUDA_R_16BF || a == CUDA_R_16F) && b == a;
 }
 
 void call_decide(gs_call *c) {
@@ -89,12 +112,31 @@ void call_decide(gs_call *c) {
     device_of_call(c);
     return;
   }
-  if (gs_opt.mode == GS_MODE_FFMA || gs_opt.mode == GS_MODE_FP8) {
-    c->decided = gs_opt.mode == GS_MODE_FFMA ? GS_ROUTE_FFMA : GS_ROUTE_FP8;
-    if (hooks_timing()) reason_add(c, gs_opt.mode == GS_MODE_FFMA ? "GEMMSHIM_MODE=ffma" : "GEMMSHIM_MODE=fp8");
+  /* A GEMM an NVIDIA library makes inside itself (cuSOLVER's updates,
+   * cuBLAS entry points forwarding to cuBLASLt) is part of an algorithm
+   * the program did not write: the mode does not apply to it, only policy
+   * rules that name its caller. */
+  const char *object;
+  gs_caller caller = site_caller(c->caller, &object);
+  if (caller != GS_CALLER_APP) {
+    decide_by_policy(c, caller, object);
+  } else if (gs_opt.mode == GS_MODE_FFMA) {
+    c->decided = GS_ROUTE_FFMA;
+    if (hooks_timing()) reason_add(c, "GEMMSHIM_MODE=ffma");
+    device_unknown(c, device_of_call(c));
+  } else if (gs_opt.mode == GS_MODE_FP8 && fp8_mode_takes(&c->g)) {
+    c->decided = GS_ROUTE_FP8;
+    if (hooks_timing()) reason_add(c, "GEMMSHIM_MODE=fp8");
     device_unknown(c, device_of_call(c));
   } else {
-    decide_by_policy(c);
+    if (gs_opt.mode == GS_MODE_FP8 && hooks_timing()) {
+      const char *a = gs_type_name(c->g.a_type), *b = gs_type_name(c->g.b_type);
+      char why[GS_REASON_MAX];
+      snprintf(why, sizeof why, "GEMMSHIM_MODE=fp8 takes bf16 and fp16 GEMMs, not %s x %s ones",
+               a ? a : "unknown", b ? b : "unknown");
+      reason_add(c, why);
+    }
+    decide_by_policy(c, GS_CALLER_APP, NULL);
   }
   if (!c->g.decoded) {
     if (hooks_timing()) reason_add(c, "arguments could not be decoded");

@@ -2,8 +2,14 @@
  *
  * The normal path allocates from the device's default memory pool with
  * cuMemAllocAsync on the caller's stream and frees with cuMemFreeAsync right
- * after the last kernel that uses it is enqueued: no synchronisation, and
- * legal inside CUDA graph capture (the graph gets alloc/free nodes).
+ * after the last kernel that uses it is enqueued: no synchronisation.
+ *
+ * Nothing is handed out during graph capture (GS_CAPTURE_DECLINE): there
+ * the pool calls would become memory alloc/free nodes, and a graph holding
+ * them cannot be cloned, embedded as a child graph (what XLA's command
+ * buffers do with captured cuBLAS work) or instantiated more than once;
+ * the scratch buffers below would be shared between the graph's replays
+ * and eager work on other streams.
  *
  * Devices or drivers without pools get a per-(context, stream) scratch
  * buffer from cuMemAlloc, kept for the process and reused: work on one
@@ -11,9 +17,7 @@
  * call's. The slot stays locked from alloc to release so two host threads
  * sharing a stream cannot interleave their kernels on it. Growing a scratch
  * buffer frees the old one with cuMemFree, which waits for the device: that
- * happens only when a larger GEMM than any before arrives. Scratch memory
- * inside graph capture would be shared by every replay, so that case runs
- * native.
+ * happens only when a larger GEMM than any before arrives.
  *
  * A slot's context is known by its address and, where the driver has
  * cuCtxGetId, its unique id: a primary context released and retained again
@@ -166,6 +170,12 @@ const char *transient_alloc(gs_call *c, size_t bytes, gs_transient *t) {
   t->stream = c->g.stream;
   if (bytes == 0) return NULL;
   if (!c->ctx) return "the call's context is unknown";
+  /* A driver without cuStreamIsCapturing predates graph capture. Not
+   * knowing is not "not capturing". */
+  CUstreamCaptureStatus capture = CU_STREAM_CAPTURE_STATUS_NONE;
+  if (gs_sys.cuStreamIsCapturing && GS_CALL(cuStreamIsCapturing, (CUstream)c->g.stream, &capture) != CUDA_SUCCESS)
+    return "cuStreamIsCapturing failed";
+  if (capture != CU_STREAM_CAPTURE_STATUS_NONE) return GS_CAPTURE_DECLINE;
   int has_pools = device_has_pools(c->device);
   if (has_pools < 0) return "cuDeviceGetAttribute(MEMORY_POOLS_SUPPORTED) failed";
   if (has_pools) {
@@ -178,14 +188,6 @@ const char *transient_alloc(gs_call *c, size_t bytes, gs_transient *t) {
     if (r == CUDA_ERROR_OUT_OF_MEMORY) return "cuMemAllocAsync: out of device memory";
     return "cuMemAllocAsync failed";
   }
-  /* A driver without cuStreamIsCapturing predates graph capture. Not
-   * knowing is not "not capturing": scratch memory in a graph is shared by
-   * every replay. */
-  CUstreamCaptureStatus capture = CU_STREAM_CAPTURE_STATUS_NONE;
-  if (gs_sys.cuStreamIsCapturing && GS_CALL(cuStreamIsCapturing, (CUstream)c->g.stream, &capture) != CUDA_SUCCESS)
-    return "cuStreamIsCapturing failed and the device has no memory pools";
-  if (capture != CU_STREAM_CAPTURE_STATUS_NONE)
-    return "stream is being captured and the device has no memory pools";
   return scratch_alloc(c, bytes, t);
 }
 

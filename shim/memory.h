@@ -15,8 +15,17 @@ typedef struct gs_transient {
   void *slot;  /* scratch fallback: the locked slot, unlocked on release */
 } gs_transient;
 
+/* Why a routed call runs native during graph capture. Its transient
+ * buffers would be memory alloc/free nodes (or scratch shared with eager
+ * work), and a graph with memory nodes cannot be cloned, used as a child
+ * graph (XLA's command buffers do both) or instantiated twice (cuda.h,
+ * cuGraphAddMemAllocNode). */
+#define GS_CAPTURE_DECLINE \
+  "stream is being captured (a graph holding the call's buffers could not be cloned, used as a child or instantiated twice)"
+
 /* bytes of device memory usable on c's stream until transient_release.
- * NULL on success, else why not (nothing to release then). */
+ * NULL on success, else why not (nothing to release then); during capture
+ * always GS_CAPTURE_DECLINE. */
 const char *transient_alloc(gs_call *c, size_t bytes, gs_transient *t);
 /* Enqueue the free after everything enqueued so far on the stream. */
 void transient_release(gs_transient *t);

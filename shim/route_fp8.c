@@ -133,17 +133,6 @@ static CUdeviceptr scale_ptr(const gs_fp8_ring *ring, int parity) {
   return (CUdeviceptr)(uintptr_t)&ring->scale[parity];
 }
 
-/* In a graph the parity is fixed at capture, so each replay must find the
- * scale its quantize published in the slot it reads: copy it over once the
- * GEMM has read the old one. */
-static CUresult carry_scales(const gs_call *c, const fp8_use *u) {
-  CUresult r = CUDA_SUCCESS;
-  for (int i = 0; i < 2 && r == CUDA_SUCCESS; i++)
-    r = GS_CALL(cuMemcpyDtoDAsync_v2, scale_ptr(u->ring[i], u->parity), scale_ptr(u->ring[i], u->parity ^ 1),
-                sizeof(float), (CUstream)c->g.stream);
-  return r;
-}
-
 /* ---- quantization ------------------------------------------------------------------- */
 static CUresult quantize_operands(const gs_call *c, const fp8_plan *p, const fp8_use *u, char *base, unsigned *ran) {
   const gs_gemm *g = &c->g;
@@ -197,14 +186,10 @@ static cublasLtHandle_t lt_handle_find(void *ctx) {
   return NULL;
 }
 
-static cublasLtHandle_t lt_handle_for(const gs_call *c, int capturing, const char **why) {
+static cublasLtHandle_t lt_handle_for(const gs_call *c, const char **why) {
   if (c->g.api == GS_API_LT_MATMUL) return (cublasLtHandle_t)c->g.handle;
   cublasLtHandle_t h = lt_handle_find(c->ctx);
   if (h) return h;
-  if (capturing) {
-    *why = "no cuBLASLt handle for this context yet, and none is made during capture";
-    return NULL;
-  }
   if (!gs_sys.cublasLtCreate) {
     *why = "cublasLtCreate not found";
     return NULL;
@@ -324,11 +309,13 @@ int route_fp8(gs_call *c) {
   fp8_plan p;
   const char *why = plan(c, &p);
   if (why) return decline(c, why);
+  /* In capture, before the site is touched: a captured call would leave
+   * its buffers' memory nodes in the graph (memory.h), and the site's
+   * state must stay what eager calls and replays both see. */
   int capturing = 0;
   why = stream_capturing(c, &capturing);
   if (why) return decline(c, why);
-  if (capturing && !gs_sys.cuMemcpyDtoDAsync_v2)
-    return decline(c, "graph capture needs cuMemcpyDtoDAsync to carry scales across replays");
+  if (capturing) return decline(c, GS_CAPTURE_DECLINE);
   why = kernels_ready((CUcontext)c->ctx);
   if (why) {
     call_decline(c, GS_ROUTE_NATIVE, "fp8 declined: kernels not loaded (%s); ran native", why);
@@ -336,7 +323,7 @@ int route_fp8(gs_call *c) {
   }
 
   fp8_use u;
-  why = fp8_site_acquire(c, capturing, &u);
+  why = fp8_site_acquire(c, 0, &u);
   if (why) return decline(c, why);
   gs_transient t;
   why = transient_alloc(c, p.bytes, &t);
@@ -361,7 +348,7 @@ int route_fp8(gs_call *c) {
   if (c->gpu.on) gpu_time_mark(c, GS_GPU_EV_GEMM_BEGIN);
   const char *own_why = lt_unfit(c, &p, &u);
   cublasLtHandle_t lt = NULL;
-  if (!own_why) lt = lt_handle_for(c, capturing, &own_why);
+  if (!own_why) lt = lt_handle_for(c, &own_why);
   cublasStatus_t lt_status = CUBLAS_STATUS_SUCCESS;
   if (lt) {
     lt_status = lt_fp8(c, &p, &u, lt, base);
@@ -392,7 +379,6 @@ int route_fp8(gs_call *c) {
   }
   if (c->gpu.on) gpu_time_mark(c, GS_GPU_EV_GEMM_END);
   transient_release(&t);
-  CUresult carried = capturing ? carry_scales(c, &u) : CUDA_SUCCESS;
   describe_formats(c, &u);
   fp8_site_release(&u, ran);
 
@@ -403,7 +389,5 @@ int route_fp8(gs_call *c) {
     call_decline(c, GS_ROUTE_FP8, "%s; ran the own kernel", mma_why);
   else if (!lt && gs_opt.fp8_backend != GS_FP8_BACKEND_OWN && gs_opt.fp8_backend != GS_FP8_BACKEND_OWN_MMA)
     call_decline(c, GS_ROUTE_FP8, "own kernel: %s", own_why);
-  if (carried != CUDA_SUCCESS)
-    call_decline(c, GS_ROUTE_FP8, "scale not carried for graph replays (CUresult %d)", (int)carried);
   return CUBLAS_STATUS_SUCCESS;
 }

@@ -8,7 +8,7 @@
  *   decode.c     arguments and Lt descriptors -> gs_gemm
  *   device.c     stream -> context -> device and compute capability
  *   decide.c     mode + policy table -> route and reason
- *   site.c       call-site ids
+ *   site.c       call-site ids; which object a call comes from
  *   route_*.c    one file per route
  *   log.c        the per-call routing log (JSON lines) and exit summary
  *   work.c       the stretch of a call that issues its device work
@@ -348,5 +348,10 @@ int route_fp8(gs_call *c);
 /* ------------------------------------------------------------------------ */
 /* "site.c" */
 uint64_t site_id(const void *caller, const gs_gemm *g);
+/* Who made the call whose return address is caller: GS_CALLER_APP, or the
+ * NVIDIA library it lies in, with *object set to that object's file name
+ * (e.g. "libcusolver.so.12"; static storage). Cached per thread and
+ * caller: no loader call after the first. */
+gs_caller site_caller(const void *caller, const char **object);
 
 #endif

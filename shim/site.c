@@ -2,10 +2,14 @@
  * address is taken relative to the object that holds it (so ASLR does not
  * change it between runs) together with the object's name, then mixed with
  * the GEMM's shape and types: every PyTorch GEMM comes through the same few
- * return addresses, and the shape tells its layers apart. */
+ * return addresses, and the shape tells its layers apart. The same lookup
+ * says whether the caller is an NVIDIA library (decide.c). */
 #define _GNU_SOURCE
 #include <dlfcn.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "shim.h"
@@ -18,19 +22,53 @@ static uint64_t fnv(uint64_t h, const void *data, size_t n) {
 }
 #define FNV_SEED 0xcbf29ce484222325ULL
 
-/* dladdr takes the loader's lock; remember the last few callers per thread. */
-#define CALLER_CACHE 16
+/* dladdr takes the loader's lock and walks the loaded objects: it runs
+ * once per caller and thread, and its answer (the site hash and who the
+ * caller is) is kept in a small per-thread table. The table is keyed by the
+ * return address alone: an object unloaded and another loaded at the same
+ * address would keep the first one's answer for that address (frameworks
+ * keep their CUDA libraries loaded for the process). */
+#define CALLER_CACHE 32
 typedef struct caller_entry {
   const void *caller;
-  uint64_t where; /* hash of object name and offset */
+  uint64_t where;   /* hash of object name and offset */
+  uint8_t library;  /* gs_caller */
+  uint8_t object;   /* index in library_objects, with library != APP */
 } caller_entry;
 static __thread caller_entry caller_cache[CALLER_CACHE] __attribute__((tls_model("initial-exec")));
 
-static uint64_t caller_where(const void *caller) {
-  unsigned slot = (unsigned)(((uintptr_t)caller >> 4) % CALLER_CACHE);
-  caller_entry *e = &caller_cache[slot];
-  if (e->caller == caller && caller) return e->where;
+/* The file names of the library objects callers were found in, for the
+ * reason; appended under the lock, read without it once published. */
+#define LIBRARY_OBJECTS 64
+#define OBJECT_NAME_MAX 64
+static char library_objects[LIBRARY_OBJECTS][OBJECT_NAME_MAX];
+static _Atomic unsigned library_object_count;
+static pthread_mutex_t library_objects_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static unsigned library_object_index(const char *base) {
+  unsigned n = atomic_load_explicit(&library_object_count, memory_order_acquire);
+  for (unsigned i = 0; i < n; i++)
+    if (strncmp(library_objects[i], base, OBJECT_NAME_MAX - 1) == 0) return i;
+  pthread_mutex_lock(&library_objects_lock);
+  n = atomic_load_explicit(&library_object_count, memory_order_relaxed);
+  unsigned i = 0;
+  while (i < n && strncmp(library_objects[i], base, OBJECT_NAME_MAX - 1) != 0) i++;
+  if (i == n && n < LIBRARY_OBJECTS) {
+    snprintf(library_objects[n], OBJECT_NAME_MAX, "%s", base);
+    atomic_store_explicit(&library_object_count, n + 1, memory_order_release);
+  } else if (i == n) {
+    i = LIBRARY_OBJECTS - 1; /* full: the reason names the last one kept */
+  }
+  pthread_mutex_unlock(&library_objects_lock);
+  return i;
+}
+
+/* The loader's answer for caller, into e. Kept out of line: the hit path
+ * below is a few instructions on every call. */
+static __attribute__((noinline)) const caller_entry *caller_fill(caller_entry *e, const void *caller) {
   uint64_t h = FNV_SEED;
+  gs_caller library = GS_CALLER_APP;
+  unsigned object = 0;
   Dl_info info;
   if (caller && dladdr(caller, &info) && info.dli_fname) {
     const char *base = strrchr(info.dli_fname, '/');
@@ -38,13 +76,30 @@ static uint64_t caller_where(const void *caller) {
     uint64_t off = (uint64_t)((uintptr_t)caller - (uintptr_t)info.dli_fbase);
     h = fnv(h, base, strlen(base));
     h = fnv(h, &off, sizeof off);
+    library = gs_caller_of_object(base);
+    if (library != GS_CALLER_APP) object = library_object_index(base);
   } else {
     uintptr_t raw = (uintptr_t)caller;
     h = fnv(h, &raw, sizeof raw);
   }
   e->caller = caller;
   e->where = h;
-  return h;
+  e->library = (uint8_t)library;
+  e->object = (uint8_t)object;
+  return e;
+}
+
+static inline const caller_entry *caller_lookup(const void *caller) {
+  caller_entry *e = &caller_cache[((uintptr_t)caller >> 4) % CALLER_CACHE];
+  if (__builtin_expect(e->caller == caller && caller != NULL, 1)) return e;
+  return caller_fill(e, caller);
+}
+
+gs_caller site_caller(const void *caller, const char **object) {
+  const caller_entry *e = caller_lookup(caller);
+  if (e->library == GS_CALLER_APP) return GS_CALLER_APP;
+  *object = library_objects[e->object];
+  return (gs_caller)e->library;
 }
 
 /* A word at a time: this runs on every logged call. The multiply-xorshift
@@ -57,7 +112,7 @@ static uint64_t mix(uint64_t h, uint64_t v) {
 }
 
 uint64_t site_id(const void *caller, const gs_gemm *g) {
-  uint64_t h = caller_where(caller);
+  uint64_t h = caller_lookup(caller)->where;
   h = mix(h, (uint64_t)g->m);
   h = mix(h, (uint64_t)g->n);
   h = mix(h, (uint64_t)g->k);

@@ -2,7 +2,9 @@
 # asserted). `make bench` prints the table the README quotes.
 BENCH_CLIENT := $(BUILD)/tests/bench/bench_client
 
-$(BENCH_CLIENT): tests/bench/bench_client.c $(STANDIN_DIR_CU12)/libcublas.so.12
+# The unversioned links (-lcublas) come with the stand-in's full library set;
+# without them the linker would find the toolkit's real cuBLAS.
+$(BENCH_CLIENT): tests/bench/bench_client.c $(STANDIN_LIBS_CU12)
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -o $@ $< -L$(STANDIN_DIR_CU12) -lcublasLt -lcublas -lcuda
 

@@ -42,10 +42,8 @@
  *   --capture-from=N   calls N.. are issued inside a graph capture of the
  *                      stream (global mode), after calls 0..N-1 ran eagerly;
  *                      every operand is allocated and uploaded before the
- *                      capture begins. A driver with cuGraphInstantiate
- *                      then launches the graph; one whose captures execute
- *                      as they are recorded (the CPU stand-in) has no graph
- *                      execution to do.
+ *                      capture begins; the graph is then instantiated and
+ *                      launched, and the results checked after the launch.
  *   --reset-after=N    after call N-1: destroy the handles and stream,
  *                      release the primary context (its memory goes with
  *                      it), retain it again and carry on

@@ -21,3 +21,36 @@ $(BUILD)/tests/unit/test_route_fp8: $(KERNELS_HOST_SO) $(STANDIN_LIBS_CU13)
 TEST_DEPS += $(FP8_CLIENT)
 # The integration step's prerequisites were read with integration.mk.
 integration: $(FP8_CLIENT)
+
+# A GEMM from inside an NVIDIA library: libcusolver.so.12 (fakecusolver.c)
+# calls cublasGemmEx as the real one does; library_client_cu13 links it
+# (found next to the program) and the stand-in's cuBLAS 13.
+LIBRARY_CLIENT := $(INTEG_DIR)/library_client_cu13
+FAKE_CUSOLVER := $(INTEG_DIR)/nvlib/libcusolver.so.12
+
+$(INTEG_DIR)/obj/fakecusolver.o: INTEG_CFLAGS += -fvisibility=hidden
+$(FAKE_CUSOLVER): $(INTEG_DIR)/obj/fakecusolver.o $(call integ_cublas_deps,13)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS_SAN) -shared -Wl,-soname,libcusolver.so.12 -o $@ $< $(call integ_cublas_link,13)
+
+$(LIBRARY_CLIENT): $(INTEG_DIR)/obj/library_client.o $(INTEG_DIR)/obj/client_cuda.o $(FAKE_CUSOLVER)
+	$(CC) $(LDFLAGS_SAN) -pthread -o $@ $(INTEG_DIR)/obj/library_client.o $(INTEG_DIR)/obj/client_cuda.o \
+	  -L$(INTEG_DIR)/nvlib -l:libcusolver.so.12 -Wl,-rpath,'$$ORIGIN/nvlib' $(call integ_cublas_link,13) $(INTEG_LIBS)
+
+$(INTEG_DIR)/obj/library_client.o: kernels/convert.h
+
+TEST_DEPS += $(LIBRARY_CLIENT)
+integration: $(LIBRARY_CLIENT)
+
+# CUDA graphs as PyTorch and XLA use them, around one layer's GEMM
+# (graph_client.c), over the stand-in's cuBLAS 13.
+GRAPH_CLIENT := $(INTEG_DIR)/graph_client_cu13
+
+$(GRAPH_CLIENT): $(INTEG_DIR)/obj/graph_client.o $(INTEG_DIR)/obj/client_cuda.o $(call integ_cublas_deps,13)
+	$(CC) $(LDFLAGS_SAN) -pthread -o $@ $(INTEG_DIR)/obj/graph_client.o $(INTEG_DIR)/obj/client_cuda.o \
+	  $(call integ_cublas_link,13) $(INTEG_LIBS)
+
+$(INTEG_DIR)/obj/graph_client.o: kernels/convert.h
+
+TEST_DEPS += $(GRAPH_CLIENT)
+integration: $(GRAPH_CLIENT)

@@ -60,9 +60,11 @@ def test_fork_without_gemm_keeps_log(tmp_path):
     r = run_shell("ls / | cat >/dev/null", {"GEMMSHIM_LOG": str(old)}, tmp_path)
     assert r.returncode == 0, r.describe()
     assert old.read_text() == '{"old":1}\n'
-    r = run_shell("ls / | cat >/dev/null", {"GEMMSHIM_LOG": str(tmp_path / "new.jsonl")}, tmp_path)
+    r = run_shell("ls / | cat >/dev/null", {"GEMMSHIM_LOG": str(tmp_path / "new.jsonl"),
+                                            "GEMMSHIM_DEBUG_FILE": str(tmp_path / "new.debug")}, tmp_path)
     assert r.returncode == 0 and r.stderr == "", r.describe()
     assert not (tmp_path / "new.jsonl").exists()
+    assert not (tmp_path / "new.debug").exists()  # nothing to say at WARN, no file
 
 
 def test_log_appends_whole_lines(client, standin, tmp_path):

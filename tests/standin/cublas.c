@@ -485,7 +485,9 @@ static cublasStatus_t bl_sgemm(cublasHandle_t h, const char *fn, cublasOperation
   if (!rt_check_operand(fn, "A", A, span_a) || !rt_check_operand(fn, "B", B, span_b) ||
       !rt_check_operand(fn, "C", C, span_c))
     return CUBLAS_STATUS_EXECUTION_FAILED;
-  return sg_gemm(&p) ? CUBLAS_STATUS_ALLOC_FAILED : CUBLAS_STATUS_SUCCESS;
+  rt_late late = {dev_mode ? (const void *)alpha : NULL, dev_mode ? (const void *)beta : NULL, CUDA_R_32F, NULL, NULL};
+  int queued = rt_gemm_on_stream(&p, &late, (CUstream)h->stream);
+  return queued == -1 ? CUBLAS_STATUS_ALLOC_FAILED : queued ? CUBLAS_STATUS_EXECUTION_FAILED : CUBLAS_STATUS_SUCCESS;
 }
 
 cublasStatus_t cublasSgemm_v2(cublasHandle_t handle, cublasOperation_t transa,

@@ -231,7 +231,9 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t lightHandle, cublasLtMatmulDesc_t
        !rt_check_operand("cublasLtMatmul", "workspace", workspace, workspaceSizeInBytes)))
     return CUBLAS_STATUS_EXECUTION_FAILED;
 
-  return sg_gemm(&p) ? CUBLAS_STATUS_ALLOC_FAILED : CUBLAS_STATUS_SUCCESS;
+  rt_late late = {dev_mode ? alpha : NULL, dev_mode ? beta : NULL, (int)st, d->a_scale, d->b_scale};
+  int queued = rt_gemm_on_stream(&p, &late, (CUstream)stream);
+  return queued == -1 ? CUBLAS_STATUS_ALLOC_FAILED : queued ? CUBLAS_STATUS_EXECUTION_FAILED : CUBLAS_STATUS_SUCCESS;
 }
 
 cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t lightHandle,

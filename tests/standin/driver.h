@@ -4,12 +4,16 @@
  *                    the object registry, call counters and the exit report
  *   driver_ctx.c     contexts: primary contexts, the per-thread stack
  *   driver_stream.c  streams, graph capture, events, synchronisation
+ *   driver_graph.c   graphs: the work captured into them, cloning, child
+ *                    graphs, instantiation and launch
  *   driver_mem.c     device memory (= host memory), copies, memsets
  *   driver_module.c  modules and kernel launches (standin_kernel.h)
  *   driver_errors.c  cuGetErrorName / cuGetErrorString
  *
  * Device memory is host memory and every stream runs its work inline, on
- * the calling thread, before the enqueuing call returns. One mutex (sd_lock)
+ * the calling thread, before the enqueuing call returns; work enqueued on a
+ * capturing stream is recorded into the capture's graph instead and runs
+ * when an instantiation of the graph is launched. One mutex (sd_lock)
  * guards all driver state; it is never held while user work (a host kernel)
  * runs. The opaque handle types of cuda.h (CUctx_st, CUstream_st, ...) are
  * defined here, as a driver defines them; a handle is valid while it is in
@@ -51,7 +55,10 @@
   X(cuStreamCreate) X(cuStreamDestroy_v2) X(cuStreamGetCtx)                    \
   X(cuStreamSynchronize) X(cuStreamIsCapturing) X(cuStreamBeginCapture_v2)     \
   X(cuStreamEndCapture) X(cuStreamWaitEvent) X(cuGraphDestroy)                 \
-  X(cuEventCreate) X(cuEventRecord) X(cuEventQuery) X(cuEventSynchronize)                      \
+  X(cuGraphCreate) X(cuGraphClone) X(cuGraphAddChildGraphNode)                 \
+  X(cuGraphInstantiateWithFlags) X(cuGraphLaunch) X(cuGraphExecDestroy)        \
+  X(cuLaunchHostFunc)                                                          \
+  X(cuEventCreate) X(cuEventRecord) X(cuEventQuery) X(cuEventSynchronize)      \
   X(cuEventElapsedTime_v2) X(cuEventDestroy_v2)                                \
   X(cuMemAlloc_v2) X(cuMemFree_v2) X(cuMemAllocAsync) X(cuMemFreeAsync)        \
   X(cuMemGetInfo_v2) X(cuMemcpyHtoD_v2) X(cuMemcpyDtoH_v2) X(cuMemcpyDtoD_v2)  \
@@ -112,7 +119,9 @@ CUresult sd_check_init(void);
 CUresult sd_check_device(CUdevice dev);
 
 /* The registry of live handles. All of these need sd_lock held. */
-typedef enum sd_kind { SD_CTX = 1, SD_STREAM, SD_EVENT, SD_MODULE, SD_FUNC, SD_GRAPH } sd_kind;
+typedef enum sd_kind {
+  SD_CTX = 1, SD_STREAM, SD_EVENT, SD_MODULE, SD_FUNC, SD_GRAPH, SD_GRAPH_NODE, SD_GRAPH_EXEC
+} sd_kind;
 int sd_reg_add(void *obj, sd_kind kind);        /* 0, or -1 out of memory */
 int sd_reg_has(const void *obj, sd_kind kind);
 void sd_reg_del(const void *obj);
@@ -151,6 +160,7 @@ struct CUstream_st {
   unsigned long long work;    /* operations enqueued, for join tracking */
   int unjoined;               /* forked, with work the origin has not
                                  waited for */
+  struct CUgraph_st *graph;   /* origin of a capture: the graph being built */
 };
 
 struct CUevent_st {
@@ -166,9 +176,51 @@ struct CUevent_st {
   unsigned long long order; /* when it was recorded, among all records */
 };
 
+/* One operation of a graph, recorded as the driver would: kernel
+ * arguments by value, memset values, copy addresses. Graphs are kept as the
+ * flat list of their operations in an order their dependencies allow (the
+ * order of capture; a child graph's operations in place of its node):
+ * launches run them one after another. */
+typedef enum sd_node_kind {
+  SD_NODE_KERNEL = 1, SD_NODE_MEMCPY, SD_NODE_MEMSET, SD_NODE_HOST, SD_NODE_MEM_ALLOC, SD_NODE_MEM_FREE
+} sd_node_kind;
+
+typedef struct sd_node {
+  sd_node_kind kind;
+  CUdeviceptr dst, src;            /* memcpy, memset, alloc/free (dst) */
+  size_t bytes;                    /* memcpy/memset/alloc bytes */
+  unsigned value, elem_size;       /* memset: value, 1 or 4 */
+  standin_kernel_fn fn;            /* kernel */
+  standin_launch launch;           /* kernel: params point into blob at run */
+  unsigned nparams;
+  unsigned char *blob;             /* kernel: nparams offsets (size_t), then the values */
+  size_t blob_size;
+  CUhostFn host_fn;                /* host */
+  void *user_data;
+} sd_node;
+
 struct CUgraph_st {
   CUcontext ctx;
+  sd_node *nodes;
+  size_t n, cap;
+  unsigned mem_nodes;    /* alloc and free nodes: no clone, no child, one instantiation */
+  unsigned execs;        /* live instantiations */
+  int destroyed;         /* cuGraphDestroy ran; kept while execs hold it */
+  CUdeviceptr *allocs;   /* memory of its alloc nodes, freed with the graph */
+  size_t nallocs;
 };
+
+/* "driver_graph.c". Lock held for all of these. */
+/* The graph st's capture records into, or NULL when st is not capturing. */
+struct CUgraph_st *sd_capture_graph_locked(struct CUstream_st *st);
+/* Append a copy of n (its blob included); 0, or -1 out of memory. */
+int sd_graph_append_locked(struct CUgraph_st *g, const sd_node *n);
+/* A new, unregistered graph of ctx; NULL out of memory. */
+struct CUgraph_st *sd_graph_new_locked(CUcontext ctx);
+/* Free g and the memory of its alloc nodes (registered or not). */
+void sd_graph_free_locked(struct CUgraph_st *g);
+/* Free every graph and instantiation of ctx (context destruction). */
+void sd_graphs_drop_ctx_locked(CUcontext ctx);
 
 /* Resolve a stream handle for enqueuing work: NULL, CU_STREAM_LEGACY and
  * CU_STREAM_PER_THREAD mean the current context. Fails like a driver:
@@ -193,11 +245,17 @@ void sd_streams_drop_ctx_locked(CUcontext ctx);
 /* "driver_mem.c" */
 /* Is [p, p+n) inside one live allocation? 1/0. Lock held. */
 int sd_mem_covers_locked(CUdeviceptr p, size_t n);
+/* Allocate / free device memory of ctx (the accounting of cuMemAlloc). */
+CUresult sd_mem_alloc_locked(CUdeviceptr *dptr, size_t bytes, CUcontext ctx);
+CUresult sd_mem_free_locked(CUdeviceptr p);
 void sd_mem_drop_ctx_locked(CUcontext ctx);
 void sd_mem_totals(unsigned long long *allocations, unsigned long long *bytes);
 
 /* ------------------------------------------------------------------------ */
 /* "driver_module.c" */
 void sd_modules_drop_ctx_locked(CUcontext ctx);
+/* Call a host kernel with its dynamic shared scratch (the lock NOT held);
+ * returns its fault or CUDA_SUCCESS. */
+CUresult sd_kernel_call(standin_kernel_fn fn, standin_launch *l);
 
 #endif

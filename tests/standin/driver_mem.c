@@ -62,7 +62,7 @@ void sd_mem_drop_ctx_locked(CUcontext ctx) {
     if (sd_allocs[i].ctx == ctx) sd_mem_remove_at(i);
 }
 
-static CUresult sd_mem_alloc_locked(CUdeviceptr *dptr, size_t bytes, CUcontext ctx) {
+CUresult sd_mem_alloc_locked(CUdeviceptr *dptr, size_t bytes, CUcontext ctx) {
   if (!dptr || bytes == 0) return CUDA_ERROR_INVALID_VALUE;
   sd_device *d = &sd.dev[ctx->device];
   if (sd.mem_limit && (bytes > sd.mem_limit || d->live_bytes > sd.mem_limit - bytes))
@@ -90,7 +90,7 @@ static CUresult sd_mem_alloc_locked(CUdeviceptr *dptr, size_t bytes, CUcontext c
 
 /* A free of 0 does nothing, as cudaFree(NULL) does; anything else must be
  * the start of a live allocation. */
-static CUresult sd_mem_free_locked(CUdeviceptr p) {
+CUresult sd_mem_free_locked(CUdeviceptr p) {
   if (p == 0) return CUDA_SUCCESS;
   long i = sd_mem_find((uintptr_t)p);
   if (i < 0 || sd_allocs[i].base != (uintptr_t)p) return CUDA_ERROR_INVALID_VALUE;
@@ -120,13 +120,31 @@ CUresult cuMemFree_v2(CUdeviceptr dptr) {
   return r;
 }
 
+/* In capture these are alloc and free nodes (cuda.h, cuGraphAddMemAllocNode:
+ * "The allocation's address remains fixed across instantiations and
+ * launches"): the memory is taken now, belongs to the graph and is freed
+ * with it; a free node of the graph's own allocation does nothing more. */
 CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize, CUstream hStream) {
   SD_COUNT(cuMemAllocAsync);
   pthread_mutex_lock(&sd_lock);
   CUcontext ctx;
-  CUresult r = sd_stream_enqueue_locked(hStream, &ctx, NULL);
+  struct CUstream_st *st = NULL;
+  CUresult r = sd_stream_enqueue_locked(hStream, &ctx, &st);
   if (!r && sd.no_pools) r = CUDA_ERROR_NOT_SUPPORTED;
   if (!r) r = sd_mem_alloc_locked(dptr, bytesize, ctx);
+  struct CUgraph_st *g = r ? NULL : sd_capture_graph_locked(st);
+  if (g) {
+    CUdeviceptr *grown = realloc(g->allocs, (g->nallocs + 1) * sizeof *grown);
+    sd_node n = {.kind = SD_NODE_MEM_ALLOC, .dst = *dptr, .bytes = bytesize};
+    if (grown) g->allocs = grown;
+    if (!grown || sd_graph_append_locked(g, &n) != 0) {
+      sd_mem_free_locked(*dptr);
+      r = CUDA_ERROR_OUT_OF_MEMORY;
+    } else {
+      g->allocs[g->nallocs++] = *dptr;
+      g->mem_nodes++;
+    }
+  }
   pthread_mutex_unlock(&sd_lock);
   return r;
 }
@@ -135,9 +153,20 @@ CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream hStream) {
   SD_COUNT(cuMemFreeAsync);
   pthread_mutex_lock(&sd_lock);
   CUcontext ctx;
-  CUresult r = sd_stream_enqueue_locked(hStream, &ctx, NULL);
+  struct CUstream_st *st = NULL;
+  CUresult r = sd_stream_enqueue_locked(hStream, &ctx, &st);
   if (!r && sd.no_pools) r = CUDA_ERROR_NOT_SUPPORTED;
-  if (!r) r = sd_mem_free_locked(dptr);
+  struct CUgraph_st *g = r ? NULL : sd_capture_graph_locked(st);
+  if (g) {
+    int own = 0;
+    for (size_t i = 0; i < g->nallocs; i++) own |= g->allocs[i] == dptr;
+    sd_node n = {.kind = SD_NODE_MEM_FREE, .dst = dptr};
+    if (!own) r = CUDA_ERROR_NOT_SUPPORTED; /* freeing outside memory in a graph: not modelled */
+    else if (sd_graph_append_locked(g, &n) != 0) r = CUDA_ERROR_OUT_OF_MEMORY;
+    else g->mem_nodes++;
+  } else if (!r) {
+    r = sd_mem_free_locked(dptr);
+  }
   pthread_mutex_unlock(&sd_lock);
   return r;
 }
@@ -233,14 +262,26 @@ CUresult cuMemsetD32_v2(CUdeviceptr dstDevice, unsigned int ui, size_t N) {
   return r;
 }
 
+/* Record n into st's capture (1), or 0 when st is not capturing; the
+ * result in *r. Lock held. */
+static int sd_mem_record_locked(struct CUstream_st *st, const sd_node *n, CUresult *r) {
+  struct CUgraph_st *g = sd_capture_graph_locked(st);
+  if (!g) return 0;
+  *r = sd_graph_append_locked(g, n) ? CUDA_ERROR_OUT_OF_MEMORY : CUDA_SUCCESS;
+  return 1;
+}
+
 CUresult cuMemsetD8Async(CUdeviceptr dstDevice, unsigned char uc, size_t N, CUstream hStream) {
   SD_COUNT(cuMemsetD8Async);
   pthread_mutex_lock(&sd_lock);
   CUcontext ctx;
-  CUresult r = sd_stream_enqueue_locked(hStream, &ctx, NULL);
+  struct CUstream_st *st = NULL;
+  CUresult r = sd_stream_enqueue_locked(hStream, &ctx, &st);
   if (!r && N && !sd_mem_covers_locked(dstDevice, N)) r = CUDA_ERROR_INVALID_VALUE;
+  sd_node n = {.kind = SD_NODE_MEMSET, .dst = dstDevice, .bytes = N, .value = uc, .elem_size = 1};
+  int recorded = !r && sd_mem_record_locked(st, &n, &r);
   pthread_mutex_unlock(&sd_lock);
-  if (!r && N) memset((void *)dstDevice, uc, N);
+  if (!r && N && !recorded) memset((void *)dstDevice, uc, N);
   return r;
 }
 
@@ -249,10 +290,13 @@ CUresult cuMemsetD32Async(CUdeviceptr dstDevice, unsigned int ui, size_t N, CUst
   if (dstDevice % 4 || N > SIZE_MAX / 4) return CUDA_ERROR_INVALID_VALUE;
   pthread_mutex_lock(&sd_lock);
   CUcontext ctx;
-  CUresult r = sd_stream_enqueue_locked(hStream, &ctx, NULL);
+  struct CUstream_st *st = NULL;
+  CUresult r = sd_stream_enqueue_locked(hStream, &ctx, &st);
   if (!r && N && !sd_mem_covers_locked(dstDevice, N * 4)) r = CUDA_ERROR_INVALID_VALUE;
+  sd_node n = {.kind = SD_NODE_MEMSET, .dst = dstDevice, .bytes = N * 4, .value = ui, .elem_size = 4};
+  int recorded = !r && sd_mem_record_locked(st, &n, &r);
   pthread_mutex_unlock(&sd_lock);
-  if (!r)
+  if (!r && !recorded)
     for (size_t i = 0; i < N; i++) memcpy((char *)dstDevice + 4 * i, &ui, 4);
   return r;
 }
@@ -263,12 +307,15 @@ CUresult cuMemcpyDtoDAsync_v2(CUdeviceptr dstDevice, CUdeviceptr srcDevice, size
   SD_COUNT(cuMemcpyDtoDAsync_v2);
   pthread_mutex_lock(&sd_lock);
   CUcontext ctx;
-  CUresult r = sd_stream_enqueue_locked(hStream, &ctx, NULL);
+  struct CUstream_st *st = NULL;
+  CUresult r = sd_stream_enqueue_locked(hStream, &ctx, &st);
   if (!r && ByteCount && (!sd_mem_covers_locked(dstDevice, ByteCount) ||
                           !sd_mem_covers_locked(srcDevice, ByteCount)))
     r = CUDA_ERROR_INVALID_VALUE;
+  sd_node n = {.kind = SD_NODE_MEMCPY, .dst = dstDevice, .src = srcDevice, .bytes = ByteCount};
+  int recorded = !r && sd_mem_record_locked(st, &n, &r);
   pthread_mutex_unlock(&sd_lock);
-  if (!r && ByteCount) memmove((void *)dstDevice, (const void *)srcDevice, ByteCount);
+  if (!r && ByteCount && !recorded) memmove((void *)dstDevice, (const void *)srcDevice, ByteCount);
   return r;
 }
 

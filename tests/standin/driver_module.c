@@ -13,12 +13,16 @@
 #include <stdlib.h>
 #include <string.h>
 
+#define SD_MAX_PARAMS 64
+
 struct CUfunc_st {
   CUmodule mod;
   struct CUfunc_st *next;
   standin_kernel_fn fn;
   int max_dynamic_shared;  /* CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES */
   int carveout;
+  int nparams;             /* from the PTX .entry; -1 unknown (binary image) */
+  unsigned param_size[SD_MAX_PARAMS];
   char name[];
 };
 
@@ -96,6 +100,48 @@ static int sd_ptx_has_entry(const char *ptx, const char *name) {
     }
   }
   return 0;
+}
+
+/* The sizes of an entry's parameters, from its PTX declaration, as the
+ * driver knows them when it copies kernelParams at a launch (for a graph,
+ * the values are copied when the kernel node is made):
+ *     .entry name(.param .u64 p0, .param .align 8 .b8 p1[72], ...)
+ * Returns the count, or -1 when the declaration cannot be read. */
+static int sd_ptx_param_sizes(const char *ptx, const char *name, unsigned *size) {
+  size_t len = strlen(name);
+  const char *p = ptx;
+  while ((p = strstr(p, ".entry")) != NULL) {
+    p += 6;
+    while (*p == ' ' || *p == '\t') p++;
+    if (strncmp(p, name, len) == 0 && (p[len] == '(' || p[len] == ' ' || p[len] == '\n' || p[len] == '\t')) break;
+  }
+  if (!p) return -1;
+  p = strchr(p, '(');
+  const char *end = p ? strchr(p, ')') : NULL;
+  if (!p || !end) return -1;
+  int n = 0;
+  for (const char *q = p; (q = strstr(q, ".param")) != NULL && q < end; n++) {
+    if (n == SD_MAX_PARAMS) return -1;
+    q += 6;
+    const char *decl_end = q;
+    while (decl_end < end && *decl_end != ',') decl_end++;
+    unsigned bits = 0;
+    const char *t = q;
+    while (t < decl_end && !bits) {
+      t = strchr(t, '.');
+      if (!t || t >= decl_end) break;
+      t++;
+      if ((*t == 'u' || *t == 's' || *t == 'b' || *t == 'f') && t[1] >= '0' && t[1] <= '9') bits = (unsigned)atoi(t + 1);
+    }
+    if (!bits || bits % 8) return -1;
+    unsigned count = 1;
+    const char *bracket = memchr(q, '[', (size_t)(decl_end - q));
+    if (bracket) count = (unsigned)atoi(bracket + 1);
+    if (!count) return -1;
+    size[n] = bits / 8 * count;
+    q = decl_end;
+  }
+  return n;
 }
 
 CUresult cuModuleLoadData(CUmodule *module, const void *image) {
@@ -212,6 +258,7 @@ CUresult cuModuleGetFunction(CUfunction *hfunc, CUmodule hmod, const char *name)
   f->mod = hmod;
   memcpy(&f->fn, &p, sizeof p);
   f->max_dynamic_shared = 49152; /* a GPU's default before opting in */
+  f->nparams = hmod->ptx ? sd_ptx_param_sizes(hmod->ptx, name, f->param_size) : -1;
   f->carveout = -1;
   strcpy(f->name, name);
   f->next = hmod->funcs;
@@ -256,6 +303,47 @@ CUresult cuFuncSetAttribute(CUfunction hfunc, CUfunction_attribute attrib, int v
   return r;
 }
 
+CUresult sd_kernel_call(standin_kernel_fn fn, standin_launch *l) {
+  void *shared = NULL;
+  if (l->shared_bytes) {
+    shared = malloc(l->shared_bytes);
+    if (!shared) return CUDA_ERROR_OUT_OF_MEMORY;
+    memset(shared, 0xA5, l->shared_bytes);
+  }
+  l->shared = shared;
+  int kr = fn(l);
+  free(shared);
+  l->shared = NULL;
+  return (CUresult)kr;
+}
+
+/* A kernel node: the arguments copied by value, with the sizes the PTX
+ * declared (a binary image's are unknown: CUDA_ERROR_NOT_SUPPORTED). */
+static CUresult sd_kernel_record_locked(struct CUgraph_st *g, const struct CUfunc_st *f, const standin_launch *l,
+                                        void **params) {
+  if (f->nparams < 0) return CUDA_ERROR_NOT_SUPPORTED;
+  size_t head = (size_t)f->nparams * sizeof(size_t), total = head;
+  for (int i = 0; i < f->nparams; i++) total += f->param_size[i];
+  sd_node n = {.kind = SD_NODE_KERNEL, .fn = f->fn, .launch = *l, .nparams = (unsigned)f->nparams};
+  n.launch.params = NULL;
+  n.blob_size = total;
+  n.blob = malloc(total ? total : 1);
+  if (!n.blob) return CUDA_ERROR_OUT_OF_MEMORY;
+  size_t off = head;
+  for (int i = 0; i < f->nparams; i++) {
+    if (!params || !params[i]) {
+      free(n.blob);
+      return CUDA_ERROR_INVALID_VALUE;
+    }
+    memcpy(n.blob + i * sizeof(size_t), &off, sizeof off);
+    memcpy(n.blob + off, params[i], f->param_size[i]);
+    off += f->param_size[i];
+  }
+  int bad = sd_graph_append_locked(g, &n);
+  free(n.blob); /* appended as a copy */
+  return bad ? CUDA_ERROR_OUT_OF_MEMORY : CUDA_SUCCESS;
+}
+
 CUresult cuLaunchKernel(CUfunction f, unsigned int gridDimX, unsigned int gridDimY,
                         unsigned int gridDimZ, unsigned int blockDimX, unsigned int blockDimY,
                         unsigned int blockDimZ, unsigned int sharedMemBytes, CUstream hStream,
@@ -267,10 +355,12 @@ CUresult cuLaunchKernel(CUfunction f, unsigned int gridDimX, unsigned int gridDi
   standin_launch l;
   memset(&l, 0, sizeof l);
   standin_kernel_fn fn = NULL;
+  int recorded = 0;
   pthread_mutex_lock(&sd_lock);
   CUcontext ctx;
+  struct CUstream_st *st = NULL;
   if (!sd_reg_has(f, SD_FUNC)) r = CUDA_ERROR_INVALID_HANDLE;
-  if (!r) r = sd_stream_enqueue_locked(hStream, &ctx, NULL);
+  if (!r) r = sd_stream_enqueue_locked(hStream, &ctx, &st);
   if (!r && f->mod->ctx != ctx) r = CUDA_ERROR_INVALID_HANDLE;
   if (!r) {
     const sd_device *d = &sd.dev[ctx->device];
@@ -291,17 +381,13 @@ CUresult cuLaunchKernel(CUfunction f, unsigned int gridDimX, unsigned int gridDi
     l.cc_minor = d->minor;
     fn = f->fn;
   }
-  pthread_mutex_unlock(&sd_lock);
-  if (r) return r;
-  void *shared = NULL;
-  if (sharedMemBytes) {
-    shared = malloc(sharedMemBytes);
-    if (!shared) return CUDA_ERROR_OUT_OF_MEMORY;
-    memset(shared, 0xA5, sharedMemBytes);
+  struct CUgraph_st *g = r ? NULL : sd_capture_graph_locked(st);
+  if (g) {
+    r = sd_kernel_record_locked(g, f, &l, kernelParams);
+    recorded = 1;
   }
-  l.shared = shared;
+  pthread_mutex_unlock(&sd_lock);
+  if (r || recorded) return r;
   standin_trace("launch %s", f->name);
-  int kr = fn(&l);
-  free(shared);
-  return (CUresult)kr;
+  return sd_kernel_call(fn, &l);
 }

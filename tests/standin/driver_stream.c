@@ -1,8 +1,9 @@
 /* driver_stream.c: streams, graph capture, events and synchronisation.
  *
- * Work runs inline, so a stream never has anything pending; what is modelled
- * is what a driver refuses. During capture (cuStreamBeginCapture_v2) work
- * still runs at once, but the capture rules of a GPU hold:
+ * Work runs inline, so a stream never has anything pending. During capture
+ * (cuStreamBeginCapture_v2) work is recorded into the capture's graph and
+ * does not run (driver_graph.c runs it at each launch of an instantiation),
+ * and the capture rules of a GPU hold:
  *   - synchronising a capturing stream (or its context) fails with
  *     CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED and invalidates the capture;
  *   - allocation, synchronous copies and synchronisation are refused while
@@ -16,8 +17,8 @@
  *     captures cannot merge (CUDA_ERROR_STREAM_CAPTURE_MERGE);
  *   - invalidating any stream of a capture invalidates all of it.
  * Waiting on an event recorded outside any capture is accepted as is. The
- * graph that cuStreamEndCapture returns holds nothing; it can only be
- * destroyed. */
+ * graph cuStreamEndCapture returns holds the recorded work in the order it
+ * was enqueued, which respects every dependency the capture expressed. */
 #include "driver.h"
 
 #include <stdlib.h>
@@ -134,6 +135,7 @@ static void sd_stream_free_if_ctx(void *obj, void *arg) {
   struct CUstream_st *st = obj;
   if (st->ctx == arg) {
     sd_reg_del(st);
+    if (st->graph) sd_graph_free_locked(st->graph);
     free(st);
   }
 }
@@ -146,18 +148,10 @@ static void sd_event_free_if_ctx(void *obj, void *arg) {
   }
 }
 
-static void sd_graph_free_if_ctx(void *obj, void *arg) {
-  struct CUgraph_st *g = obj;
-  if (g->ctx == arg) {
-    sd_reg_del(g);
-    free(g);
-  }
-}
-
 void sd_streams_drop_ctx_locked(CUcontext ctx) {
   sd_reg_each(SD_STREAM, sd_stream_free_if_ctx, ctx);
   sd_reg_each(SD_EVENT, sd_event_free_if_ctx, ctx);
-  sd_reg_each(SD_GRAPH, sd_graph_free_if_ctx, ctx);
+  sd_graphs_drop_ctx_locked(ctx);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -194,6 +188,7 @@ CUresult cuStreamDestroy_v2(CUstream hStream) {
     r = CUDA_ERROR_INVALID_HANDLE;
   } else {
     sd_reg_del(hStream);
+    if (hStream->graph) sd_graph_free_locked(hStream->graph); /* a capture never ended */
     free(hStream);
   }
   pthread_mutex_unlock(&sd_lock);
@@ -316,7 +311,10 @@ CUresult cuStreamBeginCapture_v2(CUstream hStream, CUstreamCaptureMode mode) {
     r = CUDA_ERROR_NOT_SUPPORTED; /* per-thread stream capture: not modelled */
   else if (!r && st->capture != CU_STREAM_CAPTURE_STATUS_NONE)
     r = CUDA_ERROR_ILLEGAL_STATE;
+  struct CUgraph_st *g = r ? NULL : sd_graph_new_locked(ctx);
+  if (!r && !g) r = CUDA_ERROR_OUT_OF_MEMORY;
   if (!r) {
+    st->graph = g;
     st->capture = CU_STREAM_CAPTURE_STATUS_ACTIVE;
     st->capture_mode = mode;
     st->capture_thread = pthread_self();
@@ -360,21 +358,20 @@ CUresult cuStreamEndCapture(CUstream hStream, CUgraph *phGraph) {
     /* The capture ends for every stream in it, whatever the outcome. */
     sd_end_scan scan = {st, 0, 0};
     sd_reg_each(SD_STREAM, sd_end_one, &scan);
+    struct CUgraph_st *g = st->graph;
+    st->graph = NULL;
     *phGraph = NULL;
     if (scan.invalidated) {
       r = CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
     } else if (scan.unjoined) {
       r = CUDA_ERROR_STREAM_CAPTURE_UNJOINED;
+    } else if (sd_reg_add(g, SD_GRAPH) != 0) {
+      r = CUDA_ERROR_OUT_OF_MEMORY;
     } else {
-      struct CUgraph_st *g = calloc(1, sizeof *g);
-      if (!g || sd_reg_add(g, SD_GRAPH) != 0) {
-        free(g);
-        r = CUDA_ERROR_OUT_OF_MEMORY;
-      } else {
-        g->ctx = ctx;
-        *phGraph = g;
-      }
+      *phGraph = g;
+      g = NULL;
     }
+    if (g) sd_graph_free_locked(g);
   }
   pthread_mutex_unlock(&sd_lock);
   return r;
@@ -413,21 +410,6 @@ CUresult cuStreamWaitEvent(CUstream hStream, CUevent hEvent, unsigned int Flags)
     } else if (src != st && hEvent->captured_work == src->work) {
       src->unjoined = 0; /* everything src did is now behind st */
     }
-  }
-  pthread_mutex_unlock(&sd_lock);
-  return r;
-}
-
-CUresult cuGraphDestroy(CUgraph hGraph) {
-  SD_COUNT(cuGraphDestroy);
-  CUresult r = sd_check_init();
-  if (r) return r;
-  pthread_mutex_lock(&sd_lock);
-  if (!sd_reg_has(hGraph, SD_GRAPH)) {
-    r = CUDA_ERROR_INVALID_VALUE;
-  } else {
-    sd_reg_del(hGraph);
-    free(hGraph);
   }
   pthread_mutex_unlock(&sd_lock);
   return r;

@@ -3,8 +3,10 @@
 #include "runtime.h"
 
 #include <pthread.h>
+#include <stdlib.h>
 
 #include "common.h"
+#include "gemm_ref.h"
 
 static pthread_mutex_t rt_lock = PTHREAD_MUTEX_INITIALIZER;
 
@@ -94,4 +96,55 @@ int rt_check_operand(const char *fn, const char *what, const void *p, size_t byt
   else
     standin_msg("%s: %s (%p) is not device memory; a GPU would fault on it", fn, what, p);
   return 0;
+}
+
+/* ------------------------------------------------------------------------ */
+/* GEMMs in stream order. A captured GEMM's closure belongs to every graph
+ * made from the capture (clones, parents, instantiations), whose lifetimes
+ * the library does not see: closures are kept until the process exits. */
+typedef struct rt_closure {
+  struct rt_closure *next;
+  sg_problem p;
+  rt_late late;
+} rt_closure;
+static rt_closure *rt_closures;
+static pthread_mutex_t rt_closures_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static void rt_run_closure(void *arg) {
+  rt_closure *c = arg;
+  sg_problem p = c->p;
+  if (c->late.alpha) p.alpha = sg_read_scalar(c->late.alpha, (cudaDataType_t)c->late.scalar_type);
+  if (c->late.beta) p.beta = sg_read_scalar(c->late.beta, (cudaDataType_t)c->late.scalar_type);
+  if (c->late.scale_a) p.scale_a = *c->late.scale_a;
+  if (c->late.scale_b) p.scale_b = *c->late.scale_b;
+  if (sg_gemm(&p)) standin_msg("captured GEMM: out of host memory at launch");
+}
+
+int rt_gemm_on_stream(const sg_problem *p, const rt_late *late, CUstream stream) {
+  CUstreamCaptureStatus cs = CU_STREAM_CAPTURE_STATUS_NONE;
+  if (cuStreamIsCapturing(stream, &cs) != CUDA_SUCCESS || cs != CU_STREAM_CAPTURE_STATUS_ACTIVE)
+    return sg_gemm(p);
+  rt_closure *c = calloc(1, sizeof *c);
+  if (!c) return -1;
+  c->p = *p;
+  if (late) c->late = *late;
+  if (cuLaunchHostFunc(stream, rt_run_closure, c) != CUDA_SUCCESS) {
+    free(c);
+    return -2;
+  }
+  pthread_mutex_lock(&rt_closures_lock);
+  c->next = rt_closures;
+  rt_closures = c;
+  pthread_mutex_unlock(&rt_closures_lock);
+  return 0;
+}
+
+__attribute__((destructor)) static void rt_free_closures(void) {
+  pthread_mutex_lock(&rt_closures_lock);
+  while (rt_closures) {
+    rt_closure *next = rt_closures->next;
+    free(rt_closures);
+    rt_closures = next;
+  }
+  pthread_mutex_unlock(&rt_closures_lock);
 }

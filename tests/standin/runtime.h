@@ -43,4 +43,20 @@ size_t rt_matrix_span(size_t elem_size, int64_t rows, int64_t cols, int64_t ld, 
  * device memory; 1 when it is. */
 int rt_check_operand(const char *fn, const char *what, const void *p, size_t bytes);
 
+/* What a GPU GEMM reads when it runs rather than when it is enqueued:
+ * device-mode alpha/beta (of scalar_type) and the fp8 A/B scales. A NULL
+ * pointer keeps the value the problem already holds. */
+struct sg_problem;
+typedef struct rt_late {
+  const void *alpha, *beta;
+  int scalar_type; /* cudaDataType_t */
+  const float *scale_a, *scale_b;
+} rt_late;
+/* Run a checked GEMM on `stream` in stream order, as a GPU would: at once,
+ * or, while the stream is being captured, as a host node of the graph
+ * (cuLaunchHostFunc) that runs at every launch with the late values read
+ * then (host-mode scalars are kept as read now, as kernel arguments are).
+ * 0, -1 when host memory ran out, -2 when the driver refused the node. */
+int rt_gemm_on_stream(const struct sg_problem *p, const rt_late *late, CUstream stream);
+
 #endif

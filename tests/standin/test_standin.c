@@ -756,7 +756,10 @@ static void test_capture(void **state) {
   CU_OK(cuStreamCreate(&s, 0));
   CU_OK(cuStreamCreate(&s2, CU_STREAM_NON_BLOCKING));
 
-  /* A clean capture: stream-ordered work is fine and runs at once. */
+  /* A clean capture: stream-ordered work is recorded, not run (cuda.h,
+   * cuStreamBeginCapture: "When a stream is in capture mode, all operations
+   * pushed into the stream will not be executed, but will instead be
+   * captured into a graph"). */
   CU_OK(cuStreamBeginCapture_v2(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
   CU_OK(cuStreamIsCapturing(s, &st));
   assert_int_equal(st, CU_STREAM_CAPTURE_STATUS_ACTIVE);
@@ -768,7 +771,9 @@ static void test_capture(void **state) {
   CU_OK(cuMemsetD8Async(p, 0x11, 256, s));
   unsigned char byte = 0;
   memcpy(&byte, (void *)p, 1);
-  assert_int_equal(byte, 0x11);
+  assert_int_equal(byte, 0xFF); /* fresh memory's poison: the memset has not run */
+  CUdeviceptr keep;
+  CU_OK(cuMemAllocAsync(&keep, 64, s)); /* not freed in the graph: the graph keeps it */
   CU_OK(cuMemFreeAsync(p, s));
   /* the legacy stream: a query is an error, the capture stays valid */
   assert_int_equal(cuStreamIsCapturing(NULL, &st), CUDA_ERROR_STREAM_CAPTURE_IMPLICIT);
@@ -776,8 +781,30 @@ static void test_capture(void **state) {
   assert_int_equal(st, CU_STREAM_CAPTURE_STATUS_ACTIVE);
   CU_OK(cuStreamEndCapture(s, &g));
   assert_non_null(g);
-  CU_OK(cuGraphDestroy(g));
+  /* A graph with memory alloc/free nodes (cuda.h, cuGraphAddMemAllocNode:
+   * "The graph can only be used in a child node if the ownership is moved
+   * to the parent. Only one instantiation of the graph may exist at any
+   * point in time. The graph cannot be cloned."). */
+  CUgraph clone = NULL, parent;
+  CUgraphNode node;
+  CUgraphExec e1, e2;
+  assert_int_equal(cuGraphClone(&clone, g), CUDA_ERROR_INVALID_VALUE);
+  assert_null(clone);
+  CU_OK(cuGraphCreate(&parent, 0));
+  assert_int_equal(cuGraphAddChildGraphNode(&node, parent, NULL, 0, g), CUDA_ERROR_INVALID_VALUE);
+  CU_OK(cuGraphInstantiateWithFlags(&e1, g, 0));
+  assert_int_equal(cuGraphInstantiateWithFlags(&e2, g, 0), CUDA_ERROR_INVALID_VALUE);
+  CU_OK(cuGraphLaunch(e1, s));
+  memcpy(&byte, (void *)p, 1);
+  assert_int_equal(byte, 0x11); /* the launch ran it */
+  CU_OK(cuGraphExecDestroy(e1));
+  CU_OK(cuGraphInstantiateWithFlags(&e2, g, 0));
+  CU_OK(cuGraphDestroy(g)); /* the instantiation keeps what it needs */
+  CU_OK(cuGraphLaunch(e2, s));
+  CU_OK(cuGraphExecDestroy(e2));
   assert_int_equal(cuGraphDestroy(g), CUDA_ERROR_INVALID_VALUE);
+  assert_int_equal(cuGraphExecDestroy(e2), CUDA_ERROR_INVALID_VALUE);
+  CU_OK(cuGraphDestroy(parent));
 
   /* Synchronising a capturing stream fails and invalidates the capture. */
   CU_OK(cuStreamBeginCapture_v2(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
@@ -898,6 +925,187 @@ static void test_capture(void **state) {
   assert_int_equal(cuStreamEndCapture(s, &g), CUDA_ERROR_ILLEGAL_STATE);
   CU_OK(cuStreamDestroy_v2(s));
   CU_OK(cuStreamDestroy_v2(s2));
+}
+
+/* ------------------------------------------------------------------------ */
+/* Graphs as XLA and PyTorch use them: captured work (kernels with their
+ * arguments copied at capture, copies, memsets, host functions) runs at
+ * each launch of each instantiation, reading memory as it is then; a graph
+ * without memory nodes can be cloned, embedded as a child (cuda.h: "The
+ * child graph is cloned in this call") and instantiated more than once. */
+static int host_runs;
+static void count_run(void *arg) { host_runs += *(int *)arg; }
+
+static const char ptx_saxpy[] =
+    ".version 8.5\n.target sm_61\n.address_size 64\n"
+    ".visible .entry saxpy(\n\t.param .u32 n,\n\t.param .f32 a,\n\t.param .u64 .ptr .global .align 4 x,\n"
+    "\t.param .u64 y\n)\n{\n  ret;\n}\n";
+
+static void test_graphs(void **state) {
+  (void)state;
+  CUmodule mod;
+  CUfunction saxpy;
+  CU_OK(cuModuleLoadData(&mod, ptx_saxpy));
+  CU_OK(cuModuleGetFunction(&saxpy, mod, "saxpy"));
+  CUstream s;
+  CU_OK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+  enum { N = 8 };
+  float *x = dalloc(N * 4), *y = dalloc(N * 4), *z = dalloc(N * 4);
+  float ones[N], got[N];
+  for (int i = 0; i < N; i++) ones[i] = 1.0f;
+  h2d(x, ones, sizeof ones);
+  h2d(y, ones, sizeof ones);
+  int n = N, inc = 1;
+  float a = 2.0f;
+  void *params[] = {&n, &a, &x, &y};
+  CUgraph g;
+  host_runs = 0;
+  CU_OK(cuStreamBeginCapture_v2(s, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL));
+  CU_OK(cuLaunchKernel(saxpy, 1, 1, 1, N, 1, 1, 0, s, params, NULL)); /* y = 2x + y */
+  CU_OK(cuMemcpyDtoDAsync_v2((CUdeviceptr)z, (CUdeviceptr)y, N * 4, s));
+  CU_OK(cuMemsetD32Async((CUdeviceptr)x, 0x40400000u, N, s)); /* x = 3.0f */
+  CU_OK(cuLaunchHostFunc(s, count_run, &inc));
+  CU_OK(cuStreamEndCapture(s, &g));
+  a = 100.0f; /* kernel arguments were copied at capture */
+  d2h(got, y, sizeof got);
+  assert_true(got[0] == 1.0f && host_runs == 0); /* nothing ran during capture */
+
+  CUgraph clone, parent;
+  CUgraphNode child1, child2;
+  CU_OK(cuGraphClone(&clone, g));
+  CU_OK(cuGraphCreate(&parent, 0));
+  CU_OK(cuGraphAddChildGraphNode(&child1, parent, NULL, 0, g));
+  CU_OK(cuGraphAddChildGraphNode(&child2, parent, &child1, 1, clone));
+  assert_int_equal(cuGraphAddChildGraphNode(&child2, parent, &child1, 1, parent), CUDA_ERROR_INVALID_VALUE);
+  assert_int_equal(cuGraphAddChildGraphNode(&child2, parent, NULL, 1, g), CUDA_ERROR_INVALID_VALUE);
+  assert_int_equal(cuGraphCreate(&parent, 1), CUDA_ERROR_INVALID_VALUE);
+  CU_OK(cuGraphDestroy(g)); /* the clone and the children are copies */
+  CUgraphExec e1, e2;
+  CU_OK(cuGraphInstantiateWithFlags(&e1, clone, 0));
+  CU_OK(cuGraphInstantiateWithFlags(&e2, clone, 0));
+  assert_int_equal(cuGraphInstantiateWithFlags(&e2, clone, 1ull << 20), CUDA_ERROR_INVALID_VALUE);
+
+  CU_OK(cuGraphLaunch(e1, s)); /* y = 2*1 + 1 = 3, z = y, x = 3 */
+  d2h(got, z, sizeof got);
+  assert_true(got[0] == 3.0f && got[N - 1] == 3.0f);
+  assert_int_equal(host_runs, 1);
+  CU_OK(cuGraphLaunch(e2, s)); /* x is 3 now: y = 2*3 + 3 = 9 */
+  d2h(got, z, sizeof got);
+  assert_true(got[0] == 9.0f);
+  assert_int_equal(host_runs, 2);
+  CUgraphExec ep;
+  CU_OK(cuGraphInstantiateWithFlags(&ep, parent, 0));
+  CU_OK(cuGraphLaunch(ep, s)); /* twice: 2*3 + 9 = 15, then 2*3 + 15 = 21 */
+  d2h(got, z, sizeof got);
+  assert_true(got[0] == 21.0f);
+  assert_int_equal(host_runs, 4);
+
+  /* A capture that forks onto another stream records both streams' work. */
+  CUstream s2;
+  CUevent fork_ev, join_ev;
+  CU_OK(cuStreamCreate(&s2, CU_STREAM_NON_BLOCKING));
+  CU_OK(cuEventCreate(&fork_ev, CU_EVENT_DISABLE_TIMING));
+  CU_OK(cuEventCreate(&join_ev, CU_EVENT_DISABLE_TIMING));
+  CU_OK(cuStreamBeginCapture_v2(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
+  CU_OK(cuEventRecord(fork_ev, s));
+  CU_OK(cuStreamWaitEvent(s2, fork_ev, 0));
+  CU_OK(cuMemsetD32Async((CUdeviceptr)z, 0x3f800000u, N, s2)); /* z = 1.0f */
+  CU_OK(cuEventRecord(join_ev, s2));
+  CU_OK(cuStreamWaitEvent(s, join_ev, 0));
+  CU_OK(cuLaunchHostFunc(s, count_run, &inc));
+  CU_OK(cuStreamEndCapture(s, &g));
+  CUgraphExec ef;
+  CU_OK(cuGraphInstantiateWithFlags(&ef, g, 0));
+  d2h(got, z, sizeof got);
+  assert_true(got[0] == 21.0f);
+  CU_OK(cuGraphLaunch(ef, s));
+  d2h(got, z, sizeof got);
+  assert_true(got[0] == 1.0f);
+  assert_int_equal(host_runs, 5);
+  /* Launching into a capture is not modelled. */
+  CU_OK(cuStreamBeginCapture_v2(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
+  assert_int_equal(cuGraphLaunch(ef, s), CUDA_ERROR_NOT_SUPPORTED);
+  CUgraph dropped;
+  CU_OK(cuStreamEndCapture(s, &dropped));
+  CU_OK(cuGraphDestroy(dropped));
+
+  CU_OK(cuGraphExecDestroy(ef));
+  CU_OK(cuGraphExecDestroy(ep));
+  CU_OK(cuGraphExecDestroy(e1));
+  CU_OK(cuGraphExecDestroy(e2));
+  assert_int_equal(cuGraphLaunch(e1, s), CUDA_ERROR_INVALID_VALUE);
+  CU_OK(cuGraphDestroy(g));
+  CU_OK(cuGraphDestroy(clone));
+  CU_OK(cuGraphDestroy(parent));
+  CU_OK(cuEventDestroy_v2(fork_ev));
+  CU_OK(cuEventDestroy_v2(join_ev));
+  CU_OK(cuStreamDestroy_v2(s2));
+  CU_OK(cuStreamDestroy_v2(s));
+  CU_OK(cuModuleUnload(mod));
+  CU_OK(cuMemFree_v2((CUdeviceptr)x));
+  CU_OK(cuMemFree_v2((CUdeviceptr)y));
+  CU_OK(cuMemFree_v2((CUdeviceptr)z));
+}
+
+/* A cuBLAS GEMM captured into a graph runs at each launch, on the operands
+ * as they are then; a host-mode alpha is taken at capture (a kernel argument),
+ * a device-mode beta is read at launch (cuBLAS: "device pointer mode ...
+ * scalars are read by the kernel"). */
+static void test_graph_gemm(void **state) {
+  (void)state;
+  cublasHandle_t h;
+  CUstream s;
+  BL_OK(cublasCreate_v2(&h));
+  CU_OK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+  BL_OK(cublasSetStream_v2(h, s));
+  float *A = dalloc(16), *B = dalloc(16), *C = dalloc(16), *beta_dev = dalloc(4);
+  float a[4] = {1, 2, 3, 4}, b[4] = {1, 0, 0, 1}, c[4] = {0, 0, 0, 0}, got[4], zero = 0.0f, alpha = 1.0f;
+  h2d(A, a, 16);
+  h2d(B, b, 16);
+  h2d(C, c, 16);
+  h2d(beta_dev, &zero, 4);
+  CUgraph g;
+  CUgraphExec e;
+  CU_OK(cuStreamBeginCapture_v2(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
+  BL_OK(cublasSgemm_v2(h, CUBLAS_OP_N, CUBLAS_OP_N, 2, 2, 2, &alpha, A, 2, B, 2, &zero, C, 2)); /* C = A */
+  CU_OK(cuStreamEndCapture(s, &g));
+  alpha = 7.0f;
+  d2h(got, C, 16);
+  assert_true(got[0] == 0.0f && got[3] == 0.0f); /* not run yet */
+  CU_OK(cuGraphInstantiateWithFlags(&e, g, 0));
+  CU_OK(cuGraphLaunch(e, s));
+  d2h(got, C, 16);
+  assert_true(got[0] == 1.0f && got[1] == 2.0f && got[2] == 3.0f && got[3] == 4.0f);
+  a[0] = 10.0f;
+  h2d(A, a, 16);
+  CU_OK(cuGraphLaunch(e, s));
+  d2h(got, C, 16);
+  assert_true(got[0] == 10.0f && got[3] == 4.0f);
+  CU_OK(cuGraphExecDestroy(e));
+  CU_OK(cuGraphDestroy(g));
+
+  /* device pointer mode: C = A + beta C with beta read at each launch */
+  BL_OK(cublasSetPointerMode_v2(h, CUBLAS_POINTER_MODE_DEVICE));
+  float *alpha_dev = dalloc(4);
+  float one = 1.0f;
+  h2d(alpha_dev, &one, 4);
+  CU_OK(cuStreamBeginCapture_v2(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
+  BL_OK(cublasSgemm_v2(h, CUBLAS_OP_N, CUBLAS_OP_N, 2, 2, 2, alpha_dev, A, 2, B, 2, beta_dev, C, 2));
+  CU_OK(cuStreamEndCapture(s, &g));
+  CU_OK(cuGraphInstantiateWithFlags(&e, g, 0));
+  CU_OK(cuGraphLaunch(e, s)); /* beta 0: C = A */
+  d2h(got, C, 16);
+  assert_true(got[0] == 10.0f && got[1] == 2.0f);
+  h2d(beta_dev, &one, 4);
+  CU_OK(cuGraphLaunch(e, s)); /* beta 1: C = A + C */
+  d2h(got, C, 16);
+  assert_true(got[0] == 20.0f && got[1] == 4.0f);
+  CU_OK(cuGraphExecDestroy(e));
+  CU_OK(cuGraphDestroy(g));
+  BL_OK(cublasDestroy_v2(h));
+  CU_OK(cuStreamDestroy_v2(s));
+  float *bufs[] = {A, B, C, beta_dev, alpha_dev};
+  for (int i = 0; i < 5; i++) CU_OK(cuMemFree_v2((CUdeviceptr)bufs[i]));
 }
 
 /* ------------------------------------------------------------------------ */
@@ -2639,6 +2847,8 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_streams),
       cmocka_unit_test(test_events),
       cmocka_unit_test(test_capture),
+      cmocka_unit_test(test_graphs),
+      cmocka_unit_test(test_graph_gemm),
       cmocka_unit_test(test_memory),
       cmocka_unit_test(test_modules),
       cmocka_unit_test(test_env_controls),

@@ -215,6 +215,46 @@ static void test_parse_is_exact(void **state) {
   assert_int_equal(gs_route_parse("FFMA", 4), GS_ROUTE_FFMA);
 }
 
+/* Object file names as the CUDA 13 toolkit (ls /usr/local/cuda/lib64) and
+ * PyPI's nvidia-* wheels name them, and the names of frameworks and of
+ * gemmshim itself, which are the program's. */
+static void test_caller_of_object(void **state) {
+  (void)state;
+  static const struct {
+    const char *file;
+    gs_caller caller;
+  } cases[] = {
+      {"libcusolver.so.12", GS_CALLER_CUSOLVER}, {"libcusolver.so.11", GS_CALLER_CUSOLVER},
+      {"libcusolverMg.so.12", GS_CALLER_CUSOLVER}, {"libcublas.so.13", GS_CALLER_CUBLAS},
+      {"libcublasLt.so.13", GS_CALLER_CUBLASLT}, {"libcusparse.so.12", GS_CALLER_CUSPARSE},
+      {"libcusparseLt.so.0", GS_CALLER_CUSPARSELT}, {"libcufft.so.12", GS_CALLER_CUFFT},
+      {"libcufftw.so.12", GS_CALLER_CUFFT}, {"libcudnn.so.9", GS_CALLER_CUDNN},
+      {"libcudnn_ops.so.9", GS_CALLER_CUDNN}, {"libcudnn_engines_precompiled.so.9", GS_CALLER_CUDNN},
+      {"libnccl.so.2", GS_CALLER_NCCL}, {"libnvinfer.so.10", GS_CALLER_TENSORRT},
+      {"libnvinfer_plugin.so.10", GS_CALLER_TENSORRT}, {"libcutensor.so.2", GS_CALLER_CUTENSOR},
+      {"libcudss.so.0", GS_CALLER_CUDSS},
+      {"libtorch_cuda.so", GS_CALLER_APP}, {"libc10_cuda.so", GS_CALLER_APP},
+      {"xla_extension.so", GS_CALLER_APP}, {"libtransformer_engine.so", GS_CALLER_APP},
+      {"libgemmshim.so", GS_CALLER_APP}, {"python3.12", GS_CALLER_APP}, {"", GS_CALLER_APP},
+      {"cusolver.so", GS_CALLER_APP}, {"libCUSOLVER.so", GS_CALLER_APP},
+  };
+  for (size_t i = 0; i < COUNT_OF(cases); i++) {
+    if (gs_caller_of_object(cases[i].file) != cases[i].caller)
+      fail_msg("%s: caller %d, expected %d", cases[i].file, (int)gs_caller_of_object(cases[i].file),
+               (int)cases[i].caller);
+  }
+  assert_int_equal(gs_caller_of_object(NULL), GS_CALLER_APP);
+  for (int v = 0; v < GS_CALLER_COUNT; v++) {
+    const char *name = gs_caller_name((gs_caller)v);
+    assert_non_null(name);
+    assert_int_equal(gs_caller_parse(name, strlen(name)), v);
+  }
+  assert_null(gs_caller_name(GS_CALLER_COUNT));
+  assert_int_equal(gs_caller_parse("TensorRT", 8), GS_CALLER_TENSORRT);
+  assert_int_equal(gs_caller_parse("nvinfer", 7), -1);
+  assert_int_equal(gs_caller_parse(NULL, 0), -1);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_type_names),
@@ -226,6 +266,7 @@ int main(void) {
       cmocka_unit_test(test_epilogue_names),
       cmocka_unit_test(test_order_names),
       cmocka_unit_test(test_parse_is_exact),
+      cmocka_unit_test(test_caller_of_object),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

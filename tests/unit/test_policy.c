@@ -197,7 +197,7 @@ static void test_error_unknown_route(void **state) {
 static void test_error_unknown_key(void **state) {
   (void)state;
   assert_parse_error("native ab_type=bf16\n",
-                     "p.txt:1: unknown key 'ab_type'; expected sm, ab, c, compute or api");
+                     "p.txt:1: unknown key 'ab_type'; expected sm, ab, c, compute, api or caller");
   assert_parse_error("native =bf16\n", "p.txt:1: '=bf16' has no key; expected key=value");
 }
 
@@ -366,6 +366,13 @@ static void test_error_buffer_limits(void **state) {
 /* ------------------------------------------------------------------------ */
 /* Matching. */
 
+static void assert_describes(int i, const char *want) {
+  char buf[256];
+  int n = policy_rule_describe(&table, i, buf, sizeof buf);
+  assert_string_equal(buf, want);
+  assert_int_equal(n, (int)strlen(want));
+}
+
 static policy_key gemm(int sm, int a, int b, int c, int compute, gs_api api) {
   policy_key k = {.sm = sm, .a_type = a, .b_type = b, .c_type = c, .compute_type = compute,
                   .api = api};
@@ -516,15 +523,57 @@ static void test_match_out_of_range_values(void **state) {
   assert_int_equal(match(gemm(80, fp32, fp32, bf16, 0, (gs_api)-1)), 4);
 }
 
+/* GEMMs an NVIDIA library makes inside itself (cuSOLVER imports
+ * cublasGemmEx and libcublas imports cublasLtMatmul: `nm -D` of
+ * /usr/local/cuda/lib64/libcusolver.so.12 and libcublas.so.13) match only
+ * rules that name their caller; a rule without a caller key is the app's. */
+static void test_match_caller(void **state) {
+  (void)state;
+  policy_builtin(&table);
+  policy_key k = bf16_gemm(61);
+  assert_int_equal(match(k), 0);
+  k.caller = GS_CALLER_CUSOLVER;
+  assert_int_equal(match(k), -1);
+  k.caller = GS_CALLER_CUBLAS;
+  assert_int_equal(match(k), -1);
+  assert_int_equal(policy_route_without_sm(&table, &k), -1);
+
+  parse_ok("fp8 caller=cusolver,cudnn\nnative caller=any ab=fp32\nffma caller=app,cublas\n");
+  assert_int_equal(table.rules[0].callers,
+                   (uint32_t)(1u << GS_CALLER_CUSOLVER | 1u << GS_CALLER_CUDNN));
+  assert_int_equal(table.rules[1].callers, UINT32_MAX);
+  assert_int_equal(table.rules[3].callers, 1u << GS_CALLER_APP); /* built-in */
+  k = bf16_gemm(80);
+  k.caller = GS_CALLER_CUSOLVER;
+  assert_int_equal(match(k), 0);
+  k.caller = GS_CALLER_CUBLAS;
+  assert_int_equal(match(k), 2);
+  k.caller = GS_CALLER_NCCL;
+  assert_int_equal(match(k), -1);
+  k.caller = GS_CALLER_APP;
+  assert_int_equal(match(k), 2);
+  k.a_type = k.b_type = CUDA_R_32F;
+  k.caller = GS_CALLER_TENSORRT;
+  assert_int_equal(match(k), 1);
+  k.caller = (gs_caller)40; /* no bit: only "any" */
+  assert_int_equal(match(k), 1);
+  k.caller = GS_CALLER_CUSOLVER;
+  assert_int_equal(policy_route_without_sm(&table, &k), GS_ROUTE_FP8);
+
+  assert_describes(0, "p.txt:1 (fp8 caller=cusolver,cudnn)");
+  assert_describes(1, "p.txt:2 (native ab=fp32 caller=any)");
+  assert_describes(2, "p.txt:3 (ffma caller=app,cublas)");
+  assert_describes(3, "built-in rule 1 (ffma sm=6.0-7.5 ab=bf16 compute=32f)");
+
+  assert_parse_error("fp8 caller=cusolvr\n",
+                     "p.txt:1: unknown caller 'cusolvr' in caller; expected app, cublas, cublaslt, "
+                     "cusolver, cusparse, cusparselt, cufft, cudnn, nccl, tensorrt, cutensor, cudss or any");
+  assert_parse_error("fp8 caller=\n",
+                     "p.txt:1: 'caller=' has an empty value; expected a comma-separated list of callers, or any");
+}
+
 /* ------------------------------------------------------------------------ */
 /* Describing rules. */
-
-static void assert_describes(int i, const char *want) {
-  char buf[256];
-  int n = policy_rule_describe(&table, i, buf, sizeof buf);
-  assert_string_equal(buf, want);
-  assert_int_equal(n, (int)strlen(want));
-}
 
 static void test_describe_builtin(void **state) {
   (void)state;
@@ -582,6 +631,7 @@ static void test_describe_truncates_like_snprintf(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_builtin_table),
+      cmocka_unit_test(test_match_caller),
       cmocka_unit_test(test_empty_file_keeps_builtins),
       cmocka_unit_test(test_parse_fields),
       cmocka_unit_test(test_builtin_directive_last_wins),

@@ -1,0 +1,226 @@
+/* graph_client.c: CUDA graphs as frameworks use them, around one Linear
+ * layer's bf16 GEMM (y = W x: cublasGemmEx T,N, compute 32F), for
+ * test_graph_recipes.py.
+ *
+ *   --recipe=pytorch   torch.cuda.graph / make_graphed_callables
+ *                      (torch/cuda/graphs.py): warm-up iterations on a side
+ *                      stream, capture on the graph's own stream (global
+ *                      capture mode, static input and output buffers), then
+ *                      replays on the program's stream (CUDAGraph.replay
+ *                      launches on the current stream) interleaved with
+ *                      eager calls of the same layer on fresh inputs.
+ *   --recipe=xla       XLA's command buffers: the traced cuBLAS call
+ *                      captured, then the graph cloned (cuGraphClone),
+ *                      embedded as a child graph node
+ *                      (cuGraphAddChildGraphNode), and instantiated twice,
+ *                      each instantiation launched.
+ *
+ * Every result is compared with a float64 product of the stored bf16
+ * inputs. Prints "driver fn=NAME status=N" for each graph call, "result
+ * kind=eager|replay step=S status=N err=E" (err: max |y - ref| / max |ref|,
+ * inf when y has a NaN or infinity),
+ * and exits 0 when every call returned 0. */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../../kernels/convert.h"
+#include "client.h"
+
+enum { H = 64, T = 32 };
+
+static struct {
+  __typeof__(cuStreamBeginCapture_v2) *begin;
+  __typeof__(cuStreamEndCapture) *end;
+  __typeof__(cuGraphInstantiateWithFlags) *instantiate;
+  __typeof__(cuGraphLaunch) *launch;
+  __typeof__(cuGraphExecDestroy) *exec_destroy;
+  __typeof__(cuGraphDestroy) *destroy;
+  __typeof__(cuGraphClone) *clone;
+  __typeof__(cuGraphCreate) *create;
+  __typeof__(cuGraphAddChildGraphNode) *add_child;
+} gr;
+
+static cublasHandle_t handle;
+static int failures;
+
+static uint64_t rng = 0x67726170;
+static float uniform(void) {
+  uint64_t z = (rng += 0x9E3779B97F4A7C15ull);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  z ^= z >> 31;
+  return (float)((double)(z >> 11) / (double)(1ull << 52) - 1.0);
+}
+
+typedef struct mat {
+  CUdeviceptr dev;
+  uint16_t host[H * H];
+  int rows, cols;
+} mat;
+
+static void mat_init(mat *m, int rows, int cols) {
+  m->rows = rows;
+  m->cols = cols;
+  if (client_drv.cuMemAlloc_v2(&m->dev, (size_t)rows * cols * 2) != CUDA_SUCCESS) {
+    fprintf(stderr, "graph_client: allocation failed\n");
+    exit(2);
+  }
+}
+
+/* New values into the host copy and the device buffer (the static input a
+ * graph reads: the framework copies each step's input into it). */
+static void mat_fill(mat *m, float amp) {
+  for (int i = 0; i < m->rows * m->cols; i++) m->host[i] = gs_f32_to_bf16_rn(amp * uniform());
+  client_drv.cuMemcpyHtoD_v2(m->dev, m->host, (size_t)m->rows * m->cols * 2);
+}
+
+static void check(const char *fn, CUresult r) {
+  printf("driver fn=%s status=%d\n", fn, (int)r);
+  if (r != CUDA_SUCCESS) failures++;
+}
+
+/* Y = W^T X, as a Linear layer's forward reaches cuBLAS. */
+static cublasStatus_t gemm(CUstream s, const mat *W, const mat *X, const mat *Y) {
+  const float one = 1.0f, zero = 0.0f;
+  cublasSetStream(handle, s);
+  return cublasGemmEx(handle, CUBLAS_OP_T, CUBLAS_OP_N, H, T, H, &one, (const void *)W->dev, CUDA_R_16BF, H,
+                      (const void *)X->dev, CUDA_R_16BF, H, &zero, (void *)Y->dev, CUDA_R_16BF, H,
+                      CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+}
+
+static void report(const char *kind, int step, int status, const mat *W, const mat *X, mat *Y) {
+  client_drv.cuMemcpyDtoH_v2(Y->host, Y->dev, (size_t)H * T * 2);
+  double worst = 0, top = 0;
+  for (int j = 0; j < T; j++)
+    for (int i = 0; i < H; i++) {
+      double r = 0;
+      for (int k = 0; k < H; k++)
+        r += (double)gs_bf16_to_f32(W->host[k + i * H]) * gs_bf16_to_f32(X->host[k + j * H]);
+      double y = gs_bf16_to_f32(Y->host[i + j * H]);
+      worst = isfinite(y) ? fmax(worst, fabs(y - r)) : INFINITY; /* fmax would drop a NaN */
+      top = fmax(top, fabs(r));
+    }
+  if (status) failures++;
+  printf("result kind=%s step=%d status=%d err=%.3e\n", kind, step, status, top > 0 ? worst / top : worst);
+}
+
+static mat W, X, Y, X2, Y2;
+
+static void pytorch(CUstream main_stream) {
+  CUstream side, capture;
+  if (client_drv.cuStreamCreate(&side, 0) || client_drv.cuStreamCreate(&capture, 0)) exit(2);
+  /* warm-up on a side stream (torch.cuda.graph's callers and
+   * make_graphed_callables run 3 iterations there) */
+  for (int i = 0; i < 3; i++) {
+    mat_fill(&X, 1.0f);
+    int st = gemm(side, &W, &X, &Y);
+    client_drv.cuStreamSynchronize(side);
+    report("eager", i - 3, st, &W, &X, &Y);
+  }
+  CUgraph g = NULL;
+  CUgraphExec e = NULL;
+  check("cuStreamBeginCapture_v2", gr.begin(capture, CU_STREAM_CAPTURE_MODE_GLOBAL));
+  int captured = gemm(capture, &W, &X, &Y);
+  check("cuStreamEndCapture", gr.end(capture, &g));
+  check("cuGraphInstantiateWithFlags", gr.instantiate(&e, g, 0));
+  if (captured) failures++;
+  /* an eager call of the layer first (e.g. an evaluation step outside the
+   * graph), then replays and eager calls in turn */
+  for (int step = 0; step < 3; step++) {
+    mat_fill(&X2, 1.0f);
+    int st = gemm(main_stream, &W, &X2, &Y2);
+    client_drv.cuStreamSynchronize(main_stream);
+    report("eager", step, st, &W, &X2, &Y2);
+    mat_fill(&X, 1.0f);
+    check("cuGraphLaunch", gr.launch(e, main_stream));
+    client_drv.cuStreamSynchronize(main_stream);
+    report("replay", step, 0, &W, &X, &Y);
+  }
+  check("cuGraphExecDestroy", gr.exec_destroy(e));
+  check("cuGraphDestroy", gr.destroy(g));
+}
+
+static void xla(CUstream s) {
+  /* eager first: the same layer outside the command buffer */
+  mat_fill(&X, 1.0f);
+  int st = gemm(s, &W, &X, &Y);
+  client_drv.cuStreamSynchronize(s);
+  report("eager", 0, st, &W, &X, &Y);
+  CUgraph g = NULL, clone = NULL, parent = NULL;
+  CUgraphNode node;
+  CUgraphExec e[4] = {0};
+  check("cuStreamBeginCapture_v2", gr.begin(s, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL));
+  if (gemm(s, &W, &X, &Y)) failures++;
+  check("cuStreamEndCapture", gr.end(s, &g));
+  check("cuGraphClone", gr.clone(&clone, g));
+  check("cuGraphCreate", gr.create(&parent, 0));
+  check("cuGraphAddChildGraphNode", gr.add_child(&node, parent, NULL, 0, g));
+  check("cuGraphInstantiateWithFlags", gr.instantiate(&e[0], g, 0));
+  check("cuGraphInstantiateWithFlags", gr.instantiate(&e[1], g, 0));
+  check("cuGraphInstantiateWithFlags", gr.instantiate(&e[2], clone, 0));
+  check("cuGraphInstantiateWithFlags", gr.instantiate(&e[3], parent, 0));
+  for (int i = 0; i < 4; i++) {
+    if (!e[i]) continue;
+    mat_fill(&X, 1.0f);
+    check("cuGraphLaunch", gr.launch(e[i], s));
+    client_drv.cuStreamSynchronize(s);
+    report("replay", i, 0, &W, &X, &Y);
+    mat_fill(&X2, 1.0f);
+    st = gemm(s, &W, &X2, &Y2);
+    client_drv.cuStreamSynchronize(s);
+    report("eager", i + 1, st, &W, &X2, &Y2);
+  }
+  for (int i = 0; i < 4; i++)
+    if (e[i]) check("cuGraphExecDestroy", gr.exec_destroy(e[i]));
+  if (parent) check("cuGraphDestroy", gr.destroy(parent));
+  if (clone) check("cuGraphDestroy", gr.destroy(clone));
+  if (g) check("cuGraphDestroy", gr.destroy(g));
+}
+
+int main(int argc, char **argv) {
+  const char *recipe = argc == 2 && !strncmp(argv[1], "--recipe=", 9) ? argv[1] + 9 : "";
+  if (strcmp(recipe, "pytorch") && strcmp(recipe, "xla")) {
+    fprintf(stderr, "usage: graph_client --recipe=pytorch|xla\n");
+    return 2;
+  }
+  const char *why = client_driver_load();
+  void *cuda = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+  if (!why && cuda) {
+#define SYM(field, name) *(void **)&gr.field = dlsym(cuda, #name)
+    SYM(begin, cuStreamBeginCapture_v2);
+    SYM(end, cuStreamEndCapture);
+    SYM(instantiate, cuGraphInstantiateWithFlags);
+    SYM(launch, cuGraphLaunch);
+    SYM(exec_destroy, cuGraphExecDestroy);
+    SYM(destroy, cuGraphDestroy);
+    SYM(clone, cuGraphClone);
+    SYM(create, cuGraphCreate);
+    SYM(add_child, cuGraphAddChildGraphNode);
+#undef SYM
+  }
+  CUdevice dev;
+  CUcontext ctx;
+  CUstream s;
+  if (why || !cuda || !gr.add_child || !gr.launch || client_drv.cuInit(0) || client_drv.cuDeviceGet(&dev, 0) ||
+      client_drv.cuDevicePrimaryCtxRetain(&ctx, dev) || client_drv.cuCtxSetCurrent(ctx) ||
+      client_drv.cuStreamCreate(&s, 0) || cublasCreate(&handle)) {
+    fprintf(stderr, "graph_client: set-up failed: %s\n", why ? why : "driver, graph API or cuBLAS");
+    return 2;
+  }
+  mat_init(&W, H, H);
+  mat_init(&X, H, T);
+  mat_init(&Y, H, T);
+  mat_init(&X2, H, T);
+  mat_init(&Y2, H, T);
+  /* weights scaled 1/sqrt(H) as an initialised Linear layer's are */
+  mat_fill(&W, 1.0f / sqrtf((float)H));
+  if (!strcmp(recipe, "pytorch")) pytorch(s);
+  else xla(s);
+  cublasDestroy(handle);
+  return failures ? 1 : 0;
+}

@@ -1,0 +1,84 @@
+"""CUDA graphs as PyTorch and XLA use them (graph_client_cu13), on the ffma
+and fp8 routes, over the stand-in whose captures record work that runs only
+at launch (tests/standin/README.md).
+
+PyTorch (torch/cuda/graphs.py, torch.cuda.graph and make_graphed_callables):
+warm-up iterations on a side stream, capture on the graph's own stream in
+global mode, replays on the program's stream (CUDAGraph.replay launches on
+the current stream) interleaved with eager calls of the same layer.
+XLA (xla/stream_executor/gpu command buffers): traced cuBLAS work is
+captured, embedded as a child graph node and graphs are cloned and
+instantiated more than once.
+
+A graph holding memory alloc/free nodes can be neither cloned nor embedded
+as a child nor instantiated twice (cuda.h, cuGraphAddMemAllocNode: "The
+graph can only be used in a child node if the ownership is moved to the
+parent. Only one instantiation of the graph may exist at any point in time.
+The graph cannot be cloned."). A routed call therefore runs native while
+its stream is captured, leaving the graph what cuBLAS alone would, and the
+layer's eager calls keep their route with valid state before and after
+every replay. Every result is checked against float64."""
+
+import pytest
+
+from harness import CLIENT_DIR, read_log, require_built, run_ok
+
+CAPTURE_DECLINE = ("stream is being captured (a graph holding the call's buffers could not be cloned, "
+                   "used as a child or instantiated twice)")
+# TransformerEngine compares E4M3 GEMM results with rtol 0.125; a bf16
+# output is one rounding (2^-8 relative) from an fp32-accumulated result.
+E4M3_RTOL = 0.125
+BF16_RTOL = 2.0 ** -7
+ROUTES = [("ffma", "6.1"), ("fp8", "9.0"), ("fp8", "6.1")]
+
+
+@pytest.fixture(scope="module")
+def graph_client(shim):
+    path = CLIENT_DIR / "graph_client_cu13"
+    require_built([path])
+    return path
+
+
+def parse(r, first):
+    out = []
+    for words in r.lines(first):
+        out.append(dict(w.split("=", 1) for w in words[1:]))
+    return out
+
+
+@pytest.mark.parametrize("recipe", ["pytorch", "xla"])
+@pytest.mark.parametrize("mode,cc", ROUTES)
+def test_recipe(graph_client, standin, tmp_path, recipe, mode, cc):
+    log = tmp_path / "gemms.jsonl"
+    r = run_ok([graph_client, f"--recipe={recipe}"], standin[13], shim=True,
+               env={"STANDIN_CC": cc, "GEMMSHIM_MODE": mode, "GEMMSHIM_FFMA_MIN_FLOPS": "0",
+                    "GEMMSHIM_LOG": str(log)})
+    driver = parse(r, "driver")
+    want_fns = (["cuStreamBeginCapture_v2", "cuStreamEndCapture", "cuGraphInstantiateWithFlags"]
+                + ["cuGraphLaunch"] * 3 + ["cuGraphExecDestroy", "cuGraphDestroy"]) if recipe == "pytorch" else (
+        ["cuStreamBeginCapture_v2", "cuStreamEndCapture", "cuGraphClone", "cuGraphCreate",
+         "cuGraphAddChildGraphNode"] + ["cuGraphInstantiateWithFlags"] * 4 + ["cuGraphLaunch"] * 4
+        + ["cuGraphExecDestroy"] * 4 + ["cuGraphDestroy"] * 3)
+    assert [d["fn"] for d in driver] == want_fns, r.describe()
+    assert all(d["status"] == "0" for d in driver), r.describe()
+
+    results = parse(r, "result")
+    eager = [x for x in results if x["kind"] == "eager"]
+    replays = [x for x in results if x["kind"] == "replay"]
+    assert len(replays) == (3 if recipe == "pytorch" else 4), r.describe()
+    eager_tol = E4M3_RTOL if mode == "fp8" else BF16_RTOL
+    for x in eager:
+        assert x["status"] == "0" and float(x["err"]) <= eager_tol, x
+    for x in replays:  # the captured call ran as cuBLAS's own GEMM
+        assert float(x["err"]) <= BF16_RTOL, x
+
+    recs = read_log(log)
+    captured = 3 if recipe == "pytorch" else 1
+    assert len(recs) == len(eager) + 1, recs
+    for i, rec in enumerate(recs):
+        assert rec["decided"] == mode and rec["status"] == 0, rec
+        if i == captured:
+            assert rec["route"] == "native", rec
+            assert rec["reason"] == f"GEMMSHIM_MODE={mode}; {mode} declined: {CAPTURE_DECLINE}; ran native", rec
+        else:
+            assert rec["route"] == mode, rec

@@ -1,0 +1,350 @@
+/* driver_graph.c: CUDA graphs. A graph is the list of operations captured
+ * into it (driver_stream.c begins and ends captures; the enqueuing calls
+ * record into the capture's graph instead of running) or embedded in it as
+ * child graphs. Launching an instantiation runs the operations in order on
+ * the launching stream, each time it is launched, with the values recorded
+ * (kernel arguments, memset values, host-mode cuBLAS scalars) and the memory
+ * as it is at launch (device-side scalars and scales are read then).
+ *
+ * What the driver refuses, from cuda.h's documentation of
+ * cuGraphAddMemAllocNode ("The following restrictions apply to graphs which
+ * contain allocation and/or memory free nodes: ... The graph can only be
+ * used in a child node if the ownership is moved to the parent. Only one
+ * instantiation of the graph may exist at any point in time. The graph
+ * cannot be cloned."), cuGraphClone ("Cloning is not supported for graphs
+ * which contain memory allocation nodes, memory free nodes, or conditional
+ * nodes") and cuGraphAddChildGraphNode ("If childGraph contains allocation
+ * nodes, free nodes, or conditional nodes, this call will return an
+ * error"): each is CUDA_ERROR_INVALID_VALUE here, the one error all three
+ * calls document. */
+#include "driver.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+struct CUgraphNode_st {
+  struct CUgraph_st *graph;
+};
+
+struct CUgraphExec_st {
+  CUcontext ctx;
+  struct CUgraph_st *graph; /* kept alive (destroyed flag) while this lives */
+  sd_node *nodes;
+  size_t n;
+};
+
+struct CUgraph_st *sd_capture_graph_locked(struct CUstream_st *st) {
+  if (!st || st->capture != CU_STREAM_CAPTURE_STATUS_ACTIVE || !st->origin) return NULL;
+  return st->origin->graph;
+}
+
+static int sd_node_copy(sd_node *dst, const sd_node *src) {
+  *dst = *src;
+  if (!src->blob) return 0;
+  dst->blob = malloc(src->blob_size ? src->blob_size : 1);
+  if (!dst->blob) return -1;
+  memcpy(dst->blob, src->blob, src->blob_size);
+  return 0;
+}
+
+static void sd_nodes_free(sd_node *nodes, size_t n) {
+  for (size_t i = 0; i < n; i++) free(nodes[i].blob);
+  free(nodes);
+}
+
+int sd_graph_append_locked(struct CUgraph_st *g, const sd_node *n) {
+  if (g->n == g->cap) {
+    size_t cap = g->cap ? 2 * g->cap : 16;
+    sd_node *grown = realloc(g->nodes, cap * sizeof *grown);
+    if (!grown) return -1;
+    g->nodes = grown;
+    g->cap = cap;
+  }
+  if (sd_node_copy(&g->nodes[g->n], n) != 0) return -1;
+  g->n++;
+  return 0;
+}
+
+struct CUgraph_st *sd_graph_new_locked(CUcontext ctx) {
+  struct CUgraph_st *g = calloc(1, sizeof *g);
+  if (g) g->ctx = ctx;
+  return g;
+}
+
+static void sd_node_handle_free_if_graph(void *obj, void *arg) {
+  struct CUgraphNode_st *node = obj;
+  if (node->graph == arg) {
+    sd_reg_del(node);
+    free(node);
+  }
+}
+
+void sd_graph_free_locked(struct CUgraph_st *g) {
+  sd_reg_each(SD_GRAPH_NODE, sd_node_handle_free_if_graph, g);
+  for (size_t i = 0; i < g->nallocs; i++) sd_mem_free_locked(g->allocs[i]);
+  free(g->allocs);
+  sd_nodes_free(g->nodes, g->n);
+  free(g);
+}
+
+/* A destroyed graph goes once no instantiation holds it. */
+static void sd_graph_release_locked(struct CUgraph_st *g) {
+  if (g->destroyed && g->execs == 0) sd_graph_free_locked(g);
+}
+
+static void sd_exec_free_locked(struct CUgraphExec_st *e) {
+  sd_reg_del(e);
+  sd_nodes_free(e->nodes, e->n);
+  e->graph->execs--;
+  sd_graph_release_locked(e->graph);
+  free(e);
+}
+
+static void sd_exec_free_if_ctx(void *obj, void *arg) {
+  struct CUgraphExec_st *e = obj;
+  if (e->ctx == arg) sd_exec_free_locked(e);
+}
+
+static void sd_graph_free_if_ctx(void *obj, void *arg) {
+  struct CUgraph_st *g = obj;
+  if (g->ctx == arg) {
+    sd_reg_del(g);
+    g->destroyed = 1;
+    sd_graph_release_locked(g);
+  }
+}
+
+void sd_graphs_drop_ctx_locked(CUcontext ctx) {
+  sd_reg_each(SD_GRAPH_EXEC, sd_exec_free_if_ctx, ctx);
+  sd_reg_each(SD_GRAPH, sd_graph_free_if_ctx, ctx);
+}
+
+/* Register g as a handle: CUDA_SUCCESS, or OUT_OF_MEMORY (g freed). */
+static CUresult sd_graph_publish_locked(struct CUgraph_st *g, CUgraph *out) {
+  if (!g) return CUDA_ERROR_OUT_OF_MEMORY;
+  if (sd_reg_add(g, SD_GRAPH) != 0) {
+    sd_graph_free_locked(g);
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  }
+  *out = g;
+  return CUDA_SUCCESS;
+}
+
+/* Append copies of every operation of src to dst. */
+static CUresult sd_graph_embed_locked(struct CUgraph_st *dst, const struct CUgraph_st *src) {
+  for (size_t i = 0; i < src->n; i++)
+    if (sd_graph_append_locked(dst, &src->nodes[i]) != 0) return CUDA_ERROR_OUT_OF_MEMORY;
+  return CUDA_SUCCESS;
+}
+
+/* ------------------------------------------------------------------------ */
+CUresult cuGraphCreate(CUgraph *phGraph, unsigned int flags) {
+  SD_COUNT(cuGraphCreate);
+  CUresult r = sd_check_init();
+  if (r) return r;
+  if (!phGraph || flags != 0) return CUDA_ERROR_INVALID_VALUE; /* "flags - must be zero" */
+  pthread_mutex_lock(&sd_lock);
+  CUcontext ctx;
+  r = sd_ctx_current_locked(&ctx);
+  if (!r) r = sd_graph_publish_locked(sd_graph_new_locked(ctx), phGraph);
+  pthread_mutex_unlock(&sd_lock);
+  return r;
+}
+
+CUresult cuGraphDestroy(CUgraph hGraph) {
+  SD_COUNT(cuGraphDestroy);
+  CUresult r = sd_check_init();
+  if (r) return r;
+  pthread_mutex_lock(&sd_lock);
+  if (!sd_reg_has(hGraph, SD_GRAPH)) {
+    r = CUDA_ERROR_INVALID_VALUE;
+  } else {
+    sd_reg_del(hGraph);
+    hGraph->destroyed = 1;
+    sd_graph_release_locked(hGraph);
+  }
+  pthread_mutex_unlock(&sd_lock);
+  return r;
+}
+
+CUresult cuGraphClone(CUgraph *phGraphClone, CUgraph originalGraph) {
+  SD_COUNT(cuGraphClone);
+  CUresult r = sd_check_init();
+  if (r) return r;
+  if (!phGraphClone) return CUDA_ERROR_INVALID_VALUE;
+  pthread_mutex_lock(&sd_lock);
+  if (!sd_reg_has(originalGraph, SD_GRAPH) || originalGraph->mem_nodes) {
+    r = CUDA_ERROR_INVALID_VALUE;
+  } else {
+    struct CUgraph_st *g = sd_graph_new_locked(originalGraph->ctx);
+    if (g && sd_graph_embed_locked(g, originalGraph) != CUDA_SUCCESS) {
+      sd_graph_free_locked(g);
+      g = NULL;
+    }
+    r = sd_graph_publish_locked(g, phGraphClone);
+  }
+  pthread_mutex_unlock(&sd_lock);
+  return r;
+}
+
+/* The child is cloned into the node (cuda.h), so later changes to it, or
+ * its destruction, do not reach the parent. */
+CUresult cuGraphAddChildGraphNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies,
+                                  size_t numDependencies, CUgraph childGraph) {
+  SD_COUNT(cuGraphAddChildGraphNode);
+  CUresult r = sd_check_init();
+  if (r) return r;
+  if (!phGraphNode || (numDependencies && !dependencies)) return CUDA_ERROR_INVALID_VALUE;
+  pthread_mutex_lock(&sd_lock);
+  if (!sd_reg_has(hGraph, SD_GRAPH) || !sd_reg_has(childGraph, SD_GRAPH) || childGraph == hGraph ||
+      childGraph->mem_nodes)
+    r = CUDA_ERROR_INVALID_VALUE;
+  for (size_t i = 0; !r && i < numDependencies; i++)
+    if (!sd_reg_has(dependencies[i], SD_GRAPH_NODE) || dependencies[i]->graph != hGraph) r = CUDA_ERROR_INVALID_VALUE;
+  struct CUgraphNode_st *node = NULL;
+  if (!r) {
+    node = calloc(1, sizeof *node);
+    if (!node || sd_reg_add(node, SD_GRAPH_NODE) != 0) {
+      free(node);
+      r = CUDA_ERROR_OUT_OF_MEMORY;
+    }
+  }
+  if (!r) {
+    node->graph = hGraph;
+    /* Node handles are kept in dependency order already: a child's
+     * operations go after everything added before it. */
+    size_t before = hGraph->n;
+    r = sd_graph_embed_locked(hGraph, childGraph);
+    if (r) {
+      for (size_t i = before; i < hGraph->n; i++) free(hGraph->nodes[i].blob);
+      hGraph->n = before;
+      sd_reg_del(node);
+      free(node);
+    } else {
+      *phGraphNode = node;
+    }
+  }
+  pthread_mutex_unlock(&sd_lock);
+  return r;
+}
+
+CUresult cuGraphInstantiateWithFlags(CUgraphExec *phGraphExec, CUgraph hGraph, unsigned long long flags) {
+  SD_COUNT(cuGraphInstantiateWithFlags);
+  CUresult r = sd_check_init();
+  if (r) return r;
+  const unsigned long long known = CUDA_GRAPH_INSTANTIATE_FLAG_AUTO_FREE_ON_LAUNCH |
+                                   CUDA_GRAPH_INSTANTIATE_FLAG_UPLOAD | CUDA_GRAPH_INSTANTIATE_FLAG_DEVICE_LAUNCH |
+                                   CUDA_GRAPH_INSTANTIATE_FLAG_USE_NODE_PRIORITY;
+  if (!phGraphExec || (flags & ~known)) return CUDA_ERROR_INVALID_VALUE;
+  if (flags & (CUDA_GRAPH_INSTANTIATE_FLAG_UPLOAD | CUDA_GRAPH_INSTANTIATE_FLAG_DEVICE_LAUNCH))
+    return CUDA_ERROR_NOT_SUPPORTED; /* upload streams and device launch: not modelled */
+  pthread_mutex_lock(&sd_lock);
+  struct CUgraphExec_st *e = NULL;
+  if (!sd_reg_has(hGraph, SD_GRAPH) || (hGraph->mem_nodes && hGraph->execs)) r = CUDA_ERROR_INVALID_VALUE;
+  if (!r) {
+    e = calloc(1, sizeof *e);
+    if (e && hGraph->n) e->nodes = calloc(hGraph->n, sizeof *e->nodes);
+    if (!e || (hGraph->n && !e->nodes)) r = CUDA_ERROR_OUT_OF_MEMORY;
+    for (size_t i = 0; !r && i < hGraph->n; i++) {
+      if (sd_node_copy(&e->nodes[i], &hGraph->nodes[i]) != 0) r = CUDA_ERROR_OUT_OF_MEMORY;
+      else e->n = i + 1;
+    }
+    if (!r && sd_reg_add(e, SD_GRAPH_EXEC) != 0) r = CUDA_ERROR_OUT_OF_MEMORY;
+    if (r && e) {
+      sd_nodes_free(e->nodes, e->n);
+      free(e);
+    }
+  }
+  if (!r) {
+    e->ctx = hGraph->ctx;
+    e->graph = hGraph;
+    hGraph->execs++;
+    *phGraphExec = e;
+  }
+  pthread_mutex_unlock(&sd_lock);
+  return r;
+}
+
+CUresult cuGraphExecDestroy(CUgraphExec hGraphExec) {
+  SD_COUNT(cuGraphExecDestroy);
+  CUresult r = sd_check_init();
+  if (r) return r;
+  pthread_mutex_lock(&sd_lock);
+  if (!sd_reg_has(hGraphExec, SD_GRAPH_EXEC)) r = CUDA_ERROR_INVALID_VALUE;
+  else sd_exec_free_locked(hGraphExec);
+  pthread_mutex_unlock(&sd_lock);
+  return r;
+}
+
+static CUresult sd_node_run(const sd_node *n, CUstream stream) {
+  switch (n->kind) {
+  case SD_NODE_KERNEL: {
+    void *params[64];
+    standin_launch l = n->launch;
+    for (unsigned i = 0; i < n->nparams && i < 64; i++) {
+      size_t off;
+      memcpy(&off, n->blob + i * sizeof(size_t), sizeof off);
+      params[i] = n->blob + off;
+    }
+    l.params = params;
+    l.stream = stream;
+    return sd_kernel_call(n->fn, &l);
+  }
+  case SD_NODE_MEMCPY:
+    if (n->bytes) memmove((void *)n->dst, (const void *)n->src, n->bytes);
+    return CUDA_SUCCESS;
+  case SD_NODE_MEMSET:
+    if (n->elem_size == 1) {
+      memset((void *)n->dst, (int)n->value, n->bytes);
+    } else {
+      for (size_t i = 0; i < n->bytes / 4; i++) memcpy((char *)n->dst + 4 * i, &n->value, 4);
+    }
+    return CUDA_SUCCESS;
+  case SD_NODE_HOST:
+    n->host_fn(n->user_data);
+    return CUDA_SUCCESS;
+  default: /* alloc and free nodes: the graph owns the memory */
+    return CUDA_SUCCESS;
+  }
+}
+
+/* Launching into a capture (a graph node of its own) is not modelled:
+ * CUDA_ERROR_NOT_SUPPORTED. */
+CUresult cuGraphLaunch(CUgraphExec hGraphExec, CUstream hStream) {
+  SD_COUNT(cuGraphLaunch);
+  CUresult r = sd_check_init();
+  if (r) return r;
+  pthread_mutex_lock(&sd_lock);
+  CUcontext ctx;
+  struct CUstream_st *st = NULL;
+  if (!sd_reg_has(hGraphExec, SD_GRAPH_EXEC)) r = CUDA_ERROR_INVALID_VALUE;
+  if (!r) r = sd_stream_enqueue_locked(hStream, &ctx, &st);
+  if (!r && ctx != hGraphExec->ctx) r = CUDA_ERROR_INVALID_CONTEXT;
+  if (!r && sd_capture_graph_locked(st)) r = CUDA_ERROR_NOT_SUPPORTED;
+  pthread_mutex_unlock(&sd_lock);
+  for (size_t i = 0; !r && i < hGraphExec->n; i++) r = sd_node_run(&hGraphExec->nodes[i], hStream);
+  return r;
+}
+
+/* A host function runs in stream order; in a capture it becomes a host node
+ * (run at each launch). */
+CUresult cuLaunchHostFunc(CUstream hStream, CUhostFn fn, void *userData) {
+  SD_COUNT(cuLaunchHostFunc);
+  CUresult r = sd_check_init();
+  if (r) return r;
+  if (!fn) return CUDA_ERROR_INVALID_VALUE;
+  pthread_mutex_lock(&sd_lock);
+  CUcontext ctx;
+  struct CUstream_st *st = NULL;
+  r = sd_stream_enqueue_locked(hStream, &ctx, &st);
+  struct CUgraph_st *g = r ? NULL : sd_capture_graph_locked(st);
+  int recorded = 0;
+  if (g) {
+    sd_node n = {.kind = SD_NODE_HOST, .host_fn = fn, .user_data = userData};
+    r = sd_graph_append_locked(g, &n) ? CUDA_ERROR_OUT_OF_MEMORY : CUDA_SUCCESS;
+    recorded = 1;
+  }
+  pthread_mutex_unlock(&sd_lock);
+  if (!r && !recorded) fn(userData);
+  return r;
+}
