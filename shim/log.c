@@ -1077,7 +1077,8 @@ static size_t format_records(char *recs, size_t len, int final) {
   /* Never past half of what is left of the exit's own write budget: the
    * write that follows must still have time to go out. */
   uint64_t give_up = __atomic_load_n(&state.give_up_ns, __ATOMIC_ACQUIRE), now = final ? monotonic_ns() : 0;
-  if (final && give_up && give_up > now && deadline > now + (give_up - now) / 2) deadline = now + (give_up - now) / 2;
+  if (final && give_up && deadline > now + (give_up > now ? (give_up - now) / 2 : 0))
+    deadline = give_up > now ? now + (give_up - now) / 2 : now;
   size_t out = state.carry_len;
   memcpy(state.text, state.carry, state.carry_len);
   line_count = 0;
