@@ -7,6 +7,11 @@
 # Variants build into their own folder: BUILD=build/asan SAN=asan ...
 
 CUDA     ?= /usr/local/cuda
+include packaging/pip_cuda.mk
+# The CUDA headers the shim is built with (cuda.h, library_types.h,
+# cublas_api.h, cublasLt.h): the toolkit's, or the folders that PyPI's NVIDIA
+# packages install (docs/build-from-pip.md).
+CUDA_INCLUDE ?= $(CUDA)/include
 CC       ?= gcc
 # Debian's interpreter, whose pytest is python3-pytest (scripts/setup.sh
 # installs it): never whichever python3 comes first on PATH (pyenv, conda,
@@ -21,7 +26,7 @@ SAN_FLAGS := $(SAN_FLAGS_$(SAN))
 
 WARN     := -Wall -Wextra -Wno-unused-parameter -Wshadow -Wstrict-prototypes
 CFLAGS   ?= -O2 -g
-ALL_CFLAGS := $(CFLAGS) $(WARN) -std=gnu11 -fPIC -pthread -isystem $(CUDA)/include $(SAN_FLAGS)
+ALL_CFLAGS := $(CFLAGS) $(WARN) -std=gnu11 -fPIC -pthread $(addprefix -isystem ,$(CUDA_INCLUDE)) $(SAN_FLAGS)
 LDFLAGS_SAN := $(SAN_FLAGS)
 
 # --- the shim -------------------------------------------------------------
@@ -69,6 +74,10 @@ include tests/integration/integration.mk
 include tests/integration/fp8.mk
 include tests/integration/ffma.mk
 include tests/integration/proc.mk
+include launcher/launcher.mk
+include packaging/install.mk
+include packaging/wheel.mk
+include packaging/pip_cuda_test.mk
 -include tests/bench/bench.mk
 include demo/demo.mk
 

@@ -30,5 +30,6 @@ integration: $(DEMO_DEPS)
 demo: setup
 	@$(MAKE) --no-print-directory demo-run
 
-demo-run: $(DEMO_DEPS)
+# `all` too: the README's next step is the launcher that `make` builds.
+demo-run: all $(DEMO_DEPS)
 	$(PYTHON) demo/run_demo.py --build $(BUILD) --steps $(DEMO_STEPS)

@@ -1,29 +1,36 @@
 /* cast.cu: the ffma route's element casts. On sm_60-sm_75 (no bf16 tensor
  * cores) a bf16/fp16 GEMM with fp32 compute runs as an fp32 GEMM: these
- * kernels widen A, B (and C) to fp32 into transient buffers, narrow the fp32
- * result back (round to nearest even, see convert.h), and widen a bias
- * vector. Column-major, any leading dimension, strided or pointer-array
- * batches.
+ * kernels widen A, B, C and a bias to fp32 into transient buffers (all of
+ * one call's operands in one launch), narrow the fp32 result back (round to
+ * nearest even, see convert.h). Column-major, any leading dimension, strided
+ * or pointer-array batches.
  *
  * The work is pure bandwidth: per element one load, a few integer ops, one
- * store. Each thread moves GS_CAST_VEC = 4 elements at once: the fp32 side as
- * one 16-byte access (the widest a thread has), the 16-bit side as 8 bytes, so
- * a warp touches 512 and 256 contiguous bytes, whole 32-byte sectors. Eight
- * elements would need 16-byte alignment of the 16-bit side and ld a multiple
- * of 8, which fewer matrices meet. A column's first elements are peeled off
- * to a 4-element boundary when source and destination share their offset
- * mod 4 (ld_src == ld_dst, or both 16-byte aligned with ld a multiple of 4);
- * otherwise that column goes element by element, still coalesced.
+ * store. Work is handed out in chunks of GS_CAST_CHUNK = 8 consecutive
+ * elements of one column, numbered across columns, batch members and
+ * operands, one chunk per thread of a one-dimensional grid: every launched
+ * thread but those of the last block has a chunk, whatever the shape, so
+ * no shape leaves warps idle. (gridDim.x reaches 2^31 - 1 blocks, 2^42
+ * elements; no loop, so nothing is kept live across chunks.)
+ * Finding a chunk's column and member takes two divisions by launch
+ * constants, done as multiplies (gs_cast_div).
  *
- * Blocks are 32 x 8 threads: x is one warp along a column, so the
- * vector/scalar choice, made per column, never splits a warp; 8 columns make
- * 256 threads. With 64-bit indexing ptxas gives these kernels 52-64
- * registers, so 4 blocks (1024 threads) share an SM: each thread keeps a
- * 16-byte load in flight, 16 KiB per SM, about twice what Pascal's DRAM
- * needs in flight per SM (bandwidth x latency / SMs). Forcing 8 blocks
- * (launch_bounds(256, 8)) made ptxas spill ~150 bytes a thread instead.
- * Grid-stride loops on all three axes let the launcher cap the grid (65535
- * in y and z is the hardware limit) and still cover any size. */
+ * A chunk starts at a 4-element boundary of memory and is moved as two
+ * 4-element vector accesses, both loads issued before either store: on the
+ * fp32 side 16-byte accesses (the widest a thread has), on the 16-bit side
+ * 8 bytes, so a warp touches whole 32-byte sectors and each thread has two
+ * loads in flight. Eight-element accesses would need 16-byte alignment of
+ * the 16-bit side, which fewer matrices meet. A column whose source and
+ * destination do not share their offset mod 4 goes element by element
+ * (still coalesced), as do the partial groups at a column's ends.
+ *
+ * ptxas gives these kernels 26-40 registers and no spills on sm_61 (ptxas
+ * 12.9) and sm_90 (ptxas 13): 6 blocks of 256 threads fit an SM's 64K
+ * registers there, 4 on sm_75 (1024 threads an SM), so each SM keeps 16-24
+ * KB of loads in flight widening (twice that narrowing), above the ~8 KB
+ * that a GTX 1080's 320 GB/s at an assumed ~500 ns over 20 SMs asks for. Asking for 8 blocks (launch_bounds(256, 8),
+ * 32 registers) made ptxas spill. `make perf-report` records the figures
+ * per target (docs/perf-static.md). */
 #include "device.h"
 
 #include "cast.h"
@@ -67,65 +74,83 @@ template <typename T> static __device__ __forceinline__ void store4(T *p, const 
   }
 }
 
-/* rows elements of one column, shared by the lanes lane, lane+lanes, ... */
+static __device__ __forceinline__ uint64_t mulhi64(uint64_t a, uint64_t b) {
+#if defined(GS_EMU)
+  return (uint64_t)(((unsigned __int128)a * b) >> 64);
+#else
+  return __nvvm_mulhi_ull(a, b);
+#endif
+}
+
+static __device__ __forceinline__ uint64_t div_by(uint64_t n, const gs_cast_div &d) {
+  uint64_t t = mulhi64(d.magic, n);
+  return (t + ((n - t) >> d.sh1)) >> d.sh2;
+}
+
+/* Chunk c (counted from the operand's first) of operand p. */
 template <int S, int D>
-static __device__ __forceinline__ void cast_column(const typename elem<S>::bits *s,
-                                                   typename elem<D>::bits *d, int64_t rows,
-                                                   int64_t lane, int64_t lanes) {
+static __device__ __forceinline__ void cast_chunk(const gs_cast_operand &p, uint64_t c) {
   typedef typename elem<S>::bits sbits;
   typedef typename elem<D>::bits dbits;
-  const int64_t V = GS_CAST_VEC;
-  uintptr_t sa = (uintptr_t)s, da = (uintptr_t)d;
-  int64_t s_off = (int64_t)(sa / sizeof(sbits) % V), d_off = (int64_t)(da / sizeof(dbits) % V);
-  if (sa % sizeof(sbits) == 0 && da % sizeof(dbits) == 0 && s_off == d_off) {
-    int64_t head = (V - s_off) % V;
-    if (head > rows) head = rows;
-    int64_t groups = (rows - head) / V;
-    int64_t tail = head + groups * V;
-    for (int64_t g = lane; g < groups; g += lanes) {
-      sbits in[4];
-      dbits out[4];
-      load4(s + head + g * V, in);
-      for (int i = 0; i < 4; i++) out[i] = convert<S, D>(in[i]);
-      store4(d + head + g * V, out);
+  const uint64_t col_all = div_by(c, p.per_col);
+  const int64_t j = (int64_t)(c - col_all * p.per_col.d);
+  const uint64_t b = div_by(col_all, p.per_member);
+  const int64_t col = (int64_t)(col_all - b * p.per_member.d);
+  const sbits *s = p.src_array ? ((const sbits *const *)p.src)[b]
+                               : (const sbits *)p.src + (int64_t)b * p.stride_src;
+  dbits *d = p.dst_array ? ((dbits *const *)p.dst)[b] : (dbits *)p.dst + (int64_t)b * p.stride_dst;
+  s += col * p.ld_src;
+  d += col * p.ld_dst;
+  const int64_t rows = p.rows;
+  /* Chunks start where the source's address is a multiple of 4 elements;
+   * a column is vector-capable iff the destination's is too. */
+  const uintptr_t sa = (uintptr_t)s, da = (uintptr_t)d;
+  const int64_t s_off = (int64_t)(sa / sizeof(sbits) % GS_CAST_VEC);
+  const int vec = sa % sizeof(sbits) == 0 && da % sizeof(dbits) == 0 &&
+                  s_off == (int64_t)(da / sizeof(dbits) % GS_CAST_VEC);
+  const int64_t r0 = j * GS_CAST_CHUNK - (vec ? s_off : 0);
+  if (vec && r0 >= 0 && r0 + GS_CAST_CHUNK <= rows) {
+    sbits in[GS_CAST_CHUNK];
+    dbits out[GS_CAST_CHUNK];
+    load4(s + r0, in);
+    load4(s + r0 + GS_CAST_VEC, in + GS_CAST_VEC);
+    for (int i = 0; i < GS_CAST_CHUNK; i++) out[i] = convert<S, D>(in[i]);
+    store4(d + r0, out);
+    store4(d + r0 + GS_CAST_VEC, out + GS_CAST_VEC);
+    return;
+  }
+  /* A column's ends: whole aligned groups still go as vectors. */
+  for (int64_t g = r0; g < r0 + GS_CAST_CHUNK; g += GS_CAST_VEC) {
+    if (vec && g >= 0 && g + GS_CAST_VEC <= rows) {
+      sbits in[GS_CAST_VEC];
+      dbits out[GS_CAST_VEC];
+      load4(s + g, in);
+      for (int i = 0; i < GS_CAST_VEC; i++) out[i] = convert<S, D>(in[i]);
+      store4(d + g, out);
+    } else {
+      for (int64_t r = g < 0 ? 0 : g; r < g + GS_CAST_VEC && r < rows; r++) d[r] = convert<S, D>(s[r]);
     }
-    for (int64_t r = lane; r < head; r += lanes) d[r] = convert<S, D>(s[r]);
-    for (int64_t r = tail + lane; r < rows; r += lanes) d[r] = convert<S, D>(s[r]);
-  } else {
-    for (int64_t r = lane; r < rows; r += lanes) d[r] = convert<S, D>(s[r]);
   }
 }
 
-/* x: lanes along a column; y: columns; z: batch members. */
-template <int S, int D, int LAYOUT>
-static __device__ __forceinline__ void cast_matrix(const gs_cast_args &a) {
-  typedef typename elem<S>::bits sbits;
-  typedef typename elem<D>::bits dbits;
-  const int64_t lane = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-  const int64_t lanes = (int64_t)gridDim.x * blockDim.x;
-  const int64_t col0 = (int64_t)blockIdx.y * blockDim.y + threadIdx.y;
-  const int64_t col_step = (int64_t)gridDim.y * blockDim.y;
-  if (col0 >= a.cols) return;
-  for (int64_t b = blockIdx.z; b < a.batch; b += gridDim.z) {
-    const sbits *s;
-    dbits *d;
-    if constexpr (LAYOUT == GS_BATCH_SRC_ARRAY) s = ((const sbits *const *)a.src)[b];
-    else s = (const sbits *)a.src + b * a.stride_src;
-    if constexpr (LAYOUT == GS_BATCH_DST_ARRAY) d = ((dbits *const *)a.dst)[b];
-    else d = (dbits *)a.dst + b * a.stride_dst;
-    for (int64_t c = col0; c < a.cols; c += col_step)
-      cast_column<S, D>(s + c * a.ld_src, d + c * a.ld_dst, a.rows, lane, lanes);
-  }
+template <int S, int D> static __device__ __forceinline__ void cast_operands(const gs_cast_args &a) {
+  const uint64_t u = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x;
+  if (u >= (uint64_t)a.chunks) return;
+  /* Fixed indices into the parameter block (a computed index would copy
+   * it to local memory). */
+  if (u < (uint64_t)a.op[1].first) cast_chunk<S, D>(a.op[0], u);
+  else if (u < (uint64_t)a.op[2].first) cast_chunk<S, D>(a.op[1], u - a.op[1].first);
+  else if (u < (uint64_t)a.op[3].first) cast_chunk<S, D>(a.op[2], u - a.op[2].first);
+  else cast_chunk<S, D>(a.op[3], u - a.op[3].first);
 }
 
-#define GS_CAST_DEFINE(name, S, D, LAYOUT)                                     \
-  extern "C" __global__ void __launch_bounds__(GS_CAST_BLOCK_X * GS_CAST_BLOCK_Y) \
-      name(gs_cast_args a) {                                                   \
-    cast_matrix<S, D, LAYOUT>(a);                                              \
+#define GS_CAST_DEFINE(name, S, D)                                             \
+  extern "C" __global__ void __launch_bounds__(GS_CAST_THREADS) name(gs_cast_args a) { \
+    cast_operands<S, D>(a);                                                    \
   }
 GS_CAST_KERNELS(GS_CAST_DEFINE)
 
 #if defined(GS_EMU)
-#define GS_CAST_ENTRY(name, S, D, LAYOUT) GS_EMU_ENTRY(name)
+#define GS_CAST_ENTRY(name, S, D) GS_EMU_ENTRY(name)
 GS_CAST_KERNELS(GS_CAST_ENTRY)
 #endif

@@ -2,11 +2,12 @@
  *
  * Each checks its arguments before touching the driver (bad ones:
  * CUDA_ERROR_INVALID_VALUE; nothing to do: CUDA_SUCCESS, since an empty grid
- * is illegal), simplifies the shape, and launches one kernel of
- * GS_CAST_KERNELS on the caller's stream. Contiguous columns (ld == rows on
- * both sides) are folded into one long column, and contiguous batch members
- * into one, so small matrices still fill warps and the vector path sees one
- * alignment. */
+ * is illegal), plans every operand's chunks (cast.h) and launches one kernel
+ * of GS_CAST_KERNELS per source type on the caller's stream, so the ffma
+ * route's A, B, C and bias, which share their type, are one launch.
+ * Contiguous columns (ld == rows on both sides) are folded into one long
+ * column, and contiguous batch members into one, so a column's ends (where
+ * accesses go element by element) are few. */
 #include <library_types.h>
 #include <stdint.h>
 
@@ -15,25 +16,23 @@
 #include "kernels.h"
 #include "module.h"
 
-
 static const struct cast_kind {
   gs_kernel_id id;
-  int src, dst, layout;
+  int src, dst;
 } cast_kinds[] = {
-#define GS_CAST_KIND(name, s, d, layout) {GS_K_##name, s, d, layout},
+#define GS_CAST_KIND(name, s, d) {GS_K_##name, s, d},
     GS_CAST_KERNELS(GS_CAST_KIND)
 #undef GS_CAST_KIND
 };
 
-static int cast_kernel(int src, int dst, int layout, gs_kernel_id *id) {
+static int cast_kernel(int src, int dst, gs_kernel_id *id) {
   for (size_t i = 0; i < sizeof cast_kinds / sizeof cast_kinds[0]; i++)
-    if (cast_kinds[i].src == src && cast_kinds[i].dst == dst && cast_kinds[i].layout == layout) {
+    if (cast_kinds[i].src == src && cast_kinds[i].dst == dst) {
       *id = cast_kinds[i].id;
       return 1;
     }
   return 0;
 }
-
 
 /* The extent one batch member spans, ld*(cols-1) + rows, in elements; -1
  * when it does not fit in int64 (no real allocation is that large). */
@@ -45,73 +44,164 @@ static int64_t member_span(int64_t ld, int64_t rows, int64_t cols) {
 }
 
 /* Check a cast's shape. Returns 0 to launch, 1 when there is nothing to do,
- * -1 when invalid. A strided side (stride >= 0) needs its batch offsets to
- * fit in int64; the destination's members must not overlap, or two threads
- * would write one element. A stride of 0 on the source is a broadcast. */
-static int shape_check(const gs_cast_args *a, int src_strided, int dst_strided) {
-  if (a->rows < 0 || a->cols < 0 || a->batch < 0) return -1;
-  if (a->ld_src < a->rows || a->ld_dst < a->rows) return -1;
-  if (a->rows == 0 || a->cols == 0 || a->batch == 0) return 1;
-  int64_t span_src = member_span(a->ld_src, a->rows, a->cols);
-  int64_t span_dst = member_span(a->ld_dst, a->rows, a->cols);
+ * -1 when invalid. A strided side needs its batch offsets to fit in int64;
+ * the destination's members must not overlap, or two threads would write
+ * one element. A stride of 0 on the source is a broadcast. */
+static int shape_check(const kernel_cast_operand *o) {
+  if (o->rows < 0 || o->cols < 0 || o->batch < 0) return -1;
+  if (o->ld_src < o->rows || o->ld_dst < o->rows) return -1;
+  if (o->rows == 0 || o->cols == 0 || o->batch == 0) return 1;
+  int64_t span_src = member_span(o->ld_src, o->rows, o->cols);
+  int64_t span_dst = member_span(o->ld_dst, o->rows, o->cols);
   if (span_src < 0 || span_dst < 0) return -1;
   int64_t end;
-  if (src_strided && a->batch > 1 &&
-      (a->stride_src < 0 || __builtin_mul_overflow(a->stride_src, a->batch - 1, &end) ||
+  if (!o->src_array && o->batch > 1 &&
+      (o->stride_src < 0 || __builtin_mul_overflow(o->stride_src, o->batch - 1, &end) ||
        __builtin_add_overflow(end, span_src, &end)))
     return -1;
-  if (dst_strided && a->batch > 1 &&
-      (a->stride_dst < span_dst || __builtin_mul_overflow(a->stride_dst, a->batch - 1, &end) ||
+  if (!o->dst_array && o->batch > 1 &&
+      (o->stride_dst < span_dst || __builtin_mul_overflow(o->stride_dst, o->batch - 1, &end) ||
        __builtin_add_overflow(end, span_dst, &end)))
     return -1;
   return 0;
 }
 
-static CUresult cast_launch(CUcontext ctx, CUstream stream, int src, int dst, int layout,
-                            gs_cast_args a) {
-  gs_kernel_id id;
-  if (!cast_kernel(src, dst, layout, &id)) return CUDA_ERROR_INVALID_VALUE;
-  /* The fold keeps every element's offset: r + c*ld = r + c*rows. */
-  if (a.cols > 1 && a.ld_src == a.rows && a.ld_dst == a.rows) {
-    a.rows *= a.cols;
-    a.ld_src = a.ld_dst = a.rows;
-    a.cols = 1;
-  }
-  if (layout == GS_BATCH_STRIDED && a.cols == 1 && a.batch > 1 && a.stride_src == a.rows &&
-      a.stride_dst == a.rows) {
-    a.rows *= a.batch;
-    a.ld_src = a.ld_dst = a.rows;
-    a.batch = 1;
-  }
-  int64_t groups = (a.rows + GS_CAST_VEC - 1) / GS_CAST_VEC;
-  unsigned grid[3] = {
-      (unsigned)min64((groups + GS_CAST_BLOCK_X - 1) / GS_CAST_BLOCK_X, GRID_MAX),
-      (unsigned)min64((a.cols + GS_CAST_BLOCK_Y - 1) / GS_CAST_BLOCK_Y, GRID_MAX),
-      (unsigned)min64(a.batch, GRID_MAX)};
-  unsigned block[3] = {GS_CAST_BLOCK_X, GS_CAST_BLOCK_Y, 1};
+/* Elements must sit at multiples of their size, as cuBLAS requires. */
+static int aligned(const void *p, size_t n) { return (uintptr_t)p % n == 0; }
+static size_t elem_bytes(int e) { return e == GS_ELEM_F32 ? 4 : 2; }
 
+/* Checks one operand: 0 to launch, 1 nothing to do, -1 invalid. */
+static int operand_check(const kernel_cast_operand *o, int src, int dst) {
+  int c = shape_check(o);
+  if (c) return c;
+  if (!o->src || !o->dst) return -1;
+  if (!aligned(o->src, o->src_array ? sizeof(void *) : elem_bytes(src)) ||
+      !aligned(o->dst, o->dst_array ? sizeof(void *) : elem_bytes(dst)))
+    return -1;
+  return 0;
+}
+
+gs_cast_div kernel_cast_div(uint64_t d) { return gs_cast_div_for(d); }
+
+/* Operand o's part of the argument block: folded shape, chunks per column.
+ * A column's chunks start at its source's 4-element boundaries when it can
+ * go by vectors (cast.cu), so it needs ceil((rows + pre) / 8) of them, pre
+ * being the source's offset mod 4. Where every column has the same pre
+ * (strided sides whose ld and strides are multiples of 4) that is exact;
+ * otherwise pre is taken as 3, at most one empty chunk a column. Returns
+ * the chunk count, or -1 when it does not fit. */
+static int64_t operand_plan(kernel_cast_operand o, int src, int dst, gs_cast_operand *p) {
+  /* The fold keeps every element's offset: r + c*ld = r + c*rows. */
+  if (o.cols > 1 && o.ld_src == o.rows && o.ld_dst == o.rows) {
+    o.rows *= o.cols;
+    o.ld_src = o.ld_dst = o.rows;
+    o.cols = 1;
+  }
+  if (!o.src_array && !o.dst_array && o.cols == 1 && o.batch > 1 && o.stride_src == o.rows &&
+      o.stride_dst == o.rows) {
+    o.rows *= o.batch;
+    o.ld_src = o.ld_dst = o.rows;
+    o.batch = 1;
+  }
+  const size_t ss = elem_bytes(src), ds = elem_bytes(dst);
+  int64_t pre = GS_CAST_VEC - 1;
+  const int uniform = !o.src_array && !o.dst_array && (o.cols == 1 || (o.ld_src % 4 == 0 && o.ld_dst % 4 == 0)) &&
+                      (o.batch == 1 || (o.stride_src % 4 == 0 && o.stride_dst % 4 == 0));
+  if (uniform) {
+    int64_t s_off = (int64_t)((uintptr_t)o.src / ss % GS_CAST_VEC);
+    int64_t d_off = (int64_t)((uintptr_t)o.dst / ds % GS_CAST_VEC);
+    pre = s_off == d_off ? s_off : 0;
+  }
+  int64_t per_col = (o.rows + pre + GS_CAST_CHUNK - 1) / GS_CAST_CHUNK, chunks;
+  if (__builtin_mul_overflow(per_col, o.cols, &chunks) || __builtin_mul_overflow(chunks, o.batch, &chunks))
+    return -1;
+  *p = (gs_cast_operand){.src = o.src,
+                         .dst = o.dst,
+                         .ld_src = o.ld_src,
+                         .stride_src = o.src_array ? 0 : o.stride_src,
+                         .ld_dst = o.ld_dst,
+                         .stride_dst = o.dst_array ? 0 : o.stride_dst,
+                         .rows = o.rows,
+                         .per_col = kernel_cast_div((uint64_t)per_col),
+                         .per_member = kernel_cast_div((uint64_t)o.cols),
+                         .src_array = o.src_array != 0,
+                         .dst_array = o.dst_array != 0};
+  return chunks;
+}
+
+/* 2^31 - 1 blocks, the grid's x limit since compute capability 3.0. */
+#define CAST_GRID_X_MAX 2147483647
+
+CUresult kernel_cast_plan(const kernel_cast_operand *ops, int n, int src, int dst, gs_cast_args *a,
+                          unsigned grid[3]) {
+  if (n < 0 || n > GS_CAST_MAX_OPERANDS) return CUDA_ERROR_INVALID_VALUE;
+  *a = (gs_cast_args){.chunks = 0};
+  int used = 0;
+  for (int i = 0; i < n; i++) {
+    int c = operand_check(&ops[i], src, dst);
+    if (c < 0) return CUDA_ERROR_INVALID_VALUE;
+    if (c > 0) continue;
+    int64_t chunks = operand_plan(ops[i], src, dst, &a->op[used]);
+    if (chunks < 0) return CUDA_ERROR_INVALID_VALUE;
+    a->op[used].first = a->chunks;
+    if (__builtin_add_overflow(a->chunks, chunks, &a->chunks)) return CUDA_ERROR_INVALID_VALUE;
+    used++;
+  }
+  for (int i = used; i < GS_CAST_MAX_OPERANDS; i++) a->op[i].first = a->chunks;
+  a->operands = used;
+  int64_t blocks = (a->chunks + GS_CAST_THREADS - 1) / GS_CAST_THREADS;
+  if (blocks > CAST_GRID_X_MAX) return CUDA_ERROR_INVALID_VALUE;
+  grid[0] = (unsigned)blocks, grid[1] = grid[2] = 1;
+  return CUDA_SUCCESS;
+}
+
+/* Operands of one kernel (src, dst elements): plan, then one launch. */
+static CUresult cast_launch(CUcontext ctx, CUstream stream, int src, int dst, const kernel_cast_operand *ops,
+                            int n) {
+  gs_kernel_id id;
+  if (!cast_kernel(src, dst, &id)) return CUDA_ERROR_INVALID_VALUE;
+  gs_cast_args a;
+  unsigned grid[3];
+  CUresult r = kernel_cast_plan(ops, n, src, dst, &a, grid);
+  if (r != CUDA_SUCCESS || a.chunks == 0) return r;
+  const unsigned block[3] = {GS_CAST_THREADS, 1, 1};
   if (resolve_driver()) return CUDA_ERROR_NOT_INITIALIZED;
   CUfunction f;
   const char *why;
-  CUresult r = kernels_function(ctx, id, &f, &why);
+  r = kernels_function(ctx, id, &f, &why);
   if (r != CUDA_SUCCESS) return r;
   void *params[] = {&a};
   return kernels_launch(ctx, f, grid, block, stream, params);
 }
 
-/* Elements must sit at multiples of their size, as cuBLAS requires. */
-static int aligned(const void *p, size_t n) { return (uintptr_t)p % n == 0; }
+CUresult kernel_widen_operands(CUcontext ctx, CUstream stream, const kernel_cast_operand *ops, int n) {
+  if (n < 0 || n > GS_CAST_MAX_OPERANDS || (n > 0 && !ops)) return CUDA_ERROR_INVALID_VALUE;
+  /* Everything is checked before anything is launched. */
+  for (int i = 0; i < n; i++) {
+    int s = elem_of(ops[i].src_type);
+    if (s < 0 || ops[i].dst_array || operand_check(&ops[i], s, GS_ELEM_F32) < 0) return CUDA_ERROR_INVALID_VALUE;
+  }
+  /* One launch per source type, operands in the caller's order. */
+  static const int types[] = {GS_ELEM_BF16, GS_ELEM_F16, GS_ELEM_F32};
+  for (size_t t = 0; t < sizeof types / sizeof types[0]; t++) {
+    kernel_cast_operand same[GS_CAST_MAX_OPERANDS];
+    int k = 0;
+    for (int i = 0; i < n; i++)
+      if (elem_of(ops[i].src_type) == types[t]) same[k++] = ops[i];
+    if (k == 0) continue;
+    CUresult r = cast_launch(ctx, stream, types[t], GS_ELEM_F32, same, k);
+    if (r != CUDA_SUCCESS) return r;
+  }
+  return CUDA_SUCCESS;
+}
 
 CUresult kernel_widen(CUcontext ctx, CUstream stream, int src_type, const void *src, int64_t ld_src,
                       int64_t stride_src, float *dst, int64_t ld_dst, int64_t stride_dst,
                       int64_t rows, int64_t cols, int64_t batch) {
   int s = elem_of(src_type);
   if (s != GS_ELEM_BF16 && s != GS_ELEM_F16) return CUDA_ERROR_INVALID_VALUE;
-  gs_cast_args a = {src, dst, ld_src, stride_src, ld_dst, stride_dst, rows, cols, batch};
-  int c = shape_check(&a, 1, 1);
-  if (c) return c > 0 ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
-  if (!src || !dst || !aligned(src, 2) || !aligned(dst, 4)) return CUDA_ERROR_INVALID_VALUE;
-  return cast_launch(ctx, stream, s, GS_ELEM_F32, GS_BATCH_STRIDED, a);
+  kernel_cast_operand o = {src_type, src, 0, ld_src, stride_src, dst, 0, ld_dst, stride_dst, rows, cols, batch};
+  return kernel_widen_operands(ctx, stream, &o, 1);
 }
 
 CUresult kernel_widen_ptrarray(CUcontext ctx, CUstream stream, int src_type,
@@ -120,47 +210,34 @@ CUresult kernel_widen_ptrarray(CUcontext ctx, CUstream stream, int src_type,
                                int64_t batch) {
   int s = elem_of(src_type);
   if (s != GS_ELEM_BF16 && s != GS_ELEM_F16) return CUDA_ERROR_INVALID_VALUE;
-  gs_cast_args a = {src_array, dst, ld_src, 0, ld_dst, stride_dst, rows, cols, batch};
-  int c = shape_check(&a, 0, 1);
-  if (c) return c > 0 ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
-  if (!src_array || !dst || !aligned(src_array, sizeof(void *)) || !aligned(dst, 4))
-    return CUDA_ERROR_INVALID_VALUE;
-  return cast_launch(ctx, stream, s, GS_ELEM_F32, GS_BATCH_SRC_ARRAY, a);
+  kernel_cast_operand o = {src_type, src_array, 1, ld_src, 0, dst, 0, ld_dst, stride_dst, rows, cols, batch};
+  return kernel_widen_operands(ctx, stream, &o, 1);
+}
+
+static CUresult narrow(CUcontext ctx, CUstream stream, int dst_type, const kernel_cast_operand *o) {
+  int d = elem_of(dst_type);
+  if (d != GS_ELEM_BF16 && d != GS_ELEM_F16) return CUDA_ERROR_INVALID_VALUE;
+  if (operand_check(o, GS_ELEM_F32, d) < 0) return CUDA_ERROR_INVALID_VALUE;
+  return cast_launch(ctx, stream, GS_ELEM_F32, d, o, 1);
 }
 
 CUresult kernel_narrow(CUcontext ctx, CUstream stream, int dst_type, const float *src,
                        int64_t ld_src, int64_t stride_src, void *dst, int64_t ld_dst,
                        int64_t stride_dst, int64_t rows, int64_t cols, int64_t batch) {
-  int d = elem_of(dst_type);
-  if (d != GS_ELEM_BF16 && d != GS_ELEM_F16) return CUDA_ERROR_INVALID_VALUE;
-  gs_cast_args a = {src, dst, ld_src, stride_src, ld_dst, stride_dst, rows, cols, batch};
-  int c = shape_check(&a, 1, 1);
-  if (c) return c > 0 ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
-  if (!src || !dst || !aligned(src, 4) || !aligned(dst, 2)) return CUDA_ERROR_INVALID_VALUE;
-  return cast_launch(ctx, stream, GS_ELEM_F32, d, GS_BATCH_STRIDED, a);
+  kernel_cast_operand o = {CUDA_R_32F, src, 0, ld_src, stride_src, dst, 0, ld_dst, stride_dst, rows, cols, batch};
+  return narrow(ctx, stream, dst_type, &o);
 }
 
 CUresult kernel_narrow_ptrarray(CUcontext ctx, CUstream stream, int dst_type, const float *src,
                                 int64_t ld_src, int64_t stride_src, void *const *dst_array,
                                 int64_t ld_dst, int64_t rows, int64_t cols, int64_t batch) {
-  int d = elem_of(dst_type);
-  if (d != GS_ELEM_BF16 && d != GS_ELEM_F16) return CUDA_ERROR_INVALID_VALUE;
-  gs_cast_args a = {src, (void *)dst_array, ld_src, stride_src, ld_dst, 0, rows, cols, batch};
-  int c = shape_check(&a, 1, 0);
-  if (c) return c > 0 ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
-  if (!src || !dst_array || !aligned(src, 4) || !aligned(dst_array, sizeof(void *)))
-    return CUDA_ERROR_INVALID_VALUE;
-  return cast_launch(ctx, stream, GS_ELEM_F32, d, GS_BATCH_DST_ARRAY, a);
+  kernel_cast_operand o = {CUDA_R_32F, src, 0, ld_src, stride_src, (void *)dst_array, 1, ld_dst, 0, rows, cols, batch};
+  return narrow(ctx, stream, dst_type, &o);
 }
 
 CUresult kernel_widen_vector(CUcontext ctx, CUstream stream, int src_type, const void *src,
                              float *dst, int64_t n) {
-  int s = elem_of(src_type);
-  if (s < 0) return CUDA_ERROR_INVALID_VALUE;
-  if (n < 0) return CUDA_ERROR_INVALID_VALUE;
-  if (n == 0) return CUDA_SUCCESS;
-  if (!src || !dst || !aligned(src, s == GS_ELEM_F32 ? 4 : 2) || !aligned(dst, 4))
-    return CUDA_ERROR_INVALID_VALUE;
-  gs_cast_args a = {src, dst, n, 0, n, 0, n, 1, 1};
-  return cast_launch(ctx, stream, s, GS_ELEM_F32, GS_BATCH_STRIDED, a);
+  if (elem_of(src_type) < 0 || n < 0) return CUDA_ERROR_INVALID_VALUE;
+  kernel_cast_operand o = {src_type, src, 0, n, 0, dst, 0, n, 0, n, 1, 1};
+  return kernel_widen_operands(ctx, stream, &o, 1);
 }

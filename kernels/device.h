@@ -30,7 +30,7 @@ typedef struct __attribute__((aligned(16))) gs_u32x4 {
 #define __device__ __attribute__((device))
 #define __host__ __attribute__((host))
 #define __forceinline__ __attribute__((always_inline)) inline
-#define __launch_bounds__(n) __attribute__((launch_bounds(n)))
+#define __launch_bounds__(...) __attribute__((launch_bounds(__VA_ARGS__)))
 #include <__clang_cuda_builtin_vars.h>
 
 static __device__ __forceinline__ uint64_t gs_ld8(const void *p) {

@@ -39,7 +39,7 @@
 #define __device__
 #define __host__
 #define __forceinline__ inline
-#define __launch_bounds__(n)
+#define __launch_bounds__(...)
 
 struct gs_emu_dim3 {
   unsigned x, y, z;

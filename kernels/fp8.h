@@ -10,11 +10,13 @@
  * its operand was quantized with. The host flips parity per call.
  *
  * Rules the fold follows (TransformerEngine's, with AstrAI's step form):
- *   next = max(history) / fmt_max / 2^margin, clamped to >= 1e-12;
+ *   next = max(history) * 2^margin / fmt_max, clamped to >= 1e-12 (TE:
+ *   scale = fmt_max * 2^-margin / amax; the margin is headroom);
  *   an amax of 0, inf or NaN is not entered and the scale is kept.
  * A site's first call has no history: gs_fp8_amax_init runs one reduction
  * pass first and publishes scale[parity] from the current amax, so the
- * first quantization is not a guess.
+ * first quantization is not a guess; it enters nothing in the history (the
+ * call's quantize does, once).
  *
  * Operands are written in the layout both GEMM backends take ("TN", the
  * only one cuBLASLt fp8 accepts): op(A) as k x m with k contiguous
@@ -45,7 +47,7 @@ typedef struct gs_fp8_ring {
   unsigned int pos;                   /* next history slot */
   unsigned int history;               /* length of hist[] */
   unsigned int fmt;                   /* GS_FP8_E4M3 / GS_FP8_E5M2 */
-  float margin_div;                   /* 2^margin */
+  float margin_pow2;                  /* 2^margin: step = amax * 2^margin / fmt_max */
   float last_amax;                    /* amax of the latest call (for tests) */
   float hist[];                       /* `history` entries, 0 = empty */
 } gs_fp8_ring;
@@ -63,8 +65,26 @@ CUresult fp8_quantize(CUcontext ctx, CUstream stream, int src_type, const void *
                       int64_t cols, int64_t ld, int64_t stride, int64_t batch, int trans, int is_b,
                       uint8_t *dst, gs_fp8_ring *ring, int parity);
 
+/* One operand of fp8_quantize_operands, as fp8_quantize takes it. */
+typedef struct fp8_operand {
+  int src_type;
+  const void *src;
+  int64_t rows, cols, ld, stride, batch;
+  int trans, is_b;
+  uint8_t *dst; /* unused by the amax pass */
+  gs_fp8_ring *ring;
+} fp8_operand;
+
+/* A GEMM's A and B (n = 2; or one operand) quantized in one launch, each
+ * with its own ring and fold, exactly as fp8_quantize would each; the rings
+ * must differ. Operands of different source types take a launch each. */
+CUresult fp8_quantize_operands(CUcontext ctx, CUstream stream, const fp8_operand *ops, int n, int parity);
+
+/* The same for fp8_amax_init. */
+CUresult fp8_amax_init_operands(CUcontext ctx, CUstream stream, const fp8_operand *ops, int n, int parity);
+
 /* First call of a site: amax of src, and scale[parity] published from it
- * (history gets that amax as its first entry). */
+ * (the history is left alone: the call's quantize enters the amax). */
 CUresult fp8_amax_init(CUcontext ctx, CUstream stream, int src_type, const void *src, int64_t rows,
                        int64_t cols, int64_t ld, int64_t stride, int64_t batch, gs_fp8_ring *ring,
                        int parity);

@@ -103,4 +103,42 @@ GS_HD uint8_t gs_f32_to_fp8_sat(float f, int fmt) {
 
 GS_HD float gs_fp8_to_f32(uint8_t c, int fmt) { return fmt ? gs_e5m2_to_f32(c) : gs_e4m3_to_f32(c); }
 
+/* The CPU model of sm_89's `cvt.rn.satfinite.{e4m3x2,e5m2x2}.f32 d, a, b`
+ * (PTX ISA 8.1+ on sm_89, 7.8+ on sm_90; section "Data Movement and Conversion Instructions: cvt"):
+ * a and b are each converted to the format, a into the upper 8 bits of the
+ * 16-bit d, b into the lower; .rn rounds to nearest, ties to even (fp8
+ * subnormals kept); .satfinite: "if the input value is NaN, then the result
+ * is NaN in the specified destination format. If the absolute value of input
+ * (ignoring sign) is greater than MAX_NORM of the specified destination
+ * format, then the result is sign-preserved MAX_NORM". Past MAX_NORM,
+ * infinities included, that is gs_f32_to_fp8_sat's saturation; below it,
+ * its rounding. The ISA does not say which NaN code; the model gives
+ * 0x7F, the canonical one, for either format and sign (gs_f32_to_fp8_sat
+ * keeps the sign and gives 0x7E for E5M2): code that must not depend on the
+ * hardware's choice keeps NaNs away from the instruction (fp8_quantize.cu),
+ * and a test that ran such code through this model would see the
+ * difference. */
+GS_HD uint8_t gs_cvt_satfinite_model(float x, int fmt) {
+  if ((gs_f32_bits(x) & 0x7FFFFFFFu) > 0x7F800000u) return 0x7F;
+  return gs_f32_to_fp8_sat(x, fmt);
+}
+GS_HD uint16_t gs_cvt_rn_satfinite_x2_model(float a, float b, int fmt) {
+  return (uint16_t)(((uint16_t)gs_cvt_satfinite_model(a, fmt) << 8) | gs_cvt_satfinite_model(b, fmt));
+}
+
+/* x / s from r = 1/s (correctly rounded) by one Markstein correction:
+ * q0 = x*r, e = q0*s - x (exact, fused), q = q0 - e*r, each step rounded to
+ * nearest. Equal to the correctly rounded x / s (Markstein's theorem; the
+ * same steps as the GPU's own div.rn fast path) where nothing underflows or
+ * overflows: with s in [2^-60, 2^60] and |x / s| < 2^64 (the range the
+ * fp8 kernels use it in, fp8_quantize.cu) the bits equal the division's
+ * for |x| >= 2^-100, and below that (quotients under 2^-40) the fp8 codes
+ * do, checked against the division in test_fp8_convert. The residual is taken as q0*s - x, not x - q0*s, so
+ * that x = -0 gives -0 (-0 - (+0 * r) is -0; +0 + -0 would be +0). */
+GS_HD float gs_div_by_rcp(float x, float s, float r) {
+  float q0 = x * r;
+  float e = __builtin_fmaf(q0, s, -x);
+  return __builtin_fmaf(-e, r, q0);
+}
+
 #endif

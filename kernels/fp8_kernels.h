@@ -24,30 +24,42 @@ typedef struct gs_fp8_ring_dev {
   uint32_t pos;
   uint32_t history;
   uint32_t fmt;
-  float margin_div;
+  float margin_pow2;
   float last_amax;
   float hist[];
 } gs_fp8_ring_dev;
+
+/* fp8.h's GS_FP8_E4M3 / GS_FP8_E5M2, for device code. */
+#define GS_FP8_DEV_E4M3 0
+#define GS_FP8_DEV_E5M2 1
 
 /* Quantize (and amax) kernels: 64 x 64 tiles of the source as stored, one
  * block of 256 threads per tile at a time (see fp8_quantize.cu). */
 #define GS_FP8_Q_TILE 64
 #define GS_FP8_Q_THREADS 256
 
-/* Passed by value as the kernel's only parameter. Every field is 8 bytes or
- * one of a pair of 4-byte fields, so C (gcc, x86-64) and CUDA C++ (clang,
- * nvptx64) lay it out alike; sizes and strides are in elements, validated
- * by the launcher. */
-typedef struct gs_fp8_quantize_args {
+/* One operand of a quantize launch. Sizes and strides are in elements,
+ * validated by the launcher. */
+typedef struct gs_fp8_q_operand {
   const void *src;       /* column-major rows x cols, ld, batch stride */
   uint8_t *dst;          /* TN layout (fp8.h); NULL for the amax kernels */
-  gs_fp8_ring_dev *ring;
+  gs_fp8_ring_dev *ring; /* its own ring: each operand folds its own amax */
   int64_t rows, cols, ld, stride, batch;
   int64_t tiles_r, tiles_c; /* ceil(rows / 64), ceil(cols / 64) */
   int32_t transpose;     /* dst[r*cols + c] (1) or dst[c*rows + r] (0) */
-  int32_t parity;        /* quantize with scale[parity] */
   int32_t vec_in;        /* src 16-byte aligned, ld and stride too */
   int32_t vec_out;       /* dst rows (cols when transposing) 8-byte aligned */
+  int32_t blocks;        /* the operand's blocks: op[0] takes the grid's first */
+} gs_fp8_q_operand;
+
+/* Passed by value as the kernel's only parameter: a GEMM's A and B (or one
+ * operand), quantized in one launch. Every field is 8 bytes or one of a pair
+ * of 4-byte fields, so C (gcc, x86-64) and CUDA C++ (clang, nvptx64) lay it
+ * out alike. */
+typedef struct gs_fp8_quantize_args {
+  gs_fp8_q_operand op[2];
+  int32_t parity;        /* quantize with scale[parity] */
+  int32_t operands;      /* 1 or 2 */
 } gs_fp8_quantize_args;
 
 /* GEMM: 64 x 64 output tiles, k in steps of 32, 256 threads each owning a
@@ -93,6 +105,12 @@ typedef struct gs_fp8_gemm_args {
   X(gs_fp8_amax_init_bf16, GS_ELEM_BF16, GS_FP8_MODE_AMAX_INIT)                \
   X(gs_fp8_amax_init_f16, GS_ELEM_F16, GS_FP8_MODE_AMAX_INIT)                  \
   X(gs_fp8_amax_init_f32, GS_ELEM_F32, GS_FP8_MODE_AMAX_INIT)
+/* The same quantize kernels for sm_89+ (fp8_quantize_sm89.cu: the
+ * hardware fp8 conversion), their own module, loaded only there. */
+#define GS_FP8_QUANTIZE_SM89_KERNELS(X)                                        \
+  X(gs_fp8_quantize_bf16_sm89, GS_ELEM_BF16, GS_FP8_MODE_QUANTIZE)             \
+  X(gs_fp8_quantize_f16_sm89, GS_ELEM_F16, GS_FP8_MODE_QUANTIZE)               \
+  X(gs_fp8_quantize_f32_sm89, GS_ELEM_F32, GS_FP8_MODE_QUANTIZE)
 #define GS_FP8_GEMM_KERNELS(X) X(gs_fp8_gemm, GS_ELEM_F32, GS_FP8_MODE_GEMM)
 #define GS_FP8_KERNELS(X) GS_FP8_QUANTIZE_KERNELS(X) GS_FP8_GEMM_KERNELS(X)
 /* The tensor-core GEMM (fp8_gemm_mma.cu, sm_89 PTX): the same arguments and
@@ -102,10 +120,10 @@ typedef struct gs_fp8_gemm_args {
 /* The layouts must not depend on the compiler: checked in every build
  * (gcc for the launchers, clang for the device, g++ for the host kernels). */
 #if defined(__cplusplus)
-static_assert(sizeof(gs_fp8_quantize_args) == 96, "gs_fp8_quantize_args has padding");
+static_assert(sizeof(gs_fp8_quantize_args) == 200, "gs_fp8_quantize_args has padding");
 static_assert(sizeof(gs_fp8_gemm_args) == 192, "gs_fp8_gemm_args has padding");
 #else
-_Static_assert(sizeof(gs_fp8_quantize_args) == 96, "gs_fp8_quantize_args has padding");
+_Static_assert(sizeof(gs_fp8_quantize_args) == 200, "gs_fp8_quantize_args has padding");
 _Static_assert(sizeof(gs_fp8_gemm_args) == 192, "gs_fp8_gemm_args has padding");
 #endif
 

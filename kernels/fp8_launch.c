@@ -1,5 +1,5 @@
 /* fp8_launch.c: the launchers of the fp8 kernels (fp8.h; fp8_quantize.cu,
- * fp8_gemm.cu, fp8_gemm_mma.cu).
+ * fp8_quantize_sm89.cu, fp8_gemm.cu, fp8_gemm_mma.cu).
  *
  * Each checks its arguments before touching the driver (bad ones:
  * CUDA_ERROR_INVALID_VALUE, an epilogue it does not implement:
@@ -34,7 +34,7 @@ RING_SAME(blocks_done);
 RING_SAME(pos);
 RING_SAME(history);
 RING_SAME(fmt);
-RING_SAME(margin_div);
+RING_SAME(margin_pow2);
 RING_SAME(last_amax);
 RING_SAME(hist);
 #undef RING_SAME
@@ -43,17 +43,25 @@ _Static_assert(GS_FP8_AMAX_SLOTS == GS_FP8_DEV_AMAX_SLOTS, "amax slot counts dif
 
 /* The fp8 kernels live in the shim's module cache with the cast kernels
  * (module.h): one load per context for all of them. */
-static CUresult fp8_launch(CUcontext ctx, CUstream stream, gs_kernel_id id, const unsigned grid[3],
-                           unsigned threads, void *args) {
+static CUresult fp8_launch_either(CUcontext ctx, CUstream stream, gs_kernel_id preferred, gs_kernel_id id,
+                                  const unsigned grid[3], unsigned threads, void *args) {
   if (resolve_driver()) return CUDA_ERROR_NOT_INITIALIZED;
   if (!ctx) return CUDA_ERROR_INVALID_CONTEXT;
   CUfunction f;
   const char *why = NULL;
-  CUresult r = kernels_function(ctx, id, &f, &why);
+  /* An optional file's kernel that this context has not loaded (older
+   * device, or its driver refused the PTX): the base kernel does the same. */
+  CUresult r = kernels_function(ctx, preferred, &f, &why);
+  if (r == CUDA_ERROR_NOT_SUPPORTED && preferred != id) r = kernels_function(ctx, id, &f, &why);
   if (r != CUDA_SUCCESS) return r;
   const unsigned block[3] = {threads, 1, 1};
   void *params[] = {args};
   return kernels_launch(ctx, f, grid, block, stream, params);
+}
+
+static CUresult fp8_launch(CUcontext ctx, CUstream stream, gs_kernel_id id, const unsigned grid[3],
+                           unsigned threads, void *args) {
+  return fp8_launch_either(ctx, stream, id, id, grid, threads, args);
 }
 
 /* ---- argument checks ----------------------------------------------------- */
@@ -93,76 +101,106 @@ static const gs_kernel_id quantize_ids[3] = {
     [GS_ELEM_BF16] = GS_K_gs_fp8_quantize_bf16,
     [GS_ELEM_F16] = GS_K_gs_fp8_quantize_f16,
 };
+/* Where the device runs them (sm_89+): the hardware conversion. */
+static const gs_kernel_id quantize_sm89_ids[3] = {
+    [GS_ELEM_F32] = GS_K_gs_fp8_quantize_f32_sm89,
+    [GS_ELEM_BF16] = GS_K_gs_fp8_quantize_bf16_sm89,
+    [GS_ELEM_F16] = GS_K_gs_fp8_quantize_f16_sm89,
+};
 static const gs_kernel_id amax_ids[3] = {
     [GS_ELEM_F32] = GS_K_gs_fp8_amax_init_f32,
     [GS_ELEM_BF16] = GS_K_gs_fp8_amax_init_bf16,
     [GS_ELEM_F16] = GS_K_gs_fp8_amax_init_f16,
 };
 
-/* Checks shared by quantize and amax; fills the source part of q. An empty
- * source still launches one block: it measures nothing, so the fold keeps
- * the scale, and the ring's parity contract (scale[parity ^ 1] is published
- * by every call) holds for every call. */
-static CUresult source_args(int src_type, const void *src, int64_t rows, int64_t cols, int64_t ld,
-                            int64_t stride, int64_t batch, gs_fp8_ring *ring, int parity,
-                            gs_fp8_quantize_args *q) {
-  int e = elem_of(src_type);
-  if (e < 0 || !ring || (parity != 0 && parity != 1)) return CUDA_ERROR_INVALID_VALUE;
-  if (rows < 0 || cols < 0 || batch < 0 || ld < max64(1, rows)) return CUDA_ERROR_INVALID_VALUE;
+/* Checks one operand, shared by quantize and amax, and fills q. An empty
+ * source still gets one block: it measures nothing, so the fold keeps the
+ * scale, and the ring's parity contract (scale[parity ^ 1] is published by
+ * every call) holds for every call. */
+static CUresult operand_args(const fp8_operand *o, int quantize, gs_fp8_q_operand *q) {
+  int e = elem_of(o->src_type);
+  if (e < 0 || !o->ring) return CUDA_ERROR_INVALID_VALUE;
+  if (o->rows < 0 || o->cols < 0 || o->batch < 0 || o->ld < max64(1, o->rows)) return CUDA_ERROR_INVALID_VALUE;
   memset(q, 0, sizeof *q);
-  q->ring = (gs_fp8_ring_dev *)ring;
-  q->parity = parity;
-  if (rows == 0 || cols == 0 || batch == 0) return CUDA_SUCCESS; /* tiles stay 0 */
-  int64_t span = member_span(ld, rows, cols);
-  if (span < 0 || !batch_ok(stride, batch, span, 0) || !volume_ok(rows, cols, batch))
+  q->ring = (gs_fp8_ring_dev *)o->ring;
+  q->blocks = 1;
+  if (o->rows == 0 || o->cols == 0 || o->batch == 0) return CUDA_SUCCESS; /* tiles stay 0 */
+  int64_t span = member_span(o->ld, o->rows, o->cols);
+  if (span < 0 || !batch_ok(o->stride, o->batch, span, 0) || !volume_ok(o->rows, o->cols, o->batch))
     return CUDA_ERROR_INVALID_VALUE;
-  if (!src || !aligned(src, (size_t)elem_size(e))) return CUDA_ERROR_INVALID_VALUE;
+  if (!o->src || !aligned(o->src, (size_t)elem_size(e))) return CUDA_ERROR_INVALID_VALUE;
   int64_t es = elem_size(e);
-  q->src = src;
-  q->rows = rows;
-  q->cols = cols;
-  q->ld = ld;
-  q->stride = batch > 1 ? stride : 0;
-  q->batch = batch;
-  q->tiles_r = ceil_div(rows, GS_FP8_Q_TILE);
-  q->tiles_c = ceil_div(cols, GS_FP8_Q_TILE);
+  q->src = o->src;
+  q->rows = o->rows;
+  q->cols = o->cols;
+  q->ld = o->ld;
+  q->stride = o->batch > 1 ? o->stride : 0;
+  q->batch = o->batch;
+  q->tiles_r = ceil_div(o->rows, GS_FP8_Q_TILE);
+  q->tiles_c = ceil_div(o->cols, GS_FP8_Q_TILE);
   /* 16-byte loads need every column start 16-byte aligned. */
-  q->vec_in = aligned(src, 16) && (ld * es) % 16 == 0 && (batch == 1 || (q->stride * es) % 16 == 0);
+  q->vec_in = aligned(o->src, 16) && (o->ld * es) % 16 == 0 && (o->batch == 1 || (q->stride * es) % 16 == 0);
+  int64_t tiles = q->tiles_r * q->tiles_c * q->batch; /* <= rows*cols*batch */
+  q->blocks = (int32_t)max64(1, min64(tiles, GRID_MAX));
+  if (quantize) {
+    if (!o->dst) return CUDA_ERROR_INVALID_VALUE;
+    /* op(A) is m x k, op(B) k x n; k must end up contiguous. Stored
+     * untransposed A (m x k) and transposed B (n x k) have it across
+     * columns. */
+    q->transpose = (o->trans != 0) == (o->is_b != 0);
+    q->dst = o->dst;
+    q->vec_out = aligned(o->dst, 8) && (q->transpose ? o->cols : o->rows) % 8 == 0;
+  }
   return CUDA_SUCCESS;
 }
 
-static unsigned quantize_grid(const gs_fp8_quantize_args *q) {
-  int64_t tiles = q->tiles_r * q->tiles_c * q->batch; /* <= rows*cols*batch */
-  return (unsigned)max64(1, min64(tiles, GRID_MAX));
+/* n operands (1 or 2), each with its own ring, in one launch when they
+ * share their source type (a GEMM's A and B do), else one each. Everything
+ * is checked before anything is launched. */
+static CUresult quantize_launch(CUcontext ctx, CUstream stream, const fp8_operand *ops, int n, int parity,
+                                int quantize) {
+  if (n < 1 || n > 2 || !ops || (parity != 0 && parity != 1)) return CUDA_ERROR_INVALID_VALUE;
+  gs_fp8_quantize_args q;
+  memset(&q, 0, sizeof q);
+  q.parity = parity;
+  for (int i = 0; i < n; i++) {
+    CUresult r = operand_args(&ops[i], quantize, &q.op[i]);
+    if (r != CUDA_SUCCESS) return r;
+  }
+  /* Two folds into one ring would race for its counter. */
+  if (n == 2 && ops[0].ring == ops[1].ring) return CUDA_ERROR_INVALID_VALUE;
+  const gs_kernel_id *ids = quantize ? quantize_ids : amax_ids;
+  if (n == 2 && ops[0].src_type != ops[1].src_type) {
+    CUresult r = quantize_launch(ctx, stream, &ops[0], 1, parity, quantize);
+    return r == CUDA_SUCCESS ? quantize_launch(ctx, stream, &ops[1], 1, parity, quantize) : r;
+  }
+  q.operands = n;
+  const unsigned grid[3] = {(unsigned)q.op[0].blocks + (n == 2 ? (unsigned)q.op[1].blocks : 0u), 1, 1};
+  const int e = elem_of(ops[0].src_type);
+  return fp8_launch_either(ctx, stream, quantize ? quantize_sm89_ids[e] : ids[e], ids[e], grid, GS_FP8_Q_THREADS,
+                           &q);
+}
+
+CUresult fp8_quantize_operands(CUcontext ctx, CUstream stream, const fp8_operand *ops, int n, int parity) {
+  return quantize_launch(ctx, stream, ops, n, parity, 1);
+}
+
+CUresult fp8_amax_init_operands(CUcontext ctx, CUstream stream, const fp8_operand *ops, int n, int parity) {
+  return quantize_launch(ctx, stream, ops, n, parity, 0);
 }
 
 CUresult fp8_quantize(CUcontext ctx, CUstream stream, int src_type, const void *src, int64_t rows,
                       int64_t cols, int64_t ld, int64_t stride, int64_t batch, int trans, int is_b,
                       uint8_t *dst, gs_fp8_ring *ring, int parity) {
-  gs_fp8_quantize_args q;
-  CUresult r = source_args(src_type, src, rows, cols, ld, stride, batch, ring, parity, &q);
-  if (r != CUDA_SUCCESS) return r;
-  if (q.batch > 0) {
-    if (!dst) return CUDA_ERROR_INVALID_VALUE;
-    /* op(A) is m x k, op(B) k x n; k must end up contiguous. Stored
-     * untransposed A (m x k) and transposed B (n x k) have it across
-     * columns. */
-    q.transpose = (trans != 0) == (is_b != 0);
-    q.dst = dst;
-    q.vec_out = aligned(dst, 8) && (q.transpose ? cols : rows) % 8 == 0;
-  }
-  const unsigned grid[3] = {quantize_grid(&q), 1, 1};
-  return fp8_launch(ctx, stream, quantize_ids[elem_of(src_type)], grid, GS_FP8_Q_THREADS, &q);
+  const fp8_operand o = {src_type, src, rows, cols, ld, stride, batch, trans, is_b, dst, ring};
+  return quantize_launch(ctx, stream, &o, 1, parity, 1);
 }
 
 CUresult fp8_amax_init(CUcontext ctx, CUstream stream, int src_type, const void *src, int64_t rows,
                        int64_t cols, int64_t ld, int64_t stride, int64_t batch, gs_fp8_ring *ring,
                        int parity) {
-  gs_fp8_quantize_args q;
-  CUresult r = source_args(src_type, src, rows, cols, ld, stride, batch, ring, parity, &q);
-  if (r != CUDA_SUCCESS) return r;
-  const unsigned grid[3] = {quantize_grid(&q), 1, 1};
-  return fp8_launch(ctx, stream, amax_ids[elem_of(src_type)], grid, GS_FP8_Q_THREADS, &q);
+  const fp8_operand o = {src_type, src, rows, cols, ld, stride, batch, 0, 0, NULL, ring};
+  return quantize_launch(ctx, stream, &o, 1, parity, 0);
 }
 
 /* ---- GEMM ------------------------------------------------------------------ */

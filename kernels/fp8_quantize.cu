@@ -16,9 +16,13 @@
  * pad keeps the transposed reads to 2-way bank conflicts) and leave as
  * 8-byte stores along k, a warp writing 4 rows of 64 contiguous bytes.
  * Both groups' loads are issued before either is encoded: 32 bytes (64 for
- * fp32) in flight per thread. At the 64-80 registers ptxas gives (sm_75,
- * sm_90) 3-4 blocks fit per SM, 24-32 KB in flight, above the ~23 KB per SM
- * that an H200's 4.3 TB/s at ~700 ns latency asks for. A grid-stride loop
+ * fp32) in flight per thread. Built for 3 blocks per SM
+ * (launch_bounds(256, 3): at most 80 registers, which ptxas keeps to with
+ * a few bytes of spills on some targets; its figures per target are in
+ * docs/perf-static.md): 24-48 KB in flight, above
+ * the ~23 KB per SM that an H200's 4.3 TB/s at ~700 ns latency asks for.
+ * A GEMM's A and B share one launch: the grid's first blocks take A, the
+ * rest B, each operand with its own ring and fold. A grid-stride loop
  * over tiles keeps the grid within limits and the amax in registers until
  * the block's end.
  *
@@ -26,12 +30,18 @@
  * would serialise tens of thousands of blocks' atomics), then a fenced
  * atomic counter names the last block, which takes the slots (exchanging
  * them to 0), enters the amax in the history unless it is 0, inf or NaN,
- * computes max(history) / fmt_max / margin_div clamped to >= 1e-12 (or
- * keeps the scale) and re-arms the counter. All in-kernel: no host round
+ * computes max(history) * 2^margin / fmt_max clamped to >= 1e-12 (or
+ * keeps the scale) and re-arms the counter. The amax kernels (a site's
+ * first call) publish the step of their amax without entering it: the
+ * same call's quantize enters it, once. All in-kernel: no host round
  * trip, and the next launch on the stream sees a clean ring. */
 #include "fp8_block.h"
 #include "fp8_convert.h"
 #include "fp8_kernels.h"
+
+#if !defined(GS_FP8_Q_SM89)
+#define GS_FP8_Q_SM89 0
+#endif
 
 /* Separate multiply and add, as written: the host build then computes the
  * same bits as the GPU. */
@@ -90,17 +100,52 @@ template <int E> static __device__ __forceinline__ float fp8_group_elem(const fp
   else return fp8_widen<E>(q % 2 ? g.w[q / 2] >> 16 : g.w[q / 2] & 0xFFFFu);
 }
 
-/* step = max(history) / fmt_max / margin_div, clamped to >= 1e-12; a
- * non-finite step (a broken margin_div) keeps the current one. Correctly
- * rounded divisions (div.rn.f32; no fast-math), so the host computes the
- * same bits. */
-static __device__ __forceinline__ float fp8_next_scale(float amax, float fmt_max, float margin_div,
+/* step = max(history) * 2^margin / fmt_max, clamped to >= 1e-12: the
+ * margin is headroom, the largest value lands on fmt_max / 2^margin.
+ * TransformerEngine (transformer_engine/common/recipe/delayed_scaling.cu)
+ * computes scale = (fmt_max * 2^-margin) / amax and multiplies by it; this
+ * is its inverse in step form. The product by 2^margin is exact (a power of
+ * two) short of overflow; an overflowed or otherwise non-finite step keeps
+ * the current one. Correctly rounded division (div.rn.f32; no fast-math),
+ * so the host computes the same bits. */
+static __device__ __forceinline__ float fp8_next_scale(float amax, float fmt_max, float margin_pow2,
                                                        float current) {
   float s = amax / fmt_max;
-  s = s / margin_div;
+  s = s * margin_pow2;
   if (!(s <= 3.4028234663852886e38f)) return current;
   return s < FP8_TINY_SCALE ? FP8_TINY_SCALE : s;
 }
+
+/* sm_89+ (fp8_quantize_sm89.cu builds this file with GS_FP8_Q_SM89 = 1):
+ * eight elements encoded by the hardware's conversion, two per
+ * cvt.rn.satfinite.<fmt>x2.f32 (a into the high byte of the 16-bit result;
+ * sm_89 with PTX ISA 8.1), each element's quotient x / step taken as
+ * gs_div_by_rcp: a multiply by the block's reciprocal step and one fused
+ * correction, which gives the division's bits in the range the caller
+ * checked (fast_below). On the CPU the instruction is its ISA model
+ * (fp8_convert.h). */
+#if GS_FP8_Q_SM89
+template <int FMT> static __device__ __forceinline__ uint32_t fp8_cvt_x2(float hi, float lo) {
+#if defined(GS_EMU)
+  return gs_cvt_rn_satfinite_x2_model(hi, lo, FMT);
+#else
+  unsigned short d;
+  if constexpr (FMT == GS_FP8_DEV_E4M3) asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(d) : "f"(hi), "f"(lo));
+  else asm("cvt.rn.satfinite.e5m2x2.f32 %0, %1, %2;" : "=h"(d) : "f"(hi), "f"(lo));
+  return d;
+#endif
+}
+
+template <int FMT>
+static __device__ __forceinline__ uint64_t fp8_encode8_hw(const float x[8], float scale, float rcp) {
+  uint64_t codes = 0;
+GS_FP8_UNROLL
+  for (int p = 0; p < 4; p++)
+    codes |= (uint64_t)fp8_cvt_x2<FMT>(gs_div_by_rcp(x[2 * p + 1], scale, rcp), gs_div_by_rcp(x[2 * p], scale, rcp))
+             << (16 * p);
+  return codes;
+}
+#endif
 
 /* The last block's fold, by one thread. amax_bits: this launch's amax;
  * others_bits: max of the history without the entry the new amax replaces. */
@@ -113,17 +158,19 @@ static __device__ __forceinline__ void fp8_fold(gs_fp8_ring_dev *ring, int parit
   const float current = ring->scale[parity];
   const int valid = amax_bits != 0 && amax_bits < 0x7F800000u && hlen != 0;
   ring->last_amax = amax;
-  if (valid) {
+  /* The amax pass of a first call only publishes its step: the quantize
+   * that follows in the same call measures the same values and enters them. */
+  if (valid && MODE != GS_FP8_MODE_AMAX_INIT) {
     ring->hist[pos] = amax;
     ring->pos = pos + 1 == hlen ? 0 : pos + 1;
   }
   if constexpr (MODE == GS_FP8_MODE_AMAX_INIT) {
-    if (valid) ring->scale[parity] = fp8_next_scale(amax, fmt_max, ring->margin_div, current);
+    if (valid) ring->scale[parity] = fp8_next_scale(amax, fmt_max, ring->margin_pow2, current);
   } else {
     float next = current;
     if (valid) {
       uint32_t m = others_bits > amax_bits ? others_bits : amax_bits;
-      next = fp8_next_scale(gs_f32_from_bits(m), fmt_max, ring->margin_div, current);
+      next = fp8_next_scale(gs_f32_from_bits(m), fmt_max, ring->margin_pow2, current);
     }
     ring->scale[parity ^ 1] = next;
   }
@@ -131,11 +178,13 @@ static __device__ __forceinline__ void fp8_fold(gs_fp8_ring_dev *ring, int parit
 }
 
 template <int E, int MODE>
-static __device__ __forceinline__ void fp8_quantize_body(const gs_fp8_quantize_args &a) {
+static __device__ __forceinline__ void fp8_quantize_body(const gs_fp8_q_operand &a, const unsigned bx,
+                                                         const int parity) {
   typedef typename fp8_src_elem<E>::bits sbits;
   __shared__ uint32_t s_tile[GS_FP8_Q_TILE][FP8_Q_PITCH_WORDS];
   __shared__ unsigned s_block_amax, s_slots_amax, s_others_amax, s_last;
 
+  const unsigned nb = (unsigned)a.blocks;
   const unsigned tid = threadIdx.x;
   if (tid == 0) {
     s_block_amax = 0;
@@ -147,13 +196,24 @@ static __device__ __forceinline__ void fp8_quantize_body(const gs_fp8_quantize_a
 
   gs_fp8_ring_dev *ring = a.ring;
   const int fmt = (int)ring->fmt;
-  const float scale = ring->scale[a.parity];
+  const float scale = ring->scale[parity];
+#if GS_FP8_Q_SM89
+  /* A group goes through the hardware path when its largest |x| is below
+   * 2^64 * step (so no quotient overflows the correction) and the step is
+   * in [2^-60, 2^60] (so 1/step and the residual stay normal): every step
+   * the fold makes from finite amax values but the most extreme. NaN and
+   * infinity are above the bound too: such groups (and any other) take the
+   * sm_61 encoder, whose NaN codes keep the sign, which the instruction's
+   * NaN result is not promised to. */
+  const float rcp = 1.0f / scale;
+  const uint32_t fast_below = scale >= 0x1p-60f && scale <= 0x1p60f ? gs_f32_bits(scale * 0x1p64f) : 0u;
+#endif
   const int64_t rows = a.rows, cols = a.cols;
   const int64_t per_member = a.tiles_r * a.tiles_c;
   const int64_t tiles = per_member * a.batch;
   uint32_t amax = 0; /* |x| bits: unsigned order is float order, NaN on top */
 
-  for (int64_t t = blockIdx.x; t < tiles; t += gridDim.x) {
+  for (int64_t t = bx; t < tiles; t += nb) {
     const int64_t b = t / per_member, in_member = t - b * per_member;
     const int64_t tc = in_member / a.tiles_r, tr = in_member - tc * a.tiles_r;
     const int64_t r0 = tr * GS_FP8_Q_TILE, c0 = tc * GS_FP8_Q_TILE;
@@ -184,6 +244,28 @@ GS_FP8_UNROLL
       const int64_t c = c0 + cl, r = r0 + rg * 8;
       /* Fixed trip counts, so the group stays in registers. */
       uint64_t codes = 0;
+#if GS_FP8_Q_SM89
+      /* Elements past len are +0 (fp8_load_tail): no effect on the max,
+       * and their codes are not stored. */
+      float xs[8];
+      uint32_t group_max = 0;
+GS_FP8_UNROLL
+      for (int q = 0; q < 8; q++) {
+        xs[q] = fp8_group_elem<E>(grp[u], q);
+        const uint32_t mag = gs_f32_bits(xs[q]) & 0x7FFFFFFFu;
+        group_max = mag > group_max ? mag : group_max;
+      }
+      amax = group_max > amax ? group_max : amax;
+      if (group_max < fast_below) {
+        codes = fmt ? fp8_encode8_hw<GS_FP8_DEV_E5M2>(xs, scale, rcp) : fp8_encode8_hw<GS_FP8_DEV_E4M3>(xs, scale, rcp);
+      } else {
+GS_FP8_UNROLL
+        for (int q = 0; q < 8; q++) {
+          const uint32_t mag = gs_f32_bits(xs[q]) & 0x7FFFFFFFu;
+          codes |= (uint64_t)gs_f32_to_fp8_sat(mag > 0x7F800000u ? xs[q] : xs[q] / scale, fmt) << (8 * q);
+        }
+      }
+#else
 GS_FP8_UNROLL
       for (int q = 0; q < 8; q++) {
         if (q >= len[u]) continue;
@@ -196,6 +278,7 @@ GS_FP8_UNROLL
         if constexpr (MODE == GS_FP8_MODE_QUANTIZE)
           codes |= (uint64_t)gs_f32_to_fp8_sat(mag > 0x7F800000u ? x : x / scale, fmt) << (8 * q);
       }
+#endif
       if constexpr (MODE == GS_FP8_MODE_QUANTIZE) {
         if (a.transpose) {
           s_tile[cl][rg * 2] = (uint32_t)codes;
@@ -238,9 +321,9 @@ GS_FP8_UNROLL
   __syncthreads();
   if (tid == 0) {
     if (s_block_amax != 0)
-      gs_fp8_atomic_max(&ring->amax_slot[blockIdx.x % GS_FP8_DEV_AMAX_SLOTS], s_block_amax);
+      gs_fp8_atomic_max(&ring->amax_slot[bx % GS_FP8_DEV_AMAX_SLOTS], s_block_amax);
     gs_fp8_threadfence();
-    s_last = gs_fp8_atomic_add(&ring->blocks_done, 1) == gridDim.x - 1;
+    s_last = gs_fp8_atomic_add(&ring->blocks_done, 1) == nb - 1;
   }
   __syncthreads();
   if (!s_last) return;
@@ -262,17 +345,33 @@ GS_FP8_UNROLL
   if (slots != 0) gs_fp8_atomic_max(&s_slots_amax, slots);
   if (others != 0) gs_fp8_atomic_max(&s_others_amax, others);
   __syncthreads();
-  if (tid == 0) fp8_fold<MODE>(ring, a.parity, s_slots_amax, s_others_amax, pos);
+  if (tid == 0) fp8_fold<MODE>(ring, parity, s_slots_amax, s_others_amax, pos);
+}
+
+/* The grid's first op[0].blocks blocks take A, the rest B: each operand is
+ * a grid of its own (block bx of op.blocks) with its own ring and fold. Two
+ * inlined bodies, each reading its operand's fields at fixed offsets: one
+ * body picking fields at run time took ~30 more registers (ptxas). */
+template <int E, int MODE> static __device__ __forceinline__ void fp8_quantize_operands(const gs_fp8_quantize_args &args) {
+  if (args.operands > 1 && blockIdx.x >= (unsigned)args.op[0].blocks)
+    fp8_quantize_body<E, MODE>(args.op[1], blockIdx.x - (unsigned)args.op[0].blocks, args.parity);
+  else
+    fp8_quantize_body<E, MODE>(args.op[0], blockIdx.x, args.parity);
 }
 
 #define GS_FP8_Q_DEFINE(name, E, MODE)                                         \
-  extern "C" __global__ void __launch_bounds__(GS_FP8_Q_THREADS)               \
-      name(gs_fp8_quantize_args a) {                                           \
-    fp8_quantize_body<E, MODE>(a);                                             \
+  extern "C" __global__ void __launch_bounds__(GS_FP8_Q_THREADS, 3)            \
+      name(gs_fp8_quantize_args args) {                                        \
+    fp8_quantize_operands<E, MODE>(args);                                      \
   }
-GS_FP8_QUANTIZE_KERNELS(GS_FP8_Q_DEFINE)
+#if GS_FP8_Q_SM89
+#define FP8_Q_LIST GS_FP8_QUANTIZE_SM89_KERNELS
+#else
+#define FP8_Q_LIST GS_FP8_QUANTIZE_KERNELS
+#endif
+FP8_Q_LIST(GS_FP8_Q_DEFINE)
 
 #if defined(GS_EMU)
 #define GS_FP8_Q_ENTRY(name, E, MODE) GS_FP8_EMU_ENTRY(name)
-GS_FP8_QUANTIZE_KERNELS(GS_FP8_Q_ENTRY)
+FP8_Q_LIST(GS_FP8_Q_ENTRY)
 #endif

@@ -22,6 +22,26 @@
  * string). Thread-safe; cached per context. */
 const char *kernels_ready(CUcontext ctx);
 
+/* One operand of a cast: element (r, c) of batch member b is at
+ * src + b*stride_src + c*ld_src + r, or with src_array at
+ * ((T *const *)src)[b] + c*ld_src + r (a device array of member pointers,
+ * cublasGemmBatchedEx's, never read on the host); the same for dst. */
+typedef struct kernel_cast_operand {
+  int src_type;
+  const void *src;
+  int src_array;
+  int64_t ld_src, stride_src;
+  void *dst;
+  int dst_array;
+  int64_t ld_dst, stride_dst;
+  int64_t rows, cols, batch;
+} kernel_cast_operand;
+
+/* Up to 4 operands (bf16/fp16/fp32, dst fp32 and strided) widened exactly,
+ * in one launch per distinct source type: a GEMM's A, B, C and bias are
+ * one launch. Every operand is checked before anything is launched. */
+CUresult kernel_widen_operands(CUcontext ctx, CUstream stream, const kernel_cast_operand *ops, int n);
+
 /* bf16/fp16 -> fp32, widening exactly. */
 CUresult kernel_widen(CUcontext ctx, CUstream stream, int src_type, const void *src, int64_t ld_src,
                       int64_t stride_src, float *dst, int64_t ld_dst, int64_t stride_dst,

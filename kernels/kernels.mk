@@ -36,6 +36,12 @@ KERNELS_CUDA_FLAGS := -x cuda --cuda-device-only \
 # rejects it in 8.3 and below), which clang emits when told (--cuda-feature).
 KERNELS_PTX_TARGET_fp8_gemm_mma := sm_89
 KERNELS_PTX_ISA_fp8_gemm_mma := 8.4
+# fp8_quantize_sm89.cu: cvt.rn.satfinite.e4m3x2.f32 on sm_89 needs PTX ISA
+# 8.1 (ptxas: "requires PTX ISA .version 8.1 or later"; 7.8 serves sm_90
+# only). It includes fp8_quantize.cu, so it is rebuilt when that changes.
+KERNELS_PTX_TARGET_fp8_quantize_sm89 := sm_89
+KERNELS_PTX_ISA_fp8_quantize_sm89 := 8.1
+$(BUILD)/kernels/fp8_quantize_sm89.ptx: kernels/fp8_quantize.cu
 kernels_target = $(or $(KERNELS_PTX_TARGET_$1),$(KERNELS_PTX_TARGET))
 kernels_isa = $(or $(KERNELS_PTX_ISA_$1),$(KERNELS_PTX_ISA))
 kernels_isa_flag = $(if $(KERNELS_PTX_ISA_$1),--cuda-feature=+ptx$(subst .,,$(KERNELS_PTX_ISA_$1)))
@@ -73,12 +79,19 @@ $(BUILD)/tests/unit/test_kernels: $(KERNELS_HOST_SO) $(BUILD)/standin/cu13/libcu
 # Every plain sm_XY that this ptxas lists (CUDA 13: sm_75 and up; it refuses
 # sm_61 itself but assembles .target sm_61 PTX for any newer GPU), from the
 # file's own target up (an sm_89 file is assembled for sm_89 and newer only).
+# KERNELS_PTX_CHECK_ARCHS="sm_61 sm_90" checks only those (each must be one
+# this ptxas lists): a quicker second check with another ptxas.
+KERNELS_PTX_CHECK_ARCHS ?=
 .PHONY: kernels-ptx-check
 kernels-ptx-check: $(KERNELS_PTX)
 	@if [ ! -x "$(PTXAS)" ]; then \
 	  echo "kernels-ptx-check: FAILED: no ptxas at $(PTXAS) (the CUDA toolkit's; set CUDA= or PTXAS=)"; exit 1; fi
 	@set -e; all=$$($(PTXAS) --help | grep -o "'sm_[0-9]*'" | tr -d "'" | sort -u -V); \
 	if [ -z "$$all" ]; then echo "kernels-ptx-check: FAILED: $(PTXAS) --help lists no sm_ targets"; exit 1; fi; \
+	if [ -n "$(KERNELS_PTX_CHECK_ARCHS)" ]; then \
+	  for a in $(KERNELS_PTX_CHECK_ARCHS); do case " $$(echo $$all) " in *" $$a "*) ;; *) \
+	    echo "kernels-ptx-check: FAILED: KERNELS_PTX_CHECK_ARCHS has $$a, which $(PTXAS) does not list"; exit 1;; esac; done; \
+	  all="$(KERNELS_PTX_CHECK_ARCHS)"; fi; \
 	$(foreach f,$(patsubst kernels/%.cu,%,$(KERNELS_CU)),\
 	  ptx=$(BUILD)/kernels/$f.ptx; want_v=".version $(call kernels_isa,$f)"; want_t=".target $(call kernels_target,$f)"; \
 	  v=$$(grep -m1 '^\.version' $$ptx); t=$$(grep -m1 '^\.target' $$ptx); \
@@ -93,3 +106,28 @@ kernels-ptx-check: $(KERNELS_PTX)
 	  done; \
 	  echo "kernels-ptx-check: $$ptx (PTX ISA $(call kernels_isa,$f), .target $(call kernels_target,$f)) assembles for$$archs";)
 TEST_STEPS += kernels-ptx-check
+
+# ---- perf-report ------------------------------------------------------------
+# `make perf-report` writes docs/perf-static.md (scripts/perf_report.py):
+# ptxas figures per kernel and target, SASS per element of the sm_89
+# quantize, stand-in call counts per routed call, and labelled estimates.
+# CUDA 13's ptxas refuses sm_61 and the toolkit has no disassembler, so
+# ptxas 12.9 and nvdisasm come from PyPI into a venv under the build.
+PERF_VENV      := $(BUILD)/venv-ptxas12
+PERF_PIP_PKGS  := nvidia-cuda-nvcc-cu12==12.9.86 nvidia-cuda-nvdisasm==13.5.37
+PERF_CLIENT    := $(BUILD)/perf/route_calls
+
+$(PERF_VENV)/.installed:
+	$(PYTHON) -m venv $(PERF_VENV)
+	$(PERF_VENV)/bin/pip install -q $(PERF_PIP_PKGS)
+	@touch $@
+
+$(PERF_CLIENT): scripts/perf/route_calls.c $(BUILD)/standin/cu13/libcuda.so.1
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -o $@ $< -L$(BUILD)/standin/cu13 -l:libcublas.so.13 -l:libcuda.so.1
+
+.PHONY: perf-report
+perf-report: $(PERF_VENV)/.installed $(KERNELS_PTX) $(SHIM_SO) $(KERNELS_HOST_SO) $(PERF_CLIENT)
+	$(PYTHON) scripts/perf_report.py --build $(BUILD) --cuda $(CUDA) --client $(PERF_CLIENT) --out docs/perf-static.md \
+	  --ptxas12 "$$(ls $(PERF_VENV)/lib/python3*/site-packages/nvidia/cuda_nvcc/bin/ptxas)" \
+	  --nvdisasm "$$(ls $(PERF_VENV)/lib/python3*/site-packages/nvidia/cu13/bin/nvdisasm)"

@@ -26,7 +26,8 @@
   X(cast, GS_CAST_KERNELS, 61)                                                 \
   X(fp8_quantize, GS_FP8_QUANTIZE_KERNELS, 61)                                 \
   X(fp8_gemm, GS_FP8_GEMM_KERNELS, 61)                                         \
-  X(fp8_gemm_mma, GS_FP8_GEMM_MMA_KERNELS, 89)
+  X(fp8_gemm_mma, GS_FP8_GEMM_MMA_KERNELS, 89)                                 \
+  X(fp8_quantize_sm89, GS_FP8_QUANTIZE_SM89_KERNELS, 89)
 
 /* One id per kernel, over all files, in file order. */
 #define GS_KERNEL_ID(name, ...) GS_K_##name,
@@ -52,6 +53,16 @@ CUresult kernels_function(CUcontext ctx, gs_kernel_id id, CUfunction *f, const c
  * shared memory. */
 CUresult kernels_launch(CUcontext ctx, CUfunction f, const unsigned grid[3],
                         const unsigned block[3], CUstream stream, void **params);
+
+/* ---- the cast launchers' plan (cast_launch.c), for their tests ---------- */
+struct kernel_cast_operand;
+/* The argument block and grid of one cast launch of operands ops[0..n) from
+ * element kind src to dst (cast.h); CUDA_ERROR_INVALID_VALUE for an invalid
+ * operand. Operands with nothing to do take no chunks. */
+CUresult kernel_cast_plan(const struct kernel_cast_operand *ops, int n, int src, int dst, gs_cast_args *a,
+                          unsigned grid[3]);
+/* The multiplier that divides by d >= 1 (cast.h's gs_cast_div). */
+gs_cast_div kernel_cast_div(uint64_t d);
 
 /* ---- what every launcher shares ------------------------------------------ */
 /* gridDim.y/z are at most 65535 on every GPU; x is capped alike, the

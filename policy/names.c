@@ -4,7 +4,8 @@
 #include "names.h"
 
 #include <library_types.h>
-#include <cublas_api.h>
+#include <cublas_v2.h> /* not cublas_api.h: CUDA 12's needs CUBLASAPI, which this defines */
+#include <ctype.h>
 #include <string.h>
 /* cublasLt.h declares cublasLtLoggerForceDisable() without a prototype, which
  * -Wstrict-prototypes reports against us; only its enums are used here. */
@@ -38,6 +39,17 @@ static const named_value type_names[] = {
     {CUDA_C_8I, "c8i"},
 };
 
+/* Compute types newer than the headers a build may use (PyTorch's cu126
+ * wheels carry cuBLAS 12.6's): the values cuBLAS 13's cublas_api.h gives
+ * them, so a shim built against older headers still names them when it
+ * runs over a newer cuBLAS. */
+#if CUBLAS_VERSION < 120900
+#define CUBLAS_COMPUTE_32F_EMULATED_16BFX9 ((cublasComputeType_t)78)
+#endif
+#if CUBLAS_VER_MAJOR < 13
+#define CUBLAS_COMPUTE_64F_EMULATED_FIXEDPOINT ((cublasComputeType_t)79)
+#endif
+
 static const named_value compute_names[] = {
     {CUBLAS_COMPUTE_16F, "16f"},
     {CUBLAS_COMPUTE_16F_PEDANTIC, "16f_pedantic"},
@@ -70,25 +82,33 @@ static const named_value route_names[] = {
     {GS_ROUTE_FP8, "fp8"},
 };
 
-/* Callers, with the file-name stem of each library's objects (after "lib").
+/* Callers, with the file-name stem of each library's objects (after "lib"),
+ * the variants its objects add to the stem, and whether its objects come in
+ * parts ("_" and a part name). As NVIDIA ships them (CUDA 13 toolkit's
+ * lib64, the nvidia-* wheels): libcusolverMg, libcufftw, libcutensorMg are
+ * variants; cuDNN 9 (libcudnn_ops, libcudnn_engines_precompiled...),
+ * TensorRT (libnvinfer_plugin, libnvinfer_lean, libnvinfer_dispatch) and
+ * cuDSS (libcudss_commlayer_nccl, libcudss_mtlayer_gomp) come in parts.
  * Longer stems first where one extends another (cublasLt, cusparseLt). */
 static const struct caller_row {
   gs_caller value;
   const char *name;
   const char *stem;
+  const char *const *variants; /* NULL-terminated, or NULL */
+  int parts;
 } caller_rows[] = {
-    {GS_CALLER_APP, "app", NULL},
-    {GS_CALLER_CUBLASLT, "cublaslt", "cublasLt"},
-    {GS_CALLER_CUBLAS, "cublas", "cublas"},
-    {GS_CALLER_CUSOLVER, "cusolver", "cusolver"},
-    {GS_CALLER_CUSPARSELT, "cusparselt", "cusparseLt"},
-    {GS_CALLER_CUSPARSE, "cusparse", "cusparse"},
-    {GS_CALLER_CUFFT, "cufft", "cufft"},
-    {GS_CALLER_CUDNN, "cudnn", "cudnn"},
-    {GS_CALLER_NCCL, "nccl", "nccl"},
-    {GS_CALLER_TENSORRT, "tensorrt", "nvinfer"},
-    {GS_CALLER_CUTENSOR, "cutensor", "cutensor"},
-    {GS_CALLER_CUDSS, "cudss", "cudss"},
+    {GS_CALLER_APP, "app", NULL, NULL, 0},
+    {GS_CALLER_CUBLASLT, "cublaslt", "cublasLt", NULL, 0},
+    {GS_CALLER_CUBLAS, "cublas", "cublas", NULL, 0},
+    {GS_CALLER_CUSOLVER, "cusolver", "cusolver", (const char *const[]){"Mg", NULL}, 0},
+    {GS_CALLER_CUSPARSELT, "cusparselt", "cusparseLt", NULL, 0},
+    {GS_CALLER_CUSPARSE, "cusparse", "cusparse", NULL, 0},
+    {GS_CALLER_CUFFT, "cufft", "cufft", (const char *const[]){"w", NULL}, 0},
+    {GS_CALLER_CUDNN, "cudnn", "cudnn", NULL, 1},
+    {GS_CALLER_NCCL, "nccl", "nccl", NULL, 0},
+    {GS_CALLER_TENSORRT, "tensorrt", "nvinfer", NULL, 1},
+    {GS_CALLER_CUTENSOR, "cutensor", "cutensor", (const char *const[]){"Mg", NULL}, 0},
+    {GS_CALLER_CUDSS, "cudss", "cudss", NULL, 1},
 };
 
 /* CUBLAS_OP_HERMITAN is CUBLAS_OP_C under another name, so it has no row. */
@@ -210,15 +230,26 @@ int gs_caller_parse(const char *s, size_t len) {
   return -1;
 }
 
-/* "lib" + stem, then the end, a version ("."), a part ("_ops") or a variant
- * ("Mg", "w"): libcusolverMg and libcufftw are their library's too. The
- * stem compares exactly (case matters in file names). */
+/* The end of the name, or a version (".so", ".so.12"). */
+static int name_ends(const char *p) { return *p == '\0' || *p == '.'; }
+
+/* "lib" + stem, then the end, a version ("."), a part ("_ops", for a
+ * library whose objects come in parts) or one of its variants ("Mg", "w")
+ * and then the end or a version: libcusolverMg and libcufftw are their
+ * library's, libcusolverwrap and libncclient are not. The stem compares
+ * exactly (case matters in file names). */
 gs_caller gs_caller_of_object(const char *file_name) {
   if (!file_name || strncmp(file_name, "lib", 3) != 0) return GS_CALLER_APP;
   const char *rest = file_name + 3;
   for (size_t i = 0; i < COUNT_OF(caller_rows); i++) {
-    const char *stem = caller_rows[i].stem;
-    if (stem && strncmp(rest, stem, strlen(stem)) == 0) return caller_rows[i].value;
+    const struct caller_row *row = &caller_rows[i];
+    size_t n = row->stem ? strlen(row->stem) : 0;
+    if (!row->stem || strncmp(rest, row->stem, n) != 0) continue;
+    const char *after = rest + n;
+    if (name_ends(after)) return row->value;
+    if (row->parts && after[0] == '_' && isalnum((unsigned char)after[1])) return row->value;
+    for (const char *const *v = row->variants; v && *v; v++)
+      if (strncmp(after, *v, strlen(*v)) == 0 && name_ends(after + strlen(*v))) return row->value;
   }
   return GS_CALLER_APP;
 }

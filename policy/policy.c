@@ -9,7 +9,7 @@
 #include "policy.h"
 
 #include <library_types.h>
-#include <cublas_api.h>
+#include <cublas_v2.h> /* not cublas_api.h: CUDA 12's needs CUBLASAPI, which this defines */
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -77,15 +77,36 @@ static int sm_allowed(const policy_rule *r, int sm) {
   return sm != POLICY_SM_UNKNOWN && sm >= r->sm_lo && sm <= r->sm_hi;
 }
 
+/* One predicate per key, shared by matching and by policy_rule_misses. */
+static int ab_fits(const policy_rule *r, uint64_t a, uint64_t b) {
+  return r->ab_types == ANY_TYPES || ((r->ab_types & a) && (r->ab_types & b));
+}
+static int c_fits(const policy_rule *r, uint64_t c) { return r->c_types == ANY_TYPES || (r->c_types & c); }
+static int compute_fits(const policy_rule *r, uint64_t compute) {
+  return r->compute_types == ANY_TYPES || (r->compute_types & compute);
+}
+static int api_fits(const policy_rule *r, uint32_t api) { return r->apis == ANY_APIS || (r->apis & api); }
+static int caller_fits(const policy_rule *r, uint32_t caller) {
+  return r->callers == ANY_CALLERS || (r->callers & caller) != 0;
+}
+
 /* Everything but the device: the types, compute type, entry point and
  * caller. */
 static int rule_fits(const policy_rule *r, uint64_t a, uint64_t b, uint64_t c, uint64_t compute, uint32_t api,
                      uint32_t caller) {
-  if (r->ab_types != ANY_TYPES && (!(r->ab_types & a) || !(r->ab_types & b))) return 0;
-  if (r->c_types != ANY_TYPES && !(r->c_types & c)) return 0;
-  if (r->compute_types != ANY_TYPES && !(r->compute_types & compute)) return 0;
-  if (r->apis != ANY_APIS && !(r->apis & api)) return 0;
-  return r->callers == ANY_CALLERS || (r->callers & caller) != 0;
+  return ab_fits(r, a, b) && c_fits(r, c) && compute_fits(r, compute) && api_fits(r, api) && caller_fits(r, caller);
+}
+
+unsigned policy_rule_misses(const policy_table *t, int i, const policy_key *k) {
+  const policy_rule *r = &t->rules[i];
+  unsigned misses = 0;
+  if (!sm_allowed(r, k->sm)) misses |= POLICY_MISS_SM;
+  if (!ab_fits(r, type_bit(k->a_type), type_bit(k->b_type))) misses |= POLICY_MISS_AB;
+  if (!c_fits(r, type_bit(k->c_type))) misses |= POLICY_MISS_C;
+  if (!compute_fits(r, compute_bit(k->compute_type))) misses |= POLICY_MISS_COMPUTE;
+  if (!api_fits(r, bit32((int)k->api))) misses |= POLICY_MISS_API;
+  if (!caller_fits(r, bit32((int)k->caller))) misses |= POLICY_MISS_CALLER;
+  return misses;
 }
 
 int policy_match(const policy_table *t, const policy_key *k) {
@@ -367,6 +388,11 @@ static int parse_sm_value(span text, int *sm) {
   if (major == 0 || minor < '0' || minor > '9') return -1;
   *sm = SM(major, minor - '0');
   return 0;
+}
+
+int policy_sm_parse(const char *s, size_t len) {
+  int sm;
+  return parse_sm_value((span){s, len}, &sm) == 0 ? sm : -1;
 }
 
 /* sm=any is the same as no sm key: it matches an unknown device too. */

@@ -86,6 +86,21 @@ int policy_parse(policy_table *t, const char *text, size_t len,
 /* Index of the first rule matching k, or -1 when none does. */
 int policy_match(const policy_table *t, const policy_key *k);
 
+/* Which keys of rule i k fails, as POLICY_MISS_* bits; 0 when it matches.
+ * The same tests as policy_match, one key at a time: for explaining a
+ * match (gemmshim policy explain). */
+#define POLICY_MISS_SM 0x1u
+#define POLICY_MISS_AB 0x2u
+#define POLICY_MISS_C 0x4u
+#define POLICY_MISS_COMPUTE 0x8u
+#define POLICY_MISS_API 0x10u
+#define POLICY_MISS_CALLER 0x20u
+unsigned policy_rule_misses(const policy_table *t, int i, const policy_key *k);
+
+/* A compute capability as the policy file writes it ("6.1", "12.0") ->
+ * major*10+minor, or -1 when s (len bytes) is not one. */
+int policy_sm_parse(const char *s, size_t len);
+
 /* The route k gets whatever its device (k->sm is not looked at), or -1 when
  * the device could change it. Lets a caller skip finding the device for
  * GEMMs no device-specific rule can claim. */

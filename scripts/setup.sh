@@ -32,6 +32,7 @@ PACKAGES=(
   valgrind              # callgrind instruction counts (make bench)
   strace                # system calls per call (make bench)
   python3 python3-pytest python3-venv # integration tests; venvs for packaging tests
+  python3-pip           # installs into the packaging tests' venvs (pip --python)
   python3-matplotlib    # plots of logs and benchmarks
 )
 

@@ -2,8 +2,9 @@
  *
  * handle -> stream (cublasGetStream, GemmEx family) -> context
  * (cuStreamGetCtx; the NULL and per-thread streams give the current one)
- * -> device and capability, cached per context so the per-call cost is two
- * cheap queries and a table scan. Nothing here synchronises.
+ * -> device and capability, cached per context (address and cuCtxGetId) so
+ * the per-call cost is three cheap queries and a table scan. Nothing here
+ * synchronises.
  *
  * A destroyed cuBLAS handle must not be asked for its stream (that reads
  * freed memory inside cuBLAS), so handle creation and destruction are
@@ -11,36 +12,54 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
+#include <stdlib.h>
 
 #include "resolve.h"
 #include "shim.h"
 #include "sys.h"
 
 /* ---- dead handles ---------------------------------------------------------- */
-/* An open-addressed set of destroyed handles; a handle created again at the
- * same address leaves it. Readers scan without a lock (atomic slots);
- * writers serialise on a mutex. Full table: the oldest entries are simply
- * overwritten, which only loses protection for long-dead handles. */
-#define DEAD_SLOTS 1024
-static _Atomic(uintptr_t) dead[DEAD_SLOTS];
+/* A set of destroyed handles, hashed into DEAD_BUCKETS buckets of DEAD_WAYS
+ * slots: a lookup reads one bucket, DEAD_WAYS atomics, however many
+ * handles the process has destroyed (cuSOLVER, cuDNN and frameworks create
+ * and destroy handles all the time; a scan of every slot made each call
+ * pay for that history). A handle created again at the same address leaves
+ * the set. Readers take no lock (atomic slots); writers serialise on a
+ * mutex. A full bucket overwrites its slots in turn, which only loses
+ * protection for long-dead handles (calling a destroyed handle is the
+ * program's error; this keeps the shim from reading cuBLAS's freed memory
+ * for it). */
+#define DEAD_BUCKETS 512
+#define DEAD_WAYS 8
+static _Atomic(uintptr_t) dead[DEAD_BUCKETS][DEAD_WAYS];
+static unsigned char dead_next[DEAD_BUCKETS]; /* under dead_lock: the slot to overwrite next */
 static pthread_mutex_t dead_lock = PTHREAD_MUTEX_INITIALIZER;
-static unsigned dead_next;
-/* Most processes never destroy a handle mid-run; skip the scan until one does. */
+/* Most processes never destroy a handle mid-run; skip the lookup until one does. */
 static _Atomic int any_dead;
 
-static int dead_find(uintptr_t h) {
-  for (int i = 0; i < DEAD_SLOTS; i++)
-    if (atomic_load_explicit(&dead[i], memory_order_acquire) == h) return i;
+static unsigned dead_bucket(uintptr_t h) {
+  /* Heap addresses: the low bits are alignment; Fibonacci hashing mixes the rest. */
+  return (unsigned)(((uint64_t)(h >> 4) * 0x9E3779B97F4A7C15ull) >> 55) & (DEAD_BUCKETS - 1);
+}
+
+static int dead_find(uintptr_t h, unsigned b) {
+  for (int i = 0; i < DEAD_WAYS; i++)
+    if (atomic_load_explicit(&dead[b][i], memory_order_acquire) == h) return i;
   return -1;
 }
 
 void device_handle_destroyed(void *handle) {
   uintptr_t h = (uintptr_t)handle;
   if (!h) return;
+  unsigned b = dead_bucket(h);
   pthread_mutex_lock(&dead_lock);
-  if (dead_find(h) < 0) {
-    atomic_store_explicit(&dead[dead_next], h, memory_order_release);
-    dead_next = (dead_next + 1) % DEAD_SLOTS;
+  if (dead_find(h, b) < 0) {
+    int i = dead_find(0, b);
+    if (i < 0) {
+      i = dead_next[b];
+      dead_next[b] = (unsigned char)((i + 1) % DEAD_WAYS);
+    }
+    atomic_store_explicit(&dead[b][i], h, memory_order_release);
   }
   atomic_store_explicit(&any_dead, 1, memory_order_relaxed);
   pthread_mutex_unlock(&dead_lock);
@@ -49,24 +68,33 @@ void device_handle_destroyed(void *handle) {
 void device_handle_created(void *handle) {
   uintptr_t h = (uintptr_t)handle;
   if (!h) return;
+  unsigned b = dead_bucket(h);
   pthread_mutex_lock(&dead_lock);
-  int i = dead_find(h);
-  if (i >= 0) atomic_store_explicit(&dead[i], 0, memory_order_release);
+  int i = dead_find(h, b);
+  if (i >= 0) atomic_store_explicit(&dead[b][i], 0, memory_order_release);
   pthread_mutex_unlock(&dead_lock);
 }
 
 static int handle_is_dead(void *handle) {
   if (!atomic_load_explicit(&any_dead, memory_order_relaxed)) return 0;
-  return dead_find((uintptr_t)handle) >= 0;
+  uintptr_t h = (uintptr_t)handle;
+  return dead_find(h, dead_bucket(h)) >= 0;
 }
 
 /* ---- per-context cache --------------------------------------------------- */
+/* Keyed by the context's address and cuCtxGetId: a context destroyed (or a
+ * primary context reset) and another made at the same address, possibly on
+ * another device, has a new id. A slot holds a pointer to an immutable
+ * entry, replaced whole when its address comes back with a new id; the old
+ * entry is never freed (a reader may still hold it; a few bytes per reset). */
 #define CTX_SLOTS 64
 typedef struct ctx_entry {
-  _Atomic(uintptr_t) ctx; /* 0 = empty; published last */
+  uintptr_t ctx;
+  unsigned long long id;
   int device, sm;
+  const struct ctx_entry *older; /* the entry this one replaced (kept) */
 } ctx_entry;
-static ctx_entry ctx_cache[CTX_SLOTS];
+static _Atomic(ctx_entry *) ctx_cache[CTX_SLOTS];
 static pthread_mutex_t ctx_lock = PTHREAD_MUTEX_INITIALIZER;
 
 /* Both locks are held only for a table update, but a fork from another
@@ -82,33 +110,36 @@ __attribute__((constructor)) static void device_register_fork(void) {
   pthread_atfork(NULL, NULL, device_after_fork_child);
 }
 
-static int ctx_lookup(uintptr_t ctx, int *device, int *sm) {
+/* The slot of address ctx (whatever its id), or the first empty one; -1: full. */
+static int ctx_slot(uintptr_t ctx, const ctx_entry **found) {
   for (int i = 0; i < CTX_SLOTS; i++) {
-    uintptr_t c = atomic_load_explicit(&ctx_cache[i].ctx, memory_order_acquire);
-    if (c == 0) return 0;
-    if (c == ctx) {
-      *device = ctx_cache[i].device;
-      *sm = ctx_cache[i].sm;
-      return 1;
+    const ctx_entry *e = atomic_load_explicit(&ctx_cache[i], memory_order_acquire);
+    if (!e || e->ctx == ctx) {
+      *found = e;
+      return i;
     }
   }
-  return 0;
+  *found = NULL;
+  return -1;
 }
 
-static void ctx_insert(uintptr_t ctx, int device, int sm) {
+static int ctx_lookup(uintptr_t ctx, unsigned long long id, int *device, int *sm) {
+  const ctx_entry *e;
+  if (ctx_slot(ctx, &e) < 0 || !e || e->id != id) return 0;
+  *device = e->device;
+  *sm = e->sm;
+  return 1;
+}
+
+static void ctx_insert(uintptr_t ctx, unsigned long long id, int device, int sm) {
+  ctx_entry *n = GS_CALL(calloc, 1, sizeof *n);
+  if (!n) return; /* not cached: asked again next call */
   pthread_mutex_lock(&ctx_lock);
-  int d, s;
-  if (!ctx_lookup(ctx, &d, &s)) {
-    for (int i = 0; i < CTX_SLOTS; i++) {
-      if (atomic_load_explicit(&ctx_cache[i].ctx, memory_order_relaxed) == 0) {
-        ctx_cache[i].device = device;
-        ctx_cache[i].sm = sm;
-        atomic_store_explicit(&ctx_cache[i].ctx, ctx, memory_order_release);
-        break;
-      }
-    }
-    /* A full cache just means this context is queried every time. */
-  }
+  const ctx_entry *e;
+  int i = ctx_slot(ctx, &e);
+  *n = (ctx_entry){ctx, id, device, sm, e};
+  if (i >= 0 && !(e && e->id == id)) atomic_store_explicit(&ctx_cache[i], n, memory_order_release);
+  else free(n); /* there already, or a full cache: queried every time */
   pthread_mutex_unlock(&ctx_lock);
 }
 
@@ -130,13 +161,14 @@ static const char *query_ctx(CUcontext ctx, int *device, int *sm) {
 }
 
 int device_cached_sm(void *ctx) {
-  int device, sm;
-  return ctx && ctx_lookup((uintptr_t)ctx, &device, &sm) ? sm : -1;
+  const ctx_entry *e;
+  return ctx && ctx_slot((uintptr_t)ctx, &e) >= 0 && e ? e->sm : -1;
 }
 
 const char *device_of_call(gs_call *c) {
   c->device = c->sm = -1;
   c->ctx = NULL;
+  c->ctx_id = 0;
   gs_gemm *g = &c->g;
   if (g->api != GS_API_LT_MATMUL) {
     /* The GemmEx family runs on the handle's stream. */
@@ -157,12 +189,16 @@ const char *device_of_call(gs_call *c) {
   CUcontext ctx = NULL;
   if (GS_CALL(cuStreamGetCtx, (CUstream)g->stream, &ctx) != CUDA_SUCCESS || !ctx)
     return "cuStreamGetCtx failed (no current context?)";
+  unsigned long long id = 0;
+  if (gs_sys.cuCtxGetId && GS_CALL(cuCtxGetId, ctx, &id) != CUDA_SUCCESS)
+    return "cuCtxGetId failed (destroyed context?)";
   c->ctx = ctx;
-  if (ctx_lookup((uintptr_t)ctx, &c->device, &c->sm)) return NULL;
+  c->ctx_id = id;
+  if (ctx_lookup((uintptr_t)ctx, id, &c->device, &c->sm)) return NULL;
   int device, sm;
   why = query_ctx(ctx, &device, &sm);
   if (why) return why;
-  ctx_insert((uintptr_t)ctx, device, sm);
+  ctx_insert((uintptr_t)ctx, id, device, sm);
   c->device = device;
   c->sm = sm;
   return NULL;

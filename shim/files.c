@@ -80,7 +80,8 @@ int file_open_append(const char *path, int debug, gs_file *f, char *why, size_t 
   if (named >= 0) {
     fd = GS_CALL(fcntl, named, F_DUPFD_CLOEXEC, 0);
     if (fd < 0) {
-      snprintf(why, whylen, "descriptor %d is not open (%s)", named, strerror_r(errno, ebuf, sizeof ebuf));
+      if (errno == EBADF) snprintf(why, whylen, "descriptor %d is not open", named);
+      else snprintf(why, whylen, "cannot duplicate descriptor %d (%s)", named, strerror_r(errno, ebuf, sizeof ebuf));
       return -1;
     }
   } else {
@@ -120,7 +121,9 @@ int file_is_ours(const gs_file *f) {
   if (f->fd < 0) return 0;
   if (!f->checked) return 1;
   struct stat st;
-  if (GS_CALL(fstat, f->fd, &st) != 0) return 0;
+  /* Only EBADF says the descriptor is gone; fstat fails otherwise on no
+   * valid descriptor, so another error cannot mean another file. */
+  if (GS_CALL(fstat, f->fd, &st) != 0) return errno != EBADF;
   return (uint64_t)st.st_dev == f->dev && (uint64_t)st.st_ino == f->ino;
 }
 

@@ -67,7 +67,12 @@
  * event API, another thread's per-thread stream), starts over on a fresh
  * ring. Sites used during capture are pinned (a graph holds their rings)
  * and never evicted. Everything here is per CUDA context: a ring lives on
- * one device.
+ * one device. A context is known by its address and cuCtxGetId: a device
+ * reset (the primary context released and retained again) or cuCtxDestroy
+ * + cuCtxCreate can give a new context at the old address with none of the
+ * old memory, so a new id there retires the old table (its host memory is
+ * freed as far as no call holds it; its device memory went with the old
+ * context) and the new context's sites start over.
  *
  * Locks: the context's lock guards its tables and the order event; a
  * site's mutex guards its ring use. Order: site mutex, then context lock.
@@ -138,6 +143,9 @@ typedef struct seen_entry {
 
 struct fp8_ctx {
   void *ctx;
+  unsigned long long ctx_id; /* cuCtxGetId (0: the driver has none) */
+  int retired;         /* context lock: a new context took the address */
+  fp8_ctx *older;      /* the retired table this one replaced (kept, never freed) */
   int device;
   pthread_mutex_t lock;
   fp8_group *buckets[GROUP_BUCKETS];
@@ -194,25 +202,74 @@ static uint64_t group_hash(const gs_call *c) {
 }
 
 /* ---- contexts ----------------------------------------------------------------- */
-static fp8_ctx *ctx_find(void *ctx) {
+/* The table of address ctx (whatever its id) and its slot, or the first
+ * empty slot; -1: full. Tables are never freed (a reader may hold one), so
+ * readers scan without a lock. */
+static int ctx_slot(void *ctx, fp8_ctx **found) {
   for (int i = 0; i < FP8_MAX_CTX; i++) {
     fp8_ctx *x = atomic_load_explicit(&ctxs[i], memory_order_acquire);
-    if (!x) return NULL;
-    if (x->ctx == ctx) return x;
+    if (!x || x->ctx == ctx) {
+      *found = x;
+      return i;
+    }
   }
-  return NULL;
+  *found = NULL;
+  return -1;
+}
+
+static fp8_ctx *ctx_find(void *ctx, unsigned long long id) {
+  fp8_ctx *x;
+  return ctx_slot(ctx, &x) >= 0 && x && x->ctx_id == id ? x : NULL;
+}
+
+static void site_free(fp8_site *s) {
+  pthread_mutex_destroy(&s->mu);
+  free(s);
+}
+
+/* The context at x's address is gone. Calls that found x before the swap
+ * see `retired` under its lock and decline; sites a call holds stay until
+ * the process ends (a few hundred bytes each), the rest is freed. */
+static void ctx_retire(fp8_ctx *x) {
+  pthread_mutex_lock(&x->lock);
+  x->retired = 1;
+  for (int b = 0; b < GROUP_BUCKETS; b++)
+    for (fp8_group **gl = &x->buckets[b]; *gl;) {
+      fp8_group *g = *gl;
+      for (fp8_site **sl = &g->sites; *sl;) {
+        fp8_site *site = *sl;
+        if (site->busy) {
+          sl = &site->group_next;
+          continue;
+        }
+        *sl = site->group_next;
+        site->slot->next = x->free_slots; /* the slab stays reachable through its slots */
+        x->free_slots = site->slot;
+        site_free(site);
+      }
+      if (g->sites) {
+        gl = &g->next;
+      } else {
+        *gl = g->next;
+        free(g);
+      }
+    }
+  x->lru_head = x->lru_tail = NULL; /* the busy survivors are never looked up again */
+  x->anchor = NULL;
+  free(x->seen);
+  x->seen = NULL;
+  pthread_mutex_unlock(&x->lock);
 }
 
 static fp8_ctx *ctx_get(const gs_call *c, const char **why) {
-  fp8_ctx *x = ctx_find(c->ctx);
+  fp8_ctx *x = ctx_find(c->ctx, c->ctx_id);
   if (x) return x;
   pthread_mutex_lock(&ctxs_lock);
-  x = ctx_find(c->ctx);
-  int free_slot = -1;
-  for (int i = 0; !x && i < FP8_MAX_CTX && free_slot < 0; i++)
-    if (!atomic_load_explicit(&ctxs[i], memory_order_relaxed)) free_slot = i;
-  if (!x && free_slot < 0) *why = "more CUDA contexts than the fp8 site table keeps (64)";
-  if (!x && free_slot >= 0) {
+  fp8_ctx *old = NULL;
+  int slot = ctx_slot(c->ctx, &old);
+  if (old && old->ctx_id == c->ctx_id) x = old;
+  if (!x && slot < 0) *why = "more CUDA contexts than the fp8 site table keeps (64)";
+  if (!x && slot >= 0) {
     x = GS_CALL(calloc, 1, sizeof *x);
     seen_entry *seen = x ? GS_CALL(calloc, SEEN_SLOTS, sizeof *seen) : NULL;
     if (!seen) {
@@ -221,11 +278,14 @@ static fp8_ctx *ctx_get(const gs_call *c, const char **why) {
       *why = "out of host memory for the fp8 site table";
     } else {
       x->ctx = c->ctx;
+      x->ctx_id = c->ctx_id;
       x->device = c->device;
       x->seen = seen;
       x->primary = pthread_self();
+      x->older = old;
       pthread_mutex_init(&x->lock, NULL);
-      atomic_store_explicit(&ctxs[free_slot], x, memory_order_release);
+      atomic_store_explicit(&ctxs[slot], x, memory_order_release);
+      if (old) ctx_retire(old);
     }
   }
   pthread_mutex_unlock(&ctxs_lock);
@@ -334,18 +394,36 @@ static int slot_on_stream(const fp8_slot *s, const gs_call *c) {
   return !s->used || (s->stream == c->g.stream && s->stream_thread == stream_thread_of(c->g.stream));
 }
 
+/* 1 when stream is not being captured now; 0 when it is, or when that
+ * cannot be told (a driver without cuStreamIsCapturing predates capture,
+ * but a failed query is not "not capturing"). */
+static int stream_free_of_capture(const void *stream) {
+  if (!gs_sys.cuStreamIsCapturing) return 1;
+  CUstreamCaptureStatus st = CU_STREAM_CAPTURE_STATUS_NONE;
+  return GS_CALL(cuStreamIsCapturing, (CUstream)stream, &st) == CUDA_SUCCESS && st == CU_STREAM_CAPTURE_STATUS_NONE;
+}
+
 /* Make everything enqueued so far on the slot's last stream come before
  * what c enqueues next on its stream. Context lock held (order_event).
  * Outside capture only: a captured stream cannot wait on an event recorded
- * outside its graph. Returns 1 when ordered. */
+ * outside its graph. The slot's last stream may be under someone else's
+ * capture now: an event recorded there is a capture event, and waiting on
+ * it would join c's eager stream to that capture (CUDA C++ Programming
+ * Guide, stream capture, "Cross-stream Dependencies and Events": an event
+ * recorded in a capturing stream is a captured event, and a stream that
+ * waits on it is put in capture mode), so its later work would be
+ * recorded, not run. Checked before
+ * the record, and again after it, so a capture begun in between is not
+ * joined either. Returns 1 when ordered; 0 leaves c's stream untouched. */
 static int order_after_slot(fp8_ctx *x, const gs_call *c, const fp8_slot *s) {
   if (slot_on_stream(s, c)) return 1;
   if (s->stream_thread && s->stream_thread != (uintptr_t)pthread_self()) return 0;
   if (!gs_sys.cuEventCreate || !gs_sys.cuEventRecord || !gs_sys.cuStreamWaitEvent) return 0;
   if (ctx_push(x) != CUDA_SUCCESS) return 0;
-  CUresult r = CUDA_SUCCESS;
-  if (!x->order_event) r = GS_CALL(cuEventCreate, &x->order_event, CU_EVENT_DISABLE_TIMING);
+  CUresult r = stream_free_of_capture(s->stream) ? CUDA_SUCCESS : CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+  if (r == CUDA_SUCCESS && !x->order_event) r = GS_CALL(cuEventCreate, &x->order_event, CU_EVENT_DISABLE_TIMING);
   if (r == CUDA_SUCCESS) r = GS_CALL(cuEventRecord, x->order_event, (CUstream)s->stream);
+  if (r == CUDA_SUCCESS && !stream_free_of_capture(s->stream)) r = CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
   if (r == CUDA_SUCCESS) r = GS_CALL(cuStreamWaitEvent, (CUstream)c->g.stream, x->order_event, 0);
   ctx_pop();
   return r == CUDA_SUCCESS;
@@ -544,8 +622,7 @@ static int evict_one(fp8_ctx *x, fp8_group *keep, uint64_t *id) {
   x->free_slots = s->slot;
   x->live--;
   *id = s->id;
-  pthread_mutex_destroy(&s->mu);
-  free(s);
+  site_free(s);
   return 1;
 }
 
@@ -620,13 +697,13 @@ static uint32_t f32_bits(float f) {
 static CUresult ring_init(CUdeviceptr ring, int fmt, CUstream stream) {
   if (!gs_sys.cuMemsetD8Async) return CUDA_ERROR_NOT_SUPPORTED;
   unsigned history = (unsigned)gs_opt.fp8_history;
-  uint32_t margin_div = (uint32_t)(127 + gs_opt.fp8_margin) << 23; /* 2^margin, margin <= 64 */
+  uint32_t margin_pow2 = (uint32_t)(127 + gs_opt.fp8_margin) << 23; /* 2^margin, margin <= 64 */
   CUresult r = GS_CALL(cuMemsetD8Async, ring, 0, (size_t)gs_fp8_ring_bytes(history), stream);
   if (r == CUDA_SUCCESS) r = set_u32(ring + offsetof(gs_fp8_ring, scale[0]), f32_bits(1.0f), stream);
   if (r == CUDA_SUCCESS) r = set_u32(ring + offsetof(gs_fp8_ring, scale[1]), f32_bits(1.0f), stream);
   if (r == CUDA_SUCCESS) r = set_u32(ring + offsetof(gs_fp8_ring, history), history, stream);
   if (r == CUDA_SUCCESS) r = set_u32(ring + offsetof(gs_fp8_ring, fmt), (uint32_t)fmt, stream);
-  if (r == CUDA_SUCCESS) r = set_u32(ring + offsetof(gs_fp8_ring, margin_div), margin_div, stream);
+  if (r == CUDA_SUCCESS) r = set_u32(ring + offsetof(gs_fp8_ring, margin_pow2), margin_pow2, stream);
   return r;
 }
 
@@ -676,6 +753,10 @@ const char *fp8_site_acquire(gs_call *c, int capturing, fp8_use *u) {
   uint64_t hash = group_hash(c);
 
   pthread_mutex_lock(&x->lock);
+  if (x->retired) {
+    pthread_mutex_unlock(&x->lock);
+    return "the call's context was replaced by a new one at its address while the call looked it up";
+  }
   int backward = thread_is_backward(x);
   if (backward) x->backward_since_epoch = 1;
   else if (x->backward_since_epoch) epoch_advance(x);
@@ -756,8 +837,8 @@ void fp8_site_release(fp8_use *u, unsigned ran) {
 }
 
 size_t fp8_sites_live(void *ctx) {
-  fp8_ctx *x = ctx_find(ctx);
-  if (!x) return 0;
+  fp8_ctx *x;
+  if (ctx_slot(ctx, &x) < 0 || !x) return 0;
   pthread_mutex_lock(&x->lock);
   size_t n = x->live;
   pthread_mutex_unlock(&x->lock);
@@ -765,8 +846,8 @@ size_t fp8_sites_live(void *ctx) {
 }
 
 uint64_t fp8_sites_ring_bytes(void *ctx) {
-  fp8_ctx *x = ctx_find(ctx);
-  if (!x) return 0;
+  fp8_ctx *x;
+  if (ctx_slot(ctx, &x) < 0 || !x) return 0;
   pthread_mutex_lock(&x->lock);
   uint64_t n = x->ring_bytes;
   pthread_mutex_unlock(&x->lock);
@@ -774,8 +855,8 @@ uint64_t fp8_sites_ring_bytes(void *ctx) {
 }
 
 uint64_t fp8_sites_epoch(void *ctx) {
-  fp8_ctx *x = ctx_find(ctx);
-  if (!x) return 0;
+  fp8_ctx *x;
+  if (ctx_slot(ctx, &x) < 0 || !x) return 0;
   pthread_mutex_lock(&x->lock);
   uint64_t e = x->epoch;
   pthread_mutex_unlock(&x->lock);

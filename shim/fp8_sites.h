@@ -47,7 +47,8 @@ const char *fp8_site_acquire(gs_call *c, int capturing, fp8_use *u);
 void fp8_site_release(fp8_use *u, unsigned ran);
 
 /* ---- for tests -------------------------------------------------------------- */
-/* Live sites of context ctx (0 when it has none). */
+/* Live sites of context ctx (0 when it has none); of the newest context at
+ * that address. */
 size_t fp8_sites_live(void *ctx);
 /* Ring memory allocated for context ctx, in bytes (never shrinks: evicted
  * sites' rings are reused, see fp8_sites.c). */

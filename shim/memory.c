@@ -165,17 +165,20 @@ static const char *scratch_alloc(gs_call *c, size_t bytes, gs_transient *t) {
 }
 
 /* ---- the interface ---------------------------------------------------------- */
-const char *transient_alloc(gs_call *c, size_t bytes, gs_transient *t) {
-  memset(t, 0, sizeof *t);
-  t->stream = c->g.stream;
-  if (bytes == 0) return NULL;
-  if (!c->ctx) return "the call's context is unknown";
+const char *transient_capture_why(const gs_call *c) {
   /* A driver without cuStreamIsCapturing predates graph capture. Not
    * knowing is not "not capturing". */
   CUstreamCaptureStatus capture = CU_STREAM_CAPTURE_STATUS_NONE;
   if (gs_sys.cuStreamIsCapturing && GS_CALL(cuStreamIsCapturing, (CUstream)c->g.stream, &capture) != CUDA_SUCCESS)
     return "cuStreamIsCapturing failed";
-  if (capture != CU_STREAM_CAPTURE_STATUS_NONE) return GS_CAPTURE_DECLINE;
+  return capture != CU_STREAM_CAPTURE_STATUS_NONE ? GS_CAPTURE_DECLINE : NULL;
+}
+
+const char *transient_alloc(gs_call *c, size_t bytes, gs_transient *t) {
+  memset(t, 0, sizeof *t);
+  t->stream = c->g.stream;
+  if (bytes == 0) return NULL;
+  if (!c->ctx) return "the call's context is unknown";
   int has_pools = device_has_pools(c->device);
   if (has_pools < 0) return "cuDeviceGetAttribute(MEMORY_POOLS_SUPPORTED) failed";
   if (has_pools) {

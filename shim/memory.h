@@ -23,9 +23,13 @@ typedef struct gs_transient {
 #define GS_CAPTURE_DECLINE \
   "stream is being captured (a graph holding the call's buffers could not be cloned, used as a child or instantiated twice)"
 
+/* NULL when c's stream is not being captured; GS_CAPTURE_DECLINE when it
+ * is (an invalidated capture is still a capture); else why it cannot be
+ * told. A route asks once, before it touches any state of its own. */
+const char *transient_capture_why(const gs_call *c);
 /* bytes of device memory usable on c's stream until transient_release.
- * NULL on success, else why not (nothing to release then); during capture
- * always GS_CAPTURE_DECLINE. */
+ * NULL on success, else why not (nothing to release then). Only after
+ * transient_capture_why said NULL for c. */
 const char *transient_alloc(gs_call *c, size_t bytes, gs_transient *t);
 /* Enqueue the free after everything enqueued so far on the stream. */
 void transient_release(gs_transient *t);

@@ -78,7 +78,7 @@ static const opt_def options[] = {
      &gs_opt.fp8_backend, fp8_backend_names, 0, 0},
     {"GEMMSHIM_FP8_HISTORY", OPT_U64, "16", "amax history length per call site and operand",
      &gs_opt.fp8_history, NULL, 1, 4096},
-    {"GEMMSHIM_FP8_MARGIN", OPT_U64, "0", "scale = max(amax history) / fp8 max / 2^margin",
+    {"GEMMSHIM_FP8_MARGIN", OPT_U64, "0", "headroom in powers of 2, as TransformerEngine's margin: scale = max(amax history) * 2^margin / fp8 max",
      &gs_opt.fp8_margin, NULL, 0, 64},
     {"GEMMSHIM_FP8_MAX_SITES", OPT_U64, "4096",
      "most fp8 call sites kept; the least recently used is evicted", &gs_opt.fp8_max_sites, NULL, 1, 1048576},
@@ -211,9 +211,17 @@ static int parse_one(const opt_def *o, const char *s, char *err, size_t errlen) 
 static char held[MAX_HELD][1024];
 static int n_held, n_held_lost, debug_open;
 
+/* options_check's receiver: while set, problems go to it, not the debug output. */
+static options_problem_fn problem_sink;
+static void *problem_arg;
+static int n_problems;
+
 static void go_passthrough(const char *why) {
   gs_opt.passthrough = 1;
-  if (debug_open)
+  n_problems++;
+  if (problem_sink)
+    problem_sink(why, problem_arg);
+  else if (debug_open)
     GS_WARN("%s; running pass-through (every GEMM native, still logged)", why);
   else if (n_held < MAX_HELD)
     snprintf(held[n_held++], sizeof held[0], "%s", why);
@@ -246,47 +254,50 @@ static ssize_t read_policy(int fd, char *text) {
   return (ssize_t)len;
 }
 
-static void load_policy(void) {
-  char err[1024];
-  policy_builtin(&gs_policy);
-  if (!gs_opt.policy_path[0]) return;
+int options_read_policy(const char *file, policy_table *t, char *err, size_t errlen) {
+  policy_builtin(t);
   char path[GS_QUOTE_BUF];
-  gs_quote(gs_opt.policy_path, path); /* for messages */
-  int fd = GS_CALL(open, gs_opt.policy_path, O_RDONLY | O_CLOEXEC | O_NONBLOCK, 0);
+  gs_quote(file, path); /* for messages */
+  int fd = GS_CALL(open, file, O_RDONLY | O_CLOEXEC | O_NONBLOCK, 0);
   if (fd < 0) {
-    snprintf(err, sizeof err, "GEMMSHIM_POLICY='%s': cannot open (%s); expected a readable policy file", path,
+    snprintf(err, errlen, "GEMMSHIM_POLICY='%s': cannot open (%s); expected a readable policy file", path,
              strerror(errno));
-    go_passthrough(err);
-    return;
+    return -1;
   }
   char *text = GS_CALL(malloc, POLICY_MAX_BYTES + 1);
   ssize_t len = text ? read_policy(fd, text) : -1;
   int read_errno = errno;
   GS_CALL(close, fd);
-  if (len < 0) {
-    snprintf(err, sizeof err, "GEMMSHIM_POLICY='%s': cannot read (%s)", path,
+  int rc = -1;
+  if (len < 0)
+    snprintf(err, errlen, "GEMMSHIM_POLICY='%s': cannot read (%s)", path,
              !text ? "out of memory"
              : read_errno == ETIMEDOUT ? "no end of input within " GS_STR(POLICY_WAIT_MS) " ms"
                                        : strerror(read_errno));
-    go_passthrough(err);
-  } else if ((size_t)len > POLICY_MAX_BYTES) {
-    snprintf(err, sizeof err, "GEMMSHIM_POLICY='%s': larger than %u bytes; expected a policy file", path,
+  else if ((size_t)len > POLICY_MAX_BYTES)
+    snprintf(err, errlen, "GEMMSHIM_POLICY='%s': larger than %u bytes; expected a policy file", path,
              POLICY_MAX_BYTES);
-    go_passthrough(err);
-  } else if (policy_parse(&gs_policy, text, (size_t)len,
-                          /* the path names rules in the log too: whole, unless it would break a line */
-                          strcmp(path, gs_opt.policy_path) == 0 ? gs_opt.policy_path : path, err, sizeof err) != 0) {
-    go_passthrough(err);
-  }
+  else
+    rc = policy_parse(t, text, (size_t)len,
+                      /* the path names rules in the log too: whole, unless it would break a line */
+                      strcmp(path, file) == 0 ? file : path, err, errlen);
   free(text);
+  return rc;
+}
+
+static void load_policy(void) {
+  char err[1024];
+  policy_builtin(&gs_policy);
+  if (gs_opt.policy_path[0] && options_read_policy(gs_opt.policy_path, &gs_policy, err, sizeof err) != 0)
+    go_passthrough(err);
 }
 
 /* ---- load ----------------------------------------------------------------- */
-void options_init(void) {
+/* Every variable from the environment over its default; problems go to
+ * go_passthrough. */
+static void read_environment(void) {
   char err[1024];
-  /* Safe to call again (tests do): every field is set from scratch. */
   gs_opt.passthrough = 0;
-  debug_open = 0;
   memset(opt_set_by_env, 0, sizeof opt_set_by_env);
   for (size_t i = 0; i < N_OPTIONS; i++) {
     const char *env = getenv(options[i].name);
@@ -298,17 +309,48 @@ void options_init(void) {
       go_passthrough(err);
     }
   }
+}
+
+static void read_fault(void) {
+  char err[1024];
+  const char *fault = getenv("GEMMSHIM_FAULT");
+  if (fault && *fault && gs_fault_parse(fault, err, sizeof err) != 0) go_passthrough(err);
+}
+
+void options_init(void) {
+  /* Safe to call again (tests do): every field is set from scratch. */
+  debug_open = 0;
+  read_environment();
   debug_init();
   debug_open = 1;
   for (int i = 0; i < n_held; i++)
     GS_WARN("%s; running pass-through (every GEMM native, still logged)", held[i]);
   if (n_held_lost) GS_WARN("%d more configuration problems, not shown", n_held_lost);
   n_held = n_held_lost = 0;
-  const char *fault = getenv("GEMMSHIM_FAULT");
-  if (fault && *fault && gs_fault_parse(fault, err, sizeof err) != 0) go_passthrough(err);
+  read_fault();
   load_policy();
   decide_policy_loaded();
   options_print();
+}
+
+int options_check(options_problem_fn report, void *arg) {
+  problem_sink = report;
+  problem_arg = arg;
+  n_problems = 0;
+  read_environment();
+  read_fault();
+  gs_fault_clear(); /* checked, not armed: the checker's own reads must not fail */
+  load_policy();
+  problem_sink = NULL;
+  return n_problems;
+}
+
+const char *options_describe(size_t i, const char **def, const char **meaning, int *is_path) {
+  if (i >= N_OPTIONS) return NULL;
+  if (is_path) *is_path = options[i].kind == OPT_PATH;
+  if (def) *def = options[i].def;
+  if (meaning) *meaning = options[i].meaning;
+  return options[i].name;
 }
 
 static void format_value(const opt_def *o, char *buf, size_t len) {

@@ -15,8 +15,43 @@ void route_operand_shapes(const gs_gemm *g, int64_t *a_rows, int64_t *a_cols, in
   *b_cols = g->transb == CUBLAS_OP_N ? g->n : g->k;
 }
 
+/* The combinations of A/B, C and compute type the cuBLAS documentation
+ * lists for cublasGemmEx (and cublasLtMatmul) among fp32-compute GEMMs, the
+ * only ones a route takes: COMPUTE_32F(_PEDANTIC) with bf16 or fp16 A and B
+ * and C of their type or fp32, or fp32 throughout; the 32F_FAST_* types
+ * with fp32 A, B and C only (cublasComputeType_t: "for 32-bit input and
+ * output matrices"). */
+static int listed_fp32_compute(const gs_gemm *g) {
+  int a = g->a_type, c = g->c_type;
+  if (g->b_type != a) return 0;
+  switch (g->compute_type) {
+    case CUBLAS_COMPUTE_32F: case CUBLAS_COMPUTE_32F_PEDANTIC:
+      if (a == CUDA_R_16BF || a == CUDA_R_16F) return c == a || c == CUDA_R_32F;
+      return a == CUDA_R_32F && c == CUDA_R_32F;
+    case CUBLAS_COMPUTE_32F_FAST_16BF: case CUBLAS_COMPUTE_32F_FAST_16F: case CUBLAS_COMPUTE_32F_FAST_TF32:
+      return a == CUDA_R_32F && c == CUDA_R_32F;
+    default:
+      return 0;
+  }
+}
+
+/* cublasGemmAlgo_t's values (cublas_api.h); anything else is NOT_SUPPORTED.
+ * CUBLAS_GEMM_AUTOTUNE (999) is spelled out: CUDA 12's headers, which the
+ * shim also builds against, do not name it. */
+#define GEMM_AUTOTUNE 999
+static int listed_algo(int a) {
+  return (a >= CUBLAS_GEMM_DEFAULT && a <= CUBLAS_GEMM_ALGO23) ||
+         (a >= CUBLAS_GEMM_DEFAULT_TENSOR_OP && a <= CUBLAS_GEMM_ALGO15_TENSOR_OP) || a == GEMM_AUTOTUNE;
+}
+
 /* Arguments cuBLAS would reject are forwarded untouched so the caller gets
- * cuBLAS's own error, never one of the shim's making. */
+ * cuBLAS's own error, never one of the shim's making: a route runs only
+ * what the documentation says cuBLAS accepts. The conditions are the
+ * documented ones (cuBLAS documentation: cublasGemmEx and the batched forms'
+ * error values and type table; cublasLtMatmul's in-place and out-of-place
+ * rules; cublasLtMatmulDescAttributes_t's bias and scale types); the
+ * stand-in checks the same (tests/standin/cublas.c, cublaslt_matmul.c) and
+ * tests/integration/test_arguments.py holds every route to them. */
 const char *route_check_arguments(const gs_gemm *g) {
   int64_t a_rows, a_cols, b_rows, b_cols;
   route_operand_shapes(g, &a_rows, &a_cols, &b_rows, &b_cols);
@@ -28,6 +63,23 @@ const char *route_check_arguments(const gs_gemm *g) {
   if ((g->transa != CUBLAS_OP_N && g->transa != CUBLAS_OP_T && g->transa != CUBLAS_OP_C) ||
       (g->transb != CUBLAS_OP_N && g->transb != CUBLAS_OP_T && g->transb != CUBLAS_OP_C))
     return "unsupported transpose (forwarded for cuBLAS's own error)";
+  if (!listed_fp32_compute(g))
+    return "types and compute type are not a combination cuBLAS lists for fp32 compute "
+           "(forwarded for cuBLAS's own answer)";
+  if (g->api == GS_API_LT_MATMUL) {
+    if (g->d_type != g->c_type) return "D's type differs from C's (forwarded for cuBLAS's own error)";
+    if (g->scale_type != CUDA_R_32F) return "scale type is not fp32 (forwarded for cuBLAS's own error)";
+    /* In place is C == D with one layout; two layouts over one matrix
+     * conflict. */
+    if (g->C == g->D && (g->ldc != g->ldd || g->order_c != g->order_d ||
+                         (g->batch > 1 && g->stride_c != g->stride_d)))
+      return "C and D are the same memory with different layouts (forwarded for cuBLAS's own error)";
+    /* Outside fp8 inputs the bias is D's type. */
+    if ((g->epilogue & CUBLASLT_EPILOGUE_BIAS) && g->bias_type != g->d_type)
+      return "bias type is not D's type (forwarded for cuBLAS's own error)";
+  } else if (!listed_algo(g->algo)) {
+    return "algo is not a cublasGemmAlgo_t value (forwarded for cuBLAS's own error)";
+  }
   return NULL;
 }
 

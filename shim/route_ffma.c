@@ -66,22 +66,16 @@ static const char *check_types(const gs_gemm *g) {
   return NULL;
 }
 
-/* What route_check_lt leaves: fp32 alpha/beta by value or pointer, and a
- * bias the cast kernels can widen. The route builds descriptors of its own,
- * so whatever cuBLASLt would refuse in the caller's (scale and bias types,
- * in-place layouts) must be refused here and forwarded, or the caller would
- * get a result where cuBLASLt gives an error. */
+/* What route_check_lt leaves: fp32 alpha/beta by value or pointer. The
+ * route builds descriptors of its own, so whatever cuBLASLt would refuse in
+ * the caller's (scale and bias types, in-place layouts) is refused and
+ * forwarded by route_check_arguments, or the caller would get a result
+ * where cuBLASLt gives an error. */
 static const char *check_lt(const gs_gemm *g) {
   const char *why = route_check_lt(g);
   if (why) return why;
   if (g->pointer_mode != CUBLASLT_POINTER_MODE_HOST && g->pointer_mode != CUBLASLT_POINTER_MODE_DEVICE)
     return "alpha/beta pointer mode is a vector mode";
-  if (g->scale_type != F32) return "scale type is not fp32 (forwarded for cuBLAS's own error)";
-  /* cublasLt.h: outside fp8 and integer kernels the bias is D's type. */
-  if ((g->epilogue & CUBLASLT_EPILOGUE_BIAS) && g->bias_type != g->d_type)
-    return "bias type is not D's type (forwarded for cuBLAS's own error)";
-  if (g->C == g->D && (g->ldc != g->ldd || (g->batch > 1 && g->stride_c != g->stride_d)))
-    return "C and D are the same memory with different layouts (forwarded for cuBLAS's own error)";
   return NULL;
 }
 
@@ -150,30 +144,25 @@ static const char *plan(const gs_call *c, ffma_plan *p) {
 /* ---- casts in ---------------------------------------------------------------- */
 static int is_ptr_array(gs_api api) { return api == GS_API_GEMM_BATCHED_EX || api == GS_API_GEMM_BATCHED_EX_64; }
 
-static CUresult widen_operand(const gs_call *c, int type, const void *src, int64_t ld, int64_t stride,
-                              float *dst, int64_t rows, int64_t cols) {
-  const gs_gemm *g = &c->g;
-  if (is_ptr_array(g->api))
-    return kernel_widen_ptrarray(c->ctx, g->stream, type, (const void *const *)src, ld, dst, rows,
-                                 rows * cols, rows, cols, g->batch);
-  return kernel_widen(c->ctx, g->stream, type, src, ld, stride, dst, rows, rows * cols, rows, cols, g->batch);
-}
-
+/* A, B, C (when read) and the bias share one type (check_types, check_lt):
+ * one launch widens them all. */
 static CUresult casts_in(const gs_call *c, const ffma_plan *p, char *base) {
   const gs_gemm *g = &c->g;
-  CUresult r = widen_operand(c, g->a_type, g->A, g->lda, g->stride_a, (float *)(base + p->off[BUF_A]),
-                             p->a_rows, p->a_cols);
-  if (r == CUDA_SUCCESS)
-    r = widen_operand(c, g->b_type, g->B, g->ldb, g->stride_b, (float *)(base + p->off[BUF_B]), p->b_rows,
-                      p->b_cols);
-  if (r == CUDA_SUCCESS && p->cast_c)
-    r = widen_operand(c, g->c_type, g->C, g->ldc, g->stride_c, (float *)(base + p->off[BUF_C]), g->m, g->n);
-  if (r == CUDA_SUCCESS && p->own_bias && p->bias_stride)
-    r = kernel_widen(c->ctx, g->stream, g->bias_type, g->bias, g->m, p->bias_stride,
-                     (float *)(base + p->off[BUF_BIAS]), g->m, g->m, g->m, 1, g->batch);
-  else if (r == CUDA_SUCCESS && p->own_bias)
-    r = kernel_widen_vector(c->ctx, g->stream, g->bias_type, g->bias, (float *)(base + p->off[BUF_BIAS]), g->m);
-  return r;
+  const int arr = is_ptr_array(g->api);
+  kernel_cast_operand ops[4];
+  int n = 0;
+  ops[n++] = (kernel_cast_operand){g->a_type, g->A, arr, g->lda, g->stride_a, base + p->off[BUF_A], 0, p->a_rows,
+                                   p->a_rows * p->a_cols, p->a_rows, p->a_cols, g->batch};
+  ops[n++] = (kernel_cast_operand){g->b_type, g->B, arr, g->ldb, g->stride_b, base + p->off[BUF_B], 0, p->b_rows,
+                                   p->b_rows * p->b_cols, p->b_rows, p->b_cols, g->batch};
+  if (p->cast_c)
+    ops[n++] = (kernel_cast_operand){g->c_type, g->C, arr, g->ldc, g->stride_c, base + p->off[BUF_C], 0, g->m,
+                                     g->m * g->n, g->m, g->n, g->batch};
+  /* A bias with a batch stride: one vector of m per member. */
+  if (p->own_bias)
+    ops[n++] = (kernel_cast_operand){g->bias_type, g->bias, 0, g->m, p->bias_stride, base + p->off[BUF_BIAS], 0,
+                                     g->m, g->m, g->m, 1, p->bias_stride ? g->batch : 1};
+  return kernel_widen_operands(c->ctx, g->stream, ops, n);
 }
 
 static CUresult cast_out(const gs_call *c, const ffma_plan *p, char *base) {
@@ -275,6 +264,11 @@ static cublasStatus_t lt_fp32(const gs_call *c, const ffma_plan *p, char *base, 
 int route_ffma(gs_call *c) {
   ffma_plan p;
   const char *why = plan(c, &p);
+  if (why) {
+    call_decline(c, GS_ROUTE_NATIVE, "ffma declined: %s; ran native", why);
+    return GS_DECLINED;
+  }
+  why = transient_capture_why(c);
   if (why) {
     call_decline(c, GS_ROUTE_NATIVE, "ffma declined: %s; ran native", why);
     return GS_DECLINED;

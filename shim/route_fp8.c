@@ -19,6 +19,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "../kernels/fp8.h"
@@ -59,6 +60,8 @@ enum { BUF_A8, BUF_B8 };
 /* ---- checks ------------------------------------------------------------------------ */
 static const char *check_types(const gs_gemm *g) {
   if (!elem_type(g->a_type) || g->b_type != g->a_type) return "A and B are not both bf16, fp16 or fp32";
+  /* The 32F_FAST_* types take fp32 A/B/C only: route_check_arguments
+   * forwards the rest for cuBLAS's own error. */
   switch (g->compute_type) {
     case CUBLAS_COMPUTE_32F: case CUBLAS_COMPUTE_32F_FAST_16BF: case CUBLAS_COMPUTE_32F_FAST_16F:
     case CUBLAS_COMPUTE_32F_FAST_TF32:
@@ -118,16 +121,6 @@ static const char *plan(const gs_call *c, fp8_plan *p) {
   return NULL;
 }
 
-/* ---- capture ----------------------------------------------------------------------- */
-static const char *stream_capturing(const gs_call *c, int *capturing) {
-  CUstreamCaptureStatus st = CU_STREAM_CAPTURE_STATUS_NONE;
-  if (!gs_sys.cuStreamIsCapturing) return "cuStreamIsCapturing not found";
-  if (GS_CALL(cuStreamIsCapturing, (CUstream)c->g.stream, &st) != CUDA_SUCCESS)
-    return "cuStreamIsCapturing failed";
-  /* An invalidated capture is still a capture: nothing may allocate. */
-  *capturing = st != CU_STREAM_CAPTURE_STATUS_NONE;
-  return NULL;
-}
 
 static CUdeviceptr scale_ptr(const gs_fp8_ring *ring, int parity) {
   return (CUdeviceptr)(uintptr_t)&ring->scale[parity];
@@ -138,21 +131,20 @@ static CUresult quantize_operands(const gs_call *c, const fp8_plan *p, const fp8
   const gs_gemm *g = &c->g;
   CUcontext ctx = (CUcontext)c->ctx;
   CUstream s = (CUstream)g->stream;
+  /* A and B in one launch, each with its own ring. */
+  const fp8_operand ops[2] = {
+      {g->a_type, g->A, p->a_rows, p->a_cols, g->lda, g->stride_a, g->batch, g->transa != CUBLAS_OP_N, 0,
+       (uint8_t *)(base + p->off[BUF_A8]), u->ring[0]},
+      {g->b_type, g->B, p->b_rows, p->b_cols, g->ldb, g->stride_b, g->batch, g->transb != CUBLAS_OP_N, 1,
+       (uint8_t *)(base + p->off[BUF_B8]), u->ring[1]},
+  };
   CUresult r = CUDA_SUCCESS;
   if (u->needs_amax_init) {
-    r = fp8_amax_init(ctx, s, g->a_type, g->A, p->a_rows, p->a_cols, g->lda, g->stride_a, g->batch, u->ring[0],
-                      u->parity);
-    if (r == CUDA_SUCCESS)
-      r = fp8_amax_init(ctx, s, g->b_type, g->B, p->b_rows, p->b_cols, g->ldb, g->stride_b, g->batch, u->ring[1],
-                        u->parity);
+    r = fp8_amax_init_operands(ctx, s, ops, 2, u->parity);
     if (r != CUDA_SUCCESS) return r;
     *ran |= FP8_RAN_AMAX_INIT;
   }
-  r = fp8_quantize(ctx, s, g->a_type, g->A, p->a_rows, p->a_cols, g->lda, g->stride_a, g->batch,
-                   g->transa != CUBLAS_OP_N, 0, (uint8_t *)(base + p->off[BUF_A8]), u->ring[0], u->parity);
-  if (r == CUDA_SUCCESS)
-    r = fp8_quantize(ctx, s, g->b_type, g->B, p->b_rows, p->b_cols, g->ldb, g->stride_b, g->batch,
-                     g->transb != CUBLAS_OP_N, 1, (uint8_t *)(base + p->off[BUF_B8]), u->ring[1], u->parity);
+  r = fp8_quantize_operands(ctx, s, ops, 2, u->parity);
   if (r == CUDA_SUCCESS) *ran |= FP8_RAN_QUANTIZE;
   return r;
 }
@@ -160,47 +152,65 @@ static CUresult quantize_operands(const gs_call *c, const fp8_plan *p, const fp8
 /* ---- cuBLASLt's fp8 GEMM -------------------------------------------------------------- */
 /* One cuBLASLt handle per context for the GemmEx family, which brings no
  * handle of its own; made outside capture (creation may allocate) and kept
- * for the process. */
+ * for the process. A context is its address and cuCtxGetId: a reset can
+ * put a new context at the old address, whose handle must not be the dead
+ * context's. A slot points to an immutable entry, replaced whole when its
+ * address comes back with a new id; the old entry and handle are left
+ * alone (a reader may hold the entry; destroying a handle of a dead
+ * context could touch what went with it). */
 #define LT_HANDLES 64
-static struct {
-  _Atomic(void *) ctx;
+typedef struct lt_handle_entry {
+  void *ctx;
+  unsigned long long id;
   cublasLtHandle_t handle;
-} lt_handles[LT_HANDLES];
+  const struct lt_handle_entry *older; /* the entry this one replaced (kept) */
+} lt_handle_entry;
+static _Atomic(lt_handle_entry *) lt_handles[LT_HANDLES];
 static pthread_mutex_t lt_handles_lock = PTHREAD_MUTEX_INITIALIZER;
 
 /* Held across cublasLtCreate: a child of a fork made while another thread
- * held it gets a fresh one (the table is only ever appended to, each entry
- * published last). Registered at load, never inside a fork handler. */
+ * held it gets a fresh one (each entry is made whole, then published by one
+ * atomic store). Registered at load, never inside a fork handler. */
 static void lt_handles_after_fork_child(void) { pthread_mutex_init(&lt_handles_lock, NULL); }
 
 __attribute__((constructor)) static void lt_handles_register_fork(void) {
   pthread_atfork(NULL, NULL, lt_handles_after_fork_child);
 }
 
-static cublasLtHandle_t lt_handle_find(void *ctx) {
+/* The slot of address ctx (whatever its id), or the first empty one; -1: full. */
+static int lt_handle_slot(void *ctx, const lt_handle_entry **found) {
   for (int i = 0; i < LT_HANDLES; i++) {
-    void *c = atomic_load_explicit(&lt_handles[i].ctx, memory_order_acquire);
-    if (!c) return NULL;
-    if (c == ctx) return lt_handles[i].handle;
+    const lt_handle_entry *e = atomic_load_explicit(&lt_handles[i], memory_order_acquire);
+    if (!e || e->ctx == ctx) {
+      *found = e;
+      return i;
+    }
   }
-  return NULL;
+  *found = NULL;
+  return -1;
+}
+
+static cublasLtHandle_t lt_handle_find(const gs_call *c) {
+  const lt_handle_entry *e;
+  return lt_handle_slot(c->ctx, &e) >= 0 && e && e->id == c->ctx_id ? e->handle : NULL;
 }
 
 static cublasLtHandle_t lt_handle_for(const gs_call *c, const char **why) {
   if (c->g.api == GS_API_LT_MATMUL) return (cublasLtHandle_t)c->g.handle;
-  cublasLtHandle_t h = lt_handle_find(c->ctx);
+  cublasLtHandle_t h = lt_handle_find(c);
   if (h) return h;
   if (!gs_sys.cublasLtCreate) {
     *why = "cublasLtCreate not found";
     return NULL;
   }
   pthread_mutex_lock(&lt_handles_lock);
-  h = lt_handle_find(c->ctx);
-  int slot = -1;
-  for (int i = 0; !h && i < LT_HANDLES && slot < 0; i++)
-    if (!atomic_load_explicit(&lt_handles[i].ctx, memory_order_relaxed)) slot = i;
+  h = lt_handle_find(c);
+  const lt_handle_entry *old;
+  int slot = lt_handle_slot(c->ctx, &old);
+  lt_handle_entry *n = h || slot < 0 ? NULL : GS_CALL(calloc, 1, sizeof *n);
   if (!h && slot < 0) *why = "more contexts than cuBLASLt handles kept (64)";
-  if (!h && slot >= 0) {
+  else if (!h && !n) *why = "out of host memory for a cuBLASLt handle";
+  if (n) {
     CUcontext popped;
     if (GS_CALL(cuCtxPushCurrent_v2, (CUcontext)c->ctx) != CUDA_SUCCESS) {
       *why = "cuCtxPushCurrent failed";
@@ -212,8 +222,10 @@ static cublasLtHandle_t lt_handle_for(const gs_call *c, const char **why) {
       GS_CALL(cuCtxPopCurrent_v2, &popped);
     }
     if (h) {
-      lt_handles[slot].handle = h;
-      atomic_store_explicit(&lt_handles[slot].ctx, c->ctx, memory_order_release);
+      *n = (lt_handle_entry){c->ctx, c->ctx_id, h, old};
+      atomic_store_explicit(&lt_handles[slot], n, memory_order_release);
+    } else {
+      free(n);
     }
   }
   pthread_mutex_unlock(&lt_handles_lock);
@@ -312,10 +324,8 @@ int route_fp8(gs_call *c) {
   /* In capture, before the site is touched: a captured call would leave
    * its buffers' memory nodes in the graph (memory.h), and the site's
    * state must stay what eager calls and replays both see. */
-  int capturing = 0;
-  why = stream_capturing(c, &capturing);
+  why = transient_capture_why(c);
   if (why) return decline(c, why);
-  if (capturing) return decline(c, GS_CAPTURE_DECLINE);
   why = kernels_ready((CUcontext)c->ctx);
   if (why) {
     call_decline(c, GS_ROUTE_NATIVE, "fp8 declined: kernels not loaded (%s); ran native", why);

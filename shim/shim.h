@@ -105,6 +105,8 @@ typedef struct gs_call {
   int tid;
   int device;          /* CUdevice ordinal, -1 unknown */
   void *ctx;           /* CUcontext of the call's stream, NULL unknown */
+  unsigned long long ctx_id; /* cuCtxGetId of ctx (0: the driver has none); a
+                              * new context at an old address has a new id */
   int sm;              /* major*10+minor, -1 unknown */
   uint64_t site;
   uint32_t site_flags; /* GS_SITE_NEW, ... (fp8 sites) */
@@ -157,7 +159,7 @@ typedef struct gs_options {
   int fp8_format;            /* GS_FP8_FORMAT_* */
   int fp8_backend;           /* GS_FP8_BACKEND_* */
   uint64_t fp8_history;      /* amax history length per site and operand */
-  uint64_t fp8_margin;       /* scale = max(history) / fmt_max / 2^margin */
+  uint64_t fp8_margin;       /* headroom: scale = max(history) * 2^margin / fmt_max */
   uint64_t fp8_max_sites;    /* site table bound; least recently used evicted */
   uint64_t fp8_max_bytes;    /* transient memory one fp8 call may take */
   int log_gpu_time;          /* GEMMSHIM_LOG_GPU_TIME: gpu_ns in the log */
@@ -170,6 +172,19 @@ extern policy_table gs_policy;
 
 void options_init(void);          /* reads the environment; never fails */
 void options_print(void);         /* INFO: every effective option */
+/* What options_init would complain about, without opening any output:
+ * each problem (the same one-line message) goes to report, and the count
+ * is returned. Leaves gs_opt and gs_policy as options_init would. For the
+ * launcher, which refuses to start a program the shim would run
+ * pass-through. */
+typedef void (*options_problem_fn)(const char *message, void *arg);
+int options_check(options_problem_fn report, void *arg);
+/* Read and parse the policy file at path into t (built-in rules only when
+ * it fails). Returns 0, or -1 with the message in err. */
+int options_read_policy(const char *path, policy_table *t, char *err, size_t errlen);
+/* Option i of the table: its name, and its default, one-line meaning and
+ * whether it is a path (each pointer may be NULL); NULL past the end. */
+const char *options_describe(size_t i, const char **def, const char **meaning, int *is_path);
 /* Parse helpers shared by every option (and by tests). Each returns 0 on
  * success, -1 with a message in err naming var, what was expected and the
  * value used instead. */
@@ -353,5 +368,8 @@ uint64_t site_id(const void *caller, const gs_gemm *g);
  * (e.g. "libcusolver.so.12"; static storage). Cached per thread and
  * caller: no loader call after the first. */
 gs_caller site_caller(const void *caller, const char **object);
+/* For tests: take (1: trylock, its result) or give back (0) the lock that
+ * guards the library object names. */
+int site_objects_lock_for_tests(int take);
 
 #endif

@@ -45,6 +45,21 @@ static char library_objects[LIBRARY_OBJECTS][OBJECT_NAME_MAX];
 static _Atomic unsigned library_object_count;
 static pthread_mutex_t library_objects_lock = PTHREAD_MUTEX_INITIALIZER;
 
+/* A fork from another thread can land while that thread holds the lock
+ * (it is held across snprintf): the child (the forking thread alone) gets
+ * a fresh lock. An entry is published by its count last, so a half-written
+ * one is invisible. Registered at load, never inside a fork handler. */
+static void site_after_fork_child(void) { pthread_mutex_init(&library_objects_lock, NULL); }
+
+__attribute__((constructor)) static void site_register_fork(void) {
+  pthread_atfork(NULL, NULL, site_after_fork_child);
+}
+
+int site_objects_lock_for_tests(int take) {
+  if (take) return pthread_mutex_trylock(&library_objects_lock);
+  return pthread_mutex_unlock(&library_objects_lock);
+}
+
 static unsigned library_object_index(const char *base) {
   unsigned n = atomic_load_explicit(&library_object_count, memory_order_acquire);
   for (unsigned i = 0; i < n; i++)

@@ -19,7 +19,7 @@
 
 #include <errno.h>
 #include <cublasLt.h>
-#include <cublas_api.h>
+#include <cublas_v2.h> /* not cublas_api.h: CUDA 12's needs CUBLASAPI, which this defines */
 #include <cuda.h>
 #include <poll.h>
 #include <pthread.h>

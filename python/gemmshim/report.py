@@ -9,7 +9,7 @@ prints summary tables: calls, host time (`dur_ns`) and GPU time (`gpu_ns`,
 with GEMMSHIM_LOG_GPU_TIME=1) by entry point, route, backend and reason; the
 top shapes and call sites by GPU time (host time where the log has no GPU
 time); and, for logs written with GEMMSHIM_COMPARE=1, each route's time per
-shape next to the native time measured in the same run.
+shape next to the native time measured in the same run (`native_gpu_ns`).
 
   --trace OUT.json   the calls in the Chrome trace event format, for
                      ui.perfetto.dev or chrome://tracing: one track per
@@ -763,6 +763,9 @@ def main(argv=None):
             print(f"{PROG}: {path}: {e.strerror}", file=sys.stderr)
     if trace:
         trace.close()
+    if len(unreadable) == len(files):
+        # Nothing to summarise: no tables of "(none)" under the errors.
+        return 2
 
     s = summary.as_json(args.top)
     s["files"] = files

@@ -10,3 +10,14 @@ $(BENCH_CLIENT): tests/bench/bench_client.c $(STANDIN_LIBS_CU12)
 
 bench: all $(BENCH_CLIENT) $(INTEG_DIR)/libnvtx_inject.so
 	$(PYTHON) tests/bench/run_bench.py $(BUILD)
+
+# The one cost that is asserted: instructions per call (callgrind, exact)
+# must not grow with what the process did before (destroyed handles).
+# Plain build only: valgrind does not run sanitized code.
+ifeq ($(SAN),)
+TEST_DEPS  += $(BENCH_CLIENT)
+TEST_STEPS += bench-check
+endif
+.PHONY: bench-check
+bench-check: all $(BENCH_CLIENT)
+	$(PYTHON) tests/bench/check_costs.py $(BUILD)

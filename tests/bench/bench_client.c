@@ -3,7 +3,12 @@
  * entry point and prints the wall time per call. Run it with and without
  * the shim preloaded; run_bench.py turns the pair into the added cost.
  *
- *   bench_client gemm|lt CALLS */
+ *   bench_client gemm|gemm-dead|gemm-dead1|lt CALLS
+ *
+ * gemm-dead first creates and destroys DEAD_HANDLES cuBLAS handles, as a
+ * process using cuSOLVER or rebuilding its framework state does (gemm-dead1:
+ * one): what the shim remembers of destroyed handles must not make later
+ * calls dearer the more there are. */
 #include <cublasLt.h>
 #include <cublas_v2.h>
 #include <cuda.h>
@@ -11,6 +16,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+
+#define DEAD_HANDLES 2000
 
 static double now(void) {
   struct timespec ts;
@@ -28,8 +35,9 @@ static double now(void) {
   } while (0)
 
 int main(int argc, char **argv) {
-  if (argc != 3 || (strcmp(argv[1], "gemm") && strcmp(argv[1], "lt"))) {
-    fprintf(stderr, "usage: bench_client gemm|lt CALLS\n");
+  if (argc != 3 || (strcmp(argv[1], "gemm") && strcmp(argv[1], "gemm-dead") && strcmp(argv[1], "gemm-dead1") &&
+                    strcmp(argv[1], "lt"))) {
+    fprintf(stderr, "usage: bench_client gemm|gemm-dead|gemm-dead1|lt CALLS\n");
     return 2;
   }
   long calls = atol(argv[2]);
@@ -45,8 +53,13 @@ int main(int argc, char **argv) {
   float *a = (float *)buf, *b = a + 8, *c = a + 16;
   CHECK(cuMemsetD8(buf, 0, 256), "cuMemsetD8");
   double t0 = 0, t1 = 0;
-  if (!strcmp(argv[1], "gemm")) {
+  if (strncmp(argv[1], "gemm", 4) == 0) {
     cublasHandle_t h;
+    int dead = !strcmp(argv[1], "gemm-dead") ? DEAD_HANDLES : !strcmp(argv[1], "gemm-dead1") ? 1 : 0;
+    /* All alive at once first, so each dies at its own address. */
+    static cublasHandle_t many[DEAD_HANDLES];
+    for (int i = 0; i < dead; i++) CHECK(cublasCreate(&many[i]), "cublasCreate");
+    for (int i = 0; i < dead; i++) CHECK(cublasDestroy(many[i]), "cublasDestroy");
     CHECK(cublasCreate(&h), "cublasCreate");
     t0 = now();
     for (long i = 0; i < calls; i++)

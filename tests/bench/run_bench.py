@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """Host cost of the shim per intercepted call, over the CPU stand-in.
 
-For each entry point (cublasGemmEx, cublasLtMatmul) and each setting
+For each entry point (cublasGemmEx, cublasLtMatmul; cublasGemmEx again in a
+process that destroyed 2000 handles first, whose per-call cost must be the
+same) and each setting
 (without the shim, shim with the log off, shim with the log on, the log
 with GEMMSHIM_LOG_GPU_TIME=1, shim with an NVTX tool attached: tests/integration/nvtx_inject.c recording nothing,
 so the row is the shim's range naming and NVTX's dispatch) it measures
@@ -55,10 +57,17 @@ def run(cmd, env):
 
 
 def instructions(api, calls, env, tmp):
+    """Instructions of the whole run."""
+    return instructions_by_object(api, calls, env, tmp, split=False)[0]
+
+
+def instructions_by_object(api, calls, env, tmp, split=True):
     """Instructions of the whole run, and per shared object (callgrind_annotate)."""
     out = os.path.join(tmp, "cg.out")
     run(["valgrind", "--tool=callgrind", "--callgrind-out-file=" + out, CLIENT, api, str(calls)], env)
     per = {}
+    if not split:
+        return _callgrind_total(out), per
     ann = subprocess.run(["callgrind_annotate", "--inclusive=no", "--threshold=100", out],
                          capture_output=True, text=True).stdout
     for line in ann.splitlines():
@@ -66,10 +75,14 @@ def instructions(api, calls, env, tmp):
         if m:
             obj = os.path.basename(m.group(2))
             per[obj] = per.get(obj, 0) + int(m.group(1).replace(",", ""))
+    return _callgrind_total(out), per
+
+
+def _callgrind_total(out):
     with open(out) as f:
         for line in f:
             if line.startswith("summary:") or line.startswith("totals:"):
-                return int(line.split()[1]), per
+                return int(line.split()[1])
     raise RuntimeError("no callgrind totals")
 
 
@@ -94,11 +107,11 @@ def main():
     have_strace = shutil.which("strace") is not None
     rows, split = [], []
     with tempfile.TemporaryDirectory() as tmp:
-        for api in ("gemm", "lt"):
+        for api in ("gemm", "gemm-dead", "lt"):
             base = {}
             for s in settings:
                 env = env_for(s, tmp)
-                (i2, p2), (i1, p1) = instructions(api, N2, env, tmp), instructions(api, N1, env, tmp)
+                (i2, p2), (i1, p1) = instructions_by_object(api, N2, env, tmp), instructions_by_object(api, N1, env, tmp)
                 ins = (i2 - i1) / (N2 - N1)
                 objs = {o: (p2.get(o, 0) - p1.get(o, 0)) / (N2 - N1) for o in set(p1) | set(p2)}
                 sc = None
@@ -110,7 +123,8 @@ def main():
                     base = {"ins": ins, "ns": ns}
                 rows.append((api, s, ins, ins - base["ins"], ns, ns - base["ns"], sc))
                 split.append((api, s, objs))
-    name = {"gemm": "cublasGemmEx", "lt": "cublasLtMatmul"}
+    name = {"gemm": "cublasGemmEx", "gemm-dead": "cublasGemmEx, 2000 handles destroyed before",
+            "lt": "cublasLtMatmul"}
     print("| entry point | setting | instructions/call | added by shim | ns/call | added ns | syscalls/call |")
     print("|---|---|---:|---:|---:|---:|---:|")
     for api, s, ins, dins, ns, dns, sc in rows:

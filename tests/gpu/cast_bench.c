@@ -6,10 +6,10 @@
  * same PTX itself: from a .ptx file, or straight out of the library (the
  * embedded text is the NUL-terminated string holding ".entry gs_widen_bf16"),
  * with cuModuleLoadData, and launches gs_widen_bf16 / gs_narrow_bf16 with the
- * argument block kernels/cast.h defines, in the launcher's shape
- * (kernels/cast_launch.c): cast.h's block, a warp along a column and
- * GS_CAST_BLOCK_Y columns, one group of GS_CAST_VEC elements per thread,
- * the grid capped at 65535. gemm_bench --trace measures the same kernels as
+ * argument block kernels/cast.h defines, as the launcher
+ * (kernels/cast_launch.c) plans a contiguous matrix: one column of rows x
+ * cols elements, one GS_CAST_CHUNK-element chunk per thread, blocks of
+ * GS_CAST_THREADS. gemm_bench --trace measures the same kernels as
  * the shim itself launches them inside the ffma route.
  *
  * Bytes: a widen of E elements reads 2E and writes 4E; a narrow reads 4E and
@@ -92,12 +92,26 @@ typedef struct cast_call {
 
 static int issue_cast(void *arg) {
   cast_call *c = arg;
-  unsigned gx = (unsigned)((c->args.rows + GS_CAST_BLOCK_X * GS_CAST_VEC - 1) / (GS_CAST_BLOCK_X * GS_CAST_VEC));
-  int64_t gy = (c->args.cols + GS_CAST_BLOCK_Y - 1) / GS_CAST_BLOCK_Y;
-  unsigned gz = (unsigned)(c->args.batch < 65535 ? c->args.batch : 65535);
+  unsigned gx = (unsigned)((c->args.chunks + GS_CAST_THREADS - 1) / GS_CAST_THREADS);
   void *params[] = {&c->args};
-  return (int)drv.cuLaunchKernel(c->fn, gx ? gx : 1, (unsigned)(gy < 65535 ? gy : 65535), gz, GS_CAST_BLOCK_X,
-                                 GS_CAST_BLOCK_Y, 1, 0, c->stream, params, NULL);
+  return (int)drv.cuLaunchKernel(c->fn, gx, 1, 1, GS_CAST_THREADS, 1, 1, 0, c->stream, params, NULL);
+}
+
+/* n contiguous elements from src to dst (both from cuMemAlloc, so aligned
+ * alike: chunks start at the first element), as the launcher folds them. */
+static gs_cast_args contiguous_args(CUdeviceptr src, CUdeviceptr dst, int64_t n) {
+  gs_cast_args a;
+  memset(&a, 0, sizeof a);
+  int64_t chunks = (n + GS_CAST_CHUNK - 1) / GS_CAST_CHUNK;
+  a.op[0].src = (const void *)(uintptr_t)src;
+  a.op[0].dst = (void *)(uintptr_t)dst;
+  a.op[0].ld_src = a.op[0].ld_dst = a.op[0].rows = n;
+  a.op[0].per_col = gs_cast_div_for((uint64_t)chunks);
+  a.op[0].per_member = gs_cast_div_for(1);
+  for (int i = 1; i < GS_CAST_MAX_OPERANDS; i++) a.op[i].first = chunks;
+  a.chunks = chunks;
+  a.operands = 1;
+  return a;
 }
 
 typedef struct copy_call {
@@ -143,7 +157,7 @@ static int run_size(const gpu_device *d, const cast_opts *op, CUfunction widen, 
 
   /* widen: bf16 -> fp32 must be exact. */
   CU_CHECK(drv.cuMemcpyHtoD_v2(d16, h16, e * 2));
-  cast_call w = {widen, {(void *)(uintptr_t)d16, (void *)(uintptr_t)d32, rows, e, rows, e, rows, cols, 1}, d->stream};
+  cast_call w = {widen, contiguous_args(d16, d32, (int64_t)e), d->stream};
   int st = issue_cast(&w);
   CU_CHECK(drv.cuStreamSynchronize(d->stream));
   CU_CHECK(drv.cuMemcpyDtoH_v2(back32, d32, e * 4));
@@ -154,7 +168,7 @@ static int run_size(const gpu_device *d, const cast_opts *op, CUfunction widen, 
   }
   /* narrow: fp32 -> bf16, round to nearest even, bit for bit. */
   CU_CHECK(drv.cuMemcpyHtoD_v2(d32, h32, e * 4));
-  cast_call nw = {narrow, {(void *)(uintptr_t)d32, (void *)(uintptr_t)d16, rows, e, rows, e, rows, cols, 1}, d->stream};
+  cast_call nw = {narrow, contiguous_args(d32, d16, (int64_t)e), d->stream};
   int st2 = issue_cast(&nw);
   CU_CHECK(drv.cuStreamSynchronize(d->stream));
   CU_CHECK(drv.cuMemcpyDtoH_v2(back16, d16, e * 2));
@@ -275,8 +289,8 @@ int main(int argc, char **argv) {
   CU_CHECK(drv.cuModuleLoadData(&mod, ptx));
   CU_CHECK(drv.cuModuleGetFunction(&widen, mod, "gs_widen_bf16"));
   CU_CHECK(drv.cuModuleGetFunction(&narrow, mod, "gs_narrow_bf16"));
-  printf("ptx: %s (%zu bytes); block %dx%d, %d elements per thread\n", op.ptx_path, strlen(ptx), GS_CAST_BLOCK_X,
-         GS_CAST_BLOCK_Y, GS_CAST_VEC);
+  printf("ptx: %s (%zu bytes); block %d, %d elements per thread\n", op.ptx_path, strlen(ptx), GS_CAST_THREADS,
+         GS_CAST_CHUNK);
   int failed = 0;
   for (int i = 0; i < op.n_sizes; i++)
     failed += !run_size(&d, &op, widen, narrow, op.sizes[i][0], op.sizes[i][1], json);

@@ -30,6 +30,17 @@
  *                             default tensor_op tf32 pedantic, "+disallow" adds
  *                             CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION [unchanged]
  *   amp                       magnitude of A and B elements [1]
+ *   Arguments cuBLAS may refuse (the buffers stay as the keys above size
+ *   them; only what the call is told changes):
+ *   bt                        B's type as passed (bf16 fp16 fp32) [ab]
+ *   apad bpad cpad            padding of one leading dimension; negative
+ *                             gives ld below the stored rows [pad]
+ *   ta tb = X                 an operation cuBLAS's GEMMs do not take
+ *                             (CUBLAS_OP_CONJG)
+ *   compute also: 64f 16f
+ *   algo                      cublasGemmAlgo_t value (GemmEx family) [-1: DEFAULT]
+ *   call_m call_n call_k call_batch   sizes as passed (GemmEx family) [as above]
+ *   lt only: dt (D's type as passed in its layout) [c];
  *   lt only: epi (default relu bias relu_bias gelu gelu_bias) [default];
  *            bias (unset bf16 fp16 fp32: BIAS_DATA_TYPE) [unset: D's type];
  *            bstride (BIAS_BATCH_STRIDE, elements) [0]; oop (D apart from C) [0];
@@ -199,6 +210,10 @@ typedef struct spec {
   int oop, row_major;
   cudaDataType scale;
   int64_t dpad;
+  cudaDataType bt, dt;      /* as passed; -1: ab / c */
+  int64_t apad, bpad, cpad; /* INT64_MIN: pad */
+  int algo;
+  int64_t call_m, call_n, call_k, call_batch; /* INT64_MIN: as allocated */
 } spec;
 
 static int is_ptr_array(int api) { return api == API_BATCHED || api == API_BATCHED64; }
@@ -229,6 +244,10 @@ static int parse_spec(const char *text, int index, spec *s) {
   s->epilogue = CUBLASLT_EPILOGUE_DEFAULT;
   s->bias_type = -1;
   s->scale = CUDA_R_32F;
+  s->bt = s->dt = (cudaDataType)-1;
+  s->apad = s->bpad = s->cpad = INT64_MIN;
+  s->algo = CUBLAS_GEMM_DEFAULT;
+  s->call_m = s->call_n = s->call_k = s->call_batch = INT64_MIN;
   char *copy = strdup(text), *save = NULL;
   int bad = !copy;
   for (char *kv = copy ? strtok_r(copy, ",", &save) : NULL; kv && !bad; kv = strtok_r(NULL, ",", &save)) {
@@ -250,8 +269,18 @@ static int parse_spec(const char *text, int index, spec *s) {
     else if (!strcmp(kv, "n")) s->n = atoll(v);
     else if (!strcmp(kv, "k")) s->k = atoll(v);
     else if (!strcmp(kv, "batch")) s->batch = atoll(v);
-    else if (!strcmp(kv, "ta")) s->ta = *v == 'N' ? CUBLAS_OP_N : CUBLAS_OP_T;
-    else if (!strcmp(kv, "tb")) s->tb = *v == 'N' ? CUBLAS_OP_N : CUBLAS_OP_T;
+    else if (!strcmp(kv, "ta")) s->ta = *v == 'N' ? CUBLAS_OP_N : *v == 'X' ? CUBLAS_OP_CONJG : CUBLAS_OP_T;
+    else if (!strcmp(kv, "tb")) s->tb = *v == 'N' ? CUBLAS_OP_N : *v == 'X' ? CUBLAS_OP_CONJG : CUBLAS_OP_T;
+    else if (!strcmp(kv, "bt")) bad = type_of(v, &s->bt);
+    else if (!strcmp(kv, "dt")) bad = type_of(v, &s->dt);
+    else if (!strcmp(kv, "apad")) s->apad = atoll(v);
+    else if (!strcmp(kv, "bpad")) s->bpad = atoll(v);
+    else if (!strcmp(kv, "cpad")) s->cpad = atoll(v);
+    else if (!strcmp(kv, "algo")) s->algo = atoi(v);
+    else if (!strcmp(kv, "call_m")) s->call_m = atoll(v);
+    else if (!strcmp(kv, "call_n")) s->call_n = atoll(v);
+    else if (!strcmp(kv, "call_k")) s->call_k = atoll(v);
+    else if (!strcmp(kv, "call_batch")) s->call_batch = atoll(v);
     else if (!strcmp(kv, "pad")) s->pad = atoll(v);
     else if (!strcmp(kv, "spad")) s->spad = atoll(v);
     else if (!strcmp(kv, "alpha")) s->alpha = strtof(v, NULL);
@@ -262,7 +291,8 @@ static int parse_spec(const char *text, int index, spec *s) {
       static const struct { const char *n; cublasComputeType_t c; } cs[] = {
           {"32f", CUBLAS_COMPUTE_32F}, {"32f_pedantic", CUBLAS_COMPUTE_32F_PEDANTIC},
           {"32f_fast_16bf", CUBLAS_COMPUTE_32F_FAST_16BF}, {"32f_fast_16f", CUBLAS_COMPUTE_32F_FAST_16F},
-          {"32f_fast_tf32", CUBLAS_COMPUTE_32F_FAST_TF32}};
+          {"32f_fast_tf32", CUBLAS_COMPUTE_32F_FAST_TF32}, {"64f", CUBLAS_COMPUTE_64F},
+          {"16f", CUBLAS_COMPUTE_16F}};
       bad = 1;
       for (size_t i = 0; i < sizeof cs / sizeof cs[0]; i++)
         if (!strcmp(v, cs[i].n)) s->compute = cs[i].c, bad = 0;
@@ -301,6 +331,15 @@ static int parse_spec(const char *text, int index, spec *s) {
   }
   free(copy);
   if ((int)s->c == -1) s->c = s->ab;
+  if ((int)s->bt == -1) s->bt = s->ab;
+  if ((int)s->dt == -1) s->dt = s->c;
+  if (s->apad == INT64_MIN) s->apad = s->pad;
+  if (s->bpad == INT64_MIN) s->bpad = s->pad;
+  if (s->cpad == INT64_MIN) s->cpad = s->pad;
+  if (s->call_m == INT64_MIN) s->call_m = s->m;
+  if (s->call_n == INT64_MIN) s->call_n = s->n;
+  if (s->call_k == INT64_MIN) s->call_k = s->k;
+  if (s->call_batch == INT64_MIN) s->call_batch = s->batch;
   if (s->m < 1 || s->n < 1 || s->k < 1 || s->batch < 1) bad = 1;
   if ((s->row_major || s->dpad) && s->api != API_LT) bad = 1;
   if (bad) fprintf(stderr, "ffma_client: bad --gemm=%s\n", text);
@@ -401,9 +440,9 @@ static void gemm_shape(gemm *g) {
   g->a_rows = s->ta == CUBLAS_OP_N ? s->m : s->k, g->a_cols = s->ta == CUBLAS_OP_N ? s->k : s->m;
   g->b_rows = s->tb == CUBLAS_OP_N ? s->k : s->n, g->b_cols = s->tb == CUBLAS_OP_N ? s->n : s->k;
   /* Column-major ld covers the rows, row-major the columns. */
-  g->lda = (s->row_major ? g->a_cols : g->a_rows) + s->pad;
-  g->ldb = (s->row_major ? g->b_cols : g->b_rows) + s->pad;
-  g->ldc = (s->row_major ? s->n : s->m) + s->pad;
+  g->lda = (s->row_major ? g->a_cols : g->a_rows) + s->apad;
+  g->ldb = (s->row_major ? g->b_cols : g->b_rows) + s->bpad;
+  g->ldc = (s->row_major ? s->n : s->m) + s->cpad;
   g->ldd = g->ldc + s->dpad;
   int batched = s->batch > 1 || is_strided(s->api);
   g->sa = batched ? span_of(g->a_rows, g->a_cols, g->lda, 0, 1, s->row_major) + s->spad : 0;
@@ -515,9 +554,9 @@ static void gemm_prepare(gemm *g, const spec *s, uint64_t seed, CUstream stream,
       }
     }
     layout_make(&g->la, s->ab, g->a_rows, g->a_cols, g->lda, s->batch, g->sa, s->row_major);
-    layout_make(&g->lb, s->ab, g->b_rows, g->b_cols, g->ldb, s->batch, g->sb, s->row_major);
+    layout_make(&g->lb, s->bt, g->b_rows, g->b_cols, g->ldb, s->batch, g->sb, s->row_major);
     layout_make(&g->lc, s->c, s->m, s->n, g->ldc, s->batch, g->sc, s->row_major);
-    layout_make(&g->ld, s->c, s->m, s->n, g->ldd, s->batch, g->sd, s->row_major);
+    layout_make(&g->ld, s->dt, s->m, s->n, g->ldd, s->batch, g->sd, s->row_major);
   }
 }
 
@@ -550,40 +589,40 @@ static void gemm_issue(gemm *g, session *x) {
   const void *const *PA = (const void *const *)(uintptr_t)pa;
   const void *const *PB = (const void *const *)(uintptr_t)(pa + pn);
   void *const *PC = (void *const *)(uintptr_t)(pa + 2 * pn);
-  cublasGemmAlgo_t algo = CUBLAS_GEMM_DEFAULT;
+  cublasGemmAlgo_t algo = (cublasGemmAlgo_t)s->algo;
   g->math_before = g->math_after = -1;
   if (s->api != API_LT) {
     BL(cublasSetPointerMode(h, s->device_scalars ? CUBLAS_POINTER_MODE_DEVICE : CUBLAS_POINTER_MODE_HOST));
     if (s->math != MATH_UNCHANGED) BL(cublasSetMathMode(h, (cublasMath_t)s->math));
     g->math_before = math_now(h);
   }
-  int m = (int)s->m, n = (int)s->n, k = (int)s->k, batch = (int)s->batch;
+  int m = (int)s->call_m, n = (int)s->call_n, k = (int)s->call_k, batch = (int)s->call_batch;
   switch (s->api) {
   case API_EX:
-    g->status = cublasGemmEx(h, s->ta, s->tb, m, n, k, alpha, A, s->ab, (int)g->lda, B, s->ab, (int)g->ldb, beta, C,
+    g->status = cublasGemmEx(h, s->ta, s->tb, m, n, k, alpha, A, s->ab, (int)g->lda, B, s->bt, (int)g->ldb, beta, C,
                              s->c, (int)g->ldc, s->compute, algo);
     break;
   case API_EX64:
-    g->status = cublasGemmEx_64(h, s->ta, s->tb, s->m, s->n, s->k, alpha, A, s->ab, g->lda, B, s->ab, g->ldb, beta,
-                                C, s->c, g->ldc, s->compute, algo);
+    g->status = cublasGemmEx_64(h, s->ta, s->tb, s->call_m, s->call_n, s->call_k, alpha, A, s->ab, g->lda, B, s->bt,
+                                g->ldb, beta, C, s->c, g->ldc, s->compute, algo);
     break;
   case API_STRIDED:
-    g->status = cublasGemmStridedBatchedEx(h, s->ta, s->tb, m, n, k, alpha, A, s->ab, (int)g->lda, g->sa, B, s->ab,
+    g->status = cublasGemmStridedBatchedEx(h, s->ta, s->tb, m, n, k, alpha, A, s->ab, (int)g->lda, g->sa, B, s->bt,
                                            (int)g->ldb, g->sb, beta, C, s->c, (int)g->ldc, g->sc, batch, s->compute,
                                            algo);
     break;
   case API_STRIDED64:
-    g->status = cublasGemmStridedBatchedEx_64(h, s->ta, s->tb, s->m, s->n, s->k, alpha, A, s->ab, g->lda, g->sa, B,
-                                              s->ab, g->ldb, g->sb, beta, C, s->c, g->ldc, g->sc, s->batch,
-                                              s->compute, algo);
+    g->status = cublasGemmStridedBatchedEx_64(h, s->ta, s->tb, s->call_m, s->call_n, s->call_k, alpha, A, s->ab,
+                                              g->lda, g->sa, B, s->bt, g->ldb, g->sb, beta, C, s->c, g->ldc, g->sc,
+                                              s->call_batch, s->compute, algo);
     break;
   case API_BATCHED:
-    g->status = cublasGemmBatchedEx(h, s->ta, s->tb, m, n, k, alpha, PA, s->ab, (int)g->lda, PB, s->ab, (int)g->ldb,
+    g->status = cublasGemmBatchedEx(h, s->ta, s->tb, m, n, k, alpha, PA, s->ab, (int)g->lda, PB, s->bt, (int)g->ldb,
                                     beta, PC, s->c, (int)g->ldc, batch, s->compute, algo);
     break;
   case API_BATCHED64:
-    g->status = cublasGemmBatchedEx_64(h, s->ta, s->tb, s->m, s->n, s->k, alpha, PA, s->ab, g->lda, PB, s->ab,
-                                       g->ldb, beta, PC, s->c, g->ldc, s->batch, s->compute, algo);
+    g->status = cublasGemmBatchedEx_64(h, s->ta, s->tb, s->call_m, s->call_n, s->call_k, alpha, PA, s->ab, g->lda,
+                                       PB, s->bt, g->ldb, beta, PC, s->c, g->ldc, s->call_batch, s->compute, algo);
     break;
   default:
     g->status = cublasLtMatmul(x->lt, g->desc, alpha, A, g->la, B, g->lb, beta, C, g->lc,

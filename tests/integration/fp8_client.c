@@ -10,10 +10,21 @@
  * so no activation pointer repeats across steps: only the weights stay put.
  * All GEMMs come from one call site in this program, as in PyTorch.
  *
+ * --reset-before=S tears the context down before step S the way programs
+ * do (JAX/XLA rebuilding a client, cudaDeviceReset): --reset=primary
+ * releases the primary context and retains it again, --reset=device calls
+ * cuDevicePrimaryCtxReset (what cudaDeviceReset does), --reset=created runs
+ * the loop in a cuCtxCreate context and destroys and creates it. Nothing of
+ * the old context survives (the CUDA Driver API: the primary context "is
+ * automatically reset once the last reference to it is released"), so
+ * the handle, the stream and the weights are made again. The new context
+ * usually has the old one's address; "reset step=S same_address=0|1" says.
+ *
  * Prints one line per GEMM: "gemm step=S kind=fwd|dgrad|wgrad layer=L
  * status=N sqnr=DB", the SQNR of its output against a float64 reference of
  * the stored inputs, and exits 0 when every call returned 0. */
 #define _GNU_SOURCE
+#include <dlfcn.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdint.h>
@@ -24,7 +35,9 @@
 #include "../../kernels/convert.h"
 #include "client.h"
 
-static int L = 4, STEPS = 3, H = 64, T = 32;
+static int L = 4, STEPS = 3, H = 64, T = 32, RESET_BEFORE = -1;
+static const char *reset_kind = "primary";
+static CUdevice dev;
 static CUcontext ctx;
 static CUstream stream;
 static cublasHandle_t handle;
@@ -102,27 +115,88 @@ static void *backward(void *arg) {
   return arg;
 }
 
+/* cuCtxCreate/cuCtxDestroy/cuDevicePrimaryCtxReset: not in the shared
+ * client table (client.h). */
+static CUresult (*ctx_create)(CUcontext *, CUctxCreateParams *, unsigned, CUdevice);
+static CUresult (*ctx_destroy)(CUcontext);
+static CUresult (*primary_reset)(CUdevice);
+
+static void *driver_symbol(const char *name) {
+  void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+  return h ? dlsym(h, name) : NULL;
+}
+
+static int session_open(void) {
+  return client_drv.cuStreamCreate(&stream, 0) || cublasCreate(&handle) || cublasSetStream(handle, stream) ? -1 : 0;
+}
+
+static int context_open(void) {
+  if (strcmp(reset_kind, "created") == 0) {
+    ctx_create = (__typeof__(ctx_create))driver_symbol("cuCtxCreate_v4");
+    ctx_destroy = (__typeof__(ctx_destroy))driver_symbol("cuCtxDestroy_v2");
+    if (!ctx_create || !ctx_destroy || ctx_create(&ctx, NULL, 0, dev)) return -1;
+  } else if (client_drv.cuDevicePrimaryCtxRetain(&ctx, dev) || client_drv.cuCtxSetCurrent(ctx)) {
+    return -1;
+  }
+  return session_open();
+}
+
+static void weights_new(void) {
+  /* Weights scaled 1/sqrt(H): activations stay of one size through the layers. */
+  for (int l = 0; l < L; l++) {
+    free(W[l].host);
+    W[l] = mat_new(H, H, 1.0f / sqrtf((float)H));
+  }
+}
+
+/* Everything of the old context goes with it; the program makes its
+ * objects again, as a framework rebuilding its client does. */
+static int context_reset(int step) {
+  CUcontext old = ctx;
+  if (cublasDestroy(handle) || client_drv.cuStreamDestroy_v2(stream)) return -1;
+  if (strcmp(reset_kind, "device") == 0) {
+    /* The retain stays: the same handle is the new context at once. */
+    primary_reset = (__typeof__(primary_reset))driver_symbol("cuDevicePrimaryCtxReset_v2");
+    if (!primary_reset || primary_reset(dev) != CUDA_SUCCESS || session_open()) return -1;
+  } else {
+    if (strcmp(reset_kind, "created") == 0 ? ctx_destroy(ctx) != CUDA_SUCCESS
+                                           : client_drv.cuDevicePrimaryCtxRelease_v2(dev) != CUDA_SUCCESS)
+      return -1;
+    if (context_open()) return -1;
+  }
+  weights_new();
+  printf("reset step=%d same_address=%d\n", step, ctx == old);
+  return 0;
+}
+
 int main(int argc, char **argv) {
+  static char kind[16];
   for (int i = 1; i < argc; i++) {
     if (sscanf(argv[i], "--layers=%d", &L) == 1 || sscanf(argv[i], "--steps=%d", &STEPS) == 1 ||
-        sscanf(argv[i], "--dim=%d", &H) == 1 || sscanf(argv[i], "--tokens=%d", &T) == 1)
+        sscanf(argv[i], "--dim=%d", &H) == 1 || sscanf(argv[i], "--tokens=%d", &T) == 1 ||
+        sscanf(argv[i], "--reset-before=%d", &RESET_BEFORE) == 1)
       continue;
-    fprintf(stderr, "usage: fp8_client [--layers=L] [--steps=S] [--dim=H] [--tokens=T]\n");
+    if (sscanf(argv[i], "--reset=%15s", kind) == 1 && (!strcmp(kind, "primary") || !strcmp(kind, "created") || !strcmp(kind, "device"))) {
+      reset_kind = kind;
+      continue;
+    }
+    fprintf(stderr, "usage: fp8_client [--layers=L] [--steps=S] [--dim=H] [--tokens=T] [--reset-before=S] "
+                    "[--reset=primary|device|created]\n");
     return 2;
   }
   const char *why = client_driver_load();
-  CUdevice dev;
-  if (why || client_drv.cuInit(0) || client_drv.cuDeviceGet(&dev, 0) ||
-      client_drv.cuDevicePrimaryCtxRetain(&ctx, dev) || client_drv.cuCtxSetCurrent(ctx) ||
-      client_drv.cuStreamCreate(&stream, 0) || cublasCreate(&handle) || cublasSetStream(handle, stream)) {
+  if (why || client_drv.cuInit(0) || client_drv.cuDeviceGet(&dev, 0) || context_open()) {
     fprintf(stderr, "fp8_client: set-up failed: %s\n", why ? why : "driver or cuBLAS");
     return 2;
   }
   W = calloc((size_t)L, sizeof *W);
   x = calloc((size_t)L + 1, sizeof *x);
-  /* Weights scaled 1/sqrt(H): activations stay of one size through the layers. */
-  for (int l = 0; l < L; l++) W[l] = mat_new(H, H, 1.0f / sqrtf((float)H));
+  weights_new();
   for (cur_step = 0; cur_step < STEPS; cur_step++) {
+    if (cur_step == RESET_BEFORE && context_reset(cur_step)) {
+      fprintf(stderr, "fp8_client: the context reset failed\n");
+      return 2;
+    }
     x[0] = mat_new(H, T, 1.0f);
     for (int l = 0; l < L; l++) {
       x[l + 1] = mat_new(H, T, 0.0f);

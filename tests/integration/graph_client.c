@@ -14,6 +14,8 @@
  *                      embedded as a child graph node
  *                      (cuGraphAddChildGraphNode), and instantiated twice,
  *                      each instantiation launched.
+ *   --recipe=fork      an eager call on one stream while the stream the
+ *                      layer last ran on is being captured by the program.
  *
  * Every result is compared with a float64 product of the stored bf16
  * inputs. Prints "driver fn=NAME status=N" for each graph call, "result
@@ -43,6 +45,7 @@ static struct {
   __typeof__(cuGraphClone) *clone;
   __typeof__(cuGraphCreate) *create;
   __typeof__(cuGraphAddChildGraphNode) *add_child;
+  __typeof__(cuStreamIsCapturing) *is_capturing;
 } gr;
 
 static cublasHandle_t handle;
@@ -182,10 +185,39 @@ static void xla(CUstream s) {
   if (g) check("cuGraphDestroy", gr.destroy(g));
 }
 
+/* Someone else's capture on the stream an fp8 site last ran on: an eager
+ * call of that site on another stream must run, and must not join the
+ * capture (CUDA C++ Programming Guide, "Cross-stream Dependencies and
+ * Events": a stream waiting on an event recorded in a capturing stream is
+ * put in capture mode; cuStreamEndCapture then fails with
+ * CUDA_ERROR_STREAM_CAPTURE_UNJOINED if a joined stream is not joined back). */
+static void fork_recipe(CUstream t) {
+  /* non-blocking: the client's synchronous copies (legacy stream) would
+   * otherwise invalidate the capture (cuda.h, CU_STREAM_NON_BLOCKING) */
+  CUstream s;
+  if (client_drv.cuStreamCreate(&s, CU_STREAM_NON_BLOCKING)) exit(2);
+  mat_fill(&X, 1.0f);
+  int st = gemm(s, &W, &X, &Y);
+  client_drv.cuStreamSynchronize(s);
+  report("eager", 0, st, &W, &X, &Y);
+  check("cuStreamBeginCapture_v2", gr.begin(s, CU_STREAM_CAPTURE_MODE_RELAXED));
+  mat_fill(&X2, 1.0f);
+  st = gemm(t, &W, &X2, &Y2);
+  CUstreamCaptureStatus cs = CU_STREAM_CAPTURE_STATUS_ACTIVE;
+  check("cuStreamIsCapturing", gr.is_capturing(t, &cs));
+  printf("capture stream=t status=%d\n", (int)cs);
+  if (cs != CU_STREAM_CAPTURE_STATUS_NONE) failures++;
+  client_drv.cuStreamSynchronize(t);
+  report("eager", 1, st, &W, &X2, &Y2);
+  CUgraph g = NULL;
+  check("cuStreamEndCapture", gr.end(s, &g));
+  if (g) check("cuGraphDestroy", gr.destroy(g));
+}
+
 int main(int argc, char **argv) {
   const char *recipe = argc == 2 && !strncmp(argv[1], "--recipe=", 9) ? argv[1] + 9 : "";
-  if (strcmp(recipe, "pytorch") && strcmp(recipe, "xla")) {
-    fprintf(stderr, "usage: graph_client --recipe=pytorch|xla\n");
+  if (strcmp(recipe, "pytorch") && strcmp(recipe, "xla") && strcmp(recipe, "fork")) {
+    fprintf(stderr, "usage: graph_client --recipe=pytorch|xla|fork\n");
     return 2;
   }
   const char *why = client_driver_load();
@@ -201,12 +233,13 @@ int main(int argc, char **argv) {
     SYM(clone, cuGraphClone);
     SYM(create, cuGraphCreate);
     SYM(add_child, cuGraphAddChildGraphNode);
+    SYM(is_capturing, cuStreamIsCapturing);
 #undef SYM
   }
   CUdevice dev;
   CUcontext ctx;
   CUstream s;
-  if (why || !cuda || !gr.add_child || !gr.launch || client_drv.cuInit(0) || client_drv.cuDeviceGet(&dev, 0) ||
+  if (why || !cuda || !gr.add_child || !gr.launch || !gr.is_capturing || client_drv.cuInit(0) || client_drv.cuDeviceGet(&dev, 0) ||
       client_drv.cuDevicePrimaryCtxRetain(&ctx, dev) || client_drv.cuCtxSetCurrent(ctx) ||
       client_drv.cuStreamCreate(&s, 0) || cublasCreate(&handle)) {
     fprintf(stderr, "graph_client: set-up failed: %s\n", why ? why : "driver, graph API or cuBLAS");
@@ -220,6 +253,7 @@ int main(int argc, char **argv) {
   /* weights scaled 1/sqrt(H) as an initialised Linear layer's are */
   mat_fill(&W, 1.0f / sqrtf((float)H));
   if (!strcmp(recipe, "pytorch")) pytorch(s);
+  else if (!strcmp(recipe, "fork")) fork_recipe(s);
   else xla(s);
   cublasDestroy(handle);
   return failures ? 1 : 0;

@@ -133,18 +133,18 @@ def test_device_pointer_mode(client, standin, tmp_path, api):
 @pytest.mark.parametrize(
     "api,spec,launches",
     [
-        # Widen A, widen B, [widen C], narrow the result.
-        ("ex", {"pm": "host", "beta": 0}, 3),
-        ("ex", {"pm": "host", "beta": 0.75}, 4),
-        ("ex", {"pm": "device", "beta": 0}, 4),  # beta unknown on the host: C is widened
-        ("ex", {"pm": "device", "beta": 0.75}, 4),
-        ("ex", {"pm": "device", "beta": 0.75, "c": "fp32"}, 2),  # the fp32 GEMM writes C itself
-        ("batched", {"pm": "device", "beta": 0}, 4),
-        ("lt", {"pm": "host", "beta": 0}, 3),
-        ("lt", {"pm": "device", "beta": 0}, 4),
-        ("lt", {"pm": "device", "beta": 0.5, "oop": 1}, 4),
-        ("lt", {"pm": "device", "beta": 0, "epi": "bias"}, 5),  # + the bias
-        ("lt", {"pm": "host", "beta": 0, "c": "fp32", "epi": "bias"}, 2),  # fp32 bias used as it is
+        # One launch widens A, B, [C] and [the bias]; one narrows the result.
+        ("ex", {"pm": "host", "beta": 0}, 2),
+        ("ex", {"pm": "host", "beta": 0.75}, 2),
+        ("ex", {"pm": "device", "beta": 0}, 2),  # beta unknown on the host: C is widened
+        ("ex", {"pm": "device", "beta": 0.75}, 2),
+        ("ex", {"pm": "device", "beta": 0.75, "c": "fp32"}, 1),  # the fp32 GEMM writes C itself
+        ("batched", {"pm": "device", "beta": 0}, 2),
+        ("lt", {"pm": "host", "beta": 0}, 2),
+        ("lt", {"pm": "device", "beta": 0}, 2),
+        ("lt", {"pm": "device", "beta": 0.5, "oop": 1}, 2),
+        ("lt", {"pm": "device", "beta": 0, "epi": "bias"}, 2),  # the bias in the same launch
+        ("lt", {"pm": "host", "beta": 0, "c": "fp32", "epi": "bias"}, 1),  # fp32 bias used as it is
     ],
 )
 def test_which_operands_are_widened(client, standin, tmp_path, api, spec, launches):
@@ -400,9 +400,9 @@ KERNELS = "kernels not loaded ({})"
 LOAD_FAILED = "cuModuleLoadData failed: the driver did not take the shim's sm_61 PTX"
 CAST = f"cast kernel launch failed (CUresult {CU_UNKNOWN})"
 NARROW = f"narrowing kernel launch failed (CUresult {CU_UNKNOWN})"
-EX = {"api": "ex"}  # T,N 64x48x80, beta 0.75: widen A, B, C; narrow
+EX = {"api": "ex"}  # T,N 64x48x80, beta 0.75: widen A, B, C (one launch); narrow
 EX_B0 = {"api": "ex", "beta": 0}  # widen A, B; narrow
-LT = {"api": "lt", "epi": "bias"}  # widen A, B, C, bias; narrow
+LT = {"api": "lt", "epi": "bias"}  # widen A, B, C, bias (one launch); narrow
 FAULTS = [
     # (GEMMSHIM_FAULT, the call, no pools, why the first call declined)
     ("cuMemAllocAsync:1", EX, False, "cuMemAllocAsync: out of device memory"),
@@ -411,17 +411,17 @@ FAULTS = [
     ("cuModuleLoadData:3", LT, False, KERNELS.format(LOAD_FAILED)),
     ("cuModuleGetFunction:1", EX, False,
      KERNELS.format("cuModuleGetFunction failed: a kernel is missing from the shim's PTX")),
-    ("cuCtxGetId:1", EX, False, KERNELS.format("cuCtxGetId failed (destroyed context?)")),
+    # cuCtxGetId 1 is the device lookup's (test_context_id_unknown).
+    ("cuCtxGetId:2", EX, False, KERNELS.format("cuCtxGetId failed (destroyed context?)")),
     ("cuCtxGetCurrent:1", EX, False, KERNELS.format("cuCtxGetCurrent failed")),
-    ("cuCtxGetId:2", EX, False, CAST),
+    ("cuCtxGetId:3", EX, False, CAST),
     ("cuCtxGetCurrent:2", EX, False, CAST),
     ("cuLaunchKernel:1", EX, False, CAST),
-    ("cuLaunchKernel:2", EX, False, CAST),
-    ("cuLaunchKernel:3", EX, False, CAST),
-    ("cuLaunchKernel:4", EX, False, NARROW),
-    ("cuLaunchKernel:3", EX_B0, False, NARROW),
-    ("cuLaunchKernel:4", LT, False, CAST),
-    ("cuLaunchKernel:5", LT, False, NARROW),
+    ("cuLaunchKernel:2", EX, False, NARROW),
+    ("cuLaunchKernel:1", EX_B0, False, CAST),
+    ("cuLaunchKernel:2", EX_B0, False, NARROW),
+    ("cuLaunchKernel:1", LT, False, CAST),
+    ("cuLaunchKernel:2", LT, False, NARROW),
     ("cublasGetMathMode:1", EX, False, "cublasGetMathMode failed"),
     ("cublasGemmEx:1", EX, False, f"fp32 GEMM returned status {INTERNAL_ERROR}"),
     ("cublasGemmStridedBatchedEx:1", {"api": "batched", "batch": 3}, False,
@@ -443,8 +443,22 @@ FAULTS = [
     ("cuCtxPushCurrent_v2:2", EX, True, "cuCtxPushCurrent failed"),
     ("cuStreamIsCapturing:1", EX, True, "cuStreamIsCapturing failed"),
     ("cuStreamIsCapturing:1", EX, False, "cuStreamIsCapturing failed"),
-    ("cuCtxGetId:2", EX, True, "cuCtxGetId failed"),
+    ("cuCtxGetId:3", EX, True, "cuCtxGetId failed"),
 ]
+
+
+def test_context_id_unknown(client, standin, tmp_path):
+    """The device lookup cannot tell the call's context by its id (a
+    destroyed context): the call runs native and says so; the next run ffma."""
+    res = run_client(client, standin, tmp_path, [gemm(f"call{i}", **EX) for i in range(3)],
+                     env={"GEMMSHIM_FAULT": "cuCtxGetId:1"})
+    assert_all_ok(res)
+    rec = res.recs[0]
+    got = (rec["decided"], rec["route"], "backend" in rec, rec["reason"], rec["status"])
+    assert got == ("ffma", "native", False, f"{MODE}; device unknown: cuCtxGetId failed (destroyed context?); "
+                   "ffma declined: kernels not loaded (no context); ran native", 0), rec
+    for r in res.recs[1:]:
+        assert_ffma(r)
 
 
 def fault_id(f):

@@ -82,3 +82,31 @@ def test_recipe(graph_client, standin, tmp_path, recipe, mode, cc):
             assert rec["reason"] == f"GEMMSHIM_MODE={mode}; {mode} declined: {CAPTURE_DECLINE}; ran native", rec
         else:
             assert rec["route"] == mode, rec
+
+
+@pytest.mark.parametrize("mode,cc", ROUTES)
+def test_eager_call_beside_a_capture(graph_client, standin, tmp_path, mode, cc):
+    """The layer's site last ran on stream S; the program begins a relaxed
+    capture on S and calls the layer eagerly on stream T. Ordering T after
+    S's earlier work must not record into S's capture: a stream that waits
+    on an event recorded in a capturing stream is put in capture mode (CUDA
+    C++ Programming Guide, "Cross-stream Dependencies and Events"), so T's
+    GEMM would be recorded instead of run and cuStreamEndCapture on S would
+    fail (CUDA_ERROR_STREAM_CAPTURE_UNJOINED, cuda.h). The eager call keeps
+    its route, on fresh ring state."""
+    log = tmp_path / "gemms.jsonl"
+    r = run_ok([graph_client, "--recipe=fork"], standin[13], shim=True,
+               env={"STANDIN_CC": cc, "GEMMSHIM_MODE": mode, "GEMMSHIM_FFMA_MIN_FLOPS": "0",
+                    "GEMMSHIM_LOG": str(log)})
+    driver = parse(r, "driver")
+    assert [(d["fn"], d["status"]) for d in driver] == [
+        ("cuStreamBeginCapture_v2", "0"), ("cuStreamIsCapturing", "0"), ("cuStreamEndCapture", "0"),
+        ("cuGraphDestroy", "0")], r.describe()
+    assert parse(r, "capture") == [{"stream": "t", "status": "0"}], r.describe()
+    results = parse(r, "result")
+    assert [x["status"] for x in results] == ["0", "0"], r.describe()
+    tol = E4M3_RTOL if mode == "fp8" else BF16_RTOL
+    for x in results:
+        assert float(x["err"]) <= tol, x
+    recs = read_log(log)
+    assert [(rec["route"], rec["status"]) for rec in recs] == [(mode, 0), (mode, 0)], recs

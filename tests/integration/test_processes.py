@@ -18,6 +18,13 @@ import pytest
 from harness import CLIENT_DIR, PRELOAD_PREFIX, read_log, require_built, run
 
 UNDER_TSAN = any("tsan" in p for p in PRELOAD_PREFIX)
+# ASan's allocator (GCC 12's libasan) takes no lock around fork: a child
+# forked while another thread is inside malloc waits forever on the
+# allocator's mutex (seen: FutexWait under SizeClassAllocator64::
+# GetFromAllocator in the child's first malloc). POSIX allows a child of a
+# multi-threaded fork only async-signal-safe calls, and glibc's malloc, not
+# ASan's, makes malloc one; so the fork tests run in the plain and TSan builds.
+UNDER_ASAN = any("asan" in p for p in PRELOAD_PREFIX)
 # ThreadSanitizer cannot follow a forked child that starts a thread: under
 # it the shim runs without its flusher thread (records are then written by
 # the calls themselves and at exit).
@@ -223,6 +230,8 @@ def test_fork_child_never_hangs(client, standin, tmp_path, route, pools):
     site). The client kills a child that takes more than 20 s and fails;
     the parent's and the child's records are all in their own logs, and
     with a shared name (threads on their own streams) all in the one file."""
+    if UNDER_ASAN:
+        pytest.skip("ASan's allocator is not fork-safe in a multi-threaded process (see UNDER_ASAN)")
     env, want_route, want_backend = ROUTES[route]
     env = dict(env)
     if pools == "no-pools":

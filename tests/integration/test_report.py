@@ -250,6 +250,7 @@ def test_missing_log_and_bad_arguments_are_one_message(tmp_path):
     r = report(tmp_path / "nope.jsonl", check=False)
     assert r.returncode == 2
     assert r.stderr.strip() == f"gemmshim report: {tmp_path / 'nope.jsonl'}: No such file or directory"
+    assert r.stdout == ""  # no empty tables when no log could be read
     r = report(tmp_path / "nope.jsonl", "--top", "0", check=False)
     assert r.returncode == 2 and "--top: expected a positive number of rows, got 0" in r.stderr
 

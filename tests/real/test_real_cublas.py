@@ -65,3 +65,30 @@ def test_every_entry_point_reaches_the_real_cublas(real_cublas, tmp_path, patter
 
 def test_dlsym_answers_unchanged_over_the_real_cublas(real_cublas):
     check_dlsym_probe(real_cublas)
+
+
+@pytest.mark.parametrize("mode", ["native", "ffma", "fp8"])
+def test_every_route_forwards_to_the_real_cublas(real_cublas, tmp_path, mode):
+    """Under every mode each entry point's call reaches the real cuBLAS 13
+    and returns its status unchanged. Without a GPU the real library answers
+    only NOT_INITIALIZED (cublasCreate and cublasLtCreate fail, and a NULL
+    handle is checked before any argument), so this is where the argument
+    catalogue of tests/integration/test_arguments.py can be held against
+    the real library: no route may turn that answer into another."""
+    argv = client_argv("linked", 13, "--nogpu")
+    base = run_ok(argv, real_cublas)
+    log = tmp_path / "gemms.jsonl"
+    r = run_ok(argv, real_cublas, shim=True, env={"GEMMSHIM_LOG": str(log), "GEMMSHIM_MODE": mode})
+    assert stable_lines(r) == stable_lines(base)
+    calls = r.calls
+    assert [c["api"] for c in calls] == list(APIS) + ["cublasLtMatmul"]
+    assert all(c["status"] == "1" for c in calls)
+    recs = read_log(log)
+    assert len(recs) == len(calls)
+    for rec, call in zip(recs, calls):
+        # A call without descriptors cannot be decoded: decided native; fp32
+        # GEMMs under GEMMSHIM_MODE=fp8 follow the policy (native here).
+        undecoded = call["case"] == "nogpu_lt_null_descs"
+        fp32_under_fp8 = mode == "fp8" and rec["a_type"] == "fp32"
+        decided = "native" if mode == "native" or undecoded or fp32_under_fp8 else mode
+        assert (rec["status"], rec["route"], rec["decided"]) == (1, "native", decided), rec

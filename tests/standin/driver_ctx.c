@@ -3,7 +3,15 @@
  * context stack, as with a driver: cuCtxSetCurrent replaces the top,
  * push/pop nest. Destroying a context frees its memory, streams, events and
  * modules; threads that still have it current get
- * CUDA_ERROR_CONTEXT_IS_DESTROYED. */
+ * CUDA_ERROR_CONTEXT_IS_DESTROYED until a new context takes its address.
+ *
+ * Addresses are reused as a driver's allocator reuses them: a primary
+ * context released to zero and retained again keeps its handle with a new
+ * id, and cuCtxCreate after cuCtxDestroy hands out the destroyed context's
+ * address (the most recently destroyed first) with a new id. The CUDA
+ * Driver API promises only that cuCtxGetId's id "is unique for the life of
+ * the program": code that keys state by the address alone must see it come
+ * back, as it does on a GPU. */
 #include "driver.h"
 
 #include <stdlib.h>
@@ -11,10 +19,19 @@
 static __thread CUcontext tls_stack[SD_CTX_STACK_MAX];
 static __thread int tls_depth;
 static unsigned long long sd_ctx_ids; /* under sd_lock */
+/* Destroyed created contexts, most recent last: their storage is reused. */
+#define SD_CTX_REUSE_MAX 64
+static CUcontext sd_ctx_dead[SD_CTX_REUSE_MAX];
+static int sd_ctx_ndead;
 
 unsigned long long sd_ctx_next_id(void) { return ++sd_ctx_ids; }
 
 CUcontext sd_ctx_new(int device, int primary) {
+  if (!primary && sd_ctx_ndead > 0) {
+    CUcontext c = sd_ctx_dead[--sd_ctx_ndead];
+    *c = (struct CUctx_st){.id = sd_ctx_next_id(), .device = device};
+    return c;
+  }
   CUcontext c = calloc(1, sizeof *c);
   if (!c) return NULL;
   c->id = sd_ctx_next_id();
@@ -79,6 +96,25 @@ CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev) {
   return r;
 }
 
+/* What cudaDeviceReset does: the CUDA Driver API, cuDevicePrimaryCtxReset
+ * ("Destroy all allocations and reset all state on the primary context";
+ * "Resetting the primary context does not release it"). Retains stay as
+ * they are; behind the same handle there is a new context, with a new id,
+ * active again at once when still retained. */
+CUresult cuDevicePrimaryCtxReset_v2(CUdevice dev) {
+  SD_COUNT(cuDevicePrimaryCtxReset_v2);
+  CUresult r = sd_check_device(dev);
+  if (r) return r;
+  pthread_mutex_lock(&sd_lock);
+  CUcontext c = sd.dev[dev].primary;
+  sd_modules_drop_ctx_locked(c);
+  sd_streams_drop_ctx_locked(c);
+  sd_mem_drop_ctx_locked(c);
+  if (sd.dev[dev].primary_used) c->id = sd_ctx_next_id();
+  pthread_mutex_unlock(&sd_lock);
+  return CUDA_SUCCESS;
+}
+
 CUresult cuCtxCreate_v4(CUcontext *pctx, CUctxCreateParams *params, unsigned int flags,
                         CUdevice dev) {
   SD_COUNT(cuCtxCreate_v4);
@@ -110,6 +146,7 @@ CUresult cuCtxDestroy_v2(CUcontext ctx) {
     sd_streams_drop_ctx_locked(ctx);
     sd_mem_drop_ctx_locked(ctx);
     ctx->destroyed = 1;
+    if (sd_ctx_ndead < SD_CTX_REUSE_MAX) sd_ctx_dead[sd_ctx_ndead++] = ctx;
   }
   pthread_mutex_unlock(&sd_lock);
   if (!r && tls_depth > 0 && tls_stack[tls_depth - 1] == ctx) tls_depth--;

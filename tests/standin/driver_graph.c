@@ -31,6 +31,8 @@ struct CUgraphExec_st {
   struct CUgraph_st *graph; /* kept alive (destroyed flag) while this lives */
   sd_node *nodes;
   size_t n;
+  unsigned long long flags; /* CUDA_GRAPH_INSTANTIATE_FLAG_* */
+  int launched;
 };
 
 struct CUgraph_st *sd_capture_graph_locked(struct CUstream_st *st) {
@@ -258,6 +260,7 @@ CUresult cuGraphInstantiateWithFlags(CUgraphExec *phGraphExec, CUgraph hGraph, u
   if (!r) {
     e->ctx = hGraph->ctx;
     e->graph = hGraph;
+    e->flags = flags;
     hGraph->execs++;
     *phGraphExec = e;
   }
@@ -308,6 +311,47 @@ static CUresult sd_node_run(const sd_node *n, CUstream stream) {
   }
 }
 
+/* Whether the allocation of alloc node i is freed by a later free node of
+ * the same exec. */
+static int sd_exec_frees(const struct CUgraphExec_st *e, size_t i) {
+  for (size_t j = i + 1; j < e->n; j++)
+    if (e->nodes[j].kind == SD_NODE_MEM_FREE && e->nodes[j].dst == e->nodes[i].dst) return 1;
+  return 0;
+}
+
+/* What the driver answers before running e's nodes. Lock held.
+ * - A relaunch while an allocation of the previous launch is unfreed,
+ *   without CUDA_GRAPH_INSTANTIATE_FLAG_AUTO_FREE_ON_LAUNCH:
+ *   CUDA_ERROR_INVALID_VALUE (cuda.h, cuGraphLaunch: "If any allocations
+ *   created by \p hGraphExec remain unfreed (from a previous launch) and
+ *   \p hGraphExec was not instantiated with
+ *   ::CUDA_GRAPH_INSTANTIATE_FLAG_AUTO_FREE_ON_LAUNCH, the launch will fail
+ *   with ::CUDA_ERROR_INVALID_VALUE."). With the flag the driver frees it
+ *   and allocates it again at the same address; here it simply stays.
+ * - An allocation the program freed outside the graph: a GPU allocates it
+ *   again at its fixed address, which host memory cannot do, so the launch
+ *   is refused as not modelled (CUDA_ERROR_NOT_SUPPORTED).
+ * - A memset or copy node whose device memory was freed since capture: on
+ *   a GPU the graph's work faults (CUDA_ERROR_ILLEGAL_ADDRESS, cuda.h: "an
+ *   instruction ... on an invalid memory address"); the stand-in says so
+ *   at launch rather than writing freed host memory. Kernel nodes'
+ *   parameters are opaque and not checked. */
+static CUresult sd_exec_check_locked(const struct CUgraphExec_st *e) {
+  for (size_t i = 0; i < e->n; i++) {
+    const sd_node *n = &e->nodes[i];
+    if (n->kind == SD_NODE_MEM_ALLOC) {
+      if (!sd_mem_covers_locked(n->dst, n->bytes)) return CUDA_ERROR_NOT_SUPPORTED;
+      if (e->launched && !(e->flags & CUDA_GRAPH_INSTANTIATE_FLAG_AUTO_FREE_ON_LAUNCH) && !sd_exec_frees(e, i))
+        return CUDA_ERROR_INVALID_VALUE;
+    } else if (n->kind == SD_NODE_MEMSET || n->kind == SD_NODE_MEMCPY) {
+      if (n->bytes && !sd_mem_covers_locked(n->dst, n->bytes)) return CUDA_ERROR_ILLEGAL_ADDRESS;
+      if (n->kind == SD_NODE_MEMCPY && n->bytes && !sd_mem_covers_locked(n->src, n->bytes))
+        return CUDA_ERROR_ILLEGAL_ADDRESS;
+    }
+  }
+  return CUDA_SUCCESS;
+}
+
 /* Launching into a capture (a graph node of its own) is not modelled:
  * CUDA_ERROR_NOT_SUPPORTED. */
 CUresult cuGraphLaunch(CUgraphExec hGraphExec, CUstream hStream) {
@@ -321,6 +365,8 @@ CUresult cuGraphLaunch(CUgraphExec hGraphExec, CUstream hStream) {
   if (!r) r = sd_stream_enqueue_locked(hStream, &ctx, &st);
   if (!r && ctx != hGraphExec->ctx) r = CUDA_ERROR_INVALID_CONTEXT;
   if (!r && sd_capture_graph_locked(st)) r = CUDA_ERROR_NOT_SUPPORTED;
+  if (!r) r = sd_exec_check_locked(hGraphExec);
+  if (!r) hGraphExec->launched = 1;
   pthread_mutex_unlock(&sd_lock);
   for (size_t i = 0; !r && i < hGraphExec->n; i++) r = sd_node_run(&hGraphExec->nodes[i], hStream);
   return r;

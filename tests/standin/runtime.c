@@ -110,6 +110,12 @@ typedef struct rt_closure {
 static rt_closure *rt_closures;
 static pthread_mutex_t rt_closures_lock = PTHREAD_MUTEX_INITIALIZER;
 
+static void rt_closures_after_fork_child(void) { pthread_mutex_init(&rt_closures_lock, NULL); }
+
+__attribute__((constructor)) static void rt_closures_register_fork(void) {
+  pthread_atfork(NULL, NULL, rt_closures_after_fork_child);
+}
+
 static void rt_run_closure(void *arg) {
   rt_closure *c = arg;
   sg_problem p = c->p;

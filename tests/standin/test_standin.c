@@ -650,6 +650,46 @@ static void test_contexts(void **state) {
   assert_int_equal(out[0], CUDA_ERROR_CONTEXT_IS_DESTROYED);
   assert_int_equal(out[1], CUDA_ERROR_INVALID_CONTEXT);
 
+  /* Addresses come back, ids never do (the CUDA Driver API: cuCtxGetId's id
+   * "is unique for the life of the program"): a context created after a
+   * destroy takes the destroyed one's address, on any device, with none of
+   * its memory; a primary context released to zero and retained again keeps
+   * its handle and gets a new id. */
+  CUcontext next;
+  CU_OK(cuCtxCreate_v4(&next, NULL, 0, 2));
+  assert_ptr_equal(next, mine);
+  unsigned long long idn;
+  CU_OK(cuCtxGetId(next, &idn));
+  assert_true(idn != idm && idn != id0 && idn != id1);
+  CU_OK(cuCtxGetDevice(&d));
+  assert_int_equal(d, 2);
+  CU_OK(cuCtxDestroy_v2(next));
+  CUcontext p2again;
+  unsigned long long idp, idp2;
+  CU_OK(cuCtxPushCurrent_v2(primary[2]));
+  CU_OK(cuCtxGetId(primary[2], &idp));
+  CUdeviceptr old_mem;
+  CU_OK(cuMemAlloc_v2(&old_mem, 256));
+  CU_OK(cuCtxPopCurrent_v2(&popped));
+  CU_OK(cuDevicePrimaryCtxRelease_v2(2)); /* the only retain: reset */
+  CU_OK(cuDevicePrimaryCtxRetain(&p2again, 2));
+  assert_ptr_equal(p2again, primary[2]);
+  CU_OK(cuCtxGetId(p2again, &idp2));
+  assert_true(idp2 != idp);
+  assert_int_equal(cuMemsetD8_v2(old_mem, 0, 256), CUDA_ERROR_INVALID_VALUE); /* went with the old one */
+  /* cudaDeviceReset's cuDevicePrimaryCtxReset: everything goes, the retain
+   * stays, the handle is a new context at once. */
+  CU_OK(cuCtxPushCurrent_v2(primary[2]));
+  CU_OK(cuMemAlloc_v2(&old_mem, 256));
+  CU_OK(cuCtxPopCurrent_v2(&popped));
+  CU_OK(cuDevicePrimaryCtxReset_v2(2));
+  CU_OK(cuCtxGetId(primary[2], &idp));
+  assert_true(idp != idp2);
+  assert_int_equal(cuMemsetD8_v2(old_mem, 0, 256), CUDA_ERROR_INVALID_VALUE);
+  CU_OK(cuCtxGetDevice_v2(&d, primary[2])); /* still retained: usable */
+  assert_int_equal(d, 2);
+  assert_int_equal(cuDevicePrimaryCtxReset_v2(99), CUDA_ERROR_INVALID_DEVICE);
+
   /* A new thread has no current context. */
   int fresh[5];
   pthread_create(&t, NULL, ctx_thread_fresh, fresh);
@@ -746,6 +786,64 @@ static void *capture_other_thread(void *arg) {
   res[1] = cuStreamEndCapture(s, &g);
   res[2] = 0;
   return res;
+}
+
+/* Launch-time answers of graphs with memory (cuda.h, cuGraphLaunch: "If
+ * any allocations created by hGraphExec remain unfreed (from a previous
+ * launch) and hGraphExec was not instantiated with
+ * CUDA_GRAPH_INSTANTIATE_FLAG_AUTO_FREE_ON_LAUNCH, the launch will fail
+ * with CUDA_ERROR_INVALID_VALUE"), and a graph whose target memory was
+ * freed: on a GPU its work faults on an invalid address
+ * (CUDA_ERROR_ILLEGAL_ADDRESS, cuda.h); the stand-in must not write freed
+ * host memory. */
+static void test_graph_launch_memory(void **state) {
+  (void)state;
+  CUstream s;
+  CU_OK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+  CUdeviceptr p = 0;
+  CUgraph g = NULL;
+  CUgraphExec e = NULL, e_auto = NULL;
+  CU_OK(cuStreamBeginCapture_v2(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
+  CU_OK(cuMemAllocAsync(&p, 4096, s));
+  CU_OK(cuMemsetD8Async(p, 7, 4096, s));
+  CU_OK(cuStreamEndCapture(s, &g));
+  CU_OK(cuGraphInstantiateWithFlags(&e, g, 0));
+  CU_OK(cuGraphLaunch(e, s));
+  assert_int_equal(cuGraphLaunch(e, s), CUDA_ERROR_INVALID_VALUE);
+  CU_OK(cuGraphExecDestroy(e));
+  CU_OK(cuGraphInstantiateWithFlags(&e_auto, g, CUDA_GRAPH_INSTANTIATE_FLAG_AUTO_FREE_ON_LAUNCH));
+  CU_OK(cuGraphLaunch(e_auto, s));
+  CU_OK(cuGraphLaunch(e_auto, s)); /* the driver frees the previous launch's allocation */
+  unsigned char byte = 0;
+  memcpy(&byte, (void *)p, 1);
+  assert_int_equal(byte, 7);
+  CU_OK(cuGraphExecDestroy(e_auto));
+  CU_OK(cuGraphDestroy(g));
+
+  /* memset and copy nodes whose memory is freed before the launch */
+  CUdeviceptr r, a, b;
+  CU_OK(cuMemAlloc_v2(&r, 4096));
+  CU_OK(cuMemAlloc_v2(&a, 256));
+  CU_OK(cuMemAlloc_v2(&b, 256));
+  CU_OK(cuStreamBeginCapture_v2(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
+  CU_OK(cuMemsetD8Async(r, 7, 4096, s));
+  CU_OK(cuStreamEndCapture(s, &g));
+  CU_OK(cuGraphInstantiateWithFlags(&e, g, 0));
+  CU_OK(cuMemFree_v2(r));
+  assert_int_equal(cuGraphLaunch(e, s), CUDA_ERROR_ILLEGAL_ADDRESS);
+  CU_OK(cuGraphExecDestroy(e));
+  CU_OK(cuGraphDestroy(g));
+  CU_OK(cuStreamBeginCapture_v2(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
+  CU_OK(cuMemcpyDtoDAsync_v2(a, b, 256, s));
+  CU_OK(cuStreamEndCapture(s, &g));
+  CU_OK(cuGraphInstantiateWithFlags(&e, g, 0));
+  CU_OK(cuGraphLaunch(e, s));
+  CU_OK(cuMemFree_v2(b));
+  assert_int_equal(cuGraphLaunch(e, s), CUDA_ERROR_ILLEGAL_ADDRESS);
+  CU_OK(cuGraphExecDestroy(e));
+  CU_OK(cuGraphDestroy(g));
+  CU_OK(cuMemFree_v2(a));
+  CU_OK(cuStreamDestroy_v2(s));
 }
 
 static void test_capture(void **state) {
@@ -2848,6 +2946,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_events),
       cmocka_unit_test(test_capture),
       cmocka_unit_test(test_graphs),
+      cmocka_unit_test(test_graph_launch_memory),
       cmocka_unit_test(test_graph_gemm),
       cmocka_unit_test(test_memory),
       cmocka_unit_test(test_modules),

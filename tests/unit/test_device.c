@@ -144,12 +144,58 @@ static void test_failures_are_reasons(void **state) {
   assert_string_equal(device_of_call(&c), "cublasGetStream failed");
 }
 
+/* Handles destroyed by the thousand (cuSOLVER and frameworks create and
+ * destroy them all the time): the most recent ones are still recognised,
+ * live ones are not taken for dead. The lookup's cost does not grow with
+ * this history (tests/bench/check_costs.py counts instructions per call). */
+static void test_many_dead_handles(void **state) {
+  enum { DESTROYED = 20000, RECENT = 256 };
+  for (uintptr_t i = 0; i < DESTROYED; i++) device_handle_destroyed((void *)(0x1000000 + i * 0x40));
+  for (uintptr_t i = DESTROYED - RECENT; i < DESTROYED; i++) {
+    gs_call c = gemm_call(0x1000000 + i * 0x40);
+    assert_string_equal(device_of_call(&c), "cuBLAS handle already destroyed");
+  }
+  gs_call c = gemm_call(0x101);
+  assert_null(device_of_call(&c));
+  assert_int_equal(c.sm, 90);
+}
+
+/* The primary context released to zero and retained again: the same
+ * address with a new cuCtxGetId id (the CUDA Driver API: the id "is unique
+ * for the life of the program"), so the cached device is asked for again. */
+static void test_context_reset_requeried(void **state) {
+  CUresult (*release)(CUdevice) = (CUresult(*)(CUdevice))dlsym(RTLD_DEFAULT, "cuDevicePrimaryCtxRelease_v2");
+  CUresult (*retain)(CUcontext *, CUdevice) = (CUresult(*)(CUcontext *, CUdevice))dlsym(RTLD_DEFAULT, "cuDevicePrimaryCtxRetain");
+  CUresult (*stream_create)(CUstream *, unsigned) = (CUresult(*)(CUstream *, unsigned))dlsym(RTLD_DEFAULT, "cuStreamCreate");
+  gs_call c = gemm_call(0x101);
+  assert_null(device_of_call(&c));
+  unsigned long long old_id = c.ctx_id;
+  int pushes = push_calls;
+  CUcontext again, popped;
+  assert_int_equal(release(1), CUDA_SUCCESS);
+  assert_int_equal(retain(&again, 1), CUDA_SUCCESS);
+  assert_ptr_equal(again, ctxs[1]);
+  assert_int_equal(real_push(again), CUDA_SUCCESS);
+  assert_int_equal(stream_create(&streams[1], 0), CUDA_SUCCESS);
+  assert_int_equal(gs_sys.cuCtxPopCurrent_v2(&popped), CUDA_SUCCESS);
+  c = gemm_call(0x101);
+  assert_null(device_of_call(&c));
+  assert_true(c.ctx_id != old_id);
+  assert_int_equal(c.sm, 90);
+  assert_int_equal(push_calls, pushes + 1); /* the new context is queried once... */
+  c = gemm_call(0x101);
+  assert_null(device_of_call(&c));
+  assert_int_equal(push_calls, pushes + 1); /* ...then cached */
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_device_and_cache),
       cmocka_unit_test(test_lt_uses_its_stream),
       cmocka_unit_test(test_null_and_dead_handles),
       cmocka_unit_test(test_failures_are_reasons),
+      cmocka_unit_test(test_many_dead_handles),
+      cmocka_unit_test(test_context_reset_requeried),
   };
   return cmocka_run_group_tests(tests, setup, NULL);
 }

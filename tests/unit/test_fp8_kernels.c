@@ -41,6 +41,7 @@
 #include "../../kernels/fp8.h"
 #include "../../kernels/fp8_convert.h"
 #include "../../kernels/fp8_kernels.h"
+#include "../../kernels/module.h"
 #include "../standin/standin_kernel.h"
 #include "resolve.h"
 #include "sys.h"
@@ -107,6 +108,9 @@ static float fmt_max(int fmt) { return fmt ? GS_FP8_E5M2_MAX : GS_FP8_E4M3_MAX; 
 static void *host_lib, *standin_cuda;
 static CUcontext ctx;   /* the 6.1 device's: the tests' default */
 static CUcontext ctx90; /* the 9.0 device's: the tensor-core GEMM loads there */
+/* Where the quantize tests run: ctx (the sm_61 kernels), or ctx90 (the
+ * sm_89 ones: the hardware conversion's model, fp8_quantize_sm89.cu). */
+static CUcontext qctx;
 static unsigned long long (*take_vector_accesses)(void);
 
 /* $(BUILD)/tests/unit/test_fp8_kernels -> $(BUILD)/<rel> */
@@ -160,6 +164,7 @@ static int setup(void **state) {
   if (!create || create(&ctx, NULL, 0, 0) != CUDA_SUCCESS) return -1;
   if (gs_sys.cuCtxPopCurrent_v2(&popped) != CUDA_SUCCESS) return -1;
   if (create(&ctx90, NULL, 0, 1) != CUDA_SUCCESS) return -1;
+  qctx = ctx;
   return gs_sys.cuCtxPopCurrent_v2(&popped) == CUDA_SUCCESS ? 0 : -1;
 }
 
@@ -208,37 +213,42 @@ typedef struct ring_model {
   float hist[MAX_HISTORY];
   unsigned pos, history;
   int fmt;
-  float margin_div;
+  float margin_pow2;
   float last_amax;
 } ring_model;
 
-static gs_fp8_ring *ring_new(ring_model *m, unsigned history, int fmt, float margin_div) {
+static gs_fp8_ring *ring_new(ring_model *m, unsigned history, int fmt, float margin_pow2) {
   assert_true(history <= MAX_HISTORY);
   gs_fp8_ring *r = dev_alloc((size_t)gs_fp8_ring_bytes(history));
   memset(r, 0, (size_t)gs_fp8_ring_bytes(history));
   r->scale[0] = r->scale[1] = 1.0f;
   r->history = history;
   r->fmt = (unsigned)fmt;
-  r->margin_div = margin_div;
+  r->margin_pow2 = margin_pow2;
   memset(m, 0, sizeof *m);
   m->scale[0] = m->scale[1] = 1.0f;
   m->history = history;
   m->fmt = fmt;
-  m->margin_div = margin_div;
+  m->margin_pow2 = margin_pow2;
   return r;
 }
 
-/* The fold as fp8.h states it, written from the rules, not the kernel. */
+/* The fold as fp8.h states it, written from the rules, not the kernel:
+ * the step is amax * 2^margin / fmt_max (TransformerEngine's margin as
+ * headroom; test_margin_is_transformer_engines checks it against TE's own
+ * formula). */
 static float model_step(const ring_model *m, float amax) {
   float s = amax / fmt_max(m->fmt);
-  s = s / m->margin_div;
+  s = s * m->margin_pow2;
   return s < 1e-12f ? 1e-12f : s;
 }
 
+/* init: a site's first-call amax pass, which publishes its step and enters
+ * nothing (the call's quantize enters the amax, once). */
 static void model_fold(ring_model *m, float amax, int parity, int init) {
   int valid = amax > 0.0f && isfinite(amax);
   m->last_amax = amax;
-  if (valid) {
+  if (valid && !init) {
     m->hist[m->pos] = amax;
     m->pos = (m->pos + 1) % m->history;
   }
@@ -376,7 +386,7 @@ static unsigned long long quantize_case(int type, int is_b, int trans, const qsh
   ring->scale[parity] = m.scale[parity] = scale;
   uint8_t *dst = dst_alloc(q->rows * q->cols * q->batch);
   take_vector_accesses();
-  CUresult r = fp8_quantize(ctx, NULL, type, s.p, q->rows, q->cols, ld, stride, q->batch, trans, is_b, dst, ring,
+  CUresult r = fp8_quantize(qctx, NULL, type, s.p, q->rows, q->cols, ld, stride, q->batch, trans, is_b, dst, ring,
                             parity);
   unsigned long long vec = take_vector_accesses();
   char what[160];
@@ -437,7 +447,7 @@ static void test_quantize_many_blocks(void **state) {
     int parity = call % 2;
     int trans = call >= 2; /* transposing, then copying */
     memset(dst, FP8_POISON, 500 * 700 + GUARD);
-    assert_int_equal(fp8_quantize(ctx, NULL, CUDA_R_16BF, s.p, 500, 700, 504, 0, 1, trans, 0, dst, ring, parity),
+    assert_int_equal(fp8_quantize(qctx, NULL, CUDA_R_16BF, s.p, 500, 700, 504, 0, 1, trans, 0, dst, ring, parity),
                      CUDA_SUCCESS);
     float amax = smat_amax(&s);
     assert_true(gs_f32_bits(amax) == gs_f32_bits(gs_bf16_to_f32(gs_f32_to_bf16_rn(spike))));
@@ -465,7 +475,7 @@ static void test_quantize_specials(void **state) {
       gs_fp8_ring *ring = ring_new(&m, 4, fmt, 1.0f);
       ring->scale[0] = m.scale[0] = 0.5f;
       uint8_t *dst = dst_alloc(16 * 24);
-      assert_int_equal(fp8_quantize(ctx, NULL, CUDA_R_16BF, s.p, 16, 24, 16, 0, 1, trans, 1, dst, ring, 0),
+      assert_int_equal(fp8_quantize(qctx, NULL, CUDA_R_16BF, s.p, 16, 24, 16, 0, 1, trans, 1, dst, ring, 0),
                        CUDA_SUCCESS);
       check_quantized(&s, 1, trans, dst, 0.5f, fmt, "specials");
       int64_t at = trans ? 5 * 24 : 5; /* element (5, 0) of B as stored */
@@ -486,9 +496,10 @@ static void test_quantize_grid_stride(void **state) {
   gs_fp8_ring *ring = ring_new(&m, 4, GS_FP8_E5M2, 1.0f);
   uint8_t *dst = dst_alloc(100 * 300 * 3);
   gs_fp8_quantize_args a = {
-      .src = s.p, .dst = dst, .ring = (gs_fp8_ring_dev *)ring, .rows = 100, .cols = 300, .ld = 100,
-      .stride = 100 * 300, .batch = 3, .tiles_r = 2, .tiles_c = 5, .transpose = 1, .parity = 0,
-      .vec_in = 0, .vec_out = 0};
+      .op = {{.src = s.p, .dst = dst, .ring = (gs_fp8_ring_dev *)ring, .rows = 100, .cols = 300, .ld = 100,
+              .stride = 100 * 300, .batch = 3, .tiles_r = 2, .tiles_c = 5, .transpose = 1, .vec_in = 0,
+              .vec_out = 0, .blocks = 4}},
+      .parity = 0, .operands = 1};
   const unsigned grid[3] = {4, 1, 1};
   assert_int_equal(run_host_kernel("gs_fp8_quantize_f16", grid, GS_FP8_Q_THREADS, &a), CUDA_SUCCESS);
   check_quantized(&s, 1, 1, dst, 1.0f, GS_FP8_E5M2, "grid-stride quantize");
@@ -513,10 +524,10 @@ typedef struct ring_run {
   int parity;
 } ring_run;
 
-static void ring_run_start(ring_run *rr, unsigned history, int fmt, float margin_div) {
+static void ring_run_start(ring_run *rr, unsigned history, int fmt, float margin_pow2) {
   smat_make(&rr->s, CUDA_R_32F, 24, 40, 24, 0, 1, 1.0);
   rr->dst = dst_alloc(24 * 40);
-  rr->ring = ring_new(&rr->m, history, fmt, margin_div);
+  rr->ring = ring_new(&rr->m, history, fmt, margin_pow2);
   rr->parity = 0;
 }
 
@@ -535,7 +546,7 @@ static float ring_step(ring_run *rr, float amax) {
   if (!isnan(amax) && !isinf(amax)) fill_amax(&rr->s, amax);
   float used = rr->ring->scale[rr->parity];
   memset(rr->dst, FP8_POISON, 24 * 40 + GUARD);
-  assert_int_equal(fp8_quantize(ctx, NULL, CUDA_R_32F, rr->s.p, 24, 40, 24, 0, 1, 1, 0, rr->dst, rr->ring,
+  assert_int_equal(fp8_quantize(qctx, NULL, CUDA_R_32F, rr->s.p, 24, 40, 24, 0, 1, 1, 0, rr->dst, rr->ring,
                                 rr->parity),
                    CUDA_SUCCESS);
   check_quantized(&rr->s, 0, 1, rr->dst, used, (int)rr->ring->fmt, "ring step");
@@ -551,15 +562,76 @@ static int count_code(const ring_run *rr, uint8_t code) {
   return n;
 }
 
+/* GEMMSHIM_FP8_MARGIN is TransformerEngine's margin. TE's fold
+ * (transformer_engine/common/recipe/delayed_scaling.cu, amax_and_scale_update)
+ * computes in fp32 scaled_max = fp8_max * 2^-margin, scale = scaled_max /
+ * amax, and quantizes x * scale: with margin m the largest value lands on
+ * fp8_max / 2^m. Our step is the inverse of TE's scale: for margins 0-4,
+ * both formats and amax values across the range, the published step times
+ * TE's scale is 1 within the two roundings between them, and quantizing
+ * with it puts the largest element on the code of fp8_max / 2^m. */
+static void test_margin_is_transformer_engines(void **state) {
+  (void)state;
+  static const float amaxes[] = {10.0f, 0.37f, 3.0e4f, 1.0e-3f, 448.0f};
+  for (int fmt = GS_FP8_E4M3; fmt <= GS_FP8_E5M2; fmt++)
+    for (int margin = 0; margin <= 4; margin++)
+      for (size_t a = 0; a < sizeof amaxes / sizeof amaxes[0]; a++) {
+        const float fp8_max = fmt == GS_FP8_E5M2 ? 57344.0f : 448.0f;
+        const float scaled_max = fp8_max * powf(2.0f, (float)-margin); /* TE, in fp32 */
+        const float te_scale = scaled_max / amaxes[a];
+        ring_run rr;
+        ring_run_start(&rr, 4, fmt, ldexpf(1.0f, margin));
+        ring_init(&rr, amaxes[a]);
+        double product = (double)rr.ring->scale[0] * (double)te_scale;
+        if (fabs(product - 1.0) > 0x1p-22)
+          fail_msg("fmt %d margin %d amax %g: step %a, TE scale %a, product %.9g", fmt, margin, (double)amaxes[a],
+                   (double)rr.ring->scale[0], (double)te_scale, product);
+        /* The same amax again: its largest element is fp8_max / 2^m exactly. */
+        ring_step(&rr, amaxes[a]);
+        const uint8_t top = gs_f32_to_fp8_sat(scaled_max, fmt);
+        int at_top = 0;
+        for (int i = 0; i < 24 * 40; i++) {
+          if ((rr.dst[i] & 0x7F) > top) fail_msg("fmt %d margin %d: code %#x above %#x", fmt, margin, rr.dst[i], top);
+          at_top += (rr.dst[i] & 0x7F) == top;
+        }
+        assert_true(at_top >= 1);
+        ring_run_end(&rr);
+      }
+}
+
+/* A site's first amax is entered in the history once: the first call's
+ * amax pass publishes its step without entering it, the call's quantize
+ * enters it (TransformerEngine enters each step's amax once: its history
+ * roll in delayed_scaling.cu writes one slot per update). With the amax
+ * entered twice the window's maximum would come out the same (the copy is
+ * the oldest entry), but the ring would hold it in two slots: pos and the
+ * entries are checked after every call (ring_check), and the spike leaves
+ * the window of 3 after three calls. */
+static void test_first_amax_entered_once(void **state) {
+  (void)state;
+  ring_run rr;
+  ring_run_start(&rr, 3, GS_FP8_E4M3, 1.0f);
+  ring_init(&rr, 100.0f);
+  assert_true(rr.ring->pos == 0 && rr.ring->hist[0] == 0.0f);
+  ring_step(&rr, 100.0f); /* call 1's quantize: the one entry */
+  assert_true(rr.ring->pos == 1 && rr.ring->hist[0] == 100.0f && rr.ring->hist[1] == 0.0f);
+  ring_step(&rr, 1.0f);
+  ring_step(&rr, 1.0f);
+  assert_true(rr.ring->scale[rr.parity] == 100.0f / 448.0f); /* [100, 1, 1] */
+  ring_step(&rr, 1.0f);
+  assert_true(rr.ring->scale[rr.parity] == 1.0f / 448.0f);   /* [1, 1, 1] */
+  ring_run_end(&rr);
+}
+
 static void test_ring_state_machine(void **state) {
   (void)state;
   ring_run rr;
   ring_run_start(&rr, 4, GS_FP8_E4M3, 1.0f);
-  /* First call: amax_init publishes scale[0] and the first entry; scale[1]
+  /* First call: amax_init publishes scale[0] and enters nothing; scale[1]
    * is untouched. */
   ring_init(&rr, 10.0f);
   assert_true(rr.ring->scale[0] == 10.0f / 448.0f && rr.ring->scale[1] == 1.0f);
-  assert_true(rr.ring->hist[0] == 10.0f && rr.ring->pos == 1);
+  assert_true(rr.ring->hist[0] == 0.0f && rr.ring->pos == 0);
   /* A jump: this call quantizes with the old step and saturates (only the
    * new max, 20 / (10/448) = 896, is past 448)... */
   assert_true(ring_step(&rr, 20.0f) == 10.0f / 448.0f);
@@ -597,12 +669,12 @@ static void test_ring_state_machine(void **state) {
   assert_true(rr.ring->scale[rr.parity] == 5.0f / 448.0f);
   ring_run_end(&rr);
 
-  /* margin 2 (2^2 = 4) and E5M2: step = amax / 57344 / 4. */
+  /* margin 2 (2^2 = 4) and E5M2: step = amax * 4 / 57344. */
   ring_run_start(&rr, 3, GS_FP8_E5M2, 4.0f);
   ring_init(&rr, 300.0f);
-  assert_true(rr.ring->scale[0] == 300.0f / 57344.0f / 4.0f);
+  assert_true(rr.ring->scale[0] == 300.0f / 57344.0f * 4.0f);
   ring_step(&rr, 700.0f);
-  assert_true(rr.ring->scale[1] == 700.0f / 57344.0f / 4.0f);
+  assert_true(rr.ring->scale[1] == 700.0f / 57344.0f * 4.0f);
   ring_run_end(&rr);
 
   /* The clamp: a tiny amax gives the step 1e-12, not 0 or a subnormal. */
@@ -695,6 +767,268 @@ static void test_quantize_argument_checks(void **state) {
   assert_int_not_equal(fp8_quantize(ctx, NULL, CUDA_R_16BF, src, 4, 4, 4, 0, 1, 0, 0, dst, ring, 0), CUDA_SUCCESS);
   gs_fault_clear();
   dev_free(src), dev_free(dst), dev_free(ring);
+}
+
+/* ---- golden outputs ---------------------------------------------------------------- */
+/* The quantize kernels' exact outputs (codes and every byte of both rings,
+ * over three calls with the parity flipping) on fixed data, as the kernels
+ * produced them when each operand had a launch of its own and the encoder
+ * divided (commit 55adb30 of this project; GS_FP8_GOLDEN_PRINT=1 prints the
+ * hashes to regenerate them). Any later kernel (one launch for A and B, the
+ * sm_89 conversion) must reproduce them bit for bit: NaNs of both signs,
+ * infinities, values past the max, subnormals, exact ties of x / scale and
+ * their neighbours, power-of-two and other steps, both formats, every
+ * source type, transposing and not, vector and element paths. */
+static uint64_t golden_state;
+static uint64_t golden_next(void) { /* splitmix64, its own stream */
+  uint64_t z = (golden_state += 0x9E3779B97F4A7C15ull);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+static uint64_t fnv1a(uint64_t h, const void *p, size_t n) {
+  const unsigned char *b = p;
+  for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 0x100000001B3ull;
+  return h;
+}
+
+/* An element for the golden data: mostly normal values around the step,
+ * some exact fp8 ties of x / step (and one fp32 ulp either side), some
+ * specials. */
+static float golden_value(float step, int fmt) {
+  uint64_t r = golden_next();
+  switch (r % 8) {
+  case 0: { /* a tie between neighbouring codes, times the step */
+    uint8_t c = (uint8_t)((r >> 8) & 0x7F);
+    if (c >= (fmt ? 0x7B : 0x7E)) c = 0x10;
+    float lo = gs_fp8_to_f32(c, fmt), hi = gs_fp8_to_f32((uint8_t)(c + 1), fmt);
+    float x = (lo + hi) / 2 * step;
+    uint32_t bits = gs_f32_bits(x) + (uint32_t)((r >> 16) % 3) - 1;
+    return gs_f32_from_bits(bits | (uint32_t)((r >> 20) & 1) << 31);
+  }
+  case 1: {
+    static const uint32_t sp[] = {0x7F800000u, 0xFF800000u, 0x7FC00000u, 0xFFC00000u, 0x00000000u,
+                                  0x80000000u, 0x00000001u, 0x7F7FFFFFu, 0xFF7FFFFFu, 0x5E800000u,
+                                  0x3A800000u, 0x37000000u, 0x43E00000u, 0x43E80000u, 0x47600000u, 0x47700000u};
+    return gs_f32_from_bits(sp[(r >> 8) % 16]);
+  }
+  default: {
+    double u = (double)(r >> 11) * 0x1p-53;
+    return (float)((u * 2 - 1) * 600.0 * step * (double)((r >> 4) % 2 ? 1 : 1.0 / 64));
+  }
+  }
+}
+
+typedef struct golden_operand {
+  int type, trans, fmt;
+  int64_t rows, cols, ld, stride, batch;
+  float step, margin_div;
+} golden_operand;
+
+static void golden_fill(const golden_operand *g, void *p) {
+  int64_t len = (g->batch - 1) * g->stride + g->ld * (g->cols - 1) + g->rows;
+  for (int64_t i = 0; i < len; i++) put_elem(g->type, p, i, golden_value(g->step, g->fmt));
+}
+
+/* Both operands of a GEMM as the route quantizes them: one launch (the
+ * hashes were made with one fp8_quantize call per operand). */
+static int golden_launches;
+static CUresult (*golden_launch_real)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+                                      unsigned, CUstream, void **, void **);
+static CUfunction golden_last_fn;
+static CUresult golden_launch(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
+                              unsigned bz, unsigned shmem, CUstream s, void **params, void **extra) {
+  golden_launches++;
+  golden_last_fn = f;
+  return golden_launch_real(f, gx, gy, gz, bx, by, bz, shmem, s, params, extra);
+}
+
+static CUresult golden_quantize_pair(CUcontext c, const golden_operand *const g[2], void *const src[2],
+                                     uint8_t *const dst[2], gs_fp8_ring *const ring[2], int parity) {
+  fp8_operand ops[2];
+  for (int i = 0; i < 2; i++)
+    ops[i] = (fp8_operand){g[i]->type, src[i], g[i]->rows, g[i]->cols, g[i]->ld, g[i]->stride, g[i]->batch,
+                           g[i]->trans, i, dst[i], ring[i]};
+  golden_launch_real = gs_sys.cuLaunchKernel;
+  gs_sys.cuLaunchKernel = golden_launch;
+  golden_launches = 0;
+  CUresult r = fp8_quantize_operands(c, NULL, ops, 2, parity);
+  gs_sys.cuLaunchKernel = golden_launch_real;
+  if (r == CUDA_SUCCESS) assert_int_equal(golden_launches, 1);
+  return r;
+}
+
+/* A and B of one GEMM, quantized three times (ring state carried over):
+ * the hash of both outputs and both rings after each call. */
+static uint64_t golden_run(CUcontext c, const golden_operand *ga, const golden_operand *gb) {
+  const golden_operand *g[2] = {ga, gb};
+  void *src[2];
+  uint8_t *dst[2];
+  gs_fp8_ring *ring[2];
+  ring_model unused;
+  for (int i = 0; i < 2; i++) {
+    int64_t len = (g[i]->batch - 1) * g[i]->stride + g[i]->ld * (g[i]->cols - 1) + g[i]->rows;
+    src[i] = dev_alloc((size_t)len * type_size(g[i]->type));
+    golden_fill(g[i], src[i]);
+    dst[i] = dev_alloc((size_t)(g[i]->rows * g[i]->cols * g[i]->batch));
+    ring[i] = ring_new(&unused, 5, g[i]->fmt, g[i]->margin_div);
+    ring[i]->scale[0] = g[i]->step;
+  }
+  uint64_t h = 0xCBF29CE484222325ull;
+  for (int call = 0; call < 3; call++) {
+    const int parity = call % 2;
+    CUresult r = golden_quantize_pair(c, g, src, dst, ring, parity);
+    if (r != CUDA_SUCCESS) fail_msg("golden quantize: CUresult %d", (int)r);
+    for (int i = 0; i < 2; i++) {
+      h = fnv1a(h, dst[i], (size_t)(g[i]->rows * g[i]->cols * g[i]->batch));
+      h = fnv1a(h, ring[i], (size_t)gs_fp8_ring_bytes(5));
+    }
+  }
+  for (int i = 0; i < 2; i++) dev_free(src[i]), dev_free(dst[i]), dev_free(ring[i]);
+  return h;
+}
+
+static const struct golden_case {
+  golden_operand a, b;
+  uint64_t hash;
+} golden_cases[] = {
+    /* bf16, A transposed through shared memory, vector paths; steps 2^-3 and not a power of two */
+    {{CUDA_R_16BF, 0, GS_FP8_E4M3, 70, 64, 72, 72 * 64, 2, 0.125f, 1.0f},
+     {CUDA_R_16BF, 0, GS_FP8_E5M2, 64, 40, 64, 64 * 40 + 8, 2, 0.0137f, 2.0f}, 0xd4429664ffb340edull},
+    /* fp16, A^T (no transpose), B^T (transposed), odd sizes: element paths */
+    {{CUDA_R_16F, 1, GS_FP8_E5M2, 37, 29, 39, 39 * 29 + 3, 3, 3.0f, 1.0f},
+     {CUDA_R_16F, 1, GS_FP8_E4M3, 45, 37, 45, 45 * 37, 3, 0.0078125f, 1.0f}, 0x8d222e97788420f1ull},
+    /* fp32, several blocks each */
+    {{CUDA_R_32F, 0, GS_FP8_E4M3, 130, 100, 136, 0, 1, 1.7f, 4.0f},
+     {CUDA_R_32F, 1, GS_FP8_E4M3, 96, 100, 96, 0, 1, 0.25f, 1.0f}, 0x8731786dc6ffb9c1ull},
+};
+
+/* On 6.1 the sm_61 kernels run; on 9.0 the sm_89 ones (the launch's
+ * function is checked to be theirs): the same hashes from both. */
+static void test_quantize_golden(void **state) {
+  (void)state;
+  const int print = getenv("GS_FP8_GOLDEN_PRINT") != NULL;
+  static const struct {
+    CUcontext *ctx;
+    gs_kernel_id expect[3]; /* the kernel for bf16, fp16, fp32 sources */
+  } where[] = {
+      {&ctx, {GS_K_gs_fp8_quantize_bf16, GS_K_gs_fp8_quantize_f16, GS_K_gs_fp8_quantize_f32}},
+      {&ctx90, {GS_K_gs_fp8_quantize_bf16_sm89, GS_K_gs_fp8_quantize_f16_sm89, GS_K_gs_fp8_quantize_f32_sm89}},
+  };
+  for (size_t w = 0; w < sizeof where / sizeof where[0]; w++)
+    for (size_t i = 0; i < sizeof golden_cases / sizeof golden_cases[0]; i++) {
+      golden_state = 0x5EED0000u + i;
+      uint64_t h = golden_run(*where[w].ctx, &golden_cases[i].a, &golden_cases[i].b);
+      const int type = golden_cases[i].a.type;
+      CUfunction want;
+      const char *why;
+      assert_int_equal(kernels_function(*where[w].ctx, where[w].expect[type == CUDA_R_16BF ? 0 : type == CUDA_R_16F ? 1 : 2],
+                                        &want, &why),
+                       CUDA_SUCCESS);
+      assert_ptr_equal(golden_last_fn, want);
+      if (print) print_message("golden case %zu on context %zu: 0x%016" PRIx64 "\n", i, w, h);
+      else if (h != golden_cases[i].hash)
+        fail_msg("golden case %zu on context %zu: hash 0x%016" PRIx64 ", want 0x%016" PRIx64, i, w, h,
+                 golden_cases[i].hash);
+    }
+}
+
+/* The quantize launch's geometry, recorded instead of run: one launch for
+ * A and B, op[0].blocks + op[1].blocks blocks of GS_FP8_Q_THREADS, each
+ * block a 64 x 64 tile at a time (fp8_quantize.cu); thread t takes the
+ * 8-element groups t and t + 256 of the tile (column g / 8, rows
+ * (g % 8) * 8 on) and has work when either lies inside the matrix. At
+ * least 95% of the launched threads have work for each shape class at
+ * transformer sizes: plain and transposed operands, a strided batch. */
+static unsigned q_grid[3], q_block[3];
+static gs_fp8_quantize_args q_args;
+static CUresult q_record(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
+                         unsigned shmem, CUstream s, void **params, void **extra) {
+  q_grid[0] = gx, q_grid[1] = gy, q_grid[2] = gz;
+  q_block[0] = bx, q_block[1] = by, q_block[2] = bz;
+  memcpy(&q_args, params[0], sizeof q_args);
+  golden_launches++;
+  return CUDA_SUCCESS;
+}
+
+/* Threads of operand o's blocks with work, over the tiles each visits. */
+static double q_useful(const gs_fp8_q_operand *o, int64_t *threads) {
+  const int64_t tiles = o->tiles_r * o->tiles_c * o->batch;
+  int64_t useful = 0;
+  for (int64_t bx = 0; bx < o->blocks; bx++)
+    for (int t = 0; t < GS_FP8_Q_THREADS; t++) {
+      int has = 0;
+      for (int64_t tile = bx; tile < tiles && !has; tile += o->blocks) {
+        const int64_t in_member = tile % (o->tiles_r * o->tiles_c);
+        const int64_t r0 = in_member % o->tiles_r * 64, c0 = in_member / o->tiles_r * 64;
+        for (int u = 0; u < 2 && !has; u++) {
+          const int g = t + u * GS_FP8_Q_THREADS;
+          has = c0 + g / 8 < o->cols && r0 + (g % 8) * 8 < o->rows;
+        }
+      }
+      useful += has;
+    }
+  *threads = o->blocks * GS_FP8_Q_THREADS;
+  return (double)useful;
+}
+
+static void test_quantize_geometry(void **state) {
+  (void)state;
+  static const struct {
+    const char *what;
+    int64_t m, n, k, batch;
+    int ta, tb;
+  } shapes[] = {
+      {"8192^3, A^T B (a Linear's forward)", 8192, 8192, 8192, 1, 1, 0},
+      {"4096 x 4096 x 1024", 4096, 4096, 1024, 1, 1, 0},
+      {"4096 x 11008 x 4096, A B (transposing A)", 4096, 11008, 4096, 1, 0, 0},
+      {"1024^3, A B^T (transposing both)", 1024, 1024, 1024, 1, 0, 1},
+      {"4000 x 1000 x 2000 (edge tiles)", 4000, 1000, 2000, 1, 1, 0},
+      {"strided batch 16 x 512 x 512 x 64", 512, 512, 64, 16, 1, 0},
+  };
+  char *p = (char *)(uintptr_t)0x10000000; /* never touched: nothing runs */
+  gs_fp8_ring *rings[2] = {(gs_fp8_ring *)(uintptr_t)0x70000000, (gs_fp8_ring *)(uintptr_t)0x70010000};
+  golden_launch_real = gs_sys.cuLaunchKernel;
+  gs_sys.cuLaunchKernel = q_record;
+  for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
+    const int64_t m = shapes[i].m, n = shapes[i].n, k = shapes[i].k, batch = shapes[i].batch;
+    /* stored shapes: op(A) = m x k, op(B) = k x n */
+    const int64_t ar = shapes[i].ta ? k : m, ac = shapes[i].ta ? m : k;
+    const int64_t br = shapes[i].tb ? n : k, bc = shapes[i].tb ? k : n;
+    const fp8_operand ops[2] = {
+        {CUDA_R_16BF, p, ar, ac, ar, ar * ac, batch, shapes[i].ta, 0, (uint8_t *)p + 0x40000000, rings[0]},
+        {CUDA_R_16BF, p + 0x20000000, br, bc, br, br * bc, batch, shapes[i].tb, 1, (uint8_t *)p + 0x60000000,
+         rings[1]},
+    };
+    golden_launches = 0;
+    assert_int_equal(fp8_quantize_operands(ctx, NULL, ops, 2, 0), CUDA_SUCCESS);
+    assert_int_equal(golden_launches, 1);
+    assert_int_equal(q_args.operands, 2);
+    assert_int_equal(q_block[0], GS_FP8_Q_THREADS);
+    assert_int_equal(q_block[1] * q_block[2] * q_grid[1] * q_grid[2], 1);
+    assert_int_equal(q_grid[0], (unsigned)(q_args.op[0].blocks + q_args.op[1].blocks));
+    int64_t ta, tb;
+    const double ua = q_useful(&q_args.op[0], &ta), ub = q_useful(&q_args.op[1], &tb);
+    const double frac = (ua + ub) / (double)(ta + tb);
+    print_message("quantize geometry %-44s %8u blocks, %6.2f%% of threads with work\n", shapes[i].what, q_grid[0],
+                  100.0 * frac);
+    if (frac < 0.95) fail_msg("%s: %.2f%% of the threads have work", shapes[i].what, 100.0 * frac);
+  }
+  gs_sys.cuLaunchKernel = golden_launch_real;
+}
+
+/* The layouts, specials, blocks and ring steps once more on the 9.0
+ * device: the sm_89 kernels against the same references (NaNs keep their
+ * sign and E5M2's NaN is 0x7E, which the instruction's model would not
+ * give: the kernel must keep NaNs off it). */
+static void test_quantize_sm89(void **state) {
+  qctx = ctx90;
+  test_quantize_layouts(state);
+  test_quantize_specials(state);
+  test_quantize_many_blocks(state);
+  test_ring_state_machine(state);
+  qctx = ctx;
 }
 
 /* ---- GEMM ------------------------------------------------------------------------- */
@@ -1326,8 +1660,13 @@ int main(void) {
       cmocka_unit_test(test_quantize_many_blocks),
       cmocka_unit_test(test_quantize_grid_stride),
       cmocka_unit_test(test_ring_state_machine),
+      cmocka_unit_test(test_margin_is_transformer_engines),
+      cmocka_unit_test(test_first_amax_entered_once),
       cmocka_unit_test(test_amax_init),
       cmocka_unit_test(test_quantize_empty),
+      cmocka_unit_test(test_quantize_golden),
+      cmocka_unit_test(test_quantize_sm89),
+      cmocka_unit_test(test_quantize_geometry),
       cmocka_unit_test(test_quantize_argument_checks),
       cmocka_unit_test(test_gemm_shapes),
       cmocka_unit_test(test_gemm_vector_path),

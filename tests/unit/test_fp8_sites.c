@@ -440,7 +440,7 @@ static void test_ring_initialised(void **state) {
     assert_true(r->scale[0] == 1.0f && r->scale[1] == 1.0f);
     assert_int_equal(r->history, 16);
     assert_int_equal(r->fmt, GS_FP8_E5M2);
-    assert_true(r->margin_div == 8.0f);
+    assert_true(r->margin_pow2 == 8.0f);
     assert_int_equal(r->blocks_done, 0);
     assert_int_equal(r->pos, 0);
     assert_true(r->last_amax == 0.0f);
@@ -565,6 +565,37 @@ static void test_per_context(void **state) {
   assert_int_equal(allocs, 2); /* one slab per context */
   run_site(&c1, &u1);
   assert_int_equal(c1.site_flags, 0);
+}
+
+/* A new context at an old one's address (a device reset, cuCtxDestroy +
+ * cuCtxCreate) has a new cuCtxGetId id, which the CUDA Driver API says "is
+ * unique for the life of the program": its sites start over (new, first
+ * call measures, fresh ring memory from its own slab), the old table is
+ * retired and a call holding one of its sites still releases it cleanly. */
+static void test_context_reset_same_address(void **state) {
+  void *ctx = fresh_ctx();
+  gs_call c, held_call;
+  make_call(&c, ctx, H, NTOK, H, CUBLAS_OP_T, CUBLAS_OP_N, 0x6a000000, 0x6b000000, 0x6c000000);
+  make_call(&held_call, ctx, H, NTOK, 2 * H, CUBLAS_OP_T, CUBLAS_OP_N, 0x6d000000, 0x6e000000, 0x6f000000);
+  c.ctx_id = held_call.ctx_id = 41;
+  fp8_use u1, u2, held;
+  run_site(&c, &u1);
+  run_site(&c, &u1);
+  assert_int_equal(u1.needs_amax_init, 0);
+  assert_null(fp8_site_acquire(&held_call, 0, &held)); /* in flight across the reset */
+  assert_int_equal(allocs, 1);
+  c.ctx_id = 42;
+  c.site_flags = 0;
+  run_site(&c, &u2);
+  assert_int_equal(c.site_flags, GS_SITE_NEW);
+  assert_int_equal(u2.needs_amax_init, 1);
+  assert_int_equal(u2.id, u1.id); /* the same program point keeps its id */
+  assert_int_equal(allocs, 2);    /* the old context's ring memory went with it */
+  assert_int_equal(fp8_sites_live(ctx), 1);
+  fp8_site_release(&held, FP8_RAN_QUANTIZE);
+  run_site(&c, &u2);
+  assert_int_equal(c.site_flags, 0);
+  assert_int_equal(u2.needs_amax_init, 0);
 }
 
 /* ---- streams -------------------------------------------------------------------------------- */
@@ -720,6 +751,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_eviction_lru, setup, teardown),
       cmocka_unit_test_setup_teardown(test_eviction_skips_captured, setup, teardown),
       cmocka_unit_test_setup_teardown(test_per_context, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_context_reset_same_address, setup, teardown),
       cmocka_unit_test_setup_teardown(test_stream_change_waits, setup, teardown),
       cmocka_unit_test_setup_teardown(test_stream_change_without_events_starts_over, setup, teardown),
       cmocka_unit_test_setup_teardown(test_capture_new_site_needs_free_ring, setup, teardown),

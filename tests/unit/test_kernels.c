@@ -334,15 +334,20 @@ static void put(void *p, size_t esz, int64_t i, uint32_t v) {
 #define POISON 0xA5A5A5A5u
 #define MAX_BATCH 8
 
-/* One kernel run. Offsets are in elements from a 64-byte aligned buffer:
- * for a pointer-array side, one buffer per member at off[b]; for a strided
- * side, one buffer with member b at off[0] + b*stride. */
+/* How batch member b is found on each side. */
+#define STRIDED 0   /* src + b*stride_src, dst + b*stride_dst */
+#define SRC_ARRAY 1 /* ((T *const *)src)[b], dst strided */
+#define DST_ARRAY 2 /* src strided, ((T *const *)dst)[b] */
+
+/* One kernel run, planned by the launcher's own kernel_cast_plan. Offsets
+ * are in elements from a 64-byte aligned buffer: for a pointer-array side,
+ * one buffer per member at off[b]; for a strided side, one buffer with
+ * member b at off[0] + b*stride. */
 typedef struct cast_case {
   const char *kernel;
   int src, dst, layout;
   int64_t rows, cols, batch, ld_src, ld_dst, stride_src, stride_dst;
   int src_off[MAX_BATCH], dst_off[MAX_BATCH];
-  unsigned grid[3]; /* {0} = one lane per 4 rows, as the launcher sizes it */
 } cast_case;
 
 typedef struct side {
@@ -375,27 +380,33 @@ static void side_free(side *s) {
 
 /* Vector accesses the kernel must make: a column goes 4 at a time iff its
  * source and destination share their element offset mod 4, after a head of
- * up to 3 elements; one load and one store per group. */
+ * up to 3 elements; one load and one store per group. Columns as the
+ * launcher hands them over: contiguous columns (ld == rows on both sides)
+ * are one column, and so are contiguous strided members. */
 static unsigned long long vector_accesses_expected(const cast_case *c, const side *s, const side *d) {
+  int64_t rows = c->rows, cols = c->cols, batch = c->batch, ld_s = s->ld, ld_d = d->ld;
+  if (cols > 1 && ld_s == rows && ld_d == rows) rows *= cols, cols = 1, ld_s = ld_d = rows;
+  if (!s->array && !d->array && cols == 1 && batch > 1 && s->stride == rows && d->stride == rows)
+    rows *= batch, batch = 1;
   unsigned long long n = 0;
-  for (int b = 0; b < c->batch; b++)
-    for (int64_t col = 0; col < c->cols; col++) {
-      uintptr_t sa = (uintptr_t)s->base[b] + (uintptr_t)(col * s->ld) * s->esz;
-      uintptr_t da = (uintptr_t)d->base[b] + (uintptr_t)(col * d->ld) * d->esz;
+  for (int b = 0; b < batch; b++)
+    for (int64_t col = 0; col < cols; col++) {
+      uintptr_t sa = (uintptr_t)s->base[b] + (uintptr_t)(col * ld_s) * s->esz;
+      uintptr_t da = (uintptr_t)d->base[b] + (uintptr_t)(col * ld_d) * d->esz;
       int64_t so = (int64_t)(sa / s->esz % 4), dof = (int64_t)(da / d->esz % 4);
       if (so != dof) continue;
       int64_t head = (4 - so) % 4;
-      if (head > c->rows) head = c->rows;
-      n += 2 * (unsigned long long)((c->rows - head) / 4);
+      if (head > rows) head = rows;
+      n += 2 * (unsigned long long)((rows - head) / 4);
     }
   return n;
 }
 
 static void run_case(const cast_case *c) {
   side s, d;
-  side_alloc(&s, c->layout == GS_BATCH_SRC_ARRAY, elem_size(c->src), c->ld_src, c->stride_src, c,
+  side_alloc(&s, c->layout == SRC_ARRAY, elem_size(c->src), c->ld_src, c->stride_src, c,
              c->src_off);
-  side_alloc(&d, c->layout == GS_BATCH_DST_ARRAY, elem_size(c->dst), c->ld_dst, c->stride_dst, c,
+  side_alloc(&d, c->layout == DST_ARRAY, elem_size(c->dst), c->ld_dst, c->stride_dst, c,
              c->dst_off);
   int nsrc = s.array ? (int)c->batch : 1, ndst = d.array ? (int)c->batch : 1;
   for (int b = 0; b < nsrc; b++)
@@ -403,16 +414,15 @@ static void run_case(const cast_case *c) {
   for (int b = 0; b < ndst; b++)
     for (int64_t i = 0; i < d.len; i++) put(d.buf[b], d.esz, i, POISON);
 
-  gs_cast_args a = {s.array ? (const void *)s.base : s.base[0], d.array ? (void *)d.base : d.base[0],
-                    c->ld_src, c->stride_src, c->ld_dst, c->stride_dst,
-                    c->rows, c->cols, c->batch};
-  unsigned grid[3] = {c->grid[0], c->grid[1], c->grid[2]};
-  if (!grid[0]) {
-    grid[0] = (unsigned)((c->rows + 4 * GS_CAST_BLOCK_X - 1) / (4 * GS_CAST_BLOCK_X));
-    grid[1] = (unsigned)((c->cols + GS_CAST_BLOCK_Y - 1) / GS_CAST_BLOCK_Y);
-    grid[2] = (unsigned)c->batch;
-  }
-  unsigned block[3] = {GS_CAST_BLOCK_X, GS_CAST_BLOCK_Y, 1};
+  kernel_cast_operand o = {c->src == GS_ELEM_F32 ? CUDA_R_32F : CUDA_R_16BF,
+                           s.array ? (const void *)s.base : s.base[0], s.array,
+                           c->ld_src, c->stride_src,
+                           d.array ? (void *)d.base : d.base[0], d.array,
+                           c->ld_dst, c->stride_dst, c->rows, c->cols, c->batch};
+  gs_cast_args a;
+  unsigned grid[3];
+  assert_int_equal(kernel_cast_plan(&o, 1, c->src, c->dst, &a, grid), CUDA_SUCCESS);
+  unsigned block[3] = {GS_CAST_THREADS, 1, 1};
   take_vector_accesses();
   int r = run_host_kernel(c->kernel, grid, block, &a);
   unsigned long long vec = take_vector_accesses();
@@ -449,61 +459,59 @@ static void run_case(const cast_case *c) {
 }
 
 /* The same shapes for each kernel of one (source, destination) pair. */
-static void run_family(const char *strided, const char *ptrarray, int src, int dst) {
-  int layout_array = src == GS_ELEM_F32 ? GS_BATCH_DST_ARRAY : GS_BATCH_SRC_ARRAY;
+static void run_family(const char *kernel, int src, int dst, int array_ok) {
+  int layout_array = src == GS_ELEM_F32 ? DST_ARRAY : SRC_ARRAY;
   const cast_case cases[] = {
       /* contiguous, aligned: all vector but the last rows' tail */
-      {strided, src, dst, GS_BATCH_STRIDED, 64, 8, 1, 64, 64, 0, 0, {0}, {0}, {0}},
+      {kernel, src, dst, STRIDED, 64, 8, 1, 64, 64, 0, 0, {0}, {0}},
       /* ld > rows on both sides, equal and a multiple of 4: vector columns */
-      {strided, src, dst, GS_BATCH_STRIDED, 37, 5, 3, 40, 40, 40 * 5 + 4, 40 * 5, {0}, {0}, {0}},
+      {kernel, src, dst, STRIDED, 37, 5, 3, 40, 40, 40 * 5 + 4, 40 * 5, {0}, {0}},
       /* equal odd ld: each column peels its own head, still vector */
-      {strided, src, dst, GS_BATCH_STRIDED, 67, 9, 2, 69, 69, 69 * 9, 69 * 9 + 3, {0}, {0}, {0}},
+      {kernel, src, dst, STRIDED, 67, 9, 2, 69, 69, 69 * 9, 69 * 9 + 3, {0}, {0}},
       /* different ld: alignment differs column to column, mixed paths */
-      {strided, src, dst, GS_BATCH_STRIDED, 33, 7, 2, 35, 37, 300, 280, {1}, {2}, {0}},
+      {kernel, src, dst, STRIDED, 33, 7, 2, 35, 37, 300, 280, {1}, {2}},
       /* bases misaligned alike: vector after a head; unlike: scalar */
-      {strided, src, dst, GS_BATCH_STRIDED, 50, 4, 1, 52, 52, 0, 0, {1}, {1}, {0}},
-      {strided, src, dst, GS_BATCH_STRIDED, 50, 4, 1, 52, 52, 0, 0, {1}, {2}, {0}},
+      {kernel, src, dst, STRIDED, 50, 4, 1, 52, 52, 0, 0, {1}, {1}},
+      {kernel, src, dst, STRIDED, 50, 4, 1, 52, 52, 0, 0, {1}, {2}},
+      {kernel, src, dst, STRIDED, 50, 4, 1, 52, 52, 0, 0, {3}, {3}},
       /* fewer rows than the head: every element scalar */
-      {strided, src, dst, GS_BATCH_STRIDED, 2, 3, 2, 2, 2, 6, 6, {1}, {1}, {0}},
+      {kernel, src, dst, STRIDED, 2, 3, 2, 2, 2, 6, 6, {1}, {1}},
       /* one row */
-      {strided, src, dst, GS_BATCH_STRIDED, 1, 5, 1, 1, 3, 0, 0, {0}, {0}, {0}},
+      {kernel, src, dst, STRIDED, 1, 5, 1, 1, 3, 0, 0, {0}, {0}},
       /* broadcast source (stride 0) */
-      {strided, src, dst, GS_BATCH_STRIDED, 20, 3, 3, 24, 20, 0, 60, {0}, {0}, {0}},
-      /* a grid far smaller than the work: grid-stride loops on x, y and z */
-      {strided, src, dst, GS_BATCH_STRIDED, 1000, 21, 5, 1003, 1001, 1003 * 21, 1001 * 21, {2}, {3},
-       {1, 1, 2}},
-      {strided, src, dst, GS_BATCH_STRIDED, 300, 40, 3, 300, 300, 300 * 40, 300 * 40, {0}, {0},
-       {2, 1, 1}},
+      {kernel, src, dst, STRIDED, 20, 3, 3, 24, 20, 0, 60, {0}, {0}},
+      /* many columns and members, several blocks */
+      {kernel, src, dst, STRIDED, 1000, 21, 5, 1003, 1001, 1003 * 21, 1001 * 21, {2}, {3}},
+      {kernel, src, dst, STRIDED, 300, 40, 3, 300, 300, 300 * 40, 300 * 40, {0}, {0}},
+      {kernel, src, dst, STRIDED, 300, 40, 3, 300, 300, 300 * 40 + 2, 300 * 40 + 2, {1}, {1}},
       /* pointer arrays: each member's alignment on its own */
-      {ptrarray, src, dst, layout_array, 45, 6, 5, 48, 47, 48 * 6, 47 * 6, {0, 1, 2, 3, 0}, {0, 1, 3, 2, 1},
-       {0}},
-      {ptrarray, src, dst, layout_array, 129, 3, 4, 132, 132, 132 * 3, 132 * 3, {0, 1, 2, 3}, {0, 1, 2, 3},
-       {1, 1, 3}},
+      {kernel, src, dst, layout_array, 45, 6, 5, 48, 47, 48 * 6, 47 * 6, {0, 1, 2, 3, 0}, {0, 1, 3, 2, 1}},
+      {kernel, src, dst, layout_array, 129, 3, 4, 132, 132, 132 * 3, 132 * 3, {0, 1, 2, 3}, {0, 1, 2, 3}},
   };
-  /* fp32 -> fp32 (the bias copy) has no pointer-array kernel. */
+  /* fp32 -> fp32 (the bias copy) never comes with a pointer array. */
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
-    if (cases[i].kernel) run_case(&cases[i]);
+    if (array_ok || cases[i].layout == STRIDED) run_case(&cases[i]);
 }
 
 static void test_widen_bf16(void **state) {
   (void)state;
-  run_family("gs_widen_bf16", "gs_widen_bf16_ptrarray", GS_ELEM_BF16, GS_ELEM_F32);
+  run_family("gs_widen_bf16", GS_ELEM_BF16, GS_ELEM_F32, 1);
 }
 static void test_widen_f16(void **state) {
   (void)state;
-  run_family("gs_widen_f16", "gs_widen_f16_ptrarray", GS_ELEM_F16, GS_ELEM_F32);
+  run_family("gs_widen_f16", GS_ELEM_F16, GS_ELEM_F32, 1);
 }
 static void test_widen_f32(void **state) {
   (void)state;
-  run_family("gs_widen_f32", NULL, GS_ELEM_F32, GS_ELEM_F32);
+  run_family("gs_widen_f32", GS_ELEM_F32, GS_ELEM_F32, 0);
 }
 static void test_narrow_bf16(void **state) {
   (void)state;
-  run_family("gs_narrow_bf16", "gs_narrow_bf16_ptrarray", GS_ELEM_F32, GS_ELEM_BF16);
+  run_family("gs_narrow_bf16", GS_ELEM_F32, GS_ELEM_BF16, 1);
 }
 static void test_narrow_f16(void **state) {
   (void)state;
-  run_family("gs_narrow_f16", "gs_narrow_f16_ptrarray", GS_ELEM_F32, GS_ELEM_F16);
+  run_family("gs_narrow_f16", GS_ELEM_F32, GS_ELEM_F16, 1);
 }
 
 /* ---- the embedded module ----------------------------------------------- */
@@ -784,6 +792,8 @@ static void test_launch_results(void **state) {
 
 /* Launch shapes, recorded instead of run. */
 static unsigned last_grid[3], last_block[3];
+static gs_cast_args last_args;
+static int launches;
 static CUresult record_launch(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
                               unsigned by, unsigned bz, unsigned shmem, CUstream s, void **params,
                               void **extra) {
@@ -792,40 +802,210 @@ static CUresult record_launch(CUfunction f, unsigned gx, unsigned gy, unsigned g
   assert_int_equal(shmem, 0);
   assert_null(extra);
   assert_non_null(params);
+  memcpy(&last_args, params[0], sizeof last_args);
+  launches++;
   return CUDA_SUCCESS;
 }
 
-static void expect_grid(unsigned x, unsigned y, unsigned z) {
-  assert_int_equal(last_grid[0], x);
-  assert_int_equal(last_grid[1], y);
-  assert_int_equal(last_grid[2], z);
-  assert_int_equal(last_block[0], GS_CAST_BLOCK_X);
-  assert_int_equal(last_block[1], GS_CAST_BLOCK_Y);
-  assert_int_equal(last_block[2], 1);
+/* Threads of a launch that get work. The kernels' rule (cast.cu): a column
+ * is cut into 8-element chunks starting at the source's 4-element
+ * boundaries of memory when its source and destination share their offset
+ * mod 4, else at its first row; one chunk a thread. So a column holds
+ * ceil((rows + pre) / 8) chunks with elements, pre being that offset (or
+ * 0). Pointer-array members are taken 16-byte aligned (pre 0), as the
+ * allocator gives them. */
+static int64_t useful_threads(const kernel_cast_operand *o, size_t ss, size_t ds) {
+  int64_t n = 0;
+  for (int64_t b = 0; b < o->batch; b++)
+    for (int64_t c = 0; c < o->cols; c++) {
+      uintptr_t sa = o->src_array ? 0 : (uintptr_t)o->src + (uintptr_t)((b * o->stride_src + c * o->ld_src) * (int64_t)ss);
+      uintptr_t da = o->dst_array ? 0 : (uintptr_t)o->dst + (uintptr_t)((b * o->stride_dst + c * o->ld_dst) * (int64_t)ds);
+      if (o->src_array) sa = (uintptr_t)(c * o->ld_src) * ss;
+      if (o->dst_array) da = (uintptr_t)(c * o->ld_dst) * ds;
+      int64_t so = (int64_t)(sa / ss % 4), dof = (int64_t)(da / ds % 4);
+      int64_t pre = so == dof ? so : 0;
+      n += (o->rows + pre + 7) / 8;
+    }
+  return n;
 }
 
-static void test_launch_grid(void **state) {
+/* The geometry the launchers pick, per shape class: one launch, 256-thread
+ * one-dimensional blocks, and at least 95% of the launched threads with
+ * elements to move (the rest: the last block's tail, and at most one chunk
+ * a column where alignment is not known on the host). Each thread moves
+ * GS_CAST_CHUNK / GS_CAST_VEC vector groups, their loads issued together. */
+static void test_launch_geometry(void **state) {
   (void)state;
+  _Static_assert(GS_CAST_CHUNK / GS_CAST_VEC >= 2, "a thread keeps two vector loads in flight");
   CUcontext ctx = new_context(DEV_61);
   gs_sys.cuLaunchKernel = record_launch;
-  void *p = (void *)(uintptr_t)0x100000; /* never touched: nothing runs */
-  /* 4 rows a thread, 32 threads along x, 8 columns a block */
-  assert_int_equal(kernel_widen(ctx, NULL, CUDA_R_16BF, p, 1000, 0, p, 1001, 20020, 1000, 20, 3), 0);
-  expect_grid(8, 3, 3);
-  /* folded: 1000 x 20 x 3 contiguous is one column of 60000 */
-  assert_int_equal(kernel_widen(ctx, NULL, CUDA_R_16BF, p, 1000, 20000, p, 1000, 20000, 1000, 20, 3), 0);
-  expect_grid(469, 1, 1);
-  /* pointer arrays fold columns, never members */
-  assert_int_equal(kernel_narrow_ptrarray(ctx, NULL, CUDA_R_16F, p, 1000, 20000, p, 1000, 1000, 20, 3), 0);
-  expect_grid(157, 1, 3);
-  /* y and z capped at 65535 (the kernels' loops cover the rest); x too */
-  assert_int_equal(kernel_widen(ctx, NULL, CUDA_R_16F, p, 2, 0, p, 1, 0, 1, 600000, 1), 0);
-  expect_grid(1, 65535, 1);
-  assert_int_equal(kernel_narrow(ctx, NULL, CUDA_R_16F, p, 2, 4, p, 1, 1, 1, 1, 100000), 0);
-  expect_grid(1, 1, 65535);
-  assert_int_equal(kernel_widen_vector(ctx, NULL, CUDA_R_32F, p, p, (int64_t)1 << 40), 0);
-  expect_grid(65535, 1, 1);
+  /* Never touched: nothing runs. 256-byte aligned, as cudaMalloc gives. */
+  char *p = (char *)(uintptr_t)0x10000000, *q = (char *)(uintptr_t)0x50000000;
+  char *r = (char *)(uintptr_t)0x90000000, *t = (char *)(uintptr_t)0xD0000000;
+  const int BF = CUDA_R_16BF;
+  static const struct geometry_case {
+    const char *what;
+    int n;                     /* operands */
+    kernel_cast_operand op[4]; /* src_type, src, src_array, ld, stride, dst, dst_array, ld, stride, rows, cols, batch */
+  } cases[] = {
+      {"contiguous 1024^2", 1, {{BF, 0, 0, 1024, 0, 0, 0, 1024, 0, 1024, 1024, 1}}},
+      {"contiguous 4096^2", 1, {{BF, 0, 0, 4096, 0, 0, 0, 4096, 0, 4096, 4096, 1}}},
+      {"contiguous 1000x999", 1, {{BF, 0, 0, 1000, 0, 0, 0, 1000, 0, 1000, 999, 1}}},
+      {"padded ld 1000 of 1024", 1, {{BF, 0, 0, 1024, 0, 0, 0, 1000, 0, 1000, 512, 1}}},
+      {"padded odd ld 1001 of 1003", 1, {{BF, 0, 0, 1003, 0, 0, 0, 1001, 0, 1001, 700, 1}}},
+      {"padded ld, short columns 37 of 40", 1, {{BF, 0, 0, 40, 0, 0, 0, 37, 0, 37, 2048, 1}}},
+      {"strided batch, contiguous members", 1, {{BF, 0, 0, 64, 4096, 0, 0, 64, 4096, 64, 64, 512}}},
+      {"strided batch, padded members", 1, {{BF, 0, 0, 72, 72 * 64 + 8, 0, 0, 64, 4096, 64, 64, 256}}},
+      {"pointer-array batch", 1, {{BF, 0, 1, 512, 0, 0, 0, 512, 512 * 512, 512, 512, 16}}},
+      {"pointer-array batch, padded", 1, {{BF, 0, 1, 520, 0, 0, 0, 500, 500 * 300, 500, 300, 16}}},
+      {"beta != 0: A, B and C", 3,
+       {{BF, 0, 0, 4096, 0, 0, 0, 4096, 0, 4096, 1024, 1},
+        {BF, 0, 0, 1024, 0, 0, 0, 1024, 0, 1024, 4096, 1},
+        {BF, 0, 0, 4096, 0, 0, 0, 4096, 0, 4096, 4096, 1}}},
+      {"bias: A, B and a vector", 3,
+       {{BF, 0, 0, 1024, 0, 0, 0, 1024, 0, 1024, 1024, 1},
+        {BF, 0, 0, 1024, 0, 0, 0, 1024, 0, 1024, 1024, 1},
+        {BF, 0, 0, 1024, 0, 0, 0, 1024, 0, 1024, 1, 1}}},
+      {"batched bias: A, B, C and a strided vector", 4,
+       {{BF, 0, 0, 256, 65536, 0, 0, 256, 65536, 256, 256, 8},
+        {BF, 0, 0, 256, 65536, 0, 0, 256, 65536, 256, 256, 8},
+        {BF, 0, 0, 256, 65536, 0, 0, 256, 65536, 256, 256, 8},
+        {BF, 0, 0, 256, 300, 0, 0, 256, 256, 256, 1, 8}}},
+  };
+  char *bases[4] = {p, q, r, t};
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    kernel_cast_operand ops[4];
+    int64_t useful = 0, elements = 0;
+    for (int k = 0; k < cases[i].n; k++) {
+      ops[k] = cases[i].op[k];
+      ops[k].src = bases[k];
+      ops[k].dst = bases[(k + 2) % 4] + 0x1000000;
+      useful += useful_threads(&ops[k], 2, 4);
+      elements += ops[k].rows * ops[k].cols * ops[k].batch;
+    }
+    launches = 0;
+    assert_int_equal(kernel_widen_operands(ctx, NULL, ops, cases[i].n), CUDA_SUCCESS);
+    assert_int_equal(launches, 1);
+    assert_int_equal(last_block[0], GS_CAST_THREADS);
+    assert_int_equal(last_block[1] * last_block[2] * last_grid[1] * last_grid[2], 1);
+    assert_int_equal(last_args.operands, cases[i].n);
+    const int64_t launched = (int64_t)last_grid[0] * GS_CAST_THREADS;
+    assert_true(last_args.chunks <= launched && useful <= last_args.chunks);
+    assert_true(useful * GS_CAST_CHUNK >= elements);
+    print_message("geometry %-44s %10" PRId64 " elements %9" PRId64 " threads, %6.2f%% with work\n",
+                  cases[i].what, elements, launched, 100.0 * (double)useful / (double)launched);
+    if ((double)useful < 0.95 * (double)launched)
+      fail_msg("%s: %" PRId64 " of %" PRId64 " threads have work", cases[i].what, useful, launched);
+  }
+  /* The narrowing launch: one operand, the same rule. */
+  launches = 0;
+  assert_int_equal(kernel_narrow(ctx, NULL, CUDA_R_16BF, (float *)p, 4096, 0, q, 4096, 0, 4096, 4096, 1), 0);
+  assert_int_equal(launches, 1);
+  assert_int_equal(last_grid[0], 4096 * 4096 / 8 / GS_CAST_THREADS);
+  launches = 0;
+  assert_int_equal(kernel_narrow_ptrarray(ctx, NULL, CUDA_R_16F, (float *)p, 1000, 20000, (void *const *)q, 1000,
+                                          1000, 20, 3), 0);
+  assert_int_equal(launches, 1);
+  assert_int_equal(last_grid[0], (3 * ((20000 + 3 + 7) / 8) + 255) / 256); /* columns fold, members never */
+  /* Sources of different types: one launch each. */
+  kernel_cast_operand mixed[3] = {{CUDA_R_16F, p, 0, 64, 0, q, 0, 64, 0, 64, 64, 1},
+                                  {CUDA_R_32F, r, 0, 64, 0, t, 0, 64, 0, 64, 1, 1},
+                                  {CUDA_R_16F, p + 0x10000, 0, 64, 0, q + 0x10000, 0, 64, 0, 64, 64, 1}};
+  launches = 0;
+  assert_int_equal(kernel_widen_operands(ctx, NULL, mixed, 3), 0);
+  assert_int_equal(launches, 2);
+  /* A grid of 2^29 blocks: no cap below the hardware's 2^31 - 1. */
+  assert_int_equal(kernel_widen_vector(ctx, NULL, CUDA_R_32F, p, (float *)q, (int64_t)1 << 40), 0);
+  assert_int_equal(last_grid[0], 1u << 29);
   gs_sys.cuLaunchKernel = real_sys.cuLaunchKernel;
+}
+
+/* The multiplier division (cast.h, Granlund and Montgomery's figure 4.1)
+ * against the CPU's division, on the divisors where such methods go wrong
+ * (1, powers of two and their neighbours, the top of the range) and random
+ * ones, each with the dividends around its multiples and random ones. */
+static uint64_t magic_div(uint64_t n, gs_cast_div d) {
+  uint64_t t = (uint64_t)(((unsigned __int128)d.magic * n) >> 64);
+  return (t + ((n - t) >> d.sh1)) >> d.sh2;
+}
+
+static void test_division_by_multiply(void **state) {
+  (void)state;
+  uint64_t divisors[400];
+  int nd = 0;
+  for (int k = 0; k < 64; k++) {
+    uint64_t p2 = (uint64_t)1 << k;
+    divisors[nd++] = p2;
+    if (p2 > 1) divisors[nd++] = p2 - 1;
+    divisors[nd++] = p2 + 1;
+  }
+  divisors[nd++] = UINT64_MAX;
+  divisors[nd++] = 7;
+  divisors[nd++] = 641;
+  while (nd < 400) divisors[nd++] = (rng_next() >> rng_below(64)) | 1;
+  for (int i = 0; i < nd; i++) {
+    const uint64_t d = divisors[i];
+    const gs_cast_div m = kernel_cast_div(d);
+    assert_true(m.d == d);
+    uint64_t ns[64];
+    int nn = 0;
+    ns[nn++] = 0, ns[nn++] = 1, ns[nn++] = UINT64_MAX, ns[nn++] = UINT64_MAX - 1, ns[nn++] = d, ns[nn++] = d - 1;
+    for (int k = 0; k < 20; k++) {
+      uint64_t mult = d * (rng_next() % (UINT64_MAX / d));
+      ns[nn++] = mult, ns[nn++] = mult - 1;
+    }
+    while (nn < 64) ns[nn++] = rng_next() >> rng_below(64);
+    for (int k = 0; k < nn; k++)
+      if (magic_div(ns[k], m) != ns[k] / d)
+        fail_msg("%" PRIu64 " / %" PRIu64 ": got %" PRIu64 ", want %" PRIu64, ns[k], d, magic_div(ns[k], m), ns[k] / d);
+  }
+}
+
+/* A GEMM's operands in one launch over the stand-in, each checked element
+ * by element: A padded, B contiguous, C strided, a bias vector. */
+static CUresult (*counted_launch_real)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+                                       unsigned, CUstream, void **, void **);
+static CUresult counted_launch(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
+                               unsigned bz, unsigned shmem, CUstream s, void **params, void **extra) {
+  launches++;
+  return counted_launch_real(f, gx, gy, gz, bx, by, bz, shmem, s, params, extra);
+}
+
+static void test_launch_operands(void **state) {
+  (void)state;
+  CUcontext ctx = new_context(DEV_61);
+  dmat a, b, c, bias, wa, wb, wc, wbias;
+  dmat_make(&a, ctx, GS_ELEM_BF16, 0, 45, 30, 2, 49, 49 * 30 + 3, 1);
+  dmat_make(&b, ctx, GS_ELEM_BF16, 0, 30, 21, 2, 30, 30 * 21, 1);
+  dmat_make(&c, ctx, GS_ELEM_BF16, 0, 45, 21, 2, 47, 47 * 21 + 1, 1);
+  dmat_make(&bias, ctx, GS_ELEM_BF16, 0, 45, 1, 2, 45, 50, 1);
+  dmat_make(&wa, ctx, GS_ELEM_F32, 0, 45, 30, 2, 45, 45 * 30, 0);
+  dmat_make(&wb, ctx, GS_ELEM_F32, 0, 30, 21, 2, 30, 30 * 21, 0);
+  dmat_make(&wc, ctx, GS_ELEM_F32, 0, 45, 21, 2, 45, 45 * 21, 0);
+  dmat_make(&wbias, ctx, GS_ELEM_F32, 0, 45, 1, 2, 45, 45, 0);
+  const dmat *src[4] = {&a, &b, &c, &bias}, *dst[4] = {&wa, &wb, &wc, &wbias};
+  kernel_cast_operand ops[4];
+  for (int i = 0; i < 4; i++)
+    ops[i] = (kernel_cast_operand){CUDA_R_16BF, src[i]->base[0], 0, src[i]->ld, src[i]->stride, dst[i]->base[0], 0,
+                                   dst[i]->ld, dst[i]->stride, src[i]->rows, src[i]->cols, src[i]->batch};
+  counted_launch_real = gs_sys.cuLaunchKernel;
+  gs_sys.cuLaunchKernel = counted_launch;
+  launches = 0;
+  assert_int_equal(kernel_widen_operands(ctx, NULL, ops, 4), CUDA_SUCCESS);
+  gs_sys.cuLaunchKernel = counted_launch_real;
+  assert_int_equal(launches, 1);
+  static const char *const what[4] = {"A", "B", "C", "bias"};
+  for (int i = 0; i < 4; i++) dmat_check(src[i], dst[i], what[i]);
+  /* One bad operand: nothing launched at all. */
+  ops[2].ld_src = 3;
+  gs_sys.cuLaunchKernel = record_launch;
+  launches = 0;
+  assert_int_equal(kernel_widen_operands(ctx, NULL, ops, 4), CUDA_ERROR_INVALID_VALUE);
+  assert_int_equal(kernel_widen_operands(ctx, NULL, ops, 5), CUDA_ERROR_INVALID_VALUE);
+  assert_int_equal(launches, 0);
+  gs_sys.cuLaunchKernel = counted_launch_real;
+  for (int i = 0; i < 4; i++) dmat_free((dmat *)src[i], ctx), dmat_free((dmat *)dst[i], ctx);
+  assert_null(current());
 }
 
 /* Module loads and unloads, counted. */
@@ -1041,7 +1221,9 @@ int main(void) {
       cmocka_unit_test(test_ptx_has_every_kernel),
       cmocka_unit_test_setup(test_launcher_argument_checks, fresh),
       cmocka_unit_test_setup(test_launch_results, fresh),
-      cmocka_unit_test_setup(test_launch_grid, fresh),
+      cmocka_unit_test_setup(test_launch_geometry, fresh),
+      cmocka_unit_test(test_division_by_multiply),
+      cmocka_unit_test_setup(test_launch_operands, fresh),
       cmocka_unit_test_setup(test_launch_other_context, fresh),
       cmocka_unit_test_setup(test_module_once_per_context, fresh),
       cmocka_unit_test_setup(test_concurrent_first_use, fresh),

@@ -237,6 +237,18 @@ static void test_caller_of_object(void **state) {
       {"xla_extension.so", GS_CALLER_APP}, {"libtransformer_engine.so", GS_CALLER_APP},
       {"libgemmshim.so", GS_CALLER_APP}, {"python3.12", GS_CALLER_APP}, {"", GS_CALLER_APP},
       {"cusolver.so", GS_CALLER_APP}, {"libCUSOLVER.so", GS_CALLER_APP},
+      /* more of the toolkit's and the wheels' own objects */
+      {"libcusolver.so", GS_CALLER_CUSOLVER}, {"libcusolverMg.so", GS_CALLER_CUSOLVER},
+      {"libcudnn_adv.so.9", GS_CALLER_CUDNN}, {"libcudnn_engines_runtime_compiled.so.9", GS_CALLER_CUDNN},
+      {"libcufftw.so", GS_CALLER_CUFFT}, {"libnvinfer_lean.so.10", GS_CALLER_TENSORRT},
+      {"libnvinfer_dispatch.so.10", GS_CALLER_TENSORRT}, {"libcutensorMg.so.2", GS_CALLER_CUTENSOR},
+      {"libcudss_commlayer_nccl.so", GS_CALLER_CUDSS}, {"libnccl.so", GS_CALLER_NCCL},
+      /* names that only begin with a library's stem are the program's */
+      {"libncclient.so", GS_CALLER_APP}, {"libcublas_helpers.so", GS_CALLER_APP},
+      {"libcufftools.so", GS_CALLER_APP}, {"libnvinferencer.so", GS_CALLER_APP},
+      {"libcusolverwrap.so", GS_CALLER_APP}, {"libcudnnx.so", GS_CALLER_APP},
+      {"libcusolverMgx.so", GS_CALLER_APP}, {"libcufftw2.so", GS_CALLER_APP},
+      {"libcudnn_.so", GS_CALLER_APP}, {"libcublasLtx.so", GS_CALLER_APP},
   };
   for (size_t i = 0; i < COUNT_OF(cases); i++) {
     if (gs_caller_of_object(cases[i].file) != cases[i].caller)

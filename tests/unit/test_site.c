@@ -1,6 +1,9 @@
 /* Call-site ids: the same place and shape give the same id, in this process
  * and in another one (ASLR moves the objects, the id must not move). */
+#include <pthread.h>
 #include <setjmp.h>
+#include <sys/wait.h>
+#include <unistd.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -73,6 +76,46 @@ static void test_stable_across_processes(void **state) {
   assert_ptr_not_equal(other_addr, caller_here(12));
 }
 
+/* A fork while another thread holds the object-name lock: POSIX
+ * (pthread_atfork, fork: "the child process ... shall be created with a
+ * single thread", and the state of mutexes held by other threads is copied
+ * as is) leaves that lock held for ever in the child unless a child
+ * handler renews it. The child must be able to take it. */
+static pthread_barrier_t held, forked;
+static void *hold_lock(void *arg) {
+  (void)arg;
+  int r = site_objects_lock_for_tests(1);
+  pthread_barrier_wait(&held);
+  pthread_barrier_wait(&forked);
+  if (r == 0) site_objects_lock_for_tests(0);
+  return (void *)(intptr_t)r;
+}
+
+static void test_fork_while_object_lock_held(void **state) {
+  (void)state;
+  pthread_barrier_init(&held, NULL, 2);
+  pthread_barrier_init(&forked, NULL, 2);
+  pthread_t t;
+  assert_int_equal(pthread_create(&t, NULL, hold_lock, NULL), 0);
+  pthread_barrier_wait(&held);
+  pid_t pid = fork();
+  if (pid == 0) {
+    int r = site_objects_lock_for_tests(1);
+    if (r == 0) site_objects_lock_for_tests(0);
+    _exit(r == 0 ? 0 : 1);
+  }
+  pthread_barrier_wait(&forked);
+  void *held_result = NULL;
+  pthread_join(t, &held_result);
+  assert_int_equal((intptr_t)held_result, 0);
+  int status = 0;
+  assert_int_equal(waitpid(pid, &status, 0), pid);
+  assert_true(WIFEXITED(status));
+  assert_int_equal(WEXITSTATUS(status), 0);
+  pthread_barrier_destroy(&held);
+  pthread_barrier_destroy(&forked);
+}
+
 int main(int argc, char **argv) {
   if (argc == 2 && strcmp(argv[1], "--print-site") == 0) {
     gs_gemm a = shape(4096, 4096, 4096);
@@ -84,6 +127,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_same_site_same_id),
       cmocka_unit_test(test_shape_and_place_matter),
       cmocka_unit_test(test_stable_across_processes),
+      cmocka_unit_test(test_fork_while_object_lock_held),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

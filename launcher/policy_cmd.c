@@ -1,0 +1,219 @@
+/* policy_cmd.c: `gemmshim policy check FILE` and `gemmshim policy explain`.
+ * Both run the shim's own code: the file is read and parsed by
+ * options_read_policy/policy_parse, the GEMM is matched by policy_match,
+ * and the reason printed is the one the routing log records
+ * ("policy: <rule>", decide.c). policy_rule_misses says why each earlier
+ * rule did not match, with the same per-key tests the matcher uses. */
+#define _GNU_SOURCE
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../shim/shim.h"
+#include "launcher.h"
+
+#define CMD "gemmshim policy"
+
+static void usage(FILE *f) {
+  fprintf(f, "usage: " CMD " check FILE\n"
+             "       " CMD " explain --sm X.Y|unknown --ab TYPE [--a TYPE --b TYPE] --c TYPE --compute TYPE\n"
+             "                              --api NAME [--caller NAME] [--policy FILE]\n"
+             "  --caller: who makes the GEMM, app (the default: the program) or an NVIDIA library.\n"
+             "  explain reads GEMMSHIM_POLICY when --policy is not given; without either, the built-in rules.\n");
+}
+
+__attribute__((format(printf, 1, 2)))
+static int usage_error(const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  fprintf(stderr, CMD ": ");
+  vfprintf(stderr, fmt, ap);
+  fprintf(stderr, "\n");
+  va_end(ap);
+  usage(stderr);
+  return LAUNCH_EXIT_USAGE;
+}
+
+static policy_table table; /* 256 rules: too big for the stack of a small tool */
+
+/* The table from path, or the built-in one for NULL. Prints the shim's
+ * message on failure. */
+static int load(const char *path) {
+  char err[1024];
+  if (!path) {
+    policy_builtin(&table);
+    return 0;
+  }
+  if (options_read_policy(path, &table, err, sizeof err) != 0) {
+    fprintf(stderr, "gemmshim: %s\n", err);
+    return -1;
+  }
+  return 0;
+}
+
+static void print_rules(int upto) {
+  char rule[512];
+  for (int i = 0; i < table.n && i <= upto; i++) {
+    policy_rule_describe(&table, i, rule, sizeof rule);
+    printf("  %d. %s\n", i + 1, rule);
+  }
+}
+
+static int check(int argc, char **argv) {
+  if (argc != 2) return usage_error("check takes one FILE; got %d arguments", argc - 1);
+  if (load(argv[1]) != 0) return LAUNCH_EXIT_BAD_CHECK;
+  int from_file = 0;
+  for (int i = 0; i < table.n; i++) from_file += table.rules[i].line != 0;
+  printf("%s: OK: %d rule%s from the file, %d built-in; matched in this order:\n", argv[1], from_file,
+         from_file == 1 ? "" : "s", table.n - from_file);
+  print_rules(table.n);
+  return 0;
+}
+
+/* "a, b or c": every name f gives for values [first, first + count). */
+static void print_names(const char *(*name)(int), int first, int count) {
+  int total = 0, shown = 0;
+  for (int v = first; v < first + count; v++) total += name(v) != NULL;
+  for (int v = first; v < first + count; v++) {
+    if (!name(v)) continue;
+    fprintf(stderr, "%s%s", shown == 0 ? "" : (shown == total - 1 ? " or " : ", "), name(v));
+    shown++;
+  }
+}
+
+static const char *api_name_of(int v) { return gs_api_name((gs_api)v); }
+static const char *caller_name_of(int v) { return gs_caller_name((gs_caller)v); }
+
+static int parse_named(const char *flag, const char *value, int (*parse)(const char *, size_t),
+                       const char *(*name)(int), int first, int count, int *out) {
+  int v = parse(value, strlen(value));
+  if (v >= 0) {
+    *out = v;
+    return 0;
+  }
+  fprintf(stderr, CMD " explain: %s '%s': expected ", flag, value);
+  print_names(name, first, count);
+  fprintf(stderr, "\n");
+  return -1;
+}
+
+static void describe_misses(unsigned misses, const policy_key *k) {
+  const char *sep = "";
+  printf(": no, the rule does not take");
+  if (misses & POLICY_MISS_SM) {
+    if (k->sm == POLICY_SM_UNKNOWN) printf(" an unknown device (sm)");
+    else printf(" sm=%d.%d", k->sm / 10, k->sm % 10);
+    sep = ",";
+  }
+  if (misses & POLICY_MISS_AB) {
+    if (k->a_type == k->b_type) printf("%s ab=%s", sep, gs_type_name(k->a_type));
+    else printf("%s a=%s b=%s", sep, gs_type_name(k->a_type), gs_type_name(k->b_type));
+    sep = ",";
+  }
+  if (misses & POLICY_MISS_C) printf("%s c=%s", sep, gs_type_name(k->c_type)), sep = ",";
+  if (misses & POLICY_MISS_COMPUTE) printf("%s compute=%s", sep, gs_compute_name(k->compute_type)), sep = ",";
+  if (misses & POLICY_MISS_API) printf("%s api=%s", sep, gs_api_name(k->api)), sep = ",";
+  if (misses & POLICY_MISS_CALLER) printf("%s caller=%s", sep, gs_caller_name(k->caller));
+  printf("\n");
+}
+
+static int explain(int argc, char **argv) {
+  const char *policy = getenv("GEMMSHIM_POLICY");
+  if (policy && !*policy) policy = NULL;
+  const char *sm = NULL, *ab = NULL, *a = NULL, *b = NULL, *c = NULL, *compute = NULL, *api = NULL,
+             *caller = "app";
+  struct {
+    const char *flag;
+    const char **value;
+  } flags[] = {{"--sm", &sm},           {"--ab", &ab},   {"--a", &a},          {"--b", &b},
+               {"--c", &c},             {"--compute", &compute}, {"--api", &api}, {"--caller", &caller},
+               {"--policy", &policy}};
+  for (int i = 1; i < argc; i++) {
+    /* --flag VALUE or --flag=VALUE, as the launcher's own options take. */
+    const char *eq = strchr(argv[i], '=');
+    size_t name_len = eq ? (size_t)(eq - argv[i]) : strlen(argv[i]);
+    size_t f = 0;
+    for (; f < sizeof flags / sizeof flags[0]; f++)
+      if (strlen(flags[f].flag) == name_len && strncmp(argv[i], flags[f].flag, name_len) == 0) break;
+    if (f == sizeof flags / sizeof flags[0])
+      return usage_error("explain: unknown argument '%s'; expected --sm, --ab (or --a and --b), --c, --compute,"
+                         " --api, --caller or --policy", argv[i]);
+    if (eq) {
+      *flags[f].value = eq + 1;
+      continue;
+    }
+    if (i + 1 >= argc) return usage_error("explain: %s needs a value", argv[i]);
+    *flags[f].value = argv[++i];
+  }
+  if (ab && (a || b)) return usage_error("explain: --ab with --a or --b; expected --ab TYPE, or --a TYPE --b TYPE");
+  const char *a_flag = ab ? "--ab" : "--a", *b_flag = ab ? "--ab" : "--b";
+  if (ab) a = b = ab;
+  char missing[128] = "";
+  const struct {
+    const char *value, *flag;
+  } needed[] = {{sm, "--sm"}, {a, "--ab (or --a)"}, {b, "--b"}, {c, "--c"}, {compute, "--compute"}, {api, "--api"}};
+  for (size_t i = 0; i < sizeof needed / sizeof needed[0]; i++)
+    if (!needed[i].value && !(i == 2 && !a))  /* a missing --ab is named once */
+      snprintf(missing + strlen(missing), sizeof missing - strlen(missing), "%s%s", *missing ? ", " : "",
+               needed[i].flag);
+  if (*missing) return usage_error("explain: %s missing; expected every key the policy is matched on", missing);
+
+  policy_key k;
+  int v;
+  if (strcmp(sm, "unknown") == 0) {
+    k.sm = POLICY_SM_UNKNOWN;
+  } else if ((k.sm = policy_sm_parse(sm, strlen(sm))) < 0) {
+    fprintf(stderr, CMD " explain: --sm '%s': expected major.minor like 6.1 or 9.0, or unknown\n", sm);
+    return LAUNCH_EXIT_USAGE;
+  }
+  if (parse_named(a_flag, a, gs_type_parse, gs_type_name, 0, 64, &k.a_type) ||
+      parse_named(b_flag, b, gs_type_parse, gs_type_name, 0, 64, &k.b_type) ||
+      parse_named("--c", c, gs_type_parse, gs_type_name, 0, 64, &k.c_type) ||
+      parse_named("--compute", compute, gs_compute_parse, gs_compute_name, 64, 64, &k.compute_type) ||
+      parse_named("--api", api, gs_api_parse, api_name_of, 0, GS_API_COUNT, &v))
+    return LAUNCH_EXIT_USAGE;
+  k.api = (gs_api)v;
+  if (parse_named("--caller", caller, gs_caller_parse, caller_name_of, 0, GS_CALLER_COUNT, &v))
+    return LAUNCH_EXIT_USAGE;
+  k.caller = (gs_caller)v;
+  if (load(policy) != 0) return LAUNCH_EXIT_BAD_CHECK;
+
+  printf("GEMM: sm=%s a=%s b=%s c=%s compute=%s api=%s caller=%s\n", k.sm == POLICY_SM_UNKNOWN ? "unknown" : sm,
+         gs_type_name(k.a_type), gs_type_name(k.b_type), gs_type_name(k.c_type), gs_compute_name(k.compute_type),
+         gs_api_name(k.api), gs_caller_name(k.caller));
+  printf("rules: %s\n", policy ? policy : "built-in only");
+  int match = policy_match(&table, &k);
+  char rule[512];
+  for (int i = 0; i < table.n && (match < 0 || i <= match); i++) {
+    policy_rule_describe(&table, i, rule, sizeof rule);
+    printf("  %d. %s", i + 1, rule);
+    unsigned misses = policy_rule_misses(&table, i, &k);
+    if (i == match) printf(": matches\n");
+    else describe_misses(misses, &k);
+  }
+  /* The reason the routing log gives, word for word (decide.c), for the
+   * program's own calls; the log names a library's calls by its file. */
+  if (match < 0 && k.caller != GS_CALLER_APP) {
+    printf("route: native (no rule names caller=%s: GEMMs inside NVIDIA libraries run native)\n",
+           gs_caller_name(k.caller));
+  } else if (match < 0) {
+    printf("route: native (policy: no rule matched)\n");
+  } else {
+    policy_rule_describe(&table, match, rule, sizeof rule);
+    printf("route: %s (policy: %s)\n", gs_route_name(table.rules[match].route), rule);
+  }
+  if (k.sm == POLICY_SM_UNKNOWN) printf("note: with the device unknown, only rules without an sm key match\n");
+  return 0;
+}
+
+int policy_command(int argc, char **argv) {
+  if (argc < 2) return usage_error("expected check or explain");
+  if (strcmp(argv[1], "check") == 0) return check(argc - 1, argv + 1);
+  if (strcmp(argv[1], "explain") == 0) return explain(argc - 1, argv + 1);
+  if (strcmp(argv[1], "--help") == 0) {
+    usage(stdout);
+    return 0;
+  }
+  return usage_error("unknown subcommand '%s'; expected check or explain", argv[1]);
+}

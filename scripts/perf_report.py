@@ -1,0 +1,401 @@
+#!/usr/bin/env python3
+"""Writes docs/perf-static.md: the shim's static performance figures.
+
+Everything in the report is computed here, from the build, so it stays
+true when the kernels change (`make perf-report`):
+
+  1. per kernel and GPU target: registers, spills, stack, shared memory
+     (ptxas -v) and the occupancy that follows (the CUDA C++ Programming
+     Guide's per-capability limits, the occupancy calculator's allocation
+     rules). sm_61 with ptxas 12.9 from PyPI's nvidia-cuda-nvcc-cu12 (CUDA
+     13's ptxas refuses sm_61), sm_75/80/89/90 with the toolkit's ptxas;
+  2. SASS instructions per element of the sm_89 quantize kernel's hot path
+     on sm_90 (nvdisasm from PyPI's nvidia-cuda-nvdisasm);
+  3. per route, in steady state, the kernel launches and library calls per
+     routed 256^3 bf16 cublasGemmEx over the CPU stand-in (STANDIN_COUNTS),
+     against the same call run native, and the device bytes the route adds;
+  4. estimates of route time against native for the anchor shapes, with
+     every input figure and its source. Estimates, not measurements.
+
+Usage: perf_report.py --build BUILD --cuda CUDA --ptxas12 PATH --nvdisasm PATH --out FILE
+"""
+import argparse
+import datetime
+import glob
+import math
+import os
+import re
+import subprocess
+import sys
+import tempfile
+
+# ---- GPU limits per compute capability -------------------------------------
+# CUDA C++ Programming Guide, "Compute Capabilities", table "Technical
+# Specifications per Compute Capability": resident threads, blocks and
+# shared memory per SM, 64K 32-bit registers per SM, at most 255 a thread.
+# Allocation rules of the CUDA occupancy calculator: registers per warp in
+# units of 256, warps allocated per SM sub-partition (4 of them).
+LIMITS = {
+    "sm_61": dict(threads=2048, blocks=32, smem=96 * 1024, smem_unit=256, gpu="GTX 1080 class (Pascal)"),
+    "sm_75": dict(threads=1024, blocks=16, smem=64 * 1024, smem_unit=256, gpu="Turing"),
+    "sm_80": dict(threads=2048, blocks=32, smem=164 * 1024, smem_unit=128, gpu="A100 class (Ampere)"),
+    "sm_89": dict(threads=1536, blocks=24, smem=100 * 1024, smem_unit=128, gpu="Ada"),
+    "sm_90": dict(threads=2048, blocks=32, smem=228 * 1024, smem_unit=128, gpu="H100/H200 (Hopper)"),
+}
+REGS_PER_SM, REG_UNIT, PARTITIONS = 65536, 256, 4
+
+
+def occupancy(arch, threads_per_block, regs, smem):
+    """Resident blocks per SM and the fraction of the SM's thread slots."""
+    lim = LIMITS[arch]
+    warps = math.ceil(threads_per_block / 32)
+    warp_regs = math.ceil(max(regs, 1) * 32 / REG_UNIT) * REG_UNIT
+    warps_by_regs = PARTITIONS * ((REGS_PER_SM // PARTITIONS) // warp_regs)
+    by_regs = warps_by_regs // warps
+    by_threads = lim["threads"] // (warps * 32)
+    by_blocks = lim["blocks"]
+    smem_alloc = math.ceil(smem / lim["smem_unit"]) * lim["smem_unit"] if smem else 0
+    by_smem = lim["smem"] // smem_alloc if smem_alloc else by_blocks
+    blocks = min(by_regs, by_threads, by_blocks, by_smem)
+    limiter = min((by_regs, "registers"), (by_threads, "threads"), (by_blocks, "blocks"), (by_smem, "shared memory"))[1]
+    return blocks, blocks * warps * 32 / lim["threads"], limiter
+
+
+# ---- 1. ptxas ---------------------------------------------------------------
+def ptx_info(ptx):
+    """(.target, {kernel: threads per block from .maxntid})"""
+    text = open(ptx).read()
+    target = re.search(r"^\.target\s+(sm_\d+)", text, re.M).group(1)
+    kernels = {}
+    for m in re.finditer(r"\.entry\s+(\w+)\((.*?)\)\s*(.*?)\{", text, re.S):
+        nt = re.search(r"\.maxntid\s+(\d+),\s*(\d+),\s*(\d+)", m.group(3))
+        kernels[m.group(1)] = int(nt.group(1)) * int(nt.group(2)) * int(nt.group(3)) if nt else None
+    return target, kernels
+
+
+def ptxas_v(ptxas, arch, ptx, cubin):
+    r = subprocess.run([ptxas, "-arch=" + arch, "-v", "-o", cubin, ptx], capture_output=True, text=True)
+    if r.returncode:
+        raise SystemExit(f"perf_report: {ptxas} -arch={arch} {ptx} failed:\n{r.stderr[-2000:]}")
+    out, cur = {}, None
+    for line in r.stderr.splitlines():
+        m = re.search(r"Function properties for (\w+)", line)
+        if m:
+            cur = out.setdefault(m.group(1), {})
+            continue
+        m = re.search(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads", line)
+        if m and cur is not None:
+            cur.update(stack=int(m.group(1)), spill_st=int(m.group(2)), spill_ld=int(m.group(3)))
+        m = re.search(r"Compiling entry function '(\w+)'", line)
+        if m:
+            cur = out.setdefault(m.group(1), {})
+        m = re.search(r"Used (\d+) registers", line)
+        if m and cur is not None:
+            cur["regs"] = int(m.group(1))
+            s = re.search(r"(\d+) bytes smem", line)
+            cur["smem"] = int(s.group(1)) if s else 0
+    return out
+
+
+def version(tool):
+    r = subprocess.run([tool, "--version"], capture_output=True, text=True)
+    m = re.search(r"release ([\d.]+), V([\d.]+)", r.stdout)
+    return m.group(2) if m else "?"
+
+
+# ---- 2. SASS of the quantize hot path ---------------------------------------
+def sass_function(nvdisasm, cubin, name):
+    r = subprocess.run([nvdisasm, "-c", cubin], capture_output=True, text=True)
+    if r.returncode:
+        raise SystemExit(f"perf_report: nvdisasm {cubin} failed: {r.stderr[-500:]}")
+    lines = r.stdout.splitlines()
+    start = next(i for i, l in enumerate(lines) if l.strip() == f".text.{name}:")
+    end = next((i for i in range(start + 1, len(lines)) if lines[i].startswith("\t.section")), len(lines))
+    return lines[start + 1:end]
+
+
+INSN = re.compile(r"/\*[0-9a-f]{4,}\*/\s+(.*?)\s*;")
+
+
+def hot_path(sass):
+    """The fast path of one 8-element group, as instructions: from the
+    16-byte load of the operand's last group to the end of the block that
+    packs its eight codes with F2FP (E4M3; the E5M2 twin of that block is
+    skipped), i.e. widening, |x| max, the reciprocal quotients, the
+    conversions and the packing, plus the per-group address arithmetic and
+    branches on the way. The store and the loop's tile bookkeeping are not
+    in it (they are shared by the thread's groups)."""
+    insns, labels = [], {}
+    for line in sass:
+        s = line.strip()
+        if re.match(r"^\.L_x_\d+:$", s):
+            labels[s[:-1]] = len(insns)
+            continue
+        m = INSN.search(line)
+        if m:
+            insns.append(m.group(1))
+    first = next(i for i, t in enumerate(insns) if "F2FP.SATFINITE.E4M3" in t)
+    load = max(i for i in range(first) if "LDG.E.128" in insns[i])
+    end = next(i for i in range(first, len(insns)) if insns[i].startswith("BRA"))
+    # Basic blocks: a label starts one, a branch ends one.
+    starts = set(labels.values()) | {i + 1 for i, t in enumerate(insns) if " BRA" in " " + t}
+    path, block = [], []
+    for i in range(load + 1, end + 2):
+        if i in starts or i == end + 1:
+            # a block of E5M2 conversions is the other format's branch
+            if not any("F2FP.SATFINITE.E5M2" in t for t in block):
+                path += block
+            block = []
+        if i <= end:
+            block.append(insns[i])
+    return path
+
+
+# ---- 3. stand-in counts per routed call --------------------------------------
+ROUTES = [
+    # (name, STANDIN_CC, environment)
+    ("native (sm_61)", "6.1", {"GEMMSHIM_MODE": "native"}),
+    ("ffma (sm_61)", "6.1", {"GEMMSHIM_MODE": "ffma", "GEMMSHIM_FFMA_MIN_FLOPS": "0"}),
+    ("native (sm_90)", "9.0", {"GEMMSHIM_MODE": "native"}),
+    ("fp8, own GEMM (sm_90)", "9.0", {"GEMMSHIM_MODE": "fp8", "GEMMSHIM_FP8_BACKEND": "own"}),
+    ("fp8, cuBLASLt (sm_90)", "9.0", {"GEMMSHIM_MODE": "fp8", "GEMMSHIM_FP8_BACKEND": "cublaslt"}),
+]
+CALLS_LO, CALLS_HI = 2, 3
+SHAPE = (256, 256, 256)
+
+
+def counts(build, client, cc, extra, calls, tmp):
+    path = os.path.join(tmp, f"counts-{cc}-{calls}-{abs(hash(tuple(sorted(extra.items()))))}")
+    log = path + ".jsonl"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("GEMMSHIM_", "STANDIN_", "LD_"))}
+    env.update(LD_LIBRARY_PATH=os.path.abspath(os.path.join(build, "standin", "cu13")),
+               LD_PRELOAD=os.path.abspath(os.path.join(build, "libgemmshim.so")),
+               STANDIN_KERNELS=os.path.abspath(os.path.join(build, "kernels", "libgemmshim_kernels_host.so")),
+               STANDIN_CC=cc, STANDIN_COUNTS=path, GEMMSHIM_LOG=log, **extra)
+    r = subprocess.run([client, *map(str, SHAPE), str(calls)], env=env, capture_output=True, text=True, timeout=600)
+    if r.returncode:
+        raise SystemExit(f"perf_report: {client} ({extra}) failed: {r.stderr[-1000:]}")
+    c = {}
+    for line in open(path):
+        name, n = line.split()
+        c[name] = c.get(name, 0) + int(n)
+    routes = [re.search(r'"route":"(\w+)"', l).group(1) for l in open(log) if '"route"' in l]
+    return c, routes
+
+
+def per_call(lo, hi):
+    return {k: (hi.get(k, 0) - lo.get(k, 0)) / (CALLS_HI - CALLS_LO) for k in set(lo) | set(hi)
+            if not k.startswith("standin_")}
+
+
+# ---- the report ---------------------------------------------------------------
+def md_table(head, rows):
+    out = ["| " + " | ".join(head) + " |", "|" + "|".join("---:" if i else "---" for i in range(len(head))) + "|"]
+    out += ["| " + " | ".join(str(x) for x in r) + " |" for r in rows]
+    return "\n".join(out)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--build", default="build")
+    ap.add_argument("--cuda", default="/usr/local/cuda")
+    ap.add_argument("--ptxas12", required=True)
+    ap.add_argument("--nvdisasm", required=True)
+    ap.add_argument("--client", required=True)
+    ap.add_argument("--out", default="docs/perf-static.md")
+    a = ap.parse_args()
+    ptxas13 = os.path.join(a.cuda, "bin", "ptxas")
+    tools = {"sm_61": a.ptxas12, "sm_75": ptxas13, "sm_80": ptxas13, "sm_89": ptxas13, "sm_90": ptxas13}
+    tmp = tempfile.mkdtemp(prefix="perf-report-")
+    doc = []
+    w = doc.append
+    w("# Static performance figures\n")
+    w("Generated by `make perf-report` (`scripts/perf_report.py`) from the build; do not edit by hand. "
+      "Nothing here ran on a GPU: register and SASS figures come from the assemblers, call counts from the "
+      "CPU stand-in, and the times in the last section are **estimates** from the figures shown with them.\n")
+    w(f"Tools: ptxas {version(a.ptxas12)} (PyPI `nvidia-cuda-nvcc-cu12`) for sm_61; ptxas {version(ptxas13)} "
+      f"(the toolkit) for sm_75, sm_80, sm_89, sm_90; nvdisasm {version(a.nvdisasm)} (PyPI "
+      f"`nvidia-cuda-nvdisasm`).\n")
+
+    # 1. kernels x targets
+    w("## Kernels per target\n")
+    w("Registers, spills (store/load bytes), stack and static shared memory from `ptxas -v`; blocks per SM "
+      "and occupancy (resident threads / the SM's maximum) computed from them with the CUDA C++ Programming "
+      "Guide's per-capability limits (threads, blocks and shared memory per SM; 64K registers) and the "
+      "occupancy calculator's allocation rules (registers per warp in units of 256, warps per SM "
+      "sub-partition). A file for a newer target (sm_89) is assembled for the targets it serves only.\n")
+    rows, by = [], {}
+    cubins = {}
+    for ptx in sorted(glob.glob(os.path.join(a.build, "kernels", "*.ptx"))):
+        target, kernels = ptx_info(ptx)
+        base = os.path.basename(ptx)[:-4]
+        for arch in LIMITS:
+            if int(arch[3:]) < int(target[3:]):
+                continue
+            cubin = os.path.join(tmp, f"{base}.{arch}.cubin")
+            info = ptxas_v(tools[arch], arch, ptx, cubin)
+            cubins[(base, arch)] = cubin
+            for k in sorted(kernels):
+                f = info[k]
+                tpb = kernels[k] or 256
+                blocks, occ, lim = occupancy(arch, tpb, f["regs"], f["smem"])
+                by[(k, arch)] = (f, blocks, occ)
+                rows.append((f"`{k}`", arch, tpb, f["regs"], f"{f['spill_st']}/{f['spill_ld']}", f["stack"],
+                             f["smem"], blocks, f"{occ:.0%} ({lim})"))
+    w(md_table(["kernel", "target", "threads/block", "registers", "spills", "stack", "smem B", "blocks/SM",
+                "occupancy (limit)"], rows))
+    w("")
+
+    # 2. SASS
+    w("## fp8 quantize on sm_90: SASS per element\n")
+    path = hot_path(sass_function(a.nvdisasm, cubins[("fp8_quantize_sm89", "sm_90")], "gs_fp8_quantize_bf16_sm89"))
+    kinds = {}
+    for t in path:
+        toks = t.split()
+        op = (toks[1] if toks[0].startswith("@") else toks[0]).split(".")[0]
+        kinds[op] = kinds.get(op, 0) + 1
+    per_elem = len(path) / 8
+    w(f"`gs_fp8_quantize_bf16_sm89` (sm_89 PTX assembled for sm_90): the fast path of one 8-element group, "
+      f"from its 16-byte load to its eight packed codes (E4M3; widening, the |x| maximum, the reciprocal "
+      f"quotient with its correction, `F2FP.SATFINITE`, packing, and the group's address arithmetic and "
+      f"branches), counted in nvdisasm's output: **{len(path)} instructions, {per_elem:.1f} per element** "
+      f"(goal: at most 12). The store and the tile loop's bookkeeping, shared by a thread's groups, are not "
+      f"in it. By opcode: " + ", ".join(f"{k} {v}" for k, v in sorted(kinds.items(), key=lambda x: -x[1])) + ".\n")
+
+    w("## own-mma (`gs_fp8_gemm_mma`): what ptxas makes of fp8 `mma.sync`\n")
+    rows = []
+    for arch in ("sm_89", "sm_90"):
+        sass = sass_function(a.nvdisasm, cubins[("fp8_gemm_mma", arch)], "gs_fp8_gemm_mma")
+        ops = [m.group(1) for m in map(INSN.search, sass) if m]
+        mma = {}
+        for t in ops:
+            mm = re.search(r"\b([HQ]MMA\.[\w.]+)", t)
+            if mm:
+                mma[mm.group(1)] = mma.get(mm.group(1), 0) + 1
+        unpack = sum(1 for t in ops if re.search(r"\bF2FP\.F16\.E[45]M[23]\.UNPACK", t))
+        rows.append((arch, ", ".join(f"`{k}` x{v}" for k, v in sorted(mma.items())), unpack, len(ops)))
+    w("The same sm_89 PTX (`mma.sync.aligned.m16n8k32` with e4m3/e5m2 operands) assembled for each target; "
+      "instructions counted in nvdisasm's output over the whole kernel (all four format pairs):\n")
+    w(md_table(["target", "matrix instructions", "fp8 -> fp16 unpacks (F2FP ... UNPACK)", "instructions in all"],
+               rows))
+    w("")
+    w("On sm_89 each fp8 `mma` is one native fp8 QMMA; on sm_90 ptxas unpacks the fp8 fragments to fp16 and "
+      "issues fp16 HMMA (two m16n8k16 per m16n8k32): Hopper's fp8 tensor-core path is `wgmma` (sm_90a), which "
+      "this PTX does not use. See docs/fp8.md.\n")
+
+    # 3. counts
+    w("## Library calls per routed call (stand-in)\n")
+    client = a.client
+    res = {}
+    for name, cc, extra in ROUTES:
+        lo, r_lo = counts(a.build, client, cc, extra, CALLS_LO, tmp)
+        hi, r_hi = counts(a.build, client, cc, extra, CALLS_HI, tmp)
+        res[name] = (per_call(lo, hi), r_hi[-1] if r_hi else "?")
+    w(f"A {SHAPE[0]}x{SHAPE[1]}x{SHAPE[2]} bf16 `cublasGemmEx` (T,N, bf16 C, fp32 compute, beta 0) made "
+      f"{CALLS_LO} and {CALLS_HI} times on one handle, stream and set of buffers "
+      f"(`scripts/perf/route_calls.c`); every exported function of the stand-in libcuda, libcublas and "
+      f"libcublasLt counted (`STANDIN_COUNTS`), the difference divided by {CALLS_HI - CALLS_LO}: one call in "
+      f"steady state. \"added\" is against the same call run native on the same device.\n")
+    rows = []
+    for name, cc, extra in ROUTES:
+        c, route = res[name]
+        native = res["native (sm_61)" if cc == "6.1" else "native (sm_90)"][0]
+        total = sum(c.values())
+        added = total - sum(native.values())
+        lt = sum(v for k, v in c.items() if k.startswith("cublasLt"))
+        lt_n = sum(v for k, v in native.items() if k.startswith("cublasLt"))
+        top = sorted(((v - native.get(k, 0), k) for k, v in c.items() if v - native.get(k, 0) > 0), reverse=True)
+        rows.append((name, route, f"{c.get('cuLaunchKernel', 0):g}", f"{total:g}", f"{added:+g}", f"{lt - lt_n:+g}",
+                     ", ".join(f"{k} {v:g}" for v, k in top[:8]) or "-"))
+    w(md_table(["route", "ran as", "kernel launches", "library calls", "added", "cuBLASLt added",
+                "added calls (largest)"], rows))
+    m, n, k = SHAPE
+    w("")
+    w("Device bytes a routed call adds (from the routes' buffer plans, `shim/route_ffma.c` and "
+      "`shim/route_fp8.c`), and the bytes the shim's kernels move:\n")
+    rows = [
+        ("ffma", f"fp32 A, B and the fp32 result: 4(mk + kn + mn) = {4 * (m * k + k * n + m * n):,}",
+         f"widen A, B: 6(mk + kn); narrow: 6mn = {6 * (m * k + k * n) + 6 * m * n:,}"),
+        ("fp8", f"fp8 A and B: mk + kn = {m * k + k * n:,}",
+         f"quantize A, B (one launch): 3(mk + kn) = {3 * (m * k + k * n):,}"),
+    ]
+    w(md_table(["route", "transient device memory per call", "bytes moved by the shim's kernels"], rows))
+    w("")
+
+    # 4. estimates
+    w("## Estimates: route time against native (not measured)\n")
+    w("Figures used, each with its source:\n")
+    figs = [
+        ("GTX 1080 fp32 GEMM", "6.76 TFLOP/s", "measured, torch 2.6 cu124, 4096^2 matmul (shared/REFERENCE.md)"),
+        ("GTX 1080 bf16 GEMM (native)", "3.64 TFLOP/s", "same measurement (shared/REFERENCE.md)"),
+        ("GTX 1080 DRAM bandwidth", "320 GB/s", "NVIDIA's specification (10 Gbps GDDR5X, 256-bit)"),
+        ("streaming kernels' share of it", "80%", "assumption (no GPU measurement here)"),
+        ("H200 bf16 GEMM (native)", "790 TFLOP/s", "measured at 8192^3 on an H200 (shared/REFERENCE.md)"),
+        ("H200 fp8 GEMM (cuBLASLt)", "1580 TFLOP/s",
+         "assumption: the bf16 rate x 2, the dense-peak ratio 1979/989 (shared/REFERENCE.md); DeepGEMM's "
+         "~1550 TFLOP/s on H800 (same file) is of this order"),
+        ("H200 device bandwidth", "4.3 TB/s", "measured device-to-device copy (shared/REFERENCE.md)"),
+        ("gap per dependent kernel launch", "5 us", "assumption (order of magnitude; not measured here)"),
+        ("GEMM rate at the smaller anchor shapes", "as at the large one", "assumption (smaller GEMMs run "
+         "below it, natively and routed alike)"),
+    ]
+    w(md_table(["figure", "value", "source"], figs))
+    w("")
+    h200_clock, h200_sms = 1.98e9, 132
+    issue = h200_sms * 4 * h200_clock * 32  # thread-instructions per second
+    quant_rate_issue = issue / per_elem
+    quant_rate_bw = 4.3e12 / 3
+    w(f"Quantize on H200, issue against bandwidth: {h200_sms} SMs x 4 schedulers x 1 warp instruction a "
+      f"cycle x {h200_clock / 1e9:.2f} GHz (NVIDIA's H200 SXM boost clock) x 32 = {issue / 1e12:.1f} T "
+      f"thread-instructions/s; at {per_elem:.1f} per element that is {quant_rate_issue / 1e12:.2f} T "
+      f"elements/s, against {quant_rate_bw / 1e12:.2f} T elements/s that 4.3 TB/s allows at 3 bytes per "
+      f"element: quantize is bandwidth-bound, so its time is bytes / bandwidth.\n")
+    rows = []
+    launch = 5e-6
+
+    def ffma_case(mm, nn, kk):
+        fl = 2.0 * mm * nn * kk
+        native = fl / 3.64e12
+        gemm = fl / 6.76e12
+        cast_bytes = 6 * (mm * kk + kk * nn) + 6 * mm * nn
+        cast = cast_bytes / (320e9 * 0.8)
+        route = gemm + cast + 2 * launch
+        arith = (f"native {fl / 1e9:.1f} GFLOP / 3.64 T = {native * 1e3:.3f} ms; route {fl / 1e9:.1f} / 6.76 T = "
+                 f"{gemm * 1e3:.3f} ms + casts {cast_bytes / 1e6:.1f} MB / 256 GB/s = {cast * 1e3:.3f} ms + 2 "
+                 f"launches x 5 us = {route * 1e3:.3f} ms")
+        return native, route, arith
+
+    def fp8_case(mm, nn, kk):
+        fl = 2.0 * mm * nn * kk
+        native = fl / 790e12
+        gemm = fl / 1580e12
+        qb = 3 * (mm * kk + kk * nn)
+        q = qb / 4.3e12
+        route = gemm + q + 2 * launch
+        arith = (f"native {fl / 1e12:.3f} TFLOP / 790 T = {native * 1e3:.3f} ms; route {fl / 1e12:.3f} / 1580 T = "
+                 f"{gemm * 1e3:.3f} ms + quantize {qb / 1e6:.1f} MB / 4.3 TB/s = {q * 1e3:.3f} ms + 2 launches "
+                 f"x 5 us = {route * 1e3:.3f} ms")
+        return native, route, arith
+
+    for gpu, route_name, shape, fn, goal in [
+        ("GTX 1080", "ffma", (4096, 4096, 4096), ffma_case, "1.75"),
+        ("GTX 1080", "ffma", (1024, 1024, 1024), ffma_case, "1.3"),
+        ("H200", "fp8 (cuBLASLt)", (8192, 8192, 8192), fp8_case, "1.5"),
+        ("H200", "fp8 (cuBLASLt)", (4096, 4096, 1024), fp8_case, "-"),
+    ]:
+        native, route, arith = fn(*shape)
+        rows.append((gpu, route_name, "x".join(map(str, shape)), f"{native * 1e3:.3f}", f"{route * 1e3:.3f}",
+                     f"**{native / route:.2f}x**", goal, arith))
+    w(md_table(["GPU", "route", "m x n x k", "native ms", "route ms", "estimated speedup", "goal", "arithmetic"],
+               rows))
+    w("")
+    w("The estimates take the kernels at the bandwidth figure above, which the launch geometry is built for "
+      "(every launched thread has work; two vector loads in flight a thread) but which only a GPU run can "
+      "confirm: `scripts/gpu-check.sh` measures these rows where a GPU is available.\n")
+    with open(a.out, "w") as f:
+        f.write("\n".join(doc))
+    print(f"perf_report: wrote {a.out}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,447 @@
+"""The gemmshim launcher: options become the shim's variables, the shim's
+own parser checks them (and the policy file) before anything runs, the
+command is exec'ed under LD_PRELOAD with its own pid, exit status and
+signals, ranked children keep their logs apart through %r, and `policy
+check|explain` agree with the routing log.
+
+The launcher under test is build/gemmshim unless GEMMSHIM_TEST_LAUNCHER
+names another (an installed copy, the wheel's console script); the library
+it must preload is GEMMSHIM_TEST_LAUNCHER_LIB (default build/libgemmshim.so), the
+Python package its `report` runs GEMMSHIM_TEST_PYTHON_PACKAGE (default python/gemmshim).
+The same tests run over all three (packaging/install.mk, wheel.mk)."""
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import harness
+from harness import CLIENT_DIR, ROOT, read_log, require_built, run
+
+LAUNCHER = Path(os.environ.get("GEMMSHIM_TEST_LAUNCHER", harness.BUILD / "gemmshim"))
+LIB = Path(os.environ.get("GEMMSHIM_TEST_LAUNCHER_LIB", harness.SHIM)).resolve()
+# The Python package that launcher's `report` runs.
+PACKAGE = Path(os.environ.get("GEMMSHIM_TEST_PYTHON_PACKAGE", ROOT / "python" / "gemmshim"))
+FP8_CLIENT = CLIENT_DIR / "fp8_client_cu13"
+RANKED = Path(__file__).resolve().parent / "ranked_launcher.py"
+PYTHON = sys.executable
+
+NO_LOG = "gemmshim: routing log: none (--log PATH writes one; %p pid, %h host, %r rank)"
+# The shim's own wording for a bad setting (options.c: go_passthrough).
+SHIM_WARNING = re.compile(r"^gemmshim \S+ WARN (.*); running pass-through \(every GEMM native, still logged\)$")
+USAGE = (
+    "usage: gemmshim [options] [--] command [args...]\n"
+    "       gemmshim policy check FILE\n"
+    "       gemmshim policy explain --sm X.Y --ab TYPE --c TYPE --compute TYPE --api NAME [--caller NAME] [--policy FILE]\n"
+    "       gemmshim report [args...]\n"
+    "       gemmshim --version | --help | --print-lib\n"
+)
+FFMA_RULE = "built-in rule 1 (ffma sm=6.0-7.5 ab=bf16 compute=32f)"
+NATIVE_RULE = "built-in rule 2 (native)"
+TYPE_KEYS = ("a_type", "b_type", "c_type", "compute_type")
+
+
+def shim_options():
+    """Every variable of the shim's options table, in table order."""
+    text = (ROOT / "shim" / "options.c").read_text()
+    table = text[text.index("static const opt_def options[]"):]
+    return re.findall(r'^\s*\{"(GEMMSHIM_[A-Z0-9_]+)"', table, re.M)
+
+
+def flag_of(var):
+    return "--" + var[len("GEMMSHIM_"):].lower().replace("_", "-")
+
+
+@pytest.fixture(scope="module")
+def launcher(standin):
+    require_built([LAUNCHER, LIB, FP8_CLIENT])
+    return LAUNCHER
+
+
+def launch(args, standin, env=None, cwd=None):
+    """The launcher with args, in the integration environment (no LD_PRELOAD
+    of its own, no inherited GEMMSHIM_*), over the cuBLAS 13 stand-in."""
+    return run([LAUNCHER, *args], standin[13], shim=False, env=env, cwd=cwd)
+
+
+def env_dump():
+    """A command that prints the environment it got as JSON."""
+    return [PYTHON, "-c", "import json, os; print(json.dumps(dict(os.environ)))"]
+
+
+# ---- --version, --print-lib, --help ---------------------------------------------------------------
+def test_print_lib_and_version(launcher, standin):
+    r = launch(["--print-lib"], standin)
+    assert (r.returncode, r.stdout, r.stderr) == (0, f"{LIB}\n", ""), r.describe()
+    version = re.search(r'gemmshim_version\[\] = "([^"]+)"', (ROOT / "shim" / "resolve.c").read_text()).group(1)
+    r = launch(["--version"], standin)
+    assert (r.returncode, r.stdout, r.stderr) == (0, f"{version}\nlibrary: {LIB}\n", ""), r.describe()
+    assert launch(["-V"], standin).stdout == r.stdout
+
+
+def test_help_lists_every_option_of_the_shims_table(launcher, standin):
+    r = launch(["--help"], standin)
+    assert r.returncode == 0 and r.stderr == "", r.describe()
+    assert r.stdout.startswith(USAGE)
+    assert launch(["-h"], standin).stdout == r.stdout
+    listed = re.findall(r"^  (--[a-z0-9-]+) +(GEMMSHIM_[A-Z0-9_]+), default '", r.stdout, re.M)
+    assert listed == [(flag_of(v), v) for v in shim_options()]
+    assert ("--mode", "GEMMSHIM_MODE") in listed and ("--fp8-format", "GEMMSHIM_FP8_FORMAT") in listed
+
+
+# ---- what the command gets -------------------------------------------------------------------------
+def test_options_become_the_shims_variables(launcher, standin, tmp_path):
+    (tmp_path / "logs").mkdir()
+    # An LD_PRELOAD already set keeps its entries after the shim, and the
+    # shim appears once (ld.so(8): entries separated by spaces or colons).
+    r = launch(["--mode", "fp8", "--fp8-format=hybrid", "--log", "logs/gs-%r.jsonl", "--debug", "INFO",
+                "--policy", "p.txt", "--", *env_dump()], standin, cwd=tmp_path,
+               env={"LD_PRELOAD": f"libm.so.6 {LIB}", "GEMMSHIM_FP8_HISTORY": "32"})
+    (tmp_path / "p.txt").write_text("")  # after the run: a missing policy file must have been refused
+    assert r.returncode == 1, r.describe()
+    assert r.stderr == (f"gemmshim: GEMMSHIM_POLICY='{tmp_path}/p.txt': cannot open (No such file or directory); "
+                        "expected a readable policy file\n"
+                        "gemmshim: not running '" + PYTHON + "': 1 problem above; the shim would run every GEMM native\n")
+
+    r = launch(["--mode", "fp8", "--fp8-format=hybrid", "--log", "logs/gs-%r.jsonl", "--debug", "INFO",
+                "--policy", "p.txt", "--", *env_dump()], standin, cwd=tmp_path,
+               env={"LD_PRELOAD": f"libm.so.6 {LIB}", "GEMMSHIM_FP8_HISTORY": "32"})
+    assert r.returncode == 0, r.describe()
+    child = json.loads(r.stdout)
+    assert {k: v for k, v in child.items() if k.startswith("GEMMSHIM_")} == {
+        "GEMMSHIM_MODE": "fp8",
+        "GEMMSHIM_FP8_FORMAT": "hybrid",
+        "GEMMSHIM_LOG": f"{tmp_path}/logs/gs-%r.jsonl",  # made absolute
+        "GEMMSHIM_DEBUG": "INFO",
+        "GEMMSHIM_POLICY": f"{tmp_path}/p.txt",
+        "GEMMSHIM_FP8_HISTORY": "32",  # inherited, checked, passed on
+    }
+    assert child["LD_PRELOAD"] == f"{LIB}:libm.so.6"
+    # One line from the launcher, first; the rest is the shim's INFO output
+    # in the child (the launcher itself never loads the shim).
+    lines = r.stderr.splitlines()
+    assert lines[0] == (f"gemmshim: routing log: {tmp_path}/logs/gs-%r.jsonl (this process: {tmp_path}/logs/gs-0.jsonl;"
+                        " each process fills in %p, %h and %r itself)")
+    assert [l for l in lines if l.startswith("gemmshim: ")] == [lines[0]]
+    assert any(" INFO GEMMSHIM_MODE set by environment to fp8" in l for l in lines[1:]), r.describe()
+
+
+def test_no_log_is_said_once_and_preload_starts_empty(launcher, standin):
+    r = launch(env_dump(), standin)
+    assert r.returncode == 0, r.describe()
+    assert r.stderr == NO_LOG + "\n"
+    child = json.loads(r.stdout)
+    assert child["LD_PRELOAD"] == str(LIB)
+    assert not [k for k in child if k.startswith("GEMMSHIM_")]
+
+
+def test_exec_keeps_pid_and_exit_status(launcher, standin):
+    # exec(3): the command replaces the launcher, so its pid is the one the
+    # caller started and its exit status reaches the caller unchanged.
+    r = launch(["--", "sh", "-c", "echo $$; exit 42"], standin)
+    assert (r.returncode, r.stdout) == (42, f"{r.pid}\n"), r.describe()
+    r = launch(["sh", "-c", "exit 0"], standin)
+    assert r.returncode == 0, r.describe()
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL, signal.SIGABRT])
+def test_a_signal_that_kills_the_command_is_the_callers_to_see(launcher, standin, sig):
+    # Python's Popen.returncode is -N for a child killed by signal N.
+    r = launch(["sh", "-c", f"kill -{sig.name[3:]} $$"], standin)
+    assert r.returncode == -sig, r.describe()
+    assert r.stderr == NO_LOG + "\n"
+
+
+def test_command_not_found_or_not_runnable(launcher, standin, tmp_path):
+    r = launch(["no-such-command-gemmshim"], standin)
+    assert r.returncode == 127, r.describe()
+    assert r.stderr == NO_LOG + "\ngemmshim: cannot run 'no-such-command-gemmshim': No such file or directory\n"
+    script = tmp_path / "not-executable"
+    script.write_text("#!/bin/sh\n")
+    r = launch([str(script)], standin)
+    assert r.returncode == 126, r.describe()
+    assert r.stderr == NO_LOG + f"\ngemmshim: cannot run '{script}': Permission denied\n"
+
+
+# ---- checked before anything runs ------------------------------------------------------------------
+def test_bad_value_stops_before_the_command_runs(launcher, standin, tmp_path):
+    marker = tmp_path / "ran"
+    r = launch(["--mode", "bogus", "--", "touch", str(marker)], standin)
+    assert r.returncode == 1, r.describe()
+    assert r.stderr == ("gemmshim: GEMMSHIM_MODE='bogus': expected auto, native, ffma or fp8\n"
+                        "gemmshim: not running 'touch': 1 problem above; the shim would run every GEMM native\n")
+    assert not marker.exists()
+
+
+def test_inherited_bad_variables_are_checked_too(launcher, standin, tmp_path):
+    r = launch(["touch", str(tmp_path / "ran")], standin,
+               env={"GEMMSHIM_FP8_HISTORY": "0", "GEMMSHIM_DLSYM": "maybe"})
+    assert r.returncode == 1, r.describe()
+    assert r.stderr == ("gemmshim: GEMMSHIM_FP8_HISTORY='0': expected a whole number from 1 to 4096\n"
+                        "gemmshim: GEMMSHIM_DLSYM='maybe': expected 1/0, true/false, yes/no or on/off\n"
+                        "gemmshim: not running 'touch': 2 problems above; the shim would run every GEMM native\n")
+    assert not (tmp_path / "ran").exists()
+
+
+BAD_SETTINGS = {
+    "mode": {"GEMMSHIM_MODE": "fast"},
+    "size": {"GEMMSHIM_FP8_MAX_BYTES": "12Q"},
+    "policy_syntax": {"GEMMSHIM_POLICY": "{tmp}/bad.txt"},
+    "policy_missing": {"GEMMSHIM_POLICY": "{tmp}/missing.txt"},
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_SETTINGS))
+def test_the_launcher_says_what_the_preloaded_shim_says(launcher, standin, tmp_path, case):
+    """Same parser, same message: the shim's warning in a program it is
+    preloaded into, and the launcher's refusal, quote the same text."""
+    (tmp_path / "bad.txt").write_text("ffma sm=6.1\nfp8 ab=bf16 sm=9.0-8.0\n")
+    env = {k: v.format(tmp=tmp_path) for k, v in BAD_SETTINGS[case].items()}
+    shim_run = run([FP8_CLIENT, "--layers=1", "--steps=1"], standin[13], shim=True, env=env)
+    assert shim_run.returncode == 0, shim_run.describe()
+    said = [m.group(1) for m in map(SHIM_WARNING.match, shim_run.stderr.splitlines()) if m]
+    assert len(said) == 1, shim_run.describe()
+    r = launch([FP8_CLIENT, "--layers=1", "--steps=1"], standin, env=env)
+    assert r.returncode == 1, r.describe()
+    assert r.stderr == (f"gemmshim: {said[0]}\ngemmshim: not running '{FP8_CLIENT}': 1 problem above; "
+                        "the shim would run every GEMM native\n")
+    assert r.stdout == ""
+
+
+def test_usage_errors(launcher, standin):
+    cases = {
+        ("--modee", "fp8", "true"): "gemmshim: unknown option '--modee'; expected an option from gemmshim --help, "
+                                   "or -- before a command whose name starts with -",
+        ("-m", "true"): "gemmshim: unknown option '-m'; expected an option from gemmshim --help, "
+                        "or -- before a command whose name starts with -",
+        ("--mode",): "gemmshim: --mode needs a value; expected --mode VALUE or --mode=VALUE",
+        ("--mode", "fp8"): "gemmshim: no command to run; expected gemmshim [options] [--] command [args...]",
+        (): "gemmshim: no command to run; expected gemmshim [options] [--] command [args...]",
+        ("--",): "gemmshim: no command to run; expected gemmshim [options] [--] command [args...]",
+    }
+    for args, first in cases.items():
+        r = launch(list(args), standin)
+        assert (r.returncode, r.stdout, r.stderr) == (2, "", first + "\n" + USAGE), (args, r.describe())
+
+
+def test_a_log_folder_that_does_not_exist_is_refused(launcher, standin, tmp_path):
+    r = launch(["--log", f"{tmp_path}/nope/gs.jsonl", "true"], standin)
+    assert r.returncode == 1, r.describe()
+    assert r.stderr == (f"gemmshim: GEMMSHIM_LOG='{tmp_path}/nope/gs.jsonl': folder '{tmp_path}/nope' is not "
+                        "writable (No such file or directory); expected an existing folder\n")
+
+
+# ---- a program over the stand-in ------------------------------------------------------------------
+def fp8_records(log, layers, steps):
+    recs = read_log(log)
+    assert len(recs) == layers * steps * 3, recs  # forward, dgrad, wgrad per layer and step
+    for rec in recs:
+        assert (rec["decided"], rec["route"], rec["backend"], rec["status"]) == ("fp8", "fp8", "cublaslt-fp8", 0), rec
+        assert rec["reason"].startswith("GEMMSHIM_MODE=fp8; fp8 e4m3 x e4m3"), rec
+    return recs
+
+
+def test_fp8_training_loop_through_the_launcher(launcher, standin, tmp_path):
+    log = tmp_path / "gs.jsonl"
+    r = launch(["--mode", "fp8", "--log", str(log), "--", FP8_CLIENT, "--layers=2", "--steps=2"], standin,
+               env={"STANDIN_CC": "9.0"})
+    assert r.returncode == 0, r.describe()
+    assert r.stderr == f"gemmshim: routing log: {log}\n"
+    fp8_records(log, 2, 2)
+
+
+def test_ranked_children_write_their_own_logs(launcher, standin, tmp_path):
+    """torchrun/mpirun style: the launcher starts the rank launcher, which
+    starts N workers; each inherits the environment and fills in %r from
+    its RANK."""
+    r = launch(["--mode", "fp8", "--log", f"{tmp_path}/gs-%r.jsonl", "--", PYTHON, str(RANKED), "--nproc", "3",
+                "--", str(FP8_CLIENT), "--layers=1", "--steps=2"], standin, env={"STANDIN_CC": "9.0"})
+    assert r.returncode == 0, r.describe()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["gs-0.jsonl", "gs-1.jsonl", "gs-2.jsonl"]
+    for rank in range(3):
+        fp8_records(tmp_path / f"gs-{rank}.jsonl", 1, 2)
+    assert r.stderr == (f"gemmshim: routing log: {tmp_path}/gs-%r.jsonl (this process: {tmp_path}/gs-0.jsonl; "
+                        "each process fills in %p, %h and %r itself)\n")
+
+
+def test_a_failing_rank_fails_the_run(launcher, standin, tmp_path):
+    r = launch(["--", PYTHON, str(RANKED), "--nproc", "2", "--", "sh", "-c", 'exit $((RANK + 3))'], standin)
+    assert r.returncode == 3, r.describe()
+
+
+# ---- policy check / explain ------------------------------------------------------------------------
+def test_policy_check(launcher, standin, tmp_path):
+    good = tmp_path / "good.txt"
+    good.write_text("# Hopper: fp8 for bf16\nfp8 sm=9.0- ab=bf16,fp16\n\nnative api=cublasLtMatmul\n")
+    r = launch(["policy", "check", str(good)], standin)
+    assert (r.returncode, r.stderr) == (0, ""), r.describe()
+    assert r.stdout == (f"{good}: OK: 2 rules from the file, 2 built-in; matched in this order:\n"
+                        f"  1. {good}:2 (fp8 sm=9.0- ab=fp16,bf16)\n"
+                        f"  2. {good}:4 (native api=cublasLtMatmul)\n"
+                        f"  3. {FFMA_RULE}\n"
+                        f"  4. {NATIVE_RULE}\n")
+    off = tmp_path / "off.txt"
+    off.write_text("builtin off\nnative\n")
+    r = launch(["policy", "check", str(off)], standin)
+    assert r.stdout == f"{off}: OK: 1 rule from the file, 0 built-in; matched in this order:\n  1. {off}:2 (native)\n"
+
+    bad = tmp_path / "bad.txt"
+    bad.write_text("fp8 sm=9.0\nffma ab=bf17\n")
+    r = launch(["policy", "check", str(bad)], standin)
+    assert (r.returncode, r.stdout) == (1, ""), r.describe()
+    assert r.stderr == (f"gemmshim: {bad}:2: unknown type 'bf17' in ab; expected fp32, fp64, fp16, i8, c32f, c64f, "
+                        "c16f, c8i, u8, i32, bf16, e4m3, e5m2 or any\n")
+    r = launch(["policy", "check"], standin)
+    assert r.returncode == 2 and r.stderr.startswith("gemmshim policy: check takes one FILE; got 0 arguments\n")
+
+
+def test_policy_explain(launcher, standin, tmp_path):
+    r = launch(["policy", "explain", "--sm", "6.1", "--ab", "bf16", "--c", "bf16", "--compute", "32f",
+                "--api", "cublasGemmEx"], standin)
+    assert (r.returncode, r.stderr) == (0, ""), r.describe()
+    assert r.stdout == ("GEMM: sm=6.1 a=bf16 b=bf16 c=bf16 compute=32f api=cublasGemmEx caller=app\n"
+                        "rules: built-in only\n"
+                        f"  1. {FFMA_RULE}: matches\n"
+                        f"route: ffma (policy: {FFMA_RULE})\n")
+    policy = tmp_path / "p.txt"
+    policy.write_text("fp8 sm=8.9- ab=fp16\nnative api=cublasLtMatmul\n")
+    r = launch(["policy", "explain", "--sm", "9.0", "--a", "bf16", "--b", "e4m3", "--c", "bf16", "--compute", "64f",
+                "--api", "cublasGemmEx"], standin, env={"GEMMSHIM_POLICY": str(policy)})
+    assert (r.returncode, r.stderr) == (0, ""), r.describe()
+    assert r.stdout == ("GEMM: sm=9.0 a=bf16 b=e4m3 c=bf16 compute=64f api=cublasGemmEx caller=app\n"
+                        f"rules: {policy}\n"
+                        f"  1. {policy}:1 (fp8 sm=8.9- ab=fp16): no, the rule does not take a=bf16 b=e4m3\n"
+                        f"  2. {policy}:2 (native api=cublasLtMatmul): no, the rule does not take api=cublasGemmEx\n"
+                        f"  3. {FFMA_RULE}: no, the rule does not take sm=9.0, a=bf16 b=e4m3, compute=64f\n"
+                        f"  4. {NATIVE_RULE}: matches\n"
+                        f"route: native (policy: {NATIVE_RULE})\n")
+    off = tmp_path / "off.txt"
+    off.write_text("builtin off\nffma sm=6.1\n")
+    r = launch(["policy", "explain", "--sm", "unknown", "--ab", "fp16", "--c", "fp16", "--compute", "32f",
+                "--api", "cublasLtMatmul", "--policy", str(off)], standin)
+    assert r.stdout == ("GEMM: sm=unknown a=fp16 b=fp16 c=fp16 compute=32f api=cublasLtMatmul caller=app\n"
+                        f"rules: {off}\n"
+                        f"  1. {off}:2 (ffma sm=6.1): no, the rule does not take an unknown device (sm)\n"
+                        "route: native (policy: no rule matched)\n"
+                        "note: with the device unknown, only rules without an sm key match\n")
+
+
+def test_policy_explain_caller(launcher, standin, tmp_path):
+    """GEMMs an NVIDIA library makes inside itself match only rules that
+    name their caller (policy.h: caller= absent means the program)."""
+    args = ["policy", "explain", "--sm", "9.0", "--ab", "bf16", "--c", "bf16", "--compute", "32f",
+            "--api", "cublasGemmEx", "--caller", "cusolver"]
+    r = launch(args, standin)
+    assert (r.returncode, r.stderr) == (0, ""), r.describe()
+    assert r.stdout == ("GEMM: sm=9.0 a=bf16 b=bf16 c=bf16 compute=32f api=cublasGemmEx caller=cusolver\n"
+                        "rules: built-in only\n"
+                        f"  1. {FFMA_RULE}: no, the rule does not take sm=9.0, caller=cusolver\n"
+                        f"  2. {NATIVE_RULE}: no, the rule does not take caller=cusolver\n"
+                        "route: native (no rule names caller=cusolver: GEMMs inside NVIDIA libraries run native)\n")
+    policy = tmp_path / "p.txt"
+    policy.write_text("fp8 caller=cusolver\n")
+    r = launch([*args, "--policy", str(policy)], standin)
+    assert r.stdout.endswith(f"  1. {policy}:1 (fp8 caller=cusolver): matches\n"
+                             f"route: fp8 (policy: {policy}:1 (fp8 caller=cusolver))\n"), r.stdout
+    r = launch([*args[:-1], "cusolverr"], standin)
+    assert r.returncode == 2
+    assert r.stderr.startswith("gemmshim policy explain: --caller 'cusolverr': expected app, cublas, "), r.stderr
+
+
+def test_policy_explain_errors(launcher, standin):
+    base = ["policy", "explain", "--sm", "9.0", "--ab", "bf16", "--c", "bf16", "--compute", "32f",
+            "--api", "cublasGemmEx"]
+    cases = {
+        ("--sm", "9.x"): "gemmshim policy explain: --sm '9.x': expected major.minor like 6.1 or 9.0, or unknown\n",
+        ("--compute", "32"): "gemmshim policy explain: --compute '32': expected 16f, 16f_pedantic, 32f, 32f_pedantic, "
+                             "64f, 64f_pedantic, 32i, 32i_pedantic, 32f_fast_16f, 32f_fast_16bf, 32f_fast_tf32, "
+                             "32f_emulated_16bfx9 or 64f_emulated_fixedpoint\n",
+        ("--api", "gemm"): "gemmshim policy explain: --api 'gemm': expected cublasGemmEx, cublasGemmEx_64, "
+                           "cublasGemmStridedBatchedEx, cublasGemmStridedBatchedEx_64, cublasGemmBatchedEx, "
+                           "cublasGemmBatchedEx_64 or cublasLtMatmul\n",
+    }
+    for (flag, value), message in cases.items():
+        args = list(base)
+        args[args.index(flag) + 1] = value
+        r = launch(args, standin)
+        assert (r.returncode, r.stdout, r.stderr) == (2, "", message), r.describe()
+    r = launch(base[:4], standin)
+    assert r.returncode == 2
+    assert r.stderr.startswith("gemmshim policy: explain: --ab (or --a), --c, --compute, --api missing; expected "
+                               "every key the policy is matched on\n")
+    # The type named as the user typed it; --flag=value as the launcher's options take it.
+    args = list(base)
+    args[args.index("--ab") + 1] = "bf17"
+    r = launch(args, standin)
+    assert r.returncode == 2 and r.stderr.startswith("gemmshim policy explain: --ab 'bf17': expected "), r.stderr
+    r = launch(["policy", "explain", "--sm=9.0", "--ab=bf16", "--c=bf16", "--compute=32f", "--api=cublasGemmEx"],
+               standin)
+    assert r.returncode == 0 and r.stdout.endswith("route: native (policy: built-in rule 2 (native))\n"), r.stdout
+    r = launch(["policy", "explain", "--size", "1"], standin)
+    assert r.returncode == 2 and r.stderr.startswith(
+        "gemmshim policy: explain: unknown argument '--size'; expected --sm, --ab (or --a and --b), --c, --compute,"
+        " --api, --caller or --policy\n"), r.stderr
+
+
+@pytest.mark.parametrize("policy_text", [None, "ffma sm=6.1 ab=fp16\nnative api=cublasGemmStridedBatchedEx\n"])
+def test_explain_agrees_with_the_routing_log(launcher, standin, tmp_path, policy_text):
+    """For every kind of GEMM the suite makes on sm 6.1, explain names the
+    route the shim decided and the rule the log quotes as its reason."""
+    log = tmp_path / "gs.jsonl"
+    args = ["--log", str(log)]
+    if policy_text:
+        (tmp_path / "p.txt").write_text(policy_text)
+        args += ["--policy", str(tmp_path / "p.txt")]
+    r = launch([*args, "--", CLIENT_DIR / "client_linked_cu13"], standin, env={"STANDIN_CC": "6.1"})
+    assert r.returncode == 0, r.describe()
+    keys = {}
+    for rec in read_log(log):
+        # Calls whose device or arguments could not be read are not policy
+        # questions (the reason says so after the rule).
+        if rec.get("sm") != "6.1" or "unknown(" in " ".join(str(rec[k]) for k in TYPE_KEYS):
+            continue
+        assert rec["reason"].startswith("policy: "), rec
+        key = (rec["api"], *(rec[k] for k in TYPE_KEYS))
+        keys.setdefault(key, set()).add((rec["decided"], rec["reason"]))
+    assert len(keys) >= 8, keys  # the suite covers every entry point and several type mixes
+    rules = set()
+    for (api, a, b, c, compute), seen in sorted(keys.items()):
+        e = launch(["policy", "explain", "--sm", "6.1", "--a", a, "--b", b, "--c", c, "--compute", compute,
+                    "--api", api, *(["--policy", str(tmp_path / "p.txt")] if policy_text else [])], standin)
+        assert e.returncode == 0, e.describe()
+        m = re.fullmatch(r"route: (\w+) \((policy: .*)\)", e.stdout.splitlines()[-1])
+        assert m, e.stdout
+        for decided, reason in seen:
+            assert decided == m.group(1), (api, a, b, c, compute, seen, e.stdout)
+            assert reason == m.group(2) or reason.startswith(m.group(2) + "; "), (reason, e.stdout)
+        rules.add(m.group(2))
+    want = {f"policy: {FFMA_RULE}", f"policy: {NATIVE_RULE}"}
+    if policy_text:
+        p = tmp_path / "p.txt"
+        want |= {f"policy: {p}:1 (ffma sm=6.1 ab=fp16)", f"policy: {p}:2 (native api=cublasGemmStridedBatchedEx)"}
+    assert rules == want
+
+
+# ---- report --------------------------------------------------------------------------------------
+def test_report_summarizes_a_log(launcher, standin, tmp_path):
+    log = tmp_path / "gs.jsonl"
+    r = launch(["--mode", "fp8", "--log", str(log), "--", FP8_CLIENT, "--layers=1", "--steps=1"], standin,
+               env={"STANDIN_CC": "9.0"})
+    assert r.returncode == 0, r.describe()
+    r = launch(["report", str(log), "--expect", "cublasGemmEx=fp8/cublaslt-fp8"], standin)
+    assert (r.returncode, r.stderr) == (0, ""), r.describe()
+    # The same report as the module run directly (gemmshim.report), line
+    # for line but for nothing: the launcher adds nothing of its own.
+    direct = subprocess.run([sys.executable, "-m", "gemmshim.report", str(log), "--expect",
+                             "cublasGemmEx=fp8/cublaslt-fp8"], capture_output=True, text=True,
+                            env={**os.environ, "PYTHONPATH": str(PACKAGE.parent)})
+    assert direct.returncode == 0, direct.stderr
+    assert r.stdout == direct.stdout
+    assert "expectations: all met" in r.stdout
+    bad = launch(["report", str(tmp_path / "nope.jsonl")], standin)
+    assert bad.returncode != 0 and bad.stderr == f"gemmshim report: {tmp_path / 'nope.jsonl'}: No such file or directory\n"
