@@ -212,6 +212,7 @@ const char *gpu_time_skip_name(int skip) {
     case GS_GPU_SKIP_RECORD_FAILED: return "event record failed";
     case GS_GPU_SKIP_QUERY_FAILED: return "event query failed";
     case GS_GPU_SKIP_UNFINISHED: return "not finished when the log closed";
+    case GS_GPU_SKIP_HELD_FULL: return "not finished, too many records waiting for the GPU";
     case GS_GPU_SKIP_NO_WORK: return "no device work";
     default: return NULL;
   }

@@ -80,7 +80,8 @@
  * writer reads them just before formatting: a record whose GPU work has
  * not finished then is held back (writer-owned, bounded) and goes out
  * with a later write, so no thread ever waits on the GPU, except the last
- * flush at exit, for at most GPU_TIME_EXIT_WAIT_NS. Turning
+ * flushes at exit, together for at most GPU_TIME_EXIT_WAIT_NS and half of
+ * the exit's write budget; they write every record, held ones too. Turning
  * records into JSON is left to whoever writes them, the flusher thread as a
  * rule, so a calling thread pays for a copy of a few hundred bytes and not
  * for the formatting. Records reach the file as text in one write() per
@@ -138,7 +139,8 @@
 #define LOG_EXIT_WAIT_MS 1000
 /* Records held for unfinished GPU work, at most (bytes of binary records),
  * and written per write, at most; a record that finds no room is written
- * with "not finished when the log closed". A GPU is rarely that far behind. */
+ * at once, without its GPU time ("too many records waiting for the GPU").
+ * A GPU is rarely that far behind. */
 #define LOG_HELD_BYTES (4u * 1024 * 1024)
 #define LOG_HELD_PER_WRITE 1024
 #define GPU_TIME_EXIT_WAIT_NS 2000000000ull
@@ -974,9 +976,13 @@ static struct {
   size_t len, cap;
 } held;
 static size_t held_count; /* atomic */
-/* Records lost because they could neither be written nor held (counted,
- * reported at exit). */
-static uint64_t gpu_lost; /* atomic */
+/* Of state.lost, the records that could neither be written nor held: no
+ * room in the text after held ones, and none to hold them (the exit
+ * summary says so apart). Under state.mu. */
+static uint64_t lost_held;
+/* Until when the last flushes poll unfinished GPU work: set by the first
+ * of them, so that all of them together wait that long at most. */
+static uint64_t gpu_exit_deadline;
 
 /* The record each line of state.text is, after a carried line end (seq;
  * LINE_NOT_A_RECORD for a ready line such as a loss notice), so a write
@@ -1020,10 +1026,11 @@ static int gpu_done(log_rec *r, uint64_t deadline) {
 }
 
 /* r's line at state.text + *out. Its GPU work must be done, or it is
- * written without: its events go back and it says it was not finished.
+ * written without: its events go back and it says it was not finished
+ * (final: when the log closed; else there was no room to hold it).
  * checked: r's room was not reserved in state.text (a held record, or
  * after one); returns 0, nothing written, when it does not fit now. */
-static int format_one(log_rec *r, size_t *out, int checked) {
+static int format_one(log_rec *r, size_t *out, int checked, int final) {
   const char *strings = rec_strings(r);
   size_t room = LOG_TEXT_BYTES - *out;
   if (r->kind == LOG_REC_TEXT) {
@@ -1037,7 +1044,7 @@ static int format_one(log_rec *r, size_t *out, int checked) {
   if (checked && room < rec_text_bound(r->reason_len, r->backend_len)) return 0;
   if (gpu && gpu->on) {
     gpu_time_discard(gpu);
-    gpu->skip = GS_GPU_SKIP_UNFINISHED;
+    gpu->skip = final ? GS_GPU_SKIP_UNFINISHED : GS_GPU_SKIP_HELD_FULL;
   }
   *out += format_rec(r, gpu, strings, strings + r->backend_len, state.text + *out, room);
   line_seq[line_count++] = r->seq;
@@ -1052,7 +1059,7 @@ static size_t format_held(size_t out, uint64_t deadline) {
     log_rec *r = (log_rec *)(void *)(held.buf + at);
     size_t size = r->size;
     int ready = written < LOG_HELD_PER_WRITE && (gpu_done(r, deadline) || deadline);
-    if (ready && format_one(r, &out, 1)) {
+    if (ready && format_one(r, &out, 1, deadline != 0)) {
       written++;
     } else {
       if (keep != at) memmove(held.buf + keep, r, size);
@@ -1073,12 +1080,16 @@ static size_t format_held(size_t out, uint64_t deadline) {
  * formatted unchecked when nothing held went first; checked otherwise.
  * final: the last flush, which gives unfinished GPU work a bounded wait. */
 static size_t format_records(char *recs, size_t len, int final) {
-  uint64_t deadline = final ? monotonic_ns() + GPU_TIME_EXIT_WAIT_NS : 0;
-  /* Never past half of what is left of the exit's own write budget: the
-   * write that follows must still have time to go out. */
-  uint64_t give_up = __atomic_load_n(&state.give_up_ns, __ATOMIC_ACQUIRE), now = final ? monotonic_ns() : 0;
-  if (final && give_up && deadline > now + (give_up > now ? (give_up - now) / 2 : 0))
-    deadline = give_up > now ? now + (give_up - now) / 2 : now;
+  if (final && !gpu_exit_deadline) {
+    uint64_t now = monotonic_ns(), deadline = now + GPU_TIME_EXIT_WAIT_NS;
+    /* Never past half of what is left of the exit's own write budget: the
+     * write that follows must still have time to go out. */
+    uint64_t give_up = __atomic_load_n(&state.give_up_ns, __ATOMIC_ACQUIRE);
+    if (give_up && deadline > now + (give_up > now ? (give_up - now) / 2 : 0))
+      deadline = give_up > now ? now + (give_up - now) / 2 : now;
+    gpu_exit_deadline = deadline ? deadline : 1;
+  }
+  uint64_t deadline = final ? gpu_exit_deadline : 0;
   size_t out = state.carry_len;
   memcpy(state.text, state.carry, state.carry_len);
   line_count = 0;
@@ -1088,10 +1099,15 @@ static size_t format_records(char *recs, size_t len, int final) {
     log_rec *r = (log_rec *)(void *)(recs + at);
     at += r->size;
     if (!gpu_done(r, deadline) && !final && hold(r)) continue;
-    if (!format_one(r, &out, checked) && !hold(r)) {
-      gs_gpu_time *gpu = rec_gpu(r); /* no room and nowhere to wait: lost */
+    if (!format_one(r, &out, checked, final) && !hold(r)) {
+      /* No room and nowhere to wait: lost, counted as any lost record
+       * (the next records_lost notice names it). */
+      gs_gpu_time *gpu = rec_gpu(r);
       if (gpu && gpu->on) gpu_time_discard(gpu);
-      __atomic_add_fetch(&gpu_lost, 1, __ATOMIC_RELAXED);
+      pthread_mutex_lock(&state.mu);
+      count_lost_locked(r->seq);
+      lost_held++;
+      pthread_mutex_unlock(&state.mu);
     }
   }
   return out;
@@ -1435,22 +1451,26 @@ void log_record(gs_call *c) {
   }
 }
 
-/* What is buffered, then the notice of records lost after it, which a
- * full buffer had no room for. */
+/* What is buffered and what is held for its GPU work, then the notice of
+ * records lost after it, which a full buffer had no room for. After
+ * log_shutdown (state.late) every held record is written, done or not:
+ * each write takes at most LOG_HELD_PER_WRITE of them and at least one
+ * record, so the rounds end. */
 void log_flush(void) {
   pthread_once(&log_once, log_setup_once);
-  for (int round = 0; round < 2; round++) {
+  for (int notice_again = 0;;) {
     pthread_mutex_lock(&state.mu);
     wait_write_locked();
     int b = -1;
     size_t len = 0;
     int open = state.out.fd >= 0 && state.buf[0] && !is_disabled();
     if (open && state.lost_pending) lost_notice_locked(0, 0);
-    if (open && state.fill > 0) b = swap_locked(&len);
-    int again = open && state.lost_pending;
+    if (open && (state.fill > 0 || __atomic_load_n(&held_count, __ATOMIC_RELAXED))) b = swap_locked(&len);
+    int again = open && state.lost_pending, final = state.late;
     pthread_mutex_unlock(&state.mu);
     if (b >= 0) write_buffer(b, len, &state.give_up_ns);
-    if (!again) break;
+    if (final && b >= 0 && __atomic_load_n(&held_count, __ATOMIC_RELAXED)) continue;
+    if (!again || notice_again++) break;
   }
 }
 
@@ -1488,9 +1508,10 @@ static void atfork_child(void) {
   state.warned_too_long = 0;
   state.warned_reopened = 0;
   state.last_flush_ns = monotonic_ns();
-  held.len = 0; /* the parent's records, as the buffers above */
+  held.len = 0; /* the parent's records, as the buffers above; their events are the parent's */
   __atomic_store_n(&held_count, 0, __ATOMIC_RELAXED);
-  __atomic_store_n(&gpu_lost, 0, __ATOMIC_RELAXED);
+  lost_held = 0;
+  gpu_exit_deadline = 0;
   reset_stats();
   init_conds();
   pthread_mutex_unlock(&state.mu);
@@ -1528,6 +1549,14 @@ void log_init(void) {
   state.warned_too_long = 0;
   state.warned_reopened = 0;
   state.flusher_state = FLUSHER_NONE; /* a failed start is retried */
+  for (size_t at = 0; at < held.len; at += ((log_rec *)(void *)(held.buf + at))->size) {
+    gs_gpu_time *gpu = rec_gpu((log_rec *)(void *)(held.buf + at));
+    if (gpu && gpu->on) gpu_time_discard(gpu);
+  }
+  held.len = 0;
+  __atomic_store_n(&held_count, 0, __ATOMIC_RELAXED);
+  lost_held = 0;
+  gpu_exit_deadline = 0;
   reset_stats();
   __atomic_store_n(&log_wanted, state.on || state.counting, __ATOMIC_RELAXED);
   pthread_mutex_unlock(&state.mu);
@@ -1590,10 +1619,9 @@ static void print_summary(void) {
     GS_WARN("GEMMSHIM_LOG: %" PRIu64 " records lost because the log writer fell behind (a call waits at most %d ms, "
             "exit at most %d ms; GEMMSHIM_LOG_WAIT=1 waits instead); '%s' misses them",
             state.lost, LOG_WAIT_MS, LOG_EXIT_WAIT_MS, q);
-  uint64_t gpu_lost_n = __atomic_load_n(&gpu_lost, __ATOMIC_RELAXED);
-  if (gpu_lost_n)
-    GS_WARN("GEMMSHIM_LOG: %" PRIu64 " records lost waiting for their GPU time (more held than %u bytes); '%s' "
-            "misses them", gpu_lost_n, LOG_HELD_BYTES, q);
+  if (lost_held)
+    GS_WARN("GEMMSHIM_LOG: of those, %" PRIu64 " found more than %u bytes of records waiting for their GPU work",
+            lost_held, LOG_HELD_BYTES);
   pthread_mutex_unlock(&state.mu);
 }
 

@@ -1379,6 +1379,166 @@ static void record_n(int n, gs_api api, gs_route route, const char *reason, uint
   for (int i = 0; i < n; i++) log_record(&c);
 }
 
+/* ---- records held for their GPU work (GEMMSHIM_LOG_GPU_TIME) ---------------- */
+/* Fake events with the CUDA driver API's contract (event management):
+ * cuEventQuery answers CUDA_ERROR_NOT_READY until the work the event
+ * captured is done, then CUDA_SUCCESS; cuEventElapsedTime gives the
+ * milliseconds between two completed events. Here the "GPU" is busy while
+ * fake_gpu_busy is set, and every interval is 0.25 ms. */
+static int fake_gpu_busy, fake_queries; /* atomic */
+static CUresult (*real_query)(CUevent);
+static CUresult (*real_elapsed)(float *, CUevent, CUevent);
+static CUresult (*real_destroy)(CUevent);
+
+static CUresult fake_query(CUevent e) {
+  (void)e;
+  __atomic_add_fetch(&fake_queries, 1, __ATOMIC_SEQ_CST);
+  return __atomic_load_n(&fake_gpu_busy, __ATOMIC_SEQ_CST) ? CUDA_ERROR_NOT_READY : CUDA_SUCCESS;
+}
+
+static CUresult fake_elapsed(float *ms, CUevent a, CUevent b) {
+  (void)a, (void)b;
+  *ms = 0.25f;
+  return CUDA_SUCCESS;
+}
+
+static CUresult fake_destroy(CUevent e) {
+  (void)e;
+  return CUDA_SUCCESS;
+}
+
+static void fake_events(int busy) {
+  real_query = gs_sys.cuEventQuery, real_elapsed = gs_sys.cuEventElapsedTime_v2, real_destroy = gs_sys.cuEventDestroy_v2;
+  gs_sys.cuEventQuery = fake_query, gs_sys.cuEventElapsedTime_v2 = fake_elapsed, gs_sys.cuEventDestroy_v2 = fake_destroy;
+  __atomic_store_n(&fake_gpu_busy, busy, __ATOMIC_SEQ_CST);
+  __atomic_store_n(&fake_queries, 0, __ATOMIC_SEQ_CST);
+  gs_opt.log_gpu_time = 1;
+}
+
+static void real_events(void) {
+  gs_sys.cuEventQuery = real_query, gs_sys.cuEventElapsedTime_v2 = real_elapsed, gs_sys.cuEventDestroy_v2 = real_destroy;
+  gs_opt.log_gpu_time = 0;
+}
+
+/* A numbered call whose start and end events were recorded (gpu_time.c's
+ * state once the call returned). */
+static void log_timed(uint64_t seq) {
+  gs_call c = numbered_call(seq);
+  c.work_begun = 1;
+  c.gpu.on = 1;
+  c.gpu.ctx_id = 77;
+  c.gpu.ev[GS_GPU_EV_START] = (void *)(uintptr_t)(0x1000 + 16 * seq);
+  c.gpu.ev[GS_GPU_EV_END] = (void *)(uintptr_t)(0x1008 + 16 * seq);
+  log_record(&c);
+}
+
+/* numbered_call(seq)'s line with `tail` in place of its closing brace. */
+static void timed_line(uint64_t seq, const char *tail, char *out, size_t len) {
+  char plain[1024];
+  size_t n = format_numbered(seq, plain, sizeof plain);
+  assert_true(n > 2);
+  snprintf(out, len, "%.*s%s}\n", (int)(n - 2), plain, tail);
+}
+
+/* Until the flusher has queried at least n events (it wrote the buffer and
+ * held its records). A wait for an event, not a timing assumption: the
+ * bound only keeps a broken build from hanging. */
+static void wait_queries(int n) {
+  for (int i = 0; i < 20000 && __atomic_load_n(&fake_queries, __ATOMIC_SEQ_CST) < n; i++) sleep_ms(1);
+  assert_true(__atomic_load_n(&fake_queries, __ATOMIC_SEQ_CST) >= n);
+}
+
+/* Records the flusher held because their GPU work was running, and no
+ * record after them: the last flush still writes them, with their GPU
+ * time once the work is done. (A log_flush that wrote only the buffer
+ * left such a log empty.) */
+static void test_gpu_held_written_by_last_flush(void **state) {
+  (void)state;
+  char path[128], want[4096] = "", line[1024];
+  fake_events(1);
+  start_log("held.jsonl", GS_LEVEL_WARN, "held.debug");
+  for (uint64_t s = 1; s <= 3; s++) log_timed(s);
+  wait_queries(3);
+  path_in_dir(path, sizeof path, "held.jsonl");
+  char *got = read_file(path, NULL);
+  assert_string_equal(got, ""); /* held, not written without their time */
+  free(got);
+  __atomic_store_n(&fake_gpu_busy, 0, __ATOMIC_SEQ_CST);
+  log_shutdown();
+  real_events();
+  for (uint64_t s = 1; s <= 3; s++) timed_line(s, ",\"gpu_ns\":250000", line, sizeof line), strcat(want, line);
+  got = read_file(path, NULL);
+  assert_string_equal(got, want);
+  free(got);
+  path_in_dir(path, sizeof path, "held.debug");
+  got = read_file(path, NULL);
+  assert_true(!got || !got[0]); /* nothing lost, nothing to warn of */
+  free(got);
+}
+
+/* GPU work that never finishes: the last flush waits for it at most its
+ * bound (half the exit's write budget), then writes every record without
+ * GPU time, saying so; held ones (older) first. */
+static void test_gpu_unfinished_at_exit(void **state) {
+  (void)state;
+  char path[128], want[4096] = "", line[1024];
+  fake_events(1);
+  start_log("unfinished.jsonl", GS_LEVEL_WARN, "");
+  for (uint64_t s = 1; s <= 2; s++) log_timed(s);
+  wait_queries(2);
+  log_timed(3); /* still in the buffer at exit */
+  log_shutdown();
+  real_events();
+  for (uint64_t s = 1; s <= 3; s++)
+    timed_line(s, ",\"gpu_skipped\":\"not finished when the log closed\"", line, sizeof line), strcat(want, line);
+  path_in_dir(path, sizeof path, "unfinished.jsonl");
+  char *got = read_file(path, NULL);
+  assert_string_equal(got, want);
+  free(got);
+}
+
+/* More records waiting for the GPU than log.c holds (LOG_HELD_BYTES, 4 MiB
+ * of binary records, ~12800 of these): the ones that find no room are
+ * written at once without GPU time, saying why; none is lost, and the
+ * held ones are all written at exit. */
+#define HELD_RECORDS 20000
+static void test_gpu_held_bound(void **state) {
+  (void)state;
+  char path[128], line[1024];
+  fake_events(1);
+  start_log("heldfull.jsonl", GS_LEVEL_WARN, "heldfull.debug");
+  for (uint64_t s = 1; s <= HELD_RECORDS; s++) log_timed(s);
+  log_shutdown();
+  real_events();
+  static unsigned char seen[HELD_RECORDS + 1];
+  memset(seen, 0, sizeof seen);
+  uint64_t full = 0, closed = 0;
+  path_in_dir(path, sizeof path, "heldfull.jsonl");
+  char *got = read_file(path, NULL);
+  for (char *p = got, *nl; *p; p = nl + 1) {
+    nl = strchr(p, '\n');
+    assert_non_null(nl);
+    unsigned long long seq;
+    assert_int_equal(sscanf(p, "{\"seq\":%llu,", &seq), 1);
+    assert_true(seq >= 1 && seq <= HELD_RECORDS && !seen[seq]);
+    seen[seq] = 1;
+    /* Which of the two it is, by its length; then the whole line. */
+    timed_line(seq, ",\"gpu_skipped\":\"not finished, too many records waiting for the GPU\"", line, sizeof line);
+    int is_full = (size_t)(nl + 1 - p) == strlen(line);
+    if (!is_full) timed_line(seq, ",\"gpu_skipped\":\"not finished when the log closed\"", line, sizeof line);
+    assert_int_equal((size_t)(nl + 1 - p), strlen(line));
+    assert_memory_equal(p, line, strlen(line));
+    full += is_full, closed += !is_full;
+  }
+  free(got);
+  assert_int_equal(full + closed, HELD_RECORDS);
+  assert_true(full > 0 && closed > 0);
+  path_in_dir(path, sizeof path, "heldfull.debug");
+  got = read_file(path, NULL);
+  assert_true(!got || !got[0]);
+  free(got);
+}
+
 /* The debug text with each line's "gemmshim host:pid:tid " prefix cut. */
 static char *debug_messages(const char *name) {
   char path[128];
@@ -1529,6 +1689,9 @@ int main(void) {
       cmocka_unit_test_teardown(test_fork_own_file, teardown),
       cmocka_unit_test_teardown(test_fork_shared_file, teardown),
       cmocka_unit_test_teardown(test_fork_before_first_record, teardown),
+      cmocka_unit_test_teardown(test_gpu_held_written_by_last_flush, teardown),
+      cmocka_unit_test_teardown(test_gpu_unfinished_at_exit, teardown),
+      cmocka_unit_test_teardown(test_gpu_held_bound, teardown),
       cmocka_unit_test_teardown(test_summary, teardown),
       cmocka_unit_test_teardown(test_summary_alternating_reasons, teardown),
       cmocka_unit_test_teardown(test_summary_overflow_and_dropped, teardown),
