@@ -207,3 +207,42 @@ def test_report_shows_the_measured_speedup(client, standin, tmp_path, shim):
     native = sum(x["native_gpu_ns"] for x in recs) / 3
     assert s["compare"] == [{"route": "ffma", "shape": "64x48x80 bf16", "route_calls": 3, "route_gpu_ns_mean": route,
                              "native_samples": 3, "native_gpu_ns_mean": native, "speedup": native / route}]
+
+
+def test_report_hints_name_the_options_that_add_what_is_missing(client, standin, tmp_path, shim):
+    """Where the log lacks GPU time or native measurements, the report says
+    which option adds them; a run with the option it names has them."""
+    import json
+    import os
+    import re
+    import subprocess
+    import sys
+    from harness import ROOT
+
+    def run_and_report(name, env):
+        d = tmp_path / name
+        d.mkdir()
+        run_logged(client, standin, d, FFMA_CALLS[:2], env)
+        p = subprocess.run([sys.executable, "-m", "gemmshim.report", str(d / "gs.jsonl"), "--json", str(d / "s.json")],
+                           env=dict(os.environ, PYTHONPATH=str(ROOT / "python")), capture_output=True, text=True,
+                           check=True)
+        return p.stdout.splitlines(), json.loads((d / "s.json").read_text())
+
+    def hint(lines, prefix):
+        found = [line for line in lines if line.startswith(prefix)]
+        assert len(found) == 1, lines
+        m = re.fullmatch(r".*\(run with (GEMMSHIM_[A-Z_]+)=(\S+)\)", found[0])
+        assert m, found[0]
+        return {m.group(1): m.group(2)}
+
+    lines, s = run_and_report("plain", BASE_ENV)
+    assert s["time_sorted_by"] == "host_ns"
+    gpu_opt = hint(lines, "GPU time: not in the log")
+    assert gpu_opt == {"GEMMSHIM_LOG_GPU_TIME": "1"}
+    lines, s = run_and_report("gpu", {**BASE_ENV, **gpu_opt})
+    assert s["time_sorted_by"] == "gpu_ns" and s["compare"] == []
+    cmp_opt = hint(lines, "route vs native: no native measurements in the log")
+    assert cmp_opt == {"GEMMSHIM_COMPARE": "1"}
+    lines, s = run_and_report("compare", {**BASE_ENV, **cmp_opt})
+    assert [(d["route"], d["native_samples"]) for d in s["compare"]] == [("ffma", 1), ("ffma", 1)]
+    assert not [line for line in lines if "(run with" in line]
