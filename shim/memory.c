@@ -1,8 +1,28 @@
 /* memory.c: transient device memory for the routes, stream-ordered.
  *
- * The normal path allocates from the device's default memory pool with
- * cuMemAllocAsync on the caller's stream and frees with cuMemFreeAsync right
- * after the last kernel that uses it is enqueued: no synchronisation.
+ * The normal path allocates from a memory pool of the shim's own
+ * (cuMemPoolCreate, one per device) with cuMemAllocFromPoolAsync on the
+ * caller's stream and frees with cuMemFreeAsync right after the last kernel
+ * that uses it is enqueued: no synchronisation.
+ *
+ * Why a pool of our own. A pool gives memory back to the system when it
+ * holds more than its release threshold, "on the next call to stream,
+ * event or context synchronize" (cuda.h, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD),
+ * and the device's default pool has threshold 0: a training step that ends
+ * in a synchronisation (loss.item()) would map every transient buffer
+ * again in the next step. Raising the default pool's threshold instead
+ * would change the framework's memory too wherever the framework allocates
+ * from that pool, and overwrite what the framework set there itself:
+ * PyTorch with PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync sets it to
+ * UINT64_MAX (c10/cuda/CUDAMallocAsyncAllocator.cpp, lazy_init_device),
+ * TensorFlow/XLA's TF_GPU_ALLOCATOR=cuda_malloc_async to its pool size.
+ * So the shim's pool keeps GEMMSHIM_POOL_KEEP_BYTES mapped (its release
+ * threshold, set once), and nothing else is touched.
+ * Memory kept there is memory the framework's own allocator cannot have,
+ * hence a default well below the per-call caps, and when one of our
+ * allocations fails the pool first gives back all it holds unused
+ * (cuMemPoolTrimTo 0) and tries once more before the call runs native. At
+ * exit, at INFO, each pool's peak and what it kept are reported.
  *
  * Nothing is handed out during graph capture (GS_CAPTURE_DECLINE): there
  * the pool calls would become memory alloc/free nodes, and a graph holding
@@ -31,12 +51,13 @@
  * stream. The child re-initialises every lock here (atfork child handler)
  * rather than the parent taking them all before the fork, which would make
  * fork wait for GEMMs in flight and could deadlock against a driver that
- * takes its own locks in its fork handlers. The buffers are the parent's
- * (a real driver refuses a forked child's calls anyway): the child starts
- * with empty slots and leaves them alone. */
+ * takes its own locks in its fork handlers. The buffers and pools are the
+ * parent's (a real driver refuses a forked child's calls anyway): the child
+ * starts with empty slots and no pools, and leaves the parent's alone. */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "memory.h"
@@ -49,17 +70,118 @@ static _Atomic int pools[MAX_DEVICES];
 
 /* 1 pools, 0 none, -1 the query failed: not cached, asked again next call
  * (a transient failure must not send the device to the scratch buffers for
- * the rest of the process). */
+ * the rest of the process). A driver without the pool entry points has
+ * none to offer. */
 static int device_has_pools(int device) {
   if (device < 0 || device >= MAX_DEVICES) return 0;
   int p = atomic_load_explicit(&pools[device], memory_order_relaxed);
   if (p) return p == 1;
   int v = 0;
-  if (gs_sys.cuDeviceGetAttribute && gs_sys.cuMemAllocAsync && gs_sys.cuMemFreeAsync &&
+  if (gs_sys.cuDeviceGetAttribute && gs_sys.cuMemPoolCreate && gs_sys.cuMemPoolSetAttribute &&
+      gs_sys.cuMemPoolTrimTo && gs_sys.cuMemAllocFromPoolAsync && gs_sys.cuMemFreeAsync &&
       GS_CALL(cuDeviceGetAttribute, &v, CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED, device) != CUDA_SUCCESS)
     return -1;
   atomic_store_explicit(&pools[device], v ? 1 : 2, memory_order_relaxed);
   return v != 0;
+}
+
+/* ---- the shim's pools -------------------------------------------------------- */
+/* Pools are device objects, not tied to a context: "cuCtxDestroy() will not
+ * destroy memory allocations by ... cuMemAllocFromPoolAsync()" (cuda.h),
+ * nor does cudaDeviceReset (cuda_runtime_api.h), so one per device serves
+ * the process across context resets. */
+typedef struct own_pool {
+  _Atomic(CUmemoryPool) pool; /* NULL until made */
+  _Atomic unsigned long long give_backs;
+} own_pool;
+static own_pool own_pools[MAX_DEVICES];
+static pthread_mutex_t own_pools_lock = PTHREAD_MUTEX_INITIALIZER; /* making one */
+static pthread_once_t report_once = PTHREAD_ONCE_INIT;
+
+/* At exit, at INFO: what each pool mapped at most and what it still holds.
+ * An atexit handler registered at the first pool runs before the CUDA
+ * runtime's own teardown (registered earlier, run later) and before any
+ * library destructor, so the driver still answers. */
+static void pools_report(void) {
+  if (gs_opt.debug_level < GS_LEVEL_INFO) return;
+  for (int d = 0; d < MAX_DEVICES; d++) {
+    CUmemoryPool pool = atomic_load(&own_pools[d].pool);
+    if (!pool) continue;
+    cuuint64_t peak = 0, peak_used = 0, kept = 0;
+    unsigned long long give_backs = atomic_load(&own_pools[d].give_backs);
+    if (!gs_sys.cuMemPoolGetAttribute ||
+        GS_CALL(cuMemPoolGetAttribute, pool, CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH, &peak) != CUDA_SUCCESS ||
+        GS_CALL(cuMemPoolGetAttribute, pool, CU_MEMPOOL_ATTR_USED_MEM_HIGH, &peak_used) != CUDA_SUCCESS ||
+        GS_CALL(cuMemPoolGetAttribute, pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, &kept) != CUDA_SUCCESS) {
+      GS_INFO("transient pool device=%d: cuMemPoolGetAttribute failed at exit; give_backs=%llu", d, give_backs);
+      continue;
+    }
+    GS_INFO("transient pool device=%d peak_mapped=%llu peak_used=%llu kept_at_exit=%llu keep_limit=%llu "
+            "give_backs=%llu",
+            d, (unsigned long long)peak, (unsigned long long)peak_used, (unsigned long long)kept,
+            (unsigned long long)gs_opt.pool_keep_bytes, give_backs);
+  }
+}
+
+static void register_report(void) { atexit(pools_report); }
+
+/* The device's pool, made at first use; NULL with *why on failure (asked
+ * again at the next call). */
+static CUmemoryPool own_pool_for(int device, const char **why) {
+  own_pool *o = &own_pools[device];
+  CUmemoryPool pool = atomic_load_explicit(&o->pool, memory_order_acquire);
+  if (pool) return pool;
+  pthread_mutex_lock(&own_pools_lock);
+  pool = atomic_load_explicit(&o->pool, memory_order_relaxed);
+  if (!pool) {
+    CUmemPoolProps props;
+    memset(&props, 0, sizeof props);
+    props.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+    props.handleTypes = CU_MEM_HANDLE_TYPE_NONE;
+    props.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    props.location.id = device;
+    cuuint64_t keep = gs_opt.pool_keep_bytes;
+    if (GS_CALL(cuMemPoolCreate, &pool, &props) != CUDA_SUCCESS) {
+      pool = NULL;
+      *why = "cuMemPoolCreate failed";
+    } else if (GS_CALL(cuMemPoolSetAttribute, pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &keep) != CUDA_SUCCESS) {
+      if (gs_sys.cuMemPoolDestroy) GS_CALL(cuMemPoolDestroy, pool);
+      pool = NULL;
+      *why = "cuMemPoolSetAttribute(RELEASE_THRESHOLD) failed";
+    } else {
+      atomic_store_explicit(&o->pool, pool, memory_order_release);
+      pthread_once(&report_once, register_report);
+    }
+  }
+  pthread_mutex_unlock(&own_pools_lock);
+  return pool;
+}
+
+static const char *pool_alloc(gs_call *c, size_t bytes, gs_transient *t) {
+  const char *why = NULL;
+  CUmemoryPool pool = own_pool_for(c->device, &why);
+  if (!pool) return why;
+  CUresult r = GS_CALL(cuMemAllocFromPoolAsync, &t->ptr, bytes, pool, (CUstream)c->g.stream);
+  if (r == CUDA_ERROR_OUT_OF_MEMORY) {
+    /* What the pool holds unused may be what is missing: give it all back
+     * (frees not yet complete stay, cuda.h cuMemPoolTrimTo) and try once
+     * more. */
+    atomic_fetch_add(&own_pools[c->device].give_backs, 1);
+    if (GS_CALL(cuMemPoolTrimTo, pool, 0) != CUDA_SUCCESS) {
+      t->ptr = 0;
+      return "cuMemAllocFromPoolAsync: out of device memory, and cuMemPoolTrimTo failed";
+    }
+    r = GS_CALL(cuMemAllocFromPoolAsync, &t->ptr, bytes, pool, (CUstream)c->g.stream);
+  }
+  if (r == CUDA_SUCCESS) {
+    t->bytes = bytes;
+    t->pooled = 1;
+    return NULL;
+  }
+  t->ptr = 0;
+  if (r == CUDA_ERROR_OUT_OF_MEMORY)
+    return "cuMemAllocFromPoolAsync: out of device memory, after the pool gave back what it held unused";
+  return "cuMemAllocFromPoolAsync failed";
 }
 
 /* ---- scratch fallback ------------------------------------------------------ */
@@ -81,6 +203,11 @@ static void scratch_init(void) {
 }
 
 static void scratch_after_fork_child(void) {
+  pthread_mutex_init(&own_pools_lock, NULL);
+  for (int i = 0; i < MAX_DEVICES; i++) {
+    atomic_store(&own_pools[i].pool, NULL);
+    atomic_store(&own_pools[i].give_backs, 0);
+  }
   pthread_mutex_init(&scratch_table_lock, NULL);
   for (int i = 0; i < SCRATCH_SLOTS; i++) {
     pthread_mutex_init(&scratch[i].lock, NULL);
@@ -181,16 +308,7 @@ const char *transient_alloc(gs_call *c, size_t bytes, gs_transient *t) {
   if (!c->ctx) return "the call's context is unknown";
   int has_pools = device_has_pools(c->device);
   if (has_pools < 0) return "cuDeviceGetAttribute(MEMORY_POOLS_SUPPORTED) failed";
-  if (has_pools) {
-    CUresult r = GS_CALL(cuMemAllocAsync, &t->ptr, bytes, (CUstream)c->g.stream);
-    if (r == CUDA_SUCCESS) {
-      t->bytes = bytes;
-      t->pooled = 1;
-      return NULL;
-    }
-    if (r == CUDA_ERROR_OUT_OF_MEMORY) return "cuMemAllocAsync: out of device memory";
-    return "cuMemAllocAsync failed";
-  }
+  if (has_pools) return pool_alloc(c, bytes, t);
   return scratch_alloc(c, bytes, t);
 }
 

@@ -11,7 +11,7 @@ typedef struct gs_transient {
   CUdeviceptr ptr;
   size_t bytes;
   void *stream;
-  int pooled;  /* 1: cuMemAllocAsync, freed stream-ordered on release */
+  int pooled;  /* 1: from the shim's pool, freed stream-ordered on release */
   void *slot;  /* scratch fallback: the locked slot, unlocked on release */
 } gs_transient;
 

@@ -85,6 +85,10 @@ static const opt_def options[] = {
     {"GEMMSHIM_FP8_MAX_BYTES", OPT_SIZE, "1G",
      "most transient device memory one fp8 call may take; a call needing more runs native",
      &gs_opt.fp8_max_bytes, NULL, 0, UINT64_MAX},
+    {"GEMMSHIM_POOL_KEEP_BYTES", OPT_SIZE, "256M",
+     "device memory the shim's transient pool keeps mapped between calls, per device, for the next call; above it the "
+     "pool gives memory back at the next synchronisation (memory kept is memory the framework cannot have)",
+     &gs_opt.pool_keep_bytes, NULL, 0, UINT64_MAX},
     {"GEMMSHIM_LOG_GPU_TIME", OPT_BOOL, "0",
      "with GEMMSHIM_LOG: each record gets gpu_ns, the GPU time of the call's work, from events on its stream",
      &gs_opt.log_gpu_time, NULL, 0, 1},

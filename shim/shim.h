@@ -163,6 +163,7 @@ typedef struct gs_options {
   uint64_t fp8_margin;       /* headroom: scale = max(history) * 2^margin / fmt_max */
   uint64_t fp8_max_sites;    /* site table bound; least recently used evicted */
   uint64_t fp8_max_bytes;    /* transient memory one fp8 call may take */
+  uint64_t pool_keep_bytes;  /* transient pool memory kept mapped between calls, per device */
   int log_gpu_time;          /* GEMMSHIM_LOG_GPU_TIME: gpu_ns in the log */
   int compare;               /* GEMMSHIM_COMPARE: routed shapes also run native now and then */
   uint64_t compare_every;    /* ... at each site's first call, then every Nth */

@@ -100,7 +100,7 @@ int gs_fault_parse(const char *spec, char *err, size_t errlen) {
     }
     int id = gs_sys_lookup(p, (size_t)(colon - p));
     if (id < 0) {
-      snprintf(err, errlen, "GEMMSHIM_FAULT: unknown call '%s'; expected a name from the shim's call table (e.g. write, cuMemAllocAsync)",
+      snprintf(err, errlen, "GEMMSHIM_FAULT: unknown call '%s'; expected a name from the shim's call table (e.g. write, cuMemAllocFromPoolAsync)",
                gs_quote_n(p, (size_t)(colon - p), q));
       return -1;
     }

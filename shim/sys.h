@@ -63,9 +63,17 @@
     (CUstream s, CUstreamCaptureStatus *st), (s, st))                          \
   X(cuMemAlloc_v2, CUresult, CUDA_ERROR_OUT_OF_MEMORY, (CUdeviceptr *p, size_t n), (p, n)) \
   X(cuMemFree_v2, CUresult, CUDA_ERROR_UNKNOWN, (CUdeviceptr p), (p))          \
-  X(cuMemAllocAsync, CUresult, CUDA_ERROR_OUT_OF_MEMORY,                       \
-    (CUdeviceptr *p, size_t n, CUstream s), (p, n, s))                         \
   X(cuMemFreeAsync, CUresult, CUDA_ERROR_UNKNOWN, (CUdeviceptr p, CUstream s), (p, s)) \
+  X(cuMemPoolCreate, CUresult, CUDA_ERROR_UNKNOWN,                             \
+    (CUmemoryPool *pool, const CUmemPoolProps *props), (pool, props))          \
+  X(cuMemPoolDestroy, CUresult, CUDA_ERROR_UNKNOWN, (CUmemoryPool pool), (pool)) \
+  X(cuMemPoolSetAttribute, CUresult, CUDA_ERROR_UNKNOWN,                       \
+    (CUmemoryPool pool, CUmemPool_attribute a, void *v), (pool, a, v))         \
+  X(cuMemPoolGetAttribute, CUresult, CUDA_ERROR_UNKNOWN,                       \
+    (CUmemoryPool pool, CUmemPool_attribute a, void *v), (pool, a, v))         \
+  X(cuMemPoolTrimTo, CUresult, CUDA_ERROR_UNKNOWN, (CUmemoryPool pool, size_t keep), (pool, keep)) \
+  X(cuMemAllocFromPoolAsync, CUresult, CUDA_ERROR_OUT_OF_MEMORY,               \
+    (CUdeviceptr *p, size_t n, CUmemoryPool pool, CUstream s), (p, n, pool, s)) \
   X(cuMemsetD8Async, CUresult, CUDA_ERROR_UNKNOWN,                             \
     (CUdeviceptr p, unsigned char v, size_t n, CUstream s), (p, v, n, s))      \
   X(cuMemsetD32Async, CUresult, CUDA_ERROR_UNKNOWN,                            \

@@ -240,8 +240,8 @@ def test_no_leak_with_pools(client, standin, tmp_path):
     assert_all_ok(res)
     ran = sum(rec["route"] == "ffma" for rec in res.recs)
     assert ran == len(args) - 1
-    assert res.counts["cuMemAllocAsync"] == res.counts["cuMemFreeAsync"] == ran
-    assert native.counts["cuMemAllocAsync"] == 0
+    assert res.counts["cuMemAllocFromPoolAsync"] == res.counts["cuMemFreeAsync"] == ran
+    assert native.counts["cuMemAllocFromPoolAsync"] == 0
     assert res.counts["standin_live_allocations"] == native.counts["standin_live_allocations"]
     assert res.counts["standin_live_bytes"] == native.counts["standin_live_bytes"]
     assert res.counts["cuMemAlloc_v2"] == native.counts["cuMemAlloc_v2"]
@@ -266,7 +266,7 @@ def test_no_pools_scratch_is_reused_and_grows(client, standin, tmp_path):
         if transient_bytes(m, n, k) > biggest:
             grown, biggest = grown + 1, transient_bytes(m, n, k)
     assert grown == 3
-    assert res.counts["cuMemAllocAsync"] == 0
+    assert res.counts["cuMemAllocFromPoolAsync"] == 0
     assert res.counts["cuMemAlloc_v2"] - native.counts["cuMemAlloc_v2"] == grown
     assert res.counts["cuMemFree_v2"] - native.counts["cuMemFree_v2"] == grown - 1
     assert res.counts["standin_live_allocations"] - native.counts["standin_live_allocations"] == 1
@@ -316,7 +316,7 @@ def test_capture_runs_native(client, standin, tmp_path, pools):
         else:
             assert_native(rec, CAPTURE_DECLINE, name=call["name"])
     if pools:
-        assert res.counts["cuMemAllocAsync"] == res.counts["cuMemFreeAsync"] == 2
+        assert res.counts["cuMemAllocFromPoolAsync"] == res.counts["cuMemFreeAsync"] == 2
 
 
 def test_capture_status_unknown_declines(client, standin, tmp_path):
@@ -356,10 +356,13 @@ def test_max_bytes_boundary(client, standin, tmp_path, api, spec):
     res = run_client(client, standin, tmp_path, args, env={"GEMMSHIM_FFMA_MAX_BYTES": str(need - 1)}, tag="over")
     assert_all_ok(res)
     assert_native(res.recs[0], "needs more transient memory than GEMMSHIM_FFMA_MAX_BYTES")
-    assert res.counts["cuMemAllocAsync"] == 0
+    assert res.counts["cuMemAllocFromPoolAsync"] == 0
 
 
-@pytest.mark.parametrize("pools,why", [(True, "cuMemAllocAsync: out of device memory"),
+POOL_OOM = "cuMemAllocFromPoolAsync: out of device memory, after the pool gave back what it held unused"
+
+
+@pytest.mark.parametrize("pools,why", [(True, POOL_OOM),
                                        (False, "cuMemAlloc of the scratch buffer failed")])
 def test_device_out_of_memory(client, standin, tmp_path, pools, why):
     """A device too small for the transient buffers (the client's own
@@ -374,6 +377,143 @@ def test_device_out_of_memory(client, standin, tmp_path, pools, why):
     assert_all_ok(res)
     assert_native(res.recs[0], why)
     assert_ffma(res.recs[1])
+    if pools:
+        assert res.counts["cuMemPoolTrimTo"] == 1
+
+
+# ---- 7b. the transient pool across training steps ------------------------------------------
+# What a pool keeps and gives back: "When more than the release threshold
+# bytes of memory are held by the memory pool, the allocator will try to
+# release memory back to the OS on the next call to stream, event or
+# context synchronize" (cuda.h, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD); the
+# device's default pool has threshold 0. The stand-in maps a pool block of
+# exactly the size asked when no free block holds it, and unmaps free
+# blocks down to the threshold at each synchronisation
+# (tests/standin/driver_pool.c): standin_pool_maps / standin_pool_unmaps
+# count those. The client synchronises after every call, as a training
+# loop's loss.item() does after each step, only more often.
+STEP = [(96, 64, 80), (64, 48, 80), (32, 16, 24)]  # largest first: one block serves them all
+STEPS = 4
+KEEP_DEFAULT = 256 << 20
+
+
+def pool_lines(res):
+    """The exit report's pool lines, as dicts of their key=value fields."""
+    out = []
+    for line in res.run.stderr.splitlines():
+        if " INFO transient pool " in line:
+            fields = line.split(" INFO transient pool ", 1)[1].split()
+            out.append(dict(f.split("=", 1) for f in fields))
+    return out
+
+
+def step_args(steps, **kw):
+    return [gemm(f"s{i}_{j}", "ex", m=m, n=n, k=k, **kw) for i in range(steps) for j, (m, n, k) in enumerate(STEP)]
+
+
+@pytest.mark.parametrize("keep", [None, "biggest", "biggest-1", "0"])
+def test_pool_across_steps(client, standin, tmp_path, keep):
+    """With the default GEMMSHIM_POOL_KEEP_BYTES (256 MiB) or exactly the
+    largest call's buffers, the pool maps memory once, in the first call, and
+    never gives it back between calls: every later call of every step reuses
+    it. Keeping one byte less, the synchronisation after each step's largest
+    call gives its block back, the next call maps a block of its own (kept:
+    it fits the limit) and the next step's largest call maps again, the
+    kept block going at the synchronisation after it: two maps a step.
+    Keeping nothing, every synchronisation gives the block back and every
+    call maps it again: what the default pool (threshold 0) does. The exit
+    report (INFO) gives the peak, what was kept and the limit."""
+    sizes = [transient_bytes(*shape) for shape in STEP]
+    biggest = sizes[0]
+    assert sizes == sorted(sizes, reverse=True)
+    calls = STEPS * len(STEP)
+    limit, maps, unmaps, kept = {
+        None: (KEEP_DEFAULT, 1, 0, biggest),
+        "biggest": (biggest, 1, 0, biggest),
+        "biggest-1": (biggest - 1, 2 * STEPS, 2 * STEPS - 1, sizes[1]),
+        "0": (0, calls, calls, 0),
+    }[keep]
+    env = {"GEMMSHIM_DEBUG": "INFO", **({} if keep is None else {"GEMMSHIM_POOL_KEEP_BYTES": str(limit)})}
+    res = run_client(client, standin, tmp_path, step_args(STEPS), env=env)
+    assert_all_ok(res)
+    for rec in res.recs:
+        assert_ffma(rec)
+    assert res.counts["cuMemPoolCreate"] == 1
+    assert res.counts["cuMemPoolSetAttribute"] == 1
+    assert res.counts["cuMemAllocFromPoolAsync"] == res.counts["cuMemFreeAsync"] == calls
+    assert res.counts["cuMemPoolTrimTo"] == 0
+    assert res.counts["cuStreamSynchronize"] >= calls
+    assert (res.counts["standin_pool_maps"], res.counts["standin_pool_unmaps"]) == (maps, unmaps)
+    peak = biggest + (sizes[1] if keep == "biggest-1" else 0)  # the big block mapped while the kept one is held
+    want = {"device": "0", "peak_mapped": str(peak), "peak_used": str(biggest), "kept_at_exit": str(kept),
+            "keep_limit": str(limit), "give_backs": "0"}
+    assert pool_lines(res) == [want], res.describe()
+
+
+def test_pool_counts_do_not_grow_with_steps(client, standin, tmp_path):
+    """One step or four: the same single mapping, and the driver's allocator
+    is not asked for memory again (the client's own allocations aside)."""
+    one = run_client(client, standin, tmp_path, step_args(1), tag="one")
+    four = run_client(client, standin, tmp_path, step_args(STEPS), tag="four")
+    for res in (one, four):
+        assert_all_ok(res)
+        assert (res.counts["standin_pool_maps"], res.counts["standin_pool_unmaps"]) == (1, 0)
+    native = run_client(client, standin, tmp_path, step_args(STEPS), shim=False, tag="native")
+    assert native.counts["standin_pool_maps"] == 0
+    assert four.counts["cuMemAlloc_v2"] == native.counts["cuMemAlloc_v2"]
+
+
+def test_pool_gives_back_before_declining(client, standin, tmp_path):
+    """A device just large enough for the client and the second call's
+    buffers, but not for those and the first call's buffers the pool kept:
+    the second call's allocation fails, the pool gives back what it holds
+    unused (cuMemPoolTrimTo to 0) and the retry succeeds, so both calls run
+    ffma; the exit report counts the give-back. The limit is the client's own
+    memory (1 MiB cuBLASLt workspace, A, B, C in bf16 with no padding, the
+    device alpha/beta) plus the second call's buffers plus half the first's."""
+    small, big = (32, 16, 24), (96, 64, 80)
+    s1, s2 = transient_bytes(*small), transient_bytes(*big)
+    assert s1 < s2
+    m, n, k = big
+    r4 = lambda b: (b + 3) // 4 * 4
+    client_bytes = (1 << 20) + r4(2 * m * k) + r4(2 * k * n) + r4(2 * m * n) + 8
+    limit = client_bytes + s2 + s1 // 2
+    args = [gemm("small", "ex", m=small[0], n=small[1], k=small[2], pad=0, spad=0),
+            gemm("big", "ex", m=m, n=n, k=k, pad=0, spad=0)]
+    env = {"GEMMSHIM_DEBUG": "INFO", "STANDIN_MEM_LIMIT": str(limit)}
+    res = run_client(client, standin, tmp_path, args, env=env)
+    assert_all_ok(res)
+    for rec in res.recs:
+        assert_ffma(rec)
+    assert res.counts["cuMemAllocFromPoolAsync"] == 3  # small; big failing; big again
+    assert res.counts["cuMemPoolTrimTo"] == 1
+    assert (res.counts["standin_pool_maps"], res.counts["standin_pool_unmaps"]) == (2, 1)
+    want = {"device": "0", "peak_mapped": str(s2), "peak_used": str(s2), "kept_at_exit": str(s2),
+            "keep_limit": str(KEEP_DEFAULT), "give_backs": "1"}
+    assert pool_lines(res) == [want], res.describe()
+    # One byte less and even the given-back pool cannot hold the call: it
+    # runs native with the reason, after the give-back.
+    res = run_client(client, standin, tmp_path, args, env={**env, "STANDIN_MEM_LIMIT": str(client_bytes + s2 - 1)},
+                     tag="short")
+    assert_all_ok(res)
+    assert_ffma(res.recs[0])
+    assert_native(res.recs[1], POOL_OOM)
+    assert res.counts["cuMemPoolTrimTo"] == 1
+
+
+def test_pool_injected_failure_retried(client, standin, tmp_path):
+    """The second call's allocation failing once (injected): the pool gives
+    back the first call's block, the retry maps a new one, the call runs
+    ffma."""
+    args = [gemm("a", "ex"), gemm("b", "ex")]
+    res = run_client(client, standin, tmp_path, args,
+                     env={"GEMMSHIM_DEBUG": "INFO", "GEMMSHIM_FAULT": "cuMemAllocFromPoolAsync:2"})
+    assert_all_ok(res)
+    for rec in res.recs:
+        assert_ffma(rec)
+    assert res.counts["cuMemPoolTrimTo"] == 1
+    assert (res.counts["standin_pool_maps"], res.counts["standin_pool_unmaps"]) == (2, 1)
+    assert [l["give_backs"] for l in pool_lines(res)] == ["1"]
 
 
 # ---- 8. the flop threshold -------------------------------------------------------------------
@@ -405,7 +545,13 @@ EX_B0 = {"api": "ex", "beta": 0}  # widen A, B; narrow
 LT = {"api": "lt", "epi": "bias"}  # widen A, B, C, bias (one launch); narrow
 FAULTS = [
     # (GEMMSHIM_FAULT, the call, no pools, why the first call declined)
-    ("cuMemAllocAsync:1", EX, False, "cuMemAllocAsync: out of device memory"),
+    # The shim's pool, made at the first call: a failure there is retried
+    # at the next call. An allocation failing is retried once after the
+    # pool gives back what it holds; failing to give back ends the call.
+    ("cuMemPoolCreate:1", EX, False, "cuMemPoolCreate failed"),
+    ("cuMemPoolSetAttribute:1", EX, False, "cuMemPoolSetAttribute(RELEASE_THRESHOLD) failed"),
+    ("cuMemAllocFromPoolAsync:1,cuMemPoolTrimTo:1", EX, False,
+     "cuMemAllocFromPoolAsync: out of device memory, and cuMemPoolTrimTo failed"),
     ("cuDeviceGetAttribute:3", EX, False, "cuDeviceGetAttribute(MEMORY_POOLS_SUPPORTED) failed"),
     ("cuModuleLoadData:1", EX, False, KERNELS.format(LOAD_FAILED)),
     ("cuModuleLoadData:3", LT, False, KERNELS.format(LOAD_FAILED)),
@@ -481,8 +627,9 @@ def test_each_fallible_call_failing(client, standin, tmp_path, fault, spec, no_p
     for rec in res.recs[1:]:
         assert_ffma(rec)
     if not no_pools:
-        # A declined call frees what it allocated.
-        assert res.counts["cuMemAllocAsync"] == res.counts["cuMemFreeAsync"]
+        # A declined call frees what it allocated (an injected failure
+        # never reaches the driver, so it is not counted there).
+        assert res.counts["cuMemAllocFromPoolAsync"] == res.counts["cuMemFreeAsync"]
 
 
 def test_launches_failing_for_good(client, standin, tmp_path):
@@ -492,7 +639,7 @@ def test_launches_failing_for_good(client, standin, tmp_path):
     assert_all_ok(res)
     for rec in res.recs:
         assert_native(rec, CAST)
-    assert res.counts["cuMemAllocAsync"] == res.counts["cuMemFreeAsync"] == len(APIS)
+    assert res.counts["cuMemAllocFromPoolAsync"] == res.counts["cuMemFreeAsync"] == len(APIS)
 
 
 @pytest.mark.parametrize("fault", ["cublasLtMatmulDescDestroy:1", "cublasLtMatrixLayoutDestroy:2",
@@ -600,7 +747,7 @@ def test_threads(client, standin, tmp_path, stream, pools):
     extra_live = res.counts["standin_live_allocations"] - native.counts["standin_live_allocations"]
     extra_allocs = res.counts["cuMemAlloc_v2"] - native.counts["cuMemAlloc_v2"]
     if pools:
-        assert res.counts["cuMemAllocAsync"] == res.counts["cuMemFreeAsync"] == len(res.recs)
+        assert res.counts["cuMemAllocFromPoolAsync"] == res.counts["cuMemFreeAsync"] == len(res.recs)
         assert extra_live == 0 and extra_allocs == 0
     else:
         # One scratch buffer per stream, left for the process; each grows

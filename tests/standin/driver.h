@@ -7,6 +7,7 @@
  *   driver_graph.c   graphs: the work captured into them, cloning, child
  *                    graphs, instantiation and launch
  *   driver_mem.c     device memory (= host memory), copies, memsets
+ *   driver_pool.c    stream-ordered memory pools and their release threshold
  *   driver_module.c  modules and kernel launches (standin_kernel.h)
  *   driver_errors.c  cuGetErrorName / cuGetErrorString
  *
@@ -65,6 +66,9 @@
   X(cuMemGetInfo_v2) X(cuMemcpyHtoD_v2) X(cuMemcpyDtoH_v2) X(cuMemcpyDtoD_v2)  \
   X(cuMemcpyDtoDAsync_v2) X(cuMemsetD8_v2) X(cuMemsetD8Async) X(cuMemsetD32_v2) \
   X(cuMemsetD32Async)                                                          \
+  X(cuMemAllocFromPoolAsync) X(cuMemPoolCreate) X(cuMemPoolDestroy)            \
+  X(cuDeviceGetDefaultMemPool) X(cuMemPoolTrimTo) X(cuMemPoolSetAttribute)     \
+  X(cuMemPoolGetAttribute)                                                     \
   X(cuPointerGetAttribute)                                                     \
   X(cuModuleLoadData) X(cuModuleUnload) X(cuModuleGetFunction)                 \
   X(cuLaunchKernel) X(cuFuncSetAttribute)                                      \
@@ -96,6 +100,7 @@ typedef struct sd_device {
   uint64_t live_bytes;    /* under sd_lock */
   CUcontext primary;
   int primary_used;       /* retained at least once (under sd_lock) */
+  struct CUmemPoolHandle_st *default_pool; /* made at first use (under sd_lock) */
 } sd_device;
 
 typedef struct sd_state {
@@ -121,7 +126,7 @@ CUresult sd_check_device(CUdevice dev);
 
 /* The registry of live handles. All of these need sd_lock held. */
 typedef enum sd_kind {
-  SD_CTX = 1, SD_STREAM, SD_EVENT, SD_MODULE, SD_FUNC, SD_GRAPH, SD_GRAPH_NODE, SD_GRAPH_EXEC
+  SD_CTX = 1, SD_STREAM, SD_EVENT, SD_MODULE, SD_FUNC, SD_GRAPH, SD_GRAPH_NODE, SD_GRAPH_EXEC, SD_POOL
 } sd_kind;
 int sd_reg_add(void *obj, sd_kind kind);        /* 0, or -1 out of memory */
 int sd_reg_has(const void *obj, sd_kind kind);
@@ -248,9 +253,22 @@ void sd_streams_drop_ctx_locked(CUcontext ctx);
 int sd_mem_covers_locked(CUdeviceptr p, size_t n);
 /* Allocate / free device memory of ctx (the accounting of cuMemAlloc). */
 CUresult sd_mem_alloc_locked(CUdeviceptr *dptr, size_t bytes, CUcontext ctx);
+/* Record a live allocation at base (memory already taken; a pool's when
+ * pool is not NULL, given back to it when freed). 0, or -1 out of memory. */
+int sd_mem_insert_locked(uintptr_t base, size_t bytes, CUcontext ctx, struct CUmemPoolHandle_st *pool);
 CUresult sd_mem_free_locked(CUdeviceptr p);
 void sd_mem_drop_ctx_locked(CUcontext ctx);
 void sd_mem_totals(unsigned long long *allocations, unsigned long long *bytes);
+
+/* ------------------------------------------------------------------------ */
+/* "driver_pool.c". Lock held for all of these. */
+/* A successful stream, event or context synchronisation: every pool above
+ * its release threshold gives back what it can. */
+void sd_pools_sync_locked(void);
+/* An allocation's memory returns to its pool (driver_mem.c's free). */
+void sd_pool_give_back_locked(struct CUmemPoolHandle_st *p, uintptr_t base);
+/* Blocks mapped / unmapped by pools since load (STANDIN_COUNTS). */
+extern unsigned long long sd_pool_maps, sd_pool_unmaps;
 
 /* ------------------------------------------------------------------------ */
 /* "driver_module.c" */

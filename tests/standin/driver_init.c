@@ -7,8 +7,9 @@
  *                            capability (default "8.0"). A bad value prints
  *                            one line and makes cuInit fail with
  *                            CUDA_ERROR_INVALID_VALUE.
- *   STANDIN_NO_POOLS=1       MEMORY_POOLS_SUPPORTED reports 0 and
- *                            cuMemAllocAsync returns CUDA_ERROR_NOT_SUPPORTED.
+ *   STANDIN_NO_POOLS=1       MEMORY_POOLS_SUPPORTED reports 0 and every
+ *                            pool call (cuMemAllocAsync, cuMemPoolCreate,
+ *                            ...) returns CUDA_ERROR_NOT_SUPPORTED.
  *   STANDIN_MEM_LIMIT=bytes  per device: an allocation (sync or async) that
  *                            would take the live bytes beyond this fails
  *                            with CUDA_ERROR_OUT_OF_MEMORY; also reported as
@@ -21,7 +22,8 @@
  *   STANDIN_COUNTS=path      at exit each stand-in library appends
  *                            "<function> <calls>" for each of its exported
  *                            functions (libcuda adds standin_forbidden_syncs,
- *                            standin_live_allocations, standin_live_bytes).
+ *                            standin_live_allocations, standin_live_bytes,
+ *                            standin_pool_maps, standin_pool_unmaps).
  *                            libcuda empties the file when it is loaded;
  *                            "%p" in the path is the process id.
  *   STANDIN_EVENT_LAG=N      a recorded event answers its first N
@@ -166,10 +168,14 @@ static void sd_at_exit(void) {
   unsigned long long allocs, bytes;
   sd_mem_totals(&allocs, &bytes);
   unsigned long long forbidden = __atomic_load_n(&sd.forbidden_syncs, __ATOMIC_RELAXED);
-  char extra[160];
+  pthread_mutex_lock(&sd_lock);
+  unsigned long long maps = sd_pool_maps, unmaps = sd_pool_unmaps;
+  pthread_mutex_unlock(&sd_lock);
+  char extra[256];
   snprintf(extra, sizeof extra,
            "standin_forbidden_syncs %llu\nstandin_live_allocations %llu\n"
-           "standin_live_bytes %llu\n", forbidden, allocs, bytes);
+           "standin_live_bytes %llu\nstandin_pool_maps %llu\nstandin_pool_unmaps %llu\n", forbidden, allocs,
+           bytes, maps, unmaps);
   standin_counters table = {sd_api_names, sd_counts, SD_API_COUNT};
   standin_counts_append(&table, extra);
   if (sd.forbid_sync && forbidden) {

@@ -5,8 +5,9 @@
  * recorded (sorted by address) so the stand-in can reject pointers a GPU
  * could not use: copies, memsets, pointer queries and the cuBLAS stand-ins
  * check that the bytes they touch lie inside one live allocation. Stream
- * ordered allocation (cuMemAllocAsync/cuMemFreeAsync) takes effect at once,
- * since streams run inline. */
+ * ordered frees (cuMemFreeAsync) take effect at once, since streams run
+ * inline; the stream-ordered allocations come from pools (driver_pool.c),
+ * and freeing one gives its memory back to its pool. */
 #include "driver.h"
 
 #include <stdlib.h>
@@ -16,6 +17,7 @@ typedef struct sd_alloc {
   uintptr_t base;
   size_t size;
   CUcontext ctx;
+  struct CUmemPoolHandle_st *pool; /* the pool that owns the memory, or NULL */
 } sd_alloc;
 
 static sd_alloc *sd_allocs;
@@ -50,9 +52,13 @@ void sd_mem_totals(unsigned long long *allocations, unsigned long long *bytes) {
 }
 
 static void sd_mem_remove_at(size_t i) {
-  sd_device *d = &sd.dev[sd_allocs[i].ctx->device];
-  d->live_bytes -= sd_allocs[i].size;
-  free((void *)sd_allocs[i].base);
+  if (sd_allocs[i].pool) {
+    sd_pool_give_back_locked(sd_allocs[i].pool, sd_allocs[i].base);
+  } else {
+    sd_device *d = &sd.dev[sd_allocs[i].ctx->device];
+    d->live_bytes -= sd_allocs[i].size;
+    free((void *)sd_allocs[i].base);
+  }
   memmove(&sd_allocs[i], &sd_allocs[i + 1], (sd_nallocs - i - 1) * sizeof *sd_allocs);
   sd_nallocs--;
 }
@@ -62,29 +68,36 @@ void sd_mem_drop_ctx_locked(CUcontext ctx) {
     if (sd_allocs[i].ctx == ctx) sd_mem_remove_at(i);
 }
 
+int sd_mem_insert_locked(uintptr_t base, size_t bytes, CUcontext ctx, struct CUmemPoolHandle_st *pool) {
+  if (sd_nallocs == sd_cap_allocs) {
+    size_t cap = sd_cap_allocs ? sd_cap_allocs * 2 : 256;
+    sd_alloc *n = realloc(sd_allocs, cap * sizeof *n);
+    if (!n) return -1;
+    sd_allocs = n;
+    sd_cap_allocs = cap;
+  }
+  size_t i = 0;
+  while (i < sd_nallocs && sd_allocs[i].base < base) i++;
+  memmove(&sd_allocs[i + 1], &sd_allocs[i], (sd_nallocs - i) * sizeof *sd_allocs);
+  sd_allocs[i] = (sd_alloc){base, bytes, ctx, pool};
+  sd_nallocs++;
+  return 0;
+}
+
 CUresult sd_mem_alloc_locked(CUdeviceptr *dptr, size_t bytes, CUcontext ctx) {
   if (!dptr || bytes == 0) return CUDA_ERROR_INVALID_VALUE;
   sd_device *d = &sd.dev[ctx->device];
   if (sd.mem_limit && (bytes > sd.mem_limit || d->live_bytes > sd.mem_limit - bytes))
     return CUDA_ERROR_OUT_OF_MEMORY;
-  if (sd_nallocs == sd_cap_allocs) {
-    size_t cap = sd_cap_allocs ? sd_cap_allocs * 2 : 256;
-    sd_alloc *n = realloc(sd_allocs, cap * sizeof *n);
-    if (!n) return CUDA_ERROR_OUT_OF_MEMORY;
-    sd_allocs = n;
-    sd_cap_allocs = cap;
-  }
   void *p = NULL;
   if (posix_memalign(&p, 256, bytes) != 0) return CUDA_ERROR_OUT_OF_MEMORY;
+  if (sd_mem_insert_locked((uintptr_t)p, bytes, ctx, NULL) != 0) {
+    free(p);
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  }
   memset(p, 0xFF, bytes);
-  uintptr_t base = (uintptr_t)p;
-  size_t i = 0;
-  while (i < sd_nallocs && sd_allocs[i].base < base) i++;
-  memmove(&sd_allocs[i + 1], &sd_allocs[i], (sd_nallocs - i) * sizeof *sd_allocs);
-  sd_allocs[i] = (sd_alloc){base, bytes, ctx};
-  sd_nallocs++;
   d->live_bytes += bytes;
-  *dptr = (CUdeviceptr)base;
+  *dptr = (CUdeviceptr)p;
   return CUDA_SUCCESS;
 }
 
@@ -120,35 +133,9 @@ CUresult cuMemFree_v2(CUdeviceptr dptr) {
   return r;
 }
 
-/* In capture these are alloc and free nodes (cuda.h, cuGraphAddMemAllocNode:
- * "The allocation's address remains fixed across instantiations and
- * launches"): the memory is taken now, belongs to the graph and is freed
- * with it; a free node of the graph's own allocation does nothing more. */
-CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize, CUstream hStream) {
-  SD_COUNT(cuMemAllocAsync);
-  pthread_mutex_lock(&sd_lock);
-  CUcontext ctx;
-  struct CUstream_st *st = NULL;
-  CUresult r = sd_stream_enqueue_locked(hStream, &ctx, &st);
-  if (!r && sd.no_pools) r = CUDA_ERROR_NOT_SUPPORTED;
-  if (!r) r = sd_mem_alloc_locked(dptr, bytesize, ctx);
-  struct CUgraph_st *g = r ? NULL : sd_capture_graph_locked(st);
-  if (g) {
-    CUdeviceptr *grown = realloc(g->allocs, (g->nallocs + 1) * sizeof *grown);
-    sd_node n = {.kind = SD_NODE_MEM_ALLOC, .dst = *dptr, .bytes = bytesize};
-    if (grown) g->allocs = grown;
-    if (!grown || sd_graph_append_locked(g, &n) != 0) {
-      sd_mem_free_locked(*dptr);
-      r = CUDA_ERROR_OUT_OF_MEMORY;
-    } else {
-      g->allocs[g->nallocs++] = *dptr;
-      g->mem_nodes++;
-    }
-  }
-  pthread_mutex_unlock(&sd_lock);
-  return r;
-}
-
+/* In capture a free of the graph's own allocation is a free node (cuda.h,
+ * cuGraphAddMemAllocNode: "The allocation's address remains fixed across
+ * instantiations and launches"); it does nothing more. */
 CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream hStream) {
   SD_COUNT(cuMemFreeAsync);
   pthread_mutex_lock(&sd_lock);

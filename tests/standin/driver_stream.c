@@ -236,6 +236,7 @@ CUresult cuStreamSynchronize(CUstream hStream) {
     sd_event_scan scan = {ctx, (hStream == NULL || hStream == CU_STREAM_LEGACY) ? NULL : st};
     sd_reg_each(SD_EVENT, sd_complete_event, &scan);
   }
+  if (!r) sd_pools_sync_locked();
   pthread_mutex_unlock(&sd_lock);
   return r;
 }
@@ -271,6 +272,7 @@ CUresult cuCtxSynchronize(void) {
     sd_event_scan events = {ctx, NULL};
     sd_reg_each(SD_EVENT, sd_complete_event, &events);
   }
+  if (!r) sd_pools_sync_locked();
   pthread_mutex_unlock(&sd_lock);
   return r;
 }
@@ -521,6 +523,7 @@ CUresult cuEventSynchronize(CUevent hEvent) {
   else if (hEvent->captured) r = CUDA_ERROR_CAPTURED_EVENT;
   if (!r) r = sd_capture_forbids_locked();
   if (!r) hEvent->lag = 0;
+  if (!r) sd_pools_sync_locked();
   pthread_mutex_unlock(&sd_lock);
   return r;
 }

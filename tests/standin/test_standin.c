@@ -1290,6 +1290,145 @@ static void test_memory(void **state) {
 }
 
 /* ------------------------------------------------------------------------ */
+/* Memory pools (cuda.h: cuMemPoolCreate, cuMemPoolSetAttribute,
+ * cuMemPoolGetAttribute, cuMemPoolTrimTo, cuMemPoolDestroy). */
+static cuuint64_t pool_attr(CUmemoryPool pool, CUmemPool_attribute a) {
+  cuuint64_t v = 12345;
+  CU_OK(cuMemPoolGetAttribute(pool, a, &v));
+  return v;
+}
+
+static void test_pools(void **state) {
+  (void)state;
+  CUmemPoolProps props;
+  memset(&props, 0, sizeof props);
+  props.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+  props.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  props.location.id = 1;
+  CUmemoryPool pool, bad;
+  /* properties cuda.h requires, or that the stand-in does not model */
+  assert_int_equal(cuMemPoolCreate(NULL, &props), CUDA_ERROR_INVALID_VALUE);
+  assert_int_equal(cuMemPoolCreate(&bad, NULL), CUDA_ERROR_INVALID_VALUE);
+  CUmemPoolProps p2 = props;
+  p2.allocType = CU_MEM_ALLOCATION_TYPE_INVALID;
+  assert_int_equal(cuMemPoolCreate(&bad, &p2), CUDA_ERROR_INVALID_VALUE);
+  p2 = props;
+  p2.location.id = 3; /* three devices */
+  assert_int_equal(cuMemPoolCreate(&bad, &p2), CUDA_ERROR_INVALID_VALUE);
+  p2 = props;
+  p2.reserved[7] = 1; /* "reserved for future use, must be 0" */
+  assert_int_equal(cuMemPoolCreate(&bad, &p2), CUDA_ERROR_INVALID_VALUE);
+  p2 = props;
+  p2.location.type = CU_MEM_LOCATION_TYPE_HOST;
+  assert_int_equal(cuMemPoolCreate(&bad, &p2), CUDA_ERROR_NOT_SUPPORTED);
+  p2 = props;
+  p2.handleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+  assert_int_equal(cuMemPoolCreate(&bad, &p2), CUDA_ERROR_NOT_SUPPORTED);
+
+  CU_OK(cuMemPoolCreate(&pool, &props));
+  /* defaults: threshold 0, reuse enabled, nothing reserved */
+  assert_int_equal(pool_attr(pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD), 0);
+  int reuse = 0;
+  CU_OK(cuMemPoolGetAttribute(pool, CU_MEMPOOL_ATTR_REUSE_ALLOW_OPPORTUNISTIC, &reuse));
+  assert_int_equal(reuse, 1);
+  assert_int_equal(pool_attr(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT), 0);
+  cuuint64_t keep = 4096;
+  CU_OK(cuMemPoolSetAttribute(pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &keep));
+
+  CUstream s;
+  CU_OK(cuStreamCreate(&s, 0));
+  CUdeviceptr a, b;
+  assert_int_equal(cuMemAllocFromPoolAsync(&a, 0, pool, s), CUDA_ERROR_INVALID_VALUE);
+  assert_int_equal(cuMemAllocFromPoolAsync(&a, 64, NULL, s), CUDA_ERROR_INVALID_VALUE);
+  CU_OK(cuMemAllocFromPoolAsync(&a, 1000, pool, s));
+  assert_int_equal(a % 256, 0);
+  unsigned char back[1000];
+  d2h(back, (void *)a, 1000);
+  for (int i = 0; i < 1000; i++) assert_int_equal(back[i], 0xFF);
+  CU_OK(cuMemsetD8Async(a, 7, 1000, s));
+  assert_int_equal(cuMemsetD8Async(a, 7, 1001, s), CUDA_ERROR_INVALID_VALUE); /* exactly as large as asked */
+  assert_int_equal(pool_attr(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT), 1000);
+  assert_int_equal(pool_attr(pool, CU_MEMPOOL_ATTR_USED_MEM_CURRENT), 1000);
+  CU_OK(cuMemFreeAsync(a, s));
+  assert_int_equal(pool_attr(pool, CU_MEMPOOL_ATTR_USED_MEM_CURRENT), 0);
+  assert_int_equal(cuMemsetD8Async(a, 7, 1, s), CUDA_ERROR_INVALID_VALUE); /* freed: not usable */
+  /* at or under the threshold a synchronisation keeps the reserve */
+  CU_OK(cuStreamSynchronize(s));
+  assert_int_equal(pool_attr(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT), 1000);
+  /* the kept block serves a smaller allocation, poisoned again */
+  CU_OK(cuMemAllocFromPoolAsync(&a, 800, pool, s));
+  d2h(back, (void *)a, 800);
+  for (int i = 0; i < 800; i++) assert_int_equal(back[i], 0xFF);
+  assert_int_equal(pool_attr(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT), 1000);
+  CU_OK(cuMemAllocFromPoolAsync(&b, 5000, pool, s));
+  assert_int_equal(pool_attr(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT), 6000);
+  assert_int_equal(pool_attr(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH), 6000);
+  assert_int_equal(pool_attr(pool, CU_MEMPOOL_ATTR_USED_MEM_HIGH), 5800);
+  CU_OK(cuMemFreeAsync(b, s));
+  CU_OK(cuMemFreeAsync(a, s));
+  assert_int_equal(pool_attr(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT), 6000); /* no synchronisation yet */
+  /* above the threshold: released at the next synchronisation, the block
+   * freed first going first, down to the threshold */
+  CU_OK(cuCtxSynchronize());
+  assert_int_equal(pool_attr(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT), 1000);
+  assert_int_equal(pool_attr(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH), 6000);
+  /* an event synchronisation trims too */
+  keep = 0;
+  CU_OK(cuMemPoolSetAttribute(pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &keep));
+  CUevent ev;
+  CU_OK(cuEventCreate(&ev, CU_EVENT_DISABLE_TIMING));
+  CU_OK(cuEventRecord(ev, s));
+  CU_OK(cuEventSynchronize(ev));
+  CU_OK(cuEventDestroy_v2(ev));
+  assert_int_equal(pool_attr(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT), 0);
+  /* trimming by hand: a no-op under minBytesToKeep, else down to it */
+  keep = UINT64_MAX;
+  CU_OK(cuMemPoolSetAttribute(pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &keep));
+  CU_OK(cuMemAllocFromPoolAsync(&a, 3000, pool, s));
+  CU_OK(cuMemFreeAsync(a, s));
+  CU_OK(cuStreamSynchronize(s));
+  assert_int_equal(pool_attr(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT), 3000);
+  CU_OK(cuMemPoolTrimTo(pool, 5000));
+  assert_int_equal(pool_attr(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT), 3000);
+  CU_OK(cuMemPoolTrimTo(pool, 0));
+  assert_int_equal(pool_attr(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT), 0);
+  assert_int_equal(cuMemPoolTrimTo(NULL, 0), CUDA_ERROR_INVALID_VALUE);
+  /* watermarks reset to the current value; only 0 may be written */
+  cuuint64_t v = 1;
+  assert_int_equal(cuMemPoolSetAttribute(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH, &v), CUDA_ERROR_INVALID_VALUE);
+  assert_int_equal(cuMemPoolSetAttribute(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, &v), CUDA_ERROR_INVALID_VALUE);
+  v = 0;
+  CU_OK(cuMemPoolSetAttribute(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH, &v));
+  CU_OK(cuMemPoolSetAttribute(pool, CU_MEMPOOL_ATTR_USED_MEM_HIGH, &v));
+  assert_int_equal(pool_attr(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH), 0);
+  assert_int_equal(pool_attr(pool, CU_MEMPOOL_ATTR_USED_MEM_HIGH), 0);
+  /* destroyed with an allocation outstanding: gone for the program, its
+   * memory released when the allocation is freed */
+  CU_OK(cuMemAllocFromPoolAsync(&a, 512, pool, s));
+  CU_OK(cuMemPoolDestroy(pool));
+  assert_int_equal(cuMemPoolGetAttribute(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, &v), CUDA_ERROR_INVALID_VALUE);
+  assert_int_equal(cuMemAllocFromPoolAsync(&b, 64, pool, s), CUDA_ERROR_INVALID_VALUE);
+  CU_OK(cuMemsetD8Async(a, 1, 512, s));
+  CU_OK(cuMemFreeAsync(a, s));
+
+  /* the default pool: threshold 0, cannot be destroyed, what
+   * cuMemAllocAsync uses */
+  CUmemoryPool def;
+  CU_OK(cuDeviceGetDefaultMemPool(&def, 0));
+  assert_int_equal(cuDeviceGetDefaultMemPool(&def, 3), CUDA_ERROR_INVALID_DEVICE);
+  assert_int_equal(pool_attr(def, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD), 0);
+  assert_int_equal(cuMemPoolDestroy(def), CUDA_ERROR_INVALID_VALUE);
+  CU_OK(cuStreamSynchronize(s));
+  cuuint64_t before = pool_attr(def, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT);
+  CU_OK(cuMemAllocAsync(&a, 2048, s));
+  assert_int_equal(pool_attr(def, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT), before + 2048);
+  CU_OK(cuMemFreeAsync(a, s));
+  CU_OK(cuStreamSynchronize(s));
+  assert_int_equal(pool_attr(def, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT), 0);
+  CU_OK(cuStreamDestroy_v2(s));
+}
+
+/* ------------------------------------------------------------------------ */
 /* Modules and host kernels. */
 static const char ptx_ok[] =
     "//\n// test module\n//\n.version 8.5\n.target sm_61\n.address_size 64\n\n"
@@ -1478,6 +1617,13 @@ static int child_nopools(void) {
   CHILD_CHECK(cuDeviceGetAttribute(&v, CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED, 0) == CUDA_SUCCESS);
   CHILD_CHECK(v == 0);
   CHILD_CHECK(cuMemAllocAsync(&p, 64, NULL) == CUDA_ERROR_NOT_SUPPORTED);
+  CUmemPoolProps props;
+  memset(&props, 0, sizeof props);
+  props.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+  props.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  CUmemoryPool pool;
+  CHILD_CHECK(cuMemPoolCreate(&pool, &props) == CUDA_ERROR_NOT_SUPPORTED);
+  CHILD_CHECK(cuDeviceGetDefaultMemPool(&pool, 0) == CUDA_ERROR_NOT_SUPPORTED);
   CHILD_CHECK(cuMemAlloc_v2(&p, 64) == CUDA_SUCCESS && cuMemFree_v2(p) == CUDA_SUCCESS);
   return 0;
 }
@@ -1493,8 +1639,44 @@ static int child_memlimit(void) {
   CHILD_CHECK(cuMemAllocAsync(&b, (1u << 20) - 600000, NULL) == CUDA_SUCCESS);
   CHILD_CHECK(cuMemGetInfo_v2(&free_b, &total) == CUDA_SUCCESS && free_b == 0);
   CHILD_CHECK(cuMemFreeAsync(b, NULL) == CUDA_SUCCESS && cuMemFree_v2(a) == CUDA_SUCCESS);
+  /* The default pool keeps the freed block until a synchronisation (its
+   * release threshold is 0: cuda.h, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD);
+   * the stand-in does not give it back by itself to make room. */
+  CHILD_CHECK(cuMemAllocAsync(&b, 1u << 20, NULL) == CUDA_ERROR_OUT_OF_MEMORY);
+  CHILD_CHECK(cuCtxSynchronize() == CUDA_SUCCESS);
   CHILD_CHECK(cuMemAllocAsync(&b, 1u << 20, NULL) == CUDA_SUCCESS);
   CHILD_CHECK(cuMemFreeAsync(b, NULL) == CUDA_SUCCESS);
+  CHILD_CHECK(cuCtxSynchronize() == CUDA_SUCCESS);
+
+  /* A pool that keeps everything holds its memory against the limit until
+   * it is trimmed; a pool's maxSize bounds its reserve. */
+  CUmemPoolProps props;
+  memset(&props, 0, sizeof props);
+  props.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+  props.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  props.location.id = 0;
+  CUmemoryPool pool;
+  CHILD_CHECK(cuMemPoolCreate(&pool, &props) == CUDA_SUCCESS);
+  cuuint64_t all = UINT64_MAX, v = 0;
+  CHILD_CHECK(cuMemPoolSetAttribute(pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &all) == CUDA_SUCCESS);
+  CHILD_CHECK(cuMemAllocFromPoolAsync(&a, 600000, pool, NULL) == CUDA_SUCCESS);
+  CHILD_CHECK(cuMemFreeAsync(a, NULL) == CUDA_SUCCESS && cuCtxSynchronize() == CUDA_SUCCESS);
+  CHILD_CHECK(cuMemPoolGetAttribute(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, &v) == CUDA_SUCCESS && v == 600000);
+  CHILD_CHECK(cuMemAllocFromPoolAsync(&a, 600000, pool, NULL) == CUDA_SUCCESS); /* the kept block */
+  CHILD_CHECK(cuMemFreeAsync(a, NULL) == CUDA_SUCCESS);
+  CHILD_CHECK(cuMemAllocAsync(&b, 500000, NULL) == CUDA_ERROR_OUT_OF_MEMORY);
+  CHILD_CHECK(cuMemAllocFromPoolAsync(&b, 700000, pool, NULL) == CUDA_ERROR_OUT_OF_MEMORY);
+  CHILD_CHECK(cuMemGetInfo_v2(&free_b, &total) == CUDA_SUCCESS && free_b == (1u << 20) - 600000);
+  CHILD_CHECK(cuMemPoolTrimTo(pool, 0) == CUDA_SUCCESS);
+  CHILD_CHECK(cuMemPoolGetAttribute(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, &v) == CUDA_SUCCESS && v == 0);
+  CHILD_CHECK(cuMemAllocFromPoolAsync(&b, 700000, pool, NULL) == CUDA_SUCCESS);
+  CHILD_CHECK(cuMemFreeAsync(b, NULL) == CUDA_SUCCESS && cuMemPoolDestroy(pool) == CUDA_SUCCESS);
+  CHILD_CHECK(cuMemGetInfo_v2(&free_b, &total) == CUDA_SUCCESS && free_b == 1u << 20);
+  props.maxSize = 4096;
+  CHILD_CHECK(cuMemPoolCreate(&pool, &props) == CUDA_SUCCESS);
+  CHILD_CHECK(cuMemAllocFromPoolAsync(&a, 4096, pool, NULL) == CUDA_SUCCESS);
+  CHILD_CHECK(cuMemAllocFromPoolAsync(&b, 256, pool, NULL) == CUDA_ERROR_OUT_OF_MEMORY);
+  CHILD_CHECK(cuMemFreeAsync(a, NULL) == CUDA_SUCCESS && cuMemPoolDestroy(pool) == CUDA_SUCCESS);
   return 0;
 }
 
@@ -1647,6 +1829,11 @@ static void test_counts_file(void **state) {
   assert_int_equal(count_of(text, "standin_forbidden_syncs"), 0);
   assert_int_equal(count_of(text, "standin_live_allocations"), 1);
   assert_int_equal(count_of(text, "standin_live_bytes"), 512);
+  /* three blocks mapped by the default pool, none given back: no
+   * synchronisation followed the frees */
+  assert_int_equal(count_of(text, "standin_pool_maps"), 3);
+  assert_int_equal(count_of(text, "standin_pool_unmaps"), 0);
+  assert_int_equal(count_of(text, "cuMemPoolTrimTo"), 0);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -2949,6 +3136,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_graph_launch_memory),
       cmocka_unit_test(test_graph_gemm),
       cmocka_unit_test(test_memory),
+      cmocka_unit_test(test_pools),
       cmocka_unit_test(test_modules),
       cmocka_unit_test(test_env_controls),
       cmocka_unit_test(test_counts_file),

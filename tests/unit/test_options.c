@@ -22,7 +22,7 @@ static const char *const all_vars[] = {"GEMMSHIM_MODE", "GEMMSHIM_POLICY", "GEMM
                                        "GEMMSHIM_LOG_WAIT", "GEMMSHIM_FFMA_MAX_BYTES", "GEMMSHIM_FFMA_MIN_FLOPS",
                                        "GEMMSHIM_FP8_FORMAT", "GEMMSHIM_FP8_BACKEND", "GEMMSHIM_FP8_HISTORY",
                                        "GEMMSHIM_FP8_MARGIN", "GEMMSHIM_FP8_MAX_SITES", "GEMMSHIM_FP8_MAX_BYTES",
-                                       NULL};
+                                       "GEMMSHIM_POOL_KEEP_BYTES", NULL};
 
 static int setup(void **state) {
   for (int i = 0; all_vars[i]; i++) unsetenv(all_vars[i]);
@@ -115,6 +115,27 @@ static void test_defaults(void **state) {
   assert_int_equal(lines, 0); /* nothing to say at WARN */
 }
 
+/* The transient pool's keep limit: a size, 256 MiB by default (a quarter
+ * of each route's per-call cap); a bad value is named and leaves the
+ * default in place, with the shim pass-through. */
+static void test_pool_keep_bytes(void **state) {
+  options_init_fresh();
+  assert_int_equal(gs_opt.pool_keep_bytes, 256ull << 20);
+  setenv("GEMMSHIM_POOL_KEEP_BYTES", "0", 1);
+  options_init_fresh();
+  assert_int_equal(gs_opt.pool_keep_bytes, 0);
+  assert_int_equal(gs_opt.passthrough, 0);
+  setenv("GEMMSHIM_POOL_KEEP_BYTES", "64MiB", 1);
+  options_init_fresh();
+  assert_int_equal(gs_opt.pool_keep_bytes, 64ull << 20);
+  setenv("GEMMSHIM_POOL_KEEP_BYTES", "lots", 1);
+  options_init_fresh();
+  assert_int_equal(gs_opt.pool_keep_bytes, 256ull << 20);
+  assert_int_equal(gs_opt.passthrough, 1);
+  expect_one_warning("GEMMSHIM_POOL_KEEP_BYTES='lots': expected a size in bytes, optionally with K, M, G or T "
+                     "(e.g. 512M); running pass-through (every GEMM native, still logged)");
+}
+
 static void test_mode_values(void **state) {
   setenv("GEMMSHIM_MODE", "FP8", 1); /* case-insensitive, like NCCL's */
   options_init();
@@ -193,7 +214,7 @@ static void test_bad_fault_spec(void **state) {
   setenv("GEMMSHIM_FAULT", "writ:1", 1);
   options_init();
   assert_int_equal(gs_opt.passthrough, 1);
-  expect_one_warning("GEMMSHIM_FAULT: unknown call 'writ'; expected a name from the shim's call table (e.g. write, cuMemAllocAsync); running pass-through");
+  expect_one_warning("GEMMSHIM_FAULT: unknown call 'writ'; expected a name from the shim's call table (e.g. write, cuMemAllocFromPoolAsync); running pass-through");
   setenv("GEMMSHIM_FAULT", "write:0", 1);
   options_init_fresh();
   expect_one_warning("GEMMSHIM_FAULT: bad count in 'write:0'; expected a number from 1, optionally followed by '+'");
@@ -280,7 +301,7 @@ static void test_values_escaped_and_cut(void **state) {
   setenv("GEMMSHIM_FAULT", fault, 1);
   options_init_fresh();
   snprintf(want, sizeof want, "GEMMSHIM_FAULT: unknown call '%.96s...(3000 bytes)'; expected a name from the shim's "
-           "call table (e.g. write, cuMemAllocAsync); running pass-through", big);
+           "call table (e.g. write, cuMemAllocFromPoolAsync); running pass-through", big);
   expect_one_warning(want);
   setenv("GEMMSHIM_FAULT", "wr\x01te:1", 1);
   options_init_fresh();
@@ -297,6 +318,7 @@ static void test_every_problem_reported(void **state) {
       {"GEMMSHIM_FFMA_MAX_BYTES", "1Q"},  {"GEMMSHIM_FFMA_MIN_FLOPS", "-1"},   {"GEMMSHIM_FP8_FORMAT", "e3m4"},
       {"GEMMSHIM_FP8_BACKEND", "gpu"},   {"GEMMSHIM_FP8_HISTORY", "0"},      {"GEMMSHIM_FP8_MARGIN", "65"},
       {"GEMMSHIM_FP8_MAX_SITES", "0"},   {"GEMMSHIM_FP8_MAX_BYTES", " 1G"},   {"GEMMSHIM_DLSYM", "2"},
+      {"GEMMSHIM_POOL_KEEP_BYTES", "256 M"},
   };
   size_t n_bad = sizeof bad / sizeof bad[0];
   for (size_t i = 0; i < n_bad; i++) setenv(bad[i][0], bad[i][1], 1);
@@ -346,6 +368,7 @@ int main(void) {
       cmocka_unit_test(test_parse_u64),
       cmocka_unit_test(test_parse_size),
       cmocka_unit_test_setup_teardown(test_defaults, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_pool_keep_bytes, setup, teardown),
       cmocka_unit_test_setup_teardown(test_mode_values, setup, teardown),
       cmocka_unit_test_setup_teardown(test_bad_mode, setup, teardown),
       cmocka_unit_test_setup_teardown(test_bad_bool_and_level, setup, teardown),

@@ -771,8 +771,12 @@ static void test_transient_alloc_failure(void **state) {
   problem p = {DEV_90, GS_API_GEMM_EX, T_, N_, 32, 24, 48, 1, BF16, BF16, C32F, 0, -1, 1.0f, 0.0f, 0, 100};
   gemm x;
   gemm_make(&x, &p, 1.0);
-  gs_fault_arm(GS_SYS_cuMemAllocAsync, 1, 0);
-  expect_decline(&x, "fp8 declined: cuMemAllocAsync: out of device memory; ran native");
+  /* Every allocation failing: the pool's give-back and the second try
+   * fail too. */
+  gs_fault_arm(GS_SYS_cuMemAllocFromPoolAsync, 1, 1);
+  expect_decline(&x, "fp8 declined: cuMemAllocFromPoolAsync: out of device memory, after the pool gave back what "
+                 "it held unused; ran native");
+  gs_fault_arm(GS_SYS_cuMemAllocFromPoolAsync, 0, 0);
   assert_true(x.c.site != 0); /* the site exists; its first real call measures */
   fill(&x, 1.0);
   assert_int_equal(gemm_run(&x), CUBLAS_STATUS_SUCCESS);
