@@ -162,6 +162,16 @@ void gpu_time_mark(gs_call *c, int slot) {
 
 void gpu_time_end(gs_call *c) { gpu_time_mark(c, GS_GPU_EV_END); /* unless a compare run recorded it */ }
 
+/* The events go back to the pool while their capture may still be
+ * pending: re-recording an event replaces its capture (cuEventRecord). */
+void gpu_time_unmark_gemm(gs_call *c) {
+  gs_gpu_time *t = &c->gpu;
+  for (int slot = GS_GPU_EV_GEMM_BEGIN; slot <= GS_GPU_EV_GEMM_END; slot++) {
+    event_give(t->ctx_id, (CUevent)t->ev[slot]);
+    t->ev[slot] = NULL;
+  }
+}
+
 void gpu_time_discard(gs_gpu_time *t) {
   for (int i = 0; i < GS_GPU_EVENTS; i++) {
     event_give(t->ctx_id, (CUevent)t->ev[i]);

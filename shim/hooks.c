@@ -81,6 +81,7 @@ static cublasStatus_t no_real(gs_call *c) {
     if (st_ != GS_DECLINED && gs_opt.compare) compare_after_route(c);          \
     if (st_ == GS_DECLINED) {                                                  \
       (c)->route = GS_ROUTE_NATIVE;                                            \
+      call_work_declined(c);                                                   \
       call_work_begin(c, GS_ROUTE_NATIVE);                                     \
       st_ = (native_call);                                                     \
     }                                                                          \

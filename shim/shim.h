@@ -262,6 +262,7 @@ static inline int gpu_time_wanted(void) { return (gs_opt.log_gpu_time || gs_opt.
 void gpu_time_begin(gs_call *c);
 void gpu_time_mark(gs_call *c, int slot);
 void gpu_time_end(gs_call *c);
+void gpu_time_unmark_gemm(gs_call *c); /* a declined route's GEMM marks, given back */
 int gpu_time_resolve(gs_gpu_time *t);
 void gpu_time_discard(gs_gpu_time *t);
 const char *gpu_time_skip_name(int skip); /* NULL for GS_GPU_SKIP_NONE */
@@ -334,6 +335,11 @@ static inline void call_work_begin(gs_call *c, gs_route route) {
   c->work_begun = 1;
   c->gpu.on = 0;
   if (gs_work_hooks) call_work_hooks(c, route);
+}
+/* A route declined (the call runs native next): if it had begun its
+ * work, the GEMM it marked for its kernels' share is not the call's. */
+static inline void call_work_declined(gs_call *c) {
+  if (c->work_begun && c->gpu.on) gpu_time_unmark_gemm(c);
 }
 static inline void call_work_end(gs_call *c) {
   if (c->work_begun && gs_work_hooks) call_work_hooks_end(c);

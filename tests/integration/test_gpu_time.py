@@ -70,6 +70,22 @@ def test_native_calls_are_timed_without_kernel_split(client, standin, tmp_path, 
     assert counts["cuEventCreate"] == 2
 
 
+@pytest.mark.parametrize("fault,why", [
+    ("cuLaunchKernel:2", "narrowing kernel launch failed (CUresult 999)"),
+    ("cublasGemmEx:1", "fp32 GEMM returned status 14"),
+])
+def test_a_route_declined_after_its_first_launch_is_timed_as_native(client, standin, tmp_path, shim, fault, why):
+    # The ffma route widened the operands (and ran its fp32 GEMM) before
+    # the failure; then native ran. The call's GPU time covers all of it,
+    # and there is no kernels' share: the GEMM the route marked is not the
+    # one that gave the result. The next call runs ffma, split as usual.
+    env = {**GPU, "GEMMSHIM_FAULT": fault}
+    _, recs, _ = run_logged(client, standin, tmp_path, FFMA_CALLS[:1] * 2, env)
+    assert (recs[0]["route"], recs[0]["reason"]) == ("native", f"GEMMSHIM_MODE=ffma; ffma declined: {why}; ran native")
+    assert 0 < recs[0]["gpu_ns"] <= recs[0]["dur_ns"] + 1 and "gpu_ns_kernels" not in recs[0], recs[0]
+    assert recs[1]["route"] == "ffma" and 0 < recs[1]["gpu_ns_kernels"] < recs[1]["gpu_ns"], recs[1]
+
+
 def test_gpu_behind_the_host_records_are_held_not_waited_for(client, standin, tmp_path, shim):
     # Each event reads "not ready" to its first 3 queries (the client never
     # synchronises, which would complete them): the flusher holds the
