@@ -74,6 +74,10 @@ include tests/integration/integration.mk
 include tests/integration/fp8.mk
 include tests/integration/ffma.mk
 include tests/integration/proc.mk
+include tests/fuzz/fuzz.mk
+include tests/faults/faults.mk
+include tests/valgrind/valgrind.mk
+include tests/lifecycle/lifecycle.mk
 include launcher/launcher.mk
 include packaging/install.mk
 include packaging/wheel.mk

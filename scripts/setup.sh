@@ -28,8 +28,8 @@ PACKAGES=(
   gcc g++ make binutils # the library, unit tests, stand-ins
   libcmocka-dev         # unit tests
   clang-19              # device code -> PTX
-  libclang-rt-19-dev    # clang's sanitizer and profile runtimes
-  valgrind              # callgrind instruction counts (make bench)
+  libclang-rt-19-dev    # clang's sanitizer and profile runtimes; libFuzzer (tests/fuzz)
+  valgrind              # callgrind instruction counts (make bench); memcheck (make valgrind)
   strace                # system calls per call (make bench)
   python3 python3-pytest python3-venv # integration tests; venvs for packaging tests
   python3-pip           # installs into the packaging tests' venvs (pip --python)

@@ -124,6 +124,13 @@ void call_decide(gs_call *c) {
     c->decided = GS_ROUTE_FFMA;
     if (hooks_timing()) reason_add(c, "GEMMSHIM_MODE=ffma");
     device_unknown(c, device_of_call(c));
+  } else if (gs_opt.mode == GS_MODE_FP8 && !c->g.decoded) {
+    /* The types the mode goes by may be the ones that could not be read:
+     * the reason names the failed read (below), not a type mismatch. */
+    if (hooks_timing()) {
+      reason_add(c, "GEMMSHIM_MODE=fp8");
+      device_of_call(c);
+    }
   } else if (gs_opt.mode == GS_MODE_FP8 && fp8_mode_takes(&c->g)) {
     c->decided = GS_ROUTE_FP8;
     if (hooks_timing()) reason_add(c, "GEMMSHIM_MODE=fp8");
@@ -139,7 +146,11 @@ void call_decide(gs_call *c) {
     decide_by_policy(c, GS_CALLER_APP, NULL);
   }
   if (!c->g.decoded) {
-    if (hooks_timing()) reason_add(c, "arguments could not be decoded");
+    if (hooks_timing()) {
+      char why[GS_REASON_MAX];
+      decode_failure(&c->g, why, sizeof why);
+      reason_add(c, why);
+    }
     c->decided = GS_ROUTE_NATIVE;
   }
 }

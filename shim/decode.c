@@ -4,6 +4,7 @@
  * same library that will run the call, so its enum values apply). Nothing
  * here dereferences caller memory: invalid arguments reach cuBLAS as they
  * came, and cuBLAS gives the caller its own error. */
+#include <stdio.h>
 #include <string.h>
 
 #include "shim.h"
@@ -18,6 +19,35 @@ static void gemm_defaults(gs_gemm *g) {
   g->d_type = -1;
   g->algo = -1;
   g->ldd = -1;
+  g->undecoded_attr = NULL;
+}
+
+/* The first descriptor read that failed, kept for the reason: a call that
+ * runs native because cuBLASLt refused to describe it must say so, not
+ * blame the types it could not read. */
+static void undecoded(gs_gemm *g, char of, const char *attr, int status) {
+  if (g->undecoded_attr) return;
+  g->undecoded_of = of;
+  g->undecoded_attr = attr;
+  g->undecoded_status = status;
+}
+
+void decode_failure(const gs_gemm *g, char *buf, size_t len) {
+  const char *getter = g->undecoded_of ? "cublasLtMatrixLayoutGetAttribute" : "cublasLtMatmulDescGetAttribute";
+  const char *of = g->undecoded_of == 'A'   ? "A's "
+                   : g->undecoded_of == 'B' ? "B's "
+                   : g->undecoded_of == 'C' ? "C's "
+                   : g->undecoded_of == 'D' ? "D's "
+                                            : "";
+  if (!g->undecoded_attr)
+    snprintf(buf, len, "arguments could not be decoded");
+  else if (g->undecoded_status == DECODE_NO_DESCRIPTOR)
+    snprintf(buf, len, "arguments could not be decoded: %s is NULL", g->undecoded_attr);
+  else if (g->undecoded_status == DECODE_NO_GETTER)
+    snprintf(buf, len, "arguments could not be decoded: %s is not in the loaded cuBLASLt", getter);
+  else
+    snprintf(buf, len, "arguments could not be decoded: %s(%s%s) failed (status %d)", getter, of, g->undecoded_attr,
+             g->undecoded_status);
 }
 
 void decode_gemm(gs_gemm *g, void *handle, int ta, int tb, int64_t m, int64_t n, int64_t k,
@@ -57,59 +87,78 @@ void decode_gemm(gs_gemm *g, void *handle, int ta, int tb, int64_t m, int64_t n,
 /* ---- cuBLASLt descriptors ---------------------------------------------- */
 /* Each attribute is read with the exact size the real library expects (a
  * wrong size is CUBLAS_STATUS_INVALID_VALUE there). */
-static int desc_i32(void *desc, cublasLtMatmulDescAttributes_t a, int *out) {
-  int32_t v = 0;
+/* Each read records its failure in g (undecoded); the attribute's name
+ * travels as text so that the reason can say which read it was. */
+static int desc_get(gs_gemm *g, void *desc, cublasLtMatmulDescAttributes_t a, const char *name, void *buf, size_t n) {
   size_t w = 0;
-  if (!gs_sys.cublasLtMatmulDescGetAttribute ||
-      GS_CALL(cublasLtMatmulDescGetAttribute, desc, a, &v, sizeof v, &w) != CUBLAS_STATUS_SUCCESS)
+  if (!gs_sys.cublasLtMatmulDescGetAttribute) {
+    undecoded(g, 0, name, DECODE_NO_GETTER);
     return -1;
+  }
+  cublasStatus_t st = GS_CALL(cublasLtMatmulDescGetAttribute, desc, a, buf, n, &w);
+  if (st == CUBLAS_STATUS_SUCCESS) return 0;
+  undecoded(g, 0, name, (int)st);
+  return -1;
+}
+
+static int desc_i32(gs_gemm *g, void *desc, cublasLtMatmulDescAttributes_t a, const char *name, int *out) {
+  int32_t v = 0;
+  if (desc_get(g, desc, a, name, &v, sizeof v)) return -1;
   *out = v;
   return 0;
 }
 
-static int desc_ptr(void *desc, cublasLtMatmulDescAttributes_t a, const void **out) {
+static int desc_ptr(gs_gemm *g, void *desc, cublasLtMatmulDescAttributes_t a, const char *name, const void **out) {
   void *v = NULL;
-  size_t w = 0;
-  if (!gs_sys.cublasLtMatmulDescGetAttribute ||
-      GS_CALL(cublasLtMatmulDescGetAttribute, desc, a, &v, sizeof v, &w) != CUBLAS_STATUS_SUCCESS)
-    return -1;
+  if (desc_get(g, desc, a, name, &v, sizeof v)) return -1;
   *out = v;
   return 0;
 }
+#define DESC_I32(g, desc, a, out) desc_i32(g, desc, a, #a, out)
+#define DESC_PTR(g, desc, a, out) desc_ptr(g, desc, a, #a, out)
 
 typedef struct lt_layout {
   int type, order;
   int64_t rows, cols, ld, batch, stride;
 } lt_layout;
 
-static int layout_get(void *l, cublasLtMatrixLayoutAttribute_t a, void *buf, size_t n) {
+static int layout_get(gs_gemm *g, char of, void *l, cublasLtMatrixLayoutAttribute_t a, const char *name, void *buf,
+                      size_t n) {
   size_t w = 0;
-  return gs_sys.cublasLtMatrixLayoutGetAttribute &&
-                 GS_CALL(cublasLtMatrixLayoutGetAttribute, l, a, buf, n, &w) == CUBLAS_STATUS_SUCCESS
-             ? 0
-             : -1;
+  if (!gs_sys.cublasLtMatrixLayoutGetAttribute) {
+    undecoded(g, of, name, DECODE_NO_GETTER);
+    return -1;
+  }
+  cublasStatus_t st = GS_CALL(cublasLtMatrixLayoutGetAttribute, l, a, buf, n, &w);
+  if (st == CUBLAS_STATUS_SUCCESS) return 0;
+  undecoded(g, of, name, (int)st);
+  return -1;
 }
+#define LAYOUT_GET(g, of, l, a, v) layout_get(g, of, l, a, #a, &(v), sizeof(v))
 
 /* What of a layout to read: each getter is a call into cuBLASLt, and this
  * runs on every logged Lt call. */
 enum { LAYOUT_ROWS = 1, LAYOUT_COLS = 2 };
+static const char *const layout_names[4] = {"Adesc", "Bdesc", "Cdesc", "Ddesc"};
 
 /* Type, order, ld and batch always; the batch stride only when there is a
  * batch (it means nothing otherwise and reads as 0); rows/cols as asked. */
-static int read_layout(void *l, unsigned want, lt_layout *out) {
+static int read_layout(gs_gemm *g, char of, void *l, unsigned want, lt_layout *out) {
   uint32_t type = 0;
   int32_t order = 0, batch = 0;
   uint64_t rows = 0, cols = 0;
   int64_t ld = 0, stride = 0;
-  if (!l) return -1;
-  int bad = layout_get(l, CUBLASLT_MATRIX_LAYOUT_TYPE, &type, sizeof type) |
-            layout_get(l, CUBLASLT_MATRIX_LAYOUT_ORDER, &order, sizeof order) |
-            layout_get(l, CUBLASLT_MATRIX_LAYOUT_LD, &ld, sizeof ld) |
-            layout_get(l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &batch, sizeof batch);
-  if (!bad && (want & LAYOUT_ROWS)) bad |= layout_get(l, CUBLASLT_MATRIX_LAYOUT_ROWS, &rows, sizeof rows);
-  if (!bad && (want & LAYOUT_COLS)) bad |= layout_get(l, CUBLASLT_MATRIX_LAYOUT_COLS, &cols, sizeof cols);
-  if (!bad && batch != 1)
-    bad |= layout_get(l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride, sizeof stride);
+  if (!l) {
+    undecoded(g, of, layout_names[of - 'A'], DECODE_NO_DESCRIPTOR);
+    return -1;
+  }
+  int bad = LAYOUT_GET(g, of, l, CUBLASLT_MATRIX_LAYOUT_TYPE, type) |
+            LAYOUT_GET(g, of, l, CUBLASLT_MATRIX_LAYOUT_ORDER, order) |
+            LAYOUT_GET(g, of, l, CUBLASLT_MATRIX_LAYOUT_LD, ld) |
+            LAYOUT_GET(g, of, l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, batch);
+  if (!bad && (want & LAYOUT_ROWS)) bad |= LAYOUT_GET(g, of, l, CUBLASLT_MATRIX_LAYOUT_ROWS, rows);
+  if (!bad && (want & LAYOUT_COLS)) bad |= LAYOUT_GET(g, of, l, CUBLASLT_MATRIX_LAYOUT_COLS, cols);
+  if (!bad && batch != 1) bad |= LAYOUT_GET(g, of, l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, stride);
   if (bad) return -1;
   *out = (lt_layout){(int)type, order, (int64_t)rows, (int64_t)cols, ld, batch, stride};
   return 0;
@@ -140,10 +189,12 @@ void decode_lt(gs_gemm *g, void *handle, void *desc, const void *alpha, const vo
   /* What the policy table is keyed on: four reads. The rest waits until a
    * route or the log needs it (decode_lt_rest). */
   uint32_t t[3] = {0, 0, 0};
-  int ok = desc && desc_i32(desc, CUBLASLT_MATMUL_DESC_COMPUTE_TYPE, &g->compute_type) == 0;
+  if (!desc) undecoded(g, 0, "computeDesc", DECODE_NO_DESCRIPTOR);
+  int ok = desc && DESC_I32(g, desc, CUBLASLT_MATMUL_DESC_COMPUTE_TYPE, &g->compute_type) == 0;
   for (int i = 0; i < 3; i++) {
     void *l = g->lt_layout[i];
-    if (l && layout_get(l, CUBLASLT_MATRIX_LAYOUT_TYPE, &t[i], sizeof t[i]) == 0) continue;
+    if (!l) undecoded(g, (char)('A' + i), layout_names[i], DECODE_NO_DESCRIPTOR);
+    else if (LAYOUT_GET(g, (char)('A' + i), l, CUBLASLT_MATRIX_LAYOUT_TYPE, t[i]) == 0) continue;
     ok = 0;
     t[i] = (uint32_t)-1;
   }
@@ -157,15 +208,12 @@ void decode_lt(gs_gemm *g, void *handle, void *desc, const void *alpha, const vo
 static int read_scales(gs_gemm *g) {
   void *desc = g->lt_desc;
   int8_t fast = 0;
-  size_t w = 0;
-  int ok = desc_ptr(desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &g->a_scale) == 0 &&
-           desc_ptr(desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &g->b_scale) == 0 &&
-           desc_ptr(desc, CUBLASLT_MATMUL_DESC_C_SCALE_POINTER, &g->c_scale) == 0 &&
-           desc_ptr(desc, CUBLASLT_MATMUL_DESC_D_SCALE_POINTER, &g->d_scale) == 0 &&
-           desc_ptr(desc, CUBLASLT_MATMUL_DESC_AMAX_D_POINTER, &g->amax_d) == 0 &&
-           gs_sys.cublasLtMatmulDescGetAttribute &&
-           GS_CALL(cublasLtMatmulDescGetAttribute, desc, CUBLASLT_MATMUL_DESC_FAST_ACCUM, &fast, sizeof fast,
-                   &w) == CUBLAS_STATUS_SUCCESS;
+  int ok = DESC_PTR(g, desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &g->a_scale) == 0 &&
+           DESC_PTR(g, desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &g->b_scale) == 0 &&
+           DESC_PTR(g, desc, CUBLASLT_MATMUL_DESC_C_SCALE_POINTER, &g->c_scale) == 0 &&
+           DESC_PTR(g, desc, CUBLASLT_MATMUL_DESC_D_SCALE_POINTER, &g->d_scale) == 0 &&
+           DESC_PTR(g, desc, CUBLASLT_MATMUL_DESC_AMAX_D_POINTER, &g->amax_d) == 0 &&
+           desc_get(g, desc, CUBLASLT_MATMUL_DESC_FAST_ACCUM, "CUBLASLT_MATMUL_DESC_FAST_ACCUM", &fast, sizeof fast) == 0;
   if (ok) g->fast_accum = fast;
   return ok;
 }
@@ -178,13 +226,13 @@ void decode_lt_rest(gs_gemm *g, int for_route) {
   void *desc = g->lt_desc;
   int ok = desc != NULL;
   if (ok) {
-    ok = desc_i32(desc, CUBLASLT_MATMUL_DESC_SCALE_TYPE, &g->scale_type) == 0 &&
-         desc_i32(desc, CUBLASLT_MATMUL_DESC_POINTER_MODE, &g->pointer_mode) == 0 &&
-         desc_i32(desc, CUBLASLT_MATMUL_DESC_TRANSA, &g->transa) == 0 &&
-         desc_i32(desc, CUBLASLT_MATMUL_DESC_TRANSB, &g->transb) == 0 &&
-         desc_i32(desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &g->epilogue) == 0 &&
-         desc_ptr(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &g->bias) == 0 &&
-         desc_i32(desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &g->bias_type) == 0 &&
+    ok = DESC_I32(g, desc, CUBLASLT_MATMUL_DESC_SCALE_TYPE, &g->scale_type) == 0 &&
+         DESC_I32(g, desc, CUBLASLT_MATMUL_DESC_POINTER_MODE, &g->pointer_mode) == 0 &&
+         DESC_I32(g, desc, CUBLASLT_MATMUL_DESC_TRANSA, &g->transa) == 0 &&
+         DESC_I32(g, desc, CUBLASLT_MATMUL_DESC_TRANSB, &g->transb) == 0 &&
+         DESC_I32(g, desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &g->epilogue) == 0 &&
+         DESC_PTR(g, desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &g->bias) == 0 &&
+         DESC_I32(g, desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &g->bias_type) == 0 &&
          (!for_route || read_scales(g));
   }
 
@@ -192,12 +240,12 @@ void decode_lt_rest(gs_gemm *g, int for_route) {
   /* k is the inner dimension of op(A); m and n come from D. */
   const unsigned all = LAYOUT_ROWS | LAYOUT_COLS;
   unsigned a_want = for_route ? all : g->transa == CUBLAS_OP_N ? LAYOUT_COLS : g->transa == -1 ? 0 : LAYOUT_ROWS;
-  int have_a = read_layout(g->lt_layout[0], a_want, &la) == 0;
-  int have_b = read_layout(g->lt_layout[1], for_route ? all : 0, &lb) == 0;
-  int have_d = read_layout(g->lt_layout[3], all, &ld) == 0;
+  int have_a = read_layout(g, 'A', g->lt_layout[0], a_want, &la) == 0;
+  int have_b = read_layout(g, 'B', g->lt_layout[1], for_route ? all : 0, &lb) == 0;
+  int have_d = read_layout(g, 'D', g->lt_layout[3], all, &ld) == 0;
   /* C and D often share one layout object (in-place GEMMs). */
   int have_c = g->lt_layout[2] == g->lt_layout[3] ? (lc = ld, have_d)
-                                                 : read_layout(g->lt_layout[2], for_route ? all : 0, &lc) == 0;
+                                                 : read_layout(g, 'C', g->lt_layout[2], for_route ? all : 0, &lc) == 0;
   if (have_a) {
     g->a_type = la.type, g->lda = la.ld, g->order_a = la.order, g->stride_a = la.stride;
     if (g->transa != -1) g->k = g->transa == CUBLAS_OP_N ? la.cols : la.rows;

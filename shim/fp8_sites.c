@@ -442,11 +442,13 @@ static const char *slab_new(fp8_ctx *x) {
   if (!slots) return "out of host memory for fp8 ring slots";
   uint64_t bytes = (uint64_t)n * 2 * ring_stride();
   CUdeviceptr p = 0;
-  CUresult r = ctx_push(x);
-  if (r == CUDA_SUCCESS) {
-    r = GS_CALL(cuMemAlloc_v2, &p, bytes);
-    ctx_pop();
+  /* The reason names the call that failed: the push is not the allocation. */
+  if (ctx_push(x) != CUDA_SUCCESS) {
+    free(slots);
+    return "cuCtxPushCurrent failed before allocating fp8 ring memory";
   }
+  CUresult r = GS_CALL(cuMemAlloc_v2, &p, bytes);
+  ctx_pop();
   if (r != CUDA_SUCCESS) {
     free(slots);
     return r == CUDA_ERROR_OUT_OF_MEMORY ? "cuMemAlloc of fp8 ring memory: out of device memory"

@@ -7,7 +7,9 @@ int route_run(gs_call *c) {
   /* A route needs every field of an Lt call, not just the policy's. */
   decode_lt_rest(&c->g, 1);
   if (!c->g.decoded) {
-    call_decline(c, GS_ROUTE_NATIVE, "arguments could not be decoded; ran native");
+    char why[GS_REASON_MAX];
+    decode_failure(&c->g, why, sizeof why);
+    call_decline(c, GS_ROUTE_NATIVE, "%s; ran native", why);
     return GS_DECLINED;
   }
   switch (c->decided) {

@@ -60,6 +60,13 @@ typedef struct gs_gemm {
   int batch_mismatch; /* Lt only: A, B or C has a batch count other than D's */
   size_t workspace_size;
   int decoded;       /* 1 when every field above could be read */
+  /* Lt only, when not decoded: the first read that failed. undecoded_of is
+   * 'A'..'D' for a layout, 0 for the matmul descriptor; undecoded_attr the
+   * attribute's (or the NULL argument's) name; undecoded_status cuBLASLt's
+   * status, or DECODE_NO_GETTER / DECODE_NO_DESCRIPTOR. */
+  char undecoded_of;
+  const char *undecoded_attr;
+  int undecoded_status;
 } gs_gemm;
 
 /* ------------------------------------------------------------------------ */
@@ -300,6 +307,9 @@ void decode_lt(gs_gemm *g, void *handle, void *desc, const void *alpha,
  * the caller's scale pointers and fast-accumulation flag, which only a
  * route needs. */
 void decode_lt_rest(gs_gemm *g, int for_route);
+enum { DECODE_NO_GETTER = -1, DECODE_NO_DESCRIPTOR = -2 };
+/* "arguments could not be decoded[: what failed]", for the reason. */
+void decode_failure(const gs_gemm *g, char *buf, size_t len);
 
 /* ------------------------------------------------------------------------ */
 /* "device.c": the device of a call, from the handle's stream and context,

@@ -48,6 +48,13 @@ const char *const gs_sys_names[GS_SYS_COUNT] = {
 volatile int gs_fault_armed;
 static _Atomic unsigned fault_countdown[GS_SYS_COUNT];
 static _Atomic int fault_persistent[GS_SYS_COUNT];
+/* What GEMMSHIM_FAULT asked for, and per entry the calls made while any
+ * fault was armed and how many of them failed, for the report at exit:
+ * whoever injects a fault must be able to tell whether it was reached. */
+static unsigned fault_spec_n[GS_SYS_COUNT];
+static int fault_spec_persistent[GS_SYS_COUNT];
+static int fault_from_env;
+static _Atomic unsigned long long fault_calls[GS_SYS_COUNT], fault_failed[GS_SYS_COUNT];
 
 void gs_fault_arm(gs_sys_id id, unsigned n, int persistent) {
   if ((unsigned)id >= GS_SYS_COUNT) return;
@@ -65,6 +72,7 @@ void gs_fault_clear(void) {
 }
 
 int gs_fault_hit(gs_sys_id id) {
+  atomic_fetch_add_explicit(&fault_calls[id], 1, memory_order_relaxed);
   unsigned c = atomic_load(&fault_countdown[id]);
   while (c > 0) {
     if (c == 1) {
@@ -75,6 +83,7 @@ int gs_fault_hit(gs_sys_id id) {
     }
   }
   if (c != 1) return 0;
+  atomic_fetch_add_explicit(&fault_failed[id], 1, memory_order_relaxed);
   errno = EIO;
   return 1;
 }
@@ -116,7 +125,30 @@ int gs_fault_parse(const char *spec, char *err, size_t errlen) {
       return -1;
     }
     gs_fault_arm((gs_sys_id)id, (unsigned)n, persistent);
+    fault_spec_n[id] = (unsigned)n;
+    fault_spec_persistent[id] = persistent;
+    fault_from_env = 1;
     p = *end ? end + 1 : end;
   }
   return 0;
+}
+
+/* At exit, after the shim's own shutdown (a destructor of lower priority
+ * runs later), at INFO: one line per entry GEMMSHIM_FAULT named, e.g.
+ *     GEMMSHIM_FAULT write:3+: 7 calls while armed, 5 failed
+ * "0 failed" means the operation completed without reaching the fault.
+ * Faults are disarmed first, so the report's own write is not failed; only
+ * calls made by later destructors (other libraries') go unfaulted. */
+__attribute__((destructor(101))) static void gs_fault_report(void) {
+  if (!fault_from_env) return;
+  unsigned long long calls[GS_SYS_COUNT], failed[GS_SYS_COUNT];
+  for (int i = 0; i < GS_SYS_COUNT; i++) {
+    calls[i] = atomic_load(&fault_calls[i]);
+    failed[i] = atomic_load(&fault_failed[i]);
+  }
+  gs_fault_clear();
+  for (int i = 0; i < GS_SYS_COUNT; i++)
+    if (fault_spec_n[i])
+      GS_INFO("GEMMSHIM_FAULT %s:%u%s: %llu calls while armed, %llu failed", gs_sys_names[i], fault_spec_n[i],
+              fault_spec_persistent[i] ? "+" : "", calls[i], failed[i]);
 }

@@ -98,22 +98,31 @@
      void **extra),                                                            \
     (f, gx, gy, gz, bx, by, bz, shmem, s, params, extra))
 
-/* cuBLAS functions the shim calls besides the hooked ones, from the same
+/* Failure values are ones the real library documents for the call, so that
+ * a test that injects them sees what a user could: cuBLAS's guide gives
+ * NOT_INITIALIZED for the handle getters, cublasCreate and cublasDestroy,
+ * EXECUTION_FAILED ("failed to launch on the GPU") for the GEMMs;
+ * cublasLt.h gives INVALID_VALUE for the attribute getters and setters,
+ * ALLOC_FAILED for descriptor creation, EXECUTION_FAILED for
+ * cublasLtMatmul. The descriptor destroys document no failure: they get
+ * INTERNAL_ERROR, cuBLAS's generic one.
+ *
+ * cuBLAS functions the shim calls besides the hooked ones, from the same
  * libcublas object as the real hooked functions. */
 #define GS_SYS_CUBLAS(X)                                                       \
-  X(cublasGetStream_v2, cublasStatus_t, CUBLAS_STATUS_INTERNAL_ERROR,          \
+  X(cublasGetStream_v2, cublasStatus_t, CUBLAS_STATUS_NOT_INITIALIZED,          \
     (cublasHandle_t h, cudaStream_t *s), (h, s))                               \
-  X(cublasGetPointerMode_v2, cublasStatus_t, CUBLAS_STATUS_INTERNAL_ERROR,     \
+  X(cublasGetPointerMode_v2, cublasStatus_t, CUBLAS_STATUS_NOT_INITIALIZED,     \
     (cublasHandle_t h, cublasPointerMode_t *m), (h, m))                        \
-  X(cublasGetMathMode, cublasStatus_t, CUBLAS_STATUS_INTERNAL_ERROR,           \
+  X(cublasGetMathMode, cublasStatus_t, CUBLAS_STATUS_NOT_INITIALIZED,           \
     (cublasHandle_t h, cublasMath_t *m), (h, m))
 
 /* cuBLASLt functions the shim calls, from the real libcublasLt object. */
 #define GS_SYS_CUBLASLT(X)                                                     \
-  X(cublasLtMatmulDescGetAttribute, cublasStatus_t, CUBLAS_STATUS_INTERNAL_ERROR, \
+  X(cublasLtMatmulDescGetAttribute, cublasStatus_t, CUBLAS_STATUS_INVALID_VALUE, \
     (cublasLtMatmulDesc_t d, cublasLtMatmulDescAttributes_t a, void *buf,      \
      size_t n, size_t *written), (d, a, buf, n, written))                      \
-  X(cublasLtMatrixLayoutGetAttribute, cublasStatus_t, CUBLAS_STATUS_INTERNAL_ERROR, \
+  X(cublasLtMatrixLayoutGetAttribute, cublasStatus_t, CUBLAS_STATUS_INVALID_VALUE, \
     (cublasLtMatrixLayout_t l, cublasLtMatrixLayoutAttribute_t a, void *buf,   \
      size_t n, size_t *written), (l, a, buf, n, written))                      \
   X(cublasLtCreate, cublasStatus_t, CUBLAS_STATUS_NOT_INITIALIZED,             \
@@ -122,7 +131,7 @@
     (cublasLtMatmulDesc_t *d, cublasComputeType_t c, cudaDataType_t s), (d, c, s)) \
   X(cublasLtMatmulDescDestroy, cublasStatus_t, CUBLAS_STATUS_INTERNAL_ERROR,   \
     (cublasLtMatmulDesc_t d), (d))                                             \
-  X(cublasLtMatmulDescSetAttribute, cublasStatus_t, CUBLAS_STATUS_INTERNAL_ERROR, \
+  X(cublasLtMatmulDescSetAttribute, cublasStatus_t, CUBLAS_STATUS_INVALID_VALUE, \
     (cublasLtMatmulDesc_t d, cublasLtMatmulDescAttributes_t a, const void *buf, \
      size_t n), (d, a, buf, n))                                                \
   X(cublasLtMatrixLayoutCreate, cublasStatus_t, CUBLAS_STATUS_ALLOC_FAILED,    \
@@ -130,7 +139,7 @@
     (l, t, r, c, ld))                                                          \
   X(cublasLtMatrixLayoutDestroy, cublasStatus_t, CUBLAS_STATUS_INTERNAL_ERROR, \
     (cublasLtMatrixLayout_t l), (l))                                           \
-  X(cublasLtMatrixLayoutSetAttribute, cublasStatus_t, CUBLAS_STATUS_INTERNAL_ERROR, \
+  X(cublasLtMatrixLayoutSetAttribute, cublasStatus_t, CUBLAS_STATUS_INVALID_VALUE, \
     (cublasLtMatrixLayout_t l, cublasLtMatrixLayoutAttribute_t a, const void *buf, \
      size_t n), (l, a, buf, n))
 
@@ -139,22 +148,22 @@
 #define GS_SYS_HOOKED(X)                                                       \
   X(cublasCreate_v2, cublasStatus_t, CUBLAS_STATUS_NOT_INITIALIZED,           \
     (cublasHandle_t *h), (h))                                                  \
-  X(cublasDestroy_v2, cublasStatus_t, CUBLAS_STATUS_INTERNAL_ERROR,           \
+  X(cublasDestroy_v2, cublasStatus_t, CUBLAS_STATUS_NOT_INITIALIZED,           \
     (cublasHandle_t h), (h))                                                   \
-  X(cublasGemmEx, cublasStatus_t, CUBLAS_STATUS_INTERNAL_ERROR,                \
+  X(cublasGemmEx, cublasStatus_t, CUBLAS_STATUS_EXECUTION_FAILED,                \
     (cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m,      \
      int n, int k, const void *alpha, const void *A, cudaDataType at, int lda, \
      const void *B, cudaDataType bt, int ldb, const void *beta, void *C,       \
      cudaDataType ct, int ldc, cublasComputeType_t comp, cublasGemmAlgo_t algo), \
     (h, ta, tb, m, n, k, alpha, A, at, lda, B, bt, ldb, beta, C, ct, ldc, comp, algo)) \
-  X(cublasGemmEx_64, cublasStatus_t, CUBLAS_STATUS_INTERNAL_ERROR,             \
+  X(cublasGemmEx_64, cublasStatus_t, CUBLAS_STATUS_EXECUTION_FAILED,             \
     (cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int64_t m,  \
      int64_t n, int64_t k, const void *alpha, const void *A, cudaDataType at,  \
      int64_t lda, const void *B, cudaDataType bt, int64_t ldb,                 \
      const void *beta, void *C, cudaDataType ct, int64_t ldc,                  \
      cublasComputeType_t comp, cublasGemmAlgo_t algo),                         \
     (h, ta, tb, m, n, k, alpha, A, at, lda, B, bt, ldb, beta, C, ct, ldc, comp, algo)) \
-  X(cublasGemmStridedBatchedEx, cublasStatus_t, CUBLAS_STATUS_INTERNAL_ERROR,  \
+  X(cublasGemmStridedBatchedEx, cublasStatus_t, CUBLAS_STATUS_EXECUTION_FAILED,  \
     (cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m,      \
      int n, int k, const void *alpha, const void *A, cudaDataType at, int lda, \
      long long sa, const void *B, cudaDataType bt, int ldb, long long sb,      \
@@ -162,7 +171,7 @@
      int batch, cublasComputeType_t comp, cublasGemmAlgo_t algo),              \
     (h, ta, tb, m, n, k, alpha, A, at, lda, sa, B, bt, ldb, sb, beta, C, ct,   \
      ldc, sc, batch, comp, algo))                                              \
-  X(cublasGemmStridedBatchedEx_64, cublasStatus_t, CUBLAS_STATUS_INTERNAL_ERROR, \
+  X(cublasGemmStridedBatchedEx_64, cublasStatus_t, CUBLAS_STATUS_EXECUTION_FAILED, \
     (cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int64_t m,  \
      int64_t n, int64_t k, const void *alpha, const void *A, cudaDataType at,  \
      int64_t lda, long long sa, const void *B, cudaDataType bt, int64_t ldb,   \
@@ -170,7 +179,7 @@
      long long sc, int64_t batch, cublasComputeType_t comp, cublasGemmAlgo_t algo), \
     (h, ta, tb, m, n, k, alpha, A, at, lda, sa, B, bt, ldb, sb, beta, C, ct,   \
      ldc, sc, batch, comp, algo))                                              \
-  X(cublasGemmBatchedEx, cublasStatus_t, CUBLAS_STATUS_INTERNAL_ERROR,         \
+  X(cublasGemmBatchedEx, cublasStatus_t, CUBLAS_STATUS_EXECUTION_FAILED,         \
     (cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m,      \
      int n, int k, const void *alpha, const void *const A[], cudaDataType at,  \
      int lda, const void *const B[], cudaDataType bt, int ldb,                 \
@@ -178,7 +187,7 @@
      cublasComputeType_t comp, cublasGemmAlgo_t algo),                         \
     (h, ta, tb, m, n, k, alpha, A, at, lda, B, bt, ldb, beta, C, ct, ldc,      \
      batch, comp, algo))                                                       \
-  X(cublasGemmBatchedEx_64, cublasStatus_t, CUBLAS_STATUS_INTERNAL_ERROR,      \
+  X(cublasGemmBatchedEx_64, cublasStatus_t, CUBLAS_STATUS_EXECUTION_FAILED,      \
     (cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int64_t m,  \
      int64_t n, int64_t k, const void *alpha, const void *const A[],           \
      cudaDataType at, int64_t lda, const void *const B[], cudaDataType bt,     \
@@ -186,7 +195,7 @@
      int64_t ldc, int64_t batch, cublasComputeType_t comp, cublasGemmAlgo_t algo), \
     (h, ta, tb, m, n, k, alpha, A, at, lda, B, bt, ldb, beta, C, ct, ldc,      \
      batch, comp, algo))                                                       \
-  X(cublasLtMatmul, cublasStatus_t, CUBLAS_STATUS_INTERNAL_ERROR,              \
+  X(cublasLtMatmul, cublasStatus_t, CUBLAS_STATUS_EXECUTION_FAILED,              \
     (cublasLtHandle_t h, cublasLtMatmulDesc_t desc, const void *alpha,         \
      const void *A, cublasLtMatrixLayout_t ad, const void *B,                  \
      cublasLtMatrixLayout_t bd, const void *beta, const void *C,               \

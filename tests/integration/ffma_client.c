@@ -67,6 +67,12 @@
  *   --wait-log=PATH    after each eager call i, wait (up to 60 s) until
  *                      PATH holds i+1 lines: the shim's routing log has
  *                      written the call's record before the next call
+ *   --fp8              results are judged as fp8 GEMMs (the shim's fp8 route):
+ *                      each element within 0.13 x sum|a*b| (+|beta*c|+|bias|)
+ *                      + 2^-8 |ref| (two E4M3 roundings of 2^-4 each and
+ *                      the output's), and the whole output at an SQNR of
+ *                      at least 25 dB against float64 (torchao's figure
+ *                      for fp8 GEMMs)
  *   --nosync           no synchronisation and no host copies at all:
  *                      operands filled by stream-ordered memsets, results not
  *                      read (ok=1 when status is 0): for running under a
@@ -638,7 +644,10 @@ static double gelu(double v) { return 0.5 * v * (1.0 + tanh(0.7978845608028654 *
 /* Bound on |result - reference|: the output's rounding (one unit in the
  * last place, relative) plus fp32 accumulation of k terms, scaled by the
  * magnitude of everything summed. */
+static int fp8_tolerance; /* --fp8 */
+
 static double bound(cudaDataType out, int64_t k, double ref, double mag) {
+  if (fp8_tolerance) return 0.13 * mag + 0x1p-8 * fabs(ref) + 1e-30;
   double rel = out == CUDA_R_32F ? 0x1p-22 : out == CUDA_R_16F ? 0x1p-10 : 0x1p-8;
   double sub = out == CUDA_R_16F ? 0x1p-24 : 0.0; /* fp16 subnormal spacing */
   return rel * fabs(ref) + 4.0 * (double)(k + 2) * 0x1p-24 * mag + sub + 1e-30;
@@ -662,6 +671,7 @@ static void gemm_check(gemm *g) {
     if (!is_result) die("calloc", 0);
     g->ok = 1;
     g->maxerr = 0;
+    double signal = 0, noise = 0;
     cudaDataType bt = bias_type_of(s);
     for (int64_t b = 0; b < s->batch; b++)
       for (int64_t j = 0; j < s->n; j++)
@@ -694,9 +704,12 @@ static void gemm_check(gemm *g) {
           size_t oi = at(g, b, so, ldo, i, j);
           double err = fabs(get(s->c, out, oi) - ref);
           if (!(err <= bound(s->c, s->k, ref, mag))) g->ok = 0;
+          signal += ref * ref;
+          noise += err * err;
           if (isnan(err) || err > g->maxerr) g->maxerr = err;
           is_result[oi] = 1;
         }
+    if (fp8_tolerance && noise > 0 && !(10.0 * log10(signal / noise) >= 25.0)) g->ok = 0;
     size_t es = tsize(s->c);
     for (size_t i = 0; i < no; i++)
       if (!is_result[i] && memcmp((char *)out + i * es, (char *)outb->host + i * es, es)) g->ok = 0;
@@ -913,6 +926,7 @@ int main(int argc, char **argv) {
     else if (!strncmp(a, "--seed=", 7)) op.seed = strtoull(a + 7, NULL, 0);
     else if (!strcmp(a, "--nosync")) op.nosync = 1;
     else if (!strncmp(a, "--wait-log=", 11)) op.wait_log = a + 11;
+    else if (!strcmp(a, "--fp8")) fp8_tolerance = 1;
     else {
       fprintf(stderr, "ffma_client: unknown option %s (see the top of ffma_client.c)\n", a);
       return EXIT_SETUP;

@@ -39,7 +39,9 @@ def expected_on_sm61(call, min_flops_zero):
         # sm unknown: the ffma rule has an sm key and cannot match.
         return "native", "native", f"{NATIVE_RULE}; {NULL_HANDLE}"
     if call["case"] in LT_NULL_DESCRIPTORS:
-        return "native", "native", f"{NATIVE_RULE}; {NOT_DECODED}"
+        # The first NULL argument, by cublasLtMatmul's parameter names (cublasLt.h).
+        null = "computeDesc" if call["case"] == "inv_lt_null_matmul_desc" else "Adesc"
+        return "native", "native", f"{NATIVE_RULE}; {NOT_DECODED}: {null} is NULL"
     if not is_bf16_32f(call):
         return "native", "native", NATIVE_RULE
     if call["case"] in DECLINE_BY_CASE:

@@ -26,7 +26,8 @@ APIS = {
 }
 BATCHED = {"strided", "strided64", "batched", "batched64"}
 # cublasStatus_t
-INTERNAL_ERROR, ALLOC_FAILED, INVALID_VALUE, NOT_SUPPORTED = 14, 3, 7, 15
+# (cublas_api.h; shim/sys.h says which the fault injection gives each call, after the cuBLAS docs)
+EXECUTION_FAILED, ALLOC_FAILED, INVALID_VALUE, NOT_SUPPORTED = 13, 3, 7, 15
 # CUDA_ERROR_UNKNOWN: the failure value the shim's fault injection gives driver calls.
 CU_UNKNOWN = 999
 # cublasMath_t
@@ -569,20 +570,20 @@ FAULTS = [
     ("cuLaunchKernel:1", LT, False, CAST),
     ("cuLaunchKernel:2", LT, False, NARROW),
     ("cublasGetMathMode:1", EX, False, "cublasGetMathMode failed"),
-    ("cublasGemmEx:1", EX, False, f"fp32 GEMM returned status {INTERNAL_ERROR}"),
+    ("cublasGemmEx:1", EX, False, f"fp32 GEMM returned status {EXECUTION_FAILED}"),
     ("cublasGemmStridedBatchedEx:1", {"api": "batched", "batch": 3}, False,
-     f"fp32 GEMM returned status {INTERNAL_ERROR}"),
+     f"fp32 GEMM returned status {EXECUTION_FAILED}"),
     ("cublasGemmStridedBatchedEx_64:1", {"api": "strided64", "batch": 2}, False,
-     f"fp32 GEMM returned status {INTERNAL_ERROR}"),
-    ("cublasGemmEx_64:1", {"api": "ex64"}, False, f"fp32 GEMM returned status {INTERNAL_ERROR}"),
+     f"fp32 GEMM returned status {EXECUTION_FAILED}"),
+    ("cublasGemmEx_64:1", {"api": "ex64"}, False, f"fp32 GEMM returned status {EXECUTION_FAILED}"),
     ("cublasLtMatmulDescCreate:1", LT, False, f"fp32 GEMM returned status {ALLOC_FAILED}"),
-    *[(f"cublasLtMatmulDescSetAttribute:{n}", LT, False, f"fp32 GEMM returned status {INTERNAL_ERROR}")
+    *[(f"cublasLtMatmulDescSetAttribute:{n}", LT, False, f"fp32 GEMM returned status {INVALID_VALUE}")
       for n in range(1, 7)],
     *[(f"cublasLtMatrixLayoutCreate:{n}", LT, False, f"fp32 GEMM returned status {ALLOC_FAILED}")
       for n in range(1, 5)],
-    *[(f"cublasLtMatrixLayoutSetAttribute:{n}", LT, False, f"fp32 GEMM returned status {INTERNAL_ERROR}")
+    *[(f"cublasLtMatrixLayoutSetAttribute:{n}", LT, False, f"fp32 GEMM returned status {INVALID_VALUE}")
       for n in (1, 4, 8)],
-    ("cublasLtMatmul:1", LT, False, f"fp32 GEMM returned status {INTERNAL_ERROR}"),
+    ("cublasLtMatmul:1", LT, False, f"fp32 GEMM returned status {EXECUTION_FAILED}"),
     # Without pools: the scratch buffer. The device lookup pushes the
     # context once before the route does.
     ("cuMemAlloc_v2:1", EX, True, "cuMemAlloc of the scratch buffer failed"),

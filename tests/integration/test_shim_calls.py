@@ -52,7 +52,9 @@ def test_native_shim_is_invisible_and_logs_every_call(shim, standin, tmp_path, p
         assert rec["status_name"] == STATUS_NAMES[rec["status"]], rec
         if call["case"] in LT_NULL_DESCRIPTORS:
             assert_partly_decoded(rec, call)
-            assert rec["reason"] == NATIVE_RULE + "; arguments could not be decoded", rec
+            # The first NULL argument, by cublasLtMatmul's parameter names (cublasLt.h).
+            null = "computeDesc" if call["case"] == "inv_lt_null_matmul_desc" else "Adesc"
+            assert rec["reason"] == f"{NATIVE_RULE}; arguments could not be decoded: {null} is NULL", rec
             assert (rec["device"], rec["sm"]) == (0, "9.0"), rec
             continue
         assert_record_matches_call(rec, call)

@@ -48,7 +48,7 @@ def test_every_entry_point_reaches_the_real_cublas(real_cublas, tmp_path, patter
         assert (rec["decided"], rec["route"]) == ("native", "native"), rec
         if call["case"] == "nogpu_lt_null_descs":
             assert (rec["api"], rec["m"], rec["n"], rec["k"]) == ("cublasLtMatmul", -1, -1, -1), rec
-            assert rec["reason"] == f"{NATIVE_RULE}; {NO_DRIVER}; arguments could not be decoded", rec
+            assert rec["reason"] == f"{NATIVE_RULE}; {NO_DRIVER}; arguments could not be decoded: computeDesc is NULL", rec
             continue
         # Everything the record says about the GEMM was read from the call,
         # for Lt through the real cublasLtMatmulDescGetAttribute and

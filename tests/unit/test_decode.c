@@ -136,29 +136,68 @@ static void test_lt_null_descriptors(void **state) {
   assert_int_equal(g.a_type, CUDA_R_16F);
   assert_int_equal(g.m, -1);
   assert_int_equal(g.transa, -1);
+  char why[GS_REASON_MAX];
+  decode_failure(&g, why, sizeof why);
+  /* cublasLtMatmul's parameter names (cublasLt.h): the first NULL one. */
+  assert_string_equal(why, "arguments could not be decoded: computeDesc is NULL");
+  cublasLtMatmulDesc_t d = NULL;
+  cublasLtMatmulDescCreate(&d, CUBLAS_COMPUTE_32F, CUDA_R_32F);
+  decode_all(&g, NULL, d, NULL, NULL, la, NULL, la, NULL, NULL, NULL, NULL, la, NULL);
+  decode_failure(&g, why, sizeof why);
+  assert_string_equal(why, "arguments could not be decoded: Cdesc is NULL");
+  decode_all(&g, NULL, d, NULL, NULL, la, NULL, la, NULL, NULL, la, NULL, la, NULL);
+  assert_int_equal(g.decoded, 1);
+  decode_failure(&g, why, sizeof why);
+  assert_string_equal(why, "arguments could not be decoded");
+  cublasLtMatmulDescDestroy(d);
   cublasLtMatrixLayoutDestroy(la);
 }
 
-/* A getter that fails (fault injected) leaves the call undecoded. */
+/* Decodes one call whose descriptors are all d / l with entry `id`'s nth
+ * call failing (nth 0: none), and returns the reason's decode part. */
+static const char *decode_failing(gs_sys_id id, unsigned nth, int persistent, void *d, void *l, gs_gemm *g) {
+  static char why[GS_REASON_MAX];
+  gs_fault_clear();
+  if (nth) gs_fault_arm(id, nth, persistent);
+  decode_all(g, NULL, d, NULL, NULL, l, NULL, l, NULL, NULL, l, NULL, l, NULL);
+  gs_fault_clear();
+  decode_failure(g, why, sizeof why);
+  return why;
+}
+
+/* A getter that fails (fault injected) leaves the call undecoded, and the
+ * reason names the read that failed and cuBLASLt's status: cublasLt.h
+ * documents CUBLAS_STATUS_INVALID_VALUE (7) as the getters' only failure,
+ * which is what the injection gives (sys.h). */
 static void test_lt_getter_failure(void **state) {
   use_real_lt();
   cublasLtMatmulDesc_t d = NULL;
   cublasLtMatmulDescCreate(&d, CUBLAS_COMPUTE_32F, CUDA_R_32F);
   cublasLtMatrixLayout_t l = layout(CUDA_R_32F, 4, 4, 4, 1, 0);
+  gs_gemm g;
   for (unsigned nth = 1; nth <= 14; nth++) {
-    gs_fault_clear();
-    gs_fault_arm(GS_SYS_cublasLtMatmulDescGetAttribute, nth, 0);
-    gs_gemm g;
-    decode_all(&g, NULL, d, NULL, NULL, l, NULL, l, NULL, NULL, l, NULL, l, NULL);
+    decode_failing(GS_SYS_cublasLtMatmulDescGetAttribute, nth, 0, d, l, &g);
     assert_int_equal(g.decoded, 0);
   }
-  gs_fault_clear();
-  gs_fault_arm(GS_SYS_cublasLtMatrixLayoutGetAttribute, 3, 0);
-  gs_gemm g;
-  decode_all(&g, NULL, d, NULL, NULL, l, NULL, l, NULL, NULL, l, NULL, l, NULL);
+  assert_string_equal(decode_failing(GS_SYS_cublasLtMatmulDescGetAttribute, 1, 0, d, l, &g),
+                      "arguments could not be decoded: cublasLtMatmulDescGetAttribute"
+                      "(CUBLASLT_MATMUL_DESC_COMPUTE_TYPE) failed (status 7)");
+  /* The second read is B's type; every later one fails too, the first is named. */
+  assert_string_equal(decode_failing(GS_SYS_cublasLtMatrixLayoutGetAttribute, 2, 1, d, l, &g),
+                      "arguments could not be decoded: cublasLtMatrixLayoutGetAttribute"
+                      "(B's CUBLASLT_MATRIX_LAYOUT_TYPE) failed (status 7)");
   assert_int_equal(g.decoded, 0);
-  gs_fault_clear();
-  decode_all(&g, NULL, d, NULL, NULL, l, NULL, l, NULL, NULL, l, NULL, l, NULL);
+  decode_failing(GS_SYS_cublasLtMatrixLayoutGetAttribute, 3, 0, d, l, &g);
+  assert_int_equal(g.decoded, 0);
+  /* A cuBLASLt without the getter (resolve.c left it NULL). */
+  gs_sys.cublasLtMatrixLayoutGetAttribute = NULL;
+  assert_string_equal(decode_failing(GS_SYS_cublasLtMatrixLayoutGetAttribute, 0, 0, d, l, &g),
+                      "arguments could not be decoded: cublasLtMatrixLayoutGetAttribute is not in the loaded "
+                      "cuBLASLt");
+  assert_int_equal(g.decoded, 0);
+  use_real_lt();
+  assert_string_equal(decode_failing(GS_SYS_cublasLtMatrixLayoutGetAttribute, 0, 0, d, l, &g),
+                      "arguments could not be decoded");
   assert_int_equal(g.decoded, 1);
   cublasLtMatrixLayoutDestroy(l);
   cublasLtMatmulDescDestroy(d);

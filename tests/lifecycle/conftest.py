@@ -1,0 +1,6 @@
+"""The lifecycle tests use the integration tests' harness (harness.py)."""
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "integration"))
