@@ -72,7 +72,7 @@ def test_native_calls_are_timed_without_kernel_split(client, standin, tmp_path, 
 
 @pytest.mark.parametrize("fault,why", [
     ("cuLaunchKernel:2", "narrowing kernel launch failed (CUresult 999)"),
-    ("cublasGemmEx:1", "fp32 GEMM returned status 14"),
+    ("cublasGemmEx:1", "fp32 GEMM returned status 13"),  # CUBLAS_STATUS_EXECUTION_FAILED, as injected
 ])
 def test_a_route_declined_after_its_first_launch_is_timed_as_native(client, standin, tmp_path, shim, fault, why):
     # The ffma route widened the operands (and ran its fp32 GEMM) before
