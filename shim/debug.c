@@ -87,20 +87,42 @@ static int current_tid(void) {
  * is slow, then is dropped: messages come from the program's threads. */
 #define DEBUG_WAIT_MS 10
 
-static void write_line(const gs_file *f, const char *buf, size_t len) {
+/* 0 when the line went out, or was dropped for a reader too slow; -1 with
+ * errno when the file refused it (a full disk, /dev/full, EIO). */
+static int write_line(const gs_file *f, const char *buf, size_t len) {
   uint64_t deadline = gs_monotonic_ns() + DEBUG_WAIT_MS * 1000000ull;
-  file_write(f, buf, len, &deadline);
-  /* Nothing else to do on failure: there is nowhere left to report it. */
+  size_t n = file_write(f, buf, len, &deadline);
+  return n == len || errno == ETIMEDOUT ? 0 : -1;
 }
 
-static const gs_file stderr_file = {STDERR_FILENO, 1, 0, 0, 0, 0};
+static const gs_file stderr_file = {STDERR_FILENO, 1, 0, 0, 0, 0, 0, 0, 0, 0};
 
 static void warn_stderr(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* The debug file refused a line: every message from now on goes to
+ * stderr, this one included, after one warning there (the warning used to
+ * be lost with the rest). The descriptor is left open: another thread may
+ * be writing its copy of it. */
+static void file_refused(const gs_file *f, const char *line, size_t len, int err) {
+  pthread_mutex_lock(&debug_lock);
+  char q[GS_QUOTE_BUF], ebuf[128];
+  int first = debug_state == DEBUG_FILE && debug_out.fd == f->fd;
+  if (first) __atomic_store_n(&debug_state, DEBUG_STDERR, __ATOMIC_RELEASE);
+  gs_quote(debug_path, q);
+  pthread_mutex_unlock(&debug_lock);
+  if (first)
+    warn_stderr("GEMMSHIM_DEBUG_FILE: cannot write '%s' (%s); debug output goes to stderr instead", q,
+                strerror_r(err, ebuf, sizeof ebuf));
+  write_line(&stderr_file, line, len);
+}
 
 /* Under debug_lock: open the named file, or fall back to stderr. */
 static void open_locked(void) {
   char why[256], q[GS_QUOTE_BUF], qp[GS_QUOTE_BUF];
   if (file_open_append(debug_path, 1, &debug_out, why, sizeof why) == 0) {
+    /* A line another process's write left cut (a full disk): ended, so
+     * that this process's first line is a line of its own. */
+    file_end_cut_line(&debug_out);
     __atomic_store_n(&debug_state, DEBUG_FILE, __ATOMIC_RELEASE);
     return;
   }
@@ -128,11 +150,20 @@ static gs_file current_output(void) {
   if (debug_state == DEBUG_FILE && !file_is_ours(&debug_out)) {
     int old_fd = debug_out.fd;
     debug_out.fd = -1;
-    open_locked();
     char q[GS_QUOTE_BUF];
-    if (debug_state == DEBUG_FILE)
-      warn_stderr("GEMMSHIM_DEBUG_FILE: descriptor %d no longer is '%s' (the program closed it); reopened", old_fd,
-                  gs_quote(debug_path, q));
+    if (debug_out.named) {
+      /* Named by a descriptor: that number may be the program's own file
+       * by now, so it is not resolved again (files.c). */
+      __atomic_store_n(&debug_state, DEBUG_STDERR, __ATOMIC_RELEASE);
+      warn_stderr("GEMMSHIM_DEBUG_FILE: descriptor %d, the shim's copy of '%s', was closed by the program; debug "
+                  "output goes to stderr instead",
+                  old_fd, gs_quote(debug_path, q));
+    } else {
+      open_locked();
+      if (debug_state == DEBUG_FILE)
+        warn_stderr("GEMMSHIM_DEBUG_FILE: descriptor %d no longer is '%s' (the program closed it); reopened", old_fd,
+                    gs_quote(debug_path, q));
+    }
   } else if (debug_state == DEBUG_PENDING) {
     open_locked();
   }
@@ -157,7 +188,7 @@ static void debug_vwrite(const gs_file *f, gs_level level, const char *fmt, va_l
     memcpy(line + len - 3, "...", 3);
   }
   if (len == 0 || line[len - 1] != '\n') line[len++] = '\n';
-  write_line(f, line, len);
+  if (write_line(f, line, len) != 0 && f->checked) file_refused(f, line, len, errno); /* checked: the file, not stderr */
   errno = saved_errno;
 }
 
@@ -180,20 +211,45 @@ static void warn_stderr(const char *fmt, ...) {
   va_end(ap);
 }
 
+size_t gs_utf8_seq(const char *str, size_t n) {
+  const unsigned char *s = (const unsigned char *)str;
+  if (n == 0) return 0;
+  if (s[0] < 0x80) return 1;
+  /* RFC 3629 section 4: the second byte's range depends on the first (no
+   * overlong forms, no surrogates, nothing past U+10FFFF); later bytes
+   * are 80..BF. */
+  size_t len;
+  unsigned char lo = 0x80, hi = 0xbf;
+  if (s[0] >= 0xc2 && s[0] <= 0xdf) len = 2;
+  else if (s[0] >= 0xe0 && s[0] <= 0xef) len = 3, lo = s[0] == 0xe0 ? 0xa0 : 0x80, hi = s[0] == 0xed ? 0x9f : 0xbf;
+  else if (s[0] >= 0xf0 && s[0] <= 0xf4) len = 4, lo = s[0] == 0xf0 ? 0x90 : 0x80, hi = s[0] == 0xf4 ? 0x8f : 0xbf;
+  else return 0;
+  if (n < len || s[1] < lo || s[1] > hi) return 0;
+  for (size_t i = 2; i < len; i++)
+    if (s[i] < 0x80 || s[i] > 0xbf) return 0;
+  return len;
+}
+
+/* Control characters and bytes that are not UTF-8 as \xNN, so that the
+ * text stays one line of valid UTF-8 wherever it goes (a terminal, a JSON
+ * string: RFC 8259 section 8.1 wants UTF-8); cut only between characters. */
 const char *gs_quote_n(const char *s, size_t n, char *out) {
   static const char hex[] = "0123456789abcdef";
   char *o = out;
-  size_t shown = n < GS_QUOTE_MAX ? n : GS_QUOTE_MAX;
-  for (size_t i = 0; i < shown; i++) {
+  size_t i = 0;
+  while (i < n) {
     unsigned char ch = (unsigned char)s[i];
+    size_t seq = ch >= 0x80 ? gs_utf8_seq(s + i, n - i) : 1;
+    if (i + (seq ? seq : 1) > GS_QUOTE_MAX) break; /* a character that does not fit whole is left out */
     if (ch == '\n') *o++ = '\\', *o++ = 'n';
     else if (ch == '\t') *o++ = '\\', *o++ = 't';
     else if (ch == '\r') *o++ = '\\', *o++ = 'r';
     else if (ch == '\\') *o++ = '\\', *o++ = '\\';
-    else if (ch < 0x20 || ch == 0x7f) *o++ = '\\', *o++ = 'x', *o++ = hex[ch >> 4], *o++ = hex[ch & 15];
-    else *o++ = (char)ch;
+    else if (ch < 0x20 || ch == 0x7f || seq == 0) *o++ = '\\', *o++ = 'x', *o++ = hex[ch >> 4], *o++ = hex[ch & 15];
+    else memcpy(o, s + i, seq), o += seq;
+    i += seq ? seq : 1;
   }
-  if (shown < n) snprintf(o, 32, "...(%zu bytes)", n);
+  if (i < n) snprintf(o, 32, "...(%zu bytes)", n);
   else *o = '\0';
   return out;
 }

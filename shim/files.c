@@ -17,20 +17,54 @@
  *  - /dev/stdout, /dev/stderr, /dev/fd/N and /proc/self/fd/N are links by
  *    nature and name a descriptor the user plainly means: that descriptor
  *    is duplicated rather than the link followed, so a regular file behind
- *    it shares the program's offset and neither overwrites the other.
+ *    it shares the program's offset and neither overwrites the other. The
+ *    number is resolved once, at the first open (gs_file.named): once the
+ *    program has closed it, the number may be any file of the program's,
+ *    so the log is never opened by that number again.
  *  - Before each write, fstat checks the descriptor still is the file that
  *    was opened (device and inode). A program that closed it and opened a
  *    file of its own under the same number gets nothing written into it.
  *    (A close and reopen between the check and the write cannot be seen;
  *    the window is one system call.)
- *  - SIGPIPE is blocked on the writing thread around each write and one the
- *    write raised is taken back: a reader that went away is EPIPE for the
- *    shim, never the end of the host (whose default action for SIGPIPE is
- *    to die, losing its buffered output).
+ *  - SIGPIPE and SIGXFSZ are blocked on the writing thread around each
+ *    write, and one the write raised is taken back: a reader that went away
+ *    is EPIPE for the shim, a file past the size limit (ulimit -f) is EFBIG
+ *    (signal(7): with SIGXFSZ blocked the write fails with EFBIG), never
+ *    the end of the host (the default action of both is to end it, losing
+ *    its buffered output).
+ *  - A write never blocks. A file opened by name has its own open file
+ *    description, opened O_NONBLOCK. A duplicated descriptor shares the
+ *    program's description and its flags (fcntl(2): O_NONBLOCK is a flag
+ *    of the description), so setting O_NONBLOCK on it would change how the
+ *    program's own writes behave; instead:
+ *      - a pipe, FIFO or pseudo-terminal gets a description of its own,
+ *        opened O_NONBLOCK through /proc/self/fd (proc(5): opening that
+ *        link opens the file itself, a new description of the same pipe
+ *        or terminal);
+ *      - a socket is written with send(MSG_DONTWAIT | MSG_NOSIGNAL), which
+ *        does not block (send(2)) whatever the description's flags;
+ *      - a regular file does not block on write;
+ *      - what remains (no /proc, another kind of terminal) is written after
+ *        poll() in pieces of at most PIPE_BUF bytes: a pipe with room for
+ *        one takes it at once (pipe(7)); a terminal that stops reading can
+ *        still block the flusher thread, and the exit then waits for it at
+ *        most its budget (log.c).
  *  - A pipe, FIFO or terminal is written in whole lines of at most PIPE_BUF
- *    bytes after poll() says there is room: such a write neither blocks
- *    (POSIX: a write of up to PIPE_BUF bytes to a pipe with that much room
- *    completes at once) nor interleaves with another process's line. */
+ *    bytes: such a write to a pipe is atomic (POSIX write(2)), so it never
+ *    interleaves with another process's line.
+ *  - A write to a regular file that stopped short (a full disk, the size
+ *    limit: POSIX write(2) writes what fits, then fails) leaves the file
+ *    ending inside a line, and nothing is ever truncated back. The next
+ *    writer's first line lands on the end of it. For the routing log (one
+ *    write at a time per description: gs_file.tail) the writer looks, after
+ *    its write, at the byte before where its write landed; that byte is
+ *    final (O_APPEND: no other write comes between the seek to the end and
+ *    the write, POSIX write(2)), so
+ *    there is no race with another process's write in progress. If it is
+ *    not a newline, the glued line is one bad line (readers skip and count
+ *    it) and its record is written again, whole, after the rest. The debug
+ *    file, written by many threads at once, looks once, when it is opened
+ *    (file_end_cut_line): a newline ends a cut line left there. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
@@ -41,7 +75,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -71,6 +107,47 @@ static int named_descriptor(const char *path) {
   return (int)n;
 }
 
+int file_names_descriptor(const char *path) { return named_descriptor(path); }
+
+/* Devices without a reader or behind them answer open(2) with ENXIO: say
+ * which it was (the name is not a link: O_NOFOLLOW opened it). */
+static void enxio_why(const char *path, char *why, size_t whylen) {
+  struct stat st;
+  int known = GS_CALL(lstat, path, &st) == 0;
+  if (known && S_ISFIFO(st.st_mode))
+    snprintf(why, whylen, "a FIFO with no reader");
+  else if (known && S_ISSOCK(st.st_mode))
+    snprintf(why, whylen, "a socket, which open() cannot write to; expected a regular file, a FIFO or a device");
+  else if (known && (S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode)))
+    snprintf(why, whylen, "a device file with no device behind it");
+  else
+    snprintf(why, whylen, "No such device or address");
+}
+
+/* Unix98 pseudo-terminal slaves are character majors 136-143 (the kernel's
+ * Documentation/admin-guide/devices.txt). Opening one again opens the same
+ * terminal; the master (/dev/ptmx, 5:2) would make a new one, so it is never
+ * opened this way. */
+static int is_pty_slave(const struct stat *st) {
+  return S_ISCHR(st->st_mode) && major(st->st_rdev) >= 136 && major(st->st_rdev) <= 143;
+}
+
+/* A description of its own, O_NONBLOCK, for the pipe or terminal fd is a
+ * copy of; -1 when there is none to be had (no /proc, no reader left, a
+ * terminal hung up): then fd itself is written, after poll. */
+static int own_description(int fd, const struct stat *st) {
+  char link[48];
+  snprintf(link, sizeof link, "/proc/self/fd/%d", fd);
+  int own = GS_CALL(open, link, O_WRONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY, 0);
+  if (own < 0) return -1;
+  struct stat ost;
+  if (GS_CALL(fstat, own, &ost) != 0 || ost.st_dev != st->st_dev || ost.st_ino != st->st_ino) {
+    GS_CALL(close, own);
+    return -1;
+  }
+  return own;
+}
+
 int file_open_append(const char *path, int debug, gs_file *f, char *why, size_t whylen) {
   char ebuf[128];
   *f = (gs_file)GS_FILE_NONE;
@@ -85,12 +162,26 @@ int file_open_append(const char *path, int debug, gs_file *f, char *why, size_t 
       return -1;
     }
   } else {
-    fd = GS_CALL(open, path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, 0644);
+    /* A regular file is opened for reading too, so that a write can see
+     * whether it landed on a line cut short (line_ends_before); anything else
+     * write-only, since O_RDWR would make the shim a reader of a FIFO, which
+     * then never fails with ENXIO (fifo(7)). lstat only picks the flags
+     * (fstat below decides what is kept); one without read permission is
+     * opened write-only. */
+    struct stat pre;
+    int rw = GS_CALL(lstat, path, &pre) != 0 ? errno == ENOENT : S_ISREG(pre.st_mode);
+    int flags = O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK;
+    fd = GS_CALL(open, path, (rw ? O_RDWR : O_WRONLY) | flags, 0644);
+    if (fd < 0 && rw && errno == EACCES) {
+      rw = 0;
+      fd = GS_CALL(open, path, O_WRONLY | flags, 0644);
+    }
+    f->tail = rw; /* kept below for a regular file */
     if (fd < 0) {
       if (errno == ELOOP)
         snprintf(why, whylen, "a symbolic link, which is not followed; expected a regular file, a FIFO or a device");
       else if (errno == ENXIO)
-        snprintf(why, whylen, "a FIFO with no reader");
+        enxio_why(path, why, whylen);
       else
         snprintf(why, whylen, "%s", strerror_r(errno, ebuf, sizeof ebuf));
       return -1;
@@ -109,11 +200,23 @@ int file_open_append(const char *path, int debug, gs_file *f, char *why, size_t 
     GS_CALL(close, fd);
     return -1;
   }
+  f->nonblock = named < 0; /* opened O_NONBLOCK above */
+  if (named >= 0 && (S_ISFIFO(st.st_mode) || is_pty_slave(&st))) {
+    int own = own_description(fd, &st);
+    if (own >= 0) {
+      GS_CALL(close, fd);
+      fd = own;
+      f->nonblock = 1;
+    }
+  }
   f->fd = fd;
   f->dev = (uint64_t)st.st_dev;
   f->ino = (uint64_t)st.st_ino;
   f->checked = 1;
   f->stream = !S_ISREG(st.st_mode);
+  f->named = named >= 0;
+  f->sock = S_ISSOCK(st.st_mode);
+  f->tail = f->tail && S_ISREG(st.st_mode);
   return 0;
 }
 
@@ -157,20 +260,35 @@ int file_wait(int fd, short events, const volatile uint64_t *deadline_ns) {
 }
 
 /* ---- writing ---------------------------------------------------------------- */
+/* The signals a write can raise whose default action ends the process. */
+static const int write_signals[] = {SIGPIPE, SIGXFSZ};
+
 static ssize_t write_once(const gs_file *f, const char *buf, size_t len) {
-  sigset_t pipe_set, old, pending;
-  sigemptyset(&pipe_set);
-  sigaddset(&pipe_set, SIGPIPE);
-  pthread_sigmask(SIG_BLOCK, &pipe_set, &old);
-  int was_pending = sigpending(&pending) == 0 && sigismember(&pending, SIGPIPE);
+  sigset_t set, old, pending;
+  sigemptyset(&set);
+  for (size_t i = 0; i < sizeof write_signals / sizeof write_signals[0]; i++) sigaddset(&set, write_signals[i]);
+  pthread_sigmask(SIG_BLOCK, &set, &old);
+  sigemptyset(&pending);
+  sigpending(&pending);
+  int pipe_was_pending = sigismember(&pending, SIGPIPE) == 1;
+  int xfsz_was_pending = sigismember(&pending, SIGXFSZ) == 1;
   ssize_t n;
-  do n = f->debug ? GS_CALL(debug_write, f->fd, buf, len) : GS_CALL(write, f->fd, buf, len);
-  while (n < 0 && errno == EINTR);
-  if (n < 0 && errno == EPIPE && !was_pending) {
-    /* The write's own SIGPIPE, pending on this thread: take it back. */
+  do {
+    if (f->sock) n = GS_CALL(send, f->fd, buf, len, MSG_DONTWAIT | MSG_NOSIGNAL);
+    else if (f->debug) n = GS_CALL(debug_write, f->fd, buf, len);
+    else n = GS_CALL(write, f->fd, buf, len);
+  } while (n < 0 && errno == EINTR);
+  /* The write's own signal, pending on this thread: take it back (one the
+   * program had pending already stays the program's). */
+  int take = n < 0 && errno == EPIPE && !pipe_was_pending ? SIGPIPE
+             : n < 0 && errno == EFBIG && !xfsz_was_pending ? SIGXFSZ : 0;
+  if (take) {
     int saved = errno;
+    sigset_t one;
+    sigemptyset(&one);
+    sigaddset(&one, take);
     struct timespec zero = {0, 0};
-    while (sigtimedwait(&pipe_set, NULL, &zero) < 0 && errno == EINTR) {}
+    while (sigtimedwait(&one, NULL, &zero) < 0 && errno == EINTR) {}
     errno = saved;
   }
   pthread_sigmask(SIG_SETMASK, &old, NULL);
@@ -186,19 +304,54 @@ static size_t pipe_chunk(const char *buf, size_t len) {
   return PIPE_BUF;
 }
 
+/* The byte before offset at of f's file is a line's end (or at is 0). */
+static int line_ends_before(const gs_file *f, off_t at) {
+  char last;
+  return at <= 0 || GS_CALL(pread, f->fd, &last, 1, at - 1) != 1 || last == '\n';
+}
+
+int file_end_cut_line(const gs_file *f) {
+  struct stat st;
+  if (!f->tail || GS_CALL(fstat, f->fd, &st) != 0 || line_ends_before(f, st.st_size)) return 0;
+  return write_once(f, "\n", 1) == 1;
+}
+
 size_t file_write(const gs_file *f, const char *buf, size_t len, const volatile uint64_t *deadline_ns) {
   size_t done = 0;
+  int glued = 0; /* the first line went onto the end of a line cut short */
+  /* A description the shim shares with the program may block: room first.
+   * Its own (O_NONBLOCK) or a socket's send is tried at once. */
+  int poll_first = f->stream && !f->nonblock && !f->sock;
   while (done < len) {
     size_t n = f->stream ? pipe_chunk(buf + done, len - done) : len - done;
-    if (f->stream && file_wait(f->fd, POLLOUT, deadline_ns) != 0) return done;
+    if (poll_first && file_wait(f->fd, POLLOUT, deadline_ns) != 0) return done;
     ssize_t w = write_once(f, buf + done, n);
-    if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) continue; /* room taken meanwhile */
+    if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+      /* No room (or it was taken meanwhile): wait for some, then again. */
+      if (!poll_first && file_wait(f->fd, POLLOUT, deadline_ns) != 0) return done;
+      continue;
+    }
     if (w < 0) return done;
     if (w == 0) {
       errno = EIO; /* no progress: stop rather than spin */
       return done;
     }
+    /* Where the first piece landed (O_APPEND: it ends at the offset, and
+     * no other write comes between the seek to the end and the write,
+     * POSIX write(2)), and what is before it. */
+    if (f->tail && !f->debug && done == 0) glued = !line_ends_before(f, GS_CALL(lseek, f->fd, 0, SEEK_CUR) - w);
     done += (size_t)w;
+  }
+  if (glued) {
+    /* That line is now one bad line with the cut one; the record is
+     * written again after the rest, whole. */
+    const char *nl = memchr(buf, '\n', len);
+    size_t first = nl ? (size_t)(nl - buf) + 1 : len;
+    for (size_t again = 0; again < first;) {
+      ssize_t w = write_once(f, buf + again, first - again);
+      if (w <= 0) break;
+      again += (size_t)w;
+    }
   }
   return done;
 }

@@ -58,8 +58,10 @@
  *
  * Every enum-valued string whose value has no name is "unknown(N)", N the
  * decimal value. Strings are JSON-escaped: '"' as \", '\' as \\, and bytes
- * below 0x20 as \u00xx (lowercase hex, newline included); other bytes are
- * copied as they are. No spaces; each object ends with '\n'.
+ * below 0x20 as \u00xx (lowercase hex, newline included); UTF-8 characters
+ * (RFC 3629) are copied as they are, and a byte that is not part of one
+ * becomes the text \xNN (in JSON \\xNN), so every line is valid UTF-8
+ * (RFC 8259 section 8.1). No spaces; each object ends with '\n'.
  *
  * The file is created at the first record (a process that runs no GEMM
  * leaves no file) and only ever appended to, never truncated (files.c):
@@ -363,20 +365,38 @@ FMT_INLINE void put_hex(json_out *o, uint64_t v, unsigned min_digits, int ck) {
   if (n) end[-1] = hex_pairs[(v & 15) * 2 + 1];
 }
 
-/* Whether any of the 8 bytes of x is below 0x20, '"' or '\\' (the usual
- * has-zero-byte tests: exact about whether one is, not which). */
+/* Whether any of the 8 bytes of x is below 0x20, '"', '\\' or 0x80 and
+ * above (the usual has-zero-byte tests: exact about whether one is, not
+ * which). */
 static inline int needs_escape8(uint64_t x) {
   const uint64_t ones = 0x0101010101010101ull, highs = 0x8080808080808080ull;
   uint64_t quote = x ^ (ones * '"'), bslash = x ^ (ones * '\\');
   uint64_t below = (x - ones * 0x20) & ~x;
   below |= (quote - ones) & ~quote;
   below |= (bslash - ones) & ~bslash;
-  return (below & highs) != 0;
+  return ((below | x) & highs) != 0;
 }
 
-static char *escape_char(char *p, unsigned char ch) {
+/* The escaped form of the character at s (n bytes left) at p; returns the
+ * bytes of s it took. A byte that is not UTF-8 becomes the four characters
+ * \xNN, written \\xNN (5 bytes): RFC 8259 section 8.1 wants JSON text in
+ * UTF-8, and \u00NN would name the character U+00NN, not the byte. */
+static size_t escape_one(char **pp, const char *s, size_t n) {
   static const char hex[] = "0123456789abcdef";
-  if (ch >= 0x20 && ch != '"' && ch != '\\') {
+  char *p = *pp;
+  unsigned char ch = (unsigned char)s[0];
+  size_t took = 1;
+  if (ch >= 0x80) {
+    took = gs_utf8_seq(s, n);
+    if (took) {
+      memcpy(p, s, took);
+      p += took;
+    } else {
+      memcpy(p, (char[]){'\\', '\\', 'x', hex[ch >> 4], hex[ch & 15]}, 5);
+      p += 5;
+      took = 1;
+    }
+  } else if (ch >= 0x20 && ch != '"' && ch != '\\') {
     *p++ = (char)ch;
   } else if (ch == '"' || ch == '\\') {
     *p++ = '\\';
@@ -385,38 +405,43 @@ static char *escape_char(char *p, unsigned char ch) {
     memcpy(p, (char[]){'\\', 'u', '0', '0', hex[ch >> 4], hex[ch & 15]}, 6);
     p += 6;
   }
-  return p;
+  *pp = p;
+  return took;
 }
 
 /* The fast formatter's string body: 8 bytes at a time while none needs
- * escaping. */
+ * escaping. A character escape_one takes may run past the 8. */
 static char *escape_fast(char *p, const char *s, size_t n) {
   size_t i = 0;
-  for (; i + 8 <= n; i += 8) {
+  while (i + 8 <= n) {
     uint64_t x;
     memcpy(&x, s + i, 8);
     if (!needs_escape8(x)) {
       memcpy(p, &x, 8);
       p += 8;
+      i += 8;
       continue;
     }
-    for (size_t j = i; j < i + 8; j++) p = escape_char(p, (unsigned char)s[j]);
+    for (size_t stop = i + 8; i < stop;) i += escape_one(&p, s + i, n - i);
   }
-  for (; i < n; i++) p = escape_char(p, (unsigned char)s[i]);
+  while (i < n) i += escape_one(&p, s + i, n - i);
   return p;
 }
 
 static void escape_checked(json_out *o, const char *s, size_t n) {
-  static const char hex[] = "0123456789abcdef";
   size_t run = 0; /* bytes copied as they are, written in one go */
-  for (size_t i = 0; i < n; i++) {
+  for (size_t i = 0; i < n;) {
     unsigned char ch = (unsigned char)s[i];
-    if (ch >= 0x20 && ch != '"' && ch != '\\') continue;
+    size_t seq = ch >= 0x80 ? gs_utf8_seq(s + i, n - i) : 0;
+    if (seq || (ch >= 0x20 && ch < 0x80 && ch != '"' && ch != '\\')) {
+      i += seq ? seq : 1;
+      continue;
+    }
     out_bytes(o, s + run, i - run);
-    run = i + 1;
-    if (ch == '"') OUT_LIT(o, "\\\"");
-    else if (ch == '\\') OUT_LIT(o, "\\\\");
-    else out_bytes(o, (char[]){'\\', 'u', '0', '0', hex[ch >> 4], hex[ch & 15]}, 6);
+    char esc[8], *e = esc;
+    i += escape_one(&e, s + i, n - i);
+    out_bytes(o, esc, (size_t)(e - esc));
+    run = i;
   }
   out_bytes(o, s + run, n - run);
 }
@@ -889,12 +914,23 @@ static int open_locked(void) {
 
 /* The writer found its descriptor is no longer the log (the program closed
  * it, and may have opened a file of its own under the number): open the
- * log again by its name. 0 when that failed and the log is off. */
+ * log again by its name. A log named by a descriptor (/dev/fd/N,
+ * /dev/stdout) is not: that number may be the program's own file by now,
+ * so the log is off instead. 0 when the log is off. */
 static int reopen_locked(void) {
   int old_fd = state.out.fd;
+  int named = state.out.named;
   state.out.fd = -1; /* the program's now: never closed or written by us */
-  if (!open_locked()) return 0;
   char q[GS_QUOTE_BUF];
+  if (named) {
+    disable_locked();
+    GS_WARN("GEMMSHIM_LOG: descriptor %d, the shim's copy of '%s', was closed by the program; the routing log is "
+            "off for the rest of this process (a descriptor named by number is not opened again: the number may be "
+            "another file by now)",
+            old_fd, gs_quote(state.path, q));
+    return 0;
+  }
+  if (!open_locked()) return 0;
   if (!state.warned_reopened++)
     GS_WARN("GEMMSHIM_LOG: descriptor %d no longer is '%s' (the program closed it); reopened", old_fd,
             gs_quote(state.path, q));
@@ -1161,8 +1197,10 @@ static void write_buffer(int b, size_t len, const volatile uint64_t *deadline) {
     return;
   }
   size_t n = file_write(&state.out, state.text, text_len, deadline);
-  if (n == 0 && errno == EBADF) {
-    /* Closed by the program since the check above: open it again, once. */
+  if (n == 0 && errno == EBADF && !file_is_ours(&state.out)) {
+    /* Closed by the program since the check above: open it again, once.
+     * (Still ours, EBADF is a description not open for writing, such as
+     * /dev/stdin named as the log: a write error like any.) */
     pthread_mutex_lock(&state.mu);
     int ok = !is_disabled() && reopen_locked();
     pthread_mutex_unlock(&state.mu);
@@ -1185,7 +1223,8 @@ static void write_buffer(int b, size_t len, const volatile uint64_t *deadline) {
     return;
   }
   char ebuf[128], why[160];
-  if (err != 0) snprintf(why, sizeof why, "%s", strerror_r(err, ebuf, sizeof ebuf));
+  if (err == EFBIG) snprintf(why, sizeof why, "%s: the process's file size limit, ulimit -f", strerror_r(err, ebuf, sizeof ebuf));
+  else if (err != 0) snprintf(why, sizeof why, "%s", strerror_r(err, ebuf, sizeof ebuf));
   else snprintf(why, sizeof why, "short write: %zu of %zu bytes", n, text_len);
   pthread_mutex_lock(&state.mu);
   int first = !is_disabled();
@@ -1203,6 +1242,8 @@ static void write_buffer(int b, size_t len, const volatile uint64_t *deadline) {
 /* Writes the full buffers recording threads hand it, and the records
  * pending a second after it saw the first of them. Sleeps without a
  * deadline while nothing is pending: an idle process is never woken. */
+static void flush_pending(void);
+
 static void *flusher_main(void *arg) {
   (void)arg;
   uint64_t due = 0; /* when the pending records are to be written; 0 none seen */
@@ -1219,7 +1260,18 @@ static void *flusher_main(void *arg) {
       pthread_mutex_lock(&state.mu);
       continue;
     }
-    if (state.flusher_stop) break;
+    if (state.flusher_stop) {
+      /* At exit (log_shutdown) the last records are written here, not on
+       * the exiting thread: a write that blocks (a terminal that stopped
+       * reading) then holds up this thread, which the exit waits for at
+       * most its budget, never the program's. */
+      if (state.late) {
+        pthread_mutex_unlock(&state.mu);
+        flush_pending();
+        pthread_mutex_lock(&state.mu);
+      }
+      break;
+    }
     if ((state.fill == 0 && !__atomic_load_n(&held_count, __ATOMIC_RELAXED)) || state.out.fd < 0) {
       due = 0;
       state.flusher_idle = 1;
@@ -1269,8 +1321,14 @@ static void start_flusher_locked(void) {
 }
 
 /* Once stopping, nothing more is handed to the flusher; what was is
- * written before it ends. */
-static void stop_flusher(void) {
+ * written before it ends. At exit the wait for it ends LOG_JOIN_SLACK_MS
+ * after the exit's deadline (state.give_up_ns), when every write that
+ * waits for room has given up: a thread still not done then is blocked in
+ * a write (a description shared with the program, files.c) and is left to
+ * the process's end. Returns 0 then, 1 once it has ended. */
+#define LOG_JOIN_SLACK_MS 100
+
+static int stop_flusher(void) {
   pthread_mutex_lock(&state.mu);
   int running = state.flusher_state == FLUSHER_RUNNING;
   if (running) {
@@ -1279,14 +1337,27 @@ static void stop_flusher(void) {
     pthread_cond_signal(&state.flusher_wake);
   }
   pthread_t t = running ? state.flusher : (pthread_t)0;
+  uint64_t until = state.give_up_ns ? state.give_up_ns + LOG_JOIN_SLACK_MS * 1000000ull : 0;
   pthread_mutex_unlock(&state.mu);
-  if (!running) return;
-  pthread_join(t, NULL);
+  if (!running) return 1;
+  if (until) {
+    /* pthread_timedjoin_np takes CLOCK_REALTIME: the monotonic time left. */
+    uint64_t now = monotonic_ns(), left = until > now ? until - now : 0;
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    uint64_t ns = (uint64_t)ts.tv_nsec + left % 1000000000u;
+    ts.tv_sec += (time_t)(left / 1000000000u + ns / 1000000000u);
+    ts.tv_nsec = (long)(ns % 1000000000u);
+    if (pthread_timedjoin_np(t, NULL, &ts) != 0) return 0;
+  } else {
+    pthread_join(t, NULL);
+  }
   pthread_mutex_lock(&state.mu);
   state.flusher_state = FLUSHER_NONE;
   state.flusher_stop = 0;
   state.flusher_idle = 0;
   pthread_mutex_unlock(&state.mu);
+  return 1;
 }
 
 /* ---- recording ------------------------------------------------------------ */
@@ -1456,8 +1527,7 @@ void log_record(gs_call *c) {
  * log_shutdown (state.late) every held record is written, done or not:
  * each write takes at most LOG_HELD_PER_WRITE of them and at least one
  * record, so the rounds end. */
-void log_flush(void) {
-  pthread_once(&log_once, log_setup_once);
+static void flush_pending(void) {
   for (int notice_again = 0;;) {
     pthread_mutex_lock(&state.mu);
     wait_write_locked();
@@ -1474,6 +1544,11 @@ void log_flush(void) {
   }
 }
 
+void log_flush(void) {
+  pthread_once(&log_once, log_setup_once);
+  flush_pending();
+}
+
 /* ---- fork ----------------------------------------------------------------- */
 /* state.mu is never held across a write or a wait on one, so taking it
  * here delays a fork by a memcpy at most; the child then gets it in a
@@ -1488,9 +1563,14 @@ static void atfork_parent(void) { pthread_mutex_unlock(&state.mu); }
  * child opens its own path at its first record, appending like anyone
  * (a shared name is shared, %p gives it its own file). */
 static void atfork_child(void) {
-  file_close(&state.out);
-  state.path[0] = '\0';
-  __atomic_store_n(&state.disabled, 0, __ATOMIC_RELAXED);
+  /* A log named by a descriptor was resolved once, in the parent: the child
+   * keeps its copy of the parent's duplicate (or the log off), since the
+   * number may name another file by now. */
+  if (!state.path[0] || file_names_descriptor(state.path) < 0) {
+    file_close(&state.out);
+    state.path[0] = '\0';
+    __atomic_store_n(&state.disabled, 0, __ATOMIC_RELAXED);
+  }
   state.late = 0;
   state.fill = 0;
   state.text_fill = 0;
@@ -1528,6 +1608,7 @@ static void log_setup_once(void) {
 /* Also resets a previous run's state, so tests can start over. */
 void log_init(void) {
   pthread_once(&log_once, log_setup_once);
+  __atomic_store_n(&state.give_up_ns, 0, __ATOMIC_RELEASE); /* a previous run's exit deadline */
   stop_flusher();
   pthread_mutex_lock(&state.mu);
   wait_write_locked();
@@ -1632,7 +1713,25 @@ void log_shutdown(void) {
   if (!gs_opt.log_wait)
     __atomic_store_n(&state.give_up_ns, monotonic_ns() + LOG_EXIT_WAIT_MS * 1000000ull, __ATOMIC_RELEASE);
   pthread_mutex_unlock(&state.mu);
-  stop_flusher();
-  log_flush();
+  if (!stop_flusher()) {
+    /* Its write never ended: the log is off, and what it still held is
+     * lost (the buffer in its hands, and what came after). The descriptor
+     * and buffers stay as they are: that write still uses them. */
+    char q[GS_QUOTE_BUF];
+    pthread_mutex_lock(&state.mu);
+    __atomic_store_n(&state.disabled, 1, __ATOMIC_RELAXED);
+    for (size_t at = 0; at < state.fill;) {
+      const log_rec *r = (const log_rec *)(const void *)(state.buf[state.cur] + at);
+      if (r->kind != LOG_REC_TEXT) count_lost_locked(r->seq);
+      at += r->size;
+    }
+    gs_quote(state.path, q);
+    pthread_mutex_unlock(&state.mu);
+    GS_WARN("GEMMSHIM_LOG: a write to '%s' did not end within %d ms of the exit (a terminal or pipe that stopped "
+            "reading); the records it held and those after it are lost",
+            q, LOG_EXIT_WAIT_MS + LOG_JOIN_SLACK_MS);
+  } else {
+    log_flush();
+  }
   print_summary();
 }

@@ -1,7 +1,8 @@
 /* options.c: the one table of options. Each GEMMSHIM_* variable is parsed
  * the same way (enums, booleans, numbers, sizes); a bad value gets one line
  * naming the variable, what was expected and what happens instead, and
- * turns the shim into a pass-through: every GEMM native, still logged. A
+ * turns the shim into a pass-through: every GEMM native, still logged when
+ * GEMMSHIM_LOG names a log. A
  * preloaded library must never abort its host program over configuration. */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -12,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "shim.h"
@@ -220,13 +222,17 @@ static options_problem_fn problem_sink;
 static void *problem_arg;
 static int n_problems;
 
+/* What pass-through leaves: the routing log, only when there is one (a
+ * GEMMSHIM_LOG that was itself rejected is none). */
+static const char *passthrough_note(void) { return gs_opt.log_path[0] ? ", still logged" : ""; }
+
 static void go_passthrough(const char *why) {
   gs_opt.passthrough = 1;
   n_problems++;
   if (problem_sink)
     problem_sink(why, problem_arg);
   else if (debug_open)
-    GS_WARN("%s; running pass-through (every GEMM native, still logged)", why);
+    GS_WARN("%s; running pass-through (every GEMM native%s)", why, passthrough_note());
   else if (n_held < MAX_HELD)
     snprintf(held[n_held++], sizeof held[0], "%s", why);
   else
@@ -235,8 +241,8 @@ static void go_passthrough(const char *why) {
 
 /* ---- the policy file ------------------------------------------------------- */
 #define POLICY_MAX_BYTES (1u << 20)
-/* A FIFO, pipe or terminal named as the policy file gets this long to
- * reach its end; opening it never blocks (O_NONBLOCK). */
+/* A terminal or other character device named as the policy file gets this
+ * long to reach its end; opening it never blocks (O_NONBLOCK). */
 #define POLICY_WAIT_MS 1000
 
 /* The whole of fd into text (POLICY_MAX_BYTES + 1 at most, to tell a file
@@ -258,14 +264,41 @@ static ssize_t read_policy(int fd, char *text) {
   return (ssize_t)len;
 }
 
+/* A policy is a regular file (or a terminal, read within POLICY_WAIT_MS).
+ * A FIFO or pipe is refused: its text reaches only the first process that
+ * reads it (every process a job starts loads the policy), and with
+ * O_NONBLOCK a reader cannot tell a writer still to come from none
+ * (fifo(7): a FIFO with no writer reads as its end), so it would run with
+ * no rules of its own and say nothing. 0, or -1 with the message in err. */
+static int policy_file_type(const char *path, mode_t mode, char *err, size_t errlen) {
+  const char *what = S_ISFIFO(mode)  ? "a FIFO or pipe"
+                     : S_ISDIR(mode) ? "a directory"
+                     : S_ISSOCK(mode) ? "a socket"
+                     : S_ISBLK(mode)  ? "a block device"
+                                      : NULL;
+  if (!what) return 0;
+  snprintf(err, errlen, "GEMMSHIM_POLICY='%s': %s; expected a regular file%s", path, what,
+           S_ISFIFO(mode) ? " (a FIFO's text reaches only the first process that reads it)" : "");
+  return -1;
+}
+
 int options_read_policy(const char *file, policy_table *t, char *err, size_t errlen) {
   policy_builtin(t);
   char path[GS_QUOTE_BUF];
   gs_quote(file, path); /* for messages */
-  int fd = GS_CALL(open, file, O_RDONLY | O_CLOEXEC | O_NONBLOCK, 0);
+  /* Looked at before it is opened: opening a FIFO would let a writer
+   * waiting in open() go on, to find no reader once this one closes. */
+  struct stat st;
+  if (GS_CALL(stat, file, &st) == 0 && policy_file_type(path, st.st_mode, err, errlen) != 0) return -1;
+  int fd = GS_CALL(open, file, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY, 0); /* a terminal never becomes ours */
   if (fd < 0) {
     snprintf(err, errlen, "GEMMSHIM_POLICY='%s': cannot open (%s); expected a readable policy file", path,
              strerror(errno));
+    return -1;
+  }
+  /* Again on what was opened: the name may have changed in between. */
+  if (GS_CALL(fstat, fd, &st) == 0 && policy_file_type(path, st.st_mode, err, errlen) != 0) {
+    GS_CALL(close, fd);
     return -1;
   }
   char *text = GS_CALL(malloc, POLICY_MAX_BYTES + 1);
@@ -328,7 +361,7 @@ void options_init(void) {
   debug_init();
   debug_open = 1;
   for (int i = 0; i < n_held; i++)
-    GS_WARN("%s; running pass-through (every GEMM native, still logged)", held[i]);
+    GS_WARN("%s; running pass-through (every GEMM native%s)", held[i], passthrough_note());
   if (n_held_lost) GS_WARN("%d more configuration problems, not shown", n_held_lost);
   n_held = n_held_lost = 0;
   read_fault();
@@ -363,7 +396,13 @@ static void format_value(const opt_def *o, char *buf, size_t len) {
     case OPT_BOOL: snprintf(buf, len, "%d", *(int *)o->field); break;
     case OPT_U64:
     case OPT_SIZE: snprintf(buf, len, "%" PRIu64, *(uint64_t *)o->field); break;
-    case OPT_PATH: snprintf(buf, len, "%s", *(char *)o->field ? (char *)o->field : "(none)"); break;
+    case OPT_PATH: {
+      /* A user's text: escaped as in every message, or a newline in it
+       * would forge a line of its own. */
+      char q[GS_QUOTE_BUF];
+      snprintf(buf, len, "%s", *(char *)o->field ? gs_quote((char *)o->field, q) : "(none)");
+      break;
+    }
   }
 }
 

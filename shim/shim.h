@@ -206,13 +206,18 @@ int options_parse_size(const char *var, const char *s, uint64_t *out,
 /* "debug.c" */
 void debug_init(void);
 /* A value a user set, fit to show in a message: control characters and
- * '\\' escaped (\n \t \r \\ \xNN), cut after GS_QUOTE_MAX bytes as
- * "...(N bytes)", so that no value forges a line or pushes what the message
- * says after it out of the line. Returns out (GS_QUOTE_BUF bytes). */
+ * '\\' escaped (\n \t \r \\ \xNN), bytes that are not UTF-8 as \xNN,
+ * cut after at most GS_QUOTE_MAX bytes, between two characters, as
+ * "...(N bytes)", so that no value forges a line, breaks the UTF-8 of a
+ * JSON string or pushes what the message says after it out of the line.
+ * Returns out (GS_QUOTE_BUF bytes). */
 #define GS_QUOTE_MAX 96
 #define GS_QUOTE_BUF (4 * GS_QUOTE_MAX + 32)
 const char *gs_quote(const char *s, char *out);
 const char *gs_quote_n(const char *s, size_t n, char *out);
+/* The length of the well-formed UTF-8 character at s (RFC 3629), at most n
+ * bytes; 0 when the bytes there are not one. */
+size_t gs_utf8_seq(const char *s, size_t n);
 void gs_debug(gs_level level, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 #define GS_WARN(...) gs_debug(GS_LEVEL_WARN, __VA_ARGS__)
@@ -227,16 +232,25 @@ typedef struct gs_file {
   int fd;          /* -1: none */
   int debug;       /* written through debug_write, not write (sys.h) */
   int checked;     /* dev/ino are known: each write checks them first */
-  int stream;      /* a pipe, FIFO, socket or terminal: written in whole lines after poll */
+  int stream;      /* a pipe, FIFO, socket or terminal: written in whole lines of PIPE_BUF at most */
   uint64_t dev, ino;
+  int named;       /* from /dev/fd/N and the like: never opened by that name again */
+  int nonblock;    /* the shim's own description, O_NONBLOCK: a write never blocks */
+  int sock;        /* a socket: written with send(MSG_DONTWAIT | MSG_NOSIGNAL) */
+  int tail;        /* a regular file opened by name, readable: see files.c on lines cut short */
 } gs_file;
-#define GS_FILE_NONE {-1, 0, 0, 0, 0, 0}
+#define GS_FILE_NONE {-1, 0, 0, 0, 0, 0, 0, 0, 0, 0}
 
 uint64_t gs_monotonic_ns(void);
 /* Open path for appending (see files.c); 0, or -1 with why set. */
 int file_open_append(const char *path, int debug, gs_file *f, char *why, size_t whylen);
+/* The descriptor a path like /dev/stdout or /dev/fd/N names, or -1. */
+int file_names_descriptor(const char *path);
 /* Whether f->fd still is the file file_open_append opened. */
 int file_is_ours(const gs_file *f);
+/* If f's regular file ends inside a line (a write cut short by a full disk
+ * or the size limit), end that line; 1 when it did. */
+int file_end_cut_line(const gs_file *f);
 /* Close f->fd if it still is ours (never a descriptor the program reused). */
 void file_close(gs_file *f);
 /* Wait until fd is ready for events, at most until *deadline_ns

@@ -22,9 +22,14 @@ static int sys_fcntl(int fd, int cmd, int arg) { return fcntl(fd, cmd, arg); }
 gs_sys_table gs_sys = {
     .open = sys_open,
     .read = read,
+    .pread = pread,
     .write = write,
+    .send = send,
     .debug_write = write,
     .fstat = fstat,
+    .lseek = lseek,
+    .lstat = lstat,
+    .stat = stat,
     .fcntl = sys_fcntl,
     .poll = poll,
     .close = close,
@@ -97,11 +102,16 @@ int gs_sys_lookup(const char *name, size_t len) {
 /* "write:3" fails the third write; "write:3+" the third and every later one. */
 int gs_fault_parse(const char *spec, char *err, size_t errlen) {
   const char *p = spec;
-  while (*p) {
+  for (;;) {
     const char *colon = strchr(p, ':');
     const char *end = strchr(p, ',');
     if (!end) end = p + strlen(p);
     char q[GS_QUOTE_BUF];
+    if (end == p) { /* "write:1," or ",write:1" or "a:1,,b:2" */
+      snprintf(err, errlen, "GEMMSHIM_FAULT='%s': an empty entry (a comma too many); expected name:N[+],...",
+               gs_quote(spec, q));
+      return -1;
+    }
     if (!colon || colon > end) {
       snprintf(err, errlen, "GEMMSHIM_FAULT: '%s' has no ':N'; expected name:N[+],...",
                gs_quote_n(p, (size_t)(end - p), q));
@@ -128,9 +138,9 @@ int gs_fault_parse(const char *spec, char *err, size_t errlen) {
     fault_spec_n[id] = (unsigned)n;
     fault_spec_persistent[id] = persistent;
     fault_from_env = 1;
-    p = *end ? end + 1 : end;
+    if (!*end) return 0;
+    p = end + 1;
   }
-  return 0;
 }
 
 /* At exit, after the shim's own shutdown (a destructor of lower priority

@@ -24,6 +24,7 @@
 #include <poll.h>
 #include <pthread.h>
 #include <stdint.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <time.h>
@@ -31,9 +32,14 @@
 #define GS_SYS_LIBC(X)                                                         \
   X(open, int, -1, (const char *path, int flags, mode_t mode), (path, flags, mode)) \
   X(read, ssize_t, -1, (int fd, void *buf, size_t n), (fd, buf, n))            \
+  X(pread, ssize_t, -1, (int fd, void *buf, size_t n, off_t off), (fd, buf, n, off)) \
   X(write, ssize_t, -1, (int fd, const void *buf, size_t n), (fd, buf, n))     \
+  X(send, ssize_t, -1, (int fd, const void *buf, size_t n, int flags), (fd, buf, n, flags)) \
   X(debug_write, ssize_t, -1, (int fd, const void *buf, size_t n), (fd, buf, n)) \
   X(fstat, int, -1, (int fd, struct stat *st), (fd, st))                       \
+  X(lseek, off_t, -1, (int fd, off_t off, int whence), (fd, off, whence))      \
+  X(lstat, int, -1, (const char *path, struct stat *st), (path, st))           \
+  X(stat, int, -1, (const char *path, struct stat *st), (path, st))            \
   X(fcntl, int, -1, (int fd, int cmd, int arg), (fd, cmd, arg))                \
   X(poll, int, -1, (struct pollfd *fds, nfds_t n, int timeout_ms), (fds, n, timeout_ms)) \
   X(close, int, -1, (int fd), (fd))                                            \

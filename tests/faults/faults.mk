@@ -3,8 +3,9 @@
 #
 #   make faults      every call-table entry x every route, transient and
 #                    persistent, N = 1, 2, ...; rewrites the generated
-#                    table in docs/reliability.md (5,022 runs: about 50 s wall,
-#                    58 s of CPU on two shared cores, 2026-12-01)
+#                    table in docs/reliability.md (five routes: 3,898 runs,
+#                    about 31 s wall, 50 s of CPU on two idle cores; ffma
+#                    gpu-time: 1,154 more, 6 s; 2026-12-01)
 #   fault-check      (test step) the same runs, compared with the committed
 #                    table; in sanitizer builds the native route only,
 #                    under the sanitizer

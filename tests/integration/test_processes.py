@@ -8,14 +8,20 @@ shells stand for the processes that never make a GEMM call.
 Expected behaviour comes from POSIX (open(2) O_NOFOLLOW gives ELOOP on a
 final symlink; O_NONBLOCK|O_WRONLY on a FIFO without a reader gives ENXIO;
 write(2) to a pipe without a reader raises SIGPIPE, whose default action
-ends the process) and from the CUDA documentation on fork (a child must not
-be left waiting on its parent's state)."""
+ends the process; signal(7)/setrlimit(2): a write past RLIMIT_FSIZE raises
+SIGXFSZ, whose default action ends the process, and fails with EFBIG when
+it is blocked; fcntl(2): O_NONBLOCK belongs to the open file description a
+duplicate shares, so a blocking terminal or pipe blocks its writer) and from
+the CUDA documentation on fork (a child must not be left waiting on its
+parent's state)."""
 
 import json
 import os
+import pty
+import re
 import pytest
 
-from harness import CLIENT_DIR, PRELOAD_PREFIX, read_log, require_built, run
+from harness import CLIENT_DIR, PRELOAD_PREFIX, ROOT, read_log, require_built, run
 
 UNDER_TSAN = any("tsan" in p for p in PRELOAD_PREFIX)
 # ASan's allocator (GCC 12's libasan) takes no lock around fork: a child
@@ -124,7 +130,7 @@ def test_debug_file_appended_by_every_process(tmp_path):
     assert len({l.split()[1] for l in lines[1:]}) == 3  # host:pid:tid, one pid each
     for l in lines[1:]:
         assert l.endswith("WARN GEMMSHIM_MODE='bogus': expected auto, native, ffma or fp8; "
-                          "running pass-through (every GEMM native, still logged)")
+                          "running pass-through (every GEMM native)")
 
 
 @pytest.mark.parametrize("var", ["GEMMSHIM_POLICY", "GEMMSHIM_DEBUG_FILE"])
@@ -141,8 +147,12 @@ def test_fifo_never_blocks_open(tmp_path, var):
         warns = shim_warnings(r.stderr)
         assert f"WARN GEMMSHIM_DEBUG_FILE='{fifo}': cannot open '{fifo}' (a FIFO with no reader); " \
                "debug output goes to stderr instead" in warns[0], r.stderr
-    else:
-        assert r.stderr == "", r.describe()  # no writer: an empty policy
+    else:  # refused, not read as an empty policy (fifo(7): no writer reads as the end)
+        assert shim_warnings(r.stderr) == [
+            l for l in r.stderr.splitlines()
+            if l.endswith(f"WARN GEMMSHIM_POLICY='{fifo}': a FIFO or pipe; expected a regular file (a FIFO's text "
+                          "reaches only the first process that reads it); running pass-through (every GEMM native)")
+        ] and len(r.stderr.splitlines()) == 1, r.describe()
 
 
 def test_fifo_log(client, standin, tmp_path):
@@ -193,6 +203,190 @@ def test_closed_descriptors_not_written(client, standin, tmp_path):
     assert [x["seq"] for x in read_log(log)] == list(range(1, 201))
     warns = shim_warnings(r.stderr)
     assert len(warns) == 1 and f"no longer is '{log}' (the program closed it); reopened" in warns[0], r.stderr
+
+
+def test_named_descriptor_resolved_once(client, standin, tmp_path):
+    """GEMMSHIM_LOG=/dev/fd/3 and GEMMSHIM_DEBUG_FILE=/dev/fd/4, and the
+    program closes every descriptor and opens its own files, which get 3 and
+    4: the shim's copies are gone, and the numbers are not resolved again
+    (the log used to be reopened as /dev/fd/3, the program's data0.bin).
+    The log goes off, the debug output goes to stderr, each with one
+    warning."""
+    log, dbg = tmp_path / "log.jsonl", tmp_path / "dbg.txt"
+    # env(1) sets the variables for the client alone: the shell, preloaded
+    # too, has no descriptor 4 to print its INFO lines to.
+    cmd = (f"exec env GEMMSHIM_LOG=/dev/fd/3 GEMMSHIM_DEBUG_FILE=/dev/fd/4 GEMMSHIM_DEBUG=INFO "
+           f"{client} --calls=200 --close-fds-at=100 --dir={tmp_path} 3>>{log} 4>>{dbg}")
+    r = run(["sh", "-c", cmd], standin[13], shim=True, env={**NO_FLUSHER, **ROUTES["native"][0]}, timeout=60)
+    assert r.returncode == 0, r.describe()
+    assert r.stdout == "files ok\ncalls 200 failed 0\n", r.describe()
+    warns = shim_warnings(r.stderr)
+    assert len(warns) == 2, r.stderr
+    assert re.search(r"WARN GEMMSHIM_DEBUG_FILE: descriptor \d+, the shim's copy of '/dev/fd/4', was closed by the "
+                     r"program; debug output goes to stderr instead$", warns[0]), warns
+    assert re.search(r"WARN GEMMSHIM_LOG: descriptor \d+, the shim's copy of '/dev/fd/3', was closed by the "
+                     r"program; the routing log is off for the rest of this process \(a descriptor named by number "
+                     r"is not opened again: the number may be another file by now\)$", warns[1]), warns
+    # The exit summary went to stderr, after the warning.
+    assert "INFO summary: 200 calls" in r.stderr
+    # What the log got before the close is whole records of those calls.
+    text = log.read_text()
+    assert text == "" or text.endswith("\n")
+    assert all(json.loads(l)["seq"] <= 100 for l in text.splitlines())
+    assert "INFO GEMMSHIM_LOG set by environment to /dev/fd/3" in dbg.read_text()
+
+
+def quote_ref(b):
+    """gs_quote (shim.h) for the bytes used here (ASCII, U+00E9, 0xFF): a
+    byte that is not UTF-8 as the text \\xNN, cut after at most 96 bytes
+    between two characters, "...(N bytes)" after the cut."""
+    out, i = "", 0
+    while i < len(b):
+        n = 2 if b[i] == 0xC3 else 1
+        if i + n > 96:
+            return out + f"...({len(b)} bytes)"
+        out += "\\xff" if b[i] == 0xFF else b[i:i + n].decode()
+        i += n
+    return out
+
+
+def test_records_are_utf8_json(client, standin, tmp_path):
+    """A policy file whose name has a byte that is not UTF-8 and runs past
+    the 96 bytes a message shows of it, with a two-byte character at the
+    cut: the rule's reason names the file. Every record must be UTF-8 JSON
+    (RFC 8259 section 8.1) that json.loads takes, and so every line of the
+    debug output (the raw byte, and a cut in the middle of a character,
+    used to go out as they were)."""
+    name = os.fsencode(tmp_path) + b"/pol\xff" + "\u00e9".encode() * 60 + b".txt"
+    with open(name, "w") as f:
+        f.write("native ab=bf16\n")
+    log = tmp_path / "log.jsonl"
+    r = run_client(client, standin, ["--calls=3"],
+                   {"STANDIN_CC": "9.0", "GEMMSHIM_POLICY": os.fsdecode(name), "GEMMSHIM_LOG": str(log),
+                    "GEMMSHIM_DEBUG": "INFO"})
+    assert r.returncode == 0, r.describe()  # its stderr decoded as UTF-8 (text=True)
+    recs = [json.loads(l) for l in log.read_bytes().decode("utf-8").splitlines()]
+    assert [x["reason"] for x in recs] == [f"policy: {quote_ref(name)}:1 (native ab=bf16)"] * 3
+    assert f"INFO GEMMSHIM_POLICY set by environment to {quote_ref(name)}\n" in r.stderr
+
+
+
+def read_all(fd):
+    os.set_blocking(fd, False)
+    out = b""
+    while True:
+        try:
+            chunk = os.read(fd, 1 << 16)
+        except (BlockingIOError, OSError):
+            return out
+        if not chunk:
+            return out
+        out += chunk
+
+
+def terminal_lines(data):
+    """The records a terminal got: the line discipline turns each '\\n'
+    into '\\r\\n' (termios(3), ONLCR); the last line may be cut."""
+    lines = data.split(b"\r\n")
+    return [json.loads(l) for l in lines[:-1]]
+
+
+@pytest.mark.parametrize("own", ["own", "shared"])
+def test_unread_terminal_never_hangs(client, standin, tmp_path, own):
+    """GEMMSHIM_LOG=/dev/fd/N on a pseudo-terminal nobody reads. poll()
+    says a terminal is writable with any room at all, and a blocking write
+    then waits for every byte: the program used to hang for good (the
+    flusher in write(), the exit joining it). The shim writes through a
+    description of its own, O_NONBLOCK ("own"); where it cannot have one
+    (the open through /proc failed: "shared", the program's blocking
+    description), the exit waits for a stuck write at most its budget.
+    Either way the calls wait at most 50 ms, the program exits 0, and the
+    lost records are counted."""
+    if own == "shared" and NO_FLUSHER:
+        pytest.skip("without a flusher thread the calls write a shared blocking description themselves")
+    master, slave = pty.openpty()
+    env = {**ROUTES["native"][0], "GEMMSHIM_LOG": f"/dev/fd/{slave}"}
+    if own == "shared":
+        env["GEMMSHIM_FAULT"] = "open:1"  # the open of /proc/self/fd/N: the shim's only open here
+    try:
+        r = run_client(client, standin, ["--threads=2", "--calls=1000"], env, timeout=60, pass_fds=(slave,))
+        data = read_all(master)
+    finally:
+        os.close(slave)
+        os.close(master)
+    assert r.returncode == 0, r.describe()
+    assert r.stdout == "calls 2000 failed 0\n", r.describe()
+    warns = shim_warnings(r.stderr)
+    if own == "shared":
+        assert any(f"WARN GEMMSHIM_LOG: a write to '/dev/fd/{slave}' did not end within 1100 ms of the exit "
+                   "(a terminal or pipe that stopped reading); the records it held and those after it are lost"
+                   in w for w in warns), r.stderr
+    assert re.search(r"WARN GEMMSHIM_LOG: \d+ records lost because the log writer fell behind", warns[-1]), warns
+    recs = terminal_lines(data)
+    assert len(recs) < 2000
+    assert all("seq" in x or x.get("event") == "records_lost" for x in recs)
+
+
+def test_unread_socket_never_hangs(client, standin, tmp_path):
+    """GEMMSHIM_LOG=/dev/fd/N on a socket nobody reads: send(MSG_DONTWAIT)
+    never blocks, whatever the program's description says."""
+    import socket
+    a, b = socket.socketpair()
+    try:
+        r = run_client(client, standin, ["--threads=2", "--calls=1000"],
+                       {**ROUTES["native"][0], "GEMMSHIM_LOG": f"/dev/fd/{a.fileno()}"}, timeout=60,
+                       pass_fds=(a.fileno(),))
+        data = read_all(b.fileno())
+    finally:
+        a.close()
+        b.close()
+    assert r.returncode == 0, r.describe()
+    assert r.stdout == "calls 2000 failed 0\n", r.describe()
+    assert re.search(r"WARN GEMMSHIM_LOG: \d+ records lost because the log writer fell behind",
+                     shim_warnings(r.stderr)[-1]), r.stderr
+    lines = data.split(b"\n")
+    assert 0 < len(lines) - 1 < 2000
+    assert all("seq" in json.loads(l) or json.loads(l)["event"] == "records_lost" for l in lines[:-1])
+
+
+def test_file_size_limit_never_kills(client, standin, tmp_path):
+    """Under `ulimit -f 16` the log reaches the limit: the write fails with
+    EFBIG instead of SIGXFSZ ending the program (it exited 153, 128 +
+    SIGXFSZ, its output lost); the log goes off with one warning."""
+    log = tmp_path / "log.jsonl"
+    r = run(["sh", "-c", f"ulimit -f 16 && exec {client} --calls=200"], standin[13], shim=True,
+            env={**NO_FLUSHER, **ROUTES["native"][0], "GEMMSHIM_LOG": str(log)}, timeout=60)
+    assert r.returncode == 0, r.describe()
+    assert r.stdout == "calls 200 failed 0\n", r.describe()
+    warns = shim_warnings(r.stderr)
+    assert len(warns) == 1, r.stderr
+    assert warns[0].endswith(f"WARN GEMMSHIM_LOG: cannot write '{log}' (File too large: the process's file size "
+                             "limit, ulimit -f); the routing log is off for the rest of this process"), warns
+    assert 0 < log.stat().st_size <= 16 * 1024
+
+
+def test_cut_line_never_glued(client, standin, tmp_path):
+    """An earlier process's last write was cut short by a full disk (POSIX
+    write(2): what fits is written, then ENOSPC), so the log ends inside a
+    line, and it is never truncated back. The next process's first record
+    lands glued onto it: that is one bad line, which the report reader
+    counts, and the record is written again, whole; every other line is a
+    whole record."""
+    import sys
+    sys.path.insert(0, str(ROOT / "python"))
+    from gemmshim.report import BadLines, read_records
+    log = tmp_path / "log.jsonl"
+    cut = '{"seq":7,"t_ns":1,"api":"cublasGemmEx","m":64,"n":64,"k":6'
+    log.write_text(cut)
+    r = run_client(client, standin, ["--calls=3"], {**ROUTES["native"][0], "GEMMSHIM_LOG": str(log)})
+    assert r.returncode == 0 and r.stderr == "", r.describe()
+    lines = log.read_text().split("\n")
+    assert lines[0].startswith(cut + '{"seq":1,') and lines[-1] == ""
+    assert [json.loads(l)["seq"] for l in lines[1:-1]] == [2, 3, 1]
+    assert lines[3] == lines[0][len(cut):]
+    bad = BadLines()
+    assert [rec["seq"] for _, rec in read_records(log, bad)] == [2, 3, 1]
+    assert (bad.count, bad.first, bad.first_why) == (1, 1, "not JSON")
 
 
 def test_write_fault_still_warns(client, standin, tmp_path):

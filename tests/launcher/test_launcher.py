@@ -33,7 +33,7 @@ PYTHON = sys.executable
 
 NO_LOG = "gemmshim: routing log: none (--log PATH writes one; %p pid, %h host, %r rank)"
 # The shim's own wording for a bad setting (options.c: go_passthrough).
-SHIM_WARNING = re.compile(r"^gemmshim \S+ WARN (.*); running pass-through \(every GEMM native, still logged\)$")
+SHIM_WARNING = re.compile(r"^gemmshim \S+ WARN (.*); running pass-through \(every GEMM native(, still logged)?\)$")
 USAGE = (
     "usage: gemmshim [options] [--] command [args...]\n"
     "       gemmshim policy check FILE\n"

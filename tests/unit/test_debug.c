@@ -250,6 +250,29 @@ static void test_open_fault_falls_back(void **state) {
   check_open_failure(file, file, "Input/output error");
 }
 
+/* A debug file that takes nothing (/dev/full: every write is ENOSPC, as
+ * the kernel's mem driver documents): one warning on stderr, and that
+ * message and every later one there (they were all lost, the warning
+ * too). */
+static void test_write_failure_falls_back(void **state) {
+  (void)state;
+  char path[128], prefix[512], want[2048];
+  capture_stderr("stderr_full.txt", path, sizeof path);
+  snprintf(gs_opt.debug_file, sizeof gs_opt.debug_file, "/dev/full");
+  debug_init();
+  GS_WARN("first");
+  GS_WARN("second");
+  restore_stderr();
+  expected_prefix(prefix, sizeof prefix, (int)getpid(), my_tid());
+  snprintf(want, sizeof want,
+           "%sWARN GEMMSHIM_DEBUG_FILE: cannot write '/dev/full' (No space left on device); debug output goes to "
+           "stderr instead\n%sWARN first\n%sWARN second\n",
+           prefix, prefix, prefix);
+  char *got = read_file(path);
+  assert_string_equal(got, want);
+  free(got);
+}
+
 /* Switching back to stderr and to another file leaves no stale fd. */
 static void test_reinit_switches(void **state) {
   (void)state;
@@ -455,6 +478,27 @@ static void test_quote(void **state) {
   memset(big, '\x02', 200);
   big[200] = '\0';
   assert_true(strlen(gs_quote(big, q)) < GS_QUOTE_BUF);
+  /* Bytes that are not UTF-8 (RFC 3629) as \xNN; characters as they are. */
+  assert_string_equal(gs_quote("caf\xc3\xa9 \xff \xc3 \xc0\xaf \xed\xa0\x80 \xf0\x9f\x98\x80", q),
+                      "caf\xc3\xa9 \\xff \\xc3 \\xc0\\xaf \\xed\\xa0\\x80 \xf0\x9f\x98\x80");
+  /* Cut between characters only: a character that would cross byte 96 is
+   * left out whole. */
+  memset(big, 'z', 95);
+  memcpy(big + 95, "\xc3\xa9", 3);
+  snprintf(want, sizeof want, "%.95s...(97 bytes)", big);
+  assert_string_equal(gs_quote(big, q), want);
+  memset(big, 'z', 94);
+  memcpy(big + 94, "\xc3\xa9x", 4);
+  snprintf(want, sizeof want, "%.96s...(97 bytes)", big);
+  assert_string_equal(gs_quote(big, q), want);
+  memset(big, 'z', 93);
+  memcpy(big + 93, "\xf0\x9f\x98\x80", 5);
+  snprintf(want, sizeof want, "%.93s...(97 bytes)", big);
+  assert_string_equal(gs_quote(big, q), want);
+  /* 96 bytes that are not UTF-8 fill GS_QUOTE_BUF at most. */
+  memset(big, '\xff', 200);
+  big[200] = '\0';
+  assert_int_equal(strlen(gs_quote(big, q)), 96 * 4 + strlen("...(200 bytes)"));
 }
 
 static int group_setup(void **state) {
@@ -481,6 +525,7 @@ int main(void) {
       cmocka_unit_test_teardown(test_file_placeholders, teardown),
       cmocka_unit_test_teardown(test_open_failure_falls_back, teardown),
       cmocka_unit_test_teardown(test_open_fault_falls_back, teardown),
+      cmocka_unit_test_teardown(test_write_failure_falls_back, teardown),
       cmocka_unit_test_teardown(test_reinit_switches, teardown),
       cmocka_unit_test_teardown(test_threads_whole_lines, teardown),
       cmocka_unit_test_teardown(test_fork_child_ids, teardown),

@@ -4,11 +4,18 @@
  * gives ENXIO), write(2)/pipe(7) (a write to a pipe without a reader is
  * EPIPE plus SIGPIPE; up to PIPE_BUF bytes are written atomically; with
  * O_NONBLOCK a full pipe gives EAGAIN), dup(2) (a duplicate shares the
- * file offset). */
+ * file offset), fcntl(2) (O_NONBLOCK is a flag of the open file
+ * description, which a duplicate shares), proc(5) (opening /proc/self/fd/N
+ * opens the file itself, a new description), send(2) (MSG_DONTWAIT: a
+ * non-blocking send whatever the description's flags), signal(7) and
+ * setrlimit(2) (a write past RLIMIT_FSIZE raises SIGXFSZ, whose default
+ * action ends the process; with the signal blocked the write fails with
+ * EFBIG; a write that crosses the limit is cut short at it). */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <pthread.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -17,7 +24,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <sys/un.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -78,6 +90,24 @@ static void test_refusals(void **state) {
   assert_string_equal(why, "Is a directory");
   assert_int_equal(file_open_append("/dev/fd/1000", 0, &f, why, sizeof why), -1);
   assert_string_equal(why, "descriptor 1000 is not open");
+
+  /* open(2) gives ENXIO for a FIFO without a reader, a device file whose
+   * device does not exist, and a UNIX socket: said by what it is (every
+   * one was "a FIFO with no reader"). Character major 240 is reserved for
+   * local use (devices.txt), so nothing is behind it here. */
+  in_dir(path, sizeof path, "nodev");
+  assert_int_equal(mknod(path, S_IFCHR | 0600, makedev(240, 0)), 0);
+  assert_int_equal(file_open_append(path, 0, &f, why, sizeof why), -1);
+  assert_string_equal(why, "a device file with no device behind it");
+  in_dir(path, sizeof path, "sock");
+  int s = socket(AF_UNIX, SOCK_STREAM, 0);
+  struct sockaddr_un addr = {.sun_family = AF_UNIX};
+  assert_true(strlen(path) < sizeof addr.sun_path);
+  memcpy(addr.sun_path, path, strlen(path) + 1);
+  assert_int_equal(bind(s, (struct sockaddr *)&addr, sizeof addr), 0);
+  assert_int_equal(file_open_append(path, 0, &f, why, sizeof why), -1);
+  assert_string_equal(why, "a socket, which open() cannot write to; expected a regular file, a FIFO or a device");
+  close(s);
 }
 
 static void test_character_device(void **state) {
@@ -140,7 +170,7 @@ static void test_no_sigpipe(void **state) {
   int p[2];
   assert_int_equal(pipe(p), 0);
   close(p[0]);
-  gs_file f = {p[1], 0, 0, 1, 0, 0};
+  gs_file f = {p[1], 0, 0, 1, 0, 0, 0, 0, 0, 0};
   errno = 0;
   assert_int_equal(file_write(&f, "x\n", 2, NULL), 0);
   assert_int_equal(errno, EPIPE);
@@ -158,7 +188,7 @@ static void test_full_pipe_deadline(void **state) {
   assert_int_equal(pipe2(p, O_NONBLOCK), 0);
   static char text[256 * 1024];
   for (size_t i = 0; i < sizeof text; i++) text[i] = (i % 100 == 99) ? '\n' : 'a';
-  gs_file f = {p[1], 0, 0, 1, 0, 0};
+  gs_file f = {p[1], 0, 0, 1, 0, 0, 0, 0, 0, 0};
   uint64_t deadline = gs_monotonic_ns() + 30 * 1000000ull;
   errno = 0;
   size_t n = file_write(&f, text, sizeof text, &deadline);
@@ -168,6 +198,230 @@ static void test_full_pipe_deadline(void **state) {
   assert_true(gs_monotonic_ns() >= deadline);
   close(p[0]);
   close(p[1]);
+}
+
+/* A buffer of 100-byte lines, larger than any pipe, terminal or socket
+ * buffer here. */
+static const char *lines_text(size_t *len) {
+  static char text[4 << 20];
+  for (size_t i = 0; i < sizeof text; i++) text[i] = (i % 100 == 99) ? '\n' : 'a';
+  *len = sizeof text;
+  return text;
+}
+
+/* Written to a descriptor nobody reads, it stops at the deadline having
+ * blocked nowhere; the program's own description keeps its flags. */
+static void assert_gives_up_at_deadline(gs_file *f, int prog_fd) {
+  int flags_before = fcntl(prog_fd, F_GETFL);
+  size_t len;
+  const char *text = lines_text(&len);
+  uint64_t deadline = gs_monotonic_ns() + 30 * 1000000ull;
+  errno = 0;
+  size_t n = file_write(f, text, len, &deadline);
+  assert_int_equal(errno, ETIMEDOUT);
+  assert_true(n < len);
+  assert_true(gs_monotonic_ns() >= deadline);
+  assert_int_equal(fcntl(prog_fd, F_GETFL), flags_before);
+  assert_int_equal(flags_before & O_NONBLOCK, 0);
+}
+
+/* /dev/fd/N on a pipe: a description of the shim's own, non-blocking. The
+ * program's stays blocking: its writes still wait for the reader. With no
+ * description of its own to be had (the open through /proc fails), the
+ * shared one is written after poll, in pieces of PIPE_BUF at most, which a
+ * pipe with room takes at once. */
+static void named_pipe_case(int own) {
+  int p[2];
+  char name[64], why[256];
+  assert_int_equal(pipe(p), 0);
+  snprintf(name, sizeof name, "/dev/fd/%d", p[1]);
+  gs_file f;
+  if (!own) gs_fault_arm(GS_SYS_open, 1, 0);
+  assert_int_equal(file_open_append(name, 0, &f, why, sizeof why), 0);
+  gs_fault_clear();
+  assert_int_equal(f.named, 1);
+  assert_int_equal(f.stream, 1);
+  assert_int_equal(f.nonblock, own);
+  assert_int_equal((fcntl(f.fd, F_GETFL) & O_NONBLOCK) != 0, own);
+  assert_gives_up_at_deadline(&f, p[1]);
+  file_close(&f);
+  close(p[0]);
+  close(p[1]);
+}
+
+static void test_named_pipe_own_description(void **state) {
+  (void)state;
+  named_pipe_case(1);
+}
+
+static void test_named_pipe_shared_description(void **state) {
+  (void)state;
+  named_pipe_case(0);
+}
+
+/* /dev/fd/N on a pseudo-terminal nobody reads. poll() says a terminal is
+ * writable with any room at all, and a blocking write then waits for all
+ * of its bytes (the shim used to hang here for good): the shim writes
+ * through a description of its own, O_NONBLOCK. */
+static void test_named_pty_own_description(void **state) {
+  (void)state;
+  int master = posix_openpt(O_RDWR | O_NOCTTY);
+  assert_true(master >= 0);
+  assert_int_equal(grantpt(master), 0);
+  assert_int_equal(unlockpt(master), 0);
+  int slave = open(ptsname(master), O_WRONLY | O_NOCTTY);
+  assert_true(slave >= 0);
+  char name[64], why[256];
+  snprintf(name, sizeof name, "/dev/fd/%d", slave);
+  gs_file f;
+  assert_int_equal(file_open_append(name, 0, &f, why, sizeof why), 0);
+  assert_int_equal(f.nonblock, 1);
+  assert_int_not_equal(f.fd, slave);
+  assert_gives_up_at_deadline(&f, slave);
+  file_close(&f);
+  close(slave);
+  close(master);
+}
+
+/* A socket cannot be opened through /proc: it is written with
+ * send(MSG_DONTWAIT), which never blocks. */
+static void test_named_socket_dontwait(void **state) {
+  (void)state;
+  int sv[2];
+  assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+  char name[64], why[256];
+  snprintf(name, sizeof name, "/dev/fd/%d", sv[0]);
+  gs_file f;
+  assert_int_equal(file_open_append(name, 0, &f, why, sizeof why), 0);
+  assert_int_equal(f.sock, 1);
+  assert_int_equal(f.nonblock, 0);
+  assert_gives_up_at_deadline(&f, sv[0]);
+  file_close(&f);
+  close(sv[0]);
+  close(sv[1]);
+}
+
+/* The checks under a lowered RLIMIT_FSIZE run in a child, which says
+ * which one failed by its exit status: with the limit lowered, the
+ * runner's own output to a file (a failed assertion's message) would be
+ * past it too. A SIGXFSZ the shim let through ends the child by signal. */
+#define CHECK_OR_EXIT(cond, code) \
+  do {                            \
+    if (!(cond)) _exit(code);     \
+  } while (0)
+
+static void run_limited(void (*body)(void)) {
+  fflush(NULL);
+  pid_t pid = fork();
+  assert_true(pid >= 0);
+  if (pid == 0) {
+    body();
+    _exit(0);
+  }
+  int status;
+  assert_int_equal(waitpid(pid, &status, 0), pid);
+  if (WIFSIGNALED(status)) fail_msg("ended by signal %d (SIGXFSZ is %d)", WTERMSIG(status), SIGXFSZ);
+  assert_true(WIFEXITED(status));
+  assert_int_equal(WEXITSTATUS(status), 0);
+}
+
+static void limit_file_size(rlim_t bytes) {
+  struct rlimit lim;
+  CHECK_OR_EXIT(getrlimit(RLIMIT_FSIZE, &lim) == 0, 10);
+  lim.rlim_cur = bytes;
+  CHECK_OR_EXIT(setrlimit(RLIMIT_FSIZE, &lim) == 0, 11);
+}
+
+/* A file past the size limit: EFBIG, the process alive and no SIGXFSZ
+ * left pending. The write that crosses the limit is cut at it. */
+static void size_limit_body(void) {
+  char path[128], why[256];
+  in_dir(path, sizeof path, "limited.txt");
+  limit_file_size(150);
+  gs_file f;
+  CHECK_OR_EXIT(file_open_append(path, 0, &f, why, sizeof why) == 0, 1);
+  size_t len;
+  const char *text = lines_text(&len);
+  CHECK_OR_EXIT(file_write(&f, text, 100, NULL) == 100, 2);
+  CHECK_OR_EXIT(file_write(&f, text, 100, NULL) == 50 && errno == EFBIG, 3); /* cut at the limit, then EFBIG */
+  errno = 0;
+  CHECK_OR_EXIT(file_write(&f, text, 100, NULL) == 0 && errno == EFBIG, 4);
+  sigset_t pending;
+  sigpending(&pending);
+  CHECK_OR_EXIT(!sigismember(&pending, SIGXFSZ), 5);
+  file_close(&f);
+  struct stat st;
+  CHECK_OR_EXIT(stat(path, &st) == 0 && st.st_size == 150, 6);
+}
+
+static void test_file_size_limit_is_efbig(void **state) {
+  (void)state;
+  run_limited(size_limit_body);
+}
+
+/* A SIGXFSZ the program itself had pending stays pending for it. */
+static void pending_sigxfsz_body(void) {
+  char path[128], why[256];
+  in_dir(path, sizeof path, "limited2.txt");
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGXFSZ);
+  CHECK_OR_EXIT(pthread_sigmask(SIG_BLOCK, &set, NULL) == 0, 1);
+  raise(SIGXFSZ); /* the program's own, blocked */
+  limit_file_size(10);
+  gs_file f;
+  CHECK_OR_EXIT(file_open_append(path, 0, &f, why, sizeof why) == 0, 2);
+  CHECK_OR_EXIT(file_write(&f, "0123456789\n", 11, NULL) == 10 && errno == EFBIG, 3);
+  sigset_t pending;
+  sigpending(&pending);
+  CHECK_OR_EXIT(sigismember(&pending, SIGXFSZ), 4); /* still the program's */
+  struct timespec zero = {0, 0};
+  CHECK_OR_EXIT(sigtimedwait(&set, NULL, &zero) == SIGXFSZ, 5);
+  CHECK_OR_EXIT(sigtimedwait(&set, NULL, &zero) == -1, 6); /* and only the one */
+  file_close(&f);
+}
+
+static void test_programs_pending_sigxfsz_kept(void **state) {
+  (void)state;
+  run_limited(pending_sigxfsz_body);
+}
+
+/* A file whose last line was cut short (an earlier writer's write hit a
+ * full disk). The log's first line lands glued onto it: that one bad line
+ * stays (never truncated), and the line is written again, whole. */
+static void test_cut_line_repaired(void **state) {
+  (void)state;
+  char path[128], why[256];
+  in_dir(path, sizeof path, "cut.jsonl");
+  int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  assert_int_equal(write(fd, "{\"a\":1}\n{\"cu", 12), 12);
+  close(fd);
+  gs_file f;
+  assert_int_equal(file_open_append(path, 0, &f, why, sizeof why), 0);
+  assert_int_equal(f.tail, 1);
+  assert_int_equal(file_write(&f, "{\"b\":2}\n{\"c\":3}\n", 16, NULL), 16);
+  assert_int_equal(file_write(&f, "{\"d\":4}\n", 8, NULL), 8); /* after a whole line: once */
+  file_close(&f);
+  assert_string_equal(slurp(path), "{\"a\":1}\n{\"cu{\"b\":2}\n{\"c\":3}\n{\"b\":2}\n{\"d\":4}\n");
+}
+
+/* The debug file, written by many threads at once, ends a cut line when
+ * it is opened. A FIFO is never opened for reading (it would then never
+ * fail with ENXIO, fifo(7)): test_refusals. */
+static void test_debug_file_ends_cut_line(void **state) {
+  (void)state;
+  char path[128], why[256];
+  in_dir(path, sizeof path, "cut.debug");
+  int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  assert_int_equal(write(fd, "gemmshim h:1:1 WARN cu", 22), 22);
+  close(fd);
+  gs_file f;
+  assert_int_equal(file_open_append(path, 1, &f, why, sizeof why), 0);
+  assert_int_equal(file_end_cut_line(&f), 1);
+  assert_int_equal(file_end_cut_line(&f), 0);
+  assert_int_equal(file_write(&f, "line\n", 5, NULL), 5);
+  file_close(&f);
+  assert_string_equal(slurp(path), "gemmshim h:1:1 WARN cu\nline\n");
 }
 
 static int group_setup(void **state) {
@@ -192,6 +446,14 @@ int main(void) {
       cmocka_unit_test(test_reused_descriptor),
       cmocka_unit_test(test_no_sigpipe),
       cmocka_unit_test(test_full_pipe_deadline),
+      cmocka_unit_test(test_named_pipe_own_description),
+      cmocka_unit_test(test_named_pty_own_description),
+      cmocka_unit_test(test_named_socket_dontwait),
+      cmocka_unit_test(test_named_pipe_shared_description),
+      cmocka_unit_test(test_file_size_limit_is_efbig),
+      cmocka_unit_test(test_programs_pending_sigxfsz_kept),
+      cmocka_unit_test(test_cut_line_repaired),
+      cmocka_unit_test(test_debug_file_ends_cut_line),
   };
   return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

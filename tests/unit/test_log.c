@@ -387,17 +387,78 @@ static void test_format_hex(void **state) {
   }
 }
 
-/* JSON escaping as the header comment states it, one byte at a time. */
+/* The length of the UTF-8 character at s, decoded to its code point and
+ * checked against RFC 3629 section 3 (the shortest form, no surrogates
+ * D800..DFFF, nothing past 10FFFF); 0 when it is not one. */
+static size_t utf8_ref(const unsigned char *s, size_t n) {
+  size_t len = s[0] < 0x80 ? 1 : (s[0] & 0xe0) == 0xc0 ? 2 : (s[0] & 0xf0) == 0xe0 ? 3 : (s[0] & 0xf8) == 0xf0 ? 4 : 0;
+  if (len == 0 || len > n) return 0;
+  uint32_t cp = len == 1 ? s[0] : s[0] & (0x7f >> len);
+  for (size_t i = 1; i < len; i++) {
+    if ((s[i] & 0xc0) != 0x80) return 0;
+    cp = cp << 6 | (s[i] & 0x3f);
+  }
+  static const uint32_t min_cp[5] = {0, 0, 0x80, 0x800, 0x10000};
+  if (cp < min_cp[len] || (cp >= 0xd800 && cp <= 0xdfff) || cp > 0x10ffff) return 0;
+  return len;
+}
+
+/* JSON escaping as the header comment states it, one character at a time:
+ * RFC 8259's escapes, UTF-8 as it is, any other byte as the text \xNN. */
 static size_t escape_ref(char *out, const char *s, size_t n) {
   size_t o = 0;
-  for (size_t i = 0; i < n; i++) {
+  for (size_t i = 0; i < n;) {
     unsigned char ch = (unsigned char)s[i];
+    size_t len = utf8_ref((const unsigned char *)s + i, n - i);
     if (ch == '"' || ch == '\\') out[o++] = '\\', out[o++] = (char)ch;
     else if (ch < 0x20) o += (size_t)sprintf(out + o, "\\u%04x", ch);
-    else out[o++] = (char)ch;
+    else if (len == 0) o += (size_t)sprintf(out + o, "\\\\x%02x", ch);
+    else memcpy(out + o, s + i, len), o += len, i += len - 1;
+    i++;
   }
   out[o] = '\0';
   return o;
+}
+
+/* Characters of 2, 3 and 4 bytes and byte strings that are not UTF-8
+ * (RFC 3629: a lone continuation byte, a cut sequence, overlong forms, a
+ * surrogate, past U+10FFFF, bytes F5..FF) at every offset across two
+ * 8-byte words, in both formatters: UTF-8 is copied, anything else is
+ * \xNN, so json.loads takes every line (RFC 8259 section 8.1). */
+static void test_format_utf8_every_position(void **state) {
+  (void)state;
+  static const char *const pieces[] = {
+      "\xc3\xa9", "\xe2\x82\xac", "\xf0\x9f\x98\x80", "\xf4\x8f\xbf\xbf", "\xef\xbf\xbd", /* valid */
+      "\x80", "\xbf", "\xc3", "\xe2\x82", "\xf0\x9f\x98", "\xc0\xaf", "\xc1\xbf", "\xe0\x80\xaf",
+      "\xf0\x8f\xbf\xbf", "\xed\xa0\x80", "\xed\xbf\xbf", "\xf4\x90\x80\x80", "\xf5\x80\x80\x80", "\xff", "\xfe"};
+  static char buf[8192], want[GS_REASON_MAX * 6 + 64];
+  for (size_t k = 0; k < sizeof pieces / sizeof pieces[0]; k++) {
+    for (size_t at = 0; at < 17; at++) {
+      for (size_t tail = 0; tail < 3; tail++) { /* the piece at the very end of the string, or not */
+        gs_call c = gemm_ex_call();
+        memset(c.reason, 0, sizeof c.reason);
+        memset(c.reason, 'r', at);
+        size_t len = at;
+        memcpy(c.reason + len, pieces[k], strlen(pieces[k]));
+        len += strlen(pieces[k]);
+        memset(c.reason + len, 's', tail * 5);
+        len += tail * 5;
+        c.backend = pieces[(k + at) % (sizeof pieces / sizeof pieces[0])];
+        format_both_ways(&c, buf, sizeof buf);
+        char *w = want + sprintf(want, ",\"backend\":\"");
+        w += escape_ref(w, c.backend, strlen(c.backend));
+        w += sprintf(w, "\",\"reason\":\"");
+        w += escape_ref(w, c.reason, len);
+        sprintf(w, "\",\"status\":0,");
+        assert_non_null(strstr(buf, want));
+      }
+    }
+  }
+  /* Spelled out once. */
+  gs_call c = gemm_ex_call();
+  snprintf(c.reason, sizeof c.reason, "caf\xc3\xa9 \xff\xc3(\xed\xa0\x80)");
+  format_both_ways(&c, buf, sizeof buf);
+  assert_non_null(strstr(buf, ",\"reason\":\"caf\xc3\xa9 \\\\xff\\\\xc3(\\\\xed\\\\xa0\\\\x80)\","));
 }
 
 /* Strings are copied 8 bytes at a time while no byte needs escaping: put
@@ -901,6 +962,81 @@ static void test_short_write_continues(void **state) {
   assert_false(file_exists(dbg)); /* nothing to say, no file */
 }
 
+/* A full disk (POSIX write(2): what fits is written, then ENOSPC): the
+ * log's write takes half a buffer, the rest fails. The log goes off with
+ * one warning; the file ends inside a line and is never truncated back.
+ * The next process to append (log_init again, as a fresh process) finds
+ * its first record glued onto that cut line: the cut line stays one bad
+ * line, and every record of the new run is a whole line (the first one
+ * written again after the rest). */
+static int full_disk_writes, full_disk_fd;
+static ssize_t full_disk_write(int fd, const void *buf, size_t n) {
+  if (full_disk_writes == 0 && n >= 7 && memcmp(buf, "{\"seq\":", 7) == 0) full_disk_fd = fd;
+  if (fd != full_disk_fd) return real_write(fd, buf, n); /* the debug file, or not the log yet */
+  if (full_disk_writes++ == 0) return real_write(fd, buf, n / 2);
+  errno = ENOSPC;
+  return -1;
+}
+
+static void test_full_disk_cut_line(void **state) {
+  (void)state;
+  char path[128], dbg[128], rec[3][1024];
+  start_log("full.jsonl", GS_LEVEL_WARN, "full.debug");
+  for (uint64_t s = 1; s <= 3; s++) log_numbered(s);
+  real_write = gs_sys.write;
+  gs_sys.write = full_disk_write;
+  full_disk_writes = 0;
+  full_disk_fd = -1;
+  log_flush();
+  gs_sys.write = real_write;
+  assert_int_equal(full_disk_writes, 2);
+  log_numbered(4); /* the log is off */
+  log_shutdown();
+  path_in_dir(path, sizeof path, "full.jsonl");
+  size_t cut_len;
+  char *cut = read_file(path, &cut_len);
+  size_t whole = 0;
+  for (uint64_t s = 1; s <= 3; s++) whole += format_numbered(s, rec[0], sizeof rec[0]);
+  assert_int_equal(cut_len, whole / 2);
+  assert_int_not_equal(cut[cut_len - 1], '\n');
+  path_in_dir(dbg, sizeof dbg, "full.debug");
+  char *warn = read_file(dbg, NULL);
+  assert_int_equal(count_lines(warn), 1);
+  assert_non_null(strstr(warn, "(No space left on device); the routing log is off for the rest of this process\n"));
+  free(warn);
+
+  /* Space again, and the next process appends. */
+  start_log("full.jsonl", GS_LEVEL_WARN, "full.debug");
+  for (uint64_t s = 1; s <= 3; s++) log_numbered(s);
+  log_shutdown();
+  for (uint64_t s = 1; s <= 3; s++) format_numbered(s, rec[s - 1], sizeof rec[0]);
+  char want[8192];
+  snprintf(want, sizeof want, "%s%s%s%s%s", cut, rec[0], rec[1], rec[2], rec[0]);
+  char *got = read_file(path, NULL);
+  assert_string_equal(got, want);
+  free(got);
+  free(cut);
+}
+
+/* The file ends with a whole line: nothing is written twice. */
+static void test_whole_last_line_kept(void **state) {
+  (void)state;
+  char path[128], rec[1024];
+  path_in_dir(path, sizeof path, "whole.jsonl");
+  FILE *f = fopen(path, "w");
+  fputs("{\"earlier\":1}\n", f);
+  fclose(f);
+  start_log("whole.jsonl", GS_LEVEL_WARN, "");
+  log_numbered(1);
+  log_shutdown();
+  format_numbered(1, rec, sizeof rec);
+  char want[2048];
+  snprintf(want, sizeof want, "{\"earlier\":1}\n%s", rec);
+  char *got = read_file(path, NULL);
+  assert_string_equal(got, want);
+  free(got);
+}
+
 /* A write that makes no progress at all is a failure. */
 static ssize_t zero_write(int fd, const void *buf, size_t n) {
   int is_log = n >= 7 && memcmp(buf, "{\"seq\":", 7) == 0;
@@ -1350,6 +1486,74 @@ static void test_fork_shared_file(void **state) {
   free(got);
 }
 
+/* GEMMSHIM_LOG=/dev/fd/N is resolved once, by the parent's first record: a
+ * forked child that closes N and opens a file of its own under that number
+ * gets nothing written into it, and its records still reach the parent's
+ * copy (the child used to duplicate N again, its own file by then). */
+static void test_fork_named_descriptor_kept(void **state) {
+  (void)state;
+  char path[128], theirs[128], want[4096] = "";
+  path_in_dir(path, sizeof path, "named.jsonl");
+  path_in_dir(theirs, sizeof theirs, "childs.bin");
+  int n = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND, 0644);
+  assert_true(n >= 0);
+  snprintf(gs_opt.log_path, sizeof gs_opt.log_path, "/dev/fd/%d", n);
+  gs_opt.debug_file[0] = '\0';
+  gs_opt.debug_level = GS_LEVEL_WARN;
+  debug_init();
+  log_init();
+  if (FORK_WITHOUT_FLUSHER) gs_fault_arm(GS_SYS_pthread_create, 1, 1);
+  record_seq(1);
+  log_flush();
+  pid_t pid = fork();
+  assert_true(pid >= 0);
+  if (pid == 0) {
+    close(n);
+    int mine = open(theirs, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (mine != n) _exit(3);
+    child_records(100, 1);
+  }
+  wait_child(pid);
+  record_seq(2);
+  log_shutdown();
+  close(n);
+  append_formatted(want, 1), append_formatted(want, 100), append_formatted(want, 2);
+  char *got = read_file(path, NULL);
+  assert_string_equal(got, want);
+  free(got);
+  size_t len;
+  got = read_file(theirs, &len);
+  assert_int_equal(len, 0);
+  free(got);
+}
+
+/* A descriptor named by number that is open read-only (/dev/stdin on a
+ * file): the write's EBADF is a write error, said as one, not a descriptor
+ * the program closed. */
+static void test_named_read_only_descriptor(void **state) {
+  (void)state;
+  char path[128], dbg[128];
+  path_in_dir(path, sizeof path, "readonly.jsonl");
+  close(open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644));
+  int n = open(path, O_RDONLY);
+  assert_true(n >= 0);
+  path_in_dir(gs_opt.debug_file, sizeof gs_opt.debug_file, "readonly.debug");
+  snprintf(gs_opt.log_path, sizeof gs_opt.log_path, "/dev/fd/%d", n);
+  gs_opt.debug_level = GS_LEVEL_WARN;
+  debug_init();
+  log_init();
+  record_seq(1);
+  log_shutdown();
+  close(n);
+  path_in_dir(dbg, sizeof dbg, "readonly.debug");
+  char *warn = read_file(dbg, NULL), want[256];
+  snprintf(want, sizeof want, " WARN GEMMSHIM_LOG: cannot write '/dev/fd/%d' (Bad file descriptor); the routing log is "
+           "off for the rest of this process\n", n);
+  assert_int_equal(count_lines(warn), 1);
+  assert_non_null(strstr(warn, want));
+  free(warn);
+}
+
 /* A parent that forks before its first record creates the shared file at
  * the fork, so its own later open cannot truncate the child's records. */
 static void test_fork_before_first_record(void **state) {
@@ -1665,6 +1869,7 @@ int main(void) {
       cmocka_unit_test(test_format_numbers),
       cmocka_unit_test(test_format_hex),
       cmocka_unit_test(test_format_escapes_every_position),
+      cmocka_unit_test(test_format_utf8_every_position),
       cmocka_unit_test(test_format_widest_record),
       cmocka_unit_test(test_format_gpu_time),
       cmocka_unit_test_teardown(test_expand_pid_host, teardown),
@@ -1681,6 +1886,8 @@ int main(void) {
       cmocka_unit_test_teardown(test_flusher_deadline_during_write, teardown),
       cmocka_unit_test_teardown(test_write_failure_disables, teardown),
       cmocka_unit_test_teardown(test_short_write_continues, teardown),
+      cmocka_unit_test_teardown(test_full_disk_cut_line, teardown),
+      cmocka_unit_test_teardown(test_whole_last_line_kept, teardown),
       cmocka_unit_test_teardown(test_zero_write_disables, teardown),
       cmocka_unit_test_teardown(test_open_failure_disables, teardown),
       cmocka_unit_test_teardown(test_no_flusher_thread_still_flushes, teardown),
@@ -1693,6 +1900,8 @@ int main(void) {
       cmocka_unit_test_teardown(test_fork_own_file, teardown),
       cmocka_unit_test_teardown(test_fork_shared_file, teardown),
       cmocka_unit_test_teardown(test_fork_before_first_record, teardown),
+      cmocka_unit_test_teardown(test_fork_named_descriptor_kept, teardown),
+      cmocka_unit_test_teardown(test_named_read_only_descriptor, teardown),
       cmocka_unit_test_teardown(test_gpu_held_written_by_last_flush, teardown),
       cmocka_unit_test_teardown(test_gpu_unfinished_at_exit, teardown),
       cmocka_unit_test_teardown(test_gpu_held_bound, teardown),

@@ -1,5 +1,6 @@
 /* The options table: shared parsers, and options_init over real
  * environments, asserting the exact one-line message for each bad input. */
+#define _GNU_SOURCE
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -133,7 +134,7 @@ static void test_pool_keep_bytes(void **state) {
   assert_int_equal(gs_opt.pool_keep_bytes, 256ull << 20);
   assert_int_equal(gs_opt.passthrough, 1);
   expect_one_warning("GEMMSHIM_POOL_KEEP_BYTES='lots': expected a size in bytes, optionally with K, M, G or T "
-                     "(e.g. 512M); running pass-through (every GEMM native, still logged)");
+                     "(e.g. 512M); running pass-through (every GEMM native)");
 }
 
 static void test_mode_values(void **state) {
@@ -151,7 +152,19 @@ static void test_bad_mode(void **state) {
   options_init();
   assert_int_equal(gs_opt.passthrough, 1);
   assert_int_equal(gs_opt.mode, GS_MODE_AUTO);
+  expect_one_warning("GEMMSHIM_MODE='fast': expected auto, native, ffma or fp8; running pass-through (every GEMM native)\n");
+  /* With a log, what pass-through keeps; with a log path that was itself
+   * rejected, no log to speak of (it said "still logged"). */
+  setenv("GEMMSHIM_LOG", "/tmp/x.jsonl", 1);
+  options_init_fresh();
   expect_one_warning("GEMMSHIM_MODE='fast': expected auto, native, ffma or fp8; running pass-through (every GEMM native, still logged)\n");
+  static char long_path[700];
+  memset(long_path, 'p', sizeof long_path - 1);
+  setenv("GEMMSHIM_LOG", long_path, 1);
+  unsetenv("GEMMSHIM_MODE");
+  options_init_fresh();
+  expect_one_warning("GEMMSHIM_LOG: path of 699 bytes; expected at most 511; running pass-through (every GEMM native)\n");
+  unsetenv("GEMMSHIM_LOG");
 }
 
 static void test_bad_bool_and_level(void **state) {
@@ -221,6 +234,18 @@ static void test_bad_fault_spec(void **state) {
   setenv("GEMMSHIM_FAULT", "write", 1);
   options_init_fresh();
   expect_one_warning("GEMMSHIM_FAULT: 'write' has no ':N'; expected name:N[+],...");
+  /* An empty entry anywhere is refused, a trailing comma too (it was
+   * taken, so a typo passed silently). */
+  static const char *const empty[] = {"write:1,", ",write:1", "write:1,,read:2", ",", NULL};
+  for (int i = 0; empty[i]; i++) {
+    setenv("GEMMSHIM_FAULT", empty[i], 1);
+    options_init_fresh();
+    assert_int_equal(gs_opt.passthrough, 1);
+    char want[256];
+    snprintf(want, sizeof want, "GEMMSHIM_FAULT='%s': an empty entry (a comma too many); expected name:N[+],...; "
+             "running pass-through", empty[i]);
+    expect_one_warning(want);
+  }
 }
 
 static void test_fault_counting(void **state) {
@@ -248,6 +273,24 @@ static void test_info_prints_every_option(void **state) {
   assert_non_null(strstr(out, "GEMMSHIM_DLSYM=1 (default)"));
   assert_non_null(strstr(out, "policy rule 1: built-in rule 1 (ffma sm=6.0-7.5 ab=bf16 compute=32f)"));
   assert_non_null(strstr(out, "policy rule 2: built-in rule 2 (native)"));
+  gs_opt.debug_level = GS_LEVEL_WARN;
+}
+
+/* A path is a user's text like any value: a newline in it forged a line
+ * of the INFO listing ("gemmshim ... INFO fake"); bytes that are not UTF-8
+ * went out raw. Escaped as gs_quote does for every message. */
+static void test_info_escapes_paths(void **state) {
+  setenv("GEMMSHIM_DEBUG", "INFO", 1);
+  setenv("GEMMSHIM_LOG", "/tmp/x\ngemmshim vm:1:1 INFO fake\xff.jsonl", 1);
+  options_init_fresh();
+  int lines;
+  char *out = debug_output(&lines);
+  assert_non_null(strstr(out, " INFO GEMMSHIM_LOG set by environment to /tmp/x\\ngemmshim vm:1:1 INFO fake\\xff.jsonl\n"));
+  for (char *l = out; *l; l = strchr(l, '\n') + 1) { /* no line but the shim's own */
+    assert_int_equal(strncmp(l, "gemmshim ", 9), 0);
+    assert_int_not_equal(strncmp(l, "gemmshim vm:1:1 ", 16), 0);
+  }
+  unsetenv("GEMMSHIM_LOG");
   gs_opt.debug_level = GS_LEVEL_WARN;
 }
 
@@ -285,14 +328,14 @@ static void test_values_escaped_and_cut(void **state) {
   setenv("GEMMSHIM_MODE", "fp8\ngemmshim vm:1:1 INFO fake", 1);
   options_init();
   expect_one_warning("GEMMSHIM_MODE='fp8\\ngemmshim vm:1:1 INFO fake': expected auto, native, ffma or fp8; "
-                     "running pass-through (every GEMM native, still logged)\n");
+                     "running pass-through (every GEMM native)\n");
   static char big[100001];
   memset(big, 'x', sizeof big - 1);
   setenv("GEMMSHIM_MODE", big, 1);
   options_init_fresh();
   char want[512];
   snprintf(want, sizeof want, "GEMMSHIM_MODE='%.96s...(100000 bytes)': expected auto, native, ffma or fp8; "
-           "running pass-through (every GEMM native, still logged)\n", big);
+           "running pass-through (every GEMM native)\n", big);
   expect_one_warning(want);
   unsetenv("GEMMSHIM_MODE");
   big[3000] = '\0';
@@ -339,27 +382,61 @@ static void test_every_problem_reported(void **state) {
   assert_non_null(strstr(out, " WARN GEMMSHIM_FAULT: unknown call 'nosuchcall'"));
 }
 
-/* A FIFO as the policy file: open() does not wait for a writer, and a
- * writer that never finishes gets a bounded wait, then one message. */
+/* A FIFO as the policy file is refused, whether a writer is there, comes
+ * later or never: a FIFO with no writer reads as its end at once (fifo(7)),
+ * which ran with no rules of its own and said nothing, and its text reaches
+ * only the first process. Nothing opens it: a writer waiting for a reader
+ * keeps waiting (open(2) on a FIFO blocks until the other end is opened). */
 static void test_policy_fifo(void **state) {
   char fifo[256];
   snprintf(fifo, sizeof fifo, "/tmp/gemmshim-test-policy-fifo-%d", (int)getpid());
   unlink(fifo);
   assert_int_equal(mkfifo(fifo, 0600), 0);
   setenv("GEMMSHIM_POLICY", fifo, 1);
-  options_init(); /* no writer: end of input at once, the built-in rules */
-  assert_int_equal(gs_opt.passthrough, 0);
-  assert_int_equal(gs_policy.n, 2);
-  int wr_keep = open(fifo, O_RDWR | O_NONBLOCK); /* a writer that never closes */
+  char want[512];
+  snprintf(want, sizeof want,
+           "GEMMSHIM_POLICY='%s': a FIFO or pipe; expected a regular file (a FIFO's text reaches only the first "
+           "process that reads it); running pass-through",
+           fifo);
+  options_init_fresh(); /* no writer */
+  assert_int_equal(gs_opt.passthrough, 1);
+  assert_int_equal(gs_policy.n, 2); /* the built-in rules */
+  expect_one_warning(want);
+  int wr_keep = open(fifo, O_RDWR | O_NONBLOCK); /* a writer with a policy, never closing */
   assert_true(wr_keep >= 0);
   assert_int_equal(write(wr_keep, "native\n", 7), 7);
   options_init_fresh();
+  expect_one_warning(want);
+  char left[16];
+  assert_int_equal(read(wr_keep, left, sizeof left), 7); /* not a byte taken */
   close(wr_keep);
   unlink(fifo);
+}
+
+/* A directory or another file that is not one: what it is and what was
+ * expected ("cannot read (Is a directory)" said neither). */
+static void test_policy_not_a_file(void **state) {
+  setenv("GEMMSHIM_POLICY", "/tmp", 1);
+  options_init_fresh();
+  assert_int_equal(gs_opt.passthrough, 1);
+  expect_one_warning("GEMMSHIM_POLICY='/tmp': a directory; expected a regular file; running pass-through");
+}
+
+/* A terminal that never ends its input: a bounded wait, then one message. */
+static void test_policy_terminal_waits_bounded(void **state) {
+  int master = posix_openpt(O_RDWR | O_NOCTTY);
+  assert_true(master >= 0);
+  assert_int_equal(grantpt(master), 0);
+  assert_int_equal(unlockpt(master), 0);
+  char name[128];
+  snprintf(name, sizeof name, "%s", ptsname(master));
+  setenv("GEMMSHIM_POLICY", name, 1);
+  options_init_fresh();
+  close(master);
   assert_int_equal(gs_opt.passthrough, 1);
   char want[512];
   snprintf(want, sizeof want, "GEMMSHIM_POLICY='%s': cannot read (no end of input within 1000 ms); running pass-through",
-           fifo);
+           name);
   expect_one_warning(want);
 }
 
@@ -377,10 +454,13 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_bad_fault_spec, setup, teardown),
       cmocka_unit_test_setup_teardown(test_fault_counting, setup, teardown),
       cmocka_unit_test_setup_teardown(test_info_prints_every_option, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_info_escapes_paths, setup, teardown),
       cmocka_unit_test_setup_teardown(test_numbers_reject_space_and_sign, setup, teardown),
       cmocka_unit_test_setup_teardown(test_values_escaped_and_cut, setup, teardown),
       cmocka_unit_test_setup_teardown(test_every_problem_reported, setup, teardown),
       cmocka_unit_test_setup_teardown(test_policy_fifo, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_policy_not_a_file, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_policy_terminal_waits_bounded, setup, teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
