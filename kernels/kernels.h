@@ -22,6 +22,21 @@
  * string). Thread-safe; cached per context. */
 const char *kernels_ready(CUcontext ctx);
 
+/* While one routed call runs on this thread (route.c brackets it): its
+ * context and that context's cuCtxGetId, as the device lookup found them
+ * for the call's stream, so the loaders and launchers take the id from
+ * here instead of asking the driver at every launch; and the thread's
+ * current context, asked once at the call's first launch. That answer
+ * stays true for the call: the shim's own pushes are popped before it goes
+ * on, and the only foreign code it runs in between, the forwarded fp32
+ * GEMM, runs in whatever context is current without changing it (cuBLAS
+ * docs, "cuBLAS context": the handle's device must be the current one; a
+ * runtime that finds no current context makes the primary one current, and
+ * a launch that assumed "not current" pushes anyway). Outside a scope, and
+ * for any other context, everything is asked as before. */
+void kernels_scope_begin(CUcontext ctx, unsigned long long ctx_id);
+void kernels_scope_end(void);
+
 /* One operand of a cast: element (r, c) of batch member b is at
  * src + b*stride_src + c*ld_src + r, or with src_array at
  * ((T *const *)src)[b] + c*ld_src + r (a device array of member pointers,

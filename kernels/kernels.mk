@@ -122,9 +122,11 @@ $(PERF_VENV)/.installed:
 	$(PERF_VENV)/bin/pip install -q $(PERF_PIP_PKGS)
 	@touch $@
 
-$(PERF_CLIENT): scripts/perf/route_calls.c $(BUILD)/standin/cu13/libcuda.so.1
+$(PERF_CLIENT): scripts/perf/route_calls.c $(BUILD)/standin/cu13/libcuda.so.1 $(BUILD)/standin/cu13/libcublas.so.13
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -o $@ $< -L$(BUILD)/standin/cu13 -l:libcublas.so.13 -l:libcuda.so.1
+# tests/integration/test_steady_state.py holds the routes to exact counts with it.
+TEST_DEPS += $(PERF_CLIENT)
 
 .PHONY: perf-report
 perf-report: $(PERF_VENV)/.installed $(KERNELS_PTX) $(SHIM_SO) $(KERNELS_HOST_SO) $(PERF_CLIENT)

@@ -67,6 +67,21 @@ __attribute__((constructor)) static void module_register_fork(void) {
   pthread_atfork(NULL, NULL, module_after_fork_child);
 }
 
+/* The routed call this thread is running (kernels.h). */
+typedef struct launch_scope {
+  CUcontext ctx;              /* NULL: no scope */
+  unsigned long long ctx_id;
+  int current_known;
+  CUcontext current;
+} launch_scope;
+static __thread launch_scope scope __attribute__((tls_model("initial-exec")));
+
+void kernels_scope_begin(CUcontext ctx, unsigned long long ctx_id) {
+  scope = (launch_scope){ctx, ctx_id, 0, NULL};
+}
+
+void kernels_scope_end(void) { scope = (launch_scope){0}; }
+
 static const module_slot *slot_find(CUcontext ctx, unsigned long long id) {
   int n = atomic_load_explicit(&slots_used, memory_order_acquire);
   for (int i = 0; i < n; i++)
@@ -198,7 +213,9 @@ CUresult kernels_function(CUcontext ctx, gs_kernel_id id, CUfunction *f, const c
     return load_failed(ctx, CUDA_ERROR_NOT_FOUND, *why);
   }
   unsigned long long ctx_id = 0;
-  if (gs_sys.cuCtxGetId) {
+  if (scope.ctx && scope.ctx == ctx) {
+    ctx_id = scope.ctx_id;
+  } else if (gs_sys.cuCtxGetId) {
     CUresult r = GS_CALL(cuCtxGetId, ctx, &ctx_id);
     if (r != CUDA_SUCCESS) {
       *why = "cuCtxGetId failed (destroyed context?)";
@@ -249,8 +266,18 @@ const char *kernels_ready(CUcontext ctx) {
 CUresult kernels_launch(CUcontext ctx, CUfunction f, const unsigned grid[3],
                         const unsigned block[3], CUstream stream, void **params) {
   CUcontext cur = NULL;
-  CUresult r = GS_CALL(cuCtxGetCurrent, &cur);
-  if (r != CUDA_SUCCESS) return r;
+  CUresult r = CUDA_SUCCESS;
+  const int scoped = scope.ctx && scope.ctx == ctx;
+  if (scoped && scope.current_known) {
+    cur = scope.current;
+  } else {
+    r = GS_CALL(cuCtxGetCurrent, &cur);
+    if (r != CUDA_SUCCESS) return r;
+    if (scoped) {
+      scope.current = cur;
+      scope.current_known = 1;
+    }
+  }
   int pushed = cur != ctx;
   if (pushed && (r = GS_CALL(cuCtxPushCurrent_v2, ctx)) != CUDA_SUCCESS) return r;
   r = GS_CALL(cuLaunchKernel, f, grid[0], grid[1], grid[2], block[0], block[1], block[2], 0,

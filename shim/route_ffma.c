@@ -221,42 +221,48 @@ static cublasStatus_t gemm_ex_fp32(const gs_call *c, const ffma_plan *p, char *b
 }
 
 /* Lt: the same descriptor in fp32 (transposes, pointer mode, epilogue,
- * bias), fp32 layouts for the transient buffers, the caller's workspace. */
-static cublasStatus_t lt_fp32(const gs_call *c, const ffma_plan *p, char *base, void *ws, size_t wss) {
+ * bias), fp32 layouts for the transient buffers, the caller's workspace.
+ * The plan is kept (route_lt.c): its key holds every attribute, so a call
+ * in steady state makes only the matmul. The transient buffers' addresses
+ * vary per call but not their alignment, which is all the plan holds. */
+static cublasStatus_t lt_fp32(const gs_call *c, const ffma_plan *p, char *base, void *ws, size_t wss,
+                              const char **why) {
   const gs_gemm *g = &c->g;
   if (!route_lt_available()) return CUBLAS_STATUS_NOT_SUPPORTED;
-  route_lt o = {0};
-  int32_t ta = g->transa, tb = g->transb, pm = g->pointer_mode, bias_type = F32;
-  uint32_t epi = (uint32_t)g->epilogue;
   const void *bias = p->own_bias ? (const void *)(base + p->off[BUF_BIAS]) : g->bias;
-  int64_t bias_stride = p->own_bias && p->bias_stride ? g->m : p->bias_stride;
   void *D = p->own_out ? (void *)(base + p->off[BUF_C]) : g->D;
   const void *C = p->own_out ? D : g->C;
   int64_t ldc = p->own_out ? g->m : g->ldc, ldd = p->own_out ? g->m : g->ldd;
   int64_t sc = p->own_out ? g->m * g->n : g->stride_c, sd = p->own_out ? g->m * g->n : g->stride_d;
-  cublasStatus_t s = GS_CALL(cublasLtMatmulDescCreate, &o.desc, fp32_compute_for(g->compute_type), F32);
-#define SET(attr, v) \
-  if (s == CUBLAS_STATUS_SUCCESS) s = GS_CALL(cublasLtMatmulDescSetAttribute, o.desc, attr, &(v), sizeof(v))
-  SET(CUBLASLT_MATMUL_DESC_TRANSA, ta);
-  SET(CUBLASLT_MATMUL_DESC_TRANSB, tb);
-  SET(CUBLASLT_MATMUL_DESC_POINTER_MODE, pm);
-  SET(CUBLASLT_MATMUL_DESC_EPILOGUE, epi);
+  const void *A = base + p->off[BUF_A], *B = base + p->off[BUF_B];
+  route_lt_key k;
+  route_lt_key_init(&k, c);
+  k.compute = fp32_compute_for(g->compute_type);
+  k.scale = F32;
+  k.transa = g->transa;
+  k.transb = g->transb;
+  k.pointer_mode = g->pointer_mode;
+  k.epilogue = (uint32_t)g->epilogue;
   if (g->bias) {
-    SET(CUBLASLT_MATMUL_DESC_BIAS_POINTER, bias);
-    SET(CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, bias_type);
+    k.has_bias = 1;
+    k.bias_type = F32;
   }
-  if (bias_stride) SET(CUBLASLT_MATMUL_DESC_BIAS_BATCH_STRIDE, bias_stride);
-#undef SET
-  if (s == CUBLAS_STATUS_SUCCESS)
-    s = route_lt_layout(&o.la, F32, p->a_rows, p->a_cols, p->a_rows, g->batch, p->a_rows * p->a_cols);
-  if (s == CUBLAS_STATUS_SUCCESS)
-    s = route_lt_layout(&o.lb, F32, p->b_rows, p->b_cols, p->b_rows, g->batch, p->b_rows * p->b_cols);
-  if (s == CUBLAS_STATUS_SUCCESS) s = route_lt_layout(&o.lc, F32, g->m, g->n, ldc, g->batch, sc);
-  if (s == CUBLAS_STATUS_SUCCESS) s = route_lt_layout(&o.ld, F32, g->m, g->n, ldd, g->batch, sd);
-  if (s == CUBLAS_STATUS_SUCCESS)
-    s = GS_CALL(cublasLtMatmul, (cublasLtHandle_t)g->handle, o.desc, g->alpha, base + p->off[BUF_A], o.la,
-                base + p->off[BUF_B], o.lb, g->beta, C, o.lc, D, o.ld, NULL, ws, wss, (cudaStream_t)g->stream);
-  route_lt_destroy(&o);
+  k.bias_stride = p->own_bias && p->bias_stride ? g->m : p->bias_stride;
+  route_lt_key_layout(&k, 0, F32, p->a_rows, p->a_cols, p->a_rows, g->batch, p->a_rows * p->a_cols);
+  route_lt_key_layout(&k, 1, F32, p->b_rows, p->b_cols, p->b_rows, g->batch, p->b_rows * p->b_cols);
+  route_lt_key_layout(&k, 2, F32, g->m, g->n, ldc, g->batch, sc);
+  route_lt_key_layout(&k, 3, F32, g->m, g->n, ldd, g->batch, sd);
+  k.align[0] = route_lt_alignment(A);
+  k.align[1] = route_lt_alignment(B);
+  k.align[2] = route_lt_alignment(C);
+  k.align[3] = route_lt_alignment(D);
+  k.workspace_size = wss;
+  cublasLtHandle_t h = (cublasLtHandle_t)g->handle;
+  cublasStatus_t s;
+  const route_lt_plan *plan = route_lt_plan_get(h, &k, bias, &s, why);
+  if (!plan) return s;
+  s = route_lt_matmul(h, plan, g->alpha, A, B, g->beta, C, D, bias, ws, wss, g->stream);
+  route_lt_plan_put(plan);
   return s;
 }
 
@@ -293,15 +299,18 @@ int route_ffma(gs_call *c) {
     return GS_DECLINED;
   }
   if (c->gpu.on) gpu_time_mark(c, GS_GPU_EV_GEMM_BEGIN);
-  cublasStatus_t s = c->g.api == GS_API_LT_MATMUL ? lt_fp32(c, &p, base, c->g.workspace, c->g.workspace_size)
-                                                   : gemm_ex_fp32(c, &p, base);
+  const char *plan_why = NULL;
+  cublasStatus_t s = c->g.api == GS_API_LT_MATMUL
+                         ? lt_fp32(c, &p, base, c->g.workspace, c->g.workspace_size, &plan_why)
+                         : gemm_ex_fp32(c, &p, base);
   if (c->gpu.on) gpu_time_mark(c, GS_GPU_EV_GEMM_END);
   if (s != CUBLAS_STATUS_SUCCESS) {
     /* Nothing of the caller's was written yet: a failed fp32 GEMM writes
      * nothing, and with fp32 C it is the only writer. Native gives the
      * caller cuBLAS's own answer. */
     transient_release(&t);
-    call_decline(c, GS_ROUTE_NATIVE, "ffma declined: fp32 GEMM returned status %d; ran native", (int)s);
+    if (plan_why) call_decline(c, GS_ROUTE_NATIVE, "ffma declined: %s; ran native", plan_why);
+    else call_decline(c, GS_ROUTE_NATIVE, "ffma declined: fp32 GEMM returned status %d; ran native", (int)s);
     return GS_DECLINED;
   }
   if (p.own_out) {

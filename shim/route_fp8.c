@@ -256,41 +256,46 @@ static const char *lt_unfit(const gs_call *c, const fp8_plan *p, const fp8_use *
   return NULL;
 }
 
-/* op(A) = A8^T with A8 k x m (ld k), op(B) = B8 k x n (ld k): TN. */
+/* op(A) = A8^T with A8 k x m (ld k), op(B) = B8 k x n (ld k): TN. The
+ * plan (route_lt.c) is made on the site's first call for each of its two
+ * scale slots and kept: its key holds every attribute, the scale pointers
+ * of this call's parity included. The GemmEx family
+ * lends the stream's persistent workspace; an Lt call lends its own. */
 static cublasStatus_t lt_fp8(const gs_call *c, const fp8_plan *p, const fp8_use *u, cublasLtHandle_t h,
-                             const char *base) {
+                             const char *base, const char **why) {
   const gs_gemm *g = &c->g;
-  route_lt o = {0};
-  int32_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N, pm = g->pointer_mode, bias_type = p->bias_type;
-  uint32_t epi = (uint32_t)p->epilogue;
-  const void *sa = (const void *)(uintptr_t)scale_ptr(u->ring[0], u->parity);
-  const void *sb = (const void *)(uintptr_t)scale_ptr(u->ring[1], u->parity);
-  cublasStatus_t s = GS_CALL(cublasLtMatmulDescCreate, &o.desc, CUBLAS_COMPUTE_32F, F32);
-#define SET(attr, v) \
-  if (s == CUBLAS_STATUS_SUCCESS) s = GS_CALL(cublasLtMatmulDescSetAttribute, o.desc, attr, &(v), sizeof(v))
-  SET(CUBLASLT_MATMUL_DESC_TRANSA, ta);
-  SET(CUBLASLT_MATMUL_DESC_TRANSB, tb);
-  SET(CUBLASLT_MATMUL_DESC_POINTER_MODE, pm);
-  SET(CUBLASLT_MATMUL_DESC_EPILOGUE, epi);
-  SET(CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, sa);
-  SET(CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, sb);
+  route_lt_key k;
+  route_lt_key_init(&k, c);
+  k.compute = CUBLAS_COMPUTE_32F;
+  k.scale = F32;
+  k.transa = CUBLAS_OP_T;
+  k.transb = CUBLAS_OP_N;
+  k.pointer_mode = g->pointer_mode;
+  k.epilogue = (uint32_t)p->epilogue;
+  k.a_scale = (const void *)(uintptr_t)scale_ptr(u->ring[0], u->parity);
+  k.b_scale = (const void *)(uintptr_t)scale_ptr(u->ring[1], u->parity);
   if (p->bias) {
-    SET(CUBLASLT_MATMUL_DESC_BIAS_POINTER, p->bias);
-    SET(CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, bias_type);
+    k.has_bias = 1;
+    k.bias_type = p->bias_type;
   }
-#undef SET
-  if (s == CUBLAS_STATUS_SUCCESS) s = route_lt_layout(&o.la, fmt_type(u->fmt[0]), g->k, g->m, g->k, g->batch, g->k * g->m);
-  if (s == CUBLAS_STATUS_SUCCESS) s = route_lt_layout(&o.lb, fmt_type(u->fmt[1]), g->k, g->n, g->k, g->batch, g->k * g->n);
-  if (s == CUBLAS_STATUS_SUCCESS) s = route_lt_layout(&o.lc, (cudaDataType)g->c_type, g->m, g->n, g->ldc, g->batch, g->stride_c);
-  if (s == CUBLAS_STATUS_SUCCESS) s = route_lt_layout(&o.ld, (cudaDataType)g->d_type, g->m, g->n, g->ldd, g->batch, g->stride_d);
-  /* The GemmEx family has no workspace to lend; cuBLASLt then picks among
-   * algorithms that need none. */
-  void *ws = g->api == GS_API_LT_MATMUL ? g->workspace : NULL;
-  size_t wss = g->api == GS_API_LT_MATMUL ? g->workspace_size : 0;
-  if (s == CUBLAS_STATUS_SUCCESS)
-    s = GS_CALL(cublasLtMatmul, h, o.desc, g->alpha, base + p->off[BUF_A8], o.la, base + p->off[BUF_B8], o.lb,
-                g->beta, g->C, o.lc, g->D, o.ld, NULL, ws, wss, (cudaStream_t)g->stream);
-  route_lt_destroy(&o);
+  const char *a8 = base + p->off[BUF_A8], *b8 = base + p->off[BUF_B8];
+  route_lt_key_layout(&k, 0, fmt_type(u->fmt[0]), g->k, g->m, g->k, g->batch, g->k * g->m);
+  route_lt_key_layout(&k, 1, fmt_type(u->fmt[1]), g->k, g->n, g->k, g->batch, g->k * g->n);
+  route_lt_key_layout(&k, 2, g->c_type, g->m, g->n, g->ldc, g->batch, g->stride_c);
+  route_lt_key_layout(&k, 3, g->d_type, g->m, g->n, g->ldd, g->batch, g->stride_d);
+  k.align[0] = route_lt_alignment(a8);
+  k.align[1] = route_lt_alignment(b8);
+  k.align[2] = route_lt_alignment(g->C);
+  k.align[3] = route_lt_alignment(g->D);
+  void *ws = g->workspace;
+  size_t wss = g->workspace_size;
+  if (g->api != GS_API_LT_MATMUL) route_lt_workspace(c, &ws, &wss);
+  k.workspace_size = wss;
+  cublasStatus_t s;
+  const route_lt_plan *plan = route_lt_plan_get(h, &k, p->bias, &s, why);
+  if (!plan) return s;
+  s = route_lt_matmul(h, plan, g->alpha, a8, b8, g->beta, g->C, g->D, p->bias, ws, wss, g->stream);
+  route_lt_plan_put(plan);
   return s;
 }
 
@@ -360,8 +365,9 @@ int route_fp8(gs_call *c) {
   cublasLtHandle_t lt = NULL;
   if (!own_why) lt = lt_handle_for(c, &own_why);
   cublasStatus_t lt_status = CUBLAS_STATUS_SUCCESS;
+  const char *plan_why = NULL;
   if (lt) {
-    lt_status = lt_fp8(c, &p, &u, lt, base);
+    lt_status = lt_fp8(c, &p, &u, lt, base, &plan_why);
     if (lt_status != CUBLAS_STATUS_SUCCESS) lt = NULL;
   }
   /* GEMMSHIM_FP8_BACKEND=own-mma: the tensor-core kernel where the device
@@ -393,7 +399,9 @@ int route_fp8(gs_call *c) {
   fp8_site_release(&u, ran);
 
   c->backend = lt ? "cublaslt-fp8" : mma ? "own-mma" : "own";
-  if (!lt && lt_status != CUBLAS_STATUS_SUCCESS)
+  if (!lt && plan_why)
+    call_decline(c, GS_ROUTE_FP8, "cuBLASLt fp8: %s, ran the own kernel", plan_why);
+  else if (!lt && lt_status != CUBLAS_STATUS_SUCCESS)
     call_decline(c, GS_ROUTE_FP8, "cuBLASLt fp8 returned status %d, ran the own kernel", (int)lt_status);
   else if (mma_why[0])
     call_decline(c, GS_ROUTE_FP8, "%s; ran the own kernel", mma_why);

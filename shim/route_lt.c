@@ -1,10 +1,64 @@
 /* route_lt.c: the cuBLASLt objects a route builds for its own matmul (the
- * ffma route's fp32 copy of a call, the fp8 route's cuBLASLt backend):
- * host-side descriptors, made per call and destroyed once the matmul is
- * enqueued, all through the call table so tests can make each step fail. */
+ * ffma route's fp32 copy of an Lt call, the fp8 route's cuBLASLt backend).
+ *
+ * Plans. A plan is a matmul descriptor, four layouts and the algorithm
+ * cuBLASLt's heuristic chose for them, made on a problem's first call and
+ * kept, so that a call in steady state makes cublasLtMatmul and no other
+ * cuBLASLt call. Everything a plan's objects hold is in its key
+ * (route_lt.h), per-call pointers included (the fp8 scale pointers, which
+ * alternate between a site's two scale slots: two plans per site), except
+ * the bias pointer: the ffma route's widened bias lives in the call's
+ * transient buffer, so route_lt_matmul sets it whenever it differs from
+ * the one the descriptor holds (never, where the pointer is stable). A
+ * plan is held by one call at a time, so that attribute is never changed
+ * under another thread's matmul; a thread that finds every plan of its key
+ * held builds another. The least recently used plan is evicted past
+ * ROUTE_LT_PLANS, destroyed at once or when its holder lets go.
+ * Descriptors are host objects: destroying one of a dead context's plans
+ * touches no device state.
+ *
+ * The heuristic is asked as PyTorch asks it (aten/src/ATen/cuda/CUDABlas.cpp,
+ * gemm_and_bias and scaled_gemm): the workspace the matmul will get as
+ * MAX_WORKSPACE_BYTES, and each operand's actual pointer alignment (up to
+ * 256, the preference's documented default) as MIN_ALIGNMENT_*, so an
+ * algorithm that needs more alignment than a call's pointers have is never
+ * chosen for it; the alignments are in the key. A heuristic that answers
+ * nothing leaves the plan without an algorithm: the matmul then gets NULL
+ * and chooses itself, as it did when every call built its descriptors.
+ *
+ * Workspace. The GemmEx family brings no workspace, and without one
+ * cuBLASLt may only pick algorithms that need none (on Hopper that excludes
+ * many). Each stream gets one of ROUTE_LT_WORKSPACE bytes, PyTorch's
+ * cuBLASLt default (CUBLASLT_WORKSPACE_SIZE, 1024 KiB: CublasHandlePool.cpp,
+ * parseCUDABlasLtWorkspaceSize), allocated once with cuMemAlloc in its
+ * context and kept: work on one stream runs in order, so consecutive
+ * matmuls never use it at the same time, and a workspace is never shared
+ * between streams (PyTorch keys its workspaces by handle and stream for the
+ * same reason). A stream is known by cuStreamGetId, not its address: a
+ * destroyed stream's address may come back for a new stream (of any
+ * context) while the old one's last work still runs ("resources ... will be
+ * released automatically once the device has completed all work": cuda.h,
+ * cuStreamDestroy). The legacy NULL stream is its context's for the
+ * context's life (context id). CU_STREAM_PER_THREAD and drivers without
+ * cuStreamGetId get no workspace. At most ROUTE_LT_WORKSPACES streams hold
+ * one (ROUTE_LT_WORKSPACES x 1 MiB of device memory at most); a stream
+ * beyond that gets none. A slot whose context id changed forgets its
+ * buffer without freeing it: it went with the old context.
+ *
+ * Everything fallible goes through the call table (sys.h), so tests can
+ * make each step fail. */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
 #include "route_lt.h"
-#include "shim.h"
 #include "sys.h"
+
+#define ROUTE_LT_PLANS 4096
+static size_t plans_limit = ROUTE_LT_PLANS; /* under plans_lock; tests lower it */
+#define ROUTE_LT_BUCKETS 1024
+#define ROUTE_LT_WORKSPACES 16
 
 int route_lt_available(void) {
   return gs_sys.cublasLtMatmulDescCreate && gs_sys.cublasLtMatmulDescSetAttribute &&
@@ -12,11 +66,75 @@ int route_lt_available(void) {
          gs_sys.cublasLtMatmulDescDestroy && gs_sys.cublasLtMatrixLayoutDestroy;
 }
 
-/* A column-major layout with its batch count and stride set. */
-cublasStatus_t route_lt_layout(cublasLtMatrixLayout_t *l, int type, int64_t rows, int64_t cols, int64_t ld,
-                               int64_t batch, int64_t stride) {
-  int32_t b = (int32_t)batch;
-  cublasStatus_t s = GS_CALL(cublasLtMatrixLayoutCreate, l, (cudaDataType)type, (uint64_t)rows, (uint64_t)cols, ld);
+void route_lt_key_init(route_lt_key *k, const gs_call *c) {
+  memset(k, 0, sizeof *k);
+  k->ctx = c->ctx;
+  k->ctx_id = c->ctx_id;
+}
+
+void route_lt_key_layout(route_lt_key *k, int which, int type, int64_t rows, int64_t cols, int64_t ld, int64_t batch,
+                         int64_t stride) {
+  k->l[which] = (route_lt_layout_key){type, rows, cols, ld, batch, stride};
+}
+
+uint32_t route_lt_alignment(const void *p) {
+  uintptr_t a = (uintptr_t)p;
+  uint32_t al = 256;
+  while (al > 1 && a % al) al /= 2;
+  return al;
+}
+
+/* ---- plans ----------------------------------------------------------------------------- */
+struct route_lt_plan {
+  route_lt_key key;
+  uint64_t hash;
+  cublasLtMatmulDesc_t desc;
+  cublasLtMatrixLayout_t l[4];
+  cublasLtMatmulAlgo_t algo;
+  int has_algo;
+  const void *bias; /* BIAS_POINTER as the descriptor holds it (has_bias) */
+  /* under plans_lock: */
+  int held;
+  int evicted; /* out of the table; destroyed when let go */
+  uint64_t used; /* plans_clock at the last get */
+  struct route_lt_plan *next;
+};
+
+static route_lt_plan *buckets[ROUTE_LT_BUCKETS];
+static size_t plans_live;
+static uint64_t plans_clock, plans_built;
+static pthread_mutex_t plans_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* Held across the builder's cuBLASLt calls: a child of a fork made while
+ * another thread held it gets a fresh one (a plan is published whole, under
+ * the lock). Registered at load, never inside a fork handler. */
+static void plans_after_fork_child(void) { pthread_mutex_init(&plans_lock, NULL); }
+
+__attribute__((constructor)) static void plans_register_fork(void) {
+  pthread_atfork(NULL, NULL, plans_after_fork_child);
+}
+
+/* FNV-1a over the key's bytes (route_lt_key_init zeroes the padding). */
+static uint64_t key_hash(const route_lt_key *k) {
+  const unsigned char *b = (const unsigned char *)k;
+  uint64_t h = 1469598103934665603ull;
+  for (size_t i = 0; i < sizeof *k; i++) h = (h ^ b[i]) * 1099511628211ull;
+  return h;
+}
+
+static void plan_destroy(route_lt_plan *p) {
+  if (p->desc) GS_CALL(cublasLtMatmulDescDestroy, p->desc);
+  for (int i = 0; i < 4; i++)
+    if (p->l[i]) GS_CALL(cublasLtMatrixLayoutDestroy, p->l[i]);
+  free(p);
+}
+
+static cublasStatus_t layout_make(cublasLtMatrixLayout_t *l, const route_lt_layout_key *k) {
+  int32_t b = (int32_t)k->batch;
+  int64_t stride = k->stride;
+  cublasStatus_t s =
+      GS_CALL(cublasLtMatrixLayoutCreate, l, (cudaDataType)k->type, (uint64_t)k->rows, (uint64_t)k->cols, k->ld);
+  if (s != CUBLAS_STATUS_SUCCESS) *l = NULL;
   if (s == CUBLAS_STATUS_SUCCESS)
     s = GS_CALL(cublasLtMatrixLayoutSetAttribute, *l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &b, sizeof b);
   if (s == CUBLAS_STATUS_SUCCESS)
@@ -25,9 +143,287 @@ cublasStatus_t route_lt_layout(cublasLtMatrixLayout_t *l, int type, int64_t rows
   return s;
 }
 
-void route_lt_destroy(route_lt *o) {
-  if (o->desc) GS_CALL(cublasLtMatmulDescDestroy, o->desc);
-  cublasLtMatrixLayout_t *ls[] = {&o->la, &o->lb, &o->lc, &o->ld};
-  for (int i = 0; i < 4; i++)
-    if (*ls[i]) GS_CALL(cublasLtMatrixLayoutDestroy, *ls[i]);
+static int heuristic_available(void) {
+  return gs_sys.cublasLtMatmulPreferenceCreate && gs_sys.cublasLtMatmulPreferenceSetAttribute &&
+         gs_sys.cublasLtMatmulPreferenceDestroy && gs_sys.cublasLtMatmulAlgoGetHeuristic;
+}
+
+/* The heuristic's first algorithm for p, or none (has_algo 0): a failure
+ * here costs the plan its algorithm, not the call. */
+static void plan_choose_algo(cublasLtHandle_t h, route_lt_plan *p) {
+  if (!heuristic_available()) return;
+  cublasLtMatmulPreference_t pref;
+  if (GS_CALL(cublasLtMatmulPreferenceCreate, &pref) != CUBLAS_STATUS_SUCCESS) return;
+  uint64_t wss = p->key.workspace_size;
+  static const cublasLtMatmulPreferenceAttributes_t align_attr[4] = {
+      CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+      CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES};
+  cublasStatus_t s =
+      GS_CALL(cublasLtMatmulPreferenceSetAttribute, pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &wss, sizeof wss);
+  for (int i = 0; i < 4 && s == CUBLAS_STATUS_SUCCESS; i++)
+    s = GS_CALL(cublasLtMatmulPreferenceSetAttribute, pref, align_attr[i], &p->key.align[i], sizeof p->key.align[i]);
+  cublasLtMatmulHeuristicResult_t res;
+  int n = 0;
+  memset(&res, 0, sizeof res);
+  if (s == CUBLAS_STATUS_SUCCESS)
+    s = GS_CALL(cublasLtMatmulAlgoGetHeuristic, h, p->desc, p->l[0], p->l[1], p->l[2], p->l[3], pref, 1, &res, &n);
+  if (s == CUBLAS_STATUS_SUCCESS && n >= 1 && res.state == CUBLAS_STATUS_SUCCESS && res.workspaceSize <= wss) {
+    p->algo = res.algo;
+    p->has_algo = 1;
+  }
+  GS_CALL(cublasLtMatmulPreferenceDestroy, pref);
+}
+
+/* The descriptor attributes in the order the routes always set them. */
+static cublasStatus_t plan_build(cublasLtHandle_t h, route_lt_plan *p) {
+  const route_lt_key *k = &p->key;
+  int32_t ta = k->transa, tb = k->transb, pm = k->pointer_mode, bias_type = k->bias_type;
+  uint32_t epi = k->epilogue;
+  int64_t bias_stride = k->bias_stride;
+  const void *sa = k->a_scale, *sb = k->b_scale;
+  cublasStatus_t s = GS_CALL(cublasLtMatmulDescCreate, &p->desc, (cublasComputeType_t)k->compute,
+                             (cudaDataType_t)k->scale);
+  if (s != CUBLAS_STATUS_SUCCESS) p->desc = NULL;
+#define SET(attr, v) \
+  if (s == CUBLAS_STATUS_SUCCESS) s = GS_CALL(cublasLtMatmulDescSetAttribute, p->desc, attr, &(v), sizeof(v))
+  SET(CUBLASLT_MATMUL_DESC_TRANSA, ta);
+  SET(CUBLASLT_MATMUL_DESC_TRANSB, tb);
+  SET(CUBLASLT_MATMUL_DESC_POINTER_MODE, pm);
+  SET(CUBLASLT_MATMUL_DESC_EPILOGUE, epi);
+  if (sa) SET(CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, sa);
+  if (sb) SET(CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, sb);
+  if (k->has_bias) {
+    SET(CUBLASLT_MATMUL_DESC_BIAS_POINTER, p->bias);
+    SET(CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, bias_type);
+  }
+  if (bias_stride) SET(CUBLASLT_MATMUL_DESC_BIAS_BATCH_STRIDE, bias_stride);
+#undef SET
+  for (int i = 0; i < 4 && s == CUBLAS_STATUS_SUCCESS; i++) s = layout_make(&p->l[i], &k->l[i]);
+  if (s == CUBLAS_STATUS_SUCCESS) plan_choose_algo(h, p);
+  return s;
+}
+
+/* A plan of key k that nobody holds. */
+static route_lt_plan *bucket_find(const route_lt_key *k, uint64_t hash) {
+  for (route_lt_plan *p = buckets[hash % ROUTE_LT_BUCKETS]; p; p = p->next)
+    if (!p->held && p->hash == hash && memcmp(&p->key, k, sizeof *k) == 0) return p;
+  return NULL;
+}
+
+static void bucket_remove(route_lt_plan *p) {
+  route_lt_plan **pp = &buckets[p->hash % ROUTE_LT_BUCKETS];
+  while (*pp != p) pp = &(*pp)->next;
+  *pp = p->next;
+  p->next = NULL;
+  plans_live--;
+}
+
+/* Takes least recently used plans out of the table until there is room
+ * for one more; returns those nobody holds, chained by next, for the
+ * caller to destroy outside the lock (a held one goes when let go). */
+static route_lt_plan *evict_for_one(void) {
+  route_lt_plan *victims = NULL;
+  while (plans_live > 0 && plans_live >= plans_limit) {
+    route_lt_plan *old = NULL;
+    for (int b = 0; b < ROUTE_LT_BUCKETS; b++)
+      for (route_lt_plan *p = buckets[b]; p; p = p->next)
+        if (!old || p->used < old->used) old = p;
+    bucket_remove(old);
+    old->evicted = 1;
+    if (!old->held) {
+      old->next = victims;
+      victims = old;
+    }
+  }
+  return victims;
+}
+
+const route_lt_plan *route_lt_plan_get(cublasLtHandle_t h, const route_lt_key *k, const void *bias,
+                                       cublasStatus_t *status, const char **why) {
+  *status = CUBLAS_STATUS_SUCCESS;
+  if (why) *why = NULL;
+  uint64_t hash = key_hash(k);
+  pthread_mutex_lock(&plans_lock);
+  route_lt_plan *p = bucket_find(k, hash);
+  if (p) {
+    p->held = 1;
+    p->used = ++plans_clock;
+    pthread_mutex_unlock(&plans_lock);
+    return p;
+  }
+  if (!route_lt_available()) {
+    pthread_mutex_unlock(&plans_lock);
+    *status = CUBLAS_STATUS_NOT_SUPPORTED;
+    return NULL;
+  }
+  /* Built under the lock: first calls of new problems wait for each other,
+   * steady-state calls only for the table lookup. */
+  route_lt_plan *victim = NULL;
+  p = GS_CALL(calloc, 1, sizeof *p);
+  if (!p) {
+    *status = CUBLAS_STATUS_ALLOC_FAILED;
+    if (why) *why = "out of host memory for a cuBLASLt plan (calloc failed)";
+  } else {
+    p->key = *k;
+    p->hash = hash;
+    p->bias = bias;
+    *status = plan_build(h, p);
+    if (*status != CUBLAS_STATUS_SUCCESS) {
+      plan_destroy(p);
+      p = NULL;
+    } else {
+      victim = evict_for_one();
+      route_lt_plan **b = &buckets[hash % ROUTE_LT_BUCKETS];
+      p->next = *b;
+      *b = p;
+      plans_live++;
+      plans_built++;
+      p->held = 1;
+      p->used = ++plans_clock;
+    }
+  }
+  pthread_mutex_unlock(&plans_lock);
+  while (victim) {
+    route_lt_plan *next = victim->next;
+    plan_destroy(victim);
+    victim = next;
+  }
+  return p;
+}
+
+void route_lt_plan_put(const route_lt_plan *cp) {
+  if (!cp) return;
+  route_lt_plan *p = (route_lt_plan *)cp;
+  pthread_mutex_lock(&plans_lock);
+  p->held = 0;
+  int gone = p->evicted;
+  pthread_mutex_unlock(&plans_lock);
+  if (gone) plan_destroy(p);
+}
+
+cublasStatus_t route_lt_matmul(cublasLtHandle_t h, const route_lt_plan *cp, const void *alpha, const void *A,
+                               const void *B, const void *beta, const void *C, void *D, const void *bias, void *ws,
+                               size_t wss, void *stream) {
+  route_lt_plan *p = (route_lt_plan *)cp; /* held: ours alone */
+  if (p->key.has_bias && bias != p->bias) {
+    cublasStatus_t s =
+        GS_CALL(cublasLtMatmulDescSetAttribute, p->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias);
+    if (s != CUBLAS_STATUS_SUCCESS) return s;
+    p->bias = bias;
+  }
+  return GS_CALL(cublasLtMatmul, h, p->desc, alpha, A, p->l[0], B, p->l[1], beta, C, p->l[2], D, p->l[3],
+                 p->has_algo ? &p->algo : NULL, ws, wss, (cudaStream_t)stream);
+}
+
+size_t route_lt_plans_set_limit(size_t n) {
+  pthread_mutex_lock(&plans_lock);
+  size_t old = plans_limit;
+  plans_limit = n ? n : ROUTE_LT_PLANS;
+  pthread_mutex_unlock(&plans_lock);
+  return old;
+}
+
+size_t route_lt_plans_live(void) {
+  pthread_mutex_lock(&plans_lock);
+  size_t n = plans_live;
+  pthread_mutex_unlock(&plans_lock);
+  return n;
+}
+
+uint64_t route_lt_plans_built(void) {
+  pthread_mutex_lock(&plans_lock);
+  uint64_t n = plans_built;
+  pthread_mutex_unlock(&plans_lock);
+  return n;
+}
+
+/* ---- workspace ------------------------------------------------------------------------- */
+/* A slot is published by a release store of its stream id after the rest;
+ * readers scan without a lock. Slots are claimed under ws_lock. */
+typedef struct ws_slot {
+  _Atomic(unsigned long long) stream_id; /* 0: free; WS_FILLING: being filled */
+  _Atomic(uintptr_t) ctx;
+  _Atomic(unsigned long long) ctx_id;
+  _Atomic(CUdeviceptr) ptr;
+} ws_slot;
+
+static ws_slot ws_slots[ROUTE_LT_WORKSPACES];
+static pthread_mutex_t ws_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static void ws_after_fork_child(void) { pthread_mutex_init(&ws_lock, NULL); }
+
+__attribute__((constructor)) static void ws_register_fork(void) { pthread_atfork(NULL, NULL, ws_after_fork_child); }
+
+/* Stream keys beside cuStreamGetId's ids (small counters on any driver;
+ * an id this large gets no workspace): the legacy stream, which is its
+ * context's (the context's address and id are part of every match), and a
+ * slot being filled. */
+#define WS_LEGACY (~1ull)
+#define WS_FILLING (~0ull)
+
+static ws_slot *ws_find(void *ctx, unsigned long long ctx_id, unsigned long long sid) {
+  for (int i = 0; i < ROUTE_LT_WORKSPACES; i++) {
+    ws_slot *s = &ws_slots[i];
+    if (atomic_load_explicit(&s->stream_id, memory_order_acquire) == sid &&
+        atomic_load_explicit(&s->ctx, memory_order_relaxed) == (uintptr_t)ctx &&
+        atomic_load_explicit(&s->ctx_id, memory_order_relaxed) == ctx_id)
+      return s;
+  }
+  return NULL;
+}
+
+/* The stream's key, or 0 when it gets no workspace. */
+static unsigned long long ws_stream_key(const gs_call *c, unsigned long long *sid) {
+  void *s = c->g.stream;
+  if (s == NULL || s == (void *)CU_STREAM_LEGACY) return *sid = WS_LEGACY;
+  if (s == (void *)CU_STREAM_PER_THREAD) return *sid = 0;
+  /* The device lookup's, where it asked (device.c). */
+  if (c->stream_id) return *sid = c->stream_id < WS_LEGACY ? c->stream_id : 0;
+  if (!gs_sys.cuStreamGetId) return *sid = 0;
+  unsigned long long id = 0;
+  if (GS_CALL(cuStreamGetId, (CUstream)s, &id) != CUDA_SUCCESS || id == 0 || id >= WS_LEGACY) return *sid = 0;
+  return *sid = id;
+}
+
+void route_lt_workspace(const gs_call *c, void **ws, size_t *size) {
+  *ws = NULL;
+  *size = 0;
+  unsigned long long sid;
+  if (!c->ctx || !ws_stream_key(c, &sid)) return;
+  ws_slot *s = ws_find(c->ctx, c->ctx_id, sid);
+  if (!s) {
+    pthread_mutex_lock(&ws_lock);
+    s = ws_find(c->ctx, c->ctx_id, sid);
+    /* A free slot, or one whose context is gone: a slot of the same address
+     * with another id belongs to a dead context, whose memory went with it. */
+    for (int i = 0; i < ROUTE_LT_WORKSPACES && !s; i++) {
+      ws_slot *t = &ws_slots[i];
+      unsigned long long tid = atomic_load_explicit(&t->stream_id, memory_order_relaxed);
+      if (tid == 0 || (atomic_load_explicit(&t->ctx, memory_order_relaxed) == (uintptr_t)c->ctx &&
+                       atomic_load_explicit(&t->ctx_id, memory_order_relaxed) != c->ctx_id)) {
+        atomic_store_explicit(&t->stream_id, WS_FILLING, memory_order_relaxed);
+        CUdeviceptr p = 0;
+        CUresult r = GS_CALL(cuCtxPushCurrent_v2, (CUcontext)c->ctx);
+        if (r == CUDA_SUCCESS) {
+          r = GS_CALL(cuMemAlloc_v2, &p, ROUTE_LT_WORKSPACE);
+          CUcontext popped;
+          GS_CALL(cuCtxPopCurrent_v2, &popped);
+        }
+        if (r != CUDA_SUCCESS) {
+          /* Not kept: the next call tries again. */
+          atomic_store_explicit(&t->stream_id, 0, memory_order_release);
+          break;
+        }
+        atomic_store_explicit(&t->ctx, (uintptr_t)c->ctx, memory_order_relaxed);
+        atomic_store_explicit(&t->ctx_id, c->ctx_id, memory_order_relaxed);
+        atomic_store_explicit(&t->ptr, p, memory_order_relaxed);
+        atomic_store_explicit(&t->stream_id, sid, memory_order_release);
+        s = t;
+      }
+    }
+    pthread_mutex_unlock(&ws_lock);
+    if (!s) return;
+  }
+  *ws = (void *)(uintptr_t)atomic_load_explicit(&s->ptr, memory_order_relaxed);
+  *size = ROUTE_LT_WORKSPACE;
 }

@@ -115,6 +115,8 @@ typedef struct gs_call {
   void *ctx;           /* CUcontext of the call's stream, NULL unknown */
   unsigned long long ctx_id; /* cuCtxGetId of ctx (0: the driver has none); a
                               * new context at an old address has a new id */
+  unsigned long long stream_id; /* cuStreamGetId of a created stream; 0 for the
+                                 * NULL, legacy and per-thread streams, or unknown */
   int sm;              /* major*10+minor, -1 unknown */
   uint64_t site;
   uint32_t site_flags; /* GS_SITE_NEW, ... (fp8 sites) */

@@ -58,6 +58,7 @@
 #define GS_SYS_DRIVER(X)                                                       \
   X(cuInit, CUresult, CUDA_ERROR_UNKNOWN, (unsigned int flags), (flags))       \
   X(cuStreamGetCtx, CUresult, CUDA_ERROR_UNKNOWN, (CUstream s, CUcontext *c), (s, c)) \
+  X(cuStreamGetId, CUresult, CUDA_ERROR_UNKNOWN, (CUstream s, unsigned long long *id), (s, id)) \
   X(cuCtxGetCurrent, CUresult, CUDA_ERROR_UNKNOWN, (CUcontext *c), (c))        \
   X(cuCtxGetId, CUresult, CUDA_ERROR_UNKNOWN, (CUcontext c, unsigned long long *id), (c, id)) \
   X(cuCtxPushCurrent_v2, CUresult, CUDA_ERROR_UNKNOWN, (CUcontext c), (c))     \
@@ -147,7 +148,19 @@
     (cublasLtMatrixLayout_t l), (l))                                           \
   X(cublasLtMatrixLayoutSetAttribute, cublasStatus_t, CUBLAS_STATUS_INVALID_VALUE, \
     (cublasLtMatrixLayout_t l, cublasLtMatrixLayoutAttribute_t a, const void *buf, \
-     size_t n), (l, a, buf, n))
+     size_t n), (l, a, buf, n))                                                \
+  X(cublasLtMatmulPreferenceCreate, cublasStatus_t, CUBLAS_STATUS_ALLOC_FAILED, \
+    (cublasLtMatmulPreference_t *p), (p))                                      \
+  X(cublasLtMatmulPreferenceDestroy, cublasStatus_t, CUBLAS_STATUS_INTERNAL_ERROR, \
+    (cublasLtMatmulPreference_t p), (p))                                       \
+  X(cublasLtMatmulPreferenceSetAttribute, cublasStatus_t, CUBLAS_STATUS_INTERNAL_ERROR, \
+    (cublasLtMatmulPreference_t p, cublasLtMatmulPreferenceAttributes_t a,     \
+     const void *buf, size_t n), (p, a, buf, n))                               \
+  X(cublasLtMatmulAlgoGetHeuristic, cublasStatus_t, CUBLAS_STATUS_NOT_SUPPORTED, \
+    (cublasLtHandle_t h, cublasLtMatmulDesc_t d, cublasLtMatrixLayout_t a,     \
+     cublasLtMatrixLayout_t b, cublasLtMatrixLayout_t c, cublasLtMatrixLayout_t dd, \
+     cublasLtMatmulPreference_t p, int req, cublasLtMatmulHeuristicResult_t *res, \
+     int *n), (h, d, a, b, c, dd, p, req, res, n))
 
 /* The hooked functions themselves: the real cuBLAS definitions. Handle
  * creation and destruction are hooked only to know which handles are dead. */

@@ -1,6 +1,7 @@
 /* fuzz_options.c: libFuzzer harness for the option parsers (shim/options.c):
  * the shared number and size parsers, and options_init over an environment
- * of up to twelve GEMMSHIM_* variables taken from the input.
+ * of up to fourteen GEMMSHIM_* variables taken from the input (every
+ * option but the three paths).
  *
  * Input: records of [selector byte][value bytes][NUL], the last NUL
  * optional. The selector picks the variable (below); each value is also fed
@@ -63,6 +64,10 @@ static const var vars[] = {
     {"GEMMSHIM_FP8_MAX_BYTES", K_SIZE, F(fp8_max_bytes), NULL, 0, UINT64_MAX},
     {"GEMMSHIM_DLSYM", K_BOOL, F(dlsym_hook), NULL, 0, 1},
     {"GEMMSHIM_FAULT", K_FAULT, 0, NULL, 0, 0},
+    /* Added after the corpus was made: appended, so that its selectors
+     * (all below 12) keep naming the same variables. */
+    {"GEMMSHIM_LOG_WAIT", K_BOOL, F(log_wait), NULL, 0, 1},
+    {"GEMMSHIM_POOL_KEEP_BYTES", K_SIZE, F(pool_keep_bytes), NULL, 0, UINT64_MAX},
 };
 #define N_VARS (sizeof vars / sizeof vars[0])
 
@@ -152,8 +157,8 @@ static int ref_fault(const char *s) {
     if (n == 0) return -1;
     if (dend < end && *dend == '+') dend++;
     if (dend != end) return -1;
-    if (!comma || !comma[1]) return 0; /* a trailing comma ends the list */
-    p = comma + 1;
+    if (!comma) return 0;
+    p = comma + 1; /* an empty entry after it (a trailing comma) is refused: the README's form is name:N[+],... */
   }
 }
 

@@ -558,10 +558,9 @@ FAULTS = [
     ("cuModuleLoadData:3", LT, False, KERNELS.format(LOAD_FAILED)),
     ("cuModuleGetFunction:1", EX, False,
      KERNELS.format("cuModuleGetFunction failed: a kernel is missing from the shim's PTX")),
-    # cuCtxGetId 1 is the device lookup's (test_context_id_unknown).
-    ("cuCtxGetId:2", EX, False, KERNELS.format("cuCtxGetId failed (destroyed context?)")),
+    # cuCtxGetId 1 is the device lookup's (test_context_id_unknown); the
+    # kernels take the id from it (test_no_context_id_asked_again).
     ("cuCtxGetCurrent:1", EX, False, KERNELS.format("cuCtxGetCurrent failed")),
-    ("cuCtxGetId:3", EX, False, CAST),
     ("cuCtxGetCurrent:2", EX, False, CAST),
     ("cuLaunchKernel:1", EX, False, CAST),
     ("cuLaunchKernel:2", EX, False, NARROW),
@@ -590,7 +589,7 @@ FAULTS = [
     ("cuCtxPushCurrent_v2:2", EX, True, "cuCtxPushCurrent failed"),
     ("cuStreamIsCapturing:1", EX, True, "cuStreamIsCapturing failed"),
     ("cuStreamIsCapturing:1", EX, False, "cuStreamIsCapturing failed"),
-    ("cuCtxGetId:3", EX, True, "cuCtxGetId failed"),
+    ("cuCtxGetId:2", EX, True, "cuCtxGetId failed"),
 ]
 
 
@@ -633,6 +632,47 @@ def test_each_fallible_call_failing(client, standin, tmp_path, fault, spec, no_p
         assert res.counts["cuMemAllocFromPoolAsync"] == res.counts["cuMemFreeAsync"]
 
 
+def test_no_context_id_asked_again(client, standin, tmp_path):
+    """A run's only cuCtxGetId is its first call's device lookup (with
+    pools): the kernel cache and the launches take the context's id from
+    the lookup, and later lookups find the stream's context and id by the
+    stream's cuStreamGetId (device.c). So every cuCtxGetId after the first
+    failing changes nothing: all three calls run ffma."""
+    args = [gemm(f"call{i}", **EX) for i in range(3)]
+    res = run_client(client, standin, tmp_path, args, env={"GEMMSHIM_FAULT": "cuCtxGetId:2+"})
+    assert_all_ok(res)
+    for rec in res.recs:
+        assert_ffma(rec)
+    res = run_client(client, standin, tmp_path, args, tag="clean")
+    assert [r["route"] for r in res.recs] == ["ffma"] * 3
+    assert (res.counts["cuCtxGetId"], res.counts["cuStreamGetId"]) == (1, 3)
+
+
+# The plan's algorithm comes from cuBLASLt's heuristic (route_lt.c); a
+# failure there costs the plan its algorithm, never the call: cublasLtMatmul
+# then gets NULL and chooses itself.
+HEURISTIC_FAULTS = ["", "cublasLtMatmulPreferenceCreate:1", "cublasLtMatmulAlgoGetHeuristic:1",
+                    *[f"cublasLtMatmulPreferenceSetAttribute:{n}" for n in range(1, 6)]]
+
+
+@pytest.mark.parametrize("fault", HEURISTIC_FAULTS, ids=lambda f: f or "no-fault")
+def test_heuristic_failing_costs_only_the_algorithm(client, standin, tmp_path, fault):
+    """Three identical Lt calls: all run ffma and are right; their plan is
+    made once (one descriptor for the three, beside the client's own three)
+    and the heuristic asked once, its preference's five attributes set (it
+    is reached only when they all were), or, after a failure, not tried
+    again (a faulted call never reaches the stand-in, so it counts 0)."""
+    args = [gemm(f"call{i}", **LT) for i in range(3)]
+    res = run_client(client, standin, tmp_path, args, env={"GEMMSHIM_FAULT": fault} if fault else None)
+    assert_all_ok(res)
+    for rec in res.recs:
+        assert_ffma(rec)
+    created = 0 if fault.startswith("cublasLtMatmulPreferenceCreate") else 1
+    assert (res.counts["cublasLtMatmulDescCreate"], res.counts["cublasLtMatmulPreferenceCreate"],
+            res.counts["cublasLtMatmulPreferenceDestroy"], res.counts["cublasLtMatmulAlgoGetHeuristic"],
+            res.counts["cublasLtMatmul"]) == (3 + 1, created, created, 0 if fault else 1, 3)
+
+
 def test_launches_failing_for_good(client, standin, tmp_path):
     """Every launch failing: every call runs native, right, nothing leaked."""
     args = [gemm(f"call{i}", api) for i, api in enumerate(APIS)]
@@ -643,12 +683,12 @@ def test_launches_failing_for_good(client, standin, tmp_path):
     assert res.counts["cuMemAllocFromPoolAsync"] == res.counts["cuMemFreeAsync"] == len(APIS)
 
 
-@pytest.mark.parametrize("fault", ["cublasLtMatmulDescDestroy:1", "cublasLtMatrixLayoutDestroy:2",
-                                   "cuMemFreeAsync:1", "cuMemFree_v2:1"])
+@pytest.mark.parametrize("fault", ["cublasLtMatmulPreferenceDestroy:1", "cuMemFreeAsync:1", "cuMemFree_v2:1"])
 def test_failures_after_the_result(client, standin, tmp_path, fault):
-    """Failures in releasing (descriptors, the transient buffer, the old
-    scratch buffer when it grows) come after the result is written: the
-    call still runs ffma and its result is right, and so are later calls."""
+    """Failures in releasing (the heuristic's preference, the transient
+    buffer, the old scratch buffer when it grows) come after the result is
+    written: the call still runs ffma and its result is right, and so are
+    later calls. (The plans' descriptors are kept, not destroyed per call.)"""
     no_pools = fault == "cuMemFree_v2:1"
     args = [gemm("small", "lt", m=32, n=16, k=24), gemm("grows", "lt", epi="bias"), gemm("again", "ex")]
     res = run_client(client, standin, tmp_path, args, env={"GEMMSHIM_FAULT": fault, **(NO_POOLS if no_pools else {})})

@@ -130,7 +130,14 @@ static int mode_loop(int calls, int sigint_exit) {
   CUstream s;
   if (client_drv.cuStreamCreate(&s, 0)) die("cuStreamCreate");
   worker_init(&w, s);
-  if (sigint_exit) signal(SIGINT, on_sigint);
+  /* The tests kill this loop with SIGINT and SIGTERM and expect their
+   * default action. A program started in the background by a
+   * non-interactive shell begins with SIGINT and SIGQUIT ignored (POSIX,
+   * Shell Command Language, 2.11 "Signals and Error Handling"), and an
+   * ignored signal stays ignored across exec (execve(2)), so a CI runner
+   * that starts make that way would leave the loop running. */
+  signal(SIGINT, sigint_exit ? on_sigint : SIG_DFL);
+  signal(SIGTERM, SIG_DFL);
   for (int i = 0; (calls == 0 || i < calls) && !stop; i++) {
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);

@@ -54,7 +54,7 @@
   X(cuCtxCreate_v4) X(cuCtxDestroy_v2) X(cuCtxSetCurrent) X(cuCtxGetCurrent)   \
   X(cuCtxPushCurrent_v2) X(cuCtxPopCurrent_v2) X(cuCtxGetDevice)               \
   X(cuCtxGetDevice_v2) X(cuCtxGetId) X(cuCtxSynchronize)                       \
-  X(cuStreamCreate) X(cuStreamDestroy_v2) X(cuStreamGetCtx)                    \
+  X(cuStreamCreate) X(cuStreamDestroy_v2) X(cuStreamGetCtx) X(cuStreamGetId)   \
   X(cuStreamSynchronize) X(cuStreamIsCapturing) X(cuStreamBeginCapture_v2)     \
   X(cuStreamEndCapture) X(cuStreamWaitEvent) X(cuGraphDestroy)                 \
   X(cuGraphCreate) X(cuGraphClone) X(cuGraphAddChildGraphNode)                 \
@@ -156,6 +156,7 @@ CUresult sd_ctx_usable_locked(CUcontext ctx);
 /* ------------------------------------------------------------------------ */
 /* "driver_stream.c" */
 struct CUstream_st {
+  unsigned long long id; /* cuStreamGetId: unique for the process's lifetime */
   CUcontext ctx;
   unsigned flags;
   CUstreamCaptureStatus capture;

@@ -22,6 +22,7 @@
 #include "driver.h"
 
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 static int sd_is_special(CUstream s) {
@@ -131,12 +132,28 @@ void sd_note_sync(const char *fn) {
   standin_msg("forbidden synchronisation: %s", fn);
 }
 
+/* Destroyed streams, most recent last: cuStreamCreate hands their storage
+ * out again, most recent first, as a driver's allocator gives back a freed
+ * handle's address (in any context), so code that keys state by a
+ * stream's address alone meets the hazard here as on a GPU. Ids are never
+ * reused. */
+#define SD_STREAM_REUSE_MAX 64
+static struct CUstream_st *sd_stream_dead[SD_STREAM_REUSE_MAX];
+static int sd_stream_ndead;
+static unsigned long long sd_stream_ids; /* under sd_lock */
+
+/* Lock held; the stream is out of the registry. */
+static void sd_stream_release_locked(struct CUstream_st *st) {
+  if (st->graph) sd_graph_free_locked(st->graph); /* a capture never ended */
+  if (sd_stream_ndead < SD_STREAM_REUSE_MAX) sd_stream_dead[sd_stream_ndead++] = st;
+  else free(st);
+}
+
 static void sd_stream_free_if_ctx(void *obj, void *arg) {
   struct CUstream_st *st = obj;
   if (st->ctx == arg) {
     sd_reg_del(st);
-    if (st->graph) sd_graph_free_locked(st->graph);
-    free(st);
+    sd_stream_release_locked(st);
   }
 }
 
@@ -163,13 +180,15 @@ CUresult cuStreamCreate(CUstream *phStream, unsigned int flags) {
   CUresult r = sd_ctx_current_locked(&ctx);
   struct CUstream_st *st = NULL;
   if (!r) {
-    st = calloc(1, sizeof *st);
+    st = sd_stream_ndead > 0 ? sd_stream_dead[--sd_stream_ndead] : malloc(sizeof *st);
+    if (st) memset(st, 0, sizeof *st);
     if (!st || sd_reg_add(st, SD_STREAM) != 0) {
       free(st);
       r = CUDA_ERROR_OUT_OF_MEMORY;
     }
   }
   if (!r) {
+    st->id = ++sd_stream_ids;
     st->ctx = ctx;
     st->flags = flags;
     st->capture = CU_STREAM_CAPTURE_STATUS_NONE;
@@ -188,8 +207,7 @@ CUresult cuStreamDestroy_v2(CUstream hStream) {
     r = CUDA_ERROR_INVALID_HANDLE;
   } else {
     sd_reg_del(hStream);
-    if (hStream->graph) sd_graph_free_locked(hStream->graph); /* a capture never ended */
-    free(hStream);
+    sd_stream_release_locked(hStream);
   }
   pthread_mutex_unlock(&sd_lock);
   return r;
@@ -200,6 +218,24 @@ CUresult cuStreamGetCtx(CUstream hStream, CUcontext *pctx) {
   if (!pctx) return CUDA_ERROR_INVALID_VALUE;
   pthread_mutex_lock(&sd_lock);
   CUresult r = sd_stream_lookup_locked(hStream, pctx, NULL);
+  pthread_mutex_unlock(&sd_lock);
+  return r;
+}
+
+/* cuda.h: "the unique Id ... unique for the life of the program"; the
+ * NULL stream and CU_STREAM_LEGACY are the current context's legacy
+ * stream, whose id here is its context's id with the top bit set (unique,
+ * and new when a context is reset). CU_STREAM_PER_THREAD is not modelled
+ * as a stream of its own: CUDA_ERROR_NOT_SUPPORTED. */
+CUresult cuStreamGetId(CUstream hStream, unsigned long long *streamId) {
+  SD_COUNT(cuStreamGetId);
+  if (!streamId) return CUDA_ERROR_INVALID_VALUE;
+  if (hStream == CU_STREAM_PER_THREAD) return sd_check_init() ? sd_check_init() : CUDA_ERROR_NOT_SUPPORTED;
+  pthread_mutex_lock(&sd_lock);
+  CUcontext ctx;
+  struct CUstream_st *st;
+  CUresult r = sd_stream_lookup_locked(hStream, &ctx, &st);
+  if (!r) *streamId = st ? st->id : (ctx->id | 1ull << 63);
   pthread_mutex_unlock(&sd_lock);
   return r;
 }

@@ -736,6 +736,45 @@ static void test_streams(void **state) {
   assert_int_equal(cuStreamDestroy_v2(NULL), CUDA_ERROR_INVALID_HANDLE);
 }
 
+/* cuStreamGetId (cuda.h): "unique for the life of the program", for created
+ * and special streams. A destroyed stream's address is handed out again by
+ * the next cuStreamCreate, in any context, as a driver's allocator may: its
+ * id is new. */
+static void test_stream_ids_and_reuse(void **state) {
+  (void)state;
+  CUstream s1, s2, s3;
+  CUcontext c;
+  unsigned long long id1, id1b, id2, id3, legacy0, legacy1, legacy0b;
+  CU_OK(cuStreamCreate(&s1, 0));
+  CU_OK(cuStreamGetId(s1, &id1));
+  CU_OK(cuStreamGetId(s1, &id1b));
+  assert_true(id1 != 0 && id1 == id1b);
+  assert_int_equal(cuStreamGetId(s1, NULL), CUDA_ERROR_INVALID_VALUE);
+  CU_OK(cuStreamGetId(NULL, &legacy0));
+  CU_OK(cuStreamGetId(CU_STREAM_LEGACY, &legacy0b));
+  assert_true(legacy0 == legacy0b && legacy0 != id1);
+  assert_int_equal(cuStreamGetId(CU_STREAM_PER_THREAD, &id2), CUDA_ERROR_NOT_SUPPORTED);
+  CU_OK(cuStreamDestroy_v2(s1));
+  assert_int_equal(cuStreamGetId(s1, &id2), CUDA_ERROR_INVALID_HANDLE);
+  /* the same address, in another context, with a new id */
+  CU_OK(cuCtxPushCurrent_v2(primary[1]));
+  CU_OK(cuStreamGetId(NULL, &legacy1));
+  assert_true(legacy1 != legacy0);
+  CU_OK(cuStreamCreate(&s2, 0));
+  assert_ptr_equal(s2, s1);
+  CU_OK(cuStreamGetId(s2, &id2));
+  assert_true(id2 != id1 && id2 != 0);
+  CU_OK(cuStreamGetCtx(s2, &c));
+  assert_ptr_equal(c, primary[1]);
+  CU_OK(cuStreamCreate(&s3, 0));
+  assert_ptr_not_equal(s3, s2);
+  CU_OK(cuStreamGetId(s3, &id3));
+  assert_true(id3 != id2 && id3 != id1);
+  CU_OK(cuStreamDestroy_v2(s2));
+  CU_OK(cuStreamDestroy_v2(s3));
+  CU_OK(cuCtxPopCurrent_v2(NULL));
+}
+
 static void test_events(void **state) {
   (void)state;
   CUevent a, b, nt;
@@ -3130,6 +3169,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_error_strings),
       cmocka_unit_test(test_contexts),
       cmocka_unit_test(test_streams),
+      cmocka_unit_test(test_stream_ids_and_reuse),
       cmocka_unit_test(test_events),
       cmocka_unit_test(test_capture),
       cmocka_unit_test(test_graphs),

@@ -135,7 +135,15 @@ static void test_failures_are_reasons(void **state) {
   gs_call c = gemm_call(0x100);
   gs_fault_arm(GS_SYS_cublasGetStream_v2, 1, 0);
   assert_string_equal(device_of_call(&c), "cublasGetStream failed");
+  /* cuStreamGetId failing is no failure: the stream is asked for its
+   * context (which the cache would have spared), and that failing is. */
   c = gemm_call(0x100);
+  gs_fault_arm(GS_SYS_cuStreamGetId, 1, 0);
+  assert_null(device_of_call(&c));
+  assert_int_equal(c.sm, 61);
+  assert_int_equal(c.stream_id, 0);
+  c = gemm_call(0x100);
+  gs_fault_arm(GS_SYS_cuStreamGetId, 1, 0);
   gs_fault_arm(GS_SYS_cuStreamGetCtx, 1, 0);
   assert_string_equal(device_of_call(&c), "cuStreamGetCtx failed (no current context?)");
   assert_int_equal(c.device, -1);
@@ -188,6 +196,107 @@ static void test_context_reset_requeried(void **state) {
   assert_int_equal(push_calls, pushes + 1); /* ...then cached */
 }
 
+static int stream_ctx_calls, ctx_id_calls;
+static CUresult (*real_stream_ctx)(CUstream, CUcontext *);
+static CUresult (*real_ctx_id)(CUcontext, unsigned long long *);
+static CUresult counting_stream_ctx(CUstream s, CUcontext *c) {
+  stream_ctx_calls++;
+  return real_stream_ctx(s, c);
+}
+static CUresult counting_ctx_id(CUcontext c, unsigned long long *id) {
+  ctx_id_calls++;
+  return real_ctx_id(c, id);
+}
+
+static gs_call lt_call(CUstream s) {
+  gs_call c = gemm_call(0);
+  c.g.api = GS_API_LT_MATMUL;
+  c.g.stream = s;
+  return c;
+}
+
+/* A created stream's context and id are cached by its cuStreamGetId: one
+ * driver query per call instead of cuStreamGetCtx and cuCtxGetId. A stream
+ * destroyed and another created at its address in another context, and a
+ * context destroyed and another created at its address with a stream at the
+ * old stream's address (the stand-in hands both addresses out again, as a
+ * driver may), are new ids: never the dead stream's context. */
+static void test_stream_cache_and_reuse(void **state) {
+  CUresult (*stream_create)(CUstream *, unsigned) = (CUresult(*)(CUstream *, unsigned))dlsym(RTLD_DEFAULT, "cuStreamCreate");
+  CUresult (*stream_destroy)(CUstream) = (CUresult(*)(CUstream))dlsym(RTLD_DEFAULT, "cuStreamDestroy_v2");
+  CUresult (*ctx_create)(CUcontext *, CUctxCreateParams *, unsigned, CUdevice) =
+      (CUresult(*)(CUcontext *, CUctxCreateParams *, unsigned, CUdevice))dlsym(RTLD_DEFAULT, "cuCtxCreate_v4");
+  CUresult (*ctx_destroy)(CUcontext) = (CUresult(*)(CUcontext))dlsym(RTLD_DEFAULT, "cuCtxDestroy_v2");
+  real_stream_ctx = gs_sys.cuStreamGetCtx;
+  real_ctx_id = gs_sys.cuCtxGetId;
+  gs_sys.cuStreamGetCtx = counting_stream_ctx;
+  gs_sys.cuCtxGetId = counting_ctx_id;
+  CUcontext popped;
+  CUstream s1, s2;
+  unsigned long long id0, sid;
+  assert_int_equal(real_ctx_id(ctxs[0], &id0), CUDA_SUCCESS);
+  assert_int_equal(real_push(ctxs[0]), CUDA_SUCCESS);
+  assert_int_equal(stream_create(&s1, 0), CUDA_SUCCESS);
+  assert_int_equal(gs_sys.cuCtxPopCurrent_v2(&popped), CUDA_SUCCESS);
+  assert_int_equal(gs_sys.cuStreamGetId(s1, &sid), CUDA_SUCCESS);
+  stream_ctx_calls = ctx_id_calls = 0;
+  for (int i = 0; i < 3; i++) {
+    gs_call c = lt_call(s1);
+    assert_null(device_of_call(&c));
+    assert_ptr_equal(c.ctx, ctxs[0]);
+    assert_int_equal(c.ctx_id, id0);
+    assert_int_equal(c.stream_id, sid);
+    assert_int_equal(c.sm, 61);
+  }
+  assert_int_equal(stream_ctx_calls, 1); /* the first call only */
+  assert_int_equal(ctx_id_calls, 1);
+  /* the NULL stream is the current context's: asked every call */
+  assert_int_equal(real_push(ctxs[1]), CUDA_SUCCESS);
+  for (int i = 0; i < 2; i++) {
+    gs_call c = lt_call(NULL);
+    assert_null(device_of_call(&c));
+    assert_ptr_equal(c.ctx, ctxs[1]);
+    assert_int_equal(c.stream_id, 0);
+  }
+  assert_int_equal(stream_ctx_calls, 3);
+  /* s1's address, now a stream of the 9.0 device's context */
+  assert_int_equal(stream_destroy(s1), CUDA_SUCCESS);
+  assert_int_equal(stream_create(&s2, 0), CUDA_SUCCESS);
+  assert_int_equal(gs_sys.cuCtxPopCurrent_v2(&popped), CUDA_SUCCESS);
+  assert_ptr_equal(s2, s1);
+  gs_call c = lt_call(s2);
+  assert_null(device_of_call(&c));
+  assert_ptr_equal(c.ctx, ctxs[1]);
+  assert_int_equal(c.sm, 90);
+  assert_true(c.stream_id != sid);
+  assert_int_equal(stream_destroy(s2), CUDA_SUCCESS);
+  /* a created context with a stream; destroyed; another context (another
+   * device) at its address, a stream at the old stream's address */
+  CUcontext cx, cy;
+  CUstream sx, sy;
+  assert_int_equal(ctx_create(&cx, NULL, 0, 1), CUDA_SUCCESS);
+  assert_int_equal(stream_create(&sx, 0), CUDA_SUCCESS);
+  c = lt_call(sx);
+  assert_null(device_of_call(&c));
+  assert_ptr_equal(c.ctx, cx);
+  assert_int_equal(c.sm, 90);
+  unsigned long long old_id = c.ctx_id;
+  assert_int_equal(ctx_destroy(cx), CUDA_SUCCESS);
+  assert_int_equal(ctx_create(&cy, NULL, 0, 0), CUDA_SUCCESS);
+  assert_int_equal(stream_create(&sy, 0), CUDA_SUCCESS);
+  assert_ptr_equal(cy, cx);
+  assert_ptr_equal(sy, sx);
+  c = lt_call(sy);
+  assert_null(device_of_call(&c));
+  assert_ptr_equal(c.ctx, cy);
+  assert_true(c.ctx_id != old_id);
+  assert_int_equal(c.device, 0);
+  assert_int_equal(c.sm, 61);
+  assert_int_equal(ctx_destroy(cy), CUDA_SUCCESS);
+  gs_sys.cuStreamGetCtx = real_stream_ctx;
+  gs_sys.cuCtxGetId = real_ctx_id;
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_device_and_cache),
@@ -196,6 +305,7 @@ int main(void) {
       cmocka_unit_test(test_failures_are_reasons),
       cmocka_unit_test(test_many_dead_handles),
       cmocka_unit_test(test_context_reset_requeried),
+      cmocka_unit_test(test_stream_cache_and_reuse),
   };
   return cmocka_run_group_tests(tests, setup, NULL);
 }

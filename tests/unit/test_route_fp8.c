@@ -30,6 +30,7 @@
 #include "../../kernels/fp8.h"
 #include "fp8_sites.h"
 #include "resolve.h"
+#include "route_lt.h"
 #include "shim.h"
 #include "sys.h"
 
@@ -632,6 +633,208 @@ static void test_lt_failure_falls_back(void **state) {
   gemm_free(&x);
 }
 
+/* ---- kept cuBLASLt plans and the workspace ------------------------------------------------- */
+/* A site's calls in steady state build nothing: one plan per scale slot
+ * (the scale pointers alternate with the parity), made on the first two
+ * calls and reused. The bias pointer is set per call where it changes: the
+ * same site (same A, B and C) with its bias moved to another buffer of
+ * other values uses the same plan and gets the new bias (a stale pointer
+ * would add the old values, which these results' SQNR would show). */
+static void test_lt_plans_kept(void **state) {
+  problem p = {DEV_90, GS_API_LT_MATMUL, T_, N_, 64, 32, 64, 1, BF16, BF16, C32F, CUBLASLT_EPILOGUE_BIAS, BF16,
+               1.0f, 0.0f, 0, 120};
+  gemm x;
+  gemm_make(&x, &p, 1.0);
+  uint64_t built = route_lt_plans_built();
+  size_t live = route_lt_plans_live();
+  for (int i = 0; i < 4; i++) {
+    fill(&x, 1.0);
+    assert_int_equal(gemm_run(&x), CUBLAS_STATUS_SUCCESS);
+    assert_string_equal(x.c.backend, "cublaslt-fp8");
+    if (x.sqnr < 25.0) fail_msg("call %d: %.2f dB", i, x.sqnr);
+    assert_int_equal(route_lt_plans_built(), built + (uint64_t)(i < 2 ? i + 1 : 2));
+  }
+  assert_int_equal(route_lt_plans_live(), live + 2);
+  uint64_t site = x.c.site;
+  void *bias[2] = {x.bias, dev_alloc(p.dev, (size_t)p.m * 2)};
+  for (int i = 0; i < 4; i++) {
+    x.c.g.bias = x.bias = bias[(i + 1) % 2];
+    fill(&x, 1.0); /* new bias values, and the reference with them */
+    assert_int_equal(gemm_run(&x), CUBLAS_STATUS_SUCCESS);
+    assert_int_equal(x.c.site, site);
+    assert_string_equal(x.c.backend, "cublaslt-fp8");
+    if (x.sqnr < 25.0) fail_msg("bias moved, call %d: %.2f dB", i, x.sqnr);
+  }
+  assert_int_equal(route_lt_plans_built(), built + 2);
+  x.bias = bias[0];
+  dev_free(p.dev, bias[1]);
+  gemm_free(&x);
+}
+
+/* A plan that cannot be made is not kept: the call runs the own kernel
+ * (nothing of the caller's written by cuBLASLt), the next call makes it. */
+static void test_lt_plan_failure_not_kept(void **state) {
+  problem p = {DEV_90, GS_API_GEMM_EX, T_, N_, 64, 48, 64, 1, BF16, BF16, C32F, 0, -1, 1.0f, 0.0f, 0, 121};
+  gemm x;
+  gemm_make(&x, &p, 1.0);
+  uint64_t built = route_lt_plans_built();
+  gs_fault_arm(GS_SYS_cublasLtMatrixLayoutCreate, 3, 0);
+  assert_int_equal(gemm_run(&x), CUBLAS_STATUS_SUCCESS);
+  assert_string_equal(x.c.backend, "own");
+  assert_string_equal(x.c.reason, "fp8 e4m3 x e4m3; first call: scales from its own amax; cuBLASLt fp8 returned "
+                                  "status 3, ran the own kernel");
+  assert_true(x.sqnr >= 25.0);
+  assert_int_equal(route_lt_plans_built(), built);
+  fill(&x, 1.0);
+  assert_int_equal(gemm_run(&x), CUBLAS_STATUS_SUCCESS);
+  assert_string_equal(x.c.backend, "cublaslt-fp8");
+  assert_int_equal(route_lt_plans_built(), built + 1);
+  gemm_free(&x);
+}
+
+static int desc_destroys;
+static cublasStatus_t (*real_desc_destroy)(cublasLtMatmulDesc_t);
+static cublasStatus_t counting_desc_destroy(cublasLtMatmulDesc_t d) {
+  desc_destroys++;
+  return real_desc_destroy(d);
+}
+
+/* A key of an fp8 problem m x 32 x 64 on the 9.0 device. */
+static route_lt_key key_of(int64_t m) {
+  gs_call c;
+  memset(&c, 0, sizeof c);
+  c.ctx = ctxs[DEV_90];
+  route_lt_key k;
+  route_lt_key_init(&k, &c);
+  k.compute = CUBLAS_COMPUTE_32F;
+  k.scale = CUDA_R_32F;
+  k.transa = CUBLAS_OP_T;
+  k.transb = CUBLAS_OP_N;
+  route_lt_key_layout(&k, 0, CUDA_R_8F_E4M3, 64, m, 64, 1, 64 * m);
+  route_lt_key_layout(&k, 1, CUDA_R_8F_E4M3, 64, 32, 64, 1, 64 * 32);
+  route_lt_key_layout(&k, 2, CUDA_R_16BF, m, 32, m, 1, 0);
+  route_lt_key_layout(&k, 3, CUDA_R_16BF, m, 32, m, 1, 0);
+  for (int i = 0; i < 4; i++) k.align[i] = 256;
+  return k;
+}
+
+/* Past the limit the least recently used plans go: destroyed at once when
+ * nobody holds them, else when the holder lets go (never under a matmul).
+ * A held plan is never handed to a second holder: another is built. */
+static void test_lt_plans_evicted(void **state) {
+  real_desc_destroy = gs_sys.cublasLtMatmulDescDestroy;
+  gs_sys.cublasLtMatmulDescDestroy = counting_desc_destroy;
+  size_t before_limit = route_lt_plans_set_limit(2);
+  cublasLtHandle_t h = lt_handles[DEV_90];
+  cublasStatus_t st;
+  route_lt_key ka = key_of(16), kb = key_of(32), kc = key_of(48);
+  const route_lt_plan *a = route_lt_plan_get(h, &ka, NULL, &st, NULL);
+  assert_non_null(a);
+  const route_lt_plan *b = route_lt_plan_get(h, &kb, NULL, &st, NULL);
+  assert_non_null(b);
+  route_lt_plan_put(b);
+  assert_int_equal(route_lt_plans_live(), 2); /* earlier tests' plans went */
+  desc_destroys = 0;
+  /* a is held and the oldest: taken out, not destroyed */
+  const route_lt_plan *c = route_lt_plan_get(h, &kc, NULL, &st, NULL);
+  assert_non_null(c);
+  route_lt_plan_put(c);
+  assert_int_equal(route_lt_plans_live(), 2);
+  assert_int_equal(desc_destroys, 0);
+  route_lt_plan_put(a);
+  assert_int_equal(desc_destroys, 1);
+  /* b is now the oldest: a again evicts and destroys it at once */
+  uint64_t built = route_lt_plans_built();
+  const route_lt_plan *a2 = route_lt_plan_get(h, &ka, NULL, &st, NULL);
+  assert_non_null(a2);
+  assert_int_equal(route_lt_plans_built(), built + 1);
+  assert_int_equal(desc_destroys, 2);
+  route_lt_plan_put(a2);
+  /* c is kept: found, not built */
+  const route_lt_plan *c2 = route_lt_plan_get(h, &kc, NULL, &st, NULL);
+  assert_ptr_equal(c2, c);
+  route_lt_plan_put(c2);
+  assert_int_equal(route_lt_plans_built(), built + 1);
+  const route_lt_plan *x = route_lt_plan_get(h, &kc, NULL, &st, NULL);
+  const route_lt_plan *y = route_lt_plan_get(h, &kc, NULL, &st, NULL);
+  assert_ptr_equal(x, c);
+  assert_non_null(y);
+  assert_ptr_not_equal(x, y);
+  assert_int_equal(route_lt_plans_built(), built + 2);
+  assert_int_equal(desc_destroys, 3); /* a2, the least recently used */
+  route_lt_plan_put(x);
+  route_lt_plan_put(y);
+  route_lt_plans_set_limit(before_limit);
+  gs_sys.cublasLtMatmulDescDestroy = real_desc_destroy;
+}
+
+static void *ws_of(CUcontext ctx, void *stream, size_t *size) {
+  gs_call c;
+  memset(&c, 0, sizeof c);
+  c.ctx = ctx;
+  assert_int_equal(gs_sys.cuCtxGetId(ctx, &c.ctx_id), CUDA_SUCCESS);
+  c.g.stream = stream;
+  void *ws;
+  route_lt_workspace(&c, &ws, size);
+  return ws;
+}
+
+/* One workspace per stream, kept; a stream is its cuStreamGetId: a stream
+ * destroyed and another created at its address (the stand-in, like a
+ * driver, hands the address out again) gets a workspace of its own, since
+ * the destroyed stream's last work may still use the old one ("resources
+ * ... released automatically once the device has completed all work":
+ * cuda.h, cuStreamDestroy). */
+static void test_lt_workspace_per_stream(void **state) {
+  CUresult (*stream_create)(CUstream *, unsigned);
+  CUresult (*stream_destroy)(CUstream);
+  *(void **)&stream_create = standin_sym("cuStreamCreate");
+  *(void **)&stream_destroy = standin_sym("cuStreamDestroy_v2");
+  CUcontext ctx = ctxs[DEV_90];
+  size_t sz;
+  push(DEV_90);
+  CUstream s1, s2;
+  assert_int_equal(stream_create(&s1, 0), CUDA_SUCCESS);
+  void *w1 = ws_of(ctx, s1, &sz);
+  assert_non_null(w1);
+  assert_int_equal(sz, ROUTE_LT_WORKSPACE);
+  assert_int_equal((uintptr_t)w1 % 256, 0); /* cublasLtMatmul: workspace 256-byte aligned */
+  assert_ptr_equal(ws_of(ctx, s1, &sz), w1);
+  void *w0 = ws_of(ctx, NULL, &sz); /* the legacy stream */
+  assert_non_null(w0);
+  assert_ptr_not_equal(w0, w1);
+  assert_ptr_equal(ws_of(ctx, CU_STREAM_LEGACY, &sz), w0);
+  assert_int_equal(stream_destroy(s1), CUDA_SUCCESS);
+  assert_int_equal(stream_create(&s2, 0), CUDA_SUCCESS);
+  assert_ptr_equal(s2, s1);
+  void *w2 = ws_of(ctx, s2, &sz);
+  assert_non_null(w2);
+  assert_ptr_not_equal(w2, w1);
+  assert_ptr_not_equal(w2, w0);
+  /* none for the per-thread stream; none (and nothing kept) when the
+   * stream's id or the allocation fails */
+  assert_null(ws_of(ctx, CU_STREAM_PER_THREAD, &sz));
+  assert_int_equal(sz, 0);
+  CUstream s3;
+  assert_int_equal(stream_create(&s3, 0), CUDA_SUCCESS);
+  gs_fault_arm(GS_SYS_cuStreamGetId, 1, 0);
+  assert_null(ws_of(ctx, s3, &sz));
+  gs_fault_arm(GS_SYS_cuMemAlloc_v2, 1, 0);
+  assert_null(ws_of(ctx, s3, &sz));
+  assert_int_equal(sz, 0);
+  gs_fault_clear();
+  void *w3 = ws_of(ctx, s3, &sz);
+  assert_non_null(w3);
+  assert_int_equal(sz, ROUTE_LT_WORKSPACE);
+  /* another context's legacy stream has its own */
+  void *w0b = ws_of(ctxs[DEV_61], NULL, &sz);
+  assert_non_null(w0b);
+  assert_ptr_not_equal(w0b, w0);
+  assert_int_equal(stream_destroy(s2), CUDA_SUCCESS);
+  assert_int_equal(stream_destroy(s3), CUDA_SUCCESS);
+  pop();
+}
+
 /* ---- declines ------------------------------------------------------------------------------- */
 typedef struct decline_case {
   problem p;
@@ -849,6 +1052,10 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_backend_own_option, test_setup, test_teardown),
       cmocka_unit_test_setup_teardown(test_backend_own_mma_option, test_setup, test_teardown),
       cmocka_unit_test_setup_teardown(test_lt_failure_falls_back, test_setup, test_teardown),
+      cmocka_unit_test_setup_teardown(test_lt_plans_kept, test_setup, test_teardown),
+      cmocka_unit_test_setup_teardown(test_lt_plan_failure_not_kept, test_setup, test_teardown),
+      cmocka_unit_test_setup_teardown(test_lt_plans_evicted, test_setup, test_teardown),
+      cmocka_unit_test_setup_teardown(test_lt_workspace_per_stream, test_setup, test_teardown),
       cmocka_unit_test_setup_teardown(test_declines, test_setup, test_teardown),
       cmocka_unit_test_setup_teardown(test_declines_arguments, test_setup, test_teardown),
       cmocka_unit_test_setup_teardown(test_each_launch_failing, test_setup, test_teardown),

@@ -5,7 +5,7 @@
 # (invalid reads/writes, uninitialised values used, bad frees, fd leaks
 # of the shim's) and no definite leak. tests/valgrind/gemmshim.supp lists
 # what is suppressed and why (nothing in the shim).
-#   --subset  the ffma and fp8 routes only (what CI runs)
+#   --subset  the ffma and fp8 routes only (CI runs them all)
 # Needs BUILD, and the stand-in and kernel paths (valgrind.mk sets them).
 set -euo pipefail
 : "${BUILD:?}" "${STANDIN13:?}" "${STANDIN12:?}" "${KERNELS_HOST:?}"
