@@ -15,7 +15,18 @@
  * that goes away (reset) leaves its pool slot and events behind; its
  * successor, with a new context id, gets a new slot, and past POOL_CTXS
  * contexts events are created and destroyed per call. They are created with default flags (timing
- * on, no blocking sync). Under graph capture nothing is recorded: an event
+ * on, no blocking sync).
+ *
+ * A context destroyed or reset before the writer read a call's events took
+ * them with it (cuCtxDestroy: "all resources allocated in the context are
+ * destroyed"), and their handles may already belong to events created
+ * since, possibly the program's own. So the writer first asks whether the
+ * call's context still is the one with the call's context id (cuCtxGetId:
+ * a new context at the same address has a new id) and otherwise neither
+ * queries nor destroys the events: the record says "context destroyed
+ * before its events were read". A context destroyed between that check
+ * and the query is not caught; the query then fails as with any other
+ * handle the driver no longer knows. Under graph capture nothing is recorded: an event
  * recorded during capture becomes a node of the graph (CUDA driver API,
  * cuEventRecord), which would change the user's graph; the record says
  * "graph capture" instead.
@@ -80,7 +91,18 @@ static CUevent event_take(unsigned long long ctx_id, void *ctx) {
   return e;
 }
 
-static void event_give(unsigned long long ctx_id, CUevent e) {
+/* 1: ctx is still the context with id ctx_id; 0: it is gone (destroyed,
+ * reset, released); -1: the driver could not say. A driver without
+ * context ids (ctx_id is the address then) cannot tell: 1. */
+static int ctx_alive(void *ctx, unsigned long long ctx_id) {
+  if (!gs_sys.cuCtxGetId || ctx_id == (uintptr_t)ctx) return 1;
+  unsigned long long id = 0;
+  CUresult r = GS_CALL(cuCtxGetId, (CUcontext)ctx, &id);
+  if (r == CUDA_SUCCESS) return id == ctx_id;
+  return r == CUDA_ERROR_CONTEXT_IS_DESTROYED || r == CUDA_ERROR_INVALID_CONTEXT ? 0 : -1;
+}
+
+static void event_give(void *ctx, unsigned long long ctx_id, CUevent e) {
   if (!e) return;
   pthread_mutex_lock(&pool_lock);
   ev_pool *p = pool_of(ctx_id, NULL, 0);
@@ -99,9 +121,10 @@ static void event_give(unsigned long long ctx_id, CUevent e) {
     e = NULL;
   }
   pthread_mutex_unlock(&pool_lock);
-  /* No room (or the context's pool is gone): an event of a live context is
-   * destroyed; one of a dead context went with it. */
-  if (e) GS_CALL(cuEventDestroy_v2, e);
+  /* No room (or past POOL_CTXS contexts): an event of a live context is
+   * destroyed; one of a dead context went with it, and its handle may be
+   * another event's now. */
+  if (e && ctx_alive(ctx, ctx_id) == 1) GS_CALL(cuEventDestroy_v2, e);
 }
 
 static int record(gs_call *c, int slot) {
@@ -113,7 +136,7 @@ static int record(gs_call *c, int slot) {
   }
   if (GS_CALL(cuEventRecord, e, (CUstream)c->g.stream) != CUDA_SUCCESS) {
     /* Most likely the context was reset under the pool: forget it. */
-    event_give(t->ctx_id, e);
+    event_give(c->ctx, t->ctx_id, e);
     t->skip = GS_GPU_SKIP_RECORD_FAILED;
     return 0;
   }
@@ -153,6 +176,7 @@ void gpu_time_begin(gs_call *c) {
     return;
   }
   if (!t->ctx_id) t->ctx_id = (uintptr_t)c->ctx; /* a driver without context ids */
+  t->ctx = c->ctx;
   if (record(c, GS_GPU_EV_START)) t->on = 1;
 }
 
@@ -167,14 +191,14 @@ void gpu_time_end(gs_call *c) { gpu_time_mark(c, GS_GPU_EV_END); /* unless a com
 void gpu_time_unmark_gemm(gs_call *c) {
   gs_gpu_time *t = &c->gpu;
   for (int slot = GS_GPU_EV_GEMM_BEGIN; slot <= GS_GPU_EV_GEMM_END; slot++) {
-    event_give(t->ctx_id, (CUevent)t->ev[slot]);
+    event_give(t->ctx, t->ctx_id, (CUevent)t->ev[slot]);
     t->ev[slot] = NULL;
   }
 }
 
 void gpu_time_discard(gs_gpu_time *t) {
   for (int i = 0; i < GS_GPU_EVENTS; i++) {
-    event_give(t->ctx_id, (CUevent)t->ev[i]);
+    event_give(t->ctx, t->ctx_id, (CUevent)t->ev[i]);
     t->ev[i] = NULL;
   }
   t->on = 0;
@@ -189,6 +213,15 @@ static int elapsed_ns(CUevent a, CUevent b, uint64_t *ns) {
 
 int gpu_time_resolve(gs_gpu_time *t) {
   if (!t->on) return 1;
+  int alive = ctx_alive(t->ctx, t->ctx_id);
+  if (alive != 1) {
+    /* The events are not ours to touch any more (or may not be): forgotten,
+     * neither queried nor given back. */
+    t->skip = alive == 0 ? GS_GPU_SKIP_CTX_GONE : GS_GPU_SKIP_QUERY_FAILED;
+    memset(t->ev, 0, sizeof t->ev);
+    t->on = 0;
+    return 1;
+  }
   /* The last event recorded completes last: a stream runs in order. */
   CUevent last = (CUevent)(t->ev[GS_GPU_EV_NATIVE_END] ? t->ev[GS_GPU_EV_NATIVE_END] : t->ev[GS_GPU_EV_END]);
   CUresult q = GS_CALL(cuEventQuery, last);
@@ -224,6 +257,7 @@ const char *gpu_time_skip_name(int skip) {
     case GS_GPU_SKIP_UNFINISHED: return "not finished when the log closed";
     case GS_GPU_SKIP_HELD_FULL: return "not finished, too many records waiting for the GPU";
     case GS_GPU_SKIP_NO_WORK: return "no device work";
+    case GS_GPU_SKIP_CTX_GONE: return "context destroyed before its events were read";
     default: return NULL;
   }
 }

@@ -90,11 +90,13 @@ enum {
   GS_GPU_SKIP_QUERY_FAILED,
   GS_GPU_SKIP_UNFINISHED,
   GS_GPU_SKIP_HELD_FULL,
-  GS_GPU_SKIP_NO_WORK
+  GS_GPU_SKIP_NO_WORK,
+  GS_GPU_SKIP_CTX_GONE
 };
 typedef struct gs_gpu_time {
   void *ev[GS_GPU_EVENTS];  /* CUevent, NULL where not recorded */
-  unsigned long long ctx_id; /* the events' context (cuCtxGetId) */
+  void *ctx;                /* the events' context (CUcontext) */
+  unsigned long long ctx_id; /* its cuCtxGetId */
   uint64_t gpu_ns, kernels_ns, native_ns; /* results, once resolved */
   uint8_t on;               /* events are recorded and owned by this call */
   uint8_t skip;             /* GS_GPU_SKIP_* */

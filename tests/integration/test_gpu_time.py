@@ -137,6 +137,28 @@ def test_work_never_done_at_exit_is_written_without_time(client, standin, tmp_pa
         assert x["gpu_skipped"] == "not finished when the log closed" and "gpu_ns" not in x, x
 
 
+def test_a_context_reset_before_the_events_are_read_is_named(client, standin, tmp_path, shim):
+    # The first call's events never complete (the GPU far behind, no
+    # synchronisation); then the primary context is released, which destroys
+    # everything in it (CUDA driver API, cuDevicePrimaryCtxRelease: "the
+    # context is destroyed" with the last reference; cuCtxDestroy: "all
+    # resources allocated in the context are destroyed"), and retained again:
+    # same handle, new context id. The old events' handles are dead (the
+    # stand-in frees them, and may hand the memory to the new context's
+    # events): the record names the reset, and the shim neither queries nor
+    # destroys them. The second call, in the new context, gets a pool of its
+    # own and is still pending at exit.
+    env = {**GPU, "STANDIN_EVENT_LAG": "1000000000"}
+    args = ["--stream=legacy", "--reset-after=1", *FFMA_CALLS[:2], "--nosync"]
+    r, recs, counts = run_logged(client, standin, tmp_path, args, env, wait=False)
+    assert [l for l in r.stdout.splitlines() if l.startswith("reset ")] == ["reset before=1"]
+    assert [x["seq"] for x in recs] == [1, 2] and [x["route"] for x in recs] == ["ffma", "ffma"]
+    assert recs[0]["gpu_skipped"] == "context destroyed before its events were read" and "gpu_ns" not in recs[0]
+    assert recs[1]["gpu_skipped"] == "not finished when the log closed" and "gpu_ns" not in recs[1]
+    assert counts["cuEventCreate"] == 2 * 4  # one pool per context
+    assert counts.get("cuEventDestroy_v2", 0) == 0
+
+
 def test_graph_capture_records_no_event_and_says_so(client, standin, tmp_path, shim):
     args = [*FFMA_CALLS[:2], gemm("cap1", m=64, n=48, k=80), gemm("cap2", api="lt", m=40, n=56, k=24),
             "--capture-from=2"]
