@@ -171,10 +171,8 @@ void gpu_time_begin(gs_call *c) {
     t->skip = GS_GPU_SKIP_CAPTURE;
     return;
   }
-  if (gs_sys.cuCtxGetId && GS_CALL(cuCtxGetId, (CUcontext)c->ctx, &t->ctx_id) != CUDA_SUCCESS) {
-    t->skip = GS_GPU_SKIP_RECORD_FAILED;
-    return;
-  }
+  /* The context's id as the device lookup found it (device.c). */
+  t->ctx_id = c->ctx_id;
   if (!t->ctx_id) t->ctx_id = (uintptr_t)c->ctx; /* a driver without context ids */
   t->ctx = c->ctx;
   if (record(c, GS_GPU_EV_START)) t->on = 1;
