@@ -13,7 +13,8 @@ shape next to the native time measured in the same run (`native_gpu_ns`).
 
   --trace OUT.json   the calls in the Chrome trace event format, for
                      ui.perfetto.dev or chrome://tracing: one track per
-                     process and thread (host time), one per stream (GPU time)
+                     process and thread (host time), one per device and
+                     stream (GPU time; the per-thread stream: per thread)
   --plot OUT.png     time by route and shape, and time per call over the run
   --json OUT         the summary as JSON ('-': on stdout, tables not printed)
 
@@ -179,6 +180,25 @@ CELL_FIELDS = ("api", "route", "backend", "reason", "decided", "status_name", "s
  C_A, C_B, C_C, C_D, C_SKIP) = range(len(CELL_FIELDS))
 
 
+def cell_key(r):
+    """The record's cell (CELL_FIELDS); unhashable when a field that keys
+    the tables is a list or an object (such a record is a bad line)."""
+    g = r.get
+    return (r["api"], r["route"], g("backend"), g("reason", ""), g("decided", r["route"]),
+            g("status_name", str(g("status"))), g("site"), g("m"), g("n"), g("k"), g("batch", 1),
+            g("a_type"), g("b_type"), g("c_type"), g("d_type"),
+            None if g("gpu_ns") is not None else g("gpu_skipped"))
+
+
+def tallied(r):
+    """Whether Summary.add tallies the record (and the trace draws it)."""
+    try:
+        hash(cell_key(r))
+    except TypeError:
+        return False
+    return True
+
+
 class Summary:
     def __init__(self, step_starts=None):
         self.calls = 0
@@ -192,9 +212,7 @@ class Summary:
         keys the tables is not a plain value."""
         g = r.get
         gpu = g("gpu_ns")
-        key = (r["api"], r["route"], g("backend"), g("reason", ""), g("decided", r["route"]),
-               g("status_name", str(g("status"))), g("site"), g("m"), g("n"), g("k"), g("batch", 1),
-               g("a_type"), g("b_type"), g("c_type"), g("d_type"), None if gpu is not None else g("gpu_skipped"))
+        key = cell_key(r)
         try:
             t = self.cells.get(key)
         except TypeError:  # a list or object where a value belongs
@@ -391,9 +409,32 @@ def print_summary(out, s, files, bad, top):
 # from catapult's docs/trace-event-format.md): the JSON object form,
 # {"traceEvents": [...]} with complete events (ph "X", ts and dur in
 # microseconds) and metadata events (ph "M": process_name, thread_name,
-# *_sort_index). Timestamps are written relative to the earliest call so
-# that a double keeps their nanoseconds; otherData.t0_ns holds the origin.
+# *_sort_index). Timestamps are written relative to an origin so that a
+# double keeps their nanoseconds; otherData.t0_ns holds the origin. The
+# origin is the earliest start of any event the trace holds (host call or
+# GPU work), found by a pass over the logs before the trace is written: a
+# log is written in the order calls end, not begin (threads), so its first
+# line need not be the earliest, and Perfetto does not take negative
+# timestamps (google/perfetto issue 107: not supported in trace_processor;
+# pull request 1544: such events are dropped).
 STREAM_TID_BASE = 1 << 30  # above any Linux thread id (pid_max <= 2^22)
+# cuda.h: CU_STREAM_PER_THREAD ((CUstream)0x2) is "an implicit stream with
+# per-thread synchronization behavior": one handle, a different stream for
+# each thread that uses it. The special handles (0x0 NULL, 0x1 legacy, 0x2)
+# name a stream of the current context, so a device's own.
+PER_THREAD_STREAM = "0x2"
+
+
+def gpu_track(pid, r):
+    """The GPU track of a record: the process, the device, the stream, and
+    for the per-thread stream the thread."""
+    stream = str(r.get("stream", "?"))
+    device = r.get("device")
+    device = device if device.__class__ is int else "?"
+    tid = r.get("tid") if r.get("tid").__class__ is int else 0
+    key = (pid, device, stream, tid if stream == PER_THREAD_STREAM else None)
+    name = f"GPU {device} stream {stream}" + (f" (thread {tid})" if stream == PER_THREAD_STREAM else "")
+    return key, name
 
 
 class TraceWriter:
@@ -403,8 +444,8 @@ class TraceWriter:
         self.first = True
         self.meta = []
         self.threads = set()
-        self.streams = {}      # (pid, stream) -> tid
-        self.stream_end = {}   # (pid, stream) -> end of the last GPU slice, ns
+        self.streams = {}      # gpu_track key -> tid
+        self.stream_end = {}   # gpu_track key -> end of the last GPU slice, ns
         self.f.write('{"displayTimeUnit":"ns","traceEvents":[\n')
 
     def _emit(self, ev):
@@ -449,13 +490,12 @@ class TraceWriter:
         gpu = num(r, "gpu_ns")
         if gpu is None:
             return
-        stream = str(r.get("stream", "?"))
-        key = (pid, stream)
+        key, track_name = gpu_track(pid, r)
         stid = self.streams.get(key)
         if stid is None:
             stid = self.streams[key] = STREAM_TID_BASE + len(self.streams)
             self.meta.append({"ph": "M", "name": "thread_name", "pid": pid, "tid": stid,
-                              "args": {"name": f"GPU stream {stream}"}})
+                              "args": {"name": track_name}})
             self.meta.append({"ph": "M", "name": "thread_sort_index", "pid": pid, "tid": stid,
                               "args": {"sort_index": stid}})
         # Where the GPU started is in the record (gpu_t_ns) when the shim
@@ -477,20 +517,28 @@ class TraceWriter:
         self.f.close()
 
 
-def first_t_ns(files):
-    """The earliest t_ns among the first records of the files (each file is
-    written in call order), without reading any file further."""
+def trace_origin(files):
+    """The earliest start of any event the trace will hold: the smallest
+    t_ns (a call's host slice) and gpu_t_ns (its GPU slice, where the log
+    has it; a GPU slice placed by the report starts at its call's t_ns or
+    later) over every record TraceWriter.add draws. One pass over the
+    logs, at reading speed, in bounded memory."""
     t0 = None
     for path in files:
         try:
             for _, rec in read_records(path, BadLines()):
                 t = rec.get("t_ns")
-                if isinstance(t, (int, float)):
-                    t0 = t if t0 is None else min(t0, t)
-                    break
+                if not isinstance(t, (int, float)) or not tallied(rec):
+                    continue
+                if num(rec, "gpu_ns") is not None:
+                    g = num(rec, "gpu_t_ns")
+                    if g is not None and g < t:
+                        t = g
+                if t0 is None or t < t0:
+                    t0 = t
         except OSError:
             pass
-    return t0 or 0
+    return 0 if t0 is None else t0
 
 
 # ---- plot -------------------------------------------------------------------------
@@ -737,7 +785,7 @@ def main(argv=None):
     trace = None
     if args.trace:
         try:
-            trace = TraceWriter(args.trace, first_t_ns(files))
+            trace = TraceWriter(args.trace, trace_origin(files))
         except OSError as e:
             print(f"{PROG}: --trace {args.trace}: {e.strerror}", file=sys.stderr)
             return 2

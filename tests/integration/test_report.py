@@ -164,7 +164,7 @@ def test_trace_is_valid_and_has_one_track_per_thread_and_stream(tmp_path):
     # Host tracks: a process's threads; GPU tracks: its streams.
     assert {(e["pid"], e["tid"]) for e in host} == {(1, 100), (1, 101), (2, 200)}
     streams = {(e["pid"], e["tid"]) for e in gpu}
-    assert {meta[(p, t, "thread_name")]["name"] for p, t in streams} == {"GPU stream 0x10", "GPU stream 0x20"}
+    assert {meta[(p, t, "thread_name")]["name"] for p, t in streams} == {"GPU 0 stream 0x10", "GPU 0 stream 0x20"}
     assert len(streams) == 3  # rank 0: 0x10 and 0x20; rank 1: 0x10
     first = host[0]
     assert first["name"] == "ffma 4096x4096x4096 bf16 (cublasGemmEx)"
@@ -176,7 +176,7 @@ def test_trace_is_valid_and_has_one_track_per_thread_and_stream(tmp_path):
     # while the first ran until 2.0 ms: a stream runs in order, so it starts
     # at 2.0 ms and lasts its 1.8 ms; the native call launched at 6.0 ms.
     s10 = sorted((e["ts"], e["dur"]) for e in gpu if (e["pid"], meta[(e["pid"], e["tid"], "thread_name")]["name"])
-                 == (1, "GPU stream 0x10"))
+                 == (1, "GPU 0 stream 0x10"))
     assert s10 == [(0.0, 2000.0), (2000.0, 1800.0), (6000.0, 500.0)]
     assert all(e["args"]["gpu_start"].startswith("placed after") for e in gpu)
 
@@ -191,12 +191,84 @@ def test_trace_uses_the_gpu_start_when_the_log_has_it(tmp_path):
     assert "gpu_start" not in gpu[0]["args"]
 
 
+def gpu_tracks(doc):
+    """{track name: [(ts, dur, seq), ...] in time order} of the GPU slices."""
+    ev = doc["traceEvents"]
+    names = {(e["pid"], e["tid"]): e["args"]["name"] for e in ev if e["ph"] == "M" and e["name"] == "thread_name"}
+    out = {}
+    for e in ev:
+        if e["ph"] == "X" and e["cat"].startswith("gpu,"):
+            out.setdefault(names[(e["pid"], e["tid"])], []).append((e["ts"], e["dur"], e["args"]["seq"]))
+    return {k: sorted(v) for k, v in out.items()}
+
+
+def test_trace_origin_is_the_earliest_call_of_a_log_written_out_of_order(tmp_path):
+    # log.c writes a record when its call ends: with two threads, a call
+    # that began first can be written after calls that began later (seq 1
+    # here). Every ts is from the earliest start, none negative (Perfetto
+    # drops negative timestamps: google/perfetto pull request 1544).
+    # Both threads use CU_STREAM_PER_THREAD, "0x2": cuda.h, "an implicit
+    # stream with per-thread synchronization behavior", a stream of each
+    # thread's own, so one GPU track per thread, each in its own order.
+    p = tmp_path / "log.jsonl"
+    p.write_text("\n".join([
+        rec(seq=2, t_ns=T0 + 1_000_000, tid=100, dur_ns=500_000, stream="0x2", gpu_ns=400_000),
+        rec(seq=1, t_ns=T0, tid=101, dur_ns=2_000_000, stream="0x2", gpu_ns=1_500_000),
+        rec(seq=3, t_ns=T0 + 2_500_000, tid=100, dur_ns=100_000, stream="0x2", gpu_ns=300_000),
+    ]) + "\n")
+    out = tmp_path / "t.json"
+    report(p, "--trace", out)
+    text = out.read_text()
+    assert check_trace(text) == []
+    doc = json.loads(text)
+    assert doc["otherData"]["t0_ns"] == T0
+    host = sorted((e["ts"], e["dur"], e["tid"], e["args"]["seq"]) for e in doc["traceEvents"]
+                  if e["ph"] == "X" and e["cat"].startswith("host,"))
+    assert host == [(0.0, 2000.0, 101, 1), (1000.0, 500.0, 100, 2), (2500.0, 100.0, 100, 3)]
+    # Thread 100's seq 3 launched at 2.5 ms, after its seq 2 ended (1.4 ms).
+    assert gpu_tracks(doc) == {"GPU 0 stream 0x2 (thread 100)": [(1000.0, 400.0, 2), (2500.0, 300.0, 3)],
+                               "GPU 0 stream 0x2 (thread 101)": [(0.0, 1500.0, 1)]}
+
+
+def test_trace_origin_includes_a_gpu_start_before_every_call(tmp_path):
+    p = tmp_path / "log.jsonl"
+    p.write_text(rec(seq=1, t_ns=T0, dur_ns=1000, gpu_ns=5000, gpu_t_ns=T0 - 3000) + "\n")
+    out = tmp_path / "t.json"
+    report(p, "--trace", out)
+    doc = json.loads(out.read_text())
+    assert check_trace(out.read_text()) == []
+    assert doc["otherData"]["t0_ns"] == T0 - 3000
+    assert gpu_tracks(doc) == {"GPU 0 stream 0x10": [(0.0, 5.0, 1)]}
+    assert [(e["ts"], e["dur"]) for e in doc["traceEvents"] if e.get("cat", "").startswith("host,")] == [(3.0, 1.0)]
+
+
+def test_gpu_tracks_are_per_device(tmp_path):
+    # The special handles name a stream of the current context (cuda.h:
+    # CU_STREAM_LEGACY, CU_STREAM_PER_THREAD; the NULL stream): "0x0" on
+    # two devices is two streams; two threads on device 0's "0x0" share it.
+    p = tmp_path / "log.jsonl"
+    p.write_text("\n".join([
+        rec(seq=1, t_ns=T0, tid=100, device=0, stream="0x0", dur_ns=10_000, gpu_ns=2_000_000),
+        rec(seq=2, t_ns=T0 + 1_000_000, tid=101, device=1, stream="0x0", dur_ns=10_000, gpu_ns=1_000_000),
+        rec(seq=3, t_ns=T0 + 1_000_000, tid=102, device=0, stream="0x0", dur_ns=10_000, gpu_ns=1_000_000),
+    ]) + "\n")
+    out = tmp_path / "t.json"
+    report(p, "--trace", out)
+    assert check_trace(out.read_text()) == []
+    # Device 0's stream runs in order: seq 3 after seq 1's 2 ms.
+    assert gpu_tracks(json.loads(out.read_text())) == {
+        "GPU 0 stream 0x0": [(0.0, 2000.0, 1), (2000.0, 1000.0, 3)],
+        "GPU 1 stream 0x0": [(1000.0, 1000.0, 2)]}
+
+
 def test_the_trace_checker_finds_what_the_format_forbids():
     # The checker must fail on what it exists to catch.
     ok = {"ph": "X", "name": "a", "ts": 0, "dur": 10, "pid": 1, "tid": 1}
     assert check_trace(json.dumps({"traceEvents": [ok]})) == []
     assert check_trace(json.dumps([ok]))  # the array form is not what we write
     assert check_trace(json.dumps({"traceEvents": [dict(ok, dur=-1)]}))
+    assert check_trace(json.dumps({"traceEvents": [dict(ok, ts=-1)]}))  # Perfetto drops it
+    assert check_trace(json.dumps({"traceEvents": [{"ph": "i", "name": "a", "ts": -0.5, "pid": 1, "tid": 1}]}))
     assert check_trace(json.dumps({"traceEvents": [dict(ok, ph="Q")]}))
     assert check_trace(json.dumps({"traceEvents": [dict(ok, tid="main")]}))
     assert check_trace('{"traceEvents":[{"ph":"X","name":"a","ts":NaN,"dur":1,"pid":1,"tid":1}]}')

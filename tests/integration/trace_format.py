@@ -6,6 +6,10 @@ docs/trace-event-format.md points to), for the parts gemmshim writes:
   "displayTimeUnit", when present, is "ms" or "ns"; "otherData" is an object.
 - Every event has "ph" (the phase, one character), "pid" and "tid"
   (process and thread ids), and "ts", the timestamp in microseconds.
+  The document sets no lower bound on ts, but Perfetto, which the trace is
+  written for, does not take negative timestamps (google/perfetto issue 107:
+  trace_processor does not support them; pull request 1544: events with
+  negative timestamps are dropped), so a negative ts is a problem here.
 - Complete events (ph "X") have a "name", a "dur" in microseconds, and may
   have "cat" (comma-separated categories) and "args" (an object).
 - Metadata events (ph "M"): "process_name" / "thread_name" with
@@ -83,6 +87,8 @@ def check_trace(text, nest_slack_us=0.0):
             if not _is_num(ev.get("ts")):
                 problems.append(f"{where}: ts {ev.get('ts')!r} is not a number")
                 continue
+            if ev["ts"] < 0:
+                problems.append(f"{where}: ts {ev['ts']!r} is negative (Perfetto drops the event)")
             if not _is_num(ev.get("dur")) or ev["dur"] < 0:
                 problems.append(f"{where}: dur {ev.get('dur')!r} is not a non-negative number")
                 continue
@@ -99,6 +105,8 @@ def check_trace(text, nest_slack_us=0.0):
                 problems.append(f"{where}: {name} without a string args.name")
         elif not _is_num(ev.get("ts")):
             problems.append(f"{where}: ts is not a number")
+        elif ev["ts"] < 0:
+            problems.append(f"{where}: ts {ev['ts']!r} is negative (Perfetto drops the event)")
     for track, spans in slices.items():
         spans.sort(key=lambda s: (s[0], -s[1]))
         open_ends = []
