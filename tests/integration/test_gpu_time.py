@@ -174,6 +174,30 @@ def test_graph_capture_records_no_event_and_says_so(client, standin, tmp_path, s
     assert counts["cuEventRecord"] == 2 * 4
 
 
+def test_trace_of_two_threads_on_the_per_thread_stream(client, standin, tmp_path, shim):
+    """Two threads, each on CU_STREAM_PER_THREAD: one handle (0x2), a
+    different stream in each thread (cuda.h), so one GPU track per thread;
+    the trace is valid, no ts negative (trace_format.py)."""
+    import json
+    import os
+    import subprocess
+    import sys
+    from harness import ROOT
+    from trace_format import check_trace
+    args = ["--threads=2", "--iters=3", "--stream=per-thread", gemm("a", m=64, n=48, k=80)]
+    _, recs, _ = run_logged(client, standin, tmp_path, args, GPU, wait=False)
+    assert len(recs) == 6 and {x["stream"] for x in recs} == {"0x2"} and len({x["tid"] for x in recs}) == 2
+    out = tmp_path / "trace.json"
+    subprocess.run([sys.executable, "-m", "gemmshim.report", str(tmp_path / "gs.jsonl"), "--trace", str(out)],
+                   env=dict(os.environ, PYTHONPATH=str(ROOT / "python")), capture_output=True, check=True)
+    assert check_trace(out.read_text()) == []
+    ev = json.loads(out.read_text())["traceEvents"]
+    names = {e["args"]["name"] for e in ev if e["ph"] == "M" and e["name"] == "thread_name"}
+    assert {n for n in names if n.startswith("GPU")} == {f"GPU 0 stream 0x2 (thread {t})" for t in
+                                                         {x["tid"] for x in recs}}
+    assert sum(e["ph"] == "X" and e["cat"].startswith("gpu,") for e in ev) == 6
+
+
 def test_off_by_default(client, standin, tmp_path, shim):
     _, recs, counts = run_logged(client, standin, tmp_path, FFMA_CALLS[:1], BASE_ENV, wait=False)
     assert "gpu_ns" not in recs[0] and "gpu_skipped" not in recs[0]
