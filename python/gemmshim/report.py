@@ -9,7 +9,8 @@ prints summary tables: calls, host time (`dur_ns`) and GPU time (`gpu_ns`,
 with GEMMSHIM_LOG_GPU_TIME=1) by entry point, route, backend and reason; the
 top shapes and call sites by GPU time (host time where the log has no GPU
 time); and, for logs written with GEMMSHIM_COMPARE=1, each route's time per
-shape next to the native time measured in the same run (`native_gpu_ns`).
+shape and GPU next to native's, over the same calls: those whose record has
+both the route's GPU time and the native run's (`native_gpu_ns`).
 
   --trace OUT.json   the calls in the Chrome trace event format, for
                      ui.perfetto.dev or chrome://tracing: one track per
@@ -148,13 +149,15 @@ def shape_of(rec):
 
 class Tally:
     """Calls, host time, GPU time where measured (and the shim's kernels'
-    part of it), and native GPU time samples (GEMMSHIM_COMPARE) of a group."""
+    part of it), and the compared calls (GEMMSHIM_COMPARE): those whose
+    record has both the route's GPU time and the native run's, summed
+    each, so that route and native are compared over the same calls."""
 
-    __slots__ = ("calls", "host_ns", "gpu_calls", "gpu_ns", "kern_ns", "native_n", "native_ns")
+    __slots__ = ("calls", "host_ns", "gpu_calls", "gpu_ns", "kern_ns", "pairs", "pair_route_ns", "pair_native_ns")
 
     def __init__(self):
         self.calls = self.host_ns = self.gpu_calls = self.gpu_ns = self.kern_ns = 0
-        self.native_n = self.native_ns = 0
+        self.pairs = self.pair_route_ns = self.pair_native_ns = 0
 
     def merge(self, t):
         self.calls += t.calls
@@ -162,8 +165,9 @@ class Tally:
         self.gpu_calls += t.gpu_calls
         self.gpu_ns += t.gpu_ns
         self.kern_ns += t.kern_ns
-        self.native_n += t.native_n
-        self.native_ns += t.native_ns
+        self.pairs += t.pairs
+        self.pair_route_ns += t.pair_route_ns
+        self.pair_native_ns += t.pair_native_ns
 
     def as_json(self):
         return {"calls": self.calls, "host_ns": self.host_ns, "gpu_calls": self.gpu_calls,
@@ -175,9 +179,9 @@ class Tally:
 # one cell; the tables are sums of cells. Reading a record is then one
 # dictionary lookup, and memory grows with distinct sites and reasons only.
 CELL_FIELDS = ("api", "route", "backend", "reason", "decided", "status_name", "site",
-               "m", "n", "k", "batch", "a_type", "b_type", "c_type", "d_type", "gpu_skipped")
+               "m", "n", "k", "batch", "a_type", "b_type", "c_type", "d_type", "gpu_skipped", "device", "sm")
 (C_API, C_ROUTE, C_BACKEND, C_REASON, C_DECIDED, C_STATUS, C_SITE, C_M, C_N, C_K, C_BATCH,
- C_A, C_B, C_C, C_D, C_SKIP) = range(len(CELL_FIELDS))
+ C_A, C_B, C_C, C_D, C_SKIP, C_DEVICE, C_SM) = range(len(CELL_FIELDS))
 
 
 def cell_key(r):
@@ -187,7 +191,7 @@ def cell_key(r):
     return (r["api"], r["route"], g("backend"), g("reason", ""), g("decided", r["route"]),
             g("status_name", str(g("status"))), g("site"), g("m"), g("n"), g("k"), g("batch", 1),
             g("a_type"), g("b_type"), g("c_type"), g("d_type"),
-            None if g("gpu_ns") is not None else g("gpu_skipped"))
+            None if g("gpu_ns") is not None else g("gpu_skipped"), g("device"), g("sm"))
 
 
 def tallied(r):
@@ -235,12 +239,15 @@ class Summary:
                 kern = num(r, "gpu_ns_kernels")
                 if kern is not None:
                     t.kern_ns += kern
-        native = g("native_gpu_ns")
-        if native is not None:
-            native = num(r, "native_gpu_ns")
-            if native is not None:
-                t.native_n += 1
-                t.native_ns += native
+                # A native time without the route's own in the same record
+                # (the route's was not measured) has nothing to pair with.
+                native = g("native_gpu_ns")
+                if native is not None:
+                    native = num(r, "native_gpu_ns")
+                    if native is not None:
+                        t.pairs += 1
+                        t.pair_route_ns += gpu
+                        t.pair_native_ns += native
         if self.step_starts:
             ts = g("t_ns")
             if isinstance(ts, (int, float)):
@@ -287,13 +294,19 @@ class Summary:
                 skipped[k[C_SKIP] or "not asked for"] += t.calls - t.gpu_calls
         shapes = self.group(lambda k: (k[C_ROUTE], shape(k)))
         sites = self.group(lambda k: (k[C_SITE], k[C_ROUTE], k[C_API], shape(k)))
+        # Route versus native "where both were measured": over the calls
+        # whose record has both times (a compared call runs the route,
+        # then the same GEMM native), never the route's mean over all its
+        # calls against the native runs of a few; and per device and GPU
+        # (sm), never pooled over logs of different GPUs.
         compare = []
-        for (route, sh), t in sorted(shapes.items(), key=_none_last):
-            if route == "native" or not t.native_n or not t.gpu_calls:
+        per_device = self.group(lambda k: (k[C_ROUTE], shape(k), k[C_DEVICE], k[C_SM]))
+        for (route, sh, device, sm), t in sorted(per_device.items(), key=_none_last):
+            if route == "native" or not t.pairs:
                 continue
-            rm, nm = t.gpu_ns / t.gpu_calls, t.native_ns / t.native_n
-            compare.append({"route": route, "shape": sh, "route_calls": t.gpu_calls, "route_gpu_ns_mean": rm,
-                            "native_samples": t.native_n, "native_gpu_ns_mean": nm,
+            rm, nm = t.pair_route_ns / t.pairs, t.pair_native_ns / t.pairs
+            compare.append({"route": route, "shape": sh, "device": device, "sm": sm, "calls": t.gpu_calls,
+                            "pairs": t.pairs, "route_gpu_ns_mean": rm, "native_gpu_ns_mean": nm,
                             "speedup": nm / rm if rm else None})
         return {
             "calls": self.calls,
@@ -395,11 +408,11 @@ def print_summary(out, s, files, bad, top):
         print("calls without GPU time: " + ", ".join(f"{n} {why}" for why, n in sorted(s["gpu_not_measured"].items())),
               file=out)
     if s["compare"]:
-        print_table(out, "route vs native, measured in the same run (GPU us per call):",
-                    [(d["route"], d["route_calls"], f"{d['route_gpu_ns_mean'] / 1e3:.1f}", d["native_samples"],
-                      f"{d['native_gpu_ns_mean'] / 1e3:.1f}",
+        print_table(out, "route vs native, the same calls measured both ways (GPU us per call):",
+                    [(d["route"], "-" if d["device"] is None else d["device"], d["sm"] or "-", d["calls"], d["pairs"],
+                      f"{d['route_gpu_ns_mean'] / 1e3:.1f}", f"{d['native_gpu_ns_mean'] / 1e3:.1f}",
                       speedup_text(d["speedup"]), d["shape"]) for d in s["compare"]],
-                    ("route", "calls", "route us", "native runs", "native us", "speedup", "shape"))
+                    ("route", "device", "sm", "calls", "compared", "route us", "native us", "speedup", "shape"))
     elif s["time_sorted_by"] == "gpu_ns":
         print("route vs native: no native measurements in the log (run with GEMMSHIM_COMPARE=1)", file=out)
 
@@ -639,9 +652,11 @@ def write_plot(path, summary, all_shapes, data, top):
     if compare:
         ax = axes[2]
         # The shapes where the route spent the most time, by speedup.
-        rows = sorted(compare, key=lambda d: d["route_calls"] * d["route_gpu_ns_mean"])[-top:]
+        rows = sorted(compare, key=lambda d: d["calls"] * d["route_gpu_ns_mean"])[-top:]
         rows = sorted(rows, key=lambda d: d["speedup"] or 0)
-        labels = [f"{d['route']} {d['shape']}" for d in rows]
+        gpus = {(d["device"], d["sm"]) for d in compare}
+        labels = [f"{d['route']} {d['shape']}" + (f" (device {d['device']}, sm {d['sm']})" if len(gpus) > 1 else "")
+                  for d in rows]
         vals = [d["speedup"] or 0 for d in rows]
         ax.barh(labels, vals, color=[ROUTE_COLORS.get(d["route"]) for d in rows])
         ax.axvline(1.0, color="k", lw=0.8)
@@ -649,7 +664,7 @@ def write_plot(path, summary, all_shapes, data, top):
         if positive and max(positive + [1.0]) / min(positive + [1.0]) > 20:
             ax.set_xscale("log")
         ax.set_xlabel("native GPU time / route GPU time (>1: the route is faster)")
-        ax.set_title("route vs native, measured in the same run")
+        ax.set_title("route vs native, the same calls measured both ways")
     fig.savefig(path, dpi=110)
     plt.close(fig)
 

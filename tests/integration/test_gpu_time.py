@@ -267,8 +267,9 @@ def test_report_shows_the_measured_speedup(client, standin, tmp_path, shim):
     s = json.loads(p.stdout)
     route = sum(x["gpu_ns"] for x in recs) / 3
     native = sum(x["native_gpu_ns"] for x in recs) / 3
-    assert s["compare"] == [{"route": "ffma", "shape": "64x48x80 bf16", "route_calls": 3, "route_gpu_ns_mean": route,
-                             "native_samples": 3, "native_gpu_ns_mean": native, "speedup": native / route}]
+    assert s["compare"] == [{"route": "ffma", "shape": "64x48x80 bf16", "device": 0, "sm": "6.1", "calls": 3,
+                             "pairs": 3, "route_gpu_ns_mean": route, "native_gpu_ns_mean": native,
+                             "speedup": native / route}]
 
 
 def test_report_hints_name_the_options_that_add_what_is_missing(client, standin, tmp_path, shim):
@@ -306,5 +307,5 @@ def test_report_hints_name_the_options_that_add_what_is_missing(client, standin,
     cmp_opt = hint(lines, "route vs native: no native measurements in the log")
     assert cmp_opt == {"GEMMSHIM_COMPARE": "1"}
     lines, s = run_and_report("compare", {**BASE_ENV, **cmp_opt})
-    assert [(d["route"], d["native_samples"]) for d in s["compare"]] == [("ffma", 1), ("ffma", 1)]
+    assert [(d["route"], d["pairs"]) for d in s["compare"]] == [("ffma", 1), ("ffma", 1)]
     assert not [line for line in lines if "(run with" in line]

@@ -109,12 +109,13 @@ def test_summary_numbers_of_a_known_log(tmp_path):
         ("00000000000000aa", 6_000_000, 3), ("00000000000000cc", 700_000, 1),
         ("00000000000000bb", 500_000, 1), ("00000000000000cc", 0, 1)]
     assert s["gpu_not_measured"] == {"graph capture": 1}
-    # ffma: route 6.0 ms / 3 calls = 2.0 ms; native (2.6 + 2.8) / 2 = 2.7 ms.
+    # ffma: the two compared calls (rank 0's first, rank 1's) ran 2.0 and
+    # 2.2 ms routed, 2.6 and 2.8 ms native: (2.6 + 2.8) / (2.0 + 2.2).
     assert s["compare"] == [
-        {"route": "ffma", "shape": "4096x4096x4096 bf16", "route_calls": 3, "route_gpu_ns_mean": 2_000_000,
-         "native_samples": 2, "native_gpu_ns_mean": 2_700_000, "speedup": 1.35},
-        {"route": "fp8", "shape": "2048x2048x2048 bf16", "route_calls": 1, "route_gpu_ns_mean": 700_000,
-         "native_samples": 1, "native_gpu_ns_mean": 1_400_000, "speedup": 2.0},
+        {"route": "ffma", "shape": "4096x4096x4096 bf16", "device": 0, "sm": "6.1", "calls": 3, "pairs": 2,
+         "route_gpu_ns_mean": 2_100_000, "native_gpu_ns_mean": 2_700_000, "speedup": 2_700_000 / 2_100_000},
+        {"route": "fp8", "shape": "2048x2048x2048 bf16", "device": 0, "sm": "6.1", "calls": 1, "pairs": 1,
+         "route_gpu_ns_mean": 700_000, "native_gpu_ns_mean": 1_400_000, "speedup": 2.0},
     ]
     assert s["bad_lines"] == {
         str(p0): {"count": 1, "first_line": 4, "why": "not JSON"},
@@ -122,6 +123,48 @@ def test_summary_numbers_of_a_known_log(tmp_path):
     }
     assert s["statuses"] == {"CUBLAS_STATUS_SUCCESS": 6}
     assert s["sites"] == {"ffma": 1, "native": 2, "fp8": 1}
+
+
+def test_route_vs_native_pairs_the_same_calls_per_gpu(tmp_path):
+    """The issue's "the time it would have taken native where both were
+    measured": a route's speedup is native over route on the calls that
+    ran both (GEMMSHIM_COMPARE: the route, then the same GEMM native; both
+    times in one record), per device and GPU, never the route's mean over
+    every call against a few native runs, nor pooled across GPUs."""
+    a, b = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
+    # a: a GTX 1080 (sm 6.1), ffma calls of 100, 200, 300 us, the first
+    # compared at 150 us native: 1.5x (not 150 / mean(100, 200, 300) = 0.75x).
+    # One more record with a native time but no route time (the route's
+    # was not measured): nothing to pair it with.
+    a.write_text("\n".join([
+        rec(seq=1, t_ns=T0, gpu_ns=100_000, native_gpu_ns=150_000),
+        rec(seq=2, t_ns=T0 + 1000, gpu_ns=200_000),
+        rec(seq=3, t_ns=T0 + 2000, gpu_ns=300_000),
+        rec(seq=4, t_ns=T0 + 3000, gpu_skipped="not finished when the log closed", native_gpu_ns=1),
+        # Device 1 of the same machine: its own row.
+        rec(seq=5, t_ns=T0 + 4000, device=1, gpu_ns=100_000, native_gpu_ns=120_000),
+    ]) + "\n")
+    # b: an H100 (sm 9.0) device 0, the same shape: 10 and 10 us, the first
+    # compared at 5 us native: 0.5x.
+    b.write_text("\n".join([
+        rec(seq=1, t_ns=T0, sm="9.0", gpu_ns=10_000, native_gpu_ns=5_000),
+        rec(seq=2, t_ns=T0 + 1000, sm="9.0", gpu_ns=10_000),
+    ]) + "\n")
+    s = json.loads(report(a, b, "--json", "-").stdout)
+    shape = "4096x4096x4096 bf16"
+    assert s["compare"] == [
+        {"route": "ffma", "shape": shape, "device": 0, "sm": "6.1", "calls": 3, "pairs": 1,
+         "route_gpu_ns_mean": 100_000, "native_gpu_ns_mean": 150_000, "speedup": 1.5},
+        {"route": "ffma", "shape": shape, "device": 0, "sm": "9.0", "calls": 2, "pairs": 1,
+         "route_gpu_ns_mean": 10_000, "native_gpu_ns_mean": 5_000, "speedup": 0.5},
+        {"route": "ffma", "shape": shape, "device": 1, "sm": "6.1", "calls": 1, "pairs": 1,
+         "route_gpu_ns_mean": 100_000, "native_gpu_ns_mean": 120_000, "speedup": 1.2},
+    ]
+    assert rows(report(a, b).stdout, "route vs native, the same calls measured both ways (GPU us per call):") == [
+        ["ffma", "0", "6.1", "3", "1", "100.0", "150.0", "1.50x", "4096x4096x4096", "bf16"],
+        ["ffma", "0", "9.0", "2", "1", "10.0", "5.0", "0.50x", "4096x4096x4096", "bf16"],
+        ["ffma", "1", "6.1", "1", "1", "100.0", "120.0", "1.20x", "4096x4096x4096", "bf16"],
+    ]
 
 
 def test_tables_of_a_known_log(tmp_path):
@@ -138,9 +181,9 @@ def test_tables_of_a_known_log(tmp_path):
     ]
     assert rows(out, "top shapes by GPU time:")[0] == [
         "ffma", "3", "1", "0.150", "50.0", "6.000", "2000.0", "0.750", "4096x4096x4096", "bf16"]
-    assert rows(out, "route vs native, measured in the same run (GPU us per call):") == [
-        ["ffma", "3", "2000.0", "2", "2700.0", "1.35x", "4096x4096x4096", "bf16"],
-        ["fp8", "1", "700.0", "1", "1400.0", "2.00x", "2048x2048x2048", "bf16"],
+    assert rows(out, "route vs native, the same calls measured both ways (GPU us per call):") == [
+        ["ffma", "0", "6.1", "3", "2", "2100.0", "2700.0", "1.29x", "4096x4096x4096", "bf16"],
+        ["fp8", "0", "6.1", "1", "1", "700.0", "1400.0", "2.00x", "2048x2048x2048", "bf16"],
     ]
     assert "calls without GPU time: 1 graph capture" in out.splitlines()
 
