@@ -21,8 +21,9 @@ both the route's GPU time and the native run's (`native_gpu_ns`).
 
 The logs are read one line at a time: without --plot, memory stays bounded
 by the number of distinct shapes, sites and reasons, not by the log's size.
-A line that is not a routing record is counted (with the first such line's
-number) and skipped.
+A line that is not a routing record (not JSON, a number that is not finite
+or beyond 64 bits, longer than 64 Ki characters) is counted (with the first
+such line's number) and skipped.
 
 Expectations turn the report into a check (exit 1 when one fails):
 
@@ -79,24 +80,82 @@ class BadLines:
             self.first, self.first_why = lineno, why
 
 
-_raw_decode = json.JSONDecoder().raw_decode
+class BadNumber(ValueError):
+    """A number in a line that no routing record holds (the why of the bad line)."""
+
+
+# log.c writes integers of at most 64 bits. A number beyond them, or one
+# that is not finite (1e400 parses to infinity in Python; NaN and Infinity
+# are not JSON at all, RFC 8259 section 6), is no record's: taken, it would
+# make the sums and the trace's ts and dur infinite, and the trace and
+# --json output, which must be JSON, invalid.
+NUMBER_LIMIT = 1 << 64
+
+
+def _finite_float(text):
+    x = float(text)
+    if not -NUMBER_LIMIT < x < NUMBER_LIMIT:  # False for NaN too
+        raise BadNumber(f"a number out of range ({text[:40]})")
+    return x
+
+
+def _no_constant(name):
+    raise BadNumber(f"{name} is not a JSON number")
+
+
+_raw_decode = json.JSONDecoder(parse_float=_finite_float, parse_constant=_no_constant).raw_decode
+# The fields the report adds up or draws: an integer among them is held to
+# log.c's 64 bits as well (floats are, as they are parsed).
+SUMMED_FIELDS = ("t_ns", "dur_ns", "gpu_ns", "gpu_ns_kernels", "native_gpu_ns", "gpu_t_ns")
+# The longest line read: log.c's longest record is 4 KiB (LOG_RECORD_MAX);
+# a longer line is no record, and is skipped to its end without being held,
+# so a file with no newline at all (a disk filled with NUL bytes) is read in
+# bounded memory.
+MAX_LINE = 1 << 16
 
 
 def read_records(path, bad):
     """Yield the routing records of one file, one line at a time. A record
-    is a JSON object with at least "api" and "route" strings; anything else
-    is counted in `bad` and skipped."""
+    is a JSON object with at least "api" and "route" strings and no number
+    out of range; anything else is counted in `bad` and skipped."""
     with open(path, encoding="utf-8", errors="replace", newline="\n") as f:
-        for lineno, line in enumerate(f, 1):
+        readline = f.readline
+        lineno = 0
+        while True:
+            line = readline(MAX_LINE)
+            if not line:
+                return
+            lineno += 1
+            if len(line) == MAX_LINE and line[-1] != "\n":
+                while True:  # the rest of the line, MAX_LINE at a time
+                    rest = readline(MAX_LINE)
+                    if not rest or rest[-1] == "\n":
+                        break
+                bad.add(lineno, f"longer than {MAX_LINE} characters")
+                continue
             try:
                 rec, end = _raw_decode(line)
                 if end < len(line) - 1 and line[end:].strip():
                     raise ValueError("more after the object")
+            except BadNumber as e:
+                bad.add(lineno, str(e))
+                continue
             except ValueError:
                 if not line.strip():
                     continue
                 bad.add(lineno, "not JSON" if line.endswith("\n") else "cut off (no newline at the end)")
                 continue
+            if rec.__class__ is dict:
+                g = rec.get
+                big = None
+                for k in SUMMED_FIELDS:
+                    v = g(k)
+                    if v.__class__ is int and (v >= NUMBER_LIMIT or v <= -NUMBER_LIMIT):
+                        big = k
+                        break
+                if big:
+                    bad.add(lineno, f"a number out of range ({big})")
+                    continue
             if rec.__class__ is dict and rec.get("event") == "records_lost" and isinstance(rec.get("lost"), int):
                 bad.lost += rec["lost"]
                 continue
@@ -462,7 +521,7 @@ class TraceWriter:
         self.f.write('{"displayTimeUnit":"ns","traceEvents":[\n')
 
     def _emit(self, ev):
-        self._write(json.dumps(ev, separators=(",", ":")))
+        self._write(json.dumps(ev, separators=(",", ":"), allow_nan=False))
 
     def _write(self, text):
         if not self.first:
@@ -491,7 +550,7 @@ class TraceWriter:
         # encoded once for both of a call's events (json.dumps of whole
         # events was most of the time on big logs).
         name = json.dumps(f"{route} {shape} ({api})")
-        args_text = json.dumps(args, separators=(",", ":"))
+        args_text = json.dumps(args, separators=(",", ":"), allow_nan=False)
         cat = json.dumps(route)[1:-1]
         tid = r.get("tid") if r.get("tid").__class__ is int else 0
         if (pid, tid) not in self.threads:
@@ -541,13 +600,13 @@ def trace_origin(files):
         try:
             for _, rec in read_records(path, BadLines()):
                 t = rec.get("t_ns")
-                if not isinstance(t, (int, float)) or not tallied(rec):
+                if not isinstance(t, (int, float)):
                     continue
-                if num(rec, "gpu_ns") is not None:
+                if "gpu_t_ns" in rec and num(rec, "gpu_ns") is not None:
                     g = num(rec, "gpu_t_ns")
                     if g is not None and g < t:
                         t = g
-                if t0 is None or t < t0:
+                if (t0 is None or t < t0) and tallied(rec):
                     t0 = t
         except OSError:
             pass
@@ -867,11 +926,11 @@ def main(argv=None):
         except OSError as e:
             failures.append(f"--plot {args.plot}: {e.strerror}")
     if args.json == "-":
-        json.dump(s, sys.stdout, indent=1)
+        json.dump(s, sys.stdout, indent=1, allow_nan=False)
         print()
     elif args.json:
         with open(args.json, "w", encoding="utf-8") as f:
-            json.dump(s, f, indent=1)
+            json.dump(s, f, indent=1, allow_nan=False)
     for msg in failures:
         print(f"FAIL {msg}", file=out)
     if (args.expect or args.expect_some or args.expect_counts or args.expect_steady_sites) and not failures:

@@ -361,6 +361,89 @@ def test_records_lost_notices_are_counted_not_bad(tmp_path):
     assert f"  {p}: the shim's log writer lost 7 record(s) (records_lost lines)" in report(p).stdout.splitlines()
 
 
+def strict_json(text):
+    """json.loads that takes only JSON (RFC 8259: no NaN, Infinity)."""
+    def no_constant(name):
+        raise ValueError(f"{name} is not JSON")
+    return json.loads(text, parse_constant=no_constant)
+
+
+def test_numbers_no_record_holds_are_bad_lines_and_the_output_stays_json(tmp_path):
+    # 1e400 parses to infinity in Python; NaN and -Infinity are not JSON
+    # (RFC 8259 section 6) though Python's parser takes them; log.c writes
+    # integers of at most 64 bits. None of these lines is a record.
+    p = tmp_path / "log.jsonl"
+    p.write_text("\n".join([
+        rec(seq=1, dur_ns=10, gpu_ns=1000),
+        rec(seq=2, dur_ns=10).replace('"dur_ns":10', '"dur_ns":10,"gpu_ns":1e400'),
+        rec(seq=3, dur_ns=10).replace('"dur_ns":10', '"dur_ns":NaN'),
+        rec(seq=4, t_ns=T0 + 5).replace(f'"t_ns":{T0 + 5}', '"t_ns":-Infinity'),
+        rec(seq=5, dur_ns=10 ** 30),
+        rec(seq=6, dur_ns=10, gpu_ns=2**64),
+        rec(seq=7, dur_ns=10, gpu_ns=2**64 - 1, native_gpu_ns=1.5e19),
+    ]) + "\n")
+    trace, summary = tmp_path / "t.json", tmp_path / "s.json"
+    out = report(p, "--trace", trace, "--json", summary).stdout
+    s = strict_json(summary.read_text())
+    assert s["calls"] == 2
+    assert s["bad_lines"] == {str(p): {"count": 5, "first_line": 2, "why": "a number out of range (1e400)"}}
+    assert f"  {p}: 5 line(s) skipped, first at line 2 (a number out of range (1e400))" in out.splitlines()
+    assert check_trace(trace.read_text()) == []
+    assert s["by_api_route_backend"][0]["gpu_ns"] == 1000 + 2**64 - 1
+    for why, line in (("NaN is not a JSON number", 3), ("-Infinity is not a JSON number", 4),
+                      ("a number out of range (dur_ns)", 5), ("a number out of range (gpu_ns)", 6)):
+        only = tmp_path / f"only{line}.jsonl"
+        only.write_text(p.read_text().splitlines()[line - 1] + "\n")
+        assert strict_json(report(only, "--json", "-").stdout)["bad_lines"] == {
+            str(only): {"count": 1, "first_line": 1, "why": why}}
+
+
+def peak_rss_kib(log):
+    """ru_maxrss of a process that ran the report over `log` (Linux: KiB)."""
+    code = ("import resource, sys; from gemmshim import report; report.main([sys.argv[1], '--json', sys.argv[2]]); "
+            "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)")
+    p = subprocess.run([sys.executable, "-c", code, str(log), str(log) + ".json"], capture_output=True, text=True,
+                       env=dict(os.environ, PYTHONPATH=str(PYDIR)), timeout=300)
+    assert p.returncode == 0, p.stderr
+    return int(p.stdout.split()[-1]), json.loads(Path(str(log) + ".json").read_text())
+
+
+def test_a_line_without_end_is_read_in_bounded_memory(tmp_path):
+    # A log whose disk filled (NUL bytes, no newline) or any huge line: the
+    # report promises memory bounded by the shapes and sites, not the file.
+    small = tmp_path / "small.jsonl"
+    small.write_text(rec(seq=1, dur_ns=10) + "\n")
+    big = tmp_path / "big.jsonl"
+    with open(big, "wb") as f:
+        f.write((rec(seq=1, dur_ns=10) + "\n").encode())
+        chunk = bytes(1 << 20)
+        for _ in range(64):
+            f.write(chunk)
+    base, _ = peak_rss_kib(small)
+    peak, s = peak_rss_kib(big)
+    assert s["calls"] == 1
+    assert s["bad_lines"] == {str(big): {"count": 1, "first_line": 2, "why": "longer than 65536 characters"}}
+    # Reading the 64 MiB line whole took over 64 MiB more; chunks of 64 Ki
+    # characters take well under 8 MiB.
+    assert peak - base < 8 * 1024, (base, peak)
+
+
+def test_long_lines_are_skipped_to_their_end(tmp_path):
+    # The longest line read is 65536 characters with its newline (log.c's
+    # longest record is 4 KiB); the line after a longer one is read as it is.
+    def padded(seq, length):
+        r = rec(seq=seq, dur_ns=10, reason="")
+        return r.replace('"reason":""', '"reason":"' + "r" * (length - len(r)) + '"')
+    p = tmp_path / "log.jsonl"
+    lines = [padded(1, 65535), padded(2, 65536), "x" * 200_000, padded(4, 400)]
+    assert [len(line) for line in lines] == [65535, 65536, 200_000, 400]
+    p.write_text("\n".join(lines) + "\n")
+    s = strict_json(report(p, "--json", "-").stdout)
+    assert s["calls"] == 2
+    assert s["bad_lines"] == {str(p): {"count": 2, "first_line": 2, "why": "longer than 65536 characters"}}
+    assert [d["calls"] for d in s["by_route_reason"]] == [1, 1]
+
+
 def test_missing_log_and_bad_arguments_are_one_message(tmp_path):
     r = report(tmp_path / "nope.jsonl", check=False)
     assert r.returncode == 2
