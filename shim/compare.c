@@ -17,36 +17,86 @@
  *
  * Cost: one more native GEMM per compared call (the first call of each
  * site and 1 in N after), and scratch memory the size of the output,
- * stream-ordered and bounded by the route's own GEMMSHIM_*_MAX_BYTES. */
+ * stream-ordered and bounded by the route's own GEMMSHIM_*_MAX_BYTES.
+ *
+ * Which calls, exactly (compare_due): a site's calls are counted in a
+ * table of COMPARE_SETS sets of COMPARE_WAYS sites each, its set chosen by
+ * its id. While a site keeps its place, its calls 1, N+1, 2N+1, ... are
+ * compared. A site new to a set with no free place takes the place of the
+ * set's least recently called site, and is compared only if no such
+ * newcomer was in the set's last N calls: sites that keep evicting each
+ * other (more than COMPARE_WAYS busy sites in one set) cannot make each
+ * other compare on every call. Worst case, over a run of C routed calls:
+ * at most 2C/N + COMPARE_SETS * (COMPARE_WAYS + 1) compared calls (per
+ * set: a kept site's compare follows N calls of its own, at most one
+ * newcomer's in N calls of the set plus the first, and the first call of
+ * each free place), against C/N plus one per site without evictions.
+ * The price: the first call of a site that arrives in a full set just
+ * after another newcomer is not compared (its N+1-th call is, if it keeps
+ * its place). */
 #define _GNU_SOURCE
 #include <pthread.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "memory.h"
 #include "shim.h"
 #include "sys.h"
 
-/* Calls seen per site, for "first, then every Nth". An open-addressed
- * table; a site whose slot another took starts counting again (it is
- * compared once more: bounded extra cost). */
-#define COMPARE_SITES 4096
+/* Calls seen per site, for "first, then every Nth" (the contract above).
+ * 1024 sets of 4: 4096 sites, 112 KiB, as many sites as the direct-mapped
+ * table this replaced; with 4 places a set, a few hundred sites (a model's
+ * GEMMs) rarely put 5 in one set. */
+#define COMPARE_SETS 1024
+#define COMPARE_WAYS 4
 
-static struct {
-  uint64_t site, calls;
-} seen[COMPARE_SITES];
-static pthread_mutex_t seen_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct compare_set {
+  uint64_t calls;         /* calls of the set's sites, ever */
+  uint64_t newcomer_at;   /* `calls` at the last compared newcomer; 0: none yet */
+  struct {
+    uint64_t site, calls; /* calls: of this site since it took the place */
+    uint64_t last;        /* the set's `calls` at this site's last call; 0: free */
+  } way[COMPARE_WAYS];
+} sets[COMPARE_SETS];
+static pthread_mutex_t sets_lock = PTHREAD_MUTEX_INITIALIZER;
 
-static int compare_due(uint64_t site) {
-  pthread_mutex_lock(&seen_lock);
-  unsigned i = (unsigned)(site ^ (site >> 29)) % COMPARE_SITES;
-  if (seen[i].site != site) {
-    seen[i].site = site;
-    seen[i].calls = 0;
+unsigned compare_set_of(uint64_t site) { return (unsigned)((site ^ (site >> 29)) % COMPARE_SETS); }
+
+int compare_due(uint64_t site) {
+  uint64_t every = gs_opt.compare_every ? gs_opt.compare_every : 1;
+  pthread_mutex_lock(&sets_lock);
+  struct compare_set *s = &sets[compare_set_of(site)];
+  uint64_t now = ++s->calls;
+  int w, victim = 0, due;
+  for (w = 0; w < COMPARE_WAYS; w++)
+    if (s->way[w].last && s->way[w].site == site) break;
+  if (w < COMPARE_WAYS) {
+    due = s->way[w].calls % every == 0;
+  } else {
+    for (w = 0; w < COMPARE_WAYS; w++) {
+      if (!s->way[w].last) break;
+      if (s->way[w].last < s->way[victim].last) victim = w;
+    }
+    if (w < COMPARE_WAYS) {
+      due = 1; /* a free place: nobody's count is lost */
+    } else {
+      w = victim;
+      due = !s->newcomer_at || now - s->newcomer_at >= every;
+      if (due) s->newcomer_at = now;
+    }
+    s->way[w].site = site;
+    s->way[w].calls = 0;
   }
-  int due = seen[i].calls % gs_opt.compare_every == 0;
-  seen[i].calls++;
-  pthread_mutex_unlock(&seen_lock);
+  s->way[w].calls++;
+  s->way[w].last = now;
+  pthread_mutex_unlock(&sets_lock);
   return due;
+}
+
+void compare_forget_for_tests(void) {
+  pthread_mutex_lock(&sets_lock);
+  memset(sets, 0, sizeof sets);
+  pthread_mutex_unlock(&sets_lock);
 }
 
 static size_t elem_bytes(int t) {

@@ -297,6 +297,9 @@ const char *gpu_time_skip_name(int skip); /* NULL for GS_GPU_SKIP_NONE */
 /* "compare.c": GEMMSHIM_COMPARE: after a routed call, now and then the same
  * GEMM native into scratch memory, timed (native_gpu_ns). */
 void compare_after_route(gs_call *c);
+int compare_due(uint64_t site);      /* this call of the site is one to compare */
+unsigned compare_set_of(uint64_t site); /* the set of compare_due's table a site's count lives in */
+void compare_forget_for_tests(void); /* an empty table */
 
 /* ------------------------------------------------------------------------ */
 /* "nvtx.c": NVTX ranges. gs_nvtx_on: NVTX_INJECTION64_PATH was set at load. */
