@@ -31,6 +31,19 @@
  * cuEventRecord), which would change the user's graph; the record says
  * "graph capture" instead.
  *
+ * Reading events while another thread captures a graph: cuEventQuery is a
+ * "potentially unsafe" call, which a thread in the default GLOBAL capture
+ * mode may not make while any other thread has a capture begun in GLOBAL
+ * mode (cuda.h, cuThreadExchangeStreamCaptureMode); made, it fails and
+ * invalidates that capture: the user's graph. A thread in RELAXED mode "is
+ * not prohibited from potentially unsafe API calls" (the events read here
+ * were never recorded in a capture: record() skips capturing streams, and
+ * RELAXED still refuses those). So the log's writer thread puts itself in
+ * RELAXED mode once, for its life (the mode is per thread), and any other
+ * thread that reads events (a flush on a recording thread) does so in
+ * RELAXED mode and then restores its own, as PyTorch's NCCL watchdog does
+ * around its event queries (pytorch pull requests 105182, 148594).
+ *
  * Semantics relied on (CUDA driver API reference, event management):
  * cuEventRecord captures the stream's work so far and completes when that
  * work has; cuEventQuery returns CUDA_SUCCESS once it has and
@@ -202,6 +215,17 @@ void gpu_time_discard(gs_gpu_time *t) {
   t->on = 0;
 }
 
+/* This thread reads events in RELAXED capture mode for the rest of its
+ * life (the log's writer thread); 0 for every other thread. */
+static __thread int relaxed_for_life;
+
+void gpu_time_reader_thread(void) {
+  CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_RELAXED;
+  if (gs_sys.cuThreadExchangeStreamCaptureMode &&
+      GS_CALL(cuThreadExchangeStreamCaptureMode, &mode) == CUDA_SUCCESS)
+    relaxed_for_life = 1;
+}
+
 static int elapsed_ns(CUevent a, CUevent b, uint64_t *ns) {
   float ms = 0;
   if (GS_CALL(cuEventElapsedTime_v2, &ms, a, b) != CUDA_SUCCESS || !(ms >= 0)) return 0;
@@ -209,8 +233,22 @@ static int elapsed_ns(CUevent a, CUevent b, uint64_t *ns) {
   return 1;
 }
 
+static int resolve(gs_gpu_time *t);
+
 int gpu_time_resolve(gs_gpu_time *t) {
   if (!t->on) return 1;
+  if (relaxed_for_life || !gs_sys.cuThreadExchangeStreamCaptureMode) return resolve(t);
+  /* Not the writer thread: RELAXED for these calls only, then this
+   * thread's own mode again. If the exchange fails, the events are read
+   * in the thread's mode, as before capture modes existed. */
+  CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_RELAXED;
+  int swapped = GS_CALL(cuThreadExchangeStreamCaptureMode, &mode) == CUDA_SUCCESS;
+  int done = resolve(t);
+  if (swapped) GS_CALL(cuThreadExchangeStreamCaptureMode, &mode);
+  return done;
+}
+
+static int resolve(gs_gpu_time *t) {
   int alive = ctx_alive(t->ctx, t->ctx_id);
   if (alive != 1) {
     /* The events are not ours to touch any more (or may not be): forgotten,

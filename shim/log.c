@@ -1247,6 +1247,9 @@ static void flush_pending(void);
 static void *flusher_main(void *arg) {
   (void)arg;
   uint64_t due = 0; /* when the pending records are to be written; 0 none seen */
+  /* This thread reads the calls' events: never as a call that another
+   * thread's graph capture prohibits (gpu_time.c). */
+  if (gpu_time_wanted()) gpu_time_reader_thread();
   pthread_mutex_lock(&state.mu);
   for (;;) {
     /* A hand-off first, even when told to stop: its write is in flight

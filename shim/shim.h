@@ -291,6 +291,7 @@ void gpu_time_mark(gs_call *c, int slot);
 void gpu_time_end(gs_call *c);
 void gpu_time_unmark_gemm(gs_call *c); /* a declined route's GEMM marks, given back */
 int gpu_time_resolve(gs_gpu_time *t);
+void gpu_time_reader_thread(void); /* this thread reads events in RELAXED capture mode from now on */
 void gpu_time_discard(gs_gpu_time *t);
 const char *gpu_time_skip_name(int skip); /* NULL for GS_GPU_SKIP_NONE */
 

@@ -81,6 +81,11 @@
  *                      legacy); every thread's handles and stream live
  *                      from before any thread's first call to after the
  *                      last thread's last call
+ *   --side-capture=PATH   after the eager calls, a graph capture (global
+ *                      mode) of another stream of this thread stays open
+ *                      until PATH holds a line for every eager call (the
+ *                      shim's log writer read their events meanwhile), then
+ *                      ends: "side capture begin=B end=E"
  *   --wait-log=PATH    after each eager call i, wait (up to 60 s) until
  *                      PATH holds i+1 lines: the shim's routing log has
  *                      written the call's record before the next call
@@ -798,6 +803,7 @@ typedef struct options {
   int nosync;
   uint64_t seed;
   const char *wait_log; /* NULL: none */
+  const char *side_capture; /* NULL: none */
 } options;
 
 /* Until path holds `lines` lines, polled; dies after 60 s. */
@@ -879,6 +885,18 @@ static int run_sequential(const options *op) {
     failed += !report(idx, &g, !op->nosync);
     gemm_release(&g);
     if (op->wait_log) wait_for_lines(op->wait_log, i + 1);
+  }
+  if (op->side_capture) {
+    CUstream side;
+    CU(drv.cuStreamCreate(&side, CU_STREAM_NON_BLOCKING));
+    CUresult begin = drv.cuStreamBeginCapture_v2(side, CU_STREAM_CAPTURE_MODE_GLOBAL);
+    wait_for_lines(op->side_capture, eager_end);
+    CUgraph graph = NULL;
+    CUresult end = drv.cuStreamEndCapture(side, &graph);
+    if (graph) CU(drv.cuGraphDestroy(graph));
+    CU(drv.cuStreamDestroy_v2(side));
+    printf("side capture begin=%d end=%d\n", (int)begin, (int)end);
+    if (begin || end) failed++;
   }
   if (op->capture_from >= 0) {
     int n = op->nspecs - op->capture_from;
@@ -1012,6 +1030,7 @@ int main(int argc, char **argv) {
     else if (!strncmp(a, "--seed=", 7)) op.seed = strtoull(a + 7, NULL, 0);
     else if (!strcmp(a, "--nosync")) op.nosync = 1;
     else if (!strncmp(a, "--wait-log=", 11)) op.wait_log = a + 11;
+    else if (!strncmp(a, "--side-capture=", 15)) op.side_capture = a + 15;
     else if (!strcmp(a, "--fp8")) fp8_tolerance = 1;
     else {
       fprintf(stderr, "ffma_client: unknown option %s (see the top of ffma_client.c)\n", a);
@@ -1021,7 +1040,7 @@ int main(int argc, char **argv) {
   if (!op.nspecs || (op.threads > 0) != (op.iters > 0) || (op.capture_from >= 0 && op.capture_from > op.nspecs) ||
       (op.nosync && (op.capture_from >= 0 || op.threads)) || (op.stream == STREAM_SHARED && !op.threads) ||
       (op.streams && (op.threads || op.stream != STREAM_OWN || op.capture_from >= 0)) ||
-      (op.one_at_a_time && !op.threads)) {
+      (op.one_at_a_time && !op.threads) || (op.side_capture && (op.threads || op.nosync))) {
     fprintf(stderr, "ffma_client: inconsistent options\n");
     return EXIT_SETUP;
   }

@@ -198,6 +198,28 @@ def test_trace_of_two_threads_on_the_per_thread_stream(client, standin, tmp_path
     assert sum(e["ph"] == "X" and e["cat"].startswith("gpu,") for e in ev) == 6
 
 
+def test_reading_events_does_not_break_a_capture_on_another_thread(client, standin, tmp_path, shim):
+    """cuda.h, cuThreadExchangeStreamCaptureMode: while any other thread has
+    a capture begun in GLOBAL mode, a thread in GLOBAL mode (every thread's
+    default) "is prohibited from potentially unsafe API calls", cuEventQuery
+    among them (PyTorch's NCCL watchdog broke captures so: pytorch pull
+    requests 104487, 105182); made, it fails and invalidates the capture.
+    The client keeps a global-mode capture open until the log has every
+    call's record, so the shim's writer thread reads their events during
+    it: in RELAXED mode, which "is not prohibited", set once for that
+    thread; the capture ends cleanly and every call has its GPU time."""
+    log = tmp_path / "gs.jsonl"
+    r, recs, counts = run_logged(client, standin, tmp_path, [*FFMA_CALLS[:2], f"--side-capture={log}"], GPU,
+                                 wait=False)
+    assert [l for l in r.stdout.splitlines() if l.startswith("side capture ")] == ["side capture begin=0 end=0"]
+    assert [x["route"] for x in recs] == ["ffma", "ffma"]
+    assert all("gpu_ns" in x and "gpu_skipped" not in x for x in recs), recs
+    assert counts["standin_prohibited_event_queries"] == 0
+    assert counts["cuEventQuery"] >= 2
+    # The writer thread, once; no other thread read events.
+    assert counts["cuThreadExchangeStreamCaptureMode"] == 1
+
+
 def test_off_by_default(client, standin, tmp_path, shim):
     _, recs, counts = run_logged(client, standin, tmp_path, FFMA_CALLS[:1], BASE_ENV, wait=False)
     assert "gpu_ns" not in recs[0] and "gpu_skipped" not in recs[0]

@@ -57,6 +57,7 @@
   X(cuStreamCreate) X(cuStreamDestroy_v2) X(cuStreamGetCtx) X(cuStreamGetId)   \
   X(cuStreamSynchronize) X(cuStreamIsCapturing) X(cuStreamBeginCapture_v2)     \
   X(cuStreamEndCapture) X(cuStreamWaitEvent) X(cuGraphDestroy)                 \
+  X(cuThreadExchangeStreamCaptureMode)                                         \
   X(cuGraphCreate) X(cuGraphClone) X(cuGraphAddChildGraphNode)                 \
   X(cuGraphInstantiateWithFlags) X(cuGraphLaunch) X(cuGraphExecDestroy)        \
   X(cuLaunchHostFunc)                                                          \
@@ -115,6 +116,7 @@ typedef struct sd_state {
   uint64_t event_lag;     /* STANDIN_EVENT_LAG, 0 = events complete at once */
   char kernels[1024];     /* STANDIN_KERNELS, "" = none */
   unsigned long long forbidden_syncs;
+  unsigned long long prohibited_queries; /* cuEventQuery refused by a capture (driver_stream.c) */
 } sd_state;
 
 extern sd_state sd;

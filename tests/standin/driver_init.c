@@ -26,7 +26,9 @@
  *                            "<function> <calls>" for each of its exported
  *                            functions (libcuda adds standin_forbidden_syncs,
  *                            standin_live_allocations, standin_live_bytes,
- *                            standin_pool_maps, standin_pool_unmaps).
+ *                            standin_pool_maps, standin_pool_unmaps,
+ *                            standin_prohibited_event_queries: cuEventQuery
+ *                            calls a capture refused, driver_stream.c).
  *                            libcuda empties the file when it is loaded;
  *                            "%p" in the path is the process id.
  *   STANDIN_EVENT_LAG=N      a recorded event answers its first N
@@ -172,14 +174,15 @@ static void sd_at_exit(void) {
   unsigned long long allocs, bytes;
   sd_mem_totals(&allocs, &bytes);
   unsigned long long forbidden = __atomic_load_n(&sd.forbidden_syncs, __ATOMIC_RELAXED);
+  unsigned long long refused = __atomic_load_n(&sd.prohibited_queries, __ATOMIC_RELAXED);
   pthread_mutex_lock(&sd_lock);
   unsigned long long maps = sd_pool_maps, unmaps = sd_pool_unmaps;
   pthread_mutex_unlock(&sd_lock);
-  char extra[256];
+  char extra[320];
   snprintf(extra, sizeof extra,
            "standin_forbidden_syncs %llu\nstandin_live_allocations %llu\n"
-           "standin_live_bytes %llu\nstandin_pool_maps %llu\nstandin_pool_unmaps %llu\n", forbidden, allocs,
-           bytes, maps, unmaps);
+           "standin_live_bytes %llu\nstandin_pool_maps %llu\nstandin_pool_unmaps %llu\n"
+           "standin_prohibited_event_queries %llu\n", forbidden, allocs, bytes, maps, unmaps, refused);
   standin_counters table = {sd_api_names, sd_counts, SD_API_COUNT};
   standin_counts_append(&table, extra);
   if (sd.forbid_sync && forbidden) {

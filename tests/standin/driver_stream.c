@@ -94,6 +94,64 @@ CUresult sd_stream_enqueue_locked(CUstream s, CUcontext *ctx, struct CUstream_st
   return CUDA_SUCCESS;
 }
 
+/* The calling thread's capture interaction mode (cuThreadExchangeStreamCaptureMode);
+ * every thread starts in CU_STREAM_CAPTURE_MODE_GLOBAL, "the default mode". */
+static __thread CUstreamCaptureMode sd_thread_mode = CU_STREAM_CAPTURE_MODE_GLOBAL;
+
+CUresult cuThreadExchangeStreamCaptureMode(CUstreamCaptureMode *mode) {
+  SD_COUNT(cuThreadExchangeStreamCaptureMode);
+  CUresult r = sd_check_init();
+  if (r) return r;
+  if (!mode || (*mode != CU_STREAM_CAPTURE_MODE_GLOBAL && *mode != CU_STREAM_CAPTURE_MODE_THREAD_LOCAL &&
+                *mode != CU_STREAM_CAPTURE_MODE_RELAXED))
+    return CUDA_ERROR_INVALID_VALUE;
+  CUstreamCaptureMode old = sd_thread_mode;
+  sd_thread_mode = *mode;
+  *mode = old;
+  return CUDA_SUCCESS;
+}
+
+/* cuEventQuery is one of the "potentially unsafe" calls of cuda.h's
+ * cuThreadExchangeStreamCaptureMode: a thread in GLOBAL mode may not make
+ * it while it has a capture of its own not begun RELAXED or while "any
+ * other thread has a concurrent capture sequence initiated with
+ * CU_STREAM_CAPTURE_MODE_GLOBAL"; in THREAD_LOCAL mode only its own
+ * captures count; in RELAXED mode none do. PyTorch met it as its NCCL
+ * watchdog's event query breaking another thread's capture (pytorch pull
+ * requests 104487, 104555) and fixed it by querying in a lenient mode
+ * (105182, 148594); ROCm's HIP applies the same modes to hipEventQuery
+ * (ROCm/rocm-systems pull request 3176). The prohibiting captures are
+ * invalidated ("When an invalid operation is attempted during stream
+ * capture, any associated capture graphs are invalidated": CUDA C++
+ * Programming Guide, "Prohibited and Unhandled Operations"), and the call
+ * fails with CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED. */
+typedef struct sd_query_scan {
+  pthread_t self;
+  int invalidate, prohibited;
+} sd_query_scan;
+
+static void sd_query_one(void *obj, void *arg) {
+  struct CUstream_st *st = obj;
+  sd_query_scan *scan = arg;
+  if (st->capture != CU_STREAM_CAPTURE_STATUS_ACTIVE || sd_thread_mode == CU_STREAM_CAPTURE_MODE_RELAXED) return;
+  int prohibits = pthread_equal(st->capture_thread, scan->self)
+                      ? st->capture_mode != CU_STREAM_CAPTURE_MODE_RELAXED
+                      : sd_thread_mode == CU_STREAM_CAPTURE_MODE_GLOBAL && st->capture_mode == CU_STREAM_CAPTURE_MODE_GLOBAL;
+  if (!prohibits) return;
+  scan->prohibited = 1;
+  if (scan->invalidate) sd_capture_invalidate(st);
+}
+
+static CUresult sd_query_prohibited_locked(void) {
+  sd_query_scan scan = {pthread_self(), 0, 0};
+  sd_reg_each(SD_STREAM, sd_query_one, &scan);
+  if (!scan.prohibited) return CUDA_SUCCESS;
+  scan.invalidate = 1;
+  sd_reg_each(SD_STREAM, sd_query_one, &scan);
+  __atomic_fetch_add(&sd.prohibited_queries, 1ull, __ATOMIC_RELAXED);
+  return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+}
+
 typedef struct sd_forbid_scan {
   pthread_t self;
   int forbidden;
@@ -547,6 +605,8 @@ CUresult cuEventQuery(CUevent hEvent) {
   pthread_mutex_lock(&sd_lock);
   if (!sd_reg_has(hEvent, SD_EVENT)) {
     r = CUDA_ERROR_INVALID_HANDLE;
+  } else if ((r = sd_query_prohibited_locked()) != CUDA_SUCCESS) {
+    /* refused, before anything else is looked at */
   } else if (hEvent->lag) {
     hEvent->lag--;
     r = CUDA_ERROR_NOT_READY;

@@ -827,6 +827,87 @@ static void *capture_other_thread(void *arg) {
   return res;
 }
 
+/* Another thread's cuEventQuery in the given capture mode; its answer. */
+typedef struct query_job {
+  CUevent ev;
+  CUstreamCaptureMode mode;
+  int exchange, query, restored;
+} query_job;
+
+static void *query_thread(void *arg) {
+  query_job *j = arg;
+  (void)cuCtxSetCurrent(primary[0]);
+  CUstreamCaptureMode m = j->mode;
+  j->exchange = cuThreadExchangeStreamCaptureMode(&m);
+  j->query = cuEventQuery(j->ev);
+  j->restored = m; /* the mode the thread had: GLOBAL, every thread's first */
+  return NULL;
+}
+
+/* cuda.h, cuThreadExchangeStreamCaptureMode: a thread in GLOBAL mode (the
+ * default) is prohibited from potentially unsafe calls while any other
+ * thread has a capture begun in GLOBAL mode, or while it has one of its own
+ * not begun RELAXED; THREAD_LOCAL ignores other threads' captures; RELAXED
+ * is not prohibited. cuEventQuery is such a call (pytorch pull requests
+ * 104487 and 105182: a watchdog's event query broke another thread's
+ * capture; ROCm/rocm-systems pull request 3176 applies the same modes to
+ * hipEventQuery). A prohibited call fails with
+ * CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED and invalidates the capture. */
+static void test_event_query_and_capture_modes(void **state) {
+  (void)state;
+  CUstream s;
+  CUgraph g = NULL;
+  CUevent ev;
+  CU_OK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+  CU_OK(cuEventCreate(&ev, 0));
+  CU_OK(cuEventRecord(ev, s)); /* before any capture */
+  CUstreamCaptureMode m = (CUstreamCaptureMode)7;
+  assert_int_equal(cuThreadExchangeStreamCaptureMode(&m), CUDA_ERROR_INVALID_VALUE);
+  assert_int_equal(cuThreadExchangeStreamCaptureMode(NULL), CUDA_ERROR_INVALID_VALUE);
+
+  struct { CUstreamCaptureMode begin, other; int query, end; } cases[] = {
+      {CU_STREAM_CAPTURE_MODE_GLOBAL, CU_STREAM_CAPTURE_MODE_GLOBAL, CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED,
+       CUDA_ERROR_STREAM_CAPTURE_INVALIDATED},
+      {CU_STREAM_CAPTURE_MODE_GLOBAL, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL, CUDA_SUCCESS, CUDA_SUCCESS},
+      {CU_STREAM_CAPTURE_MODE_GLOBAL, CU_STREAM_CAPTURE_MODE_RELAXED, CUDA_SUCCESS, CUDA_SUCCESS},
+      {CU_STREAM_CAPTURE_MODE_THREAD_LOCAL, CU_STREAM_CAPTURE_MODE_GLOBAL, CUDA_SUCCESS, CUDA_SUCCESS},
+      {CU_STREAM_CAPTURE_MODE_RELAXED, CU_STREAM_CAPTURE_MODE_GLOBAL, CUDA_SUCCESS, CUDA_SUCCESS},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    CU_OK(cuStreamBeginCapture_v2(s, cases[i].begin));
+    query_job j = {ev, cases[i].other, -1, -1, -1};
+    pthread_t t;
+    pthread_create(&t, NULL, query_thread, &j);
+    pthread_join(t, NULL);
+    assert_int_equal(j.exchange, CUDA_SUCCESS);
+    assert_int_equal(j.restored, CU_STREAM_CAPTURE_MODE_GLOBAL);
+    assert_int_equal(j.query, cases[i].query);
+    assert_int_equal(cuStreamEndCapture(s, &g), cases[i].end);
+    if (g) CU_OK(cuGraphDestroy(g));
+    g = NULL;
+  }
+  /* This thread's own capture: GLOBAL or THREAD_LOCAL prohibit it unless
+   * the capture was begun RELAXED; RELAXED mode is never prohibited. */
+  CU_OK(cuStreamBeginCapture_v2(s, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL));
+  assert_int_equal(cuEventQuery(ev), CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+  assert_int_equal(cuStreamEndCapture(s, &g), CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
+  CU_OK(cuStreamBeginCapture_v2(s, CU_STREAM_CAPTURE_MODE_RELAXED));
+  CU_OK(cuEventQuery(ev));
+  CU_OK(cuStreamEndCapture(s, &g));
+  CU_OK(cuGraphDestroy(g));
+  CU_OK(cuStreamBeginCapture_v2(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
+  m = CU_STREAM_CAPTURE_MODE_RELAXED;
+  CU_OK(cuThreadExchangeStreamCaptureMode(&m));
+  assert_int_equal(m, CU_STREAM_CAPTURE_MODE_GLOBAL);
+  CU_OK(cuEventQuery(ev));
+  CU_OK(cuThreadExchangeStreamCaptureMode(&m)); /* back to GLOBAL */
+  assert_int_equal(m, CU_STREAM_CAPTURE_MODE_RELAXED);
+  CU_OK(cuStreamEndCapture(s, &g));
+  CU_OK(cuGraphDestroy(g));
+  CU_OK(cuEventDestroy_v2(ev));
+  CU_OK(cuStreamDestroy_v2(s));
+}
+
 /* Launch-time answers of graphs with memory (cuda.h, cuGraphLaunch: "If
  * any allocations created by hGraphExec remain unfreed (from a previous
  * launch) and hGraphExec was not instantiated with
@@ -3204,6 +3285,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_stream_ids_and_reuse),
       cmocka_unit_test(test_events),
       cmocka_unit_test(test_capture),
+      cmocka_unit_test(test_event_query_and_capture_modes),
       cmocka_unit_test(test_graphs),
       cmocka_unit_test(test_graph_launch_memory),
       cmocka_unit_test(test_graph_gemm),
