@@ -496,10 +496,12 @@ static const char *slab_new(fp8_ctx *x) {
     free(slab);
     return "cuCtxPushCurrent failed before allocating fp8 ring memory";
   }
-  CUresult r = GS_CALL(cuMemAlloc_v2, &p, bytes);
+  int mode_failed;
+  CUresult r = mem_alloc_relaxed(&p, bytes, &mode_failed);
   ctx_pop();
   if (r != CUDA_SUCCESS) {
     free(slab);
+    if (mode_failed) return "cuThreadExchangeStreamCaptureMode failed before allocating fp8 ring memory";
     return r == CUDA_ERROR_OUT_OF_MEMORY ? "cuMemAlloc of fp8 ring memory: out of device memory"
                                           : "cuMemAlloc of fp8 ring memory failed";
   }

@@ -68,6 +68,8 @@
     (int *v, CUdevice_attribute a, CUdevice d), (v, a, d))                     \
   X(cuStreamIsCapturing, CUresult, CUDA_ERROR_UNKNOWN,                         \
     (CUstream s, CUstreamCaptureStatus *st), (s, st))                          \
+  X(cuThreadExchangeStreamCaptureMode, CUresult, CUDA_ERROR_UNKNOWN,           \
+    (CUstreamCaptureMode *mode), (mode))                                       \
   X(cuMemAlloc_v2, CUresult, CUDA_ERROR_OUT_OF_MEMORY, (CUdeviceptr *p, size_t n), (p, n)) \
   X(cuMemFree_v2, CUresult, CUDA_ERROR_UNKNOWN, (CUdeviceptr p), (p))          \
   X(cuMemFreeAsync, CUresult, CUDA_ERROR_UNKNOWN, (CUdeviceptr p, CUstream s), (p, s)) \

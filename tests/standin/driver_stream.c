@@ -94,35 +94,61 @@ CUresult sd_stream_enqueue_locked(CUstream s, CUcontext *ctx, struct CUstream_st
   return CUDA_SUCCESS;
 }
 
+/* The calling thread's capture interaction mode (cuThreadExchangeStreamCaptureMode);
+ * every thread starts in CU_STREAM_CAPTURE_MODE_GLOBAL, "the default mode". */
+static __thread CUstreamCaptureMode sd_thread_mode = CU_STREAM_CAPTURE_MODE_GLOBAL;
+
+CUresult cuThreadExchangeStreamCaptureMode(CUstreamCaptureMode *mode) {
+  SD_COUNT(cuThreadExchangeStreamCaptureMode);
+  CUresult r = sd_check_init();
+  if (r) return r;
+  if (!mode || (*mode != CU_STREAM_CAPTURE_MODE_GLOBAL && *mode != CU_STREAM_CAPTURE_MODE_THREAD_LOCAL &&
+                *mode != CU_STREAM_CAPTURE_MODE_RELAXED))
+    return CUDA_ERROR_INVALID_VALUE;
+  CUstreamCaptureMode old = sd_thread_mode;
+  sd_thread_mode = *mode;
+  *mode = old;
+  return CUDA_SUCCESS;
+}
+
 typedef struct sd_forbid_scan {
   pthread_t self;
+  CUstreamCaptureMode mode; /* the calling thread's */
+  int invalidate;
   int forbidden;
 } sd_forbid_scan;
 
+/* cuda.h, cuThreadExchangeStreamCaptureMode: a thread in GLOBAL mode is
+ * prohibited from potentially unsafe calls while it has a capture of its
+ * own not begun RELAXED, "or if any other thread has a concurrent capture
+ * sequence initiated with CU_STREAM_CAPTURE_MODE_GLOBAL"; in THREAD_LOCAL
+ * mode only its own captures count; in RELAXED mode nothing does. The
+ * captures that prohibit the call are invalidated with it ("When an invalid
+ * operation is attempted during stream capture, any associated capture
+ * graphs are invalidated": CUDA C++ Programming Guide, "Prohibited and
+ * Unhandled Operations"). Another thread's global-mode capture is among
+ * them: vllm-project/vllm pull request 48053 saw every global-mode capture
+ * invalidated by a background thread's side-stream copies on a Blackwell
+ * GPU, and ROCm/rocm-systems pull request 4508 measured the same for a
+ * second thread's synchronisation on NVIDIA hardware. */
 static void sd_forbid_one(void *obj, void *arg) {
   struct CUstream_st *st = obj;
   sd_forbid_scan *scan = arg;
-  if (st->capture != CU_STREAM_CAPTURE_STATUS_ACTIVE) return;
+  if (st->capture != CU_STREAM_CAPTURE_STATUS_ACTIVE || scan->mode == CU_STREAM_CAPTURE_MODE_RELAXED) return;
   int mine = pthread_equal(st->capture_thread, scan->self);
-  if (st->capture_mode == CU_STREAM_CAPTURE_MODE_GLOBAL ||
-      (mine && st->capture_mode == CU_STREAM_CAPTURE_MODE_THREAD_LOCAL))
-    scan->forbidden = 1;
-}
-
-static void sd_invalidate_mine(void *obj, void *arg) {
-  struct CUstream_st *st = obj;
-  sd_forbid_scan *scan = arg;
-  if (st->capture == CU_STREAM_CAPTURE_STATUS_ACTIVE &&
-      st->capture_mode != CU_STREAM_CAPTURE_MODE_RELAXED &&
-      pthread_equal(st->capture_thread, scan->self))
-    sd_capture_invalidate(st);
+  int prohibits = mine ? st->capture_mode != CU_STREAM_CAPTURE_MODE_RELAXED
+                       : scan->mode == CU_STREAM_CAPTURE_MODE_GLOBAL && st->capture_mode == CU_STREAM_CAPTURE_MODE_GLOBAL;
+  if (!prohibits) return;
+  scan->forbidden = 1;
+  if (scan->invalidate) sd_capture_invalidate(st);
 }
 
 CUresult sd_capture_forbids_locked(void) {
-  sd_forbid_scan scan = {pthread_self(), 0};
+  sd_forbid_scan scan = {pthread_self(), sd_thread_mode, 0, 0};
   sd_reg_each(SD_STREAM, sd_forbid_one, &scan);
   if (!scan.forbidden) return CUDA_SUCCESS;
-  sd_reg_each(SD_STREAM, sd_invalidate_mine, &scan);
+  scan.invalidate = 1;
+  sd_reg_each(SD_STREAM, sd_forbid_one, &scan);
   return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
 }
 

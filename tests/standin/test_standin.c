@@ -806,18 +806,24 @@ static void test_events(void **state) {
   assert_int_equal(cuEventDestroy_v2(a), CUDA_ERROR_INVALID_HANDLE);
 }
 
+/* The mode capture_other_thread sets before it allocates. */
+static CUstreamCaptureMode capture_other_mode = CU_STREAM_CAPTURE_MODE_GLOBAL;
+
+/* res[0]: its allocation, res[1]: ending the caller's capture, res[2]:
+ * the mode the thread started in. */
 static void *capture_other_thread(void *arg) {
   CUstream s = arg;
   int *res = malloc(3 * sizeof *res);
   if (!res) return NULL;
   /* no cmocka assertions off the main thread: they longjmp */
   (void)cuCtxSetCurrent(primary[0]);
+  CUstreamCaptureMode mode = capture_other_mode;
+  res[2] = cuThreadExchangeStreamCaptureMode(&mode) == CUDA_SUCCESS ? (int)mode : -1;
   CUdeviceptr p = 0;
   res[0] = cuMemAlloc_v2(&p, 64);
   if (res[0] == CUDA_SUCCESS) cuMemFree_v2(p);
   CUgraph g;
   res[1] = cuStreamEndCapture(s, &g);
-  res[2] = 0;
   return res;
 }
 
@@ -982,16 +988,61 @@ static void test_capture(void **state) {
   assert_int_equal(cuMemAlloc_v2(&p, 64), CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
   assert_int_equal(cuStreamEndCapture(s, &g), CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
 
-  /* Global mode on this thread: another thread's allocation is refused. */
+  /* Global mode on this thread: another thread in the default (global)
+   * mode is refused its allocation, and the refusal invalidates this
+   * capture (cuda.h, cuThreadExchangeStreamCaptureMode; the Programming
+   * Guide: "any associated capture graphs are invalidated"). */
   CU_OK(cuStreamBeginCapture_v2(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
   pthread_create(&t, NULL, capture_other_thread, s);
   pthread_join(t, &ret);
   res = ret;
   assert_int_equal(res[0], CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
   assert_int_equal(res[1], CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD);
+  assert_int_equal(res[2], CU_STREAM_CAPTURE_MODE_GLOBAL);
   free(res);
-  CU_OK(cuStreamEndCapture(s, &g));
-  CU_OK(cuGraphDestroy(g));
+  CU_OK(cuStreamIsCapturing(s, &st));
+  assert_int_equal(st, CU_STREAM_CAPTURE_STATUS_INVALIDATED);
+  assert_int_equal(cuStreamEndCapture(s, &g), CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
+  assert_null(g);
+  /* ... while a thread in thread-local or relaxed mode may allocate, and
+   * the capture goes on ("Concurrent capture sequences in other threads are
+   * ignored"; relaxed: "not prohibited from potentially unsafe API calls"). */
+  static const CUstreamCaptureMode other_modes[2] = {CU_STREAM_CAPTURE_MODE_THREAD_LOCAL,
+                                                     CU_STREAM_CAPTURE_MODE_RELAXED};
+  for (int i = 0; i < 2; i++) {
+    CU_OK(cuStreamBeginCapture_v2(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
+    capture_other_mode = other_modes[i];
+    pthread_create(&t, NULL, capture_other_thread, s);
+    pthread_join(t, &ret);
+    capture_other_mode = CU_STREAM_CAPTURE_MODE_GLOBAL;
+    res = ret;
+    assert_int_equal(res[0], CUDA_SUCCESS);
+    assert_int_equal(res[1], CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD);
+    assert_int_equal(res[2], CU_STREAM_CAPTURE_MODE_GLOBAL); /* every thread starts global */
+    free(res);
+    CU_OK(cuStreamEndCapture(s, &g));
+    assert_non_null(g);
+    CU_OK(cuGraphDestroy(g));
+  }
+  /* The capturing thread itself in relaxed mode may allocate during its own
+   * global capture; back in global mode it may not. */
+  CU_OK(cuStreamBeginCapture_v2(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
+  CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_RELAXED;
+  CU_OK(cuThreadExchangeStreamCaptureMode(&mode));
+  assert_int_equal(mode, CU_STREAM_CAPTURE_MODE_GLOBAL);
+  CU_OK(cuMemAlloc_v2(&q, 64));
+  CU_OK(cuMemFree_v2(q));
+  CU_OK(cuThreadExchangeStreamCaptureMode(&mode));
+  assert_int_equal(mode, CU_STREAM_CAPTURE_MODE_RELAXED);
+  CU_OK(cuStreamIsCapturing(s, &st));
+  assert_int_equal(st, CU_STREAM_CAPTURE_STATUS_ACTIVE);
+  assert_int_equal(cuMemAlloc_v2(&q, 64), CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+  assert_int_equal(cuStreamEndCapture(s, &g), CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
+  /* cuThreadExchangeStreamCaptureMode's own checks */
+  assert_int_equal(cuThreadExchangeStreamCaptureMode(NULL), CUDA_ERROR_INVALID_VALUE);
+  mode = (CUstreamCaptureMode)3;
+  assert_int_equal(cuThreadExchangeStreamCaptureMode(&mode), CUDA_ERROR_INVALID_VALUE);
+  assert_int_equal(mode, 3);
 
   /* Fork and join: waiting on an event recorded in the capture pulls the
    * waiting stream in; it must be joined back before the end. */
