@@ -2637,7 +2637,7 @@ static void lt_run_case(cublasLtHandle_t lt, const lt_case *c) {
   BL_OK(cublasLtMatmulPreferenceCreate(&pref));
   cublasLtMatmulHeuristicResult_t heur[2];
   int found = 0;
-  BL_OK(cublasLtMatmulAlgoGetHeuristic(lt, desc, la, lb, lc, ld, pref, 2, heur, &found));
+  BL_OK(cublasLtMatmulAlgoGetHeuristic(lt, desc, la, lb, lc, ld, pref, 1, heur, &found));
   assert_int_equal(found, 1);
   assert_int_equal(heur[0].state, CUBLAS_STATUS_SUCCESS);
   void *ws = dalloc(1 << 16);
@@ -2763,6 +2763,106 @@ static void test_lt_output_rounding(void **state) {
   dfree(A);
   dfree(B);
   dfree(D);
+  BL_OK(cublasLtDestroy(lt));
+}
+
+/* The heuristic's algorithms and what cublasLtMatmul holds them to
+ * (cublasLt.h): MIN_ALIGNMENT_*_BYTES "will exclude algorithms that can not
+ * work with matrix A that is not as strictly aligned as they need",
+ * MAX_WORKSPACE_BYTES "default: 0 - no workspace allowed", results
+ * "ordered in increasing estimated compute time"; an algorithm's
+ * alignment covers the "buffer pointer, leading dimension, and possibly
+ * other strides"; cublasLtMatmul is INVALID_VALUE "when
+ * workspaceSizeInBytes is less than workspace required by configured
+ * algo", and (the stand-in's reading of "parameters are in conflict") when
+ * the buffers are less aligned than the algorithm needs. The stand-in's
+ * catalogue: 64-byte alignment with 512 KiB of workspace, 16-byte with
+ * none, element alignment with none. */
+static void test_lt_algo_requirements(void **state) {
+  (void)state;
+  cublasLtHandle_t lt;
+  BL_OK(cublasLtCreate(&lt));
+  float one = 1, zero = 0;
+  enum { M = 16 }; /* fp32, ld 16: 64 bytes */
+  char *buf = dalloc(8 * M * M * 4);
+  char *A = buf, *B = buf + 2 * M * M * 4, *D = buf + 4 * M * M * 4;
+  CU_OK(cuMemsetD8_v2((CUdeviceptr)buf, 0, 8 * M * M * 4));
+  cublasLtMatmulDesc_t d;
+  BL_OK(cublasLtMatmulDescCreate(&d, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+  cublasLtMatrixLayout_t l, l17;
+  BL_OK(cublasLtMatrixLayoutCreate(&l, CUDA_R_32F, M, M, M));
+  BL_OK(cublasLtMatrixLayoutCreate(&l17, CUDA_R_32F, M, M, M + 1)); /* ld 68 bytes */
+  cublasLtMatmulPreference_t p;
+  BL_OK(cublasLtMatmulPreferenceCreate(&p));
+  cublasLtMatmulHeuristicResult_t r[4];
+  int found = 0;
+  /* the default preference: no workspace, 256-byte alignment */
+  BL_OK(cublasLtMatmulAlgoGetHeuristic(lt, d, l, l, l, l, p, 4, r, &found));
+  assert_int_equal(found, 2);
+  assert_int_equal(r[0].workspaceSize, 0);
+  assert_int_equal(r[1].workspaceSize, 0);
+  cublasLtMatmulAlgo_t a16 = r[0].algo, a_elem = r[1].algo;
+  /* workspace allowed: the workspace algorithm comes first */
+  uint64_t wss = 1 << 20;
+  BL_OK(cublasLtMatmulPreferenceSetAttribute(p, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &wss, sizeof wss));
+  BL_OK(cublasLtMatmulAlgoGetHeuristic(lt, d, l, l, l, l, p, 4, r, &found));
+  assert_int_equal(found, 3);
+  assert_int_equal(r[0].workspaceSize, 512 << 10);
+  cublasLtMatmulAlgo_t a64 = r[0].algo;
+  assert_memory_equal(&r[1].algo, &a16, sizeof a16);
+  assert_memory_equal(&r[2].algo, &a_elem, sizeof a_elem);
+  BL_OK(cublasLtMatmulAlgoGetHeuristic(lt, d, l, l, l, l, p, 1, r, &found)); /* as many as asked */
+  assert_int_equal(found, 1);
+  /* D aligned to 16 only: the 64-byte one goes; A aligned to 4: only the
+   * element one is left; below fp32's 4 bytes nothing */
+  uint32_t al = 16;
+  BL_OK(cublasLtMatmulPreferenceSetAttribute(p, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &al, sizeof al));
+  BL_OK(cublasLtMatmulAlgoGetHeuristic(lt, d, l, l, l, l, p, 4, r, &found));
+  assert_int_equal(found, 2);
+  assert_memory_equal(&r[0].algo, &a16, sizeof a16);
+  al = 4;
+  BL_OK(cublasLtMatmulPreferenceSetAttribute(p, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &al, sizeof al));
+  BL_OK(cublasLtMatmulAlgoGetHeuristic(lt, d, l, l, l, l, p, 4, r, &found));
+  assert_int_equal(found, 1);
+  assert_memory_equal(&r[0].algo, &a_elem, sizeof a_elem);
+  al = 2;
+  BL_OK(cublasLtMatmulPreferenceSetAttribute(p, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &al, sizeof al));
+  assert_int_equal(cublasLtMatmulAlgoGetHeuristic(lt, d, l, l, l, l, p, 4, r, &found), CUBLAS_STATUS_NOT_SUPPORTED);
+  assert_int_equal(found, 0);
+  /* a leading dimension of 68 bytes: only the element one, whatever the
+   * pointers */
+  al = 256;
+  BL_OK(cublasLtMatmulPreferenceSetAttribute(p, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &al, sizeof al));
+  BL_OK(cublasLtMatmulPreferenceSetAttribute(p, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &al, sizeof al));
+  BL_OK(cublasLtMatmulAlgoGetHeuristic(lt, d, l17, l, l, l, p, 4, r, &found));
+  assert_int_equal(found, 1);
+  assert_memory_equal(&r[0].algo, &a_elem, sizeof a_elem);
+
+  void *ws = dalloc(1 << 20);
+#define MMA(algo, a, la, dd, ws_, wss_) \
+  cublasLtMatmul(lt, d, &one, a, la, B, l, &zero, dd, l, dd, l, &(algo), ws_, wss_, NULL)
+  BL_OK(MMA(a64, A, l, D, ws, (size_t)512 << 10));
+  assert_int_equal(MMA(a64, A, l, D, ws, (size_t)256 << 10), CUBLAS_STATUS_INVALID_VALUE);
+  assert_int_equal(MMA(a64, A, l, D, NULL, (size_t)512 << 10), CUBLAS_STATUS_INVALID_VALUE);
+  assert_int_equal(MMA(a64, A, l, D, NULL, 0), CUBLAS_STATUS_INVALID_VALUE);
+  assert_int_equal(MMA(a64, A, l, D + 16, ws, 1 << 20), CUBLAS_STATUS_INVALID_VALUE);
+  BL_OK(MMA(a16, A, l, D + 16, NULL, 0));
+  assert_int_equal(MMA(a16, A + 4, l, D, NULL, 0), CUBLAS_STATUS_INVALID_VALUE);
+  assert_int_equal(MMA(a16, A, l17, D, NULL, 0), CUBLAS_STATUS_INVALID_VALUE);
+  BL_OK(MMA(a_elem, A + 4, l17, D + 4, NULL, 0));
+  BL_OK(MMA(a64, A, l, D, ws, 1 << 20));
+  /* an algo no heuristic of this library made */
+  cublasLtMatmulAlgo_t bogus;
+  memset(&bogus, 0, sizeof bogus);
+  bogus.data[0] = 1;
+  assert_int_equal(MMA(bogus, A, l, D, ws, 1 << 20), CUBLAS_STATUS_INVALID_VALUE);
+#undef MMA
+  dfree(ws);
+  dfree(buf);
+  BL_OK(cublasLtMatmulPreferenceDestroy(p));
+  BL_OK(cublasLtMatrixLayoutDestroy(l));
+  BL_OK(cublasLtMatrixLayoutDestroy(l17));
+  BL_OK(cublasLtMatmulDescDestroy(d));
   BL_OK(cublasLtDestroy(lt));
 }
 
@@ -3265,6 +3365,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_lt_descriptors),
       cmocka_unit_test(test_lt_matmul),
       cmocka_unit_test(test_lt_output_rounding),
+      cmocka_unit_test(test_lt_algo_requirements),
       cmocka_unit_test(test_lt_errors),
       cmocka_unit_test(test_fp8),
       cmocka_unit_test(test_concurrency),

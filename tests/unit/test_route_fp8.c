@@ -681,6 +681,39 @@ static void test_lt_plans_kept(void **state) {
   gemm_free(&x);
 }
 
+/* A plan holds the algorithm chosen for its operands' alignment: the
+ * heuristic is told each pointer's alignment (PyTorch's gemm_and_bias and
+ * scaled_gemm do the same) and excludes algorithms that need more
+ * (cublasLt.h, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_*_BYTES), and
+ * cublasLtMatmul refuses an algorithm the buffers are less aligned for
+ * (the stand-in models both: its best algorithm needs 64-byte pointers,
+ * leading dimensions and 512 KiB of workspace). The same site with D
+ * moved 16 bytes gets plans of its own, made for 16-byte alignment, and
+ * stays on cuBLASLt; moved back it finds its first plans. m = 56: ldc 64,
+ * 128 bytes of bf16, so only the pointer differs. */
+static void test_lt_plan_follows_alignment(void **state) {
+  problem p = {DEV_90, GS_API_GEMM_EX, T_, N_, 56, 32, 64, 1, BF16, BF16, C32F, 0, -1, 1.0f, 0.0f, 0, 122};
+  gemm x;
+  gemm_make(&x, &p, 1.0);
+  void *c0 = x.C;
+  assert_int_equal((uintptr_t)c0 % 256, 0);
+  uint64_t built = route_lt_plans_built();
+  static const int shift[6] = {0, 0, 16, 16, 0, 0};
+  static const uint64_t plans[6] = {1, 2, 3, 4, 4, 4};
+  for (int i = 0; i < 6; i++) {
+    x.C = (char *)c0 + shift[i];
+    x.c.g.C = x.c.g.D = x.C;
+    fill(&x, 1.0);
+    assert_int_equal(gemm_run(&x), CUBLAS_STATUS_SUCCESS);
+    assert_string_equal(x.c.backend, "cublaslt-fp8");
+    assert_string_equal(x.c.reason, i ? "fp8 e4m3 x e4m3" : "fp8 e4m3 x e4m3; first call: scales from its own amax");
+    if (x.sqnr < 25.0) fail_msg("call %d: %.2f dB", i, x.sqnr);
+    assert_int_equal(route_lt_plans_built(), built + plans[i]);
+  }
+  x.C = c0;
+  gemm_free(&x);
+}
+
 /* A plan that cannot be made is not kept: the call runs the own kernel
  * (nothing of the caller's written by cuBLASLt), the next call makes it. */
 static void test_lt_plan_failure_not_kept(void **state) {
@@ -1171,6 +1204,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_lt_plans_kept, test_setup, test_teardown),
       cmocka_unit_test_setup_teardown(test_lt_plan_failure_not_kept, test_setup, test_teardown),
       cmocka_unit_test_setup_teardown(test_lt_plans_evicted, test_setup, test_teardown),
+      cmocka_unit_test_setup_teardown(test_lt_plan_follows_alignment, test_setup, test_teardown),
       cmocka_unit_test_setup_teardown(test_lt_workspace_per_stream, test_setup, test_teardown),
       cmocka_unit_test_setup_teardown(test_lt_workspace_cap, test_setup, test_teardown),
       cmocka_unit_test_setup_teardown(test_declines, test_setup, test_teardown),
