@@ -17,8 +17,12 @@ report`, python/gemmshim/report.py), and one final line per run:
   final <gpu> <mode> loss <X>  vs native <+D>  (<route> <calls>, ...)
 
 where D is the difference from the native run on the same device. The
-routing logs stay in OUT (default BUILD/demo), one per run:
-<gpu>-<mode>.jsonl. Exit 1 when a run fails.
+runs log GPU time per call and compare routed calls with native
+(GEMMSHIM_LOG_GPU_TIME=1, GEMMSHIM_COMPARE=1; on the stand-in a GPU time is
+the CPU time of the work inline on the stream). It ends with one report of
+all six runs, written with a Perfetto trace and a plot. Everything stays in
+OUT (default BUILD/demo): the routing logs <gpu>-<mode>.jsonl, report.json,
+trace.json, profile.png. Exit 1 when a run fails.
 """
 import argparse
 import collections
@@ -68,6 +72,10 @@ def run_one(args, build, gpu, cc, mode, log):
         # The demo's GEMMs are small (a few MFLOP); at the default threshold
         # (2^28 flops) the ffma route would leave them all native.
         "GEMMSHIM_FFMA_MIN_FLOPS": "0",
+        # The profiling pipeline (README, "Profiling"): GPU time per call and
+        # native runs of the routed GEMMs to compare with.
+        "GEMMSHIM_LOG_GPU_TIME": "1",
+        "GEMMSHIM_COMPARE": "1",
     })
     if log.exists():
         log.unlink()
@@ -86,6 +94,25 @@ def run_one(args, build, gpu, cc, mode, log):
     # train_demo's first line: "device NAME (sm_M.m); model ...".
     head = r.stdout.splitlines()[0] if r.stdout else ""
     return ok, losses, float(final[0].split()[2]) if final else None, secs, head
+
+
+def profile(runs, out):
+    """One report of every run's log, with a trace and a plot; False if it failed."""
+    argv = [sys.executable, "-m", "gemmshim.report", "--top", "6", *(str(r["log"]) for r in runs),
+            "--json", str(out / "report.json"), "--trace", str(out / "trace.json")]
+    try:
+        import matplotlib  # noqa: F401  (the plot needs it; Debian python3-matplotlib)
+        argv += ["--plot", str(out / "profile.png")]
+        plot_note = None
+    except ImportError:
+        plot_note = f"no plot: {sys.executable} cannot import matplotlib (Debian: python3-matplotlib)"
+    print("profile of all six runs (GPU times are the stand-in's: the CPU time of each call's inline work):")
+    s = subprocess.run(argv, capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT / "python")})
+    sys.stdout.write("".join("  " + line + "\n" for line in (s.stdout + s.stderr).splitlines()))
+    if plot_note:
+        print("  " + plot_note)
+    print(f"  open {os.path.relpath(out / 'trace.json')} at https://ui.perfetto.dev (Open trace file)\n")
+    return s.returncode == 0
 
 
 def main(argv=None):
@@ -143,6 +170,8 @@ def main(argv=None):
         failed |= s.returncode != 0
         sys.stdout.write("".join("  " + line + "\n" for line in (s.stdout + s.stderr).splitlines()))
         print()
+
+    failed |= not profile(runs, out)
 
     native = {r["gpu"]: r["final"] for r in runs if r["mode"] == "native"}
     print("Each run: the last loss, its difference from native on the same device, the calls per route:")

@@ -485,12 +485,36 @@ step_training() {
   run_step train-compare 30 "$PYTHON" scripts/gpu_report.py train-compare "$RESULTS"
 }
 
+# Profiling on the GPU: the training loop with GPU time per call and the
+# native comparison (GEMMSHIM_LOG_GPU_TIME=1 GEMMSHIM_COMPARE=1), fp8 and
+# ffma-forced, then the report's tables, trace and plot of each
+# (profile/NAME.{txt,json,trace.json,png}): measured GPU time per shape and
+# each route's speedup over native on this GPU.
+step_profile() {
+  if [ -z "$TORCH_VERSION" ] && [ "$MODE" != dry ]; then
+    skip_step profile "PyTorch not importable"
+    return 0
+  fi
+  local run mode
+  for run in fp8 ffma; do
+    local -a tenv
+    mapfile -t tenv < <(shim_env "profile-$run")
+    mode=$run
+    [ "$run" = ffma ] && tenv+=(GEMMSHIM_FFMA_MIN_FLOPS=0)
+    run_step "profile-$run" 120 env "${tenv[@]}" GEMMSHIM_MODE=$mode GEMMSHIM_LOG_GPU_TIME=1 GEMMSHIM_COMPARE=1 \
+      GEMMSHIM_COMPARE_EVERY=10 "$PYTHON" scripts/train.py "${TRAIN_ARGS[@]}" --summary "$RESULTS/profile/$run.train.json"
+    run_step "profile-$run:report" 60 env PYTHONPATH="$ROOT/python" "$PYTHON" -m gemmshim.report \
+      "$RESULTS/routing/profile-$run.jsonl" --expect-some "*=$run" --json "$RESULTS/profile/$run.json" \
+      --trace "$RESULTS/profile/$run.trace.json" --plot "$RESULTS/profile/$run.png"
+  done
+}
+
 main() {
   if [ "$MODE" = dry ]; then
     note "gpu-check --dry-run: the steps a GPU run takes, with their commands"
   else
     rm -rf "$RESULTS"
-    mkdir -p "$RESULTS"/{logs,routing,bench,train}
+    mkdir -p "$RESULTS"/{logs,routing,bench,train,profile}
     : >"$STEPS_TSV"
   fi
   check_prerequisites
@@ -521,6 +545,7 @@ main() {
   step_benchmarks
   note "-- training"
   step_training
+  step_profile
   note "-- memcheck"
   step_memcheck
 

@@ -164,7 +164,8 @@ struct fp8_ctx {
   uint64_t tick, epoch;
   int backward_since_epoch;
   fp8_site *anchor;
-  pthread_t primary;   /* the first thread that called in this context */
+  uint64_t primary;    /* the first thread that called in this context (shim_thread_number:
+                        * a pthread_t may be reused once its thread has exited) */
   seen_entry *seen;    /* SEEN_SLOTS */
   fp8_slot *free_slots;
   fp8_slab *slabs;
@@ -327,7 +328,7 @@ static fp8_ctx *ctx_get(const gs_call *c, const char **why) {
       x->device = c->device;
       x->seen = seen;
       x->buckets = buckets;
-      x->primary = pthread_self();
+      x->primary = shim_thread_number();
       x->older = old;
       pthread_mutex_init(&x->lock, NULL);
       atomic_store_explicit(&ctxs[slot], x, memory_order_release);
@@ -372,7 +373,7 @@ static int thread_is_autograd(void) {
 static int thread_is_backward(const fp8_ctx *x) {
   if (thread_is_autograd()) return 1;
   if (atomic_load_explicit(&autograd_seen, memory_order_relaxed)) return 0;
-  return !pthread_equal(pthread_self(), x->primary);
+  return shim_thread_number() != x->primary;
 }
 
 /* ---- forward operand pointers (hybrid detection) --------------------------------- */

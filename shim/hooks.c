@@ -57,6 +57,7 @@ static int call_begin(gs_call *c, gs_api api, const void *caller) {
 }
 
 static cublasStatus_t call_end(gs_call *c, cublasStatus_t status) {
+  call_work_end(c);
   c->status = status;
   if (hooks_timing()) c->dur_ns = now_ns(CLOCK_MONOTONIC) - c->dur_ns;
   call_finish(c);
@@ -77,8 +78,11 @@ static cublasStatus_t no_real(gs_call *c) {
     call_decide(c);                                                            \
     int st_ = GS_DECLINED;                                                     \
     if ((c)->decided != GS_ROUTE_NATIVE) st_ = route_run(c);                   \
+    if (st_ != GS_DECLINED && gs_opt.compare) compare_after_route(c);          \
     if (st_ == GS_DECLINED) {                                                  \
       (c)->route = GS_ROUTE_NATIVE;                                            \
+      call_work_declined(c);                                                   \
+      call_work_begin(c, GS_ROUTE_NATIVE);                                     \
       st_ = (native_call);                                                     \
     }                                                                          \
     return call_end(c, (cublasStatus_t)st_);                                   \
@@ -252,6 +256,8 @@ __attribute__((constructor)) static void shim_load(void) {
   resolve_init();
   pthread_atfork(NULL, NULL, forget_thread_id);
   options_init();
+  nvtx_init();
+  work_init();
   log_init();
 }
 

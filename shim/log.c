@@ -45,6 +45,16 @@
  *   status_name    string, "CUBLAS_STATUS_SUCCESS" ...; "unknown" for a
  *                  value cublas_api.h does not define
  *   dur_ns         number, host time spent in the call, ns
+ *   gpu_ns         number, with GEMMSHIM_LOG_GPU_TIME (or GEMMSHIM_COMPARE):
+ *                  GPU time of the call's work, ns, from events on its
+ *                  stream (gpu_time.c); omitted when not measured
+ *   gpu_ns_kernels number, with gpu_ns, for a route that ran a GEMM between
+ *                  kernels of its own: gpu_ns less the GEMM's time
+ *   native_gpu_ns  number, GEMMSHIM_COMPARE: GPU time of the native GEMM run
+ *                  for comparison after the route's (results discarded)
+ *   gpu_skipped    string, instead of gpu_ns when GPU time was asked for
+ *                  but not measured: "graph capture", "device unknown",
+ *                  "no device work", "not finished when the log closed", ...
  *
  * Every enum-valued string whose value has no name is "unknown(N)", N the
  * decimal value. Strings are JSON-escaped: '"' as \", '\' as \\, and bytes
@@ -67,7 +77,13 @@
  * A and B the smallest and largest seq among the lost records.
  *
  * A call's record is copied into a buffer under a mutex in binary form:
- * the fields above, and the backend and reason by their length. Turning
+ * the fields above, and the backend and reason by their length. With GPU
+ * time on, the call's events follow the fixed part (gs_gpu_time) and the
+ * writer reads them just before formatting: a record whose GPU work has
+ * not finished then is held back (writer-owned, bounded) and goes out
+ * with a later write, so no thread ever waits on the GPU, except the last
+ * flushes at exit, together for at most GPU_TIME_EXIT_WAIT_NS and half of
+ * the exit's write budget; they write every record, held ones too. Turning
  * records into JSON is left to whoever writes them, the flusher thread as a
  * rule, so a calling thread pays for a copy of a few hundred bytes and not
  * for the formatting. Records reach the file as text in one write() per
@@ -123,6 +139,17 @@
  * waits without bound instead. */
 #define LOG_WAIT_MS 50
 #define LOG_EXIT_WAIT_MS 1000
+/* Records held for unfinished GPU work, at most (bytes of binary records),
+ * and written per write, at most; a record that finds no room is written
+ * at once, without its GPU time ("too many records waiting for the GPU").
+ * A GPU is rarely that far behind. */
+#define LOG_HELD_BYTES (4u * 1024 * 1024)
+#define LOG_HELD_PER_WRITE 1024
+#define GPU_TIME_EXIT_WAIT_NS 2000000000ull
+/* With GPU time on, records are written (their events read) every 10 ms
+ * rather than every second: a program may destroy its context, and the
+ * events with it, soon after its last GEMM. */
+#define GPU_TIME_FLUSH_NS 10000000ull
 
 /* ---- binary records ------------------------------------------------------- */
 /* What log_format prints of a gs_call, copied field by field: 232 bytes
@@ -138,12 +165,24 @@ typedef struct log_rec {
   int32_t epilogue, bias_type, pointer_mode, algo;
   uint8_t has_backend, has_bias;
   uint8_t kind; /* LOG_REC_CALL, or LOG_REC_TEXT: a ready line of reason_len bytes follows */
+  uint8_t has_gpu; /* LOG_REC_CALL: a gs_gpu_time follows the fixed part */
 } log_rec;
 enum { LOG_REC_CALL = 0, LOG_REC_TEXT };
 
-static size_t rec_size(size_t reason_len, size_t backend_len) {
-  return (sizeof(log_rec) + backend_len + reason_len + 7) & ~(size_t)7;
+/* A record with GPU time carries its events after the fixed part. */
+static size_t rec_gpu_bytes(int has_gpu) { return has_gpu ? (sizeof(gs_gpu_time) + 7) & ~(size_t)7 : 0; }
+
+static size_t rec_size_gpu(size_t reason_len, size_t backend_len, int has_gpu) {
+  return (sizeof(log_rec) + rec_gpu_bytes(has_gpu) + backend_len + reason_len + 7) & ~(size_t)7;
 }
+
+static size_t rec_size(size_t reason_len, size_t backend_len) { return rec_size_gpu(reason_len, backend_len, 0); }
+
+static gs_gpu_time *rec_gpu(const log_rec *r) {
+  return r->has_gpu ? (gs_gpu_time *)(void *)((char *)(uintptr_t)r + sizeof(log_rec)) : NULL;
+}
+
+static const char *rec_strings(const log_rec *r) { return (const char *)(r + 1) + rec_gpu_bytes(r->has_gpu); }
 
 /* The longest text a record with strings of these lengths can become,
  * with the fast formatter's slack and the NUL. */
@@ -174,6 +213,18 @@ static void rec_fill(log_rec *r, const gs_call *c, size_t reason_len, size_t bac
   r->a_type = g->a_type, r->b_type = g->b_type, r->c_type = g->c_type, r->d_type = g->d_type;
   r->compute_type = g->compute_type, r->scale_type = g->scale_type;
   r->epilogue = g->epilogue, r->bias_type = g->bias_type, r->pointer_mode = g->pointer_mode, r->algo = g->algo;
+  r->has_gpu = 0;
+}
+
+/* What a call's record says of GPU time: its events (owned by the record
+ * from here on), or why there are none. */
+static void rec_fill_gpu(gs_gpu_time *out, const gs_call *c) {
+  if (!c->work_begun) { /* c->gpu was never set */
+    memset(out, 0, sizeof *out);
+    out->skip = GS_GPU_SKIP_NO_WORK;
+    return;
+  }
+  *out = c->gpu;
 }
 
 /* ---- JSON output ---------------------------------------------------------- */
@@ -505,7 +556,8 @@ FMT_INLINE void put_enum(json_out *o, const enum_text *t, unsigned n, const char
 /* ---- one record ----------------------------------------------------------- */
 /* Keys and values in the order the header comment lists them. A key
  * literal ends with the opening quote of a string value. */
-FMT_INLINE void format_body(json_out *o, const log_rec *r, const char *backend, const char *reason, int ck) {
+FMT_INLINE void format_body(json_out *o, const log_rec *r, const gs_gpu_time *gpu, const char *backend,
+                            const char *reason, int ck) {
   int lt = r->api == GS_API_LT_MATMUL;
   PUT_LIT(o, "{\"seq\":", ck), put_u64(o, r->seq, ck);
   PUT_LIT(o, ",\"t_ns\":", ck), put_u64(o, r->t_ns, ck);
@@ -565,18 +617,27 @@ FMT_INLINE void format_body(json_out *o, const log_rec *r, const char *backend, 
   PUT_LIT(o, ",\"status\":", ck), put_i64(o, r->status, ck);
   PUT_LIT(o, ",\"status_name\":\"", ck), PUT_ENUM(o, status_text, status_name, r->status, ck);
   PUT_LIT(o, ",\"dur_ns\":", ck), put_u64(o, r->dur_ns, ck);
+  if (gpu && gpu->has_gpu_ns) {
+    PUT_LIT(o, ",\"gpu_ns\":", ck), put_u64(o, gpu->gpu_ns, ck);
+    if (gpu->has_kernels_ns) PUT_LIT(o, ",\"gpu_ns_kernels\":", ck), put_u64(o, gpu->kernels_ns, ck);
+    if (gpu->has_native_ns) PUT_LIT(o, ",\"native_gpu_ns\":", ck), put_u64(o, gpu->native_ns, ck);
+  } else if (gpu && gpu_time_skip_name(gpu->skip)) {
+    const char *why = gpu_time_skip_name(gpu->skip);
+    PUT_LIT(o, ",\"gpu_skipped\":\"", ck), put_bytes(o, why, strlen(why), ck), PUT_LIT(o, "\"", ck);
+  }
   PUT_LIT(o, "}\n", ck);
 }
 
 /* r's text into buf: its length, or 0 (buf "") if it did not fit. */
-static size_t format_rec(const log_rec *r, const char *backend, const char *reason, char *buf, size_t len) {
+static size_t format_rec(const log_rec *r, const gs_gpu_time *gpu, const char *backend, const char *reason, char *buf,
+                         size_t len) {
   if (!__atomic_load_n(&name_tables_ready, __ATOMIC_ACQUIRE)) pthread_once(&name_tables_once, name_tables_init);
   if (len == 0) return 0;
   json_out o = {buf, buf + len - 1, 0}; /* the last byte is for the NUL */
   if (len >= rec_text_bound(r->reason_len, r->backend_len)) {
-    format_body(&o, r, backend, reason, 0);
+    format_body(&o, r, gpu, backend, reason, 0);
   } else {
-    format_body(&o, r, backend, reason, 1);
+    format_body(&o, r, gpu, backend, reason, 1);
     if (o.full) {
       buf[0] = '\0';
       return 0;
@@ -591,7 +652,10 @@ size_t log_format(const gs_call *c, char *buf, size_t len) {
   size_t reason_len = strnlen(c->reason, sizeof c->reason);
   size_t backend_len = c->backend ? strlen(c->backend) : 0;
   rec_fill(&r, c, reason_len, backend_len);
-  return format_rec(&r, c->backend, c->reason, buf, len);
+  gs_gpu_time gpu;
+  int has_gpu = gpu_time_wanted();
+  if (has_gpu) rec_fill_gpu(&gpu, c);
+  return format_rec(&r, has_gpu ? &gpu : NULL, c->backend, c->reason, buf, len);
 }
 
 /* ---- path placeholders ---------------------------------------------------- */
@@ -938,34 +1002,160 @@ static void count_lost_locked(uint64_t seq) {
   state.lost++;
 }
 
-/* The text of len bytes of records into state.text, after the carried end
- * of a torn line. Each record had room for its longest text reserved
- * (text_fill), so each is formatted by the unchecked formatter, and the
- * whole fits. */
-static size_t format_records(const char *recs, size_t len) {
+/* ---- records waiting for their GPU work ------------------------------------ */
+/* Binary records whose events had not completed when their buffer was
+ * written. Owned by whoever writes (one write in flight at a time), so it
+ * needs no lock; held_count is read by the flusher, which comes back for
+ * them even when no new record arrives. */
+static struct {
+  char *buf;
+  size_t len, cap;
+} held;
+static size_t held_count; /* atomic */
+/* Of state.lost, the records that could neither be written nor held: no
+ * room in the text after held ones, and none to hold them (the exit
+ * summary says so apart). Under state.mu. */
+static uint64_t lost_held;
+/* Until when the last flushes poll unfinished GPU work: set by the first
+ * of them, so that all of them together wait that long at most. */
+static uint64_t gpu_exit_deadline;
+
+/* The record each line of state.text is, after a carried line end (seq;
+ * LINE_NOT_A_RECORD for a ready line such as a loss notice), so a write
+ * cut short counts the right records lost (lost_after_locked) although
+ * held records change the order. Writer-owned, like state.text. */
+#define LINE_NOT_A_RECORD UINT64_MAX
+#define LINES_MAX (LOG_BIN_BYTES / sizeof(log_rec) + LOG_HELD_PER_WRITE + 1)
+static uint64_t line_seq[LINES_MAX];
+static size_t line_count;
+
+static int hold(const log_rec *r) {
+  if (held.len + r->size > LOG_HELD_BYTES) return 0;
+  if (held.len + r->size > held.cap) {
+    size_t cap = held.cap ? held.cap * 2 : 64 * 1024;
+    while (cap < held.len + r->size) cap *= 2;
+    char *grown = GS_CALL(malloc, cap);
+    if (!grown) return 0;
+    if (held.len) memcpy(grown, held.buf, held.len);
+    free(held.buf);
+    held.buf = grown;
+    held.cap = cap;
+  }
+  memcpy(held.buf + held.len, r, r->size);
+  held.len += r->size;
+  __atomic_add_fetch(&held_count, 1, __ATOMIC_RELAXED);
+  return 1;
+}
+
+/* Whether r's GPU work is done (or it has none). At the last flush
+ * (deadline set) it is given until the deadline, polled, never waited on
+ * through the driver. */
+static int gpu_done(log_rec *r, uint64_t deadline) {
+  gs_gpu_time *gpu = rec_gpu(r);
+  if (!gpu || !gpu->on) return 1;
+  for (;;) {
+    if (gpu_time_resolve(gpu)) return 1;
+    if (!deadline || monotonic_ns() >= deadline) return 0;
+    struct timespec pause = {0, 200000}; /* 0.2 ms */
+    nanosleep(&pause, NULL);
+  }
+}
+
+/* r's line at state.text + *out. Its GPU work must be done, or it is
+ * written without: its events go back and it says it was not finished
+ * (final: when the log closed; else there was no room to hold it).
+ * checked: r's room was not reserved in state.text (a held record, or
+ * after one); returns 0, nothing written, when it does not fit now. */
+static int format_one(log_rec *r, size_t *out, int checked, int final) {
+  const char *strings = rec_strings(r);
+  size_t room = LOG_TEXT_BYTES - *out;
+  if (r->kind == LOG_REC_TEXT) {
+    if (room < r->reason_len) return 0;
+    memcpy(state.text + *out, strings, r->reason_len);
+    *out += r->reason_len;
+    line_seq[line_count++] = LINE_NOT_A_RECORD;
+    return 1;
+  }
+  gs_gpu_time *gpu = rec_gpu(r);
+  if (checked && room < rec_text_bound(r->reason_len, r->backend_len)) return 0;
+  if (gpu && gpu->on) {
+    gpu_time_discard(gpu);
+    gpu->skip = final ? GS_GPU_SKIP_UNFINISHED : GS_GPU_SKIP_HELD_FULL;
+  }
+  *out += format_rec(r, gpu, strings, strings + r->backend_len, state.text + *out, room);
+  line_seq[line_count++] = r->seq;
+  return 1;
+}
+
+/* The held records that are done now, written first (they are older), at
+ * most LOG_HELD_PER_WRITE; the others stay, in order. */
+static size_t format_held(size_t out, uint64_t deadline) {
+  size_t keep = 0, kept = 0, written = 0;
+  for (size_t at = 0; at < held.len;) {
+    log_rec *r = (log_rec *)(void *)(held.buf + at);
+    size_t size = r->size;
+    int ready = written < LOG_HELD_PER_WRITE && (gpu_done(r, deadline) || deadline);
+    if (ready && format_one(r, &out, 1, deadline != 0)) {
+      written++;
+    } else {
+      if (keep != at) memmove(held.buf + keep, r, size);
+      keep += size;
+      kept++;
+    }
+    at += size;
+  }
+  held.len = keep;
+  __atomic_store_n(&held_count, kept, __ATOMIC_RELAXED);
+  return out;
+}
+
+/* The text of len bytes of records into state.text: the carried end of a
+ * torn line, the held records now done, then these, each formatted unless
+ * its GPU work is still running (then held, when there is room). Each of
+ * these had room for its longest text reserved (text_fill) and is
+ * formatted unchecked when nothing held went first; checked otherwise.
+ * final: the last flush, which gives unfinished GPU work a bounded wait. */
+static size_t format_records(char *recs, size_t len, int final) {
+  if (final && !gpu_exit_deadline) {
+    uint64_t now = monotonic_ns(), deadline = now + GPU_TIME_EXIT_WAIT_NS;
+    /* Never past half of what is left of the exit's own write budget: the
+     * write that follows must still have time to go out. */
+    uint64_t give_up = __atomic_load_n(&state.give_up_ns, __ATOMIC_ACQUIRE);
+    if (give_up && deadline > now + (give_up > now ? (give_up - now) / 2 : 0))
+      deadline = give_up > now ? now + (give_up - now) / 2 : now;
+    gpu_exit_deadline = deadline ? deadline : 1;
+  }
+  uint64_t deadline = final ? gpu_exit_deadline : 0;
   size_t out = state.carry_len;
   memcpy(state.text, state.carry, state.carry_len);
+  line_count = 0;
+  if (held.len) out = format_held(out, deadline);
+  int checked = line_count > 0;
   for (size_t at = 0; at < len;) {
-    const log_rec *r = (const log_rec *)(const void *)(recs + at);
-    const char *strings = (const char *)(r + 1);
-    if (r->kind == LOG_REC_TEXT) {
-      memcpy(state.text + out, strings, r->reason_len);
-      out += r->reason_len;
-    } else {
-      out += format_rec(r, strings, strings + r->backend_len, state.text + out, LOG_TEXT_BYTES - out);
-    }
+    log_rec *r = (log_rec *)(void *)(recs + at);
     at += r->size;
+    if (!gpu_done(r, deadline) && !final && hold(r)) continue;
+    if (!format_one(r, &out, checked, final) && !hold(r)) {
+      /* No room and nowhere to wait: lost, counted as any lost record
+       * (the next records_lost notice names it). */
+      gs_gpu_time *gpu = rec_gpu(r);
+      if (gpu && gpu->on) gpu_time_discard(gpu);
+      pthread_mutex_lock(&state.mu);
+      count_lost_locked(r->seq);
+      lost_held++;
+      pthread_mutex_unlock(&state.mu);
+    }
   }
   return out;
 }
 
 /* A write that ran out of time on a pipe (files.c) took `written` bytes of
  * the text, whose first `carried` bytes were the end of an earlier torn
- * line. Lines are that end (if any), then one per record. A line the write
+ * line. Lines are that end (if any), then one per record (line_seq). A line the write
  * stopped in is finished first next time (state.carry); the records after
  * it count as lost. Pipes take whole lines of up to PIPE_BUF bytes or
  * nothing, so a line is torn only on a terminal or socket. */
-static void lost_after_locked(const char *recs, size_t len, size_t text_len, size_t written, size_t carried) {
+static void lost_after_locked(size_t text_len, size_t written, size_t carried) {
   const char *text = state.text;
   size_t lines = 0;
   for (size_t i = 0; i < written; i++) lines += text[i] == '\n';
@@ -980,11 +1170,8 @@ static void lost_after_locked(const char *recs, size_t len, size_t text_len, siz
     lines++;
   }
   size_t line = carried ? 1 : 0;
-  for (size_t at = 0; at < len; line++) {
-    const log_rec *r = (const log_rec *)(const void *)(recs + at);
-    if (line >= lines && r->kind != LOG_REC_TEXT) count_lost_locked(r->seq);
-    at += r->size;
-  }
+  for (size_t i = 0; i < line_count; i++, line++)
+    if (line >= lines && line_seq[i] != LINE_NOT_A_RECORD) count_lost_locked(line_seq[i]);
 }
 
 /* Formats buffer b and writes it; never under state.mu. Only one write is
@@ -1003,8 +1190,12 @@ static void write_buffer(int b, size_t len, const volatile uint64_t *deadline) {
     if (!ok) return;
   }
   size_t carried = state.carry_len;
-  size_t text_len = format_records(state.buf[b], len);
+  size_t text_len = format_records(state.buf[b], len, __atomic_load_n(&state.late, __ATOMIC_RELAXED));
   state.carry_len = 0;
+  if (text_len == 0) { /* only held records, none done yet */
+    end_write();
+    return;
+  }
   size_t n = file_write(&state.out, state.text, text_len, deadline);
   if (n == 0 && errno == EBADF && !file_is_ours(&state.out)) {
     /* Closed by the program since the check above: open it again, once.
@@ -1025,7 +1216,7 @@ static void write_buffer(int b, size_t len, const volatile uint64_t *deadline) {
     /* A reader too slow for the deadline (exit, or a caller's own write):
      * what did not fit is lost, counted, and the log stays on. */
     pthread_mutex_lock(&state.mu);
-    lost_after_locked(state.buf[b], len, text_len, n, carried);
+    lost_after_locked(text_len, n, carried);
     __atomic_store_n(&state.writing, 0, __ATOMIC_SEQ_CST);
     pthread_cond_broadcast(&state.write_done);
     pthread_mutex_unlock(&state.mu);
@@ -1081,7 +1272,7 @@ static void *flusher_main(void *arg) {
       }
       break;
     }
-    if (state.fill == 0 || state.out.fd < 0) {
+    if ((state.fill == 0 && !__atomic_load_n(&held_count, __ATOMIC_RELAXED)) || state.out.fd < 0) {
       due = 0;
       state.flusher_idle = 1;
       pthread_cond_wait(&state.flusher_wake, &state.mu);
@@ -1089,7 +1280,7 @@ static void *flusher_main(void *arg) {
       continue;
     }
     uint64_t now = monotonic_ns();
-    if (!due) due = now + FLUSH_INTERVAL_NS;
+    if (!due) due = now + (gpu_time_wanted() ? GPU_TIME_FLUSH_NS : FLUSH_INTERVAL_NS);
     if (now < due) {
       struct timespec deadline = {(time_t)(due / 1000000000u), (long)(due % 1000000000u)};
       pthread_cond_timedwait(&state.flusher_wake, &state.mu, &deadline);
@@ -1235,12 +1426,13 @@ static void lost_notice_locked(size_t room_after, size_t text_after) {
 
 /* Copy one record into the current buffer; returns the buffer the caller
  * must write, or -1. */
-static int append_locked(const gs_call *c, size_t reason_len, size_t backend_len, size_t *len) {
+static int append_locked(gs_call *c, size_t reason_len, size_t backend_len, size_t *len) {
   if (state.out.fd < 0 && !open_locked()) return -1;
   if (!state.buf[0] && !alloc_locked()) return -1;
   if (state.late) wait_write_locked();
   if (is_disabled()) return -1; /* the write waited for failed */
-  size_t size = rec_size(reason_len, backend_len);
+  int has_gpu = gpu_time_wanted();
+  size_t size = rec_size_gpu(reason_len, backend_len, has_gpu);
   size_t text = rec_text_bound(reason_len, backend_len);
   if (text > LOG_RECORD_MAX) text = LOG_RECORD_MAX; /* log_record checked its text fits */
   int b = -1;
@@ -1261,7 +1453,10 @@ static int append_locked(const gs_call *c, size_t reason_len, size_t backend_len
   log_rec *r = (log_rec *)(void *)(state.buf[state.cur] + state.fill);
   rec_fill(r, c, reason_len, backend_len);
   r->size = (uint32_t)size;
-  char *strings = (char *)(r + 1);
+  r->has_gpu = (uint8_t)has_gpu;
+  if (has_gpu) rec_fill_gpu(rec_gpu(r), c);
+  if (c->work_begun) c->gpu.on = 0; /* the record owns the events now */
+  char *strings = (char *)rec_strings(r);
   if (backend_len) memcpy(strings, c->backend, backend_len);
   memcpy(strings + backend_len, c->reason, reason_len);
   state.fill += size;
@@ -1292,8 +1487,11 @@ static __attribute__((noinline)) int text_fits(const gs_call *c) {
   return log_format(c, rec, sizeof rec) != 0;
 }
 
-void log_record(const gs_call *c) {
-  if (__builtin_expect(!__atomic_load_n(&log_wanted, __ATOMIC_RELAXED), 1)) return;
+void log_record(gs_call *c) {
+  if (__builtin_expect(!__atomic_load_n(&log_wanted, __ATOMIC_RELAXED), 1)) {
+    if (c->work_begun && c->gpu.on) gpu_time_discard(&c->gpu);
+    return;
+  }
   int to_file = __atomic_load_n(&state.on, __ATOMIC_RELAXED) && !is_disabled();
   size_t reason_len = 0, backend_len = 0;
   int fits = 1;
@@ -1315,27 +1513,34 @@ void log_record(const gs_call *c) {
     b = append_locked(c, reason_len, backend_len, &len);
   }
   pthread_mutex_unlock(&state.mu);
+  /* Not recorded (append_locked takes them when it copies the record):
+   * the events go back unread. */
+  if (c->work_begun && c->gpu.on) gpu_time_discard(&c->gpu);
   if (b >= 0) {
     uint64_t deadline = caller_deadline();
     write_buffer(b, len, &deadline);
   }
 }
 
-/* What is buffered, then the notice of records lost after it, which a
- * full buffer had no room for. */
+/* What is buffered and what is held for its GPU work, then the notice of
+ * records lost after it, which a full buffer had no room for. After
+ * log_shutdown (state.late) every held record is written, done or not:
+ * each write takes at most LOG_HELD_PER_WRITE of them and at least one
+ * record, so the rounds end. */
 static void flush_pending(void) {
-  for (int round = 0; round < 2; round++) {
+  for (int notice_again = 0;;) {
     pthread_mutex_lock(&state.mu);
     wait_write_locked();
     int b = -1;
     size_t len = 0;
     int open = state.out.fd >= 0 && state.buf[0] && !is_disabled();
     if (open && state.lost_pending) lost_notice_locked(0, 0);
-    if (open && state.fill > 0) b = swap_locked(&len);
-    int again = open && state.lost_pending;
+    if (open && (state.fill > 0 || __atomic_load_n(&held_count, __ATOMIC_RELAXED))) b = swap_locked(&len);
+    int again = open && state.lost_pending, final = state.late;
     pthread_mutex_unlock(&state.mu);
     if (b >= 0) write_buffer(b, len, &state.give_up_ns);
-    if (!again) break;
+    if (final && b >= 0 && __atomic_load_n(&held_count, __ATOMIC_RELAXED)) continue;
+    if (!again || notice_again++) break;
   }
 }
 
@@ -1383,6 +1588,10 @@ static void atfork_child(void) {
   state.warned_too_long = 0;
   state.warned_reopened = 0;
   state.last_flush_ns = monotonic_ns();
+  held.len = 0; /* the parent's records, as the buffers above; their events are the parent's */
+  __atomic_store_n(&held_count, 0, __ATOMIC_RELAXED);
+  lost_held = 0;
+  gpu_exit_deadline = 0;
   reset_stats();
   init_conds();
   pthread_mutex_unlock(&state.mu);
@@ -1421,6 +1630,14 @@ void log_init(void) {
   state.warned_too_long = 0;
   state.warned_reopened = 0;
   state.flusher_state = FLUSHER_NONE; /* a failed start is retried */
+  for (size_t at = 0; at < held.len; at += ((log_rec *)(void *)(held.buf + at))->size) {
+    gs_gpu_time *gpu = rec_gpu((log_rec *)(void *)(held.buf + at));
+    if (gpu && gpu->on) gpu_time_discard(gpu);
+  }
+  held.len = 0;
+  __atomic_store_n(&held_count, 0, __ATOMIC_RELAXED);
+  lost_held = 0;
+  gpu_exit_deadline = 0;
   reset_stats();
   __atomic_store_n(&log_wanted, state.on || state.counting, __ATOMIC_RELAXED);
   pthread_mutex_unlock(&state.mu);
@@ -1483,13 +1700,16 @@ static void print_summary(void) {
     GS_WARN("GEMMSHIM_LOG: %" PRIu64 " records lost because the log writer fell behind (a call waits at most %d ms, "
             "exit at most %d ms; GEMMSHIM_LOG_WAIT=1 waits instead); '%s' misses them",
             state.lost, LOG_WAIT_MS, LOG_EXIT_WAIT_MS, q);
+  if (lost_held)
+    GS_WARN("GEMMSHIM_LOG: of those, %" PRIu64 " found more than %u bytes of records waiting for their GPU work",
+            lost_held, LOG_HELD_BYTES);
   pthread_mutex_unlock(&state.mu);
 }
 
 void log_shutdown(void) {
   pthread_once(&log_once, log_setup_once);
   pthread_mutex_lock(&state.mu);
-  state.late = 1; /* calls from later destructors are still written */
+  __atomic_store_n(&state.late, 1, __ATOMIC_RELAXED); /* calls from later destructors are still written */
   if (!gs_opt.log_wait)
     __atomic_store_n(&state.give_up_ns, monotonic_ns() + LOG_EXIT_WAIT_MS * 1000000ull, __ATOMIC_RELEASE);
   pthread_mutex_unlock(&state.mu);

@@ -91,6 +91,15 @@ static const opt_def options[] = {
      "device memory the shim's transient pool keeps mapped between calls, per device, for the next call; above it the "
      "pool gives memory back at the next synchronisation (memory kept is memory the framework cannot have)",
      &gs_opt.pool_keep_bytes, NULL, 0, UINT64_MAX},
+    {"GEMMSHIM_LOG_GPU_TIME", OPT_BOOL, "0",
+     "with GEMMSHIM_LOG: each record gets gpu_ns, the GPU time of the call's work, from events on its stream",
+     &gs_opt.log_gpu_time, NULL, 0, 1},
+    {"GEMMSHIM_COMPARE", OPT_BOOL, "0",
+     "with GEMMSHIM_LOG: a routed call also runs native into scratch memory at each site's first call and then "
+     "every GEMMSHIM_COMPARE_EVERY calls, timed (native_gpu_ns); implies GEMMSHIM_LOG_GPU_TIME",
+     &gs_opt.compare, NULL, 0, 1},
+    {"GEMMSHIM_COMPARE_EVERY", OPT_U64, "100", "GEMMSHIM_COMPARE: native runs of a site after its first, 1 in N calls",
+     &gs_opt.compare_every, NULL, 1, UINT64_MAX},
     {"GEMMSHIM_DLSYM", OPT_BOOL, "1",
      "hand out the shim's wrappers for cuBLAS functions looked up with dlsym on a cuBLAS handle (XLA/TensorFlow)",
      &gs_opt.dlsym_hook, NULL, 0, 1},

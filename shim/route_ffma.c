@@ -292,6 +292,7 @@ int route_ffma(gs_call *c) {
     call_decline(c, GS_ROUTE_NATIVE, "ffma declined: %s; ran native", why);
     return GS_DECLINED;
   }
+  call_work_begin(c, GS_ROUTE_FFMA);
   char *base = (char *)(uintptr_t)t.ptr;
   CUresult r = casts_in(c, &p, base);
   if (r != CUDA_SUCCESS) {
@@ -299,10 +300,12 @@ int route_ffma(gs_call *c) {
     call_decline(c, GS_ROUTE_NATIVE, "ffma declined: cast kernel launch failed (CUresult %d); ran native", (int)r);
     return GS_DECLINED;
   }
+  if (c->gpu.on) gpu_time_mark(c, GS_GPU_EV_GEMM_BEGIN);
   const char *plan_why = NULL;
   cublasStatus_t s = c->g.api == GS_API_LT_MATMUL
                          ? lt_fp32(c, &p, base, c->g.workspace, c->g.workspace_size, &plan_why)
                          : gemm_ex_fp32(c, &p, base);
+  if (c->gpu.on) gpu_time_mark(c, GS_GPU_EV_GEMM_END);
   if (s != CUBLAS_STATUS_SUCCESS) {
     /* Nothing of the caller's was written yet: a failed fp32 GEMM writes
      * nothing, and with fp32 C it is the only writer. Native gives the

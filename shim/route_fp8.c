@@ -358,6 +358,7 @@ int route_fp8(gs_call *c) {
     fp8_site_release(&u, 0);
     return decline(c, why);
   }
+  call_work_begin(c, GS_ROUTE_FP8);
   char *base = (char *)(uintptr_t)t.ptr;
   unsigned ran = 0;
   CUresult r = quantize_operands(c, &p, &u, base, &ran);
@@ -371,6 +372,7 @@ int route_fp8(gs_call *c) {
   /* Nothing of the caller's is written until a GEMM succeeds: a cuBLASLt
    * call that returns an error has launched nothing, and neither has a
    * failed launch of the own kernel. */
+  if (c->gpu.on) gpu_time_mark(c, GS_GPU_EV_GEMM_BEGIN);
   const char *own_why = lt_unfit(c, &p, &u);
   cublasLtHandle_t lt = NULL;
   if (!own_why) lt = lt_handle_for(c, &own_why);
@@ -403,6 +405,7 @@ int route_fp8(gs_call *c) {
       return GS_DECLINED;
     }
   }
+  if (c->gpu.on) gpu_time_mark(c, GS_GPU_EV_GEMM_END);
   transient_release(&t);
   describe_formats(c, &u);
   fp8_site_release(&u, ran);

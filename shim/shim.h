@@ -11,6 +11,10 @@
  *   site.c       call-site ids; which object a call comes from
  *   route_*.c    one file per route
  *   log.c        the per-call routing log (JSON lines) and exit summary
+ *   work.c       the stretch of a call that issues its device work
+ *   nvtx.c       one NVTX range per call, when an NVTX tool is attached
+ *   gpu_time.c   GPU time per call from events on its stream
+ *   compare.c    route versus native in the same run (GEMMSHIM_COMPARE)
  *   debug.c      WARN/INFO/TRACE messages to stderr or GEMMSHIM_DEBUG_FILE
  *   files.c      opening and writing those files safely
  */
@@ -68,6 +72,40 @@ typedef struct gs_gemm {
 } gs_gemm;
 
 /* ------------------------------------------------------------------------ */
+/* "gpu_time.c": events around a call's work on its stream, read by the log
+ * flusher. Event slots, in the order they are recorded: */
+enum {
+  GS_GPU_EV_START = 0, /* call_work_begin */
+  GS_GPU_EV_GEMM_BEGIN, /* a route: its GEMM follows its own kernels */
+  GS_GPU_EV_GEMM_END,   /* a route: its own kernels follow the GEMM */
+  GS_GPU_EV_END,        /* the call's work is issued */
+  GS_GPU_EV_NATIVE_END, /* GEMMSHIM_COMPARE: the native run after END */
+  GS_GPU_EVENTS
+};
+/* Why a call has no GPU time (the log's gpu_skipped). */
+enum {
+  GS_GPU_SKIP_NONE = 0,
+  GS_GPU_SKIP_CAPTURE,
+  GS_GPU_SKIP_NO_DEVICE,
+  GS_GPU_SKIP_NO_EVENT,
+  GS_GPU_SKIP_RECORD_FAILED,
+  GS_GPU_SKIP_QUERY_FAILED,
+  GS_GPU_SKIP_UNFINISHED,
+  GS_GPU_SKIP_HELD_FULL,
+  GS_GPU_SKIP_NO_WORK,
+  GS_GPU_SKIP_CTX_GONE
+};
+typedef struct gs_gpu_time {
+  void *ev[GS_GPU_EVENTS];  /* CUevent, NULL where not recorded */
+  void *ctx;                /* the events' context (CUcontext) */
+  unsigned long long ctx_id; /* its cuCtxGetId */
+  uint64_t gpu_ns, kernels_ns, native_ns; /* results, once resolved */
+  uint8_t on;               /* events are recorded and owned by this call */
+  uint8_t skip;             /* GS_GPU_SKIP_* */
+  uint8_t has_gpu_ns, has_kernels_ns, has_native_ns;
+} gs_gpu_time;
+
+/* ------------------------------------------------------------------------ */
 /* "hooks.c": the state of one top-level intercepted call. */
 #define GS_REASON_MAX 384
 
@@ -92,7 +130,12 @@ typedef struct gs_call {
   const char *backend; /* e.g. "cublas", "sgemm", "own"; NULL = none */
   int status;          /* cublasStatus_t returned to the caller */
   const void *caller;  /* return address of the hooked call */
-  char reason[GS_REASON_MAX]; /* last: call_begin clears only what precedes it */
+  int work_begun;      /* call_work_begin ran: the call's device work started */
+  int nvtx_open;       /* an NVTX range is open for the call (nvtx.c) */
+  char reason[GS_REASON_MAX]; /* call_begin clears only what precedes it */
+  /* GEMMSHIM_LOG_GPU_TIME (gpu_time.c): valid once work_begun, and then
+   * only .on unless GPU time is wanted (gpu_time_begin sets it all). */
+  gs_gpu_time gpu;
 } gs_call;
 
 /* site_flags: what happened to the call's fp8 site (fp8_sites.c). NEW: the
@@ -134,6 +177,9 @@ typedef struct gs_options {
   uint64_t fp8_max_sites;    /* site table bound; least recently used evicted */
   uint64_t fp8_max_bytes;    /* transient memory one fp8 call may take */
   uint64_t pool_keep_bytes;  /* transient pool memory kept mapped between calls, per device */
+  int log_gpu_time;          /* GEMMSHIM_LOG_GPU_TIME: gpu_ns in the log */
+  int compare;               /* GEMMSHIM_COMPARE: routed shapes also run native now and then */
+  uint64_t compare_every;    /* ... at each site's first call, then every Nth */
 } gs_options;
 
 extern gs_options gs_opt;
@@ -224,7 +270,7 @@ size_t file_write(const gs_file *f, const char *buf, size_t len, const volatile 
 /* ------------------------------------------------------------------------ */
 /* "log.c" */
 void log_init(void);                  /* opens GEMMSHIM_LOG lazily later */
-void log_record(const gs_call *c);    /* buffer one JSON line; waits at most 50 ms (log.c) */
+void log_record(gs_call *c);          /* buffer one JSON line; waits at most 50 ms (log.c); takes c->gpu's events */
 void log_flush(void);                 /* one write of what is buffered */
 void log_shutdown(void);              /* flush, summary to debug output */
 /* Format c as one JSON object plus '\n' into buf; returns the length, or
@@ -232,6 +278,35 @@ void log_shutdown(void);              /* flush, summary to debug output */
 size_t log_format(const gs_call *c, char *buf, size_t len);
 /* Expand %p %h %r %% in a log path. Returns 0, or -1 if it did not fit. */
 int log_expand_path(const char *pattern, char *out, size_t len);
+
+/* ------------------------------------------------------------------------ */
+/* "gpu_time.c" (types above). gpu_time_begin records START (or says in
+ * c->gpu.skip why not); _mark records another slot; _end records END.
+ * gpu_time_resolve, in the log flusher: 0 while the work is not finished,
+ * else 1 with the results filled and the events back in the pool.
+ * gpu_time_discard gives the events back unread. */
+static inline int gpu_time_wanted(void) { return (gs_opt.log_gpu_time || gs_opt.compare) && gs_opt.log_path[0]; }
+void gpu_time_begin(gs_call *c);
+void gpu_time_mark(gs_call *c, int slot);
+void gpu_time_end(gs_call *c);
+void gpu_time_unmark_gemm(gs_call *c); /* a declined route's GEMM marks, given back */
+int gpu_time_resolve(gs_gpu_time *t);
+void gpu_time_discard(gs_gpu_time *t);
+const char *gpu_time_skip_name(int skip); /* NULL for GS_GPU_SKIP_NONE */
+
+/* "compare.c": GEMMSHIM_COMPARE: after a routed call, now and then the same
+ * GEMM native into scratch memory, timed (native_gpu_ns). */
+void compare_after_route(gs_call *c);
+
+/* ------------------------------------------------------------------------ */
+/* "nvtx.c": NVTX ranges. gs_nvtx_on: NVTX_INJECTION64_PATH was set at load. */
+extern int gs_nvtx_on;
+void nvtx_init(void);
+void nvtx_call_begin(gs_call *c, gs_route route);
+void nvtx_call_end(gs_call *c);
+/* The range's name, e.g. "gemmshim ffma 4096x4096x4096 bf16 (cublasGemmEx)";
+ * returns its length (truncated to len - 1). */
+size_t nvtx_range_name(const gs_call *c, gs_route route, char *out, size_t len);
 
 /* ------------------------------------------------------------------------ */
 /* "decode.c": fill g from the arguments. Strides are in elements; batch is 1
@@ -276,6 +351,29 @@ void call_decline(gs_call *c, gs_route ran, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 /* Site id and routing log, once the call returned. */
 void call_finish(gs_call *c);
+/* "work.c": the call's device work starts now, on `route` (a route calls
+ * it before its first launch, the hook before the native call; only the
+ * first call counts): opens the call's NVTX range and starts its GPU time.
+ * call_work_end, as the call returns, ends both. gs_work_hooks: either is
+ * on (work_init, at load); without, a call pays a test of it. */
+extern int gs_work_hooks;
+void work_init(void);
+void call_work_hooks(gs_call *c, gs_route route);
+void call_work_hooks_end(gs_call *c);
+static inline void call_work_begin(gs_call *c, gs_route route) {
+  if (c->work_begun) return;
+  c->work_begun = 1;
+  c->gpu.on = 0;
+  if (gs_work_hooks) call_work_hooks(c, route);
+}
+/* A route declined (the call runs native next): if it had begun its
+ * work, the GEMM it marked for its kernels' share is not the call's. */
+static inline void call_work_declined(gs_call *c) {
+  if (c->work_begun && c->gpu.on) gpu_time_unmark_gemm(c);
+}
+static inline void call_work_end(gs_call *c) {
+  if (c->work_begun && gs_work_hooks) call_work_hooks_end(c);
+}
 /* Per-call timing and bookkeeping are only paid for when someone reads them. */
 static inline int hooks_timing(void) {
   return gs_opt.log_path[0] != 0 || gs_opt.debug_level >= GS_LEVEL_INFO;

@@ -91,6 +91,10 @@
     (CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s), (dst, src, n, s)) \
   X(cuEventCreate, CUresult, CUDA_ERROR_UNKNOWN, (CUevent *e, unsigned int flags), (e, flags)) \
   X(cuEventRecord, CUresult, CUDA_ERROR_UNKNOWN, (CUevent e, CUstream s), (e, s)) \
+  X(cuEventQuery, CUresult, CUDA_ERROR_UNKNOWN, (CUevent e), (e))              \
+  X(cuEventElapsedTime_v2, CUresult, CUDA_ERROR_UNKNOWN,                       \
+    (float *ms, CUevent a, CUevent b), (ms, a, b))                             \
+  X(cuEventDestroy_v2, CUresult, CUDA_ERROR_UNKNOWN, (CUevent e), (e))         \
   X(cuStreamWaitEvent, CUresult, CUDA_ERROR_UNKNOWN,                           \
     (CUstream s, CUevent e, unsigned int flags), (s, e, flags))                \
   X(cuModuleLoadData, CUresult, CUDA_ERROR_UNKNOWN, (CUmodule *m, const void *img), (m, img)) \

@@ -5,12 +5,11 @@
 
 LOG may be a glob ('/tmp/gs-*.jsonl'): one file per process, as `%p` or `%r`
 in GEMMSHIM_LOG gives for every rank of a torchrun job. Without options it
-prints summary tables: calls, host time (`dur_ns`) and, where records carry
-it, GPU time (`gpu_ns`) by entry point, route, backend and reason; the top
-shapes and call sites by GPU time (host time where the log has no GPU time);
-and, where records carry native measurements (`native_gpu_ns`), each route's
-time per shape next to the native time measured in the same run. This
-version of the library writes host time only.
+prints summary tables: calls, host time (`dur_ns`) and GPU time (`gpu_ns`,
+with GEMMSHIM_LOG_GPU_TIME=1) by entry point, route, backend and reason; the
+top shapes and call sites by GPU time (host time where the log has no GPU
+time); and, for logs written with GEMMSHIM_COMPARE=1, each route's time per
+shape next to the native time measured in the same run (`native_gpu_ns`).
 
   --trace OUT.json   the calls in the Chrome trace event format, for
                      ui.perfetto.dev or chrome://tracing: one track per
@@ -62,12 +61,15 @@ def expand_logs(patterns):
 
 
 class BadLines:
-    """Lines of one file that are not routing records: how many, and the first."""
+    """Lines of one file that are not routing records: how many, and the
+    first; and the records the shim's writer said it lost (its
+    {"event":"records_lost"} lines)."""
 
     def __init__(self):
         self.count = 0
         self.first = None
         self.first_why = None
+        self.lost = 0
 
     def add(self, lineno, why):
         self.count += 1
@@ -92,6 +94,9 @@ def read_records(path, bad):
                 if not line.strip():
                     continue
                 bad.add(lineno, "not JSON" if line.endswith("\n") else "cut off (no newline at the end)")
+                continue
+            if rec.__class__ is dict and rec.get("event") == "records_lost" and isinstance(rec.get("lost"), int):
+                bad.lost += rec["lost"]
                 continue
             if rec.__class__ is not dict or rec.get("api").__class__ is not str \
                     or rec.get("route").__class__ is not str:
@@ -142,7 +147,7 @@ def shape_of(rec):
 
 class Tally:
     """Calls, host time, GPU time where measured (and the shim's kernels'
-    part of it), and native GPU time samples (native_gpu_ns) of a group."""
+    part of it), and native GPU time samples (GEMMSHIM_COMPARE) of a group."""
 
     __slots__ = ("calls", "host_ns", "gpu_calls", "gpu_ns", "kern_ns", "native_n", "native_ns")
 
@@ -323,6 +328,12 @@ def print_table(out, title, rows, header):
         print(fmt.format(*[str(x) for x in row]).rstrip(), file=out)
 
 
+def speedup_text(x):
+    if not x:
+        return "-"
+    return f"{x:.2f}x" if x >= 0.1 else f"{x:.2g}x"
+
+
 def time_cols(d):
     """ms and us/call of host time, and of GPU time over the calls that have it."""
     return (ms(d["host_ns"]), us(d["host_ns"], d["calls"]),
@@ -337,6 +348,8 @@ def print_summary(out, s, files, bad, top):
     for path, b in bad.items():
         if b.count:
             print(f"  {path}: {b.count} line(s) skipped, first at line {b.first} ({b.first_why})", file=out)
+        if b.lost:
+            print(f"  {path}: the shim's log writer lost {b.lost} record(s) (records_lost lines)", file=out)
     by = "GPU" if s["time_sorted_by"] == "gpu_ns" else "host"
     print_table(out, "calls by entry point, route, backend:",
                 [(d["api"], d["route"], d["backend"] or "-", d["calls"], *time_cols(d))
@@ -359,7 +372,7 @@ def print_summary(out, s, files, bad, top):
                 [(d["site"], d["route"], d["api"], d["calls"], *time_cols(d), d["shape"]) for d in s["top_sites"]],
                 ("site", "route", "api", "calls", *TIME_HDR, "shape"))
     if s["time_sorted_by"] != "gpu_ns":
-        print("GPU time: not in the log (this library version records host time, dur_ns, only)", file=out)
+        print("GPU time: not in the log (run with GEMMSHIM_LOG_GPU_TIME=1)", file=out)
     elif s["gpu_not_measured"]:
         print("calls without GPU time: " + ", ".join(f"{n} {why}" for why, n in sorted(s["gpu_not_measured"].items())),
               file=out)
@@ -367,10 +380,10 @@ def print_summary(out, s, files, bad, top):
         print_table(out, "route vs native, measured in the same run (GPU us per call):",
                     [(d["route"], d["route_calls"], f"{d['route_gpu_ns_mean'] / 1e3:.1f}", d["native_samples"],
                       f"{d['native_gpu_ns_mean'] / 1e3:.1f}",
-                      f"{d['speedup']:.2f}x" if d["speedup"] else "-", d["shape"]) for d in s["compare"]],
+                      speedup_text(d["speedup"]), d["shape"]) for d in s["compare"]],
                     ("route", "calls", "route us", "native runs", "native us", "speedup", "shape"))
     elif s["time_sorted_by"] == "gpu_ns":
-        print("route vs native: no native measurements in the log", file=out)
+        print("route vs native: no native measurements in the log (run with GEMMSHIM_COMPARE=1)", file=out)
 
 
 # ---- trace ----------------------------------------------------------------------
@@ -492,7 +505,7 @@ class PlotData:
         self.route = array.array("b")
         self.routes = {}
 
-    def add(self, r, use_gpu_hint):
+    def add(self, r):
         t = r.get("t_ns")
         gpu, host = num(r, "gpu_ns"), num(r, "dur_ns")
         if not isinstance(t, (int, float)) or (gpu is None and host is None):
@@ -506,7 +519,7 @@ class PlotData:
 ROUTE_COLORS = {"native": "#4c72b0", "ffma": "#dd8452", "fp8": "#55a868"}
 
 
-def write_plot(path, summary, data, top):
+def write_plot(path, summary, all_shapes, data, top):
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -523,7 +536,7 @@ def write_plot(path, summary, data, top):
     ax = axes[0]
     key = "gpu_ns" if by_gpu else "host_ns"
     per_shape = collections.defaultdict(dict)
-    for d in summary["shapes"]:
+    for d in all_shapes:  # every (route, shape), not only the table's top rows
         per_shape[d["shape"]][d["route"]] = d[key]
     shapes = sorted(per_shape, key=lambda s: sum(per_shape[s].values()), reverse=True)[:top]
     shapes.reverse()  # largest on top
@@ -574,14 +587,19 @@ def write_plot(path, summary, data, top):
     ax.set_ylabel(f"{'GPU' if by_gpu else 'host'} us per call")
     ax.set_title(f"{what} per call over the run")
 
-    # 3. measured speedup per shape (records with native_gpu_ns).
+    # 3. measured speedup per shape (GEMMSHIM_COMPARE=1).
     if compare:
         ax = axes[2]
-        rows = sorted(compare, key=lambda d: d["speedup"] or 0)[-top:]
+        # The shapes where the route spent the most time, by speedup.
+        rows = sorted(compare, key=lambda d: d["route_calls"] * d["route_gpu_ns_mean"])[-top:]
+        rows = sorted(rows, key=lambda d: d["speedup"] or 0)
         labels = [f"{d['route']} {d['shape']}" for d in rows]
         vals = [d["speedup"] or 0 for d in rows]
         ax.barh(labels, vals, color=[ROUTE_COLORS.get(d["route"]) for d in rows])
         ax.axvline(1.0, color="k", lw=0.8)
+        positive = [v for v in vals if v > 0]
+        if positive and max(positive + [1.0]) / min(positive + [1.0]) > 20:
+            ax.set_xscale("log")
         ax.set_xlabel("native GPU time / route GPU time (>1: the route is faster)")
         ax.set_title("route vs native, measured in the same run")
     fig.savefig(path, dpi=110)
@@ -739,7 +757,7 @@ def main(argv=None):
                 if trace:
                     trace.add(index, rec)
                 if plot:
-                    plot.add(rec, True)
+                    plot.add(rec)
         except OSError as e:
             unreadable.append(path)
             print(f"{PROG}: {path}: {e.strerror}", file=sys.stderr)
@@ -753,6 +771,7 @@ def main(argv=None):
     s["files"] = files
     s["unreadable_files"] = unreadable
     s["bad_lines"] = {p: {"count": b.count, "first_line": b.first, "why": b.first_why} for p, b in bad.items() if b.count}
+    s["records_lost"] = {p: b.lost for p, b in bad.items() if b.lost}
     if starts:
         s["steps"] = summary.steps_json()
 
@@ -779,7 +798,7 @@ def main(argv=None):
                         ("step", "calls", "calls by route", "sites by route"))
     if args.plot:
         try:
-            write_plot(args.plot, s, plot, args.top)
+            write_plot(args.plot, s, summary.as_json(1 << 30)["shapes"], plot, args.top)
         except ImportError as e:
             failures.append(f"--plot needs matplotlib and numpy ({e}); Debian: apt-get install python3-matplotlib")
         except OSError as e:

@@ -11,7 +11,7 @@ $(BENCH_CLIENT): tests/bench/bench_client.c $(STANDIN_LIBS_CU12)
 # Then the routed calls (tests/bench/routed_bench.py): the shim's own
 # instructions per ffma / fp8 call and the library calls each makes, with
 # the client and routes of `make perf-report` (scripts/perf/route_calls.c).
-bench: all $(BENCH_CLIENT) $(PERF_CLIENT) $(KERNELS_HOST_SO)
+bench: all $(BENCH_CLIENT) $(INTEG_DIR)/libnvtx_inject.so $(PERF_CLIENT) $(KERNELS_HOST_SO)
 	$(PYTHON) tests/bench/run_bench.py $(BUILD)
 	@echo
 	$(PYTHON) tests/bench/routed_bench.py $(BUILD)

@@ -77,6 +77,11 @@ ROUTES = OrderedDict(
                              "STANDIN_NO_POOLS": "1"}, [])),
         ("fp8 own", ({"STANDIN_CC": "6.1", "GEMMSHIM_MODE": "fp8"}, ["--fp8"])),
         ("fp8 cublaslt", ({"STANDIN_CC": "9.0", "GEMMSHIM_MODE": "fp8", "GEMMSHIM_FP8_BACKEND": "cublaslt"}, ["--fp8"])),
+        # GPU time and the native comparison: events from the pool around
+        # each call, read by the log's writer; every routed call compared
+        # (each is its own site), native into scratch memory.
+        ("ffma gpu-time", ({"STANDIN_CC": "6.1", "GEMMSHIM_MODE": "ffma", "GEMMSHIM_FFMA_MIN_FLOPS": "0",
+                             "GEMMSHIM_LOG_GPU_TIME": "1", "GEMMSHIM_COMPARE": "1"}, [])),
     ]
 )
 

@@ -81,6 +81,9 @@
  *                      legacy); every thread's handles and stream live
  *                      from before any thread's first call to after the
  *                      last thread's last call
+ *   --wait-log=PATH    after each eager call i, wait (up to 60 s) until
+ *                      PATH holds i+1 lines: the shim's routing log has
+ *                      written the call's record before the next call
  *   --fp8              results are judged as fp8 GEMMs (the shim's fp8 route):
  *                      each element within 0.13 x sum|a*b| (+|beta*c|+|bias|)
  *                      + 2^-8 |ref| (two E4M3 roundings of 2^-4 each and
@@ -103,6 +106,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <cublasLt.h>
 #include <cublas_v2.h>
@@ -793,7 +797,24 @@ typedef struct options {
   int threads, iters;
   int nosync;
   uint64_t seed;
+  const char *wait_log; /* NULL: none */
 } options;
+
+/* Until path holds `lines` lines, polled; dies after 60 s. */
+static void wait_for_lines(const char *path, int lines) {
+  for (int tries = 0; tries < 60000; tries++) {
+    FILE *f = fopen(path, "r");
+    int n = 0, ch;
+    if (f) {
+      while ((ch = fgetc(f)) != EOF) n += ch == '\n';
+      fclose(f);
+    }
+    if (n >= lines) return;
+    struct timespec ms = {0, 1000000};
+    nanosleep(&ms, NULL);
+  }
+  die("--wait-log: the log never reached the line count", 0);
+}
 
 static int report(const char *index, gemm *g, int checked) {
   char line[512];
@@ -857,6 +878,7 @@ static int run_sequential(const options *op) {
     }
     failed += !report(idx, &g, !op->nosync);
     gemm_release(&g);
+    if (op->wait_log) wait_for_lines(op->wait_log, i + 1);
   }
   if (op->capture_from >= 0) {
     int n = op->nspecs - op->capture_from;
@@ -989,6 +1011,7 @@ int main(int argc, char **argv) {
     else if (!strncmp(a, "--iters=", 8)) op.iters = atoi(a + 8);
     else if (!strncmp(a, "--seed=", 7)) op.seed = strtoull(a + 7, NULL, 0);
     else if (!strcmp(a, "--nosync")) op.nosync = 1;
+    else if (!strncmp(a, "--wait-log=", 11)) op.wait_log = a + 11;
     else if (!strcmp(a, "--fp8")) fp8_tolerance = 1;
     else {
       fprintf(stderr, "ffma_client: unknown option %s (see the top of ffma_client.c)\n", a);

@@ -6,6 +6,7 @@
 #   client_linked_cuN          links libcublas/libcublasLt .so.N   (pattern 1)
 #   client_framework           dlopen()s cuN/libfakeframework.so   (pattern 2)
 #   client_xla                 dlopen()s libcublas(Lt).so.N itself (pattern 3)
+#   libnvtx_inject.so          an NVTX tool recording the shim's ranges
 #   dlsym_probe                what dlsym answers, from the program and from
 #                              libprobe_first.so / libprobe_second.so
 #
@@ -75,7 +76,13 @@ $(INTEG_DIR)/dlsym_probe: tests/integration/dlsym_probe.c $(INTEG_DIR)/libprobe_
 	$(CC) $(INTEG_CFLAGS) -rdynamic -o $@ $< -Wl,--no-as-needed -L$(INTEG_DIR) \
 	  -Wl,-rpath,'$$ORIGIN' -lprobe_first -lprobe_second $(call integ_cublas_link,13) $(INTEG_LIBS)
 
-INTEG_BIN := $(INTEG_DIR)/client_linked_cu12 $(INTEG_DIR)/client_linked_cu13 \
+# An NVTX tool of the project's own (NVTX_INJECTION64_PATH), recording the
+# ranges the shim opens.
+$(INTEG_DIR)/libnvtx_inject.so: tests/integration/nvtx_inject.c tests/standin/common.c tests/standin/common.h
+	@mkdir -p $(dir $@)
+	$(CC) $(INTEG_CFLAGS) -Itests/standin -shared -fvisibility=hidden -o $@ $< tests/standin/common.c $(INTEG_LIBS)
+
+INTEG_BIN := $(INTEG_DIR)/libnvtx_inject.so $(INTEG_DIR)/client_linked_cu12 $(INTEG_DIR)/client_linked_cu13 \
              $(INTEG_DIR)/cu12/libfakeframework.so $(INTEG_DIR)/cu13/libfakeframework.so \
              $(INTEG_DIR)/client_framework $(INTEG_DIR)/client_xla $(INTEG_DIR)/dlsym_probe
 

@@ -235,6 +235,17 @@ def test_steps_and_expectations(tmp_path):
     assert "expectations: all met" in r.stdout.splitlines()
 
 
+def test_records_lost_notices_are_counted_not_bad(tmp_path):
+    # log.c writes {"event":"records_lost",...} where a writer that fell
+    # behind dropped records (README, "What the log guarantees").
+    p = tmp_path / "log.jsonl"
+    p.write_text(rec(seq=1, dur_ns=5) + "\n" +
+                 '{"event":"records_lost","lost":7,"first_seq":2,"last_seq":8,"why":"x"}\n' + rec(seq=9, dur_ns=5) + "\n")
+    s = json.loads(report(p, "--json", "-").stdout)
+    assert s["calls"] == 2 and s["bad_lines"] == {} and s["records_lost"] == {str(p): 7}
+    assert f"  {p}: the shim's log writer lost 7 record(s) (records_lost lines)" in report(p).stdout.splitlines()
+
+
 def test_missing_log_and_bad_arguments_are_one_message(tmp_path):
     r = report(tmp_path / "nope.jsonl", check=False)
     assert r.returncode == 2

@@ -10,6 +10,7 @@ import re
 import shutil
 import signal
 import subprocess
+import threading
 import time
 from pathlib import Path
 
@@ -120,28 +121,41 @@ def run_until_signal(client, tmp_path, sig, extra_args=(), run_s=3.0, extra_env=
     p = subprocess.Popen([str(client), "--mode=loop", *extra_args], env=env, stdout=subprocess.PIPE,
                          stderr=subprocess.PIPE, text=True)
     calls = {}  # call index -> CLOCK_REALTIME at its start
+    # Every read below waits on the process: one that stops writing, or that
+    # the signal does not end, is killed 30 s after it should have ended, so
+    # the test fails instead of hanging. (communicate() cannot take over
+    # after readline(): it reads the descriptors afresh and would drop what
+    # readline() has buffered.)
+    fired = threading.Event()
+
+    def kill():
+        fired.set()
+        p.kill()
+
+    watchdog = threading.Timer(run_s + 30, kill)
+    watchdog.start()
 
     def take(line):
         words = line.split()
         if words[:1] == ["call"] and len(words) == 3:
             calls[int(words[1])] = int(words[2])
 
-    start = time.monotonic()
-    while time.monotonic() - start < run_s:
-        line = p.stdout.readline()
-        if not line:
-            break
-        take(line)
-    sent_ns = time.time_ns()
-    p.send_signal(sig)
-    deadline = time.monotonic() + 30
-    out = p.stdout.read()
-    err = p.stderr.read()
     try:
-        p.wait(timeout=max(1, deadline - time.monotonic()))
-    except subprocess.TimeoutExpired:
-        p.kill()
-        raise AssertionError(f"signal {sig} did not end the process within 30 s")
+        start = time.monotonic()
+        while time.monotonic() - start < run_s:
+            line = p.stdout.readline()
+            if not line:
+                break
+            take(line)
+        sent_ns = time.time_ns()
+        p.send_signal(sig)
+        out = p.stdout.read()
+        err = p.stderr.read()
+        p.wait()
+    finally:
+        watchdog.cancel()
+    if fired.is_set():
+        raise AssertionError(f"the process did not end within 30 s of signal {sig}")
     for line in out.splitlines():
         take(line)
     return p.returncode, out, err, calls, sent_ns, whole_lines(log, killed=p.returncode < 0)

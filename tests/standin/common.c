@@ -1,5 +1,6 @@
 /* common.c: counters file, environment parsing and diagnostics shared by the
  * stand-in libraries (see common.h). */
+#define _GNU_SOURCE /* gettid */
 #include "common.h"
 
 #include <errno.h>
@@ -10,18 +11,44 @@
 #include <string.h>
 #include <unistd.h>
 
+/* prefix, the message, '\n' into buf (truncated to fit); the length, or 0. */
+static size_t format_line(char *buf, size_t size, const char *prefix, const char *fmt, va_list ap) {
+  int n = snprintf(buf, size, "%s", prefix);
+  int m = vsnprintf(buf + n, size - (size_t)n - 1, fmt, ap);
+  if (m < 0) return 0;
+  size_t len = (size_t)n + ((size_t)m < size - (size_t)n - 1 ? (size_t)m : size - (size_t)n - 2);
+  buf[len++] = '\n';
+  return len;
+}
+
 void standin_msg(const char *fmt, ...) {
   char buf[512];
-  int n = snprintf(buf, sizeof buf, "standin: ");
   va_list ap;
   va_start(ap, fmt);
-  int m = vsnprintf(buf + n, sizeof buf - (size_t)n - 1, fmt, ap);
+  size_t len = format_line(buf, sizeof buf, "standin: ", fmt, ap);
   va_end(ap);
-  if (m < 0) return;
-  size_t len = (size_t)n + ((size_t)m < sizeof buf - (size_t)n - 1 ? (size_t)m : sizeof buf - (size_t)n - 2);
-  buf[len++] = '\n';
-  ssize_t w = write(2, buf, len);
+  ssize_t w = len ? write(2, buf, len) : 0;
   (void)w;
+}
+
+void standin_append_line(const char *var, const char *fmt, ...) {
+  const char *path = getenv(var);
+  if (!path || !*path) return;
+  char buf[640], tid[24];
+  snprintf(tid, sizeof tid, "%ld ", (long)gettid());
+  va_list ap;
+  va_start(ap, fmt);
+  size_t len = format_line(buf, sizeof buf, tid, fmt, ap);
+  va_end(ap);
+  if (!len) return;
+  int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  if (fd < 0) {
+    standin_msg("%s: cannot open %s: %s", var, path, strerror(errno));
+    return;
+  }
+  ssize_t w = write(fd, buf, len);
+  (void)w;
+  close(fd);
 }
 
 int standin_counts_path(char *out, size_t len) {

@@ -5,7 +5,8 @@
  *   - per-function call counters, appended to STANDIN_COUNTS at exit;
  *   - strict parsing of the STANDIN_* environment (a bad value is reported,
  *     never silently replaced);
- *   - diagnostics: one "standin: ..." line on stderr, written with one write.
+ *   - diagnostics: one "standin: ..." line on stderr, written with one write;
+ *   - the work trace (STANDIN_TRACE).
  */
 #ifndef STANDIN_COMMON_H
 #define STANDIN_COMMON_H
@@ -38,6 +39,14 @@ void standin_counts_append(const standin_counters *c, const char *extra);
  * what was expected and what is used instead). */
 int standin_env_flag(const char *name, int *out);           /* 0 or 1 */
 int standin_env_size(const char *name, uint64_t *out);      /* bytes, k/m/g suffix */
+
+/* "<tid> <message>\n" appended, one write in O_APPEND mode, to the file
+ * the variable `var` names (unset: nothing). STANDIN_TRACE: a line for each
+ * unit of device work (a kernel launch, a GEMM), so a test sees where work
+ * ran relative to what others append to the same file (the NVTX tool of
+ * tests/integration/nvtx_inject.c, which links this file too). */
+void standin_append_line(const char *var, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+#define standin_trace(...) standin_append_line("STANDIN_TRACE", __VA_ARGS__)
 
 /* "standin: <message>\n" on stderr, one write. */
 void standin_msg(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

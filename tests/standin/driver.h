@@ -61,7 +61,7 @@
   X(cuGraphCreate) X(cuGraphClone) X(cuGraphAddChildGraphNode)                 \
   X(cuGraphInstantiateWithFlags) X(cuGraphLaunch) X(cuGraphExecDestroy)        \
   X(cuLaunchHostFunc)                                                          \
-  X(cuEventCreate) X(cuEventRecord) X(cuEventSynchronize)                      \
+  X(cuEventCreate) X(cuEventRecord) X(cuEventQuery) X(cuEventSynchronize)      \
   X(cuEventElapsedTime_v2) X(cuEventDestroy_v2)                                \
   X(cuMemAlloc_v2) X(cuMemFree_v2) X(cuMemAllocAsync) X(cuMemFreeAsync)        \
   X(cuMemGetInfo_v2) X(cuMemcpyHtoD_v2) X(cuMemcpyDtoH_v2) X(cuMemcpyDtoD_v2)  \
@@ -113,6 +113,7 @@ typedef struct sd_state {
   int forbid_sync;        /* STANDIN_FORBID_SYNC */
   int fresh_streams;      /* STANDIN_FRESH_STREAMS */
   uint64_t mem_limit;     /* STANDIN_MEM_LIMIT, 0 = none */
+  uint64_t event_lag;     /* STANDIN_EVENT_LAG, 0 = events complete at once */
   char kernels[1024];     /* STANDIN_KERNELS, "" = none */
   unsigned long long forbidden_syncs;
 } sd_state;
@@ -180,6 +181,9 @@ struct CUevent_st {
   struct CUstream_st *captured_on; /* that capture's stream, its work count */
   unsigned long long captured_work;
   uint64_t t_ns;
+  struct CUstream_st *stream; /* recorded on (NULL: the NULL stream) */
+  unsigned lag;   /* STANDIN_EVENT_LAG: queries still answered "not ready" */
+  unsigned long long order; /* when it was recorded, among all records */
 };
 
 /* One operation of a graph, recorded as the driver would: kernel

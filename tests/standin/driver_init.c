@@ -29,6 +29,15 @@
  *                            standin_pool_maps, standin_pool_unmaps).
  *                            libcuda empties the file when it is loaded;
  *                            "%p" in the path is the process id.
+ *   STANDIN_EVENT_LAG=N      a recorded event answers its first N
+ *                            cuEventQuery calls with CUDA_ERROR_NOT_READY
+ *                            (and cuEventElapsedTime with it meanwhile), as
+ *                            on a GPU that is behind the host; a
+ *                            synchronisation covering it completes it
+ *   STANDIN_TRACE=path       every kernel launch and every GEMM of the
+ *                            stand-in cuBLAS/cuBLASLt appends a line
+ *                            "<tid> launch <kernel>" / "<tid> gemm MxNxK
+ *                            batch B" (common.h), in the order they run
  *   STANDIN_KERNELS=path.so  the host build of the device kernels
  *                            (standin_kernel.h).
  *
@@ -150,6 +159,7 @@ __attribute__((constructor)) static void sd_load(void) {
   if (standin_env_flag("STANDIN_FORBID_SYNC", &sd.forbid_sync) < 0) sd.config_error = 1;
   if (standin_env_flag("STANDIN_FRESH_STREAMS", &sd.fresh_streams) < 0) sd.config_error = 1;
   if (standin_env_size("STANDIN_MEM_LIMIT", &sd.mem_limit) < 0) sd.config_error = 1;
+  if (standin_env_size("STANDIN_EVENT_LAG", &sd.event_lag) < 0) sd.config_error = 1;
   const char *k = getenv("STANDIN_KERNELS");
   if (k) snprintf(sd.kernels, sizeof sd.kernels, "%s", k);
   for (int i = 0; i < sd.ndev; i++)

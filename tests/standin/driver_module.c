@@ -393,5 +393,6 @@ CUresult cuLaunchKernel(CUfunction f, unsigned int gridDimX, unsigned int gridDi
   }
   pthread_mutex_unlock(&sd_lock);
   if (r || recorded) return r;
+  standin_trace("launch %s", f->name);
   return sd_kernel_call(fn, &l);
 }

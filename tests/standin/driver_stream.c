@@ -274,6 +274,19 @@ CUresult cuStreamGetId(CUstream hStream, unsigned long long *streamId) {
   return r;
 }
 
+/* A synchronisation completes the events it covers: those recorded on the
+ * stream (scan.stream), or every event of the context (scan.stream NULL). */
+typedef struct sd_event_scan {
+  CUcontext ctx;
+  struct CUstream_st *stream;
+} sd_event_scan;
+
+static void sd_complete_event(void *obj, void *arg) {
+  struct CUevent_st *ev = obj;
+  const sd_event_scan *scan = arg;
+  if (ev->ctx == scan->ctx && (!scan->stream || ev->stream == scan->stream)) ev->lag = 0;
+}
+
 CUresult cuStreamSynchronize(CUstream hStream) {
   SD_COUNT(cuStreamSynchronize);
   sd_note_sync("cuStreamSynchronize");
@@ -288,6 +301,11 @@ CUresult cuStreamSynchronize(CUstream hStream) {
   if (!r) r = sd_capture_forbids_locked();
   if (!r && (hStream == NULL || hStream == CU_STREAM_LEGACY))
     r = sd_stream_enqueue_locked(hStream, &ctx, NULL);
+  if (!r) {
+    /* The legacy NULL stream waits for every blocking stream: complete all. */
+    sd_event_scan scan = {ctx, (hStream == NULL || hStream == CU_STREAM_LEGACY) ? NULL : st};
+    sd_reg_each(SD_EVENT, sd_complete_event, &scan);
+  }
   if (!r) sd_pools_sync_locked();
   pthread_mutex_unlock(&sd_lock);
   return r;
@@ -320,6 +338,10 @@ CUresult cuCtxSynchronize(void) {
     if (scan.hit) r = CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
   }
   if (!r) r = sd_capture_forbids_locked();
+  if (!r) {
+    sd_event_scan events = {ctx, NULL};
+    sd_reg_each(SD_EVENT, sd_complete_event, &events);
+  }
   if (!r) sd_pools_sync_locked();
   pthread_mutex_unlock(&sd_lock);
   return r;
@@ -467,7 +489,16 @@ CUresult cuStreamWaitEvent(CUstream hStream, CUevent hEvent, unsigned int Flags)
 
 /* ------------------------------------------------------------------------ */
 /* Events: a recorded event holds the host clock at the moment its stream
- * reached it, which with inline streams is the moment of cuEventRecord. */
+ * reached it, which with inline streams is the moment of cuEventRecord, so
+ * the time between two events is the host time of the work between them.
+ * With STANDIN_EVENT_LAG=N the work is done but the event still reads as
+ * pending to its first N queries, so callers meet CUDA_ERROR_NOT_READY as
+ * they do on a GPU (cuEventQuery, cuEventElapsedTime); cuEventSynchronize,
+ * a stream or context synchronisation covering the event, and the
+ * completion of an event recorded after it on its stream (a stream runs in
+ * order) complete it. */
+static unsigned long long sd_event_order; /* under sd_lock */
+
 static uint64_t sd_now_ns(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -516,7 +547,38 @@ CUresult cuEventRecord(CUevent hEvent, CUstream hStream) {
     hEvent->captured_on = hEvent->captured ? st : NULL;
     hEvent->captured_work = hEvent->captured ? st->work : 0;
     hEvent->t_ns = sd_now_ns();
+    hEvent->stream = st;
+    hEvent->lag = hEvent->captured ? 0 : (unsigned)sd.event_lag;
+    hEvent->order = ++sd_event_order;
   }
+  pthread_mutex_unlock(&sd_lock);
+  return r;
+}
+
+/* CUDA driver API: CUDA_SUCCESS when all work the event captured has
+ * completed, or when it was never recorded; CUDA_ERROR_NOT_READY while it
+ * has not. */
+/* A stream runs in order: once an event's work is done, so is the work of
+ * every event recorded before it on that stream. */
+static void sd_complete_earlier(void *obj, void *arg) {
+  struct CUevent_st *ev = obj;
+  const struct CUevent_st *done = arg;
+  if (ev->ctx == done->ctx && ev->stream == done->stream && ev->order < done->order) ev->lag = 0;
+}
+
+CUresult cuEventQuery(CUevent hEvent) {
+  SD_COUNT(cuEventQuery);
+  CUresult r = sd_check_init();
+  if (r) return r;
+  pthread_mutex_lock(&sd_lock);
+  if (!sd_reg_has(hEvent, SD_EVENT)) {
+    r = CUDA_ERROR_INVALID_HANDLE;
+  } else if (hEvent->lag) {
+    hEvent->lag--;
+    r = CUDA_ERROR_NOT_READY;
+  }
+  /* Without STANDIN_EVENT_LAG every event is complete once recorded. */
+  if (!r && hEvent->recorded && sd.event_lag) sd_reg_each(SD_EVENT, sd_complete_earlier, hEvent);
   pthread_mutex_unlock(&sd_lock);
   return r;
 }
@@ -530,6 +592,7 @@ CUresult cuEventSynchronize(CUevent hEvent) {
   if (!sd_reg_has(hEvent, SD_EVENT)) r = CUDA_ERROR_INVALID_HANDLE;
   else if (hEvent->captured) r = CUDA_ERROR_CAPTURED_EVENT;
   if (!r) r = sd_capture_forbids_locked();
+  if (!r) hEvent->lag = 0;
   if (!r) sd_pools_sync_locked();
   pthread_mutex_unlock(&sd_lock);
   return r;
@@ -547,6 +610,8 @@ CUresult cuEventElapsedTime_v2(float *pMilliseconds, CUevent hStart, CUevent hEn
     r = CUDA_ERROR_INVALID_HANDLE;
   else if (!hStart->recorded || !hEnd->recorded || hStart->captured || hEnd->captured)
     r = CUDA_ERROR_INVALID_HANDLE;
+  else if (hStart->lag || hEnd->lag)
+    r = CUDA_ERROR_NOT_READY; /* "one or both ... has not yet been completed" */
   else
     *pMilliseconds = (float)(((double)hEnd->t_ns - (double)hStart->t_ns) / 1e6);
   pthread_mutex_unlock(&sd_lock);

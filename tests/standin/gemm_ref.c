@@ -9,6 +9,7 @@
 #include <math.h>
 #include <stdlib.h>
 
+#include "common.h"
 #include "numerics.h"
 
 size_t sg_type_size(cudaDataType_t t) {
@@ -209,5 +210,7 @@ static int sg_gemm_f64(const sg_problem *p) {
 
 int sg_gemm(const sg_problem *p) {
   if (p->m == 0 || p->n == 0 || p->batch == 0) return 0;
+  standin_trace("gemm %lldx%lldx%lld batch %lld", (long long)p->m, (long long)p->n, (long long)p->k,
+                (long long)p->batch);
   return p->d.type == CUDA_R_64F ? sg_gemm_f64(p) : sg_gemm_f32(p);
 }

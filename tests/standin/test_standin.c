@@ -784,7 +784,12 @@ static void test_events(void **state) {
   assert_int_equal(cuEventCreate(&a, CU_EVENT_INTERPROCESS), CUDA_ERROR_INVALID_VALUE);
   float ms = -1;
   assert_int_equal(cuEventElapsedTime_v2(&ms, a, b), CUDA_ERROR_INVALID_HANDLE); /* not recorded */
+  /* cuEventQuery (driver API): CUDA_SUCCESS for an event never recorded. */
+  CU_OK(cuEventQuery(a));
   CU_OK(cuEventRecord(a, NULL));
+  /* ... and once the work it captured is done: inline streams, at once
+   * (STANDIN_EVENT_LAG unset in the self-test). */
+  CU_OK(cuEventQuery(a));
   usleep(2000);
   CU_OK(cuEventRecord(b, NULL));
   CU_OK(cuEventRecord(nt, NULL));
@@ -804,6 +809,7 @@ static void test_events(void **state) {
   CU_OK(cuEventDestroy_v2(b));
   CU_OK(cuEventDestroy_v2(nt));
   assert_int_equal(cuEventDestroy_v2(a), CUDA_ERROR_INVALID_HANDLE);
+  assert_int_equal(cuEventQuery(a), CUDA_ERROR_INVALID_HANDLE);
 }
 
 /* The mode capture_other_thread sets before it allocates. */

@@ -22,6 +22,8 @@
 
 #include <cmocka.h>
 
+#include "tmpdir.h"
+
 #include "shim.h"
 /* cublasLt.h (through sys.h) has a declaration without a prototype. */
 #pragma GCC diagnostic push
@@ -503,15 +505,12 @@ static void test_quote(void **state) {
 
 static int group_setup(void **state) {
   (void)state;
-  snprintf(dir, sizeof dir, "/tmp/gemmshim_test_debug.XXXXXX");
-  return mkdtemp(dir) ? 0 : -1;
+  return tmpdir_make(dir, sizeof dir, "debug");
 }
 
 static int group_teardown(void **state) {
   (void)state;
-  char cmd[128];
-  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-  return system(cmd) == 0 ? 0 : -1;
+  return tmpdir_remove(dir);
 }
 
 int main(void) {

@@ -34,6 +34,8 @@
 
 #include <cmocka.h>
 
+#include "tmpdir.h"
+
 #include "shim.h"
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wstrict-prototypes"
@@ -426,15 +428,12 @@ static void test_debug_file_ends_cut_line(void **state) {
 
 static int group_setup(void **state) {
   (void)state;
-  snprintf(dir, sizeof dir, "/tmp/gemmshim_test_files.XXXXXX");
-  return mkdtemp(dir) ? 0 : -1;
+  return tmpdir_make(dir, sizeof dir, "files");
 }
 
 static int group_teardown(void **state) {
   (void)state;
-  char cmd[128];
-  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-  return system(cmd) == 0 ? 0 : -1;
+  return tmpdir_remove(dir);
 }
 
 int main(void) {

@@ -397,6 +397,57 @@ static fp8_use forward_call(void *ctx, int64_t m, uintptr_t A, uintptr_t B) {
   return u;
 }
 
+/* The first thread to call in a context is its forward thread; a call from
+ * any other counts as backward (before any thread is named pt_autograd_).
+ * A thread that has exited is not the thread that later gets its pthread_t:
+ * POSIX leaves a terminated thread's ID free for reuse (pthread_create:
+ * "the thread ID ... may be reused"; glibc hands a joined thread's cached
+ * stack, whose top is the pthread_t, to the next thread), so the shim tells
+ * threads apart by its own thread numbers. */
+typedef struct unnamed_call {
+  void *ctx;
+  int64_t m;
+  uintptr_t A, B;
+  fp8_use u;
+  pthread_t self;
+} unnamed_call;
+
+static void *unnamed_thread_call(void *arg) {
+  unnamed_call *b = arg;
+  b->self = pthread_self();
+  gs_call c;
+  make_call(&c, b->ctx, b->m, NTOK, H, CUBLAS_OP_N, CUBLAS_OP_N, b->A, b->B, 0x4D000000);
+  run_site(&c, &b->u);
+  return NULL;
+}
+
+static unnamed_call unnamed_call_on_new_thread(void *ctx, int64_t m, uintptr_t A, uintptr_t B) {
+  unnamed_call b = {ctx, m, A, B, {0}, 0};
+  pthread_t t;
+  assert_int_equal(pthread_create(&t, NULL, unnamed_thread_call, &b), 0);
+  pthread_join(t, NULL);
+  return b;
+}
+
+/* Runs before any thread is named pt_autograd_ (see the top of the file). */
+static void test_exited_first_thread_is_not_reused(void **state) {
+  void *ctx = fresh_ctx();
+  /* The context's first call, on a thread that then exits: the weight
+   * 0x61000000 and input 0x62000000 are seen in forward. */
+  unnamed_call first = unnamed_call_on_new_thread(ctx, 16, 0x61000000, 0x62000000);
+  assert_int_equal(first.u.fmt[0], GS_FP8_E4M3);
+  assert_int_equal(first.u.fmt[1], GS_FP8_E4M3);
+  /* The next thread (on glibc, most likely with the same pthread_t): A is
+   * new, B the weight. As a backward call, A is the gradient (E5M2); taken
+   * for the first thread, it would be a forward call, both E4M3. */
+  unnamed_call next = unnamed_call_on_new_thread(ctx, 48, 0x63000000, 0x61000000);
+  if (!pthread_equal(first.self, next.self))
+    print_message("note: this libc gave the second thread a new pthread_t; the reuse case was not met\n");
+  assert_int_equal(next.u.fmt[0], GS_FP8_E5M2);
+  assert_int_equal(next.u.gradient[0], 1);
+  assert_int_equal(next.u.fmt[1], GS_FP8_E4M3);
+}
+
 /* The operand no forward call of this step used, beside one that one did,
  * is the gradient, whichever side it is on; where detection cannot tell
  * (both seen, neither seen), E4M3. A forward tensor stops counting as seen
@@ -770,6 +821,7 @@ static void test_concurrent_calls_one_site(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(test_training_unnamed_backward_thread, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_exited_first_thread_is_not_reused, setup, teardown),
       cmocka_unit_test_setup_teardown(test_training_autograd_thread_moving, setup, teardown),
       cmocka_unit_test_setup_teardown(test_training_autograd_thread_caching, setup, teardown),
       cmocka_unit_test_setup_teardown(test_inference_loop, setup, teardown),

@@ -22,6 +22,8 @@
 
 #include <cmocka.h>
 
+#include "tmpdir.h"
+
 #include "shim.h"
 /* cublasLt.h (through sys.h) has a declaration without a prototype. */
 #pragma GCC diagnostic push
@@ -492,6 +494,30 @@ static void test_format_escapes_every_position(void **state) {
   }
 }
 
+/* A call with every field at its widest text. */
+static void widest_call(gs_call *c, int lt) {
+  memset(c, 0, sizeof *c);
+  c->g.api = lt ? GS_API_LT_MATMUL : GS_API_GEMM_STRIDED_BATCHED_EX_64; /* the longest name */
+  c->g.transa = c->g.transb = INT32_MIN;
+  c->g.m = c->g.n = c->g.k = c->g.batch = INT64_MIN;
+  c->g.a_type = c->g.b_type = c->g.c_type = c->g.d_type = c->g.scale_type = c->g.bias_type = INT32_MIN;
+  c->g.compute_type = 79; /* 64f_emulated_fixedpoint: longer than unknown(...) */
+  c->g.lda = c->g.ldb = c->g.ldc = c->g.ldd = c->g.stride_a = c->g.stride_b = c->g.stride_c = INT64_MIN;
+  c->g.epilogue = INT32_MIN;
+  c->g.bias = c;
+  c->g.pointer_mode = 4; /* alpha_device_vector_beta_host */
+  c->g.algo = INT32_MIN;
+  c->g.stream = (void *)UINTPTR_MAX;
+  c->seq = c->t_ns = c->dur_ns = UINT64_MAX;
+  c->tid = c->device = INT32_MIN;
+  c->sm = INT32_MAX;
+  c->site = c->evicted_site = UINT64_MAX;
+  c->site_flags = GS_SITE_NEW | GS_SITE_EVICTED;
+  c->decided = c->route = (gs_route)INT32_MIN;
+  c->backend = "";
+  c->status = 13; /* CUBLAS_STATUS_EXECUTION_FAILED, the longest name */
+}
+
 /* Every field at its widest: the text stays within what log.c reserves
  * for a record (LOG_TEXT_FIXED less 32 bytes of slack and the NUL, plus 6
  * a string byte), for both families, and the longest reason fully escaped
@@ -501,26 +527,7 @@ static void test_format_widest_record(void **state) {
   static char buf[16384];
   for (int lt = 0; lt < 2; lt++) {
     gs_call c;
-    memset(&c, 0, sizeof c);
-    c.g.api = lt ? GS_API_LT_MATMUL : GS_API_GEMM_STRIDED_BATCHED_EX_64; /* the longest name */
-    c.g.transa = c.g.transb = INT32_MIN;
-    c.g.m = c.g.n = c.g.k = c.g.batch = INT64_MIN;
-    c.g.a_type = c.g.b_type = c.g.c_type = c.g.d_type = c.g.scale_type = c.g.bias_type = INT32_MIN;
-    c.g.compute_type = 79; /* 64f_emulated_fixedpoint: longer than unknown(...) */
-    c.g.lda = c.g.ldb = c.g.ldc = c.g.ldd = c.g.stride_a = c.g.stride_b = c.g.stride_c = INT64_MIN;
-    c.g.epilogue = INT32_MIN;
-    c.g.bias = &c;
-    c.g.pointer_mode = 4; /* alpha_device_vector_beta_host */
-    c.g.algo = INT32_MIN;
-    c.g.stream = (void *)UINTPTR_MAX;
-    c.seq = c.t_ns = c.dur_ns = UINT64_MAX;
-    c.tid = c.device = INT32_MIN;
-    c.sm = INT32_MAX;
-    c.site = c.evicted_site = UINT64_MAX;
-    c.site_flags = GS_SITE_NEW | GS_SITE_EVICTED;
-    c.decided = c.route = (gs_route)INT32_MIN;
-    c.backend = "";
-    c.status = 13; /* CUBLAS_STATUS_EXECUTION_FAILED, the longest name */
+    widest_call(&c, lt);
     size_t n = format_both_ways(&c, buf, sizeof buf);
     assert_true(n + 32 + 1 <= LOG_TEXT_FIXED);
     memset(c.reason, 0x01, sizeof c.reason); /* 6 bytes each once escaped */
@@ -528,6 +535,45 @@ static void test_format_widest_record(void **state) {
     n = format_both_ways(&c, buf, sizeof buf);
     assert_true(n + 1 <= LOG_RECORD_MAX);
   }
+}
+
+/* GPU time (GEMMSHIM_LOG_GPU_TIME): gpu_ns, gpu_ns_kernels and
+ * native_gpu_ns after dur_ns, at their widest still within the text
+ * reserved per record; or gpu_skipped with the reason's name. */
+static void test_format_gpu_time(void **state) {
+  (void)state;
+  static char buf[16384];
+  char saved[sizeof gs_opt.log_path];
+  memcpy(saved, gs_opt.log_path, sizeof saved);
+  snprintf(gs_opt.log_path, sizeof gs_opt.log_path, "%s", "/dev/null");
+  gs_opt.log_gpu_time = 1;
+  gs_call c;
+  widest_call(&c, 0);
+  c.work_begun = 1;
+  c.gpu.has_gpu_ns = c.gpu.has_kernels_ns = c.gpu.has_native_ns = 1;
+  c.gpu.gpu_ns = c.gpu.kernels_ns = c.gpu.native_ns = UINT64_MAX;
+  size_t n = format_both_ways(&c, buf, sizeof buf);
+  assert_true(n + 32 + 1 <= LOG_TEXT_FIXED);
+  assert_non_null(strstr(buf, ",\"dur_ns\":18446744073709551615,\"gpu_ns\":18446744073709551615,"
+                              "\"gpu_ns_kernels\":18446744073709551615,\"native_gpu_ns\":18446744073709551615}\n"));
+  c.gpu.has_kernels_ns = c.gpu.has_native_ns = 0;
+  c.gpu.gpu_ns = 1234;
+  format_both_ways(&c, buf, sizeof buf);
+  assert_non_null(strstr(buf, "\"dur_ns\":18446744073709551615,\"gpu_ns\":1234}\n"));
+  c.gpu.has_gpu_ns = 0;
+  c.gpu.skip = GS_GPU_SKIP_CAPTURE;
+  format_both_ways(&c, buf, sizeof buf);
+  assert_non_null(strstr(buf, "\"dur_ns\":18446744073709551615,\"gpu_skipped\":\"graph capture\"}\n"));
+  /* A call that never started device work (an error answered at once). */
+  c.gpu.skip = 0;
+  c.work_begun = 0;
+  format_both_ways(&c, buf, sizeof buf);
+  assert_non_null(strstr(buf, ",\"gpu_skipped\":\"no device work\"}\n"));
+  /* Off: no key at all. */
+  gs_opt.log_gpu_time = 0;
+  format_both_ways(&c, buf, sizeof buf);
+  assert_null(strstr(buf, "gpu_"));
+  memcpy(gs_opt.log_path, saved, sizeof saved);
 }
 
 /* ---- log_expand_path ------------------------------------------------------ */
@@ -1539,6 +1585,170 @@ static void record_n(int n, gs_api api, gs_route route, const char *reason, uint
   for (int i = 0; i < n; i++) log_record(&c);
 }
 
+/* ---- records held for their GPU work (GEMMSHIM_LOG_GPU_TIME) ---------------- */
+/* Fake events with the CUDA driver API's contract (event management):
+ * cuEventQuery answers CUDA_ERROR_NOT_READY until the work the event
+ * captured is done, then CUDA_SUCCESS; cuEventElapsedTime gives the
+ * milliseconds between two completed events. Here the "GPU" is busy while
+ * fake_gpu_busy is set, and every interval is 0.25 ms. */
+static int fake_gpu_busy, fake_queries; /* atomic */
+static CUresult (*real_query)(CUevent);
+static CUresult (*real_elapsed)(float *, CUevent, CUevent);
+static CUresult (*real_destroy)(CUevent);
+
+static CUresult fake_query(CUevent e) {
+  (void)e;
+  __atomic_add_fetch(&fake_queries, 1, __ATOMIC_SEQ_CST);
+  return __atomic_load_n(&fake_gpu_busy, __ATOMIC_SEQ_CST) ? CUDA_ERROR_NOT_READY : CUDA_SUCCESS;
+}
+
+static CUresult fake_elapsed(float *ms, CUevent a, CUevent b) {
+  (void)a, (void)b;
+  *ms = 0.25f;
+  return CUDA_SUCCESS;
+}
+
+static CUresult fake_destroy(CUevent e) {
+  (void)e;
+  return CUDA_SUCCESS;
+}
+
+static void fake_events(int busy) {
+  real_query = gs_sys.cuEventQuery, real_elapsed = gs_sys.cuEventElapsedTime_v2, real_destroy = gs_sys.cuEventDestroy_v2;
+  gs_sys.cuEventQuery = fake_query, gs_sys.cuEventElapsedTime_v2 = fake_elapsed, gs_sys.cuEventDestroy_v2 = fake_destroy;
+  __atomic_store_n(&fake_gpu_busy, busy, __ATOMIC_SEQ_CST);
+  __atomic_store_n(&fake_queries, 0, __ATOMIC_SEQ_CST);
+  gs_opt.log_gpu_time = 1;
+}
+
+static void real_events(void) {
+  gs_sys.cuEventQuery = real_query, gs_sys.cuEventElapsedTime_v2 = real_elapsed, gs_sys.cuEventDestroy_v2 = real_destroy;
+  gs_opt.log_gpu_time = 0;
+}
+
+/* A numbered call whose start and end events were recorded (gpu_time.c's
+ * state once the call returned). */
+static void log_timed(uint64_t seq) {
+  gs_call c = numbered_call(seq);
+  c.work_begun = 1;
+  c.gpu.on = 1;
+  c.gpu.ctx_id = 77;
+  c.gpu.ev[GS_GPU_EV_START] = (void *)(uintptr_t)(0x1000 + 16 * seq);
+  c.gpu.ev[GS_GPU_EV_END] = (void *)(uintptr_t)(0x1008 + 16 * seq);
+  log_record(&c);
+}
+
+/* numbered_call(seq)'s line with `tail` in place of its closing brace. */
+static void timed_line(uint64_t seq, const char *tail, char *out, size_t len) {
+  char plain[1024];
+  size_t n = format_numbered(seq, plain, sizeof plain);
+  assert_true(n > 2);
+  snprintf(out, len, "%.*s%s}\n", (int)(n - 2), plain, tail);
+}
+
+/* Until the flusher has queried at least n events (it wrote the buffer and
+ * held its records). A wait for an event, not a timing assumption: the
+ * bound only keeps a broken build from hanging. */
+static void wait_queries(int n) {
+  for (int i = 0; i < 20000 && __atomic_load_n(&fake_queries, __ATOMIC_SEQ_CST) < n; i++) sleep_ms(1);
+  assert_true(__atomic_load_n(&fake_queries, __ATOMIC_SEQ_CST) >= n);
+}
+
+/* Records the flusher held because their GPU work was running, and no
+ * record after them: the last flush still writes them, with their GPU
+ * time once the work is done. (A log_flush that wrote only the buffer
+ * left such a log empty.) */
+static void test_gpu_held_written_by_last_flush(void **state) {
+  (void)state;
+  char path[128], want[4096] = "", line[1024];
+  fake_events(1);
+  start_log("held.jsonl", GS_LEVEL_WARN, "held.debug");
+  for (uint64_t s = 1; s <= 3; s++) log_timed(s);
+  wait_queries(3);
+  path_in_dir(path, sizeof path, "held.jsonl");
+  char *got = read_file(path, NULL);
+  assert_string_equal(got, ""); /* held, not written without their time */
+  free(got);
+  __atomic_store_n(&fake_gpu_busy, 0, __ATOMIC_SEQ_CST);
+  log_shutdown();
+  real_events();
+  for (uint64_t s = 1; s <= 3; s++) timed_line(s, ",\"gpu_ns\":250000", line, sizeof line), strcat(want, line);
+  got = read_file(path, NULL);
+  assert_string_equal(got, want);
+  free(got);
+  path_in_dir(path, sizeof path, "held.debug");
+  got = read_file(path, NULL);
+  assert_true(!got || !got[0]); /* nothing lost, nothing to warn of */
+  free(got);
+}
+
+/* GPU work that never finishes: the last flush waits for it at most its
+ * bound (half the exit's write budget), then writes every record without
+ * GPU time, saying so; held ones (older) first. */
+static void test_gpu_unfinished_at_exit(void **state) {
+  (void)state;
+  char path[128], want[4096] = "", line[1024];
+  fake_events(1);
+  start_log("unfinished.jsonl", GS_LEVEL_WARN, "");
+  for (uint64_t s = 1; s <= 2; s++) log_timed(s);
+  wait_queries(2);
+  log_timed(3); /* still in the buffer at exit */
+  log_shutdown();
+  real_events();
+  for (uint64_t s = 1; s <= 3; s++)
+    timed_line(s, ",\"gpu_skipped\":\"not finished when the log closed\"", line, sizeof line), strcat(want, line);
+  path_in_dir(path, sizeof path, "unfinished.jsonl");
+  char *got = read_file(path, NULL);
+  assert_string_equal(got, want);
+  free(got);
+}
+
+/* More records waiting for the GPU than log.c holds (LOG_HELD_BYTES, 4 MiB
+ * of binary records, ~12800 of these): the ones that find no room are
+ * written at once without GPU time, saying why; none is lost, and the
+ * held ones are all written at exit. */
+#define HELD_RECORDS 20000
+static void test_gpu_held_bound(void **state) {
+  (void)state;
+  char path[128], line[1024];
+  fake_events(1);
+  /* No record dropped for a writer stalled by a loaded machine: then the
+   * writer has held all but the last two buffers' records (~800) when the
+   * loop ends, well past the bound. */
+  gs_opt.log_wait = 1;
+  start_log("heldfull.jsonl", GS_LEVEL_WARN, "heldfull.debug");
+  for (uint64_t s = 1; s <= HELD_RECORDS; s++) log_timed(s);
+  log_shutdown();
+  real_events();
+  static unsigned char seen[HELD_RECORDS + 1];
+  memset(seen, 0, sizeof seen);
+  uint64_t full = 0, closed = 0;
+  path_in_dir(path, sizeof path, "heldfull.jsonl");
+  char *got = read_file(path, NULL);
+  for (char *p = got, *nl; *p; p = nl + 1) {
+    nl = strchr(p, '\n');
+    assert_non_null(nl);
+    unsigned long long seq;
+    assert_int_equal(sscanf(p, "{\"seq\":%llu,", &seq), 1);
+    assert_true(seq >= 1 && seq <= HELD_RECORDS && !seen[seq]);
+    seen[seq] = 1;
+    /* Which of the two it is, by its length; then the whole line. */
+    timed_line(seq, ",\"gpu_skipped\":\"not finished, too many records waiting for the GPU\"", line, sizeof line);
+    int is_full = (size_t)(nl + 1 - p) == strlen(line);
+    if (!is_full) timed_line(seq, ",\"gpu_skipped\":\"not finished when the log closed\"", line, sizeof line);
+    assert_int_equal((size_t)(nl + 1 - p), strlen(line));
+    assert_memory_equal(p, line, strlen(line));
+    full += is_full, closed += !is_full;
+  }
+  free(got);
+  assert_int_equal(full + closed, HELD_RECORDS);
+  assert_true(full > 0 && closed > 0);
+  path_in_dir(path, sizeof path, "heldfull.debug");
+  got = read_file(path, NULL);
+  assert_true(!got || !got[0]);
+  free(got);
+}
+
 /* The debug text with each line's "gemmshim host:pid:tid " prefix cut. */
 static char *debug_messages(const char *name) {
   char path[128];
@@ -1638,15 +1848,12 @@ static void test_summary_overflow_and_dropped(void **state) {
 
 static int group_setup(void **state) {
   (void)state;
-  snprintf(dir, sizeof dir, "/tmp/gemmshim_test_log.XXXXXX");
-  return mkdtemp(dir) ? 0 : -1;
+  return tmpdir_make(dir, sizeof dir, "log");
 }
 
 static int group_teardown(void **state) {
   (void)state;
-  char cmd[128];
-  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-  return system(cmd) == 0 ? 0 : -1;
+  return tmpdir_remove(dir);
 }
 
 int main(void) {
@@ -1663,6 +1870,7 @@ int main(void) {
       cmocka_unit_test(test_format_escapes_every_position),
       cmocka_unit_test(test_format_utf8_every_position),
       cmocka_unit_test(test_format_widest_record),
+      cmocka_unit_test(test_format_gpu_time),
       cmocka_unit_test_teardown(test_expand_pid_host, teardown),
       cmocka_unit_test(test_expand_rank),
       cmocka_unit_test(test_expand_literal_percent),
@@ -1693,6 +1901,9 @@ int main(void) {
       cmocka_unit_test_teardown(test_fork_before_first_record, teardown),
       cmocka_unit_test_teardown(test_fork_named_descriptor_kept, teardown),
       cmocka_unit_test_teardown(test_named_read_only_descriptor, teardown),
+      cmocka_unit_test_teardown(test_gpu_held_written_by_last_flush, teardown),
+      cmocka_unit_test_teardown(test_gpu_unfinished_at_exit, teardown),
+      cmocka_unit_test_teardown(test_gpu_held_bound, teardown),
       cmocka_unit_test_teardown(test_summary, teardown),
       cmocka_unit_test_teardown(test_summary_alternating_reasons, teardown),
       cmocka_unit_test_teardown(test_summary_overflow_and_dropped, teardown),

@@ -14,6 +14,8 @@
 #include <unistd.h>
 #include <cmocka.h>
 
+#include "tmpdir.h"
+
 #include "resolve.h"
 #include "shim.h"
 #include "sys.h"
@@ -29,8 +31,7 @@ static int setup(void **state) {
   if (n <= 0) return -1;
   build_dir[n] = 0;
   strcpy(strrchr(build_dir, '/'), "/../..");
-  snprintf(tmp_dir, sizeof tmp_dir, "/tmp/gemmshim-test-resolve-%d", (int)getpid());
-  mkdir(tmp_dir, 0755);
+  if (tmpdir_make(tmp_dir, sizeof tmp_dir, "resolve") != 0) return -1;
   snprintf(debug_path, sizeof debug_path, "%s/debug.txt", tmp_dir);
   snprintf(gs_opt.debug_file, sizeof gs_opt.debug_file, "%s", debug_path);
   debug_init();
@@ -39,9 +40,8 @@ static int setup(void **state) {
 }
 
 static int teardown(void **state) {
-  char cmd[600];
-  snprintf(cmd, sizeof cmd, "rm -rf %s", tmp_dir);
-  return system(cmd) == 0 ? 0 : -1;
+  (void)state;
+  return tmpdir_remove(tmp_dir);
 }
 
 static void test_real_dlsym_is_libc(void **state) {
