@@ -219,8 +219,14 @@ static cublasLtHandle_t lt_handle_for(const gs_call *c, const char **why) {
   h = lt_handle_find(c);
   const lt_handle_entry *old;
   int slot = lt_handle_slot(c->ctx, &old);
+  /* Full: a gone context's slot (device_ctx_gone); its handle is kept, as
+   * at a reset (its context's memory went with the context). */
+  for (int i = 0; !h && slot < 0 && i < LT_HANDLES; i++) {
+    const lt_handle_entry *d = atomic_load_explicit(&lt_handles[i], memory_order_relaxed);
+    if (device_ctx_gone(d->ctx, d->id)) slot = i, old = d;
+  }
   lt_handle_entry *n = h || slot < 0 ? NULL : GS_CALL(calloc, 1, sizeof *n);
-  if (!h && slot < 0) *why = "more contexts than cuBLASLt handles kept (64)";
+  if (!h && slot < 0) *why = "more live contexts than cuBLASLt handles kept (64)";
   else if (!h && !n) *why = "out of host memory for a cuBLASLt handle";
   if (n) {
     CUcontext popped;
