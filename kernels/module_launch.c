@@ -243,10 +243,16 @@ CUresult kernels_function(CUcontext ctx, gs_kernel_id id, CUfunction *f, const c
   CUresult r = CUDA_SUCCESS;
   pthread_mutex_lock(&module_lock);
   int i = slot_of(ctx, &found);
-  if (found && found->ctx_id == ctx_id) {
+  /* Full: a gone context's slot (device_ctx_gone; its modules went with
+   * it), replaced as a reset's is. */
+  for (int j = 0; i < 0 && j < MODULE_SLOTS; j++) {
+    const module_slot *d = atomic_load_explicit(&slots[j], memory_order_relaxed);
+    if (device_ctx_gone((void *)d->ctx, d->ctx_id)) i = j, found = d;
+  }
+  if (found && found->ctx == (uintptr_t)ctx && found->ctx_id == ctx_id) {
     /* another thread loaded it meanwhile */
   } else if (i < 0) {
-    *why = "kernel module cache full (too many contexts)";
+    *why = "kernel module cache full (too many live contexts)";
     r = CUDA_ERROR_OUT_OF_MEMORY;
   } else {
     /* A new context, or a new one at a dead context's address (its id
@@ -267,7 +273,8 @@ CUresult kernels_function(CUcontext ctx, gs_kernel_id id, CUfunction *f, const c
       atomic_store_explicit(&slots[i], s, memory_order_release);
       found = s;
       GS_INFO("kernels: %d modules loaded for context %p (id %llu%s): %d kernels", FILE_COUNT, (void *)ctx,
-              ctx_id, dead ? ", replacing a destroyed context's at that address" : "", (int)GS_KERNEL_COUNT);
+              ctx_id, !dead ? "" : dead->ctx == (uintptr_t)ctx ? ", replacing a destroyed context's at that address"
+                                                             : ", in a destroyed context's slot", (int)GS_KERNEL_COUNT);
     } else {
       free(s);
       found = NULL;

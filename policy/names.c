@@ -89,6 +89,10 @@ static const named_value route_names[] = {
  * variants; cuDNN 9 (libcudnn_ops, libcudnn_engines_precompiled...),
  * TensorRT (libnvinfer_plugin, libnvinfer_lean, libnvinfer_dispatch) and
  * cuDSS (libcudss_commlayer_nccl, libcudss_mtlayer_gomp) come in parts.
+ * The multi-process libraries are their single-process library's variants:
+ * cuSOLVERMp and cuBLASMp (packaged as libcusolvermp and libcublasmp; both
+ * spellings of the object's "Mp" are taken), and cuQuantum's cuTensorNet
+ * (libcutensornet) is cuTENSOR's. cuStateVec (libcustatevec) has no row.
  * Longer stems first where one extends another (cublasLt, cusparseLt). */
 static const struct caller_row {
   gs_caller value;
@@ -99,15 +103,15 @@ static const struct caller_row {
 } caller_rows[] = {
     {GS_CALLER_APP, "app", NULL, NULL, 0},
     {GS_CALLER_CUBLASLT, "cublaslt", "cublasLt", NULL, 0},
-    {GS_CALLER_CUBLAS, "cublas", "cublas", NULL, 0},
-    {GS_CALLER_CUSOLVER, "cusolver", "cusolver", (const char *const[]){"Mg", NULL}, 0},
+    {GS_CALLER_CUBLAS, "cublas", "cublas", (const char *const[]){"Mp", "mp", NULL}, 0},
+    {GS_CALLER_CUSOLVER, "cusolver", "cusolver", (const char *const[]){"Mg", "Mp", "mp", NULL}, 0},
     {GS_CALLER_CUSPARSELT, "cusparselt", "cusparseLt", NULL, 0},
     {GS_CALLER_CUSPARSE, "cusparse", "cusparse", NULL, 0},
     {GS_CALLER_CUFFT, "cufft", "cufft", (const char *const[]){"w", NULL}, 0},
     {GS_CALLER_CUDNN, "cudnn", "cudnn", NULL, 1},
     {GS_CALLER_NCCL, "nccl", "nccl", NULL, 0},
     {GS_CALLER_TENSORRT, "tensorrt", "nvinfer", NULL, 1},
-    {GS_CALLER_CUTENSOR, "cutensor", "cutensor", (const char *const[]){"Mg", NULL}, 0},
+    {GS_CALLER_CUTENSOR, "cutensor", "cutensor", (const char *const[]){"Mg", "net", NULL}, 0},
     {GS_CALLER_CUDSS, "cudss", "cudss", NULL, 1},
 };
 

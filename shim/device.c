@@ -145,14 +145,32 @@ static int ctx_lookup(uintptr_t ctx, unsigned long long id, int *device, int *sm
   return 1;
 }
 
+/* cuda.h, cuCtxGetId: CUDA_ERROR_CONTEXT_IS_DESTROYED is among its
+ * results, so a context's handle can be asked after its end; a handle that
+ * now names another context answers with another id (ids are "unique for
+ * the life of the program"). Either way the context a table kept is gone.
+ * Without cuCtxGetId (before CUDA 12.0) nothing can be told: kept. */
+int device_ctx_gone(void *ctx, unsigned long long id) {
+  unsigned long long now = 0;
+  if (!gs_sys.cuCtxGetId) return 0;
+  return GS_CALL(cuCtxGetId, (CUcontext)ctx, &now) != CUDA_SUCCESS || now != id;
+}
+
 static void ctx_insert(uintptr_t ctx, unsigned long long id, int device, int sm) {
   ctx_entry *n = GS_CALL(calloc, 1, sizeof *n);
   if (!n) return; /* not cached: asked again next call */
   pthread_mutex_lock(&ctx_lock);
   const ctx_entry *e;
   int i = ctx_slot(ctx, &e);
+  /* Full: the slot of a context that has gone since (a program that made
+   * and destroyed more contexts than the table holds, at addresses the
+   * driver did not hand out again). */
+  for (int j = 0; i < 0 && j < CTX_SLOTS; j++) {
+    const ctx_entry *d = atomic_load_explicit(&ctx_cache[j], memory_order_relaxed);
+    if (device_ctx_gone((void *)d->ctx, d->id)) i = j, e = d;
+  }
   *n = (ctx_entry){ctx, id, device, sm, e};
-  if (i >= 0 && !(e && e->id == id)) atomic_store_explicit(&ctx_cache[i], n, memory_order_release);
+  if (i >= 0 && !(e && e->ctx == ctx && e->id == id)) atomic_store_explicit(&ctx_cache[i], n, memory_order_release);
   else free(n); /* there already, or a full cache: queried every time */
   pthread_mutex_unlock(&ctx_lock);
 }

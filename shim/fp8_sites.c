@@ -312,7 +312,12 @@ static fp8_ctx *ctx_get(const gs_call *c, const char **why) {
   fp8_ctx *old = NULL;
   int slot = ctx_slot(c->ctx, &old);
   if (old && old->ctx_id == c->ctx_id) x = old;
-  if (!x && slot < 0) *why = "more CUDA contexts than the fp8 site table keeps (64)";
+  /* Full: a gone context's slot (device_ctx_gone), its table retired. */
+  for (int i = 0; !x && slot < 0 && i < FP8_MAX_CTX; i++) {
+    fp8_ctx *d = atomic_load_explicit(&ctxs[i], memory_order_relaxed);
+    if (device_ctx_gone(d->ctx, d->ctx_id)) slot = i, old = d;
+  }
+  if (!x && slot < 0) *why = "more live CUDA contexts than the fp8 site table keeps (64)";
   if (!x && slot >= 0) {
     x = GS_CALL(calloc, 1, sizeof *x);
     seen_entry *seen = x ? GS_CALL(calloc, SEEN_SLOTS, sizeof *seen) : NULL;
@@ -497,10 +502,12 @@ static const char *slab_new(fp8_ctx *x) {
     free(slab);
     return "cuCtxPushCurrent failed before allocating fp8 ring memory";
   }
-  CUresult r = GS_CALL(cuMemAlloc_v2, &p, bytes);
+  int mode_failed;
+  CUresult r = mem_alloc_relaxed(&p, bytes, &mode_failed);
   ctx_pop();
   if (r != CUDA_SUCCESS) {
     free(slab);
+    if (mode_failed) return "cuThreadExchangeStreamCaptureMode failed before allocating fp8 ring memory";
     return r == CUDA_ERROR_OUT_OF_MEMORY ? "cuMemAlloc of fp8 ring memory: out of device memory"
                                           : "cuMemAlloc of fp8 ring memory failed";
   }

@@ -98,6 +98,51 @@ static int device_has_pools(int device) {
   return v != 0;
 }
 
+/* ---- memory outside any stream ----------------------------------------------- */
+/* cuMemAlloc and cuMemFree are "potentially unsafe" during stream capture:
+ * a thread in the default (global) capture mode may not make them while
+ * any other thread has a global-mode capture under way, and the attempt
+ * fails with CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED and invalidates that
+ * capture (cuda.h, cuThreadExchangeStreamCaptureMode). torch.cuda.graph
+ * captures in global mode by default, so a routed call on another thread
+ * would break the framework's capture. A thread in relaxed mode "is not
+ * prohibited from potentially unsafe API calls"; PyTorch allocates under
+ * the same guard for the same reason (c10/cuda/CUDACachingAllocator.cpp,
+ * cudaMallocMaybeCapturing with CUDAStreamCaptureModeGuard). The memory is
+ * never used by captured work: routes decline on a capturing stream
+ * (transient_capture_why) before they allocate. A driver without
+ * cuThreadExchangeStreamCaptureMode has no stream capture at all. */
+static int relaxed_enter(CUstreamCaptureMode *saved) {
+  if (!gs_sys.cuThreadExchangeStreamCaptureMode) return 0;
+  *saved = CU_STREAM_CAPTURE_MODE_RELAXED;
+  return GS_CALL(cuThreadExchangeStreamCaptureMode, saved) == CUDA_SUCCESS ? 1 : -1;
+}
+
+static void relaxed_leave(CUstreamCaptureMode saved) {
+  /* Only fails for a driver torn down (cuda.h: DEINITIALIZED and the like):
+   * then no capture is left to protect; the thread keeps relaxed mode. */
+  if (GS_CALL(cuThreadExchangeStreamCaptureMode, &saved) != CUDA_SUCCESS)
+    GS_WARN("cuThreadExchangeStreamCaptureMode failed restoring this thread's capture mode; it stays relaxed");
+}
+
+CUresult mem_alloc_relaxed(CUdeviceptr *p, size_t bytes, int *mode_failed) {
+  CUstreamCaptureMode saved;
+  int entered = relaxed_enter(&saved);
+  *mode_failed = entered < 0;
+  if (entered < 0) return CUDA_ERROR_UNKNOWN;
+  CUresult r = GS_CALL(cuMemAlloc_v2, p, bytes);
+  if (entered) relaxed_leave(saved);
+  return r;
+}
+
+CUresult mem_free_relaxed(CUdeviceptr p) {
+  CUstreamCaptureMode saved;
+  int entered = relaxed_enter(&saved);
+  CUresult r = GS_CALL(cuMemFree_v2, p); /* a failed switch frees anyway: keeping it would leak */
+  if (entered > 0) relaxed_leave(saved);
+  return r;
+}
+
 /* ---- the shim's pools -------------------------------------------------------- */
 /* Pools are device objects, not tied to a context: "cuCtxDestroy() will not
  * destroy memory allocations by ... cuMemAllocFromPoolAsync()" (cuda.h),
@@ -372,12 +417,15 @@ static const char *scratch_alloc(gs_call *c, size_t bytes, gs_transient *t) {
      * it the slot stays with its stream. */
     if (!s->done && GS_CALL(cuEventCreate, &s->done, CU_EVENT_DISABLE_TIMING) != CUDA_SUCCESS) s->done = NULL;
     CUresult r = CUDA_SUCCESS;
+    const char *why = NULL;
     if (s->bytes < bytes) {
-      if (s->ptr) GS_CALL(cuMemFree_v2, s->ptr);
+      if (s->ptr) mem_free_relaxed(s->ptr);
       s->ptr = 0;
       s->bytes = 0;
       CUdeviceptr p = 0;
-      r = GS_CALL(cuMemAlloc_v2, &p, bytes);
+      int mode_failed;
+      r = mem_alloc_relaxed(&p, bytes, &mode_failed);
+      if (mode_failed) why = "cuThreadExchangeStreamCaptureMode failed before allocating the scratch buffer";
       if (r == CUDA_SUCCESS) {
         s->ptr = p;
         s->bytes = bytes;
@@ -387,7 +435,7 @@ static const char *scratch_alloc(gs_call *c, size_t bytes, gs_transient *t) {
     GS_CALL(cuCtxPopCurrent_v2, &popped);
     if (r != CUDA_SUCCESS) {
       pthread_mutex_unlock(&s->lock);
-      return "cuMemAlloc of the scratch buffer failed";
+      return why ? why : "cuMemAlloc of the scratch buffer failed";
     }
   }
   t->ptr = s->ptr;

@@ -34,6 +34,13 @@ const char *transient_capture_why(const gs_call *c);
 const char *transient_alloc(gs_call *c, size_t bytes, gs_transient *t);
 /* Enqueue the free after everything enqueued so far on the stream. */
 void transient_release(gs_transient *t);
+/* cuMemAlloc / cuMemFree in the current context for memory the shim keeps
+ * outside any stream (fp8 rings, cuBLASLt workspaces, scratch buffers),
+ * made in relaxed capture mode so that another thread's global-mode capture
+ * is neither refused nor invalidated by them. *mode_failed (alloc): 1 when
+ * the switch to relaxed mode failed, nothing allocated. */
+CUresult mem_alloc_relaxed(CUdeviceptr *p, size_t bytes, int *mode_failed);
+CUresult mem_free_relaxed(CUdeviceptr p);
 /* The calling thread's number, from 1, never reused (a finished thread's
  * per-thread default stream may still be running its last work): what
  * names CU_STREAM_PER_THREAD apart in each thread. */

@@ -219,8 +219,14 @@ static cublasLtHandle_t lt_handle_for(const gs_call *c, const char **why) {
   h = lt_handle_find(c);
   const lt_handle_entry *old;
   int slot = lt_handle_slot(c->ctx, &old);
+  /* Full: a gone context's slot (device_ctx_gone); its handle is kept, as
+   * at a reset (its context's memory went with the context). */
+  for (int i = 0; !h && slot < 0 && i < LT_HANDLES; i++) {
+    const lt_handle_entry *d = atomic_load_explicit(&lt_handles[i], memory_order_relaxed);
+    if (device_ctx_gone(d->ctx, d->id)) slot = i, old = d;
+  }
   lt_handle_entry *n = h || slot < 0 ? NULL : GS_CALL(calloc, 1, sizeof *n);
-  if (!h && slot < 0) *why = "more contexts than cuBLASLt handles kept (64)";
+  if (!h && slot < 0) *why = "more live contexts than cuBLASLt handles kept (64)";
   else if (!h && !n) *why = "out of host memory for a cuBLASLt handle";
   if (n) {
     CUcontext popped;
@@ -274,7 +280,7 @@ static const char *lt_unfit(const gs_call *c, const fp8_plan *p, const fp8_use *
  * of this call's parity included. The GemmEx family
  * lends the stream's persistent workspace; an Lt call lends its own. */
 static cublasStatus_t lt_fp8(const gs_call *c, const fp8_plan *p, const fp8_use *u, cublasLtHandle_t h,
-                             const char *base, const char **why) {
+                             const char *base, const char **why, const char **ws_why) {
   const gs_gemm *g = &c->g;
   route_lt_key k;
   route_lt_key_init(&k, c);
@@ -301,7 +307,7 @@ static cublasStatus_t lt_fp8(const gs_call *c, const fp8_plan *p, const fp8_use 
   k.align[3] = route_lt_alignment(g->D);
   void *ws = g->workspace;
   size_t wss = g->workspace_size;
-  if (g->api != GS_API_LT_MATMUL) route_lt_workspace(c, &ws, &wss);
+  if (g->api != GS_API_LT_MATMUL) *ws_why = route_lt_workspace(c, &ws, &wss);
   k.workspace_size = wss;
   cublasStatus_t s;
   const route_lt_plan *plan = route_lt_plan_get(h, &k, p->bias, &s, why);
@@ -377,9 +383,9 @@ int route_fp8(gs_call *c) {
   cublasLtHandle_t lt = NULL;
   if (!own_why) lt = lt_handle_for(c, &own_why);
   cublasStatus_t lt_status = CUBLAS_STATUS_SUCCESS;
-  const char *plan_why = NULL;
+  const char *plan_why = NULL, *ws_why = NULL;
   if (lt) {
-    lt_status = lt_fp8(c, &p, &u, lt, base, &plan_why);
+    lt_status = lt_fp8(c, &p, &u, lt, base, &plan_why, &ws_why);
     if (lt_status != CUBLAS_STATUS_SUCCESS) lt = NULL;
   }
   /* GEMMSHIM_FP8_BACKEND=own-mma: the tensor-core kernel where the device
@@ -411,7 +417,9 @@ int route_fp8(gs_call *c) {
   fp8_site_release(&u, ran);
 
   c->backend = lt ? "cublaslt-fp8" : mma ? "own-mma" : "own";
-  if (!lt && plan_why)
+  if (lt && ws_why)
+    call_decline(c, GS_ROUTE_FP8, "%s", ws_why);
+  else if (!lt && plan_why)
     call_decline(c, GS_ROUTE_FP8, "cuBLASLt fp8: %s, ran the own kernel", plan_why);
   else if (!lt && lt_status != CUBLAS_STATUS_SUCCESS)
     call_decline(c, GS_ROUTE_FP8, "cuBLASLt fp8 returned status %d, ran the own kernel", (int)lt_status);

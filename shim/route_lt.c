@@ -40,10 +40,20 @@
  * released automatically once the device has completed all work": cuda.h,
  * cuStreamDestroy). The legacy NULL stream is its context's for the
  * context's life (context id). CU_STREAM_PER_THREAD and drivers without
- * cuStreamGetId get no workspace. At most ROUTE_LT_WORKSPACES streams hold
- * one (ROUTE_LT_WORKSPACES x 1 MiB of device memory at most); a stream
- * beyond that gets none. A slot whose context id changed forgets its
- * buffer without freeing it: it went with the old context.
+ * cuStreamGetId get no workspace. The allocation is made in relaxed
+ * capture mode (memory.c, mem_alloc_relaxed), so it neither fails nor
+ * breaks another thread's global-mode capture.
+ *
+ * A workspace is kept for the process's life: the shim does not hear of a
+ * stream's destruction, a destroyed stream's last matmul may still be using
+ * its workspace, and a handle of a destroyed stream cannot be asked
+ * anything (it may be another stream's by now). So each device lends at
+ * most ROUTE_LT_WORKSPACES (129 MiB of device memory at most), enough for
+ * every stream a PyTorch program has (route_lt.h); a stream beyond that,
+ * or one whose allocation failed at its first call (not tried again on
+ * every call), gets none and every call on it says why in its reason. A
+ * slot whose context id changed forgets its buffer without freeing it: it
+ * went with the old context.
  *
  * Everything fallible goes through the call table (sys.h), so tests can
  * make each step fail. */
@@ -52,13 +62,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "memory.h"
 #include "route_lt.h"
 #include "sys.h"
 
 #define ROUTE_LT_PLANS 4096
 static size_t plans_limit = ROUTE_LT_PLANS; /* under plans_lock; tests lower it */
 #define ROUTE_LT_BUCKETS 1024
-#define ROUTE_LT_WORKSPACES 16
 
 int route_lt_available(void) {
   return gs_sys.cublasLtMatmulDescCreate && gs_sys.cublasLtMatmulDescSetAttribute &&
@@ -338,16 +348,25 @@ uint64_t route_lt_plans_built(void) {
 }
 
 /* ---- workspace ------------------------------------------------------------------------- */
-/* A slot is published by a release store of its stream id after the rest;
- * readers scan without a lock. Slots are claimed under ws_lock. */
+/* An open-addressing table keyed by (context id, stream id), never shrunk:
+ * a slot is taken once and stays its stream's, or passes to a stream of a
+ * new context at the same address (the old context, and its memory, are
+ * gone). Slots are published by a release store of their stream id after
+ * the rest; readers probe without a lock from the key's hash to the first
+ * free slot. Slots are claimed under ws_lock. */
 typedef struct ws_slot {
   _Atomic(unsigned long long) stream_id; /* 0: free; WS_FILLING: being filled */
   _Atomic(uintptr_t) ctx;
   _Atomic(unsigned long long) ctx_id;
-  _Atomic(CUdeviceptr) ptr;
+  _Atomic(CUdeviceptr) ptr; /* 0: the fill failed; why says so */
+  _Atomic(const char *) why;
+  int device;               /* under ws_lock: the context's device, counted in ws_lent */
 } ws_slot;
 
-static ws_slot ws_slots[ROUTE_LT_WORKSPACES];
+#define WS_TABLE 1024 /* a power of two */
+#define WS_DEVICES 64
+static ws_slot ws_slots[WS_TABLE];
+static int ws_lent[WS_DEVICES]; /* under ws_lock: slots with memory, per device */
 static pthread_mutex_t ws_lock = PTHREAD_MUTEX_INITIALIZER;
 
 static void ws_after_fork_child(void) { pthread_mutex_init(&ws_lock, NULL); }
@@ -361,12 +380,41 @@ __attribute__((constructor)) static void ws_register_fork(void) { pthread_atfork
 #define WS_LEGACY (~1ull)
 #define WS_FILLING (~0ull)
 
-static ws_slot *ws_find(void *ctx, unsigned long long ctx_id, unsigned long long sid) {
-  for (int i = 0; i < ROUTE_LT_WORKSPACES; i++) {
-    ws_slot *s = &ws_slots[i];
-    if (atomic_load_explicit(&s->stream_id, memory_order_acquire) == sid &&
-        atomic_load_explicit(&s->ctx, memory_order_relaxed) == (uintptr_t)ctx &&
+static unsigned ws_hash(unsigned long long ctx_id, unsigned long long sid) {
+  uint64_t h = (ctx_id * 0x9E3779B97F4A7C15ull) ^ (sid * 0xC2B2AE3D27D4EB4Full);
+  return (unsigned)(h >> 54) & (WS_TABLE - 1);
+}
+
+/* The slot of (ctx, ctx_id, sid), or NULL; with *free_at the first free
+ * slot on its probe path (WS_TABLE when the table is full). */
+static ws_slot *ws_find(void *ctx, unsigned long long ctx_id, unsigned long long sid, unsigned *free_at) {
+  unsigned h = ws_hash(ctx_id, sid);
+  for (unsigned i = 0; i < WS_TABLE; i++) {
+    ws_slot *s = &ws_slots[(h + i) & (WS_TABLE - 1)];
+    unsigned long long id = atomic_load_explicit(&s->stream_id, memory_order_acquire);
+    if (id == 0) {
+      if (free_at) *free_at = (h + i) & (WS_TABLE - 1);
+      return NULL;
+    }
+    if (id == sid && atomic_load_explicit(&s->ctx, memory_order_relaxed) == (uintptr_t)ctx &&
         atomic_load_explicit(&s->ctx_id, memory_order_relaxed) == ctx_id)
+      return s;
+  }
+  if (free_at) *free_at = WS_TABLE;
+  return NULL;
+}
+
+/* Under ws_lock: a slot of a context that died at ctx's address (another
+ * id) on the probe path of the new key, or NULL. Its buffer went with that
+ * context. Reusing it in place keeps every other key's probe path intact. */
+static ws_slot *ws_dead_on_path(void *ctx, unsigned long long ctx_id, unsigned long long sid) {
+  unsigned h = ws_hash(ctx_id, sid);
+  for (unsigned i = 0; i < WS_TABLE; i++) {
+    ws_slot *s = &ws_slots[(h + i) & (WS_TABLE - 1)];
+    unsigned long long id = atomic_load_explicit(&s->stream_id, memory_order_relaxed);
+    if (id == 0) return NULL;
+    if (id != WS_FILLING && atomic_load_explicit(&s->ctx, memory_order_relaxed) == (uintptr_t)ctx &&
+        atomic_load_explicit(&s->ctx_id, memory_order_relaxed) != ctx_id)
       return s;
   }
   return NULL;
@@ -385,45 +433,76 @@ static unsigned long long ws_stream_key(const gs_call *c, unsigned long long *si
   return *sid = id;
 }
 
-void route_lt_workspace(const gs_call *c, void **ws, size_t *size) {
+#define WS_NONE "no cuBLASLt workspace on this stream: "
+#define WS_STR2(x) #x
+#define WS_STR(x) WS_STR2(x)
+
+/* Under ws_lock: fills slot t for the call's stream; a failure is kept
+ * (the slot says why, for every later call on the stream) rather than
+ * tried again on each call. */
+static void ws_fill(ws_slot *t, const gs_call *c, unsigned long long sid, int device) {
+  atomic_store_explicit(&t->stream_id, WS_FILLING, memory_order_relaxed);
+  CUdeviceptr p = 0;
+  const char *why = NULL;
+  if (device < 0 || device >= WS_DEVICES) {
+    why = WS_NONE "the call's device ordinal is out of the workspace table's range";
+  } else if (ws_lent[device] >= ROUTE_LT_WORKSPACES) {
+    why = WS_NONE "the device's " WS_STR(ROUTE_LT_WORKSPACES) " stream workspaces are taken for the process's "
+          "life (PyTorch uses at most 4 x 32 pool streams and the default stream per device)";
+  } else if (GS_CALL(cuCtxPushCurrent_v2, (CUcontext)c->ctx) != CUDA_SUCCESS) {
+    why = WS_NONE "cuCtxPushCurrent failed at the stream's first call (not tried again)";
+  } else {
+    int mode_failed;
+    CUresult r = mem_alloc_relaxed(&p, ROUTE_LT_WORKSPACE, &mode_failed);
+    CUcontext popped;
+    GS_CALL(cuCtxPopCurrent_v2, &popped);
+    if (mode_failed)
+      why = WS_NONE "cuThreadExchangeStreamCaptureMode failed at the stream's first call (not tried again)";
+    else if (r == CUDA_ERROR_OUT_OF_MEMORY)
+      why = WS_NONE "cuMemAlloc: out of device memory at the stream's first call (not tried again)";
+    else if (r != CUDA_SUCCESS)
+      why = WS_NONE "cuMemAlloc failed at the stream's first call (not tried again)";
+    if (r != CUDA_SUCCESS) p = 0;
+  }
+  if (p) ws_lent[device]++;
+  t->device = p ? device : -1;
+  atomic_store_explicit(&t->ctx, (uintptr_t)c->ctx, memory_order_relaxed);
+  atomic_store_explicit(&t->ctx_id, c->ctx_id, memory_order_relaxed);
+  atomic_store_explicit(&t->ptr, p, memory_order_relaxed);
+  atomic_store_explicit(&t->why, why, memory_order_relaxed);
+  atomic_store_explicit(&t->stream_id, sid, memory_order_release);
+}
+
+const char *route_lt_workspace(const gs_call *c, void **ws, size_t *size) {
   *ws = NULL;
   *size = 0;
   unsigned long long sid;
-  if (!c->ctx || !ws_stream_key(c, &sid)) return;
-  ws_slot *s = ws_find(c->ctx, c->ctx_id, sid);
+  if (!c->ctx || !ws_stream_key(c, &sid)) return NULL;
+  ws_slot *s = ws_find(c->ctx, c->ctx_id, sid, NULL);
   if (!s) {
     pthread_mutex_lock(&ws_lock);
-    s = ws_find(c->ctx, c->ctx_id, sid);
-    /* A free slot, or one whose context is gone: a slot of the same address
-     * with another id belongs to a dead context, whose memory went with it. */
-    for (int i = 0; i < ROUTE_LT_WORKSPACES && !s; i++) {
-      ws_slot *t = &ws_slots[i];
-      unsigned long long tid = atomic_load_explicit(&t->stream_id, memory_order_relaxed);
-      if (tid == 0 || (atomic_load_explicit(&t->ctx, memory_order_relaxed) == (uintptr_t)c->ctx &&
-                       atomic_load_explicit(&t->ctx_id, memory_order_relaxed) != c->ctx_id)) {
-        atomic_store_explicit(&t->stream_id, WS_FILLING, memory_order_relaxed);
-        CUdeviceptr p = 0;
-        CUresult r = GS_CALL(cuCtxPushCurrent_v2, (CUcontext)c->ctx);
-        if (r == CUDA_SUCCESS) {
-          r = GS_CALL(cuMemAlloc_v2, &p, ROUTE_LT_WORKSPACE);
-          CUcontext popped;
-          GS_CALL(cuCtxPopCurrent_v2, &popped);
-        }
-        if (r != CUDA_SUCCESS) {
-          /* Not kept: the next call tries again. */
-          atomic_store_explicit(&t->stream_id, 0, memory_order_release);
-          break;
-        }
-        atomic_store_explicit(&t->ctx, (uintptr_t)c->ctx, memory_order_relaxed);
-        atomic_store_explicit(&t->ctx_id, c->ctx_id, memory_order_relaxed);
-        atomic_store_explicit(&t->ptr, p, memory_order_relaxed);
-        atomic_store_explicit(&t->stream_id, sid, memory_order_release);
-        s = t;
-      }
+    unsigned free_at;
+    s = ws_find(c->ctx, c->ctx_id, sid, &free_at);
+    if (!s) {
+      s = ws_dead_on_path(c->ctx, c->ctx_id, sid);
+      if (s && s->device >= 0) ws_lent[s->device]--;
+      if (!s && free_at < WS_TABLE) s = &ws_slots[free_at];
+      if (s) ws_fill(s, c, sid, c->device);
     }
     pthread_mutex_unlock(&ws_lock);
-    if (!s) return;
+    if (!s) return WS_NONE "the table of stream workspaces is full (" WS_STR(WS_TABLE) " streams)";
   }
-  *ws = (void *)(uintptr_t)atomic_load_explicit(&s->ptr, memory_order_relaxed);
+  CUdeviceptr p = atomic_load_explicit(&s->ptr, memory_order_relaxed);
+  if (!p) return atomic_load_explicit(&s->why, memory_order_relaxed);
+  *ws = (void *)(uintptr_t)p;
   *size = ROUTE_LT_WORKSPACE;
+  return NULL;
+}
+
+size_t route_lt_workspaces_lent(int device) {
+  if (device < 0 || device >= WS_DEVICES) return 0;
+  pthread_mutex_lock(&ws_lock);
+  size_t n = (size_t)ws_lent[device];
+  pthread_mutex_unlock(&ws_lock);
+  return n;
 }

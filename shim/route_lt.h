@@ -64,9 +64,18 @@ cublasStatus_t route_lt_matmul(cublasLtHandle_t h, const route_lt_plan *p, const
 /* The persistent workspace of c's stream for cuBLASLt calls of the GemmEx
  * family (which bring none): ROUTE_LT_WORKSPACE bytes, or NULL / 0 when
  * there is none to lend (the matmul then picks among algorithms that need
- * none). Only outside capture (the routes decline in capture first). */
+ * none). Returns NULL, or why a stream that could have one has none (for
+ * the call's reason): its allocation failed at its first call (kept, not
+ * tried again), or its device's ROUTE_LT_WORKSPACES are taken. Only
+ * outside capture (the routes decline in capture first). */
 #define ROUTE_LT_WORKSPACE ((size_t)1 << 20)
-void route_lt_workspace(const gs_call *c, void **ws, size_t *size);
+/* Per device, for the process's life (route_lt.c says why): PyTorch's
+ * streams of one device are the default stream and at most
+ * max_compile_time_stream_priorities (4) x kStreamsPerPool (32) pool
+ * streams, created once and never destroyed (c10/cuda/CUDAStream.h and
+ * CUDAStream.cpp), all of which torch.cuda.Stream() hands out. */
+#define ROUTE_LT_WORKSPACES 129
+const char *route_lt_workspace(const gs_call *c, void **ws, size_t *size);
 
 /* ---- for tests ------------------------------------------------------------------------ */
 /* At most n plans kept from now on (0: the default, ROUTE_LT_PLANS in
@@ -75,5 +84,7 @@ size_t route_lt_plans_set_limit(size_t n);
 /* Plans kept, and how many were ever built. */
 size_t route_lt_plans_live(void);
 uint64_t route_lt_plans_built(void);
+/* Workspaces lent on device d (slots holding memory). */
+size_t route_lt_workspaces_lent(int device);
 
 #endif

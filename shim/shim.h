@@ -343,6 +343,9 @@ const char *device_of_call(gs_call *c);
 /* ctx's compute capability (major*10 + minor) if device_of_call has cached
  * it, else -1; makes no driver call. */
 int device_cached_sm(void *ctx);
+/* Whether the context a table kept as (ctx, id) has gone (destroyed, or its
+ * handle now names another context): its slot may be given to another. */
+int device_ctx_gone(void *ctx, unsigned long long id);
 void device_handle_created(void *handle);
 void device_handle_destroyed(void *handle);
 

@@ -27,15 +27,24 @@ static uint64_t fnv(uint64_t h, const void *data, size_t n) {
  * caller is) is kept in a small per-thread table. The table is keyed by the
  * return address alone: an object unloaded and another loaded at the same
  * address would keep the first one's answer for that address (frameworks
- * keep their CUDA libraries loaded for the process). */
-#define CALLER_CACHE 32
+ * keep their CUDA libraries loaded for the process).
+ *
+ * 8 sets of 4, most recent first, the set chosen by a multiplicative hash
+ * of the address: a program's few hot callers may lie any distance apart
+ * (a direct-mapped table indexed by address bits put two callers 512 bytes
+ * apart in one slot, and asked the loader on every call). Five hot callers
+ * in one set still miss; with a uniform hash, 6 callers do so with a
+ * chance of about 0.15%, 8 about 1% (estimates). 768 bytes of static TLS,
+ * as before. */
+#define CALLER_SETS 8
+#define CALLER_WAYS 4
 typedef struct caller_entry {
   const void *caller;
   uint64_t where;   /* hash of object name and offset */
   uint8_t library;  /* gs_caller */
   uint8_t object;   /* index in library_objects, with library != APP */
 } caller_entry;
-static __thread caller_entry caller_cache[CALLER_CACHE] __attribute__((tls_model("initial-exec")));
+static __thread caller_entry caller_cache[CALLER_SETS][CALLER_WAYS] __attribute__((tls_model("initial-exec")));
 
 /* The file names of the library objects callers were found in, for the
  * reason; appended under the lock, read without it once published. */
@@ -104,10 +113,25 @@ static __attribute__((noinline)) const caller_entry *caller_fill(caller_entry *e
   return e;
 }
 
+/* Not the hit in front: found further back (moved to the front), or asked
+ * of the loader into the front, the set's oldest dropped. */
+static __attribute__((noinline)) const caller_entry *caller_miss(caller_entry *set, const void *caller) {
+  int w = 1;
+  while (w < CALLER_WAYS && !(set[w].caller == caller && caller != NULL)) w++;
+  caller_entry found = w < CALLER_WAYS ? set[w] : (caller_entry){0};
+  memmove(set + 1, set, (size_t)(w < CALLER_WAYS ? w : CALLER_WAYS - 1) * sizeof *set);
+  if (w < CALLER_WAYS) {
+    set[0] = found;
+    return set;
+  }
+  return caller_fill(set, caller);
+}
+
 static inline const caller_entry *caller_lookup(const void *caller) {
-  caller_entry *e = &caller_cache[((uintptr_t)caller >> 4) % CALLER_CACHE];
-  if (__builtin_expect(e->caller == caller && caller != NULL, 1)) return e;
-  return caller_fill(e, caller);
+  /* Fibonacci hashing: the top 3 bits of the address times 2^64/phi. */
+  caller_entry *set = caller_cache[((uint64_t)(uintptr_t)caller * 0x9e3779b97f4a7c15ULL) >> 61];
+  if (__builtin_expect(set[0].caller == caller && caller != NULL, 1)) return set;
+  return caller_miss(set, caller);
 }
 
 gs_caller site_caller(const void *caller, const char **object) {

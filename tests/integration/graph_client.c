@@ -16,6 +16,11 @@
  *                      each instantiation launched.
  *   --recipe=fork      an eager call on one stream while the stream the
  *                      layer last ran on is being captured by the program.
+ *   --recipe=other-thread  the program's first calls of the layer, on a
+ *                      stream never used before, while another thread holds
+ *                      a global-mode capture (torch.cuda.graph's default
+ *                      capture_error_mode) on a stream of its own: the
+ *                      calls run, and the other thread's capture survives.
  *
  * Every result is compared with a float64 product of the stored bf16
  * inputs. Prints "driver fn=NAME status=N" for each graph call, "result
@@ -25,6 +30,7 @@
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -214,10 +220,70 @@ static void fork_recipe(CUstream t) {
   if (g) check("cuGraphDestroy", gr.destroy(g));
 }
 
+/* A thread that begins a global-mode capture on its own stream, records
+ * nothing, and ends it when told: cuStreamEndCapture fails with
+ * CUDA_ERROR_STREAM_CAPTURE_INVALIDATED if any call made meanwhile was one
+ * the capture prohibits (cuda.h, cuThreadExchangeStreamCaptureMode). */
+static struct {
+  pthread_mutex_t lock;
+  pthread_cond_t cond;
+  int phase; /* 1: capturing, 2: end it */
+  CUcontext ctx;
+  CUresult begin, end;
+} other = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, NULL, 0, 0};
+
+static void other_phase(int phase) {
+  pthread_mutex_lock(&other.lock);
+  other.phase = phase;
+  pthread_cond_broadcast(&other.cond);
+  pthread_mutex_unlock(&other.lock);
+}
+
+static void other_wait(int phase) {
+  pthread_mutex_lock(&other.lock);
+  while (other.phase != phase) pthread_cond_wait(&other.cond, &other.lock);
+  pthread_mutex_unlock(&other.lock);
+}
+
+static void *other_capture(void *arg) {
+  CUstream s = NULL;
+  CUgraph g = NULL;
+  client_drv.cuCtxSetCurrent(other.ctx);
+  other.begin = client_drv.cuStreamCreate(&s, CU_STREAM_NON_BLOCKING);
+  if (!other.begin) other.begin = gr.begin(s, CU_STREAM_CAPTURE_MODE_GLOBAL);
+  other_phase(1);
+  other_wait(2);
+  other.end = other.begin ? other.begin : gr.end(s, &g);
+  if (g) gr.destroy(g);
+  return NULL;
+}
+
+static void other_thread_recipe(CUcontext ctx) {
+  /* The inputs are written before the capture: a synchronous copy is itself
+   * a call the other thread's capture prohibits. */
+  CUstream t;
+  if (client_drv.cuStreamCreate(&t, CU_STREAM_NON_BLOCKING)) exit(2);
+  mat_fill(&X, 1.0f);
+  other.ctx = ctx;
+  pthread_t th;
+  if (pthread_create(&th, NULL, other_capture, NULL)) exit(2);
+  other_wait(1);
+  int st[2];
+  for (int i = 0; i < 2; i++) st[i] = gemm(t, &W, &X, i ? &Y2 : &Y);
+  other_phase(2);
+  pthread_join(th, NULL);
+  check("cuStreamBeginCapture_v2", other.begin);
+  check("cuStreamEndCapture", other.end);
+  client_drv.cuStreamSynchronize(t);
+  report("eager", 0, st[0], &W, &X, &Y);
+  report("eager", 1, st[1], &W, &X, &Y2);
+}
+
 int main(int argc, char **argv) {
   const char *recipe = argc == 2 && !strncmp(argv[1], "--recipe=", 9) ? argv[1] + 9 : "";
-  if (strcmp(recipe, "pytorch") && strcmp(recipe, "xla") && strcmp(recipe, "fork")) {
-    fprintf(stderr, "usage: graph_client --recipe=pytorch|xla|fork\n");
+  if (strcmp(recipe, "pytorch") && strcmp(recipe, "xla") && strcmp(recipe, "fork") &&
+      strcmp(recipe, "other-thread")) {
+    fprintf(stderr, "usage: graph_client --recipe=pytorch|xla|fork|other-thread\n");
     return 2;
   }
   const char *why = client_driver_load();
@@ -254,6 +320,7 @@ int main(int argc, char **argv) {
   mat_fill(&W, 1.0f / sqrtf((float)H));
   if (!strcmp(recipe, "pytorch")) pytorch(s);
   else if (!strcmp(recipe, "fork")) fork_recipe(s);
+  else if (!strcmp(recipe, "other-thread")) other_thread_recipe(ctx);
   else xla(s);
   cublasDestroy(handle);
   return failures ? 1 : 0;

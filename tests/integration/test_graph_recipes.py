@@ -21,7 +21,7 @@ every replay. Every result is checked against float64."""
 
 import pytest
 
-from harness import CLIENT_DIR, read_log, require_built, run_ok
+from harness import CLIENT_DIR, read_log, require_built, run_ok, standin_counts
 
 CAPTURE_DECLINE = ("stream is being captured (a graph holding the call's buffers could not be cloned, "
                    "used as a child or instantiated twice)")
@@ -110,3 +110,48 @@ def test_eager_call_beside_a_capture(graph_client, standin, tmp_path, mode, cc):
         assert float(x["err"]) <= tol, x
     recs = read_log(log)
     assert [(rec["route"], rec["status"]) for rec in recs] == [(mode, 0), (mode, 0)], recs
+
+
+@pytest.mark.parametrize("mode,cc,env", [
+    ("ffma", "6.1", {}), ("ffma", "6.1", {"STANDIN_NO_POOLS": "1"}),
+    ("fp8", "9.0", {"GEMMSHIM_FP8_BACKEND": "cublaslt"}), ("fp8", "6.1", {})])
+def test_calls_beside_another_threads_global_capture(graph_client, standin, tmp_path, mode, cc, env):
+    """torch.cuda.graph captures in global mode by default; meanwhile another
+    thread makes the program's first routed calls, on a stream never used
+    before. cuda.h (cuThreadExchangeStreamCaptureMode): a thread in the
+    default global mode "is prohibited from potentially unsafe API calls"
+    while "any other thread has a concurrent capture sequence initiated with
+    CU_STREAM_CAPTURE_MODE_GLOBAL", cudaMalloc being the example, and the
+    attempt invalidates the capture (the stand-in models both). The shim's
+    own allocations (fp8 rings, the stream's cuBLASLt workspace, the scratch
+    buffer without memory pools) are made in relaxed mode, as PyTorch makes
+    its own (c10/cuda/CUDACachingAllocator.cpp, cudaMallocMaybeCapturing):
+    both calls keep their route with no reason added, and the capture ends
+    with a graph. Each allocation is made once."""
+    log = tmp_path / "gemms.jsonl"
+    counts = tmp_path / "counts"
+    r = run_ok([graph_client, "--recipe=other-thread"], standin[13], shim=True,
+               env={"STANDIN_CC": cc, "GEMMSHIM_MODE": mode, "GEMMSHIM_FFMA_MIN_FLOPS": "0",
+                    "GEMMSHIM_LOG": str(log), "STANDIN_COUNTS": str(counts), **env})
+    assert [(d["fn"], d["status"]) for d in parse(r, "driver")] == [
+        ("cuStreamBeginCapture_v2", "0"), ("cuStreamEndCapture", "0")], r.describe()
+    results = parse(r, "result")
+    tol = E4M3_RTOL if mode == "fp8" else BF16_RTOL
+    assert [x["status"] for x in results] == ["0", "0"], r.describe()
+    for x in results:
+        assert float(x["err"]) <= tol, x
+    recs = read_log(log)
+    assert [(rec["route"], rec["status"]) for rec in recs] == [(mode, 0), (mode, 0)], recs
+    if mode == "fp8":
+        own = "; own kernel: cuBLASLt fp8 needs sm_89 or newer" if cc == "6.1" else ""
+        assert [rec["reason"] for rec in recs] == [
+            "GEMMSHIM_MODE=fp8; fp8 e4m3 x e4m3; first call: scales from its own amax" + own,
+            "GEMMSHIM_MODE=fp8; fp8 e4m3 x e4m3" + own], recs
+        assert [rec["backend"] for rec in recs] == [
+            "cublaslt-fp8" if cc == "9.0" else "own"] * 2, recs
+    c = standin_counts(counts)
+    # the client's five buffers, plus: fp8 one ring slab (and on 9.0 the
+    # stream's workspace); ffma without pools one scratch buffer
+    extra = {"fp8": 2 if cc == "9.0" else 1, "ffma": 1 if env else 0}[mode]
+    assert c["cuMemAlloc_v2"] == 5 + extra, c
+    assert c["cuThreadExchangeStreamCaptureMode"] == 2 * extra, c

@@ -14,8 +14,26 @@
  * dimensions.
  *
  * The call runs synchronously on the calling thread; the stream only picks
- * the device (and so the capability). Workspace and algo are accepted as
- * given: the CPU needs neither. */
+ * the device (and so the capability).
+ *
+ * Algorithms. The CPU needs no workspace and no alignment, but callers must
+ * honour what cuBLASLt's contract says of an algorithm, so the heuristic
+ * offers a small catalogue (lt_algos) whose entries need workspace and
+ * alignment as real ones do (the entries are invented; the rules are
+ * cublasLt.h's): CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_*_BYTES "will exclude
+ * algorithms that can not work with matrix A that is not as strictly
+ * aligned as they need", MAX_WORKSPACE_BYTES ("default: 0 - no workspace
+ * allowed") excludes those needing more; an algorithm's
+ * CUBLASLT_ALGO_CAP_MIN_ALIGNMENT_* covers the "buffer pointer, leading
+ * dimension, and possibly other strides", so the heuristic also leaves out
+ * those the layouts' leading dimensions and strides do not meet. Results
+ * come best first, as the real heuristic's. cublasLtMatmul with such an
+ * algorithm returns INVALID_VALUE ("parameters are in conflict ... e.g.
+ * when workspaceSizeInBytes is less than workspace required by configured
+ * algo") when the workspace is smaller than it needs or a pointer, leading
+ * dimension or stride is less aligned than it needs, where a GPU kernel
+ * would fault or read wrong data; an algo that no heuristic of this
+ * library made is INVALID_VALUE too. algo NULL runs as before. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -176,6 +194,39 @@ static int lt_read_scale(const char *what, const void *ptr, float *out) {
   return 1;
 }
 
+/* The catalogue, best first. algo.data: [0] LT_ALGO_MAGIC + index. */
+typedef struct lt_algo_info {
+  uint32_t align;    /* bytes, for each of A, B, C, D; 0: the element size */
+  size_t workspace;  /* bytes */
+} lt_algo_info;
+static const lt_algo_info lt_algos[] = {
+    {64, (size_t)512 << 10}, /* wide tiles, split-k partials in the workspace */
+    {16, 0},                 /* 16-byte vector loads */
+    {0, 0},                  /* element-wise loads: fits any problem */
+};
+#define LT_ALGO_MAGIC 0x5354414c474f0000ull /* "STALGO" */
+#define LT_ALGO_COUNT (sizeof lt_algos / sizeof lt_algos[0])
+
+static const lt_algo_info *lt_algo_of(const cublasLtMatmulAlgo_t *algo) {
+  uint64_t v = algo->data[0];
+  if ((v & ~0xffffull) != LT_ALGO_MAGIC || (v & 0xffff) >= LT_ALGO_COUNT) return NULL;
+  for (int i = 1; i < 8; i++)
+    if (algo->data[i]) return NULL;
+  return &lt_algos[v & 0xffff];
+}
+
+/* 1 when x's pointer (skipped when NULL: the heuristic knows none), leading
+ * dimension and batch stride, in bytes, are multiples of the algorithm's
+ * alignment. */
+static int lt_algo_fits(const lt_algo_info *a, const sg_matrix *x, const void *ptr) {
+  uint64_t es = sg_type_size(x->type);
+  uint64_t al = a->align ? a->align : es;
+  if (ptr && (uintptr_t)ptr % al) return 0;
+  if (((uint64_t)x->ld * es) % al) return 0;
+  if (x->batch_count > 1 && ((uint64_t)x->stride * es) % al) return 0;
+  return 1;
+}
+
 cublasStatus_t cublasLtMatmul(cublasLtHandle_t lightHandle, cublasLtMatmulDesc_t computeDesc,
                               const void *alpha, const void *A, cublasLtMatrixLayout_t Adesc,
                               const void *B, cublasLtMatrixLayout_t Bdesc, const void *beta,
@@ -211,6 +262,15 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t lightHandle, cublasLtMatmulDesc_t
   if (d->amax_d && !rt_check_operand("cublasLtMatmul", "amax D", d->amax_d, sizeof(float)))
     return CUBLAS_STATUS_EXECUTION_FAILED;
   p.amax_d = d->amax_d;
+
+  if (algo) {
+    const lt_algo_info *a = lt_algo_of(algo);
+    if (!a || workspaceSizeInBytes < a->workspace || (a->workspace && !workspace))
+      return CUBLAS_STATUS_INVALID_VALUE;
+    if (!lt_algo_fits(a, &p.a, A) || !lt_algo_fits(a, &p.b, B) || (C && !lt_algo_fits(a, &p.c, C)) ||
+        !lt_algo_fits(a, &p.d, D))
+      return CUBLAS_STATUS_INVALID_VALUE;
+  }
 
   p.a.ptr = A;
   p.b.ptr = B;
@@ -263,12 +323,27 @@ cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t lightHandle,
   if (rt_ensure_context(lightHandle->device) || rt_current_device(&device))
     return CUBLAS_STATUS_EXECUTION_FAILED;
   if ((s = lt_check_device(device, &p))) return s;
-  /* One algorithm, needing no workspace, fits every problem the CPU runs. */
-  memset(&heuristicResultsArray[0], 0, sizeof heuristicResultsArray[0]);
-  heuristicResultsArray[0].algo.data[0] = 1;
-  heuristicResultsArray[0].workspaceSize = 0;
-  heuristicResultsArray[0].state = CUBLAS_STATUS_SUCCESS;
-  heuristicResultsArray[0].wavesCount = 1.0f;
-  *returnAlgoCount = 1;
-  return CUBLAS_STATUS_SUCCESS;
+  const lt_pref *pr = (const lt_pref *)preference;
+  const uint32_t pref_align[4] = {pr->align_a, pr->align_b, pr->align_c, pr->align_d};
+  const sg_matrix *mats[4] = {&p.a, &p.b, &p.c, &p.d};
+  int n = 0;
+  for (size_t i = 0; i < LT_ALGO_COUNT && n < requestedAlgoCount; i++) {
+    const lt_algo_info *a = &lt_algos[i];
+    int ok = a->workspace <= pr->max_workspace;
+    for (int j = 0; j < 4 && ok; j++) {
+      uint32_t need = a->align ? a->align : (uint32_t)sg_type_size(mats[j]->type);
+      ok = need <= pref_align[j] && lt_algo_fits(a, mats[j], NULL);
+    }
+    if (!ok) continue;
+    memset(&heuristicResultsArray[n], 0, sizeof heuristicResultsArray[n]);
+    heuristicResultsArray[n].algo.data[0] = LT_ALGO_MAGIC + i;
+    heuristicResultsArray[n].workspaceSize = a->workspace;
+    heuristicResultsArray[n].state = CUBLAS_STATUS_SUCCESS;
+    heuristicResultsArray[n].wavesCount = 1.0f;
+    n++;
+  }
+  *returnAlgoCount = n;
+  /* "CUBLAS_STATUS_NOT_SUPPORTED if no heuristic function available for
+   * current configuration" (cublasLt.h, cublasLtMatmulAlgoGetHeuristic) */
+  return n ? CUBLAS_STATUS_SUCCESS : CUBLAS_STATUS_NOT_SUPPORTED;
 }

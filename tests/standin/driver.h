@@ -242,10 +242,11 @@ void sd_graphs_drop_ctx_locked(CUcontext ctx);
 CUresult sd_stream_enqueue_locked(CUstream s, CUcontext *ctx, struct CUstream_st **real);
 /* The same lookup without the capture rules (for queries). Lock held. */
 CUresult sd_stream_lookup_locked(CUstream s, CUcontext *ctx, struct CUstream_st **real);
-/* Calls a driver refuses while a capture is under way on this thread (or a
- * global-mode capture on any thread): allocation, synchronous copies,
- * synchronisation. CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, invalidating the
- * calling thread's own captures, or CUDA_SUCCESS. Lock held. */
+/* Potentially unsafe calls (allocation, synchronous copies and memsets,
+ * synchronisation) by cuda.h's rule for the calling thread's capture mode
+ * (cuThreadExchangeStreamCaptureMode): CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED,
+ * invalidating the captures that prohibit the call, or CUDA_SUCCESS.
+ * Lock held. */
 CUresult sd_capture_forbids_locked(void);
 /* A synchronising call: counted, and under STANDIN_FORBID_SYNC reported. */
 void sd_note_sync(const char *fn);

@@ -111,76 +111,44 @@ CUresult cuThreadExchangeStreamCaptureMode(CUstreamCaptureMode *mode) {
   return CUDA_SUCCESS;
 }
 
-/* cuEventQuery is one of the "potentially unsafe" calls of cuda.h's
- * cuThreadExchangeStreamCaptureMode: a thread in GLOBAL mode may not make
- * it while it has a capture of its own not begun RELAXED or while "any
- * other thread has a concurrent capture sequence initiated with
- * CU_STREAM_CAPTURE_MODE_GLOBAL"; in THREAD_LOCAL mode only its own
- * captures count; in RELAXED mode none do. PyTorch met it as its NCCL
- * watchdog's event query breaking another thread's capture (pytorch pull
- * requests 104487, 104555) and fixed it by querying in a lenient mode
- * (105182, 148594); ROCm's HIP applies the same modes to hipEventQuery
- * (ROCm/rocm-systems pull request 3176). The prohibiting captures are
- * invalidated ("When an invalid operation is attempted during stream
- * capture, any associated capture graphs are invalidated": CUDA C++
- * Programming Guide, "Prohibited and Unhandled Operations"), and the call
- * fails with CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED. */
-typedef struct sd_query_scan {
-  pthread_t self;
-  int invalidate, prohibited;
-} sd_query_scan;
-
-static void sd_query_one(void *obj, void *arg) {
-  struct CUstream_st *st = obj;
-  sd_query_scan *scan = arg;
-  if (st->capture != CU_STREAM_CAPTURE_STATUS_ACTIVE || sd_thread_mode == CU_STREAM_CAPTURE_MODE_RELAXED) return;
-  int prohibits = pthread_equal(st->capture_thread, scan->self)
-                      ? st->capture_mode != CU_STREAM_CAPTURE_MODE_RELAXED
-                      : sd_thread_mode == CU_STREAM_CAPTURE_MODE_GLOBAL && st->capture_mode == CU_STREAM_CAPTURE_MODE_GLOBAL;
-  if (!prohibits) return;
-  scan->prohibited = 1;
-  if (scan->invalidate) sd_capture_invalidate(st);
-}
-
-static CUresult sd_query_prohibited_locked(void) {
-  sd_query_scan scan = {pthread_self(), 0, 0};
-  sd_reg_each(SD_STREAM, sd_query_one, &scan);
-  if (!scan.prohibited) return CUDA_SUCCESS;
-  scan.invalidate = 1;
-  sd_reg_each(SD_STREAM, sd_query_one, &scan);
-  __atomic_fetch_add(&sd.prohibited_queries, 1ull, __ATOMIC_RELAXED);
-  return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
-}
-
 typedef struct sd_forbid_scan {
   pthread_t self;
+  CUstreamCaptureMode mode; /* the calling thread's */
+  int invalidate;
   int forbidden;
 } sd_forbid_scan;
 
+/* cuda.h, cuThreadExchangeStreamCaptureMode: a thread in GLOBAL mode is
+ * prohibited from potentially unsafe calls while it has a capture of its
+ * own not begun RELAXED, "or if any other thread has a concurrent capture
+ * sequence initiated with CU_STREAM_CAPTURE_MODE_GLOBAL"; in THREAD_LOCAL
+ * mode only its own captures count; in RELAXED mode nothing does. The
+ * captures that prohibit the call are invalidated with it ("When an invalid
+ * operation is attempted during stream capture, any associated capture
+ * graphs are invalidated": CUDA C++ Programming Guide, "Prohibited and
+ * Unhandled Operations"). Another thread's global-mode capture is among
+ * them: vllm-project/vllm pull request 48053 saw every global-mode capture
+ * invalidated by a background thread's side-stream copies on a Blackwell
+ * GPU, and ROCm/rocm-systems pull request 4508 measured the same for a
+ * second thread's synchronisation on NVIDIA hardware. */
 static void sd_forbid_one(void *obj, void *arg) {
   struct CUstream_st *st = obj;
   sd_forbid_scan *scan = arg;
-  if (st->capture != CU_STREAM_CAPTURE_STATUS_ACTIVE) return;
+  if (st->capture != CU_STREAM_CAPTURE_STATUS_ACTIVE || scan->mode == CU_STREAM_CAPTURE_MODE_RELAXED) return;
   int mine = pthread_equal(st->capture_thread, scan->self);
-  if (st->capture_mode == CU_STREAM_CAPTURE_MODE_GLOBAL ||
-      (mine && st->capture_mode == CU_STREAM_CAPTURE_MODE_THREAD_LOCAL))
-    scan->forbidden = 1;
-}
-
-static void sd_invalidate_mine(void *obj, void *arg) {
-  struct CUstream_st *st = obj;
-  sd_forbid_scan *scan = arg;
-  if (st->capture == CU_STREAM_CAPTURE_STATUS_ACTIVE &&
-      st->capture_mode != CU_STREAM_CAPTURE_MODE_RELAXED &&
-      pthread_equal(st->capture_thread, scan->self))
-    sd_capture_invalidate(st);
+  int prohibits = mine ? st->capture_mode != CU_STREAM_CAPTURE_MODE_RELAXED
+                       : scan->mode == CU_STREAM_CAPTURE_MODE_GLOBAL && st->capture_mode == CU_STREAM_CAPTURE_MODE_GLOBAL;
+  if (!prohibits) return;
+  scan->forbidden = 1;
+  if (scan->invalidate) sd_capture_invalidate(st);
 }
 
 CUresult sd_capture_forbids_locked(void) {
-  sd_forbid_scan scan = {pthread_self(), 0};
+  sd_forbid_scan scan = {pthread_self(), sd_thread_mode, 0, 0};
   sd_reg_each(SD_STREAM, sd_forbid_one, &scan);
   if (!scan.forbidden) return CUDA_SUCCESS;
-  sd_reg_each(SD_STREAM, sd_invalidate_mine, &scan);
+  scan.invalidate = 1;
+  sd_reg_each(SD_STREAM, sd_forbid_one, &scan);
   return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
 }
 
@@ -596,6 +564,19 @@ static void sd_complete_earlier(void *obj, void *arg) {
   struct CUevent_st *ev = obj;
   const struct CUevent_st *done = arg;
   if (ev->ctx == done->ctx && ev->stream == done->stream && ev->order < done->order) ev->lag = 0;
+}
+
+/* cuEventQuery is one of the "potentially unsafe" calls of cuda.h's
+ * cuThreadExchangeStreamCaptureMode (sd_capture_forbids_locked applies the
+ * rule for the calling thread's mode): PyTorch met it as its NCCL
+ * watchdog's event query breaking another thread's capture (pytorch pull
+ * requests 104487, 104555) and fixed it by querying in a lenient mode
+ * (105182, 148594); ROCm's HIP applies the same modes to hipEventQuery
+ * (ROCm/rocm-systems pull request 3176). A refused query is counted. */
+static CUresult sd_query_prohibited_locked(void) {
+  CUresult r = sd_capture_forbids_locked();
+  if (r) __atomic_fetch_add(&sd.prohibited_queries, 1ull, __ATOMIC_RELAXED);
+  return r;
 }
 
 CUresult cuEventQuery(CUevent hEvent) {

@@ -812,18 +812,24 @@ static void test_events(void **state) {
   assert_int_equal(cuEventQuery(a), CUDA_ERROR_INVALID_HANDLE);
 }
 
+/* The mode capture_other_thread sets before it allocates. */
+static CUstreamCaptureMode capture_other_mode = CU_STREAM_CAPTURE_MODE_GLOBAL;
+
+/* res[0]: its allocation, res[1]: ending the caller's capture, res[2]:
+ * the mode the thread started in. */
 static void *capture_other_thread(void *arg) {
   CUstream s = arg;
   int *res = malloc(3 * sizeof *res);
   if (!res) return NULL;
   /* no cmocka assertions off the main thread: they longjmp */
   (void)cuCtxSetCurrent(primary[0]);
+  CUstreamCaptureMode mode = capture_other_mode;
+  res[2] = cuThreadExchangeStreamCaptureMode(&mode) == CUDA_SUCCESS ? (int)mode : -1;
   CUdeviceptr p = 0;
   res[0] = cuMemAlloc_v2(&p, 64);
   if (res[0] == CUDA_SUCCESS) cuMemFree_v2(p);
   CUgraph g;
   res[1] = cuStreamEndCapture(s, &g);
-  res[2] = 0;
   return res;
 }
 
@@ -861,9 +867,6 @@ static void test_event_query_and_capture_modes(void **state) {
   CU_OK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
   CU_OK(cuEventCreate(&ev, 0));
   CU_OK(cuEventRecord(ev, s)); /* before any capture */
-  CUstreamCaptureMode m = (CUstreamCaptureMode)7;
-  assert_int_equal(cuThreadExchangeStreamCaptureMode(&m), CUDA_ERROR_INVALID_VALUE);
-  assert_int_equal(cuThreadExchangeStreamCaptureMode(NULL), CUDA_ERROR_INVALID_VALUE);
 
   struct { CUstreamCaptureMode begin, other; int query, end; } cases[] = {
       {CU_STREAM_CAPTURE_MODE_GLOBAL, CU_STREAM_CAPTURE_MODE_GLOBAL, CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED,
@@ -896,7 +899,7 @@ static void test_event_query_and_capture_modes(void **state) {
   CU_OK(cuStreamEndCapture(s, &g));
   CU_OK(cuGraphDestroy(g));
   CU_OK(cuStreamBeginCapture_v2(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
-  m = CU_STREAM_CAPTURE_MODE_RELAXED;
+  CUstreamCaptureMode m = CU_STREAM_CAPTURE_MODE_RELAXED;
   CU_OK(cuThreadExchangeStreamCaptureMode(&m));
   assert_int_equal(m, CU_STREAM_CAPTURE_MODE_GLOBAL);
   CU_OK(cuEventQuery(ev));
@@ -1069,16 +1072,61 @@ static void test_capture(void **state) {
   assert_int_equal(cuMemAlloc_v2(&p, 64), CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
   assert_int_equal(cuStreamEndCapture(s, &g), CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
 
-  /* Global mode on this thread: another thread's allocation is refused. */
+  /* Global mode on this thread: another thread in the default (global)
+   * mode is refused its allocation, and the refusal invalidates this
+   * capture (cuda.h, cuThreadExchangeStreamCaptureMode; the Programming
+   * Guide: "any associated capture graphs are invalidated"). */
   CU_OK(cuStreamBeginCapture_v2(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
   pthread_create(&t, NULL, capture_other_thread, s);
   pthread_join(t, &ret);
   res = ret;
   assert_int_equal(res[0], CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
   assert_int_equal(res[1], CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD);
+  assert_int_equal(res[2], CU_STREAM_CAPTURE_MODE_GLOBAL);
   free(res);
-  CU_OK(cuStreamEndCapture(s, &g));
-  CU_OK(cuGraphDestroy(g));
+  CU_OK(cuStreamIsCapturing(s, &st));
+  assert_int_equal(st, CU_STREAM_CAPTURE_STATUS_INVALIDATED);
+  assert_int_equal(cuStreamEndCapture(s, &g), CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
+  assert_null(g);
+  /* ... while a thread in thread-local or relaxed mode may allocate, and
+   * the capture goes on ("Concurrent capture sequences in other threads are
+   * ignored"; relaxed: "not prohibited from potentially unsafe API calls"). */
+  static const CUstreamCaptureMode other_modes[2] = {CU_STREAM_CAPTURE_MODE_THREAD_LOCAL,
+                                                     CU_STREAM_CAPTURE_MODE_RELAXED};
+  for (int i = 0; i < 2; i++) {
+    CU_OK(cuStreamBeginCapture_v2(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
+    capture_other_mode = other_modes[i];
+    pthread_create(&t, NULL, capture_other_thread, s);
+    pthread_join(t, &ret);
+    capture_other_mode = CU_STREAM_CAPTURE_MODE_GLOBAL;
+    res = ret;
+    assert_int_equal(res[0], CUDA_SUCCESS);
+    assert_int_equal(res[1], CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD);
+    assert_int_equal(res[2], CU_STREAM_CAPTURE_MODE_GLOBAL); /* every thread starts global */
+    free(res);
+    CU_OK(cuStreamEndCapture(s, &g));
+    assert_non_null(g);
+    CU_OK(cuGraphDestroy(g));
+  }
+  /* The capturing thread itself in relaxed mode may allocate during its own
+   * global capture; back in global mode it may not. */
+  CU_OK(cuStreamBeginCapture_v2(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
+  CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_RELAXED;
+  CU_OK(cuThreadExchangeStreamCaptureMode(&mode));
+  assert_int_equal(mode, CU_STREAM_CAPTURE_MODE_GLOBAL);
+  CU_OK(cuMemAlloc_v2(&q, 64));
+  CU_OK(cuMemFree_v2(q));
+  CU_OK(cuThreadExchangeStreamCaptureMode(&mode));
+  assert_int_equal(mode, CU_STREAM_CAPTURE_MODE_RELAXED);
+  CU_OK(cuStreamIsCapturing(s, &st));
+  assert_int_equal(st, CU_STREAM_CAPTURE_STATUS_ACTIVE);
+  assert_int_equal(cuMemAlloc_v2(&q, 64), CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+  assert_int_equal(cuStreamEndCapture(s, &g), CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
+  /* cuThreadExchangeStreamCaptureMode's own checks */
+  assert_int_equal(cuThreadExchangeStreamCaptureMode(NULL), CUDA_ERROR_INVALID_VALUE);
+  mode = (CUstreamCaptureMode)3;
+  assert_int_equal(cuThreadExchangeStreamCaptureMode(&mode), CUDA_ERROR_INVALID_VALUE);
+  assert_int_equal(mode, 3);
 
   /* Fork and join: waiting on an event recorded in the capture pulls the
    * waiting stream in; it must be joined back before the end. */
@@ -2673,7 +2721,7 @@ static void lt_run_case(cublasLtHandle_t lt, const lt_case *c) {
   BL_OK(cublasLtMatmulPreferenceCreate(&pref));
   cublasLtMatmulHeuristicResult_t heur[2];
   int found = 0;
-  BL_OK(cublasLtMatmulAlgoGetHeuristic(lt, desc, la, lb, lc, ld, pref, 2, heur, &found));
+  BL_OK(cublasLtMatmulAlgoGetHeuristic(lt, desc, la, lb, lc, ld, pref, 1, heur, &found));
   assert_int_equal(found, 1);
   assert_int_equal(heur[0].state, CUBLAS_STATUS_SUCCESS);
   void *ws = dalloc(1 << 16);
@@ -2799,6 +2847,106 @@ static void test_lt_output_rounding(void **state) {
   dfree(A);
   dfree(B);
   dfree(D);
+  BL_OK(cublasLtDestroy(lt));
+}
+
+/* The heuristic's algorithms and what cublasLtMatmul holds them to
+ * (cublasLt.h): MIN_ALIGNMENT_*_BYTES "will exclude algorithms that can not
+ * work with matrix A that is not as strictly aligned as they need",
+ * MAX_WORKSPACE_BYTES "default: 0 - no workspace allowed", results
+ * "ordered in increasing estimated compute time"; an algorithm's
+ * alignment covers the "buffer pointer, leading dimension, and possibly
+ * other strides"; cublasLtMatmul is INVALID_VALUE "when
+ * workspaceSizeInBytes is less than workspace required by configured
+ * algo", and (the stand-in's reading of "parameters are in conflict") when
+ * the buffers are less aligned than the algorithm needs. The stand-in's
+ * catalogue: 64-byte alignment with 512 KiB of workspace, 16-byte with
+ * none, element alignment with none. */
+static void test_lt_algo_requirements(void **state) {
+  (void)state;
+  cublasLtHandle_t lt;
+  BL_OK(cublasLtCreate(&lt));
+  float one = 1, zero = 0;
+  enum { M = 16 }; /* fp32, ld 16: 64 bytes */
+  char *buf = dalloc(8 * M * M * 4);
+  char *A = buf, *B = buf + 2 * M * M * 4, *D = buf + 4 * M * M * 4;
+  CU_OK(cuMemsetD8_v2((CUdeviceptr)buf, 0, 8 * M * M * 4));
+  cublasLtMatmulDesc_t d;
+  BL_OK(cublasLtMatmulDescCreate(&d, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+  cublasLtMatrixLayout_t l, l17;
+  BL_OK(cublasLtMatrixLayoutCreate(&l, CUDA_R_32F, M, M, M));
+  BL_OK(cublasLtMatrixLayoutCreate(&l17, CUDA_R_32F, M, M, M + 1)); /* ld 68 bytes */
+  cublasLtMatmulPreference_t p;
+  BL_OK(cublasLtMatmulPreferenceCreate(&p));
+  cublasLtMatmulHeuristicResult_t r[4];
+  int found = 0;
+  /* the default preference: no workspace, 256-byte alignment */
+  BL_OK(cublasLtMatmulAlgoGetHeuristic(lt, d, l, l, l, l, p, 4, r, &found));
+  assert_int_equal(found, 2);
+  assert_int_equal(r[0].workspaceSize, 0);
+  assert_int_equal(r[1].workspaceSize, 0);
+  cublasLtMatmulAlgo_t a16 = r[0].algo, a_elem = r[1].algo;
+  /* workspace allowed: the workspace algorithm comes first */
+  uint64_t wss = 1 << 20;
+  BL_OK(cublasLtMatmulPreferenceSetAttribute(p, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &wss, sizeof wss));
+  BL_OK(cublasLtMatmulAlgoGetHeuristic(lt, d, l, l, l, l, p, 4, r, &found));
+  assert_int_equal(found, 3);
+  assert_int_equal(r[0].workspaceSize, 512 << 10);
+  cublasLtMatmulAlgo_t a64 = r[0].algo;
+  assert_memory_equal(&r[1].algo, &a16, sizeof a16);
+  assert_memory_equal(&r[2].algo, &a_elem, sizeof a_elem);
+  BL_OK(cublasLtMatmulAlgoGetHeuristic(lt, d, l, l, l, l, p, 1, r, &found)); /* as many as asked */
+  assert_int_equal(found, 1);
+  /* D aligned to 16 only: the 64-byte one goes; A aligned to 4: only the
+   * element one is left; below fp32's 4 bytes nothing */
+  uint32_t al = 16;
+  BL_OK(cublasLtMatmulPreferenceSetAttribute(p, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &al, sizeof al));
+  BL_OK(cublasLtMatmulAlgoGetHeuristic(lt, d, l, l, l, l, p, 4, r, &found));
+  assert_int_equal(found, 2);
+  assert_memory_equal(&r[0].algo, &a16, sizeof a16);
+  al = 4;
+  BL_OK(cublasLtMatmulPreferenceSetAttribute(p, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &al, sizeof al));
+  BL_OK(cublasLtMatmulAlgoGetHeuristic(lt, d, l, l, l, l, p, 4, r, &found));
+  assert_int_equal(found, 1);
+  assert_memory_equal(&r[0].algo, &a_elem, sizeof a_elem);
+  al = 2;
+  BL_OK(cublasLtMatmulPreferenceSetAttribute(p, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &al, sizeof al));
+  assert_int_equal(cublasLtMatmulAlgoGetHeuristic(lt, d, l, l, l, l, p, 4, r, &found), CUBLAS_STATUS_NOT_SUPPORTED);
+  assert_int_equal(found, 0);
+  /* a leading dimension of 68 bytes: only the element one, whatever the
+   * pointers */
+  al = 256;
+  BL_OK(cublasLtMatmulPreferenceSetAttribute(p, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &al, sizeof al));
+  BL_OK(cublasLtMatmulPreferenceSetAttribute(p, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &al, sizeof al));
+  BL_OK(cublasLtMatmulAlgoGetHeuristic(lt, d, l17, l, l, l, p, 4, r, &found));
+  assert_int_equal(found, 1);
+  assert_memory_equal(&r[0].algo, &a_elem, sizeof a_elem);
+
+  void *ws = dalloc(1 << 20);
+#define MMA(algo, a, la, dd, ws_, wss_) \
+  cublasLtMatmul(lt, d, &one, a, la, B, l, &zero, dd, l, dd, l, &(algo), ws_, wss_, NULL)
+  BL_OK(MMA(a64, A, l, D, ws, (size_t)512 << 10));
+  assert_int_equal(MMA(a64, A, l, D, ws, (size_t)256 << 10), CUBLAS_STATUS_INVALID_VALUE);
+  assert_int_equal(MMA(a64, A, l, D, NULL, (size_t)512 << 10), CUBLAS_STATUS_INVALID_VALUE);
+  assert_int_equal(MMA(a64, A, l, D, NULL, 0), CUBLAS_STATUS_INVALID_VALUE);
+  assert_int_equal(MMA(a64, A, l, D + 16, ws, 1 << 20), CUBLAS_STATUS_INVALID_VALUE);
+  BL_OK(MMA(a16, A, l, D + 16, NULL, 0));
+  assert_int_equal(MMA(a16, A + 4, l, D, NULL, 0), CUBLAS_STATUS_INVALID_VALUE);
+  assert_int_equal(MMA(a16, A, l17, D, NULL, 0), CUBLAS_STATUS_INVALID_VALUE);
+  BL_OK(MMA(a_elem, A + 4, l17, D + 4, NULL, 0));
+  BL_OK(MMA(a64, A, l, D, ws, 1 << 20));
+  /* an algo no heuristic of this library made */
+  cublasLtMatmulAlgo_t bogus;
+  memset(&bogus, 0, sizeof bogus);
+  bogus.data[0] = 1;
+  assert_int_equal(MMA(bogus, A, l, D, ws, 1 << 20), CUBLAS_STATUS_INVALID_VALUE);
+#undef MMA
+  dfree(ws);
+  dfree(buf);
+  BL_OK(cublasLtMatmulPreferenceDestroy(p));
+  BL_OK(cublasLtMatrixLayoutDestroy(l));
+  BL_OK(cublasLtMatrixLayoutDestroy(l17));
+  BL_OK(cublasLtMatmulDescDestroy(d));
   BL_OK(cublasLtDestroy(lt));
 }
 
@@ -3302,6 +3450,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_lt_descriptors),
       cmocka_unit_test(test_lt_matmul),
       cmocka_unit_test(test_lt_output_rounding),
+      cmocka_unit_test(test_lt_algo_requirements),
       cmocka_unit_test(test_lt_errors),
       cmocka_unit_test(test_fp8),
       cmocka_unit_test(test_concurrency),

@@ -818,6 +818,45 @@ static void test_concurrent_calls_one_site(void **state) {
   fp8_site_release(&u, 0);
 }
 
+/* A program that made and destroyed more contexts than the table holds, at
+ * addresses the driver did not hand out again (cuda.h promises unique ids,
+ * nothing about addresses), then makes one more: the table gives it a gone
+ * context's slot. A gone context is one cuCtxGetId refuses
+ * (CUDA_ERROR_CONTEXT_IS_DESTROYED is among cuCtxGetId's documented
+ * results) or answers with another id. Runs last: it fills the table. */
+static void *live_ctx;
+static CUresult fake_ctx_get_id(CUcontext ctx, unsigned long long *id) {
+  if ((void *)ctx != live_ctx) return CUDA_ERROR_CONTEXT_IS_DESTROYED;
+  *id = 0;
+  return CUDA_SUCCESS;
+}
+
+static void test_gone_contexts_give_their_slots(void **state) {
+  gs_call c;
+  fp8_use u;
+  const char *why = NULL;
+  int filled = 0;
+  /* Fill every slot (earlier tests hold some), without cuCtxGetId. */
+  gs_sys.cuCtxGetId = NULL;
+  for (int i = 0; i < 200 && !why; i++) {
+    make_call(&c, fresh_ctx(), H, NTOK, H, CUBLAS_OP_T, CUBLAS_OP_N, 0x71000000, 0x72000000, 0x73000000);
+    why = fp8_site_acquire(&c, 0, &u);
+    if (!why) fp8_site_release(&u, FP8_RAN_AMAX_INIT | FP8_RAN_QUANTIZE), filled++;
+  }
+  assert_true(filled > 0);
+  assert_string_equal(why, "more live CUDA contexts than the fp8 site table keeps (64)");
+  /* All of them destroyed; one more context. */
+  live_ctx = fresh_ctx();
+  gs_sys.cuCtxGetId = fake_ctx_get_id;
+  make_call(&c, live_ctx, H, NTOK, H, CUBLAS_OP_T, CUBLAS_OP_N, 0x71000000, 0x72000000, 0x73000000);
+  why = fp8_site_acquire(&c, 0, &u);
+  gs_sys.cuCtxGetId = NULL;
+  if (why) fail_msg("a live context after 64 gone ones: %s", why);
+  assert_int_equal(c.site_flags, GS_SITE_NEW);
+  fp8_site_release(&u, FP8_RAN_AMAX_INIT | FP8_RAN_QUANTIZE);
+  assert_int_equal(fp8_sites_live(live_ctx), 1);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(test_training_unnamed_backward_thread, setup, teardown),
@@ -841,6 +880,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_capture_cannot_allocate, setup, teardown),
       cmocka_unit_test_setup_teardown(test_memset_failure_retries, setup, teardown),
       cmocka_unit_test_setup_teardown(test_concurrent_calls_one_site, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_gone_contexts_give_their_slots, setup, teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -243,6 +243,11 @@ static void test_caller_of_object(void **state) {
       {"libcufftw.so", GS_CALLER_CUFFT}, {"libnvinfer_lean.so.10", GS_CALLER_TENSORRT},
       {"libnvinfer_dispatch.so.10", GS_CALLER_TENSORRT}, {"libcutensorMg.so.2", GS_CALLER_CUTENSOR},
       {"libcudss_commlayer_nccl.so", GS_CALLER_CUDSS}, {"libnccl.so", GS_CALLER_NCCL},
+      /* the multi-process and cuQuantum libraries (their packages:
+       * libcusolvermp, libcublasmp, cuquantum's libcutensornet) */
+      {"libcusolverMp.so.0", GS_CALLER_CUSOLVER}, {"libcusolvermp.so.0", GS_CALLER_CUSOLVER},
+      {"libcublasMp.so.0", GS_CALLER_CUBLAS}, {"libcublasmp.so.0", GS_CALLER_CUBLAS},
+      {"libcutensornet.so.2", GS_CALLER_CUTENSOR}, {"libcublasmpx.so", GS_CALLER_APP},
       /* names that only begin with a library's stem are the program's */
       {"libncclient.so", GS_CALLER_APP}, {"libcublas_helpers.so", GS_CALLER_APP},
       {"libcufftools.so", GS_CALLER_APP}, {"libnvinferencer.so", GS_CALLER_APP},

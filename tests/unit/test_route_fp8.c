@@ -681,6 +681,39 @@ static void test_lt_plans_kept(void **state) {
   gemm_free(&x);
 }
 
+/* A plan holds the algorithm chosen for its operands' alignment: the
+ * heuristic is told each pointer's alignment (PyTorch's gemm_and_bias and
+ * scaled_gemm do the same) and excludes algorithms that need more
+ * (cublasLt.h, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_*_BYTES), and
+ * cublasLtMatmul refuses an algorithm the buffers are less aligned for
+ * (the stand-in models both: its best algorithm needs 64-byte pointers,
+ * leading dimensions and 512 KiB of workspace). The same site with D
+ * moved 16 bytes gets plans of its own, made for 16-byte alignment, and
+ * stays on cuBLASLt; moved back it finds its first plans. m = 56: ldc 64,
+ * 128 bytes of bf16, so only the pointer differs. */
+static void test_lt_plan_follows_alignment(void **state) {
+  problem p = {DEV_90, GS_API_GEMM_EX, T_, N_, 56, 32, 64, 1, BF16, BF16, C32F, 0, -1, 1.0f, 0.0f, 0, 122};
+  gemm x;
+  gemm_make(&x, &p, 1.0);
+  void *c0 = x.C;
+  assert_int_equal((uintptr_t)c0 % 256, 0);
+  uint64_t built = route_lt_plans_built();
+  static const int shift[6] = {0, 0, 16, 16, 0, 0};
+  static const uint64_t plans[6] = {1, 2, 3, 4, 4, 4};
+  for (int i = 0; i < 6; i++) {
+    x.C = (char *)c0 + shift[i];
+    x.c.g.C = x.c.g.D = x.C;
+    fill(&x, 1.0);
+    assert_int_equal(gemm_run(&x), CUBLAS_STATUS_SUCCESS);
+    assert_string_equal(x.c.backend, "cublaslt-fp8");
+    assert_string_equal(x.c.reason, i ? "fp8 e4m3 x e4m3" : "fp8 e4m3 x e4m3; first call: scales from its own amax");
+    if (x.sqnr < 25.0) fail_msg("call %d: %.2f dB", i, x.sqnr);
+    assert_int_equal(route_lt_plans_built(), built + plans[i]);
+  }
+  x.C = c0;
+  gemm_free(&x);
+}
+
 /* A plan that cannot be made is not kept: the call runs the own kernel
  * (nothing of the caller's written by cuBLASLt), the next call makes it. */
 static void test_lt_plan_failure_not_kept(void **state) {
@@ -778,14 +811,26 @@ static void test_lt_plans_evicted(void **state) {
   gs_sys.cublasLtMatmulDescDestroy = real_desc_destroy;
 }
 
+static const char *ws_why; /* the last ws_of's reason */
+
+static int mem_allocs;
+static CUresult (*real_mem_alloc)(CUdeviceptr *, size_t);
+static CUresult counting_mem_alloc(CUdeviceptr *p, size_t n) {
+  mem_allocs++;
+  return real_mem_alloc(p, n);
+}
+
 static void *ws_of(CUcontext ctx, void *stream, size_t *size) {
   gs_call c;
   memset(&c, 0, sizeof c);
   c.ctx = ctx;
+  c.device = -1;
+  for (int d = 0; d < 3; d++)
+    if (ctxs[d] == ctx) c.device = d; /* STANDIN_CC order: the ordinal */
   assert_int_equal(gs_sys.cuCtxGetId(ctx, &c.ctx_id), CUDA_SUCCESS);
   c.g.stream = stream;
   void *ws;
-  route_lt_workspace(&c, &ws, size);
+  ws_why = route_lt_workspace(&c, &ws, size);
   return ws;
 }
 
@@ -821,27 +866,108 @@ static void test_lt_workspace_per_stream(void **state) {
   assert_non_null(w2);
   assert_ptr_not_equal(w2, w1);
   assert_ptr_not_equal(w2, w0);
-  /* none for the per-thread stream; none (and nothing kept) when the
-   * stream's id or the allocation fails */
+  /* none for the per-thread stream, none when the stream's id cannot be
+   * had (asked again next call) */
   assert_null(ws_of(ctx, CU_STREAM_PER_THREAD, &sz));
   assert_int_equal(sz, 0);
-  CUstream s3;
+  assert_null(ws_why);
+  CUstream s3, s4;
   assert_int_equal(stream_create(&s3, 0), CUDA_SUCCESS);
   gs_fault_arm(GS_SYS_cuStreamGetId, 1, 0);
   assert_null(ws_of(ctx, s3, &sz));
-  gs_fault_arm(GS_SYS_cuMemAlloc_v2, 1, 0);
-  assert_null(ws_of(ctx, s3, &sz));
-  assert_int_equal(sz, 0);
-  gs_fault_clear();
+  assert_null(ws_why);
   void *w3 = ws_of(ctx, s3, &sz);
   assert_non_null(w3);
   assert_int_equal(sz, ROUTE_LT_WORKSPACE);
+  /* A failed allocation is kept with its reason: the stream's later calls
+   * say why and do not allocate again. */
+  assert_int_equal(stream_create(&s4, 0), CUDA_SUCCESS);
+  gs_fault_arm(GS_SYS_cuMemAlloc_v2, 1, 0);
+  assert_null(ws_of(ctx, s4, &sz));
+  assert_int_equal(sz, 0);
+  static const char oom[] =
+      "no cuBLASLt workspace on this stream: cuMemAlloc: out of device memory at the stream's first call "
+      "(not tried again)";
+  assert_string_equal(ws_why, oom);
+  real_mem_alloc = gs_sys.cuMemAlloc_v2;
+  gs_sys.cuMemAlloc_v2 = counting_mem_alloc;
+  mem_allocs = 0;
+  for (int i = 0; i < 3; i++) {
+    assert_null(ws_of(ctx, s4, &sz));
+    assert_string_equal(ws_why, oom);
+  }
+  assert_int_equal(mem_allocs, 0);
+  gs_sys.cuMemAlloc_v2 = real_mem_alloc;
+  /* ... and so is a failed switch to relaxed capture mode, before any
+   * allocation (memory.c, mem_alloc_relaxed) */
+  CUstream s5;
+  assert_int_equal(stream_create(&s5, 0), CUDA_SUCCESS);
+  gs_fault_arm(GS_SYS_cuThreadExchangeStreamCaptureMode, 1, 0);
+  assert_null(ws_of(ctx, s5, &sz));
+  assert_string_equal(ws_why, "no cuBLASLt workspace on this stream: cuThreadExchangeStreamCaptureMode failed at "
+                              "the stream's first call (not tried again)");
+  gs_fault_clear();
   /* another context's legacy stream has its own */
   void *w0b = ws_of(ctxs[DEV_61], NULL, &sz);
   assert_non_null(w0b);
   assert_ptr_not_equal(w0b, w0);
   assert_int_equal(stream_destroy(s2), CUDA_SUCCESS);
   assert_int_equal(stream_destroy(s3), CUDA_SUCCESS);
+  assert_int_equal(stream_destroy(s4), CUDA_SUCCESS);
+  assert_int_equal(stream_destroy(s5), CUDA_SUCCESS);
+  pop();
+}
+
+/* Workspaces are kept for the process's life (a destroyed stream's last
+ * matmul may still use its workspace, and its handle cannot be asked),
+ * ROUTE_LT_WORKSPACES per device: PyTorch's default stream and its
+ * max_compile_time_stream_priorities (4) x kStreamsPerPool (32) pool
+ * streams (c10/cuda/CUDAStream.h, CUDAStream.cpp) all get one. A stream
+ * beyond them gets none, and its calls say why; streams destroyed free no
+ * slot; another device's streams have their own. */
+static void test_lt_workspace_cap(void **state) {
+  CUresult (*stream_create)(CUstream *, unsigned);
+  CUresult (*stream_destroy)(CUstream);
+  *(void **)&stream_create = standin_sym("cuStreamCreate");
+  *(void **)&stream_destroy = standin_sym("cuStreamDestroy_v2");
+  assert_int_equal(ROUTE_LT_WORKSPACES, 4 * 32 + 1);
+  CUcontext ctx = ctxs[DEV_86];
+  size_t sz, before = route_lt_workspaces_lent(DEV_86);
+  enum { N = ROUTE_LT_WORKSPACES + 2 };
+  static CUstream s[N];
+  push(DEV_86);
+  size_t lent = before;
+  for (int i = 0; i < N; i++) {
+    assert_int_equal(stream_create(&s[i], CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+    void *w = ws_of(ctx, s[i], &sz);
+    if (lent < ROUTE_LT_WORKSPACES) {
+      assert_non_null(w);
+      assert_null(ws_why);
+      lent++;
+    } else {
+      assert_null(w);
+      assert_int_equal(sz, 0);
+      assert_string_equal(ws_why, "no cuBLASLt workspace on this stream: the device's 129 stream workspaces are "
+                                  "taken for the process's life (PyTorch uses at most 4 x 32 pool streams and the "
+                                  "default stream per device)");
+    }
+    assert_int_equal(route_lt_workspaces_lent(DEV_86), lent);
+  }
+  assert_int_equal(lent, ROUTE_LT_WORKSPACES);
+  for (int i = 0; i < N; i++) assert_int_equal(stream_destroy(s[i]), CUDA_SUCCESS);
+  CUstream late;
+  assert_int_equal(stream_create(&late, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+  assert_null(ws_of(ctx, late, &sz));
+  assert_non_null(ws_why);
+  assert_int_equal(stream_destroy(late), CUDA_SUCCESS);
+  pop();
+  /* the 9.0 device's own count is untouched */
+  push(DEV_90);
+  CUstream other;
+  assert_int_equal(stream_create(&other, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+  assert_non_null(ws_of(ctxs[DEV_90], other, &sz));
+  assert_null(ws_why);
+  assert_int_equal(stream_destroy(other), CUDA_SUCCESS);
   pop();
 }
 
@@ -1078,7 +1204,9 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_lt_plans_kept, test_setup, test_teardown),
       cmocka_unit_test_setup_teardown(test_lt_plan_failure_not_kept, test_setup, test_teardown),
       cmocka_unit_test_setup_teardown(test_lt_plans_evicted, test_setup, test_teardown),
+      cmocka_unit_test_setup_teardown(test_lt_plan_follows_alignment, test_setup, test_teardown),
       cmocka_unit_test_setup_teardown(test_lt_workspace_per_stream, test_setup, test_teardown),
+      cmocka_unit_test_setup_teardown(test_lt_workspace_cap, test_setup, test_teardown),
       cmocka_unit_test_setup_teardown(test_declines, test_setup, test_teardown),
       cmocka_unit_test_setup_teardown(test_declines_arguments, test_setup, test_teardown),
       cmocka_unit_test_setup_teardown(test_each_launch_failing, test_setup, test_teardown),

@@ -1,5 +1,6 @@
 /* Call-site ids: the same place and shape give the same id, in this process
  * and in another one (ASLR moves the objects, the id must not move). */
+#define _GNU_SOURCE
 #include <pthread.h>
 #include <setjmp.h>
 #include <sys/wait.h>
@@ -13,6 +14,16 @@
 #include <cmocka.h>
 
 #include "shim.h"
+
+/* dladdr counted: this program is linked with --wrap=dladdr (unit.mk), so
+ * the shim's calls come here. */
+#include <dlfcn.h>
+int __real_dladdr(const void *addr, Dl_info *info);
+static int dladdr_calls;
+int __wrap_dladdr(const void *addr, Dl_info *info) {
+  dladdr_calls++;
+  return __real_dladdr(addr, info);
+}
 
 static gs_gemm shape(int64_t m, int64_t n, int64_t k) {
   gs_gemm g;
@@ -34,6 +45,29 @@ static void test_same_site_same_id(void **state) {
   /* The per-thread caller cache must not change the answer. */
   for (int i = 0; i < 40; i++) site_id(caller_here(i), &a);
   assert_int_equal(site_id(caller_here(4), &a), site_id(caller_here(4), &b));
+}
+
+/* The loader is asked once per caller and thread while a program's hot
+ * callers fit the cache, wherever their addresses fall: a framework's few
+ * GEMM call sites (PyTorch's at::cuda::blas wrappers, one per dtype and
+ * entry point) can lie any distance apart, e.g. 512 bytes, which a
+ * direct-mapped table indexed by address bits would put in one slot and
+ * look up again on every call. */
+static void test_hot_callers_looked_up_once(void **state) {
+  gs_gemm a = shape(64, 32, 16);
+  static const int spacings[] = {16, 512, 4096, 1 << 16};
+  for (size_t s = 0; s < sizeof spacings / sizeof spacings[0]; s++) {
+    /* 8 callers at fixed addresses (the set a caller falls in depends on
+     * its address: fixed, so the test does not depend on where ASLR put
+     * this program), never used by another test: new to the cache. */
+    const char *base = (const char *)(uintptr_t)(0x7e0000001230ULL + (uint64_t)s * 0x10000000ULL);
+    int before = dladdr_calls;
+    for (int round = 0; round < 100; round++)
+      for (int c = 0; c < 8; c++) site_id(base + c * spacings[s], &a);
+    if (dladdr_calls - before != 8)
+      fail_msg("8 callers %d bytes apart, 100 calls each: %d dladdr calls (8 expected)", spacings[s],
+               dladdr_calls - before);
+  }
 }
 
 static void test_shape_and_place_matter(void **state) {
@@ -126,6 +160,7 @@ int main(int argc, char **argv) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_same_site_same_id),
       cmocka_unit_test(test_shape_and_place_matter),
+      cmocka_unit_test(test_hot_callers_looked_up_once),
       cmocka_unit_test(test_stable_across_processes),
       cmocka_unit_test(test_fork_while_object_lock_held),
   };
