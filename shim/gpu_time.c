@@ -217,7 +217,7 @@ void gpu_time_discard(gs_gpu_time *t) {
 
 /* This thread reads events in RELAXED capture mode for the rest of its
  * life (the log's writer thread); 0 for every other thread. */
-static __thread int relaxed_for_life;
+static __thread int relaxed_for_life __attribute__((tls_model("initial-exec")));
 
 void gpu_time_reader_thread(void) {
   CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_RELAXED;
