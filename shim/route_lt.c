@@ -124,12 +124,17 @@ __attribute__((constructor)) static void plans_register_fork(void) {
   pthread_atfork(NULL, NULL, plans_after_fork_child);
 }
 
-/* FNV-1a over the key's bytes (route_lt_key_init zeroes the padding). */
+/* The key's 36 words, each multiplied in (route_lt_key_init zeroes the
+ * padding, so equal keys hash equal), then the high bits folded down for
+ * the bucket index. A word at a time: the byte-wise FNV-1a this replaces
+ * cost about 1,450 instructions per call over the 288-byte key. */
+_Static_assert(sizeof(route_lt_key) % sizeof(uint64_t) == 0, "the key is whole words");
 static uint64_t key_hash(const route_lt_key *k) {
-  const unsigned char *b = (const unsigned char *)k;
-  uint64_t h = 1469598103934665603ull;
-  for (size_t i = 0; i < sizeof *k; i++) h = (h ^ b[i]) * 1099511628211ull;
-  return h;
+  uint64_t w[sizeof *k / sizeof(uint64_t)];
+  memcpy(w, k, sizeof w);
+  uint64_t h = 0x9E3779B97F4A7C15ull;
+  for (size_t i = 0; i < sizeof w / sizeof w[0]; i++) h = (h ^ w[i]) * 0xFF51AFD7ED558CCDull;
+  return h ^ (h >> 31);
 }
 
 static void plan_destroy(route_lt_plan *p) {

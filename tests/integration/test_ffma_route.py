@@ -502,6 +502,33 @@ def test_pool_gives_back_before_declining(client, standin, tmp_path):
     assert res.counts["cuMemPoolTrimTo"] == 1
 
 
+def test_pool_give_back_frees_nothing_unobserved(client, standin, tmp_path):
+    """The same device as above, but a program that never synchronises
+    (--nosync): the first call's block was freed stream-ordered and no
+    synchronisation has observed it, so it "can count as outstanding"
+    (cuda.h, cuMemPoolTrimTo) and the give-back releases nothing (the
+    stand-in models it). The retry fails too: the second call runs native
+    with the reason (--nosync reads no results) after the give-back."""
+    small, big = (32, 16, 24), (96, 64, 80)
+    s1, s2 = transient_bytes(*small), transient_bytes(*big)
+    m, n, k = big
+    r4 = lambda b: (b + 3) // 4 * 4
+    client_bytes = (1 << 20) + r4(2 * m * k) + r4(2 * k * n) + r4(2 * m * n) + 8
+    limit = client_bytes + s2 + s1 // 2
+    args = ["--nosync", gemm("small", "ex", m=small[0], n=small[1], k=small[2], pad=0, spad=0),
+            gemm("big", "ex", m=m, n=n, k=k, pad=0, spad=0)]
+    env = {"GEMMSHIM_DEBUG": "INFO", "STANDIN_MEM_LIMIT": str(limit)}
+    res = run_client(client, standin, tmp_path, args, env=env)
+    assert_all_ok(res)
+    assert_ffma(res.recs[0])
+    assert_native(res.recs[1], POOL_OOM)
+    assert res.counts["cuMemAllocFromPoolAsync"] == 3  # small; big failing; big again, failing
+    assert res.counts["cuMemPoolTrimTo"] == 1
+    assert res.counts["cuStreamSynchronize"] == 0
+    assert (res.counts["standin_pool_maps"], res.counts["standin_pool_unmaps"]) == (1, 0)
+    assert [l["give_backs"] for l in pool_lines(res)] == ["1"]
+
+
 def test_pool_injected_failure_retried(client, standin, tmp_path):
     """The second call's allocation failing once (injected): the pool gives
     back the first call's block, the retry maps a new one, the call runs

@@ -272,7 +272,7 @@ void sd_mem_totals(unsigned long long *allocations, unsigned long long *bytes);
  * its release threshold gives back what it can. */
 void sd_pools_sync_locked(void);
 /* An allocation's memory returns to its pool (driver_mem.c's free). */
-void sd_pool_give_back_locked(struct CUmemPoolHandle_st *p, uintptr_t base);
+void sd_pool_give_back_locked(struct CUmemPoolHandle_st *p, uintptr_t base, int pending);
 /* Blocks mapped / unmapped by pools since load (STANDIN_COUNTS). */
 extern unsigned long long sd_pool_maps, sd_pool_unmaps;
 

@@ -51,9 +51,13 @@ void sd_mem_totals(unsigned long long *allocations, unsigned long long *bytes) {
   pthread_mutex_unlock(&sd_lock);
 }
 
+/* Set by cuMemFreeAsync around its free: a pool block it gives back is
+ * pending until a synchronisation observes it (driver_pool.c). Lock held. */
+static int sd_freeing_async;
+
 static void sd_mem_remove_at(size_t i) {
   if (sd_allocs[i].pool) {
-    sd_pool_give_back_locked(sd_allocs[i].pool, sd_allocs[i].base);
+    sd_pool_give_back_locked(sd_allocs[i].pool, sd_allocs[i].base, sd_freeing_async);
   } else {
     sd_device *d = &sd.dev[sd_allocs[i].ctx->device];
     d->live_bytes -= sd_allocs[i].size;
@@ -152,7 +156,9 @@ CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream hStream) {
     else if (sd_graph_append_locked(g, &n) != 0) r = CUDA_ERROR_OUT_OF_MEMORY;
     else g->mem_nodes++;
   } else if (!r) {
+    sd_freeing_async = 1;
     r = sd_mem_free_locked(dptr);
+    sd_freeing_async = 0;
   }
   pthread_mutex_unlock(&sd_lock);
   return r;

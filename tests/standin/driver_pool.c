@@ -23,8 +23,17 @@
  * - Releasing (at a successful synchronisation, down to the threshold, or
  *   cuMemPoolTrimTo, down to minBytesToKeep) unmaps free blocks, the one
  *   freed longest ago first, while the reserve is above the target
- *   (standin_pool_unmaps). Streams run inline, so every free has completed
- *   by the time anyone synchronises.
+ *   (standin_pool_unmaps). Only blocks whose free has been observed are
+ *   released: cuMemPoolTrimTo "cannot release OS allocations that back
+ *   outstanding asynchronous allocations", and "Allocations that have
+ *   been asynchronously freed but whose completion has not been observed
+ *   on the host (eg. by a synchronize) can count as outstanding" (cuda.h).
+ *   A block freed by cuMemFreeAsync is pending until the next successful
+ *   stream, event or context synchronisation, which observes every free
+ *   made before it (kinder than a GPU in one respect: a stream's
+ *   synchronisation observes that stream's frees only); cuMemFree, which
+ *   synchronises, frees observed. Pending blocks are handed out again
+ *   (the stream-ordered reuse the REUSE_* switches allow).
  * - Used bytes are the sizes asked for; reserved bytes the blocks' sizes.
  *   The high watermarks follow both and can only be reset, to the current
  *   value ("It is illegal to set this attribute to a non-zero value").
@@ -40,6 +49,7 @@ typedef struct sd_pool_block {
   uintptr_t base;
   size_t size;      /* mapped bytes */
   size_t used;      /* 0: free; else the bytes of the allocation in it */
+  int pending;      /* free, but its asynchronous free not yet observed */
   unsigned long long freed_at;
 } sd_pool_block;
 
@@ -85,20 +95,30 @@ static void sd_pool_unmap_at(struct CUmemPoolHandle_st *p, size_t i) {
   sd_pool_unmaps++;
 }
 
-/* Unmap free blocks, oldest free first, while more than keep is reserved. */
+/* Unmap free blocks whose free was observed, oldest free first, while more
+ * than keep is reserved. */
 static void sd_pool_trim_locked(struct CUmemPoolHandle_st *p, uint64_t keep) {
   while (p->reserved > keep) {
     size_t best = p->nblocks;
     for (size_t i = 0; i < p->nblocks; i++)
-      if (!p->blocks[i].used && (best == p->nblocks || p->blocks[i].freed_at < p->blocks[best].freed_at)) best = i;
+      if (!p->blocks[i].used && !p->blocks[i].pending &&
+          (best == p->nblocks || p->blocks[i].freed_at < p->blocks[best].freed_at))
+        best = i;
     if (best == p->nblocks) return;
     sd_pool_unmap_at(p, best);
   }
 }
 
+static void sd_pool_observe(struct CUmemPoolHandle_st *p) {
+  for (size_t i = 0; i < p->nblocks; i++) p->blocks[i].pending = 0;
+}
+
+/* A synchronisation: every free made so far is observed, then the pool
+ * releases down to its threshold. */
 static void sd_pool_trim_one(void *obj, void *arg) {
   (void)arg;
   struct CUmemPoolHandle_st *p = obj;
+  sd_pool_observe(p);
   sd_pool_trim_locked(p, p->threshold);
 }
 
@@ -125,7 +145,7 @@ CUresult sd_pool_alloc_locked(struct CUmemPoolHandle_st *p, CUdeviceptr *dptr, s
     }
     void *mem = NULL;
     if (posix_memalign(&mem, 256, bytes) != 0) return CUDA_ERROR_OUT_OF_MEMORY;
-    p->blocks[p->nblocks] = (sd_pool_block){(uintptr_t)mem, bytes, 0, 0};
+    p->blocks[p->nblocks] = (sd_pool_block){(uintptr_t)mem, bytes, 0, 0, 0};
     best = p->nblocks;
     mapped = 1;
   }
@@ -143,21 +163,26 @@ CUresult sd_pool_alloc_locked(struct CUmemPoolHandle_st *p, CUdeviceptr *dptr, s
   }
   memset((void *)b->base, 0xFF, bytes);
   b->used = bytes;
+  b->pending = 0;
   p->used += bytes;
   if (p->used > p->used_high) p->used_high = p->used;
   *dptr = (CUdeviceptr)b->base;
   return CUDA_SUCCESS;
 }
 
-void sd_pool_give_back_locked(struct CUmemPoolHandle_st *p, uintptr_t base) {
+void sd_pool_give_back_locked(struct CUmemPoolHandle_st *p, uintptr_t base, int pending) {
   for (size_t i = 0; i < p->nblocks; i++) {
     if (p->blocks[i].base != base) continue;
     p->used -= p->blocks[i].used;
     p->blocks[i].used = 0;
+    p->blocks[i].pending = pending;
     p->blocks[i].freed_at = ++p->clock;
     break;
   }
   if (p->destroyed) {
+    /* "released automatically once there are no more outstanding
+     * allocations": the pool's owner let it go; nobody can trim it */
+    sd_pool_observe(p);
     sd_pool_trim_locked(p, 0);
     if (!p->nblocks) {
       free(p->blocks);
@@ -259,6 +284,7 @@ CUresult cuMemPoolDestroy(CUmemoryPool pool) {
   } else {
     sd_reg_del(pool);
     pool->destroyed = 1;
+    sd_pool_observe(pool);
     sd_pool_trim_locked(pool, 0);
     if (!pool->nblocks) {
       free(pool->blocks);

@@ -1561,6 +1561,29 @@ static void test_pools(void **state) {
   CU_OK(cuMemPoolTrimTo(pool, 0));
   assert_int_equal(pool_attr(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT), 0);
   assert_int_equal(cuMemPoolTrimTo(NULL, 0), CUDA_ERROR_INVALID_VALUE);
+  /* A free not yet observed on the host counts as outstanding (cuda.h,
+   * cuMemPoolTrimTo: "Allocations that have been asynchronously freed but
+   * whose completion has not been observed on the host (eg. by a
+   * synchronize) can count as outstanding"; the allocator "cannot release
+   * OS allocations that back outstanding asynchronous allocations"): trim
+   * gives nothing back until a synchronisation; the pending block is still
+   * reused by the stream's next allocation. cuMemFree frees observed. */
+  CU_OK(cuMemAllocFromPoolAsync(&a, 3000, pool, s));
+  CU_OK(cuMemFreeAsync(a, s));
+  CU_OK(cuMemPoolTrimTo(pool, 0));
+  assert_int_equal(pool_attr(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT), 3000);
+  CU_OK(cuMemAllocFromPoolAsync(&b, 2000, pool, s));
+  assert_int_equal(b, a);
+  assert_int_equal(pool_attr(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT), 3000);
+  CU_OK(cuMemFreeAsync(b, s));
+  CU_OK(cuStreamSynchronize(s)); /* observed; the threshold (UINT64_MAX) keeps it */
+  assert_int_equal(pool_attr(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT), 3000);
+  CU_OK(cuMemPoolTrimTo(pool, 0));
+  assert_int_equal(pool_attr(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT), 0);
+  CU_OK(cuMemAllocFromPoolAsync(&a, 3000, pool, s));
+  CU_OK(cuMemFree_v2(a));
+  CU_OK(cuMemPoolTrimTo(pool, 0));
+  assert_int_equal(pool_attr(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT), 0);
   /* watermarks reset to the current value; only 0 may be written */
   cuuint64_t v = 1;
   assert_int_equal(cuMemPoolSetAttribute(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH, &v), CUDA_ERROR_INVALID_VALUE);
@@ -1864,7 +1887,10 @@ static int child_memlimit(void) {
   CHILD_CHECK(cuMemAllocAsync(&b, 500000, NULL) == CUDA_ERROR_OUT_OF_MEMORY);
   CHILD_CHECK(cuMemAllocFromPoolAsync(&b, 700000, pool, NULL) == CUDA_ERROR_OUT_OF_MEMORY);
   CHILD_CHECK(cuMemGetInfo_v2(&free_b, &total) == CUDA_SUCCESS && free_b == (1u << 20) - 600000);
+  /* its free not yet observed: trimming keeps it (cuda.h, cuMemPoolTrimTo) */
   CHILD_CHECK(cuMemPoolTrimTo(pool, 0) == CUDA_SUCCESS);
+  CHILD_CHECK(cuMemPoolGetAttribute(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, &v) == CUDA_SUCCESS && v == 600000);
+  CHILD_CHECK(cuCtxSynchronize() == CUDA_SUCCESS && cuMemPoolTrimTo(pool, 0) == CUDA_SUCCESS);
   CHILD_CHECK(cuMemPoolGetAttribute(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, &v) == CUDA_SUCCESS && v == 0);
   CHILD_CHECK(cuMemAllocFromPoolAsync(&b, 700000, pool, NULL) == CUDA_SUCCESS);
   CHILD_CHECK(cuMemFreeAsync(b, NULL) == CUDA_SUCCESS && cuMemPoolDestroy(pool) == CUDA_SUCCESS);
