@@ -99,8 +99,17 @@ int gs_sys_lookup(const char *name, size_t len) {
   return -1;
 }
 
-/* "write:3" fails the third write; "write:3+" the third and every later one. */
+/* "write:3" fails the third write; "write:3+" the third and every later one.
+ * The whole value is checked before anything is armed: a value refused
+ * (pass-through) arms nothing, so a typo in its second entry does not leave
+ * its first one failing calls. A name given twice is refused: which count
+ * was meant cannot be told, and the later one used to replace the first
+ * silently. */
 int gs_fault_parse(const char *spec, char *err, size_t errlen) {
+  unsigned want_n[GS_SYS_COUNT] = {0};
+  int want_persistent[GS_SYS_COUNT] = {0};
+  const char *first_at[GS_SYS_COUNT] = {0}; /* where each name's entry starts */
+  size_t first_len[GS_SYS_COUNT] = {0};
   const char *p = spec;
   for (;;) {
     const char *colon = strchr(p, ':');
@@ -134,13 +143,27 @@ int gs_fault_parse(const char *spec, char *err, size_t errlen) {
                gs_quote_n(p, (size_t)(end - p), q));
       return -1;
     }
-    gs_fault_arm((gs_sys_id)id, (unsigned)n, persistent);
-    fault_spec_n[id] = (unsigned)n;
-    fault_spec_persistent[id] = persistent;
-    fault_from_env = 1;
-    if (!*end) return 0;
+    if (first_at[id]) {
+      char q2[GS_QUOTE_BUF];
+      snprintf(err, errlen, "GEMMSHIM_FAULT: '%s' is named twice ('%s', then '%s'); expected each call at most once",
+               gs_sys_names[id], gs_quote_n(first_at[id], first_len[id], q), gs_quote_n(p, (size_t)(end - p), q2));
+      return -1;
+    }
+    first_at[id] = p;
+    first_len[id] = (size_t)(end - p);
+    want_n[id] = (unsigned)n;
+    want_persistent[id] = persistent;
+    if (!*end) break;
     p = end + 1;
   }
+  for (int id = 0; id < GS_SYS_COUNT; id++) {
+    if (!want_n[id]) continue;
+    gs_fault_arm((gs_sys_id)id, want_n[id], want_persistent[id]);
+    fault_spec_n[id] = want_n[id];
+    fault_spec_persistent[id] = want_persistent[id];
+    fault_from_env = 1;
+  }
+  return 0;
 }
 
 /* At exit, after the shim's own shutdown (a destructor of lower priority

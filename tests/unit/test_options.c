@@ -248,6 +248,29 @@ static void test_bad_fault_spec(void **state) {
   }
 }
 
+/* A call named twice: which count was meant cannot be told (the later one
+ * used to replace the first silently). And a value refused anywhere arms
+ * nothing: pass-through must not still fail the calls its valid first
+ * entries named. */
+static void test_fault_spec_twice_or_refused_arms_nothing(void **state) {
+  gs_fault_clear();
+  setenv("GEMMSHIM_FAULT", "write:1,read:2,write:3+", 1);
+  options_init_fresh();
+  assert_int_equal(gs_opt.passthrough, 1);
+  expect_one_warning("GEMMSHIM_FAULT: 'write' is named twice ('write:1', then 'write:3+'); expected each call at "
+                     "most once; running pass-through");
+  assert_int_equal(gs_fault_hit(GS_SYS_write), 0);
+  assert_int_equal(gs_fault_hit(GS_SYS_read), 0);
+  assert_int_equal(gs_fault_hit(GS_SYS_read), 0);
+  setenv("GEMMSHIM_FAULT", "close:1,writ:1", 1);
+  options_init_fresh();
+  assert_int_equal(gs_opt.passthrough, 1);
+  expect_one_warning("GEMMSHIM_FAULT: unknown call 'writ'");
+  assert_int_equal(gs_fault_hit(GS_SYS_close), 0);
+  unsetenv("GEMMSHIM_FAULT");
+  gs_fault_clear();
+}
+
 static void test_fault_counting(void **state) {
   char err[256];
   gs_fault_clear();
@@ -452,6 +475,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_missing_policy, setup, teardown),
       cmocka_unit_test_setup_teardown(test_policy_file, setup, teardown),
       cmocka_unit_test_setup_teardown(test_bad_fault_spec, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_fault_spec_twice_or_refused_arms_nothing, setup, teardown),
       cmocka_unit_test_setup_teardown(test_fault_counting, setup, teardown),
       cmocka_unit_test_setup_teardown(test_info_prints_every_option, setup, teardown),
       cmocka_unit_test_setup_teardown(test_info_escapes_paths, setup, teardown),
