@@ -10,10 +10,18 @@
  *    once with ENXIO instead of blocking in open), O_APPEND and never
  *    O_TRUNC: a file is only ever added to, in whole lines, so a process
  *    cannot wipe what another wrote, whichever of them created it.
- *  - Kept only when fstat says it is a regular file, a FIFO or a character
- *    device (a terminal, /dev/null): the user named it, so writing lines to
- *    it is what was asked. Anything else (a block device, a directory) is
- *    closed unwritten.
+ *  - Looked at (lstat) before it is opened, and opened only when it is a
+ *    regular file (or nothing yet, then created), a FIFO, a terminal, or
+ *    /dev/null or /dev/full: the user named it, so writing lines to it is
+ *    what was asked. Anything else is refused unopened: a directory, a
+ *    socket, a symbolic link, a block device, and any other character
+ *    device, since opening a device runs its driver's open, which acts on
+ *    it (a tape rewinds at close, a watchdog arms, /dev/ptmx makes a new
+ *    terminal). O_NOCTTY: a terminal opened by a process without a
+ *    controlling terminal would otherwise become its controlling terminal
+ *    (open(2)), so the program's job control would change. fstat on the
+ *    opened descriptor checks the same again (the name may have been
+ *    replaced in between) and closes what it refuses unwritten.
  *  - /dev/stdout, /dev/stderr, /dev/fd/N and /proc/self/fd/N are links by
  *    nature and name a descriptor the user plainly means: that descriptor
  *    is duplicated rather than the link followed, so a regular file behind
@@ -109,6 +117,8 @@ static int named_descriptor(const char *path) {
 
 int file_names_descriptor(const char *path) { return named_descriptor(path); }
 
+#define EXPECTED "expected a regular file, a FIFO, a terminal, /dev/null or /dev/full"
+
 /* Devices without a reader or behind them answer open(2) with ENXIO: say
  * which it was (the name is not a link: O_NOFOLLOW opened it). */
 static void enxio_why(const char *path, char *why, size_t whylen) {
@@ -117,7 +127,7 @@ static void enxio_why(const char *path, char *why, size_t whylen) {
   if (known && S_ISFIFO(st.st_mode))
     snprintf(why, whylen, "a FIFO with no reader");
   else if (known && S_ISSOCK(st.st_mode))
-    snprintf(why, whylen, "a socket, which open() cannot write to; expected a regular file, a FIFO or a device");
+    snprintf(why, whylen, "a socket, which open() cannot write to; " EXPECTED);
   else if (known && (S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode)))
     snprintf(why, whylen, "a device file with no device behind it");
   else
@@ -130,6 +140,30 @@ static void enxio_why(const char *path, char *why, size_t whylen) {
  * opened this way. */
 static int is_pty_slave(const struct stat *st) {
   return S_ISCHR(st->st_mode) && major(st->st_rdev) >= 136 && major(st->st_rdev) <= 143;
+}
+
+/* The character devices a line may be written to by name
+ * (Documentation/admin-guide/devices.txt): /dev/null 1:3 and /dev/full
+ * 1:7; terminals: virtual consoles and serial ports (major 4), /dev/tty
+ * (5:0), /dev/console (5:1), pseudo-terminal slaves (136-143). */
+static int writable_device(const struct stat *st) {
+  unsigned ma = major(st->st_rdev), mi = minor(st->st_rdev);
+  return (ma == 1 && (mi == 3 || mi == 7)) || ma == 4 || (ma == 5 && mi <= 1) || is_pty_slave(st);
+}
+
+/* 0 when a file of this type may be opened and written by name; else -1
+ * with why. */
+static int type_refused(const struct stat *st, char *why, size_t whylen) {
+  if (S_ISREG(st->st_mode) || S_ISFIFO(st->st_mode) || (S_ISCHR(st->st_mode) && writable_device(st))) return 0;
+  const char *what = S_ISLNK(st->st_mode)    ? "a symbolic link, which is not followed"
+                     : S_ISDIR(st->st_mode)  ? "a directory"
+                     : S_ISSOCK(st->st_mode) ? "a socket, which open() cannot write to"
+                     : S_ISBLK(st->st_mode)  ? "a block device, which is not opened (opening a device acts on it)"
+                     : S_ISCHR(st->st_mode)  ? "a device other than a terminal, /dev/null or /dev/full, which is not "
+                                               "opened (opening a device acts on it)"
+                                             : "not a regular file, FIFO or device";
+  snprintf(why, whylen, "%s; " EXPECTED, what);
+  return -1;
 }
 
 /* A description of its own, O_NONBLOCK, for the pipe or terminal fd is a
@@ -169,8 +203,14 @@ int file_open_append(const char *path, int debug, gs_file *f, char *why, size_t 
      * (fstat below decides what is kept); one without read permission is
      * opened write-only. */
     struct stat pre;
-    int rw = GS_CALL(lstat, path, &pre) != 0 ? errno == ENOENT : S_ISREG(pre.st_mode);
-    int flags = O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK;
+    int absent = GS_CALL(lstat, path, &pre) != 0;
+    if (absent && errno != ENOENT) {
+      snprintf(why, whylen, "%s", strerror_r(errno, ebuf, sizeof ebuf));
+      return -1;
+    }
+    if (!absent && type_refused(&pre, why, whylen) != 0) return -1;
+    int rw = absent || S_ISREG(pre.st_mode);
+    int flags = O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY;
     fd = GS_CALL(open, path, (rw ? O_RDWR : O_WRONLY) | flags, 0644);
     if (fd < 0 && rw && errno == EACCES) {
       rw = 0;
@@ -179,7 +219,7 @@ int file_open_append(const char *path, int debug, gs_file *f, char *why, size_t 
     f->tail = rw; /* kept below for a regular file */
     if (fd < 0) {
       if (errno == ELOOP)
-        snprintf(why, whylen, "a symbolic link, which is not followed; expected a regular file, a FIFO or a device");
+        snprintf(why, whylen, "a symbolic link, which is not followed; " EXPECTED);
       else if (errno == ENXIO)
         enxio_why(path, why, whylen);
       else
@@ -193,10 +233,13 @@ int file_open_append(const char *path, int debug, gs_file *f, char *why, size_t 
     GS_CALL(close, fd);
     return -1;
   }
-  /* A socket only arrives through a named descriptor: the user's own. */
-  if (!S_ISREG(st.st_mode) && !S_ISFIFO(st.st_mode) && !S_ISCHR(st.st_mode) &&
-      !(named >= 0 && S_ISSOCK(st.st_mode))) {
-    snprintf(why, whylen, "not a regular file, FIFO or character device");
+  /* A descriptor the program handed over (/dev/stdout, /dev/fd/N) is open
+   * already: any file, FIFO, device or socket of the program's is written.
+   * A file opened by name is checked again (the name may have been
+   * replaced since lstat). */
+  if (named >= 0 ? !S_ISREG(st.st_mode) && !S_ISFIFO(st.st_mode) && !S_ISCHR(st.st_mode) && !S_ISSOCK(st.st_mode)
+                 : type_refused(&st, why, whylen) != 0) {
+    if (named >= 0) snprintf(why, whylen, "not a regular file, FIFO, character device or socket");
     GS_CALL(close, fd);
     return -1;
   }

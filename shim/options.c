@@ -329,6 +329,54 @@ static void load_policy(void) {
     go_passthrough(err);
 }
 
+/* ---- relative names ---------------------------------------------------------- */
+/* The routing log and the debug file are opened at their first line, which
+ * may come after the program changed directory (os.chdir, a DataLoader
+ * worker's set-up): a relative name then lands in another directory than
+ * the one it was given in. So it is made absolute here, at load, against
+ * the working directory then. Each process does so at its own load: an
+ * exec'd child inherits the variable, not the absolute name, and its
+ * directory at exec is where its relative name points. A '%' in the
+ * directory is doubled, or it would read as a placeholder. When the
+ * directory cannot be read (removed, no permission on a parent) or the
+ * name would not fit, the name stays relative, with one warning. */
+static char relative_note[2][1024];
+
+static void make_absolute(int which, const char *name, char *field, size_t size) {
+  relative_note[which][0] = '\0';
+  if (!field[0] || field[0] == '/') return;
+  char cwd[4096], ebuf[128], q[GS_QUOTE_BUF];
+  if (!GS_CALL(getcwd, cwd, sizeof cwd)) {
+    snprintf(relative_note[which], sizeof relative_note[which],
+             "%s='%s': relative, and the working directory cannot be read (%s); expected it to be readable at "
+             "load; the name stays relative to the directory the program is in when it writes its first line",
+             name, gs_quote(field, q), strerror_r(errno, ebuf, sizeof ebuf));
+    return;
+  }
+  char out[sizeof gs_opt.log_path];
+  size_t o = 0;
+  int fits = 1;
+  for (const char *c = cwd; *c && fits; c++) {
+    if (o + 2 >= sizeof out) fits = 0;
+    else if (*c == '%') out[o++] = '%', out[o++] = '%';
+    else out[o++] = *c;
+  }
+  if (fits && o > 0 && out[o - 1] != '/') {
+    if (o + 1 >= sizeof out) fits = 0;
+    else out[o++] = '/';
+  }
+  size_t flen = strlen(field);
+  if (!fits || o + flen >= size || o + flen >= sizeof out) {
+    snprintf(relative_note[which], sizeof relative_note[which],
+             "%s='%s': relative, and %zu bytes once the working directory is put before it; expected at most "
+             "%zu; the name stays relative to the directory the program is in when it writes its first line",
+             name, gs_quote(field, q), o + flen + (fits ? 0 : strlen(cwd)), size - 1);
+    return;
+  }
+  memcpy(out + o, field, flen + 1);
+  memcpy(field, out, o + flen + 1);
+}
+
 /* ---- load ----------------------------------------------------------------- */
 /* Every variable from the environment over its default; problems go to
  * go_passthrough. */
@@ -346,6 +394,8 @@ static void read_environment(void) {
       go_passthrough(err);
     }
   }
+  make_absolute(0, "GEMMSHIM_LOG", gs_opt.log_path, sizeof gs_opt.log_path);
+  make_absolute(1, "GEMMSHIM_DEBUG_FILE", gs_opt.debug_file, sizeof gs_opt.debug_file);
 }
 
 static void read_fault(void) {
@@ -364,6 +414,8 @@ void options_init(void) {
     GS_WARN("%s; running pass-through (every GEMM native%s)", held[i], passthrough_note());
   if (n_held_lost) GS_WARN("%d more configuration problems, not shown", n_held_lost);
   n_held = n_held_lost = 0;
+  for (int i = 0; i < 2; i++)
+    if (relative_note[i][0]) GS_WARN("%s", relative_note[i]);
   read_fault();
   load_policy();
   decide_policy_loaded();

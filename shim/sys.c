@@ -30,6 +30,7 @@ gs_sys_table gs_sys = {
     .lseek = lseek,
     .lstat = lstat,
     .stat = stat,
+    .getcwd = getcwd,
     .fcntl = sys_fcntl,
     .poll = poll,
     .close = close,

@@ -40,6 +40,7 @@
   X(lseek, off_t, -1, (int fd, off_t off, int whence), (fd, off, whence))      \
   X(lstat, int, -1, (const char *path, struct stat *st), (path, st))           \
   X(stat, int, -1, (const char *path, struct stat *st), (path, st))            \
+  X(getcwd, char *, NULL, (char *buf, size_t size), (buf, size))              \
   X(fcntl, int, -1, (int fd, int cmd, int arg), (fd, cmd, arg))                \
   X(poll, int, -1, (struct pollfd *fds, nfds_t n, int timeout_ms), (fds, n, timeout_ms)) \
   X(close, int, -1, (int fd), (fd))                                            \

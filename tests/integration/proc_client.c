@@ -14,6 +14,8 @@
  *                      write a 4096-byte pattern to each, make the rest of
  *                      the calls, then read the files back: "files ok" or
  *                      "files changed <name>".
+ *   --chdir=DIR        change into DIR after load, before the first call
+ *                      (as a program that sets itself up does)
  *   --calls=N          calls per thread [50]; --threads=T [1]
  *   --stream=own|legacy  each session's own stream [own], or all on the
  *                      legacy stream, the child's too: then they share the
@@ -180,6 +182,7 @@ static int check_own_files(void) {
 }
 
 int main(int argc, char **argv) {
+  const char *chdir_to = NULL;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
     if (!strncmp(a, "--calls=", 8)) n_calls = atoi(a + 8);
@@ -189,12 +192,14 @@ int main(int argc, char **argv) {
     else if (!strncmp(a, "--close-fds-at=", 15)) close_at = atoi(a + 15);
     else if (!strncmp(a, "--timeout=", 10)) timeout_s = atoi(a + 10);
     else if (!strncmp(a, "--dir=", 6)) dir = a + 6;
+    else if (!strncmp(a, "--chdir=", 8)) chdir_to = a + 8;
     else if (!strcmp(a, "--stream=legacy")) legacy_stream = 1;
     else if (!strcmp(a, "--stream=own")) legacy_stream = 0;
     else die(a, 0);
   }
   if (n_threads < 1 || n_threads > 64 || (close_at >= 0 && n_threads != 1)) die("arguments", 0);
   setvbuf(stdout, NULL, _IOLBF, 0);
+  if (chdir_to && chdir(chdir_to) != 0) die("chdir", errno);
   void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
   if (!h) die("dlopen(libcuda.so.1)", 0);
 #define LOAD(name)                                                             \

@@ -108,7 +108,7 @@ def test_symlinks_not_followed(client, standin, tmp_path, dangling):
         assert not target.exists()
     else:
         assert target.read_text() == "precious\n"
-    link = "a symbolic link, which is not followed; expected a regular file, a FIFO or a device"
+    link = "a symbolic link, which is not followed; expected a regular file, a FIFO, a terminal, /dev/null or /dev/full"
     warns = shim_warnings(r.stderr)
     assert f"WARN GEMMSHIM_DEBUG_FILE='{tmp_path}/d.txt': cannot open '{tmp_path}/d.txt' ({link}); " \
            "debug output goes to stderr instead" in warns[0]
@@ -131,6 +131,51 @@ def test_debug_file_appended_by_every_process(tmp_path):
     for l in lines[1:]:
         assert l.endswith("WARN GEMMSHIM_MODE='bogus': expected auto, native, ffma or fp8; "
                           "running pass-through (every GEMM native)")
+
+
+@pytest.mark.parametrize("dirname", ["a", "100%d"])
+def test_relative_names_made_absolute_at_load(client, standin, tmp_path, dirname):
+    """A relative GEMMSHIM_LOG or GEMMSHIM_DEBUG_FILE names a file in the
+    directory the process started in, even when the program changes
+    directory before its first GEMM (both are opened at their first line).
+    A '%' in that directory is a directory's character, not a placeholder.
+    getcwd(3) gives the directory at load."""
+    start, elsewhere = tmp_path / dirname, tmp_path / "elsewhere"
+    start.mkdir()
+    elsewhere.mkdir()
+    env = {**ROUTES["native"][0], "GEMMSHIM_LOG": "rel.jsonl"}
+    r = run_client(client, standin, ["--calls=3", f"--chdir={elsewhere}"], env, cwd=start)
+    assert r.returncode == 0 and r.stderr == "", r.describe()
+    assert [x["seq"] for x in read_log(start / "rel.jsonl")] == [1, 2, 3]
+    assert files_in(elsewhere) == []
+    # The debug file's first line here comes at the first GEMM (the log, a
+    # directory, is refused then), after the change of directory.
+    (start / "logdir").mkdir()
+    env = {**ROUTES["native"][0], "GEMMSHIM_LOG": "logdir", "GEMMSHIM_DEBUG_FILE": "rel.debug"}
+    r = run_client(client, standin, ["--calls=2", f"--chdir={elsewhere}"], env, cwd=start)
+    assert r.returncode == 0 and r.stderr == "", r.describe()
+    assert files_in(elsewhere) == []
+    lines = (start / "rel.debug").read_text().splitlines()
+    assert len(lines) == 1 and f"WARN GEMMSHIM_LOG: cannot open '{start}/logdir' (a directory;" in lines[0], lines
+
+
+def test_relative_name_without_working_directory(client, standin, tmp_path):
+    """getcwd(3) fails with ENOENT once the working directory is removed:
+    the name stays relative, and one warning says so."""
+    env = {**ROUTES["native"][0], "GEMMSHIM_LOG": "rel.jsonl"}
+    r = run(["sh", "-c", f'mkdir gone && cd gone && rmdir ../gone && exec "$0" --calls=2', client],
+            standin[13], shim=True, env={**NO_FLUSHER, **env}, timeout=60, cwd=tmp_path)
+    assert r.returncode == 0, r.describe()
+    warns = shim_warnings(r.stderr)
+    assert warns[0].endswith(
+        "WARN GEMMSHIM_LOG='rel.jsonl': relative, and the working directory cannot be read (No such file or "
+        "directory); expected it to be readable at load; the name stays relative to the directory the program "
+        "is in when it writes its first line"), r.stderr
+    assert files_in(tmp_path) == []
+
+
+def files_in(d):
+    return sorted(p.name for p in d.iterdir())
 
 
 @pytest.mark.parametrize("var", ["GEMMSHIM_POLICY", "GEMMSHIM_DEBUG_FILE"])

@@ -384,7 +384,7 @@ static void test_symlink_refused(void **state) {
   expected_prefix(prefix, sizeof prefix, (int)getpid(), my_tid());
   snprintf(want, sizeof want,
            "%sWARN GEMMSHIM_DEBUG_FILE='%s': cannot open '%s' (a symbolic link, which is not followed; expected a "
-           "regular file, a FIFO or a device); debug output goes to stderr instead\n%sWARN to stderr\n",
+           "regular file, a FIFO, a terminal, /dev/null or /dev/full); debug output goes to stderr instead\n%sWARN to stderr\n",
            prefix, link_path, link_path, prefix);
   char *got = read_file(err_path);
   assert_string_equal(got, want);
