@@ -83,8 +83,11 @@ static int current_tid(void) {
   return debug_tid;
 }
 
-/* A message waits this long at most for room in a pipe or FIFO whose reader
- * is slow, then is dropped: messages come from the program's threads. */
+/* A message waits this long at most for room in a pipe, FIFO or terminal
+ * whose reader is slow or gone (stderr too: files.c), then is dropped:
+ * messages come from the program's threads. A terminal takes what fits,
+ * so a line cut there by the deadline stays cut (a pipe takes a line of
+ * up to PIPE_BUF bytes whole or not at all, pipe(7)). */
 #define DEBUG_WAIT_MS 10
 
 /* 0 when the line went out, or was dropped for a reader too slow; -1 with
@@ -95,7 +98,6 @@ static int write_line(const gs_file *f, const char *buf, size_t len) {
   return n == len || errno == ETIMEDOUT ? 0 : -1;
 }
 
-static const gs_file stderr_file = {STDERR_FILENO, 1, 0, 0, 0, 0, 0, 0, 0, 0};
 
 static void warn_stderr(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
@@ -113,7 +115,8 @@ static void file_refused(const gs_file *f, const char *line, size_t len, int err
   if (first)
     warn_stderr("GEMMSHIM_DEBUG_FILE: cannot write '%s' (%s); debug output goes to stderr instead", q,
                 strerror_r(err, ebuf, sizeof ebuf));
-  write_line(&stderr_file, line, len);
+  gs_file to_stderr = file_stderr();
+  write_line(&to_stderr, line, len);
 }
 
 /* Under debug_lock: open the named file, or fall back to stderr. */
@@ -133,7 +136,7 @@ static void open_locked(void) {
 
 /* Where the next message goes; opens the file at the first one. */
 static gs_file current_output(void) {
-  if (__atomic_load_n(&debug_state, __ATOMIC_ACQUIRE) == DEBUG_STDERR) return stderr_file;
+  if (__atomic_load_n(&debug_state, __ATOMIC_ACQUIRE) == DEBUG_STDERR) return file_stderr();
   pthread_mutex_lock(&debug_lock);
   if (debug_recheck_path) {
     debug_recheck_path = 0;
@@ -167,9 +170,10 @@ static gs_file current_output(void) {
   } else if (debug_state == DEBUG_PENDING) {
     open_locked();
   }
-  gs_file f = debug_state == DEBUG_FILE ? debug_out : stderr_file;
+  int to_file = debug_state == DEBUG_FILE;
+  gs_file f = debug_out;
   pthread_mutex_unlock(&debug_lock);
-  return f;
+  return to_file ? f : file_stderr();
 }
 
 static void debug_vwrite(const gs_file *f, gs_level level, const char *fmt, va_list ap) {
@@ -207,7 +211,8 @@ void gs_debug(gs_level level, const char *fmt, ...) {
 static void warn_stderr(const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
-  debug_vwrite(&stderr_file, GS_LEVEL_WARN, fmt, ap);
+  gs_file err = file_stderr();
+  debug_vwrite(&err, GS_LEVEL_WARN, fmt, ap);
   va_end(ap);
 }
 

@@ -263,6 +263,72 @@ int file_open_append(const char *path, int debug, gs_file *f, char *why, size_t 
   return 0;
 }
 
+/* ---- stderr ------------------------------------------------------------------ */
+/* Messages go to the program's stderr, whose description is the program's
+ * and usually blocking: a pipe nobody drains (a supervisor that stopped
+ * reading) or a terminal whose output is stopped (^S) would block the
+ * program's thread in write(2) for good. So, as for a named descriptor, a
+ * pipe, FIFO or pseudo-terminal on fd 2 is written through a description
+ * of the shim's own, O_NONBLOCK, opened through /proc/self/fd/2; a socket
+ * with send(MSG_DONTWAIT); anything else of stream kind after poll(). The
+ * message then waits at most its deadline (debug.c: 10 ms) and is dropped.
+ * The own descriptions are kept by device and inode, a few at most (a
+ * program may point fd 2 elsewhere), and are never closed: another thread
+ * may be writing through one, and a closed number could be the program's
+ * file by the time it writes. Before each use, fstat checks one still is
+ * that file (a program that closed every descriptor may have reused the
+ * number); one that is not is forgotten, left to the program. */
+#define STDERR_OWN_MAX 4
+static pthread_mutex_t stderr_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct {
+  int fd;
+  uint64_t dev, ino;
+} stderr_own[STDERR_OWN_MAX];
+static int n_stderr_own;
+
+static void stderr_after_fork_child(void) { pthread_mutex_init(&stderr_lock, NULL); }
+
+/* At load, not lazily: see debug.c's fork handler. */
+__attribute__((constructor)) static void stderr_register_fork(void) {
+  pthread_atfork(NULL, NULL, stderr_after_fork_child);
+}
+
+gs_file file_stderr(void) {
+  gs_file f = GS_FILE_NONE;
+  f.fd = STDERR_FILENO;
+  f.debug = 1;
+  struct stat st;
+  if (GS_CALL(fstat, STDERR_FILENO, &st) != 0) return f; /* closed: the write says so (EBADF) */
+  f.stream = !S_ISREG(st.st_mode);
+  f.sock = S_ISSOCK(st.st_mode);
+  if (!S_ISFIFO(st.st_mode) && !is_pty_slave(&st)) return f;
+  pthread_mutex_lock(&stderr_lock);
+  int own = -1;
+  for (int i = 0; i < n_stderr_own && own < 0; i++) {
+    if (stderr_own[i].dev != (uint64_t)st.st_dev || stderr_own[i].ino != (uint64_t)st.st_ino) continue;
+    struct stat ost;
+    if (GS_CALL(fstat, stderr_own[i].fd, &ost) == 0 && (uint64_t)ost.st_dev == stderr_own[i].dev &&
+        (uint64_t)ost.st_ino == stderr_own[i].ino) {
+      own = stderr_own[i].fd;
+    } else { /* not ours any more: forgotten, not closed */
+      stderr_own[i] = stderr_own[--n_stderr_own];
+      i--;
+    }
+  }
+  if (own < 0 && n_stderr_own < STDERR_OWN_MAX && (own = own_description(STDERR_FILENO, &st)) >= 0) {
+    stderr_own[n_stderr_own].fd = own;
+    stderr_own[n_stderr_own].dev = (uint64_t)st.st_dev;
+    stderr_own[n_stderr_own].ino = (uint64_t)st.st_ino;
+    n_stderr_own++;
+  }
+  pthread_mutex_unlock(&stderr_lock);
+  if (own >= 0) {
+    f.fd = own;
+    f.nonblock = 1;
+  }
+  return f;
+}
+
 int file_is_ours(const gs_file *f) {
   if (f->fd < 0) return 0;
   if (!f->checked) return 1;

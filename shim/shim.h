@@ -252,6 +252,10 @@ uint64_t gs_monotonic_ns(void);
 int file_open_append(const char *path, int debug, gs_file *f, char *why, size_t whylen);
 /* The descriptor a path like /dev/stdout or /dev/fd/N names, or -1. */
 int file_names_descriptor(const char *path);
+/* The program's stderr as the debug output writes it: its own non-blocking
+ * description of a pipe, FIFO or terminal on fd 2 where it can have one
+ * (files.c). */
+gs_file file_stderr(void);
 /* Whether f->fd still is the file file_open_append opened. */
 int file_is_ours(const gs_file *f);
 /* If f's regular file ends inside a line (a write cut short by a full disk

@@ -463,6 +463,73 @@ static void test_fork_child_own_file(void **state) {
 }
 
 /* gs_quote: what a value may look like in a message. */
+/* stderr is the program's own description, usually blocking. A pipe whose
+ * reader stopped reading, or a terminal nobody reads (its output backs up
+ * as when stopped with ^S), used to block the calling thread in write(2)
+ * for good (pipe(7): a blocking write waits for room; the same for a
+ * terminal, termios(3)). Now a message waits at most 10 ms and is dropped.
+ * Run in a child with an alarm, which fails the test instead of hanging
+ * it; the descriptor stays blocking for the program (fcntl(2): O_NONBLOCK
+ * is the description's). */
+static int fill_nonblocking(int fd) {
+  /* Filled through a description of its own, so fd's own flags stay. */
+  char link[48], chunk[4096];
+  snprintf(link, sizeof link, "/proc/self/fd/%d", fd);
+  int own = open(link, O_WRONLY | O_NONBLOCK | O_NOCTTY);
+  if (own < 0) return -1;
+  memset(chunk, 'f', sizeof chunk);
+  size_t total = 0;
+  for (;;) {
+    ssize_t w = write(own, chunk, sizeof chunk);
+    if (w > 0) total += (size_t)w;
+    else if (errno == EAGAIN) break;
+    else return -1;
+    if (total > (64u << 20)) return -1;
+  }
+  /* A terminal may take a little more byte by byte: fill to the end. */
+  while (write(own, chunk, 1) == 1) {}
+  close(own);
+  return 0;
+}
+
+static void warn_into_full(int fd, const char *what) {
+  pid_t pid = fork();
+  assert_true(pid >= 0);
+  if (pid == 0) {
+    if (fill_nonblocking(fd) != 0) _exit(10);
+    if (dup2(fd, STDERR_FILENO) < 0) _exit(11);
+    if (fcntl(STDERR_FILENO, F_GETFL) & O_NONBLOCK) _exit(12);
+    alarm(5);
+    for (int i = 0; i < 3; i++) GS_WARN("into a full %s %d", what, i);
+    _exit((fcntl(STDERR_FILENO, F_GETFL) & O_NONBLOCK) ? 13 : 0);
+  }
+  int st;
+  assert_int_equal(waitpid(pid, &st, 0), pid);
+  if (WIFSIGNALED(st) && WTERMSIG(st) == SIGALRM) fail_msg("a message into a full %s blocked the caller", what);
+  assert_true(WIFEXITED(st));
+  assert_int_equal(WEXITSTATUS(st), 0);
+}
+
+static void test_full_stderr_never_blocks(void **state) {
+  (void)state;
+  int p[2];
+  assert_int_equal(pipe(p), 0);
+  warn_into_full(p[1], "pipe");
+  close(p[0]);
+  close(p[1]);
+  int master = posix_openpt(O_RDWR | O_NOCTTY);
+  assert_true(master >= 0);
+  assert_int_equal(grantpt(master), 0);
+  assert_int_equal(unlockpt(master), 0);
+  char slave[128];
+  assert_int_equal(ptsname_r(master, slave, sizeof slave), 0);
+  int s = open(slave, O_WRONLY | O_NOCTTY);
+  assert_true(s >= 0);
+  warn_into_full(s, "terminal");
+  close(s);
+  close(master);
+}
+
 static void test_quote(void **state) {
   (void)state;
   char q[GS_QUOTE_BUF], big[300];
@@ -532,6 +599,7 @@ int main(void) {
       cmocka_unit_test_teardown(test_symlink_refused, teardown),
       cmocka_unit_test_teardown(test_reused_descriptor_not_written, teardown),
       cmocka_unit_test_teardown(test_fork_child_own_file, teardown),
+      cmocka_unit_test_teardown(test_full_stderr_never_blocks, teardown),
       cmocka_unit_test(test_quote),
   };
   return cmocka_run_group_tests(tests, group_setup, group_teardown);
