@@ -85,10 +85,10 @@ ROUTES = OrderedDict(
     ]
 )
 
-# The calls the routing log itself makes (opening and checking its file,
-# its buffers, its flusher thread, %h, writing): failing them may lose
-# records.
-LOG_ENTRIES = {"open", "fstat", "fcntl", "poll", "write", "close", "malloc", "calloc", "pthread_create", "gethostname"}
+# The calls the routing log itself makes (looking at its name, opening and
+# checking its file, its buffers, its flusher thread, %h, writing): failing
+# them may lose records.
+LOG_ENTRIES = {"open", "lstat", "fstat", "fcntl", "poll", "write", "close", "malloc", "calloc", "pthread_create", "gethostname"}
 
 # cuda.h / cublas_api.h values of the failure values sys.h gives (sys.h
 # says which document names each one for its call).
