@@ -115,8 +115,9 @@ static void file_refused(const gs_file *f, const char *line, size_t len, int err
   if (first)
     warn_stderr("GEMMSHIM_DEBUG_FILE: cannot write '%s' (%s); debug output goes to stderr instead", q,
                 strerror_r(err, ebuf, sizeof ebuf));
-  gs_file to_stderr = file_stderr();
+  gs_file to_stderr = file_stderr_begin();
   write_line(&to_stderr, line, len);
+  file_stderr_end(&to_stderr);
 }
 
 /* Under debug_lock: open the named file, or fall back to stderr. */
@@ -136,7 +137,7 @@ static void open_locked(void) {
 
 /* Where the next message goes; opens the file at the first one. */
 static gs_file current_output(void) {
-  if (__atomic_load_n(&debug_state, __ATOMIC_ACQUIRE) == DEBUG_STDERR) return file_stderr();
+  if (__atomic_load_n(&debug_state, __ATOMIC_ACQUIRE) == DEBUG_STDERR) return file_stderr_begin();
   pthread_mutex_lock(&debug_lock);
   if (debug_recheck_path) {
     debug_recheck_path = 0;
@@ -173,7 +174,7 @@ static gs_file current_output(void) {
   int to_file = debug_state == DEBUG_FILE;
   gs_file f = debug_out;
   pthread_mutex_unlock(&debug_lock);
-  return to_file ? f : file_stderr();
+  return to_file ? f : file_stderr_begin();
 }
 
 static void debug_vwrite(const gs_file *f, gs_level level, const char *fmt, va_list ap) {
@@ -205,14 +206,19 @@ void gs_debug(gs_level level, const char *fmt, ...) {
   va_start(ap, fmt);
   debug_vwrite(&f, level, fmt, ap);
   va_end(ap);
+  file_stderr_end(&f);
+  errno = saved_errno;
 }
 
 /* One warning on stderr, wherever the debug output goes. */
 static void warn_stderr(const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
-  gs_file err = file_stderr();
+  int saved_errno = errno;
+  gs_file err = file_stderr_begin();
   debug_vwrite(&err, GS_LEVEL_WARN, fmt, ap);
+  file_stderr_end(&err);
+  errno = saved_errno;
   va_end(ap);
 }
 

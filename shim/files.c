@@ -272,28 +272,37 @@ int file_open_append(const char *path, int debug, gs_file *f, char *why, size_t 
  * of the shim's own, O_NONBLOCK, opened through /proc/self/fd/2; a socket
  * with send(MSG_DONTWAIT); anything else of stream kind after poll(). The
  * message then waits at most its deadline (debug.c: 10 ms) and is dropped.
- * The own descriptions are kept by device and inode, a few at most (a
- * program may point fd 2 elsewhere), and are never closed: another thread
- * may be writing through one, and a closed number could be the program's
- * file by the time it writes. Before each use, fstat checks one still is
- * that file (a program that closed every descriptor may have reused the
- * number); one that is not is forgotten, left to the program. */
-#define STDERR_OWN_MAX 4
+ *
+ * The own description lives for one message and is closed after it. Kept
+ * longer, it would hold the pipe open behind the program's back: a program
+ * that closes its stderr so that its reader sees the end (a shell's $(...)
+ * waits for it), or a daemon child that points 0-2 at /dev/null
+ * (daemon(3)), would leave that reader waiting for good. For the same
+ * reason a fork never hands one to the child: the descriptions of messages
+ * in flight are listed under stderr_lock, which the fork handlers take (an
+ * open or a close at most, never a write, happens under it), and the child
+ * closes them (their threads do not exist there). With more messages in
+ * flight than the list holds, a message goes to fd 2 after poll(). */
+#define STDERR_OWN_MAX 8
 static pthread_mutex_t stderr_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct {
-  int fd;
-  uint64_t dev, ino;
-} stderr_own[STDERR_OWN_MAX];
-static int n_stderr_own;
+static int stderr_own[STDERR_OWN_MAX]; /* descriptor + 1; 0: a free entry */
 
-static void stderr_after_fork_child(void) { pthread_mutex_init(&stderr_lock, NULL); }
+static void stderr_before_fork(void) { pthread_mutex_lock(&stderr_lock); }
+static void stderr_after_fork_parent(void) { pthread_mutex_unlock(&stderr_lock); }
+static void stderr_after_fork_child(void) {
+  for (int i = 0; i < STDERR_OWN_MAX; i++) {
+    if (stderr_own[i]) GS_CALL(close, stderr_own[i] - 1);
+    stderr_own[i] = 0;
+  }
+  pthread_mutex_unlock(&stderr_lock);
+}
 
 /* At load, not lazily: see debug.c's fork handler. */
 __attribute__((constructor)) static void stderr_register_fork(void) {
-  pthread_atfork(NULL, NULL, stderr_after_fork_child);
+  pthread_atfork(stderr_before_fork, stderr_after_fork_parent, stderr_after_fork_child);
 }
 
-gs_file file_stderr(void) {
+gs_file file_stderr_begin(void) {
   gs_file f = GS_FILE_NONE;
   f.fd = STDERR_FILENO;
   f.debug = 1;
@@ -303,30 +312,32 @@ gs_file file_stderr(void) {
   f.sock = S_ISSOCK(st.st_mode);
   if (!S_ISFIFO(st.st_mode) && !is_pty_slave(&st)) return f;
   pthread_mutex_lock(&stderr_lock);
-  int own = -1;
-  for (int i = 0; i < n_stderr_own && own < 0; i++) {
-    if (stderr_own[i].dev != (uint64_t)st.st_dev || stderr_own[i].ino != (uint64_t)st.st_ino) continue;
-    struct stat ost;
-    if (GS_CALL(fstat, stderr_own[i].fd, &ost) == 0 && (uint64_t)ost.st_dev == stderr_own[i].dev &&
-        (uint64_t)ost.st_ino == stderr_own[i].ino) {
-      own = stderr_own[i].fd;
-    } else { /* not ours any more: forgotten, not closed */
-      stderr_own[i] = stderr_own[--n_stderr_own];
-      i--;
-    }
-  }
-  if (own < 0 && n_stderr_own < STDERR_OWN_MAX && (own = own_description(STDERR_FILENO, &st)) >= 0) {
-    stderr_own[n_stderr_own].fd = own;
-    stderr_own[n_stderr_own].dev = (uint64_t)st.st_dev;
-    stderr_own[n_stderr_own].ino = (uint64_t)st.st_ino;
-    n_stderr_own++;
-  }
+  int slot = -1;
+  for (int i = 0; i < STDERR_OWN_MAX && slot < 0; i++)
+    if (!stderr_own[i]) slot = i;
+  int own = slot >= 0 ? own_description(STDERR_FILENO, &st) : -1;
+  if (own >= 0) stderr_own[slot] = own + 1;
   pthread_mutex_unlock(&stderr_lock);
   if (own >= 0) {
     f.fd = own;
     f.nonblock = 1;
+    f.temp = 1;
   }
   return f;
+}
+
+void file_stderr_end(gs_file *f) {
+  if (!f->temp) return;
+  pthread_mutex_lock(&stderr_lock);
+  for (int i = 0; i < STDERR_OWN_MAX; i++)
+    if (stderr_own[i] == f->fd + 1) {
+      stderr_own[i] = 0;
+      GS_CALL(close, f->fd);
+      break;
+    }
+  pthread_mutex_unlock(&stderr_lock);
+  f->fd = -1;
+  f->temp = 0;
 }
 
 int file_is_ours(const gs_file *f) {

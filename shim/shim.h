@@ -244,18 +244,20 @@ typedef struct gs_file {
   int nonblock;    /* the shim's own description, O_NONBLOCK: a write never blocks */
   int sock;        /* a socket: written with send(MSG_DONTWAIT | MSG_NOSIGNAL) */
   int tail;        /* a regular file opened by name, readable: see files.c on lines cut short */
+  int temp;        /* stderr's own description for one message: file_stderr_end closes it */
 } gs_file;
-#define GS_FILE_NONE {-1, 0, 0, 0, 0, 0, 0, 0, 0, 0}
+#define GS_FILE_NONE {-1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}
 
 uint64_t gs_monotonic_ns(void);
 /* Open path for appending (see files.c); 0, or -1 with why set. */
 int file_open_append(const char *path, int debug, gs_file *f, char *why, size_t whylen);
 /* The descriptor a path like /dev/stdout or /dev/fd/N names, or -1. */
 int file_names_descriptor(const char *path);
-/* The program's stderr as the debug output writes it: its own non-blocking
- * description of a pipe, FIFO or terminal on fd 2 where it can have one
- * (files.c). */
-gs_file file_stderr(void);
+/* The program's stderr as one message writes it: a non-blocking
+ * description of the shim's own of a pipe, FIFO or terminal on fd 2 where
+ * it can have one (files.c); file_stderr_end closes that after the write. */
+gs_file file_stderr_begin(void);
+void file_stderr_end(gs_file *f);
 /* Whether f->fd still is the file file_open_append opened. */
 int file_is_ours(const gs_file *f);
 /* If f's regular file ends inside a line (a write cut short by a full disk

@@ -530,6 +530,33 @@ static void test_full_stderr_never_blocks(void **state) {
   close(master);
 }
 
+/* A program that closes its stderr lets the reader of that pipe see the
+ * end (pipe(7): read returns 0 once every write end is closed); a shell's
+ * $(...) waits for exactly that. The shim's own description of the pipe,
+ * used for a message, must not outlive the message, or the reader waits
+ * for good. */
+static void test_stderr_pipe_not_held_open(void **state) {
+  (void)state;
+  int p[2];
+  assert_int_equal(pipe(p), 0);
+  int saved = dup(STDERR_FILENO);
+  assert_int_equal(dup2(p[1], STDERR_FILENO), STDERR_FILENO);
+  close(p[1]);
+  GS_WARN("one message");
+  dup2(saved, STDERR_FILENO); /* the program is done with the pipe */
+  close(saved);
+  char buf[512];
+  ssize_t n = read(p[0], buf, sizeof buf);
+  assert_true(n > 0);
+  assert_non_null(memmem(buf, (size_t)n, "WARN one message\n", 17));
+  int fl = fcntl(p[0], F_GETFL);
+  fcntl(p[0], F_SETFL, fl | O_NONBLOCK);
+  n = read(p[0], buf, sizeof buf);
+  if (n < 0 && errno == EAGAIN) fail_msg("the pipe is still open for writing after the program closed its stderr");
+  assert_int_equal(n, 0);
+  close(p[0]);
+}
+
 static void test_quote(void **state) {
   (void)state;
   char q[GS_QUOTE_BUF], big[300];
@@ -600,6 +627,7 @@ int main(void) {
       cmocka_unit_test_teardown(test_reused_descriptor_not_written, teardown),
       cmocka_unit_test_teardown(test_fork_child_own_file, teardown),
       cmocka_unit_test_teardown(test_full_stderr_never_blocks, teardown),
+      cmocka_unit_test_teardown(test_stderr_pipe_not_held_open, teardown),
       cmocka_unit_test(test_quote),
   };
   return cmocka_run_group_tests(tests, group_setup, group_teardown);

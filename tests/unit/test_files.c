@@ -257,7 +257,7 @@ static void test_no_sigpipe(void **state) {
   int p[2];
   assert_int_equal(pipe(p), 0);
   close(p[0]);
-  gs_file f = {p[1], 0, 0, 1, 0, 0, 0, 0, 0, 0};
+  gs_file f = {p[1], 0, 0, 1, 0, 0, 0, 0, 0, 0, 0};
   errno = 0;
   assert_int_equal(file_write(&f, "x\n", 2, NULL), 0);
   assert_int_equal(errno, EPIPE);
@@ -275,7 +275,7 @@ static void test_full_pipe_deadline(void **state) {
   assert_int_equal(pipe2(p, O_NONBLOCK), 0);
   static char text[256 * 1024];
   for (size_t i = 0; i < sizeof text; i++) text[i] = (i % 100 == 99) ? '\n' : 'a';
-  gs_file f = {p[1], 0, 0, 1, 0, 0, 0, 0, 0, 0};
+  gs_file f = {p[1], 0, 0, 1, 0, 0, 0, 0, 0, 0, 0};
   uint64_t deadline = gs_monotonic_ns() + 30 * 1000000ull;
   errno = 0;
   size_t n = file_write(&f, text, sizeof text, &deadline);
