@@ -10,18 +10,18 @@
  *    once with ENXIO instead of blocking in open), O_APPEND and never
  *    O_TRUNC: a file is only ever added to, in whole lines, so a process
  *    cannot wipe what another wrote, whichever of them created it.
- *  - Looked at (lstat) before it is opened, and opened only when it is a
- *    regular file (or nothing yet, then created), a FIFO, a terminal, or
- *    /dev/null or /dev/full: the user named it, so writing lines to it is
- *    what was asked. Anything else is refused unopened: a directory, a
- *    socket, a symbolic link, a block device, and any other character
- *    device, since opening a device runs its driver's open, which acts on
- *    it (a tape rewinds at close, a watchdog arms, /dev/ptmx makes a new
- *    terminal). O_NOCTTY: a terminal opened by a process without a
- *    controlling terminal would otherwise become its controlling terminal
- *    (open(2)), so the program's job control would change. fstat on the
- *    opened descriptor checks the same again (the name may have been
- *    replaced in between) and closes what it refuses unwritten.
+ *  - Found without being opened (O_PATH) and looked at first, then opened
+ *    only when it is a regular file (or nothing yet, then created), a
+ *    FIFO, a terminal, /dev/null, /dev/full or /dev/kmsg: the user named
+ *    it, so writing lines to it is what was asked. Anything else is
+ *    refused unopened: a directory, a socket, a symbolic link, a block
+ *    device, and any other character device, since opening a device runs
+ *    its driver's open, which acts on it (a tape rewinds at close, a
+ *    watchdog arms, /dev/ptmx makes a new terminal). The file checked is
+ *    the file opened (open_by_name). O_NOCTTY: a terminal opened by a
+ *    process without a controlling terminal would otherwise become its
+ *    controlling terminal (open(2)), so the program's job control would
+ *    change.
  *  - /dev/stdout, /dev/stderr, /dev/fd/N and /proc/self/fd/N are links by
  *    nature and name a descriptor the user plainly means: that descriptor
  *    is duplicated rather than the link followed, so a regular file behind
@@ -117,22 +117,7 @@ static int named_descriptor(const char *path) {
 
 int file_names_descriptor(const char *path) { return named_descriptor(path); }
 
-#define EXPECTED "expected a regular file, a FIFO, a terminal, /dev/null or /dev/full"
-
-/* Devices without a reader or behind them answer open(2) with ENXIO: say
- * which it was (the name is not a link: O_NOFOLLOW opened it). */
-static void enxio_why(const char *path, char *why, size_t whylen) {
-  struct stat st;
-  int known = GS_CALL(lstat, path, &st) == 0;
-  if (known && S_ISFIFO(st.st_mode))
-    snprintf(why, whylen, "a FIFO with no reader");
-  else if (known && S_ISSOCK(st.st_mode))
-    snprintf(why, whylen, "a socket, which open() cannot write to; " EXPECTED);
-  else if (known && (S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode)))
-    snprintf(why, whylen, "a device file with no device behind it");
-  else
-    snprintf(why, whylen, "No such device or address");
-}
+#define EXPECTED "expected a regular file, a FIFO, a terminal, /dev/null, /dev/full or /dev/kmsg"
 
 /* Unix98 pseudo-terminal slaves are character majors 136-143 (the kernel's
  * Documentation/admin-guide/devices.txt). Opening one again opens the same
@@ -142,13 +127,19 @@ static int is_pty_slave(const struct stat *st) {
   return S_ISCHR(st->st_mode) && major(st->st_rdev) >= 136 && major(st->st_rdev) <= 143;
 }
 
-/* The character devices a line may be written to by name
- * (Documentation/admin-guide/devices.txt): /dev/null 1:3 and /dev/full
- * 1:7; terminals: virtual consoles and serial ports (major 4), /dev/tty
- * (5:0), /dev/console (5:1), pseudo-terminal slaves (136-143). */
+/* The character devices a line may be written to by name, by their numbers
+ * in Documentation/admin-guide/devices.txt: /dev/null 1:3, /dev/full 1:7,
+ * /dev/kmsg 1:11; terminals: BSD pseudo-terminal slaves (3), virtual
+ * consoles and serial ports (4), /dev/tty and /dev/console (5:0, 5:1),
+ * Unix98 pseudo-terminal slaves (136-143), ACM modems (166), USB serial
+ * ports (188), low-density serial ports (204), hypervisor consoles (229).
+ * A serial port's open raises its modem lines; a user who names one as a
+ * log asked for that. Everything else (/dev/ptmx, tapes, watchdogs, ...)
+ * acts on its device when opened, so it is never opened. */
 static int writable_device(const struct stat *st) {
   unsigned ma = major(st->st_rdev), mi = minor(st->st_rdev);
-  return (ma == 1 && (mi == 3 || mi == 7)) || ma == 4 || (ma == 5 && mi <= 1) || is_pty_slave(st);
+  return (ma == 1 && (mi == 3 || mi == 7 || mi == 11)) || ma == 3 || ma == 4 || (ma == 5 && mi <= 1) ||
+         is_pty_slave(st) || ma == 166 || ma == 188 || ma == 204 || ma == 229;
 }
 
 /* 0 when a file of this type may be opened and written by name; else -1
@@ -159,17 +150,35 @@ static int type_refused(const struct stat *st, char *why, size_t whylen) {
                      : S_ISDIR(st->st_mode)  ? "a directory"
                      : S_ISSOCK(st->st_mode) ? "a socket, which open() cannot write to"
                      : S_ISBLK(st->st_mode)  ? "a block device, which is not opened (opening a device acts on it)"
-                     : S_ISCHR(st->st_mode)  ? "a device other than a terminal, /dev/null or /dev/full, which is not "
-                                               "opened (opening a device acts on it)"
+                     : S_ISCHR(st->st_mode)  ? "a device other than a terminal, /dev/null, /dev/full or /dev/kmsg, "
+                                               "which is not opened (opening a device acts on it)"
                                              : "not a regular file, FIFO or device";
   snprintf(why, whylen, "%s; " EXPECTED, what);
   return -1;
 }
 
+/* open(2) answers ENXIO for a FIFO without a reader and a device with
+ * nothing behind it: say which it was. */
+static void enxio_why(const struct stat *st, char *why, size_t whylen) {
+  if (S_ISFIFO(st->st_mode))
+    snprintf(why, whylen, "a FIFO with no reader");
+  else if (S_ISCHR(st->st_mode) && major(st->st_rdev) == 5 && minor(st->st_rdev) == 0)
+    snprintf(why, whylen, "/dev/tty, and the process has no controlling terminal (tty(4)); " EXPECTED);
+  else if (S_ISCHR(st->st_mode))
+    snprintf(why, whylen, "a device file with no device behind it; " EXPECTED);
+  else
+    snprintf(why, whylen, "No such device or address");
+}
+
 /* A description of its own, O_NONBLOCK, for the pipe or terminal fd is a
  * copy of; -1 when there is none to be had (no /proc, no reader left, a
- * terminal hung up): then fd itself is written, after poll. */
+ * terminal hung up, fd open for reading only): then fd itself is written,
+ * after poll. Opening /proc/self/fd/N for writing opens the file itself
+ * (proc(5)), so a read end must not be reopened that way: it would give
+ * the shim the write end of the program's own pipe. */
 static int own_description(int fd, const struct stat *st) {
+  int fl = GS_CALL(fcntl, fd, F_GETFL, 0);
+  if (fl < 0 || (fl & O_ACCMODE) == O_RDONLY) return -1;
   char link[48];
   snprintf(link, sizeof link, "/proc/self/fd/%d", fd);
   int own = GS_CALL(open, link, O_WRONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY, 0);
@@ -182,50 +191,108 @@ static int own_description(int fd, const struct stat *st) {
   return own;
 }
 
+/* Open a file named by path for appending. First found without opening it
+ * (O_PATH: no driver's open runs, a FIFO gains no reader or writer;
+ * O_NOFOLLOW with O_PATH gives the link itself, open(2)), its type checked
+ * on that descriptor, and only then opened, through /proc/self/fd/N, which
+ * opens the very file that was checked (proc(5)): a directory on the path
+ * replaced in between cannot bring another file in. Nothing there: a
+ * regular file is created, O_EXCL, so that nothing else that appeared
+ * meanwhile is opened by it. Without /proc the checked name is opened
+ * again (O_NOFOLLOW) and must turn out to be the same file.
+ *
+ * A regular file is opened for reading too, so that a write can see
+ * whether it landed on a line cut short (line_ends_before); anything else
+ * write-only, since O_RDWR would make the shim a reader of a FIFO, which
+ * then never fails with ENXIO (fifo(7)). One without read permission is
+ * opened write-only. */
+static int open_by_name(const char *path, int *rw_out, char *why, size_t whylen) {
+  char ebuf[128];
+  const int flags = O_APPEND | O_CLOEXEC | O_NONBLOCK | O_NOCTTY;
+  for (int attempt = 0; attempt < 2; attempt++) {
+    int pfd = GS_CALL(open, path, O_PATH | O_NOFOLLOW | O_CLOEXEC, 0);
+    if (pfd < 0 && errno == ENOENT) {
+      int fd = GS_CALL(open, path, O_CREAT | O_EXCL | O_RDWR | O_NOFOLLOW | flags, 0644);
+      if (fd < 0 && errno == EACCES) fd = GS_CALL(open, path, O_CREAT | O_EXCL | O_WRONLY | O_NOFOLLOW | flags, 0644);
+      else *rw_out = 1;
+      if (fd >= 0) return fd;
+      if (errno == EEXIST) continue; /* made meanwhile: look at it */
+      snprintf(why, whylen, "%s", strerror_r(errno, ebuf, sizeof ebuf));
+      return -1;
+    }
+    if (pfd < 0) {
+      snprintf(why, whylen, "%s", strerror_r(errno, ebuf, sizeof ebuf));
+      return -1;
+    }
+    struct stat st;
+    if (GS_CALL(fstat, pfd, &st) != 0) {
+      snprintf(why, whylen, "fstat: %s", strerror_r(errno, ebuf, sizeof ebuf));
+      GS_CALL(close, pfd);
+      return -1;
+    }
+    if (type_refused(&st, why, whylen) != 0) {
+      GS_CALL(close, pfd);
+      return -1;
+    }
+    int rw = S_ISREG(st.st_mode);
+    char link[48];
+    snprintf(link, sizeof link, "/proc/self/fd/%d", pfd);
+    const char *name = link;
+    int by_link = 1;
+    int fd = GS_CALL(open, name, (rw ? O_RDWR : O_WRONLY) | flags, 0);
+    if (fd < 0 && errno == ENOENT) { /* no /proc: the name itself, once more */
+      name = path;
+      by_link = 0;
+      fd = GS_CALL(open, name, (rw ? O_RDWR : O_WRONLY) | O_NOFOLLOW | flags, 0);
+    }
+    if (fd < 0 && rw && errno == EACCES) {
+      rw = 0;
+      fd = GS_CALL(open, name, O_WRONLY | (by_link ? 0 : O_NOFOLLOW) | flags, 0);
+    }
+    int err = errno;
+    GS_CALL(close, pfd);
+    if (fd < 0) {
+      if (err == ENXIO) enxio_why(&st, why, whylen);
+      else if (err == ELOOP) snprintf(why, whylen, "a symbolic link, which is not followed; " EXPECTED);
+      else snprintf(why, whylen, "%s", strerror_r(err, ebuf, sizeof ebuf));
+      return -1;
+    }
+    struct stat ost;
+    if (!by_link && (GS_CALL(fstat, fd, &ost) != 0 || ost.st_dev != st.st_dev || ost.st_ino != st.st_ino)) {
+      GS_CALL(close, fd);
+      snprintf(why, whylen, "replaced by another file while it was opened; " EXPECTED);
+      return -1;
+    }
+    *rw_out = rw;
+    return fd;
+  }
+  snprintf(why, whylen, "created and removed again while it was opened; " EXPECTED);
+  return -1;
+}
+
 int file_open_append(const char *path, int debug, gs_file *f, char *why, size_t whylen) {
   char ebuf[128];
   *f = (gs_file)GS_FILE_NONE;
   f->debug = debug;
   int named = named_descriptor(path);
-  int fd;
+  int fd, rw = 0;
   if (named >= 0) {
+    /* Open for reading only (the read end of a pipe of the program's): a
+     * write there is EBADF, and a reopen for writing would be the
+     * program's own pipe, so it is refused here. */
+    int fl = GS_CALL(fcntl, named, F_GETFL, 0);
+    if (fl >= 0 && (fl & O_ACCMODE) == O_RDONLY) {
+      snprintf(why, whylen, "descriptor %d is open for reading only; expected one open for writing", named);
+      return -1;
+    }
     fd = GS_CALL(fcntl, named, F_DUPFD_CLOEXEC, 0);
     if (fd < 0) {
       if (errno == EBADF) snprintf(why, whylen, "descriptor %d is not open", named);
       else snprintf(why, whylen, "cannot duplicate descriptor %d (%s)", named, strerror_r(errno, ebuf, sizeof ebuf));
       return -1;
     }
-  } else {
-    /* A regular file is opened for reading too, so that a write can see
-     * whether it landed on a line cut short (line_ends_before); anything else
-     * write-only, since O_RDWR would make the shim a reader of a FIFO, which
-     * then never fails with ENXIO (fifo(7)). lstat only picks the flags
-     * (fstat below decides what is kept); one without read permission is
-     * opened write-only. */
-    struct stat pre;
-    int absent = GS_CALL(lstat, path, &pre) != 0;
-    if (absent && errno != ENOENT) {
-      snprintf(why, whylen, "%s", strerror_r(errno, ebuf, sizeof ebuf));
-      return -1;
-    }
-    if (!absent && type_refused(&pre, why, whylen) != 0) return -1;
-    int rw = absent || S_ISREG(pre.st_mode);
-    int flags = O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY;
-    fd = GS_CALL(open, path, (rw ? O_RDWR : O_WRONLY) | flags, 0644);
-    if (fd < 0 && rw && errno == EACCES) {
-      rw = 0;
-      fd = GS_CALL(open, path, O_WRONLY | flags, 0644);
-    }
-    f->tail = rw; /* kept below for a regular file */
-    if (fd < 0) {
-      if (errno == ELOOP)
-        snprintf(why, whylen, "a symbolic link, which is not followed; " EXPECTED);
-      else if (errno == ENXIO)
-        enxio_why(path, why, whylen);
-      else
-        snprintf(why, whylen, "%s", strerror_r(errno, ebuf, sizeof ebuf));
-      return -1;
-    }
+  } else if ((fd = open_by_name(path, &rw, why, whylen)) < 0) {
+    return -1;
   }
   struct stat st;
   if (GS_CALL(fstat, fd, &st) != 0) {
@@ -234,12 +301,11 @@ int file_open_append(const char *path, int debug, gs_file *f, char *why, size_t 
     return -1;
   }
   /* A descriptor the program handed over (/dev/stdout, /dev/fd/N) is open
-   * already: any file, FIFO, device or socket of the program's is written.
-   * A file opened by name is checked again (the name may have been
-   * replaced since lstat). */
-  if (named >= 0 ? !S_ISREG(st.st_mode) && !S_ISFIFO(st.st_mode) && !S_ISCHR(st.st_mode) && !S_ISSOCK(st.st_mode)
-                 : type_refused(&st, why, whylen) != 0) {
-    if (named >= 0) snprintf(why, whylen, "not a regular file, FIFO, character device or socket");
+   * already: any file, FIFO, device or socket of the program's is written
+   * (a file opened by name was checked before it was opened). */
+  if (named >= 0 && !S_ISREG(st.st_mode) && !S_ISFIFO(st.st_mode) && !S_ISCHR(st.st_mode) && !S_ISSOCK(st.st_mode)) {
+    snprintf(why, whylen, "a descriptor of another kind (a directory, a block device); expected a regular file, a "
+                          "FIFO, a character device or a socket");
     GS_CALL(close, fd);
     return -1;
   }
@@ -259,7 +325,7 @@ int file_open_append(const char *path, int debug, gs_file *f, char *why, size_t 
   f->stream = !S_ISREG(st.st_mode);
   f->named = named >= 0;
   f->sock = S_ISSOCK(st.st_mode);
-  f->tail = f->tail && S_ISREG(st.st_mode);
+  f->tail = rw && S_ISREG(st.st_mode);
   return 0;
 }
 
@@ -308,6 +374,11 @@ gs_file file_stderr_begin(void) {
   f.debug = 1;
   struct stat st;
   if (GS_CALL(fstat, STDERR_FILENO, &st) != 0) return f; /* closed: the write says so (EBADF) */
+  int fl = GS_CALL(fcntl, STDERR_FILENO, F_GETFL, 0);
+  if (fl >= 0 && (fl & O_ACCMODE) == O_RDONLY) { /* the read end of a pipe of the program's: not for writing */
+    f.fd = -1;
+    return f;
+  }
   f.stream = !S_ISREG(st.st_mode);
   f.sock = S_ISSOCK(st.st_mode);
   if (!S_ISFIFO(st.st_mode) && !is_pty_slave(&st)) return f;

@@ -353,28 +353,27 @@ static void make_absolute(int which, const char *name, char *field, size_t size)
              name, gs_quote(field, q), strerror_r(errno, ebuf, sizeof ebuf));
     return;
   }
-  char out[sizeof gs_opt.log_path];
-  size_t o = 0;
-  int fits = 1;
-  for (const char *c = cwd; *c && fits; c++) {
-    if (o + 2 >= sizeof out) fits = 0;
-    else if (*c == '%') out[o++] = '%', out[o++] = '%';
-    else out[o++] = *c;
-  }
-  if (fits && o > 0 && out[o - 1] != '/') {
-    if (o + 1 >= sizeof out) fits = 0;
-    else out[o++] = '/';
-  }
-  size_t flen = strlen(field);
-  if (!fits || o + flen >= size || o + flen >= sizeof out) {
+  /* The directory as it goes in front: each '%' doubled, a '/' after it. */
+  size_t dlen = 0;
+  for (const char *c = cwd; *c; c++) dlen += *c == '%' ? 2 : 1;
+  int slash = dlen == 0 || cwd[strlen(cwd) - 1] != '/';
+  size_t flen = strlen(field), total = dlen + (size_t)slash + flen;
+  if (total >= size) {
     snprintf(relative_note[which], sizeof relative_note[which],
              "%s='%s': relative, and %zu bytes once the working directory is put before it; expected at most "
              "%zu; the name stays relative to the directory the program is in when it writes its first line",
-             name, gs_quote(field, q), o + flen + (fits ? 0 : strlen(cwd)), size - 1);
+             name, gs_quote(field, q), total, size - 1);
     return;
   }
+  char out[sizeof gs_opt.log_path];
+  size_t o = 0;
+  for (const char *c = cwd; *c; c++) {
+    if (*c == '%') out[o++] = '%';
+    out[o++] = *c;
+  }
+  if (slash) out[o++] = '/';
   memcpy(out + o, field, flen + 1);
-  memcpy(field, out, o + flen + 1);
+  memcpy(field, out, total + 1);
 }
 
 /* ---- load ----------------------------------------------------------------- */

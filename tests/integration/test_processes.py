@@ -108,7 +108,7 @@ def test_symlinks_not_followed(client, standin, tmp_path, dangling):
         assert not target.exists()
     else:
         assert target.read_text() == "precious\n"
-    link = "a symbolic link, which is not followed; expected a regular file, a FIFO, a terminal, /dev/null or /dev/full"
+    link = "a symbolic link, which is not followed; expected a regular file, a FIFO, a terminal, /dev/null, /dev/full or /dev/kmsg"
     warns = shim_warnings(r.stderr)
     assert f"WARN GEMMSHIM_DEBUG_FILE='{tmp_path}/d.txt': cannot open '{tmp_path}/d.txt' ({link}); " \
            "debug output goes to stderr instead" in warns[0]

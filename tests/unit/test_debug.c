@@ -384,7 +384,7 @@ static void test_symlink_refused(void **state) {
   expected_prefix(prefix, sizeof prefix, (int)getpid(), my_tid());
   snprintf(want, sizeof want,
            "%sWARN GEMMSHIM_DEBUG_FILE='%s': cannot open '%s' (a symbolic link, which is not followed; expected a "
-           "regular file, a FIFO, a terminal, /dev/null or /dev/full); debug output goes to stderr instead\n%sWARN to stderr\n",
+           "regular file, a FIFO, a terminal, /dev/null, /dev/full or /dev/kmsg); debug output goes to stderr instead\n%sWARN to stderr\n",
            prefix, link_path, link_path, prefix);
   char *got = read_file(err_path);
   assert_string_equal(got, want);
@@ -557,6 +557,29 @@ static void test_stderr_pipe_not_held_open(void **state) {
   close(p[0]);
 }
 
+/* fd 2 the read end of the program's own pipe (after `2>&-`, a pipe()
+ * took number 2): a message must not reach that pipe. Reopening
+ * /proc/self/fd/2 for writing would open the pipe's write side (proc(5));
+ * write(2) to the read end itself is EBADF, which is what is left. */
+static void test_stderr_read_end_not_written(void **state) {
+  (void)state;
+  int p[2];
+  assert_int_equal(pipe(p), 0);
+  int saved = dup(STDERR_FILENO);
+  assert_int_equal(dup2(p[0], STDERR_FILENO), STDERR_FILENO);
+  GS_WARN("into the program's pipe?");
+  dup2(saved, STDERR_FILENO);
+  close(saved);
+  int fl = fcntl(p[0], F_GETFL);
+  fcntl(p[0], F_SETFL, fl | O_NONBLOCK);
+  char buf[256];
+  ssize_t n = read(p[0], buf, sizeof buf);
+  if (n > 0) fail_msg("a message went into the program's own pipe: %.*s", (int)n, buf);
+  assert_true(n < 0 && errno == EAGAIN);
+  close(p[0]);
+  close(p[1]);
+}
+
 static void test_quote(void **state) {
   (void)state;
   char q[GS_QUOTE_BUF], big[300];
@@ -628,6 +651,7 @@ int main(void) {
       cmocka_unit_test_teardown(test_fork_child_own_file, teardown),
       cmocka_unit_test_teardown(test_full_stderr_never_blocks, teardown),
       cmocka_unit_test_teardown(test_stderr_pipe_not_held_open, teardown),
+      cmocka_unit_test_teardown(test_stderr_read_end_not_written, teardown),
       cmocka_unit_test(test_quote),
   };
   return cmocka_run_group_tests(tests, group_setup, group_teardown);

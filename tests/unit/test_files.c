@@ -79,7 +79,7 @@ static void test_refusals(void **state) {
   in_dir(link_path, sizeof link_path, "link.txt");
   assert_int_equal(symlink(path, link_path), 0);
   assert_int_equal(file_open_append(link_path, 0, &f, why, sizeof why), -1);
-  assert_string_equal(why, "a symbolic link, which is not followed; expected a regular file, a FIFO, a terminal, /dev/null or /dev/full");
+  assert_string_equal(why, "a symbolic link, which is not followed; expected a regular file, a FIFO, a terminal, /dev/null, /dev/full or /dev/kmsg");
   assert_int_equal(f.fd, -1);
   struct stat st;
   assert_int_equal(lstat(path, &st), -1); /* the dangling link's target was not created */
@@ -89,7 +89,7 @@ static void test_refusals(void **state) {
   assert_int_equal(file_open_append(path, 0, &f, why, sizeof why), -1); /* at once, no reader */
   assert_string_equal(why, "a FIFO with no reader");
   assert_int_equal(file_open_append(dir, 0, &f, why, sizeof why), -1);
-  assert_string_equal(why, "a directory; expected a regular file, a FIFO, a terminal, /dev/null or /dev/full");
+  assert_string_equal(why, "a directory; expected a regular file, a FIFO, a terminal, /dev/null, /dev/full or /dev/kmsg");
   assert_int_equal(file_open_append("/dev/fd/1000", 0, &f, why, sizeof why), -1);
   assert_string_equal(why, "descriptor 1000 is not open");
 
@@ -99,12 +99,12 @@ static void test_refusals(void **state) {
   in_dir(path, sizeof path, "nodev");
   assert_int_equal(mknod(path, S_IFCHR | 0600, makedev(240, 0)), 0);
   assert_int_equal(file_open_append(path, 0, &f, why, sizeof why), -1);
-  assert_string_equal(why, "a device other than a terminal, /dev/null or /dev/full, which is not opened (opening a "
-                           "device acts on it); expected a regular file, a FIFO, a terminal, /dev/null or /dev/full");
+  assert_string_equal(why, "a device other than a terminal, /dev/null, /dev/full or /dev/kmsg, which is not opened (opening a "
+                           "device acts on it); expected a regular file, a FIFO, a terminal, /dev/null, /dev/full or /dev/kmsg");
   in_dir(path, sizeof path, "blockdev");
   assert_int_equal(mknod(path, S_IFBLK | 0600, makedev(240, 0)), 0);
   assert_int_equal(file_open_append(path, 0, &f, why, sizeof why), -1);
-  assert_string_equal(why, "a block device, which is not opened (opening a device acts on it); expected a regular file, a FIFO, a terminal, /dev/null or /dev/full");
+  assert_string_equal(why, "a block device, which is not opened (opening a device acts on it); expected a regular file, a FIFO, a terminal, /dev/null, /dev/full or /dev/kmsg");
   in_dir(path, sizeof path, "sock");
   int s = socket(AF_UNIX, SOCK_STREAM, 0);
   struct sockaddr_un addr = {.sun_family = AF_UNIX};
@@ -112,19 +112,29 @@ static void test_refusals(void **state) {
   memcpy(addr.sun_path, path, strlen(path) + 1);
   assert_int_equal(bind(s, (struct sockaddr *)&addr, sizeof addr), 0);
   assert_int_equal(file_open_append(path, 0, &f, why, sizeof why), -1);
-  assert_string_equal(why, "a socket, which open() cannot write to; expected a regular file, a FIFO, a terminal, /dev/null or /dev/full");
+  assert_string_equal(why, "a socket, which open() cannot write to; expected a regular file, a FIFO, a terminal, /dev/null, /dev/full or /dev/kmsg");
   close(s);
 }
 
+/* Every open the shim makes is recorded (the call table's open). */
+static int seen_flags[8], n_seen;
+static char seen_path[8][128];
+static int recording_open(const char *path, int flags, mode_t mode) {
+  if (n_seen < 8) {
+    snprintf(seen_path[n_seen], sizeof seen_path[0], "%s", path);
+    seen_flags[n_seen++] = flags;
+  }
+  return open(path, flags, mode);
+}
+
 /* What is refused is refused by its type, before open(2) runs the
- * device's driver (a tape rewinds, a watchdog arms): with the first open
- * failed by the fault table, each refusal still says what the file is, so
- * open was never called. */
+ * device's driver (a tape rewinds, a watchdog arms): the only open made
+ * for it is O_PATH, which open(2) says does not open the file itself. */
 static void test_refused_before_open(void **state) {
   (void)state;
   char path[128], why[256];
   gs_file f;
-  const char *names[] = {"nodev2", "blockdev2", "sock2", "link2", NULL};
+  const char *names[] = {"nodev2", "blockdev2", "sock2", "link2", "", NULL};
   in_dir(path, sizeof path, "nodev2");
   assert_int_equal(mknod(path, S_IFCHR | 0600, makedev(240, 1)), 0);
   in_dir(path, sizeof path, "blockdev2");
@@ -136,19 +146,74 @@ static void test_refused_before_open(void **state) {
   assert_int_equal(bind(s, (struct sockaddr *)&addr, sizeof addr), 0);
   in_dir(path, sizeof path, "link2");
   assert_int_equal(symlink("/dev/null", path), 0);
+  __typeof__(gs_sys.open) real = gs_sys.open;
+  gs_sys.open = recording_open;
   for (int i = 0; names[i]; i++) {
-    in_dir(path, sizeof path, names[i]);
-    gs_fault_arm(GS_SYS_open, 1, 0);
+    in_dir(path, sizeof path, names[i]); /* "": the directory itself */
+    n_seen = 0;
     assert_int_equal(file_open_append(path, 0, &f, why, sizeof why), -1);
-    if (strcmp(why, "Input/output error") == 0) fail_msg("%s: opened before it was refused", names[i]);
-    assert_non_null(strstr(why, "; expected a regular file, a FIFO, a terminal, /dev/null or /dev/full"));
-    gs_fault_clear();
+    assert_non_null(strstr(why, "; expected a regular file, a FIFO, a terminal, /dev/null, /dev/full or /dev/kmsg"));
+    for (int k = 0; k < n_seen; k++)
+      if (!(seen_flags[k] & O_PATH)) fail_msg("'%s' was opened before it was refused (%s)", path, why);
   }
-  gs_fault_arm(GS_SYS_open, 1, 0);
-  assert_int_equal(file_open_append(dir, 0, &f, why, sizeof why), -1);
-  assert_string_equal(why, "a directory; expected a regular file, a FIFO, a terminal, /dev/null or /dev/full");
-  gs_fault_clear();
+  gs_sys.open = real;
   close(s);
+}
+
+/* The file checked is the file opened: a directory on the path replaced
+ * by a link between the look and the open (someone who can write to a
+ * directory above it) cannot bring in another file, here a device. The
+ * swap is made right after the shim's first look at the name, whichever
+ * call that is. */
+static char swap_dir[128], swap_old[128], swap_to[128];
+static int swapped;
+static void swap_now(void) {
+  if (swapped) return;
+  swapped = 1;
+  assert_int_equal(rename(swap_dir, swap_old), 0);
+  assert_int_equal(symlink(swap_to, swap_dir), 0);
+}
+static int swapping_lstat(const char *p, struct stat *st) {
+  int r = lstat(p, st);
+  swap_now();
+  return r;
+}
+static int swapping_fstat(int fd, struct stat *st) {
+  int r = fstat(fd, st);
+  swap_now();
+  return r;
+}
+
+static void test_checked_file_is_opened_file(void **state) {
+  (void)state;
+  char path[160], dev[160], why[256];
+  in_dir(swap_dir, sizeof swap_dir, "d");
+  in_dir(swap_old, sizeof swap_old, "d.old");
+  in_dir(swap_to, sizeof swap_to, "e");
+  assert_int_equal(mkdir(swap_dir, 0700), 0);
+  assert_int_equal(mkdir(swap_to, 0700), 0);
+  snprintf(path, sizeof path, "%s/log", swap_dir);
+  int fd = open(path, O_WRONLY | O_CREAT, 0644);
+  assert_true(fd >= 0);
+  close(fd);
+  struct stat want;
+  assert_int_equal(stat(path, &want), 0);
+  snprintf(dev, sizeof dev, "%s/log", swap_to);
+  assert_int_equal(mknod(dev, S_IFCHR | 0600, makedev(240, 2)), 0);
+  __typeof__(gs_sys.lstat) real_lstat = gs_sys.lstat;
+  __typeof__(gs_sys.fstat) real_fstat = gs_sys.fstat;
+  gs_sys.lstat = swapping_lstat;
+  gs_sys.fstat = swapping_fstat;
+  swapped = 0;
+  gs_file f;
+  int rc = file_open_append(path, 0, &f, why, sizeof why);
+  gs_sys.lstat = real_lstat;
+  gs_sys.fstat = real_fstat;
+  assert_int_equal(swapped, 1);
+  if (rc != 0) fail_msg("'%s' after the swap: %s", path, why);
+  assert_int_equal(f.ino, (uint64_t)want.st_ino);
+  assert_int_equal(f.stream, 0);
+  file_close(&f);
 }
 
 /* open(2): without O_NOCTTY, a terminal opened by a session leader that
@@ -156,12 +221,6 @@ static void test_refused_before_open(void **state) {
  * program's job control changes. (This machine's kernel gives none in a
  * plain open either, so what is checked is the flag every open by name
  * passes, through the call table's open.) */
-static int seen_flags[8], n_seen;
-static int recording_open(const char *path, int flags, mode_t mode) {
-  if (n_seen < 8) seen_flags[n_seen++] = flags;
-  return open(path, flags, mode);
-}
-
 static void test_opened_without_controlling_terminal(void **state) {
   (void)state;
   int master = posix_openpt(O_RDWR | O_NOCTTY);
@@ -182,10 +241,73 @@ static void test_opened_without_controlling_terminal(void **state) {
     file_close(&f);
     assert_true(n_seen >= 1);
     for (int k = 0; k < n_seen; k++)
-      if (!(seen_flags[k] & O_NOCTTY)) fail_msg("%s opened without O_NOCTTY", names[i]);
+      if (!(seen_flags[k] & (O_NOCTTY | O_PATH))) fail_msg("%s opened without O_NOCTTY", names[i]);
   }
   gs_sys.open = real;
   close(master);
+}
+
+/* A read end of the program's own pipe as the log (fd 2 after `2>&-` and a
+ * pipe()): reopening it through /proc/self/fd for writing would open that
+ * pipe's write side (proc(5)) and put the shim's lines into the program's
+ * pipe. write(2) to the read end is EBADF: nothing may be written. */
+static void test_read_end_not_reopened_for_writing(void **state) {
+  (void)state;
+  int p[2];
+  assert_int_equal(pipe(p), 0);
+  char name[64], why[256];
+  snprintf(name, sizeof name, "/dev/fd/%d", p[0]);
+  gs_file f;
+  uint64_t deadline = gs_monotonic_ns() + 100000000ull;
+  if (file_open_append(name, 0, &f, why, sizeof why) == 0) {
+    file_write(&f, "x\n", 2, &deadline);
+    file_close(&f);
+  } else {
+    char want[96];
+    snprintf(want, sizeof want, "descriptor %d is open for reading only; expected one open for writing", p[0]);
+    assert_string_equal(why, want);
+  }
+  int fl = fcntl(p[0], F_GETFL);
+  fcntl(p[0], F_SETFL, fl | O_NONBLOCK);
+  char buf[8];
+  ssize_t n = read(p[0], buf, sizeof buf);
+  if (n > 0) fail_msg("the shim wrote into the program's own pipe");
+  assert_true(n < 0 && errno == EAGAIN);
+  close(p[0]);
+  close(p[1]);
+}
+
+/* Messages say what was expected. /dev/tty (5:0) answers ENXIO when the
+ * process has no controlling terminal (tty(4)): said so, not "no device
+ * behind it". A named descriptor of a directory is refused, saying what
+ * was expected. */
+static void test_refusal_texts(void **state) {
+  (void)state;
+  pid_t pid = fork();
+  assert_true(pid >= 0);
+  if (pid == 0) {
+    if (setsid() < 0) _exit(10);
+    char why[256];
+    gs_file f;
+    if (file_open_append("/dev/tty", 0, &f, why, sizeof why) == 0) _exit(11);
+    _exit(strcmp(why, "/dev/tty, and the process has no controlling terminal (tty(4)); expected a regular file, a "
+                      "FIFO, a terminal, /dev/null, /dev/full or /dev/kmsg") == 0 ? 0 : 12);
+  }
+  int st;
+  assert_int_equal(waitpid(pid, &st, 0), pid);
+  assert_true(WIFEXITED(st));
+  assert_int_equal(WEXITSTATUS(st), 0);
+  int d = open(dir, O_RDONLY | O_DIRECTORY);
+  assert_true(d >= 0);
+  char name[64], why[256];
+  snprintf(name, sizeof name, "/dev/fd/%d", d);
+  gs_file f;
+  assert_int_equal(file_open_append(name, 0, &f, why, sizeof why), -1);
+  /* O_RDONLY is how a directory is open: refused as such first */
+  char want[96];
+  snprintf(want, sizeof want, "descriptor %d is open for reading only; expected one open for writing", d);
+  assert_string_equal(why, want);
+  close(d);
 }
 
 static void test_null_and_full_allowed(void **state) {
@@ -527,6 +649,9 @@ int main(void) {
       cmocka_unit_test(test_refusals),
       cmocka_unit_test(test_character_device),
       cmocka_unit_test(test_refused_before_open),
+      cmocka_unit_test(test_checked_file_is_opened_file),
+      cmocka_unit_test(test_read_end_not_reopened_for_writing),
+      cmocka_unit_test(test_refusal_texts),
       cmocka_unit_test(test_opened_without_controlling_terminal),
       cmocka_unit_test(test_null_and_full_allowed),
       cmocka_unit_test(test_named_descriptor_shares_offset),

@@ -271,6 +271,53 @@ static void test_fault_spec_twice_or_refused_arms_nothing(void **state) {
   gs_fault_clear();
 }
 
+/* A relative GEMMSHIM_LOG is made absolute against getcwd(3) at load; a
+ * '%' in the directory is doubled (it is a directory's character, not a
+ * placeholder). A name that would not fit (sizeof gs_opt.log_path) stays
+ * relative, and the warning gives the length it would have had: the
+ * directory with its '%'s doubled, a '/', the name. */
+static void test_relative_log_made_absolute(void **state) {
+  char start[4096], here[4096];
+  assert_non_null(getcwd(start, sizeof start));
+  snprintf(here, sizeof here, "/tmp/gs-opt-%d-100%%", (int)getpid());
+  assert_int_equal(mkdir(here, 0700), 0);
+  assert_int_equal(chdir(here), 0);
+  setenv("GEMMSHIM_LOG", "run-%p.jsonl", 1);
+  options_init_fresh();
+  assert_int_equal(gs_opt.passthrough, 0);
+  char want[600];
+  snprintf(want, sizeof want, "/tmp/gs-opt-%d-100%%%%/run-%%p.jsonl", (int)getpid());
+  assert_string_equal(gs_opt.log_path, want);
+  /* 5 levels of 100 characters with a '%' each: the directory alone is
+   * 21 + 5 x 101 = 526 bytes, 531 with the '%'s doubled. */
+  char deep[4096], part[101];
+  memset(part, 'd', 99);
+  part[99] = '%';
+  part[100] = '\0';
+  snprintf(deep, sizeof deep, "%s", here);
+  for (int i = 0; i < 5; i++) {
+    snprintf(deep + strlen(deep), sizeof deep - strlen(deep), "/%s", part);
+    assert_int_equal(mkdir(deep, 0700), 0);
+  }
+  assert_int_equal(chdir(deep), 0);
+  size_t dlen = strlen(deep) + 6; /* doubled: 5 '%' of the parts, 1 of "100%" */
+  setenv("GEMMSHIM_LOG", "rel.jsonl", 1);
+  options_init_fresh();
+  assert_int_equal(gs_opt.passthrough, 0);
+  assert_string_equal(gs_opt.log_path, "rel.jsonl");
+  snprintf(want, sizeof want, "GEMMSHIM_LOG='rel.jsonl': relative, and %zu bytes once the working directory is put "
+           "before it; expected at most 511; the name stays relative", dlen + 1 + strlen("rel.jsonl"));
+  expect_one_warning(want);
+  assert_int_equal(chdir(start), 0);
+  for (int i = 5; i >= 0; i--) {
+    rmdir(deep);
+    *strrchr(deep, '/') = '\0';
+    if (i == 0) break;
+  }
+  rmdir(here);
+  unsetenv("GEMMSHIM_LOG");
+}
+
 static void test_fault_counting(void **state) {
   char err[256];
   gs_fault_clear();
@@ -476,6 +523,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_policy_file, setup, teardown),
       cmocka_unit_test_setup_teardown(test_bad_fault_spec, setup, teardown),
       cmocka_unit_test_setup_teardown(test_fault_spec_twice_or_refused_arms_nothing, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_relative_log_made_absolute, setup, teardown),
       cmocka_unit_test_setup_teardown(test_fault_counting, setup, teardown),
       cmocka_unit_test_setup_teardown(test_info_prints_every_option, setup, teardown),
       cmocka_unit_test_setup_teardown(test_info_escapes_paths, setup, teardown),
