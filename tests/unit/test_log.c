@@ -1530,8 +1530,8 @@ static void test_fork_named_descriptor_kept(void **state) {
 }
 
 /* A descriptor named by number that is open read-only (/dev/stdin on a
- * file): the write's EBADF is a write error, said as one, not a descriptor
- * the program closed. */
+ * file): refused when the log is opened, said as such, not a descriptor
+ * the program closed (a write there would be EBADF, write(2)). */
 static void test_named_read_only_descriptor(void **state) {
   (void)state;
   char path[128], dbg[128];
@@ -1549,8 +1549,8 @@ static void test_named_read_only_descriptor(void **state) {
   close(n);
   path_in_dir(dbg, sizeof dbg, "readonly.debug");
   char *warn = read_file(dbg, NULL), want[256];
-  snprintf(want, sizeof want, " WARN GEMMSHIM_LOG: cannot write '/dev/fd/%d' (Bad file descriptor); the routing log is "
-           "off for the rest of this process\n", n);
+  snprintf(want, sizeof want, " WARN GEMMSHIM_LOG: cannot open '/dev/fd/%d' (descriptor %d is open for reading only; "
+           "expected one open for writing); the routing log is off for the rest of this process\n", n, n);
   assert_int_equal(count_lines(warn), 1);
   assert_non_null(strstr(warn, want));
   free(warn);
