@@ -192,8 +192,12 @@ static void debug_vwrite(const gs_file *f, gs_level level, const char *fmt, va_l
   errno = saved_errno;
 }
 
+/* Messages come from the program's threads too (the exit summary, a
+ * warning at load): cancellation is off while one is written, since
+ * current_output holds debug_lock across an open (cancel.c). */
 void gs_debug(gs_level level, const char *fmt, ...) {
   if (level > gs_opt.debug_level) return;
+  cancel_enter();
   int saved_errno = errno;
   gs_file f = current_output();
   errno = saved_errno;
@@ -201,6 +205,7 @@ void gs_debug(gs_level level, const char *fmt, ...) {
   va_start(ap, fmt);
   debug_vwrite(&f, level, fmt, ap);
   va_end(ap);
+  cancel_leave();
 }
 
 /* One warning on stderr, wherever the debug output goes. */
