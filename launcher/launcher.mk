@@ -1,6 +1,7 @@
 # launcher.mk: the gemmshim command, included by the top Makefile after
 # unit.mk (it links the same shim objects the unit tests do: everything but
-# the hooks, so the launcher interposes nothing on itself).
+# the hooks and the exec wrappers, so the launcher interposes nothing on
+# itself).
 #
 #   $(BUILD)/gemmshim     the launcher (part of `make`)
 #   launcher-test         tests/launcher over the stand-in (a test step)

@@ -197,8 +197,12 @@ static void debug_vwrite(const gs_file *f, gs_level level, const char *fmt, va_l
   errno = saved_errno;
 }
 
+/* Messages come from the program's threads too (the exit summary, a
+ * warning at load): cancellation is off while one is written, since
+ * current_output holds debug_lock across an open (cancel.c). */
 void gs_debug(gs_level level, const char *fmt, ...) {
   if (level > gs_opt.debug_level) return;
+  cancel_enter();
   int saved_errno = errno;
   gs_file f = current_output();
   errno = saved_errno;
@@ -207,6 +211,7 @@ void gs_debug(gs_level level, const char *fmt, ...) {
   debug_vwrite(&f, level, fmt, ap);
   va_end(ap);
   file_stderr_end(&f);
+  cancel_leave();
   errno = saved_errno;
 }
 
@@ -214,11 +219,13 @@ void gs_debug(gs_level level, const char *fmt, ...) {
 static void warn_stderr(const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
+  cancel_enter(); /* from debug_init at load too, outside gs_debug */
   int saved_errno = errno;
   gs_file err = file_stderr_begin();
   debug_vwrite(&err, GS_LEVEL_WARN, fmt, ap);
   file_stderr_end(&err);
   errno = saved_errno;
+  cancel_leave();
   va_end(ap);
 }
 

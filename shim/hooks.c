@@ -35,10 +35,13 @@ static uint64_t now_ns(clockid_t clock) {
 }
 
 /* Set up a top-level call. Returns 0 when the call must simply be forwarded
- * (nested inside a call the shim is already making). */
+ * (nested inside a call the shim is already making). A top-level call runs
+ * with cancellation disabled from here to call_end (cancel.c), its real
+ * function's lookup included: each hook calls this first. */
 static int call_begin(gs_call *c, gs_api api, const void *caller) {
-  if (call_depth) return 0;
+  if (call_depth) return 0; /* inside a call of ours: cancellation is off already */
   call_depth++;
+  cancel_enter();
   /* The reason buffer is most of the struct and only its first byte
    * needs clearing. */
   memset(c, 0, offsetof(gs_call, reason));
@@ -62,6 +65,7 @@ static cublasStatus_t call_end(gs_call *c, cublasStatus_t status) {
   if (hooks_timing()) c->dur_ns = now_ns(CLOCK_MONOTONIC) - c->dur_ns;
   call_finish(c);
   call_depth--;
+  cancel_leave();
   return status;
 }
 
@@ -93,9 +97,10 @@ GS_EXPORT cublasStatus_t cublasGemmEx(cublasHandle_t h, cublasOperation_t ta, cu
                                       cudaDataType at, int lda, const void *B, cudaDataType bt,
                                       int ldb, const void *beta, void *C, cudaDataType ct, int ldc,
                                       cublasComputeType_t comp, cublasGemmAlgo_t algo) {
-  __typeof__(gs_sys.cublasGemmEx) real = REAL(cublasGemmEx);
   gs_call c;
-  if (!call_begin(&c, GS_API_GEMM_EX, __builtin_return_address(0)))
+  int top = call_begin(&c, GS_API_GEMM_EX, __builtin_return_address(0));
+  __typeof__(gs_sys.cublasGemmEx) real = REAL(cublasGemmEx);
+  if (!top)
     return real ? real(h, ta, tb, m, n, k, alpha, A, at, lda, B, bt, ldb, beta, C, ct, ldc, comp, algo)
                 : CUBLAS_STATUS_NOT_INITIALIZED;
   decode_gemm(&c.g, h, ta, tb, m, n, k, alpha, A, at, lda, 0, B, bt, ldb, 0, beta, C, ct, ldc, 0, 1, comp, algo);
@@ -109,9 +114,10 @@ GS_EXPORT cublasStatus_t cublasGemmEx_64(cublasHandle_t h, cublasOperation_t ta,
                                          cudaDataType bt, int64_t ldb, const void *beta, void *C,
                                          cudaDataType ct, int64_t ldc, cublasComputeType_t comp,
                                          cublasGemmAlgo_t algo) {
-  __typeof__(gs_sys.cublasGemmEx_64) real = REAL(cublasGemmEx_64);
   gs_call c;
-  if (!call_begin(&c, GS_API_GEMM_EX_64, __builtin_return_address(0)))
+  int top = call_begin(&c, GS_API_GEMM_EX_64, __builtin_return_address(0));
+  __typeof__(gs_sys.cublasGemmEx_64) real = REAL(cublasGemmEx_64);
+  if (!top)
     return real ? real(h, ta, tb, m, n, k, alpha, A, at, lda, B, bt, ldb, beta, C, ct, ldc, comp, algo)
                 : CUBLAS_STATUS_NOT_INITIALIZED;
   decode_gemm(&c.g, h, ta, tb, m, n, k, alpha, A, at, lda, 0, B, bt, ldb, 0, beta, C, ct, ldc, 0, 1, comp, algo);
@@ -124,9 +130,10 @@ GS_EXPORT cublasStatus_t cublasGemmStridedBatchedEx(
     const void *alpha, const void *A, cudaDataType at, int lda, long long sa, const void *B,
     cudaDataType bt, int ldb, long long sb, const void *beta, void *C, cudaDataType ct, int ldc,
     long long sc, int batch, cublasComputeType_t comp, cublasGemmAlgo_t algo) {
-  __typeof__(gs_sys.cublasGemmStridedBatchedEx) real = REAL(cublasGemmStridedBatchedEx);
   gs_call c;
-  if (!call_begin(&c, GS_API_GEMM_STRIDED_BATCHED_EX, __builtin_return_address(0)))
+  int top = call_begin(&c, GS_API_GEMM_STRIDED_BATCHED_EX, __builtin_return_address(0));
+  __typeof__(gs_sys.cublasGemmStridedBatchedEx) real = REAL(cublasGemmStridedBatchedEx);
+  if (!top)
     return real ? real(h, ta, tb, m, n, k, alpha, A, at, lda, sa, B, bt, ldb, sb, beta, C, ct, ldc, sc, batch, comp, algo)
                 : CUBLAS_STATUS_NOT_INITIALIZED;
   decode_gemm(&c.g, h, ta, tb, m, n, k, alpha, A, at, lda, sa, B, bt, ldb, sb, beta, C, ct, ldc, sc, batch, comp, algo);
@@ -139,9 +146,10 @@ GS_EXPORT cublasStatus_t cublasGemmStridedBatchedEx_64(
     const void *alpha, const void *A, cudaDataType at, int64_t lda, long long sa, const void *B,
     cudaDataType bt, int64_t ldb, long long sb, const void *beta, void *C, cudaDataType ct,
     int64_t ldc, long long sc, int64_t batch, cublasComputeType_t comp, cublasGemmAlgo_t algo) {
-  __typeof__(gs_sys.cublasGemmStridedBatchedEx_64) real = REAL(cublasGemmStridedBatchedEx_64);
   gs_call c;
-  if (!call_begin(&c, GS_API_GEMM_STRIDED_BATCHED_EX_64, __builtin_return_address(0)))
+  int top = call_begin(&c, GS_API_GEMM_STRIDED_BATCHED_EX_64, __builtin_return_address(0));
+  __typeof__(gs_sys.cublasGemmStridedBatchedEx_64) real = REAL(cublasGemmStridedBatchedEx_64);
+  if (!top)
     return real ? real(h, ta, tb, m, n, k, alpha, A, at, lda, sa, B, bt, ldb, sb, beta, C, ct, ldc, sc, batch, comp, algo)
                 : CUBLAS_STATUS_NOT_INITIALIZED;
   decode_gemm(&c.g, h, ta, tb, m, n, k, alpha, A, at, lda, sa, B, bt, ldb, sb, beta, C, ct, ldc, sc, batch, comp, algo);
@@ -156,9 +164,10 @@ GS_EXPORT cublasStatus_t cublasGemmBatchedEx(cublasHandle_t h, cublasOperation_t
                                              cudaDataType bt, int ldb, const void *beta,
                                              void *const C[], cudaDataType ct, int ldc, int batch,
                                              cublasComputeType_t comp, cublasGemmAlgo_t algo) {
-  __typeof__(gs_sys.cublasGemmBatchedEx) real = REAL(cublasGemmBatchedEx);
   gs_call c;
-  if (!call_begin(&c, GS_API_GEMM_BATCHED_EX, __builtin_return_address(0)))
+  int top = call_begin(&c, GS_API_GEMM_BATCHED_EX, __builtin_return_address(0));
+  __typeof__(gs_sys.cublasGemmBatchedEx) real = REAL(cublasGemmBatchedEx);
+  if (!top)
     return real ? real(h, ta, tb, m, n, k, alpha, A, at, lda, B, bt, ldb, beta, C, ct, ldc, batch, comp, algo)
                 : CUBLAS_STATUS_NOT_INITIALIZED;
   decode_gemm(&c.g, h, ta, tb, m, n, k, alpha, A, at, lda, 0, B, bt, ldb, 0, beta, (void *)C, ct, ldc, 0, batch, comp, algo);
@@ -175,9 +184,10 @@ GS_EXPORT cublasStatus_t cublasGemmBatchedEx_64(cublasHandle_t h, cublasOperatio
                                                 void *const C[], cudaDataType ct, int64_t ldc,
                                                 int64_t batch, cublasComputeType_t comp,
                                                 cublasGemmAlgo_t algo) {
-  __typeof__(gs_sys.cublasGemmBatchedEx_64) real = REAL(cublasGemmBatchedEx_64);
   gs_call c;
-  if (!call_begin(&c, GS_API_GEMM_BATCHED_EX_64, __builtin_return_address(0)))
+  int top = call_begin(&c, GS_API_GEMM_BATCHED_EX_64, __builtin_return_address(0));
+  __typeof__(gs_sys.cublasGemmBatchedEx_64) real = REAL(cublasGemmBatchedEx_64);
+  if (!top)
     return real ? real(h, ta, tb, m, n, k, alpha, A, at, lda, B, bt, ldb, beta, C, ct, ldc, batch, comp, algo)
                 : CUBLAS_STATUS_NOT_INITIALIZED;
   decode_gemm(&c.g, h, ta, tb, m, n, k, alpha, A, at, lda, 0, B, bt, ldb, 0, beta, (void *)C, ct, ldc, 0, batch, comp, algo);
@@ -191,9 +201,10 @@ GS_EXPORT cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_t
                                         const void *C, cublasLtMatrixLayout_t cd, void *D,
                                         cublasLtMatrixLayout_t dd, const cublasLtMatmulAlgo_t *algo,
                                         void *ws, size_t wss, cudaStream_t s) {
-  __typeof__(gs_sys.cublasLtMatmul) real = REAL(cublasLtMatmul);
   gs_call c;
-  if (!call_begin(&c, GS_API_LT_MATMUL, __builtin_return_address(0)))
+  int top = call_begin(&c, GS_API_LT_MATMUL, __builtin_return_address(0));
+  __typeof__(gs_sys.cublasLtMatmul) real = REAL(cublasLtMatmul);
+  if (!top)
     return real ? real(h, desc, alpha, A, ad, B, bd, beta, C, cd, D, dd, algo, ws, wss, s)
                 : CUBLAS_STATUS_NOT_INITIALIZED;
   if (!real) return no_real(&c);
@@ -207,18 +218,27 @@ GS_EXPORT cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_t
 /* Handles: only watched so the decision step never asks a destroyed handle
  * for its stream. */
 GS_EXPORT cublasStatus_t cublasCreate_v2(cublasHandle_t *h) {
+  cancel_enter();
   __typeof__(gs_sys.cublasCreate_v2) real = REAL(cublasCreate_v2);
-  if (!real) return CUBLAS_STATUS_NOT_INITIALIZED;
-  cublasStatus_t st = GS_CALL(cublasCreate_v2, h);
-  if (st == CUBLAS_STATUS_SUCCESS && h) device_handle_created(*h);
+  cublasStatus_t st = CUBLAS_STATUS_NOT_INITIALIZED;
+  if (real) {
+    st = GS_CALL(cublasCreate_v2, h);
+    if (st == CUBLAS_STATUS_SUCCESS && h) device_handle_created(*h);
+  }
+  cancel_leave();
   return st;
 }
 
 GS_EXPORT cublasStatus_t cublasDestroy_v2(cublasHandle_t h) {
+  cancel_enter();
   __typeof__(gs_sys.cublasDestroy_v2) real = REAL(cublasDestroy_v2);
-  if (!real) return CUBLAS_STATUS_NOT_INITIALIZED;
-  device_handle_destroyed(h);
-  return GS_CALL(cublasDestroy_v2, h);
+  cublasStatus_t st = CUBLAS_STATUS_NOT_INITIALIZED;
+  if (real) {
+    device_handle_destroyed(h);
+    st = GS_CALL(cublasDestroy_v2, h);
+  }
+  cancel_leave();
+  return st;
 }
 
 /* ---- dlsym on an explicit handle ---------------------------------------------- */
@@ -242,9 +262,14 @@ void *hooks_dlsym_swap(const char *name, void *p) {
   if (!hooks_dlsym_enabled()) return p;
   for (int i = 0; i < GS_SYS_COUNT; i++) {
     if (!hook_of[i] || strcmp(name, gs_sys_names[i]) != 0) continue;
-    if (resolve_is_self(p) || !resolve_object_is_cublas(p, NULL)) return p;
-    resolve_adopt((gs_sys_id)i, p);
-    return hook_of[i];
+    cancel_enter(); /* resolve_adopt takes a lock */
+    void *swapped = p;
+    if (!resolve_is_self(p) && resolve_object_is_cublas(p, NULL)) {
+      resolve_adopt((gs_sys_id)i, p);
+      swapped = hook_of[i];
+    }
+    cancel_leave();
+    return swapped;
   }
   return p;
 }
@@ -252,13 +277,23 @@ void *hooks_dlsym_swap(const char *name, void *p) {
 /* ---- load and exit -------------------------------------------------------- */
 static void forget_thread_id(void) { thread_id = 0; }
 
+/* Both run on a thread of the program (the one that loads the library, the
+ * one that exits), with cancellation disabled (cancel.c): log_shutdown
+ * waits and writes under the log's lock. */
 __attribute__((constructor)) static void shim_load(void) {
+  cancel_enter();
   resolve_init();
+  exec_init();
   pthread_atfork(NULL, NULL, forget_thread_id);
   options_init();
   nvtx_init();
   work_init();
   log_init();
+  cancel_leave();
 }
 
-__attribute__((destructor)) static void shim_unload(void) { log_shutdown(); }
+__attribute__((destructor)) static void shim_unload(void) {
+  cancel_enter();
+  log_shutdown();
+  cancel_leave();
+}

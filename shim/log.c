@@ -1243,6 +1243,7 @@ static void write_buffer(int b, size_t len, const volatile uint64_t *deadline) {
  * pending a second after it saw the first of them. Sleeps without a
  * deadline while nothing is pending: an idle process is never woken. */
 static void flush_pending(void);
+static void flush_pending_until(const volatile uint64_t *deadline, uint64_t wait_until);
 
 static void *flusher_main(void *arg) {
   (void)arg;
@@ -1530,10 +1531,21 @@ void log_record(gs_call *c) {
  * log_shutdown (state.late) every held record is written, done or not:
  * each write takes at most LOG_HELD_PER_WRITE of them and at least one
  * record, so the rounds end. */
-static void flush_pending(void) {
+static void flush_pending(void) { flush_pending_until(&state.give_up_ns, 0); }
+
+/* flush_pending, its writes waiting for a pipe's reader until *deadline
+ * (0: no bound); wait_until (monotonic ns), when not 0, bounds the wait for
+ * a write already in flight too: nothing is written if it has not ended by
+ * then. */
+static void flush_pending_until(const volatile uint64_t *deadline, uint64_t wait_until) {
   for (int notice_again = 0;;) {
     pthread_mutex_lock(&state.mu);
-    wait_write_locked();
+    if (!wait_until) {
+      wait_write_locked();
+    } else if (!wait_write_until_locked(wait_until)) {
+      pthread_mutex_unlock(&state.mu);
+      return;
+    }
     int b = -1;
     size_t len = 0;
     int open = state.out.fd >= 0 && state.buf[0] && !is_disabled();
@@ -1541,7 +1553,7 @@ static void flush_pending(void) {
     if (open && (state.fill > 0 || __atomic_load_n(&held_count, __ATOMIC_RELAXED))) b = swap_locked(&len);
     int again = open && state.lost_pending, final = state.late;
     pthread_mutex_unlock(&state.mu);
-    if (b >= 0) write_buffer(b, len, &state.give_up_ns);
+    if (b >= 0) write_buffer(b, len, deadline);
     if (final && b >= 0 && __atomic_load_n(&held_count, __ATOMIC_RELAXED)) continue;
     if (!again || notice_again++) break;
   }
@@ -1552,13 +1564,36 @@ void log_flush(void) {
   flush_pending();
 }
 
+/* Before the process image is replaced (exec.c), which runs no exit
+ * handler: what is buffered is written now. The wait for a write in flight
+ * and for a pipe's reader is bounded as at exit (LOG_EXIT_WAIT_MS; none
+ * with GEMMSHIM_LOG_WAIT=1), so an exec is never held up for good by a
+ * reader that stopped: what does not go out then is lost with the image,
+ * as without this. Records held for unfinished GPU work stay held (the
+ * exec may fail, and the process go on). */
+void log_flush_before_exec(void) {
+  if (!__atomic_load_n(&state.on, __ATOMIC_RELAXED) || is_disabled()) return;
+  pthread_once(&log_once, log_setup_once);
+  uint64_t deadline = gs_opt.log_wait ? 0 : monotonic_ns() + LOG_EXIT_WAIT_MS * 1000000ull;
+  flush_pending_until(&deadline, deadline);
+}
+
 /* ---- fork ----------------------------------------------------------------- */
 /* state.mu is never held across a write or a wait on one, so taking it
  * here delays a fork by a memcpy at most; the child then gets it in a
- * known state. */
-static void atfork_prepare(void) { pthread_mutex_lock(&state.mu); }
+ * known state. From here to the parent's or the child's handler the
+ * forking thread holds it, through the other libraries' prepare handlers
+ * and the child's close below, with cancellation off (cancel.c): a
+ * cancellation point there must not unwind the thread with state.mu held. */
+static void atfork_prepare(void) {
+  cancel_enter();
+  pthread_mutex_lock(&state.mu);
+}
 
-static void atfork_parent(void) { pthread_mutex_unlock(&state.mu); }
+static void atfork_parent(void) {
+  pthread_mutex_unlock(&state.mu);
+  cancel_leave();
+}
 
 /* The child's only thread runs this holding state.mu (from prepare). The
  * parent's buffered records stay the parent's to write; its flusher thread,
@@ -1598,6 +1633,7 @@ static void atfork_child(void) {
   reset_stats();
   init_conds();
   pthread_mutex_unlock(&state.mu);
+  cancel_leave(); /* atfork_prepare's, on this thread's copy */
 }
 
 static void log_setup_once(void) {

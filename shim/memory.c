@@ -181,7 +181,14 @@ static void pools_report(void) {
   }
 }
 
-static void register_report(void) { atexit(pools_report); }
+/* On the exiting thread: cancellation off (cancel.c). */
+static void pools_report_at_exit(void) {
+  cancel_enter();
+  pools_report();
+  cancel_leave();
+}
+
+static void register_report(void) { atexit(pools_report_at_exit); }
 
 /* The device's pool, made at first use; NULL with *why on failure (asked
  * again at the next call). */

@@ -17,6 +17,8 @@
  *   compare.c    route versus native in the same run (GEMMSHIM_COMPARE)
  *   debug.c      WARN/INFO/TRACE messages to stderr or GEMMSHIM_DEBUG_FILE
  *   files.c      opening and writing those files safely
+ *   cancel.c     thread cancellation disabled while the shim's code runs
+ *   exec.c       the exec family: the routing log flushed before the image goes
  */
 #ifndef GEMMSHIM_SHIM_H
 #define GEMMSHIM_SHIM_H
@@ -231,6 +233,19 @@ void gs_debug(gs_level level, const char *fmt, ...)
 #define GS_TRACE(...) do { if (gs_opt.debug_level >= GS_LEVEL_TRACE) gs_debug(GS_LEVEL_TRACE, __VA_ARGS__); } while (0)
 
 /* ------------------------------------------------------------------------ */
+/* "cancel.c": every entry into the shim's code on a thread of the program
+ * is bracketed by these: cancellation is disabled from the outermost enter
+ * to its matching leave, which gives back the state the thread had (see
+ * cancel.c; nested pairs are counted per thread). Both keep errno. */
+void cancel_enter(void);
+void cancel_leave(void);
+unsigned cancel_depth_for_tests(void);
+
+/* "exec.c": the exec family's wrappers; exec_init, at load, finds libc's
+ * functions and notes the process's pid (a vfork child has another). */
+void exec_init(void);
+
+/* ------------------------------------------------------------------------ */
 /* "files.c": the files the shim writes. See files.c for what opening and
  * writing guarantee (no symlink followed, no truncation, no blocking open,
  * no write into a descriptor the program reused, no SIGPIPE). */
@@ -278,6 +293,7 @@ size_t file_write(const gs_file *f, const char *buf, size_t len, const volatile 
 void log_init(void);                  /* opens GEMMSHIM_LOG lazily later */
 void log_record(gs_call *c);          /* buffer one JSON line; waits at most 50 ms (log.c); takes c->gpu's events */
 void log_flush(void);                 /* one write of what is buffered */
+void log_flush_before_exec(void);     /* log_flush, bounded as at exit (log.c) */
 void log_shutdown(void);              /* flush, summary to debug output */
 /* Format c as one JSON object plus '\n' into buf; returns the length, or
  * 0 if it did not fit. Exposed for the unit tests. */

@@ -41,6 +41,9 @@ gs_sys_table gs_sys = {
     .pthread_getname_np = pthread_getname_np,
     .dlopen = dlopen,
     /* .dlsym: set by resolve_init() to libc's dlsym, never to our own. */
+    .pthread_setcancelstate = pthread_setcancelstate,
+    /* .execve ... .execveat: set by exec_init() to libc's (the names are
+     * the shim's own wrappers here). */
 };
 
 const char *const gs_sys_names[GS_SYS_COUNT] = {

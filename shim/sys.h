@@ -10,6 +10,12 @@
  *
  * X(name, return type, failure value, (params), (args))
  *
+ * pthread_setcancelstate fails (EINVAL) only under an injected fault: POSIX
+ * gives it no other failure for valid arguments (cancel.c says what then).
+ * The exec family is libc's, found with dlsym(RTLD_NEXT) at load (exec.c):
+ * the shim exports wrappers of those names, which a static binding here
+ * would resolve to.
+ *
  * debug_write is libc's write for the debug output alone: the debug output
  * is where every other failure is reported, so a fault armed on `write`
  * (the routing log's writes) still leaves a way to say so.
@@ -53,7 +59,18 @@
   X(pthread_getname_np, int, ERANGE, (pthread_t t, char *name, size_t len),    \
     (t, name, len))                                                            \
   X(dlopen, void *, NULL, (const char *file, int mode), (file, mode))          \
-  X(dlsym, void *, NULL, (void *handle, const char *name), (handle, name))
+  X(dlsym, void *, NULL, (void *handle, const char *name), (handle, name))     \
+  X(pthread_setcancelstate, int, EINVAL, (int state, int *old), (state, old))  \
+  X(execve, int, -1, (const char *path, char *const argv[], char *const envp[]), \
+    (path, argv, envp))                                                        \
+  X(execv, int, -1, (const char *path, char *const argv[]), (path, argv))      \
+  X(execvp, int, -1, (const char *file, char *const argv[]), (file, argv))     \
+  X(execvpe, int, -1, (const char *file, char *const argv[], char *const envp[]), \
+    (file, argv, envp))                                                        \
+  X(fexecve, int, -1, (int fd, char *const argv[], char *const envp[]), (fd, argv, envp)) \
+  X(execveat, int, -1,                                                         \
+    (int dirfd, const char *path, char *const argv[], char *const envp[], int flags), \
+    (dirfd, path, argv, envp, flags))
 
 /* The CUDA driver API, by the names libcuda.so.1 exports. */
 #define GS_SYS_DRIVER(X)                                                       \

@@ -16,6 +16,27 @@
  *                      "files changed <name>".
  *   --chdir=DIR        change into DIR after load, before the first call
  *                      (as a program that sets itself up does)
+ *   --cancel           one thread makes calls until the log holds it up (a
+ *                      GEMMSHIM_LOG pipe nobody reads, GEMMSHIM_LOG_WAIT=1:
+ *                      no call returns for 500 ms), calling
+ *                      pthread_testcancel between calls; the main thread
+ *                      then cancels it (pthread_cancel), prints
+ *                      "cancelled", joins it, prints "worker calls <k>",
+ *                      and makes --calls=N calls of its own.
+ *   --exec=VARIANT     after --calls=N calls, exec --exec-file=F (default
+ *                      /bin/sh) through VARIANT (execv execve execvp execvpe
+ *                      execl execlp execle fexecve execveat) with arguments
+ *                      sh -c 'echo "$0|$1|${GS_EXEC_PROBE-unset}"' zero one
+ *                      and, for those that take one, the environment
+ *                      GS_EXEC_PROBE=from-envp alone. If it returns:
+ *                      "exec failed <ret> <errno>", then --calls-after=M
+ *                      more calls.
+ *   --vfork-exec=F     after --calls=N calls and --pause-ms=P (default 1500:
+ *                      the log's writer has taken the calls' records by
+ *                      then, 1 s after the first), vfork; the child execv's
+ *                      F (argv F) or _exit(127)s; the parent prints
+ *                      "vforked", waits for it, prints "child status <s>"
+ *                      and makes --calls-after=M more calls.
  *   --calls=N          calls per thread [50]; --threads=T [1]
  *   --stream=own|legacy  each session's own stream [own], or all on the
  *                      legacy stream, the child's too: then they share the
@@ -96,7 +117,8 @@ static int one_call(session *x) {
 }
 
 static int n_calls = 50, n_threads = 1, fork_at = -1, child_calls = 5, close_at = -1, timeout_s = 20;
-static const char *dir = ".";
+static int cancel_mode, calls_after, pause_ms = 1500;
+static const char *dir = ".", *exec_variant, *exec_file = "/bin/sh", *vfork_file;
 static _Atomic int calls_made, calls_failed;
 
 static void *worker(void *arg) {
@@ -109,6 +131,115 @@ static void *worker(void *arg) {
   }
   CU(drv.cuStreamSynchronize(x->stream));
   return NULL;
+}
+
+/* --cancel: calls until cancelled. pthread_testcancel is the program's own
+ * cancellation point (pthreads(7)); a GEMM is not one, and a request made
+ * while one runs must act here, after it returned. */
+static void *cancel_worker(void *arg) {
+  session *x = arg;
+  CU(drv.cuCtxSetCurrent(g_ctx));
+  for (;;) {
+    calls_failed += one_call(x);
+    calls_made++;
+    pthread_testcancel();
+  }
+  return NULL;
+}
+
+static void sleep_ms(int ms) {
+  struct timespec t = {ms / 1000, (long)(ms % 1000) * 1000000L};
+  nanosleep(&t, NULL);
+}
+
+static int run_cancel(session *worker_session, session *own) {
+  pthread_t t;
+  if (pthread_create(&t, NULL, cancel_worker, worker_session) != 0) die("pthread_create", 0);
+  /* Held up: no call returned for 500 ms (the log's writer waits for a
+   * reader that never comes, and the call for the writer). */
+  int last = -1, still = 0;
+  for (int waited = 0; still < 5; waited += 100) {
+    if (waited > timeout_s * 1000) {
+      printf("never held up (%d calls)\n", (int)calls_made);
+      return 2;
+    }
+    sleep_ms(100);
+    int now = calls_made;
+    still = now == last && now > 0 ? still + 1 : 0;
+    last = now;
+  }
+  if (pthread_cancel(t) != 0) die("pthread_cancel", 0);
+  printf("cancelled\n");
+  void *ret;
+  if (pthread_join(t, &ret) != 0) die("pthread_join", 0);
+  printf("worker calls %d%s\n", (int)calls_made, ret == PTHREAD_CANCELED ? "" : " (not cancelled)");
+  for (int i = 0; i < n_calls; i++) {
+    calls_failed += one_call(own);
+    calls_made++;
+  }
+  CU(drv.cuStreamSynchronize(own->stream));
+  return 0;
+}
+
+static int run_exec(session *x) {
+  for (int i = 0; i < n_calls; i++) {
+    calls_failed += one_call(x);
+    calls_made++;
+  }
+  CU(drv.cuStreamSynchronize(x->stream));
+  const char *script = "echo \"$0|$1|${GS_EXEC_PROBE-unset}\"";
+  char *argv[] = {"sh", "-c", (char *)script, "zero", "one", NULL};
+  char *envp[] = {"GS_EXEC_PROBE=from-envp", NULL};
+  const char *v = exec_variant, *f = exec_file;
+  fflush(stdout);
+  int r;
+  if (!strcmp(v, "execv")) r = execv(f, argv);
+  else if (!strcmp(v, "execve")) r = execve(f, argv, envp);
+  else if (!strcmp(v, "execvp")) r = execvp(f, argv);
+  else if (!strcmp(v, "execvpe")) r = execvpe(f, argv, envp);
+  else if (!strcmp(v, "execl")) r = execl(f, "sh", "-c", script, "zero", "one", (char *)NULL);
+  else if (!strcmp(v, "execlp")) r = execlp(f, "sh", "-c", script, "zero", "one", (char *)NULL);
+  else if (!strcmp(v, "execle")) r = execle(f, "sh", "-c", script, "zero", "one", (char *)NULL, envp);
+  else if (!strcmp(v, "execveat")) r = execveat(AT_FDCWD, f, argv, envp, 0);
+  else if (!strcmp(v, "fexecve")) {
+    int fd = open(f, O_RDONLY);
+    r = fexecve(fd, argv, envp);
+    int e = errno;
+    if (fd >= 0) close(fd);
+    errno = e;
+  } else die(v, 0);
+  printf("exec failed %d %d\n", r, errno);
+  for (int i = 0; i < calls_after; i++) {
+    calls_failed += one_call(x);
+    calls_made++;
+  }
+  CU(drv.cuStreamSynchronize(x->stream));
+  return 0;
+}
+
+static int run_vfork(session *x) {
+  for (int i = 0; i < n_calls; i++) {
+    calls_failed += one_call(x);
+    calls_made++;
+  }
+  sleep_ms(pause_ms);
+  char *argv[] = {(char *)vfork_file, NULL};
+  pid_t pid = vfork();
+  if (pid < 0) die("vfork", errno);
+  if (pid == 0) {
+    execv(vfork_file, argv); /* the only calls a vfork child may make: exec, _exit */
+    _exit(127);
+  }
+  printf("vforked\n");
+  int status;
+  if (waitpid(pid, &status, 0) != pid) die("waitpid", errno);
+  printf("child status %d\n", WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status));
+  for (int i = 0; i < calls_after; i++) {
+    calls_failed += one_call(x);
+    calls_made++;
+  }
+  CU(drv.cuStreamSynchronize(x->stream));
+  return 0;
 }
 
 static void child_main(void) {
@@ -193,6 +324,12 @@ int main(int argc, char **argv) {
     else if (!strncmp(a, "--timeout=", 10)) timeout_s = atoi(a + 10);
     else if (!strncmp(a, "--dir=", 6)) dir = a + 6;
     else if (!strncmp(a, "--chdir=", 8)) chdir_to = a + 8;
+    else if (!strcmp(a, "--cancel")) cancel_mode = 1;
+    else if (!strncmp(a, "--exec=", 7)) exec_variant = a + 7;
+    else if (!strncmp(a, "--exec-file=", 12)) exec_file = a + 12;
+    else if (!strncmp(a, "--vfork-exec=", 13)) vfork_file = a + 13;
+    else if (!strncmp(a, "--calls-after=", 14)) calls_after = atoi(a + 14);
+    else if (!strncmp(a, "--pause-ms=", 11)) pause_ms = atoi(a + 11);
     else if (!strcmp(a, "--stream=legacy")) legacy_stream = 1;
     else if (!strcmp(a, "--stream=own")) legacy_stream = 0;
     else die(a, 0);
@@ -212,10 +349,13 @@ int main(int argc, char **argv) {
   CU(drv.cuDeviceGet(&dev, 0));
   CU(drv.cuDevicePrimaryCtxRetain(&g_ctx, dev));
 
+  if (cancel_mode) n_threads = 2;
   session *xs = calloc((size_t)n_threads, sizeof *xs);
   for (int t = 0; t < n_threads; t++) session_open(&xs[t]);
   int rc = 0;
-  if (close_at >= 0) {
+  if (cancel_mode || exec_variant || vfork_file) {
+    rc = cancel_mode ? run_cancel(&xs[0], &xs[1]) : exec_variant ? run_exec(&xs[0]) : run_vfork(&xs[0]);
+  } else if (close_at >= 0) {
     for (int i = 0; i < n_calls; i++) {
       if (i == close_at) {
         for (int fd = 3; fd < 1024; fd++) close(fd);

@@ -498,3 +498,170 @@ def test_fork_child_never_hangs(client, standin, tmp_path, route, pools):
                    {**env, "GEMMSHIM_LOG": str(shared)})
     assert r.returncode == 0, r.describe()
     assert len(read_log(shared)) == total + 5
+
+
+# ---- thread cancellation --------------------------------------------------------------
+def fill_pipe():
+    """A pipe whose buffer is full: a write to it waits for a reader
+    (pipe(7)). Returns (read end, write end, bytes in it: '#' each)."""
+    rd, wr = os.pipe()
+    os.set_blocking(wr, False)
+    filled = 0
+    for size in (65536, 4096, 1):
+        while True:
+            try:
+                filled += os.write(wr, b"#" * size)
+            except BlockingIOError:
+                break
+    os.set_blocking(wr, True)
+    return rd, wr, filled
+
+
+def run_on_full_pipe(client, standin, args, env, marker, timeout=60):
+    """The client with GEMMSHIM_LOG=/dev/fd/N on a full pipe that nobody
+    reads, GEMMSHIM_LOG_WAIT=1 (a call waits for the log however long it
+    takes: no record is lost); once the client prints `marker`, the pipe is
+    read to its end. A client that does not print it, or does not exit, in
+    `timeout` seconds hung: the test fails. Returns (returncode, stdout,
+    stderr, the log's records)."""
+    import select
+    import subprocess
+    import threading
+    import time
+    from harness import child_env
+    rd, wr, filled = fill_pipe()
+    full_env = child_env(standin[13], True, {**NO_FLUSHER, **env, "GEMMSHIM_LOG": f"/dev/fd/{wr}",
+                                             "GEMMSHIM_LOG_WAIT": "1"})
+    p = subprocess.Popen([str(client), *args], env=full_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         pass_fds=(wr,))
+    os.close(wr)
+    data = bytearray()
+    reader = None
+    try:
+        out = b""
+        deadline = time.monotonic() + timeout
+        while marker.encode() + b"\n" not in out:
+            left = deadline - time.monotonic()
+            assert left > 0, f"hung before {marker!r}: {out!r}"
+            if select.select([p.stdout], [], [], min(left, 1.0))[0]:
+                chunk = os.read(p.stdout.fileno(), 65536)
+                assert chunk, f"exited before {marker!r}: {out!r} {p.stderr.read()!r}"
+                out += chunk
+
+        def drain():
+            while True:
+                chunk = os.read(rd, 1 << 16)
+                if not chunk:
+                    return
+                data.extend(chunk)
+
+        reader = threading.Thread(target=drain, daemon=True)
+        reader.start()
+        try:
+            rest, err = p.communicate(timeout=max(1.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            p.kill()
+            rest, err = p.communicate()
+            raise AssertionError(f"hung after {marker!r}: {(out + rest)!r} {err!r}")
+        reader.join(timeout=10)
+        assert not reader.is_alive(), "the log pipe stayed open after the client exited"
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+        os.close(rd)
+    assert data[:filled] == b"#" * filled
+    recs = [json.loads(l) for l in bytes(data[filled:]).decode().splitlines()]
+    return p.returncode, (out + rest).decode(), err.decode(), recs
+
+
+def test_cancelled_thread_leaves_no_lock(client, standin):
+    """A thread of the program cancelled (pthread_cancel, deferred: the
+    default) while a GEMM of its waits inside the shim: the call waits for
+    the log's writer (GEMMSHIM_LOG_WAIT=1), which waits for a reader of its
+    pipe, that is, in pthread_cond_wait or poll, both cancellation points
+    (pthreads(7)). The thread used to unwind there with the log's mutex held
+    (pthread_cond_wait re-acquires it first, POSIX) or a write marked in
+    flight: the main thread's next GEMM, or its exit, then waited forever.
+    POSIX (pthread_setcancelstate): with cancellation disabled a request
+    stays pending; the shim disables it while its code runs, so the request
+    acts at the thread's next cancellation point after the GEMM returned
+    (pthread_testcancel in the client). The pipe is read once the cancel is
+    made; then the thread ends, and the main thread makes 20 GEMMs and
+    exits. Every call is in the log, once, in order."""
+    rc, out, err, recs = run_on_full_pipe(client, standin, ["--cancel", "--calls=20"], ROUTES["native"][0],
+                                          "cancelled")
+    assert rc == 0, (out, err)
+    worker = int(re.search(r"^worker calls (\d+)$", out, re.M).group(1))
+    assert worker > 0
+    assert out.splitlines()[-1] == f"calls {worker + 20} failed 0", out
+    assert [x["seq"] for x in recs] == list(range(1, worker + 21))
+
+
+# ---- exec -----------------------------------------------------------------------------
+EXEC_VARIANTS = ["execv", "execve", "execvp", "execvpe", "execl", "execlp", "execle", "fexecve", "execveat"]
+# Those given an environment: the new image gets it alone (execve(2)); the
+# others pass on environ (exec(3)).
+EXEC_WITH_ENVP = {"execve", "execvpe", "execle", "fexecve", "execveat"}
+
+
+@pytest.mark.parametrize("variant", EXEC_VARIANTS)
+def test_exec_keeps_buffered_records(client, standin, tmp_path, variant):
+    """20 GEMMs, then at once an exec of sh. execve(2) replaces the image
+    without running exit handlers or destructors, and the log's records,
+    buffered for up to a second, used to go with it (the log was empty).
+    Each of the exec family now flushes them first: the log has all 20,
+    once; the new image got exactly the arguments and environment given
+    (exec(3): the p variants search PATH for a name without a slash)."""
+    log = tmp_path / "log.jsonl"
+    file = "sh" if variant in ("execvp", "execvpe", "execlp") else "/bin/sh"
+    r = run_client(client, standin, [f"--exec={variant}", f"--exec-file={file}", "--calls=20"],
+                   {**ROUTES["native"][0], "GEMMSHIM_LOG": str(log), "GS_EXEC_PROBE": "inherited"})
+    assert r.returncode == 0, r.describe()
+    probe = "from-envp" if variant in EXEC_WITH_ENVP else "inherited"
+    assert r.stdout == f"zero|one|{probe}\n", r.describe()
+    text = log.read_text() if log.exists() else ""
+    assert text.count("\n") == 20, f"{text.count(chr(10))} records of 20 in the log"
+    assert [x["seq"] for x in read_log(log)] == list(range(1, 21))
+
+
+@pytest.mark.parametrize("variant", EXEC_VARIANTS)
+def test_failed_exec_returns_as_without_the_shim(client, standin, tmp_path, variant):
+    """An exec that fails returns -1 with errno as without the shim, and the
+    program goes on: execve(2) gives ENOENT for a file that does not exist
+    and EACCES for one without execute permission (fexecve's descriptor is
+    of such a file). The log has the calls before and after, each once."""
+    missing = tmp_path / "no-such-program"
+    plain = tmp_path / "not-executable.txt"
+    plain.write_text("echo never\n")
+    cases = [(str(plain), 13)] if variant == "fexecve" else [(str(missing), 2), (str(plain), 13)]
+    for i, (file, want_errno) in enumerate(cases):
+        log = tmp_path / f"log{i}.jsonl"
+        args = [f"--exec={variant}", f"--exec-file={file}", "--calls=5", "--calls-after=7"]
+        env = {**ROUTES["native"][0], "GEMMSHIM_LOG": str(log)}
+        bare = run([client, *args], standin[13], shim=False, env=env, timeout=60)
+        r = run_client(client, standin, args, env)
+        assert r.returncode == 0, r.describe()
+        assert r.stdout == bare.stdout == f"exec failed -1 {want_errno}\ncalls 12 failed 0\n", (r.describe(), bare.stdout)
+        assert [x["seq"] for x in read_log(log)] == list(range(1, 13))
+
+
+@pytest.mark.parametrize("target", ["/bin/true", "/nonexistent/program"])
+def test_vfork_child_exec_takes_no_lock(client, standin, target):
+    """A vfork child shares its parent's memory and runs no fork handler
+    (vfork(2)): it must not take the shim's locks or write. The parent has
+    made 10 GEMMs and its log's writer has taken their records and waits
+    for a reader of its full pipe (GEMMSHIM_LOG_WAIT=1): a child that tried
+    to flush the log before its execv would wait for that write, holding up
+    the parent (suspended until the child execs or exits) for good. The
+    child goes straight to execv; the pipe is read once the parent runs
+    again; the child exits 0 (/bin/true) or 127 (its exec failed, ENOENT);
+    every one of the parent's 15 calls is in the log once."""
+    if UNDER_TSAN:
+        pytest.skip("ThreadSanitizer turns vfork into fork, and runs no log writer thread here")
+    rc, out, err, recs = run_on_full_pipe(client, standin, [f"--vfork-exec={target}", "--calls=10",
+                                                            "--calls-after=5"], ROUTES["native"][0], "vforked")
+    assert rc == 0, (out, err)
+    status = 0 if target == "/bin/true" else 127
+    assert out.splitlines() == ["vforked", f"child status {status}", "calls 15 failed 0"], out
+    assert [x["seq"] for x in recs] == list(range(1, 16))

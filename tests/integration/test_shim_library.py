@@ -1,6 +1,7 @@
 """What libgemmshim.so itself is: a library whose only run-time dependency
 is libc (cuBLAS and the driver are found at run time), exporting exactly the
-hooked entry points, the handle hooks, dlsym and the version marker."""
+hooked entry points, the handle hooks, dlsym, the exec family and the
+version marker."""
 
 import re
 import subprocess
@@ -11,6 +12,8 @@ EXPORTS = {
     "cublasGemmEx", "cublasGemmEx_64", "cublasGemmStridedBatchedEx", "cublasGemmStridedBatchedEx_64",
     "cublasGemmBatchedEx", "cublasGemmBatchedEx_64", "cublasLtMatmul", "cublasCreate_v2", "cublasDestroy_v2",
     "dlsym", "gemmshim_version",
+    # exec.c: the routing log is flushed before the process image is replaced.
+    "execve", "execv", "execvp", "execvpe", "execl", "execlp", "execle", "fexecve", "execveat",
 }
 # Since glibc 2.34 these are empty placeholders of libc.so.6, kept for old links.
 # ld-linux-x86-64.so.2 is not among them: it only becomes NEEDED through

@@ -1,9 +1,9 @@
 # Unit tests: cmocka programs, one per tests/unit/test_*.c, each linked with
 # the shim's objects minus the hooks (so the test binary does not interpose
-# cuBLAS or dlsym on itself).
+# cuBLAS, dlsym or the exec family on itself).
 UNIT_SRC  := $(sort $(wildcard tests/unit/test_*.c))
 UNIT_BIN  := $(patsubst tests/unit/%.c,$(BUILD)/tests/unit/%,$(UNIT_SRC))
-SHIM_HOOK_OBJ := $(BUILD)/obj/shim/hooks.o $(patsubst %.S,$(BUILD)/obj/%.o,$(SHIM_ASM))
+SHIM_HOOK_OBJ := $(BUILD)/obj/shim/hooks.o $(BUILD)/obj/shim/exec.o $(patsubst %.S,$(BUILD)/obj/%.o,$(SHIM_ASM))
 SHIM_CORE_OBJ := $(filter-out $(SHIM_HOOK_OBJ),$(SHIM_OBJ))
 
 $(BUILD)/tests/unit/%: tests/unit/%.c $(SHIM_CORE_OBJ) $(wildcard tests/unit/*.h)

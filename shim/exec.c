@@ -1,0 +1,198 @@
+/* exec.c: the exec family, wrapped so that the routing log's buffered
+ * records reach the file before the process image is replaced.
+ *
+ * execve and its relatives replace the image without running atexit
+ * handlers or destructors (execve(2)), so whatever log.c still buffers (up
+ * to a second of records) would go with it. Each wrapper flushes the log
+ * (log_flush_before_exec: bounded as at exit, so a reader that stopped
+ * cannot hold the exec up for good) with cancellation off (cancel.c), gives
+ * the caller's errno back, and calls libc's function of the same name with
+ * the same arguments: its return value and errno are the caller's, and
+ * nothing else differs. The debug output is not buffered (each message is
+ * one write, debug.c): nothing to flush there. The variadic execl, execlp
+ * and execle build their argument array as glibc does (posix/execl.c: on
+ * the stack, E2BIG past INT_MAX arguments) and call execv, execvp and
+ * execve.
+ *
+ * A child of vfork, or of clone(CLONE_VM) (posix_spawn's), shares its
+ * parent's memory: the shim's locks, buffers and the parent thread's
+ * cancellation state. It must take no lock (another thread of the parent may
+ * hold it, or wait for a write that never ends) and write nothing, and vfork
+ * runs no fork handler to tell the shim. Such a child has a pid of its own
+ * while the shim's memory still holds the parent's (exec_pid, noted at load
+ * and by the fork handler in a forked child): then the wrapper goes straight
+ * to libc's function, reading memory and writing none. So does a child of a
+ * fork that ran no fork handlers (_Fork, a raw clone): its buffers hold its
+ * parent's records, which are not its to write.
+ *
+ * glibc's own callers of exec do not come here: posix_spawn (and system,
+ * which uses it) run their child through __execve / __execvpex, and execvp,
+ * execvpe, execl and friends call __execve, all internal to libc
+ * (sysdeps/unix/sysv/linux/spawni.c, posix/execl.c): a spawned child never
+ * flushes the parent's memory, and no exec is flushed twice.
+ *
+ * libc's functions are found at load (exec_init) with dlsym(RTLD_NEXT):
+ * the names here are the shim's own, so a static binding in sys.c would
+ * find these wrappers. */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <errno.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "resolve.h"
+#include "shim.h"
+#include "sys.h"
+
+#define GS_EXPORT __attribute__((visibility("default")))
+
+/* The pid of the process whose memory this is; 0 before load. Atomic. */
+static int exec_pid;
+
+static int kernel_pid(void) { return (int)syscall(SYS_getpid); }
+
+static void exec_after_fork_child(void) { __atomic_store_n(&exec_pid, kernel_pid(), __ATOMIC_RELAXED); }
+
+static void **exec_slot(gs_sys_id id) { return (void **)&((void **)&gs_sys)[id]; }
+
+static void *lookup(gs_sys_id id) {
+  void *(*real_dlsym)(void *, const char *) = (void *(*)(void *, const char *))gs_resolve_real_dlsym();
+  return real_dlsym ? real_dlsym(RTLD_NEXT, gs_sys_names[id]) : NULL;
+}
+
+static const gs_sys_id exec_entries[] = {GS_SYS_execve,  GS_SYS_execv,   GS_SYS_execvp,
+                                         GS_SYS_execvpe, GS_SYS_fexecve, GS_SYS_execveat};
+
+void exec_init(void) {
+  for (size_t i = 0; i < sizeof exec_entries / sizeof exec_entries[0]; i++)
+    if (!__atomic_load_n(exec_slot(exec_entries[i]), __ATOMIC_ACQUIRE))
+      __atomic_store_n(exec_slot(exec_entries[i]), lookup(exec_entries[i]), __ATOMIC_RELEASE);
+  __atomic_store_n(&exec_pid, kernel_pid(), __ATOMIC_RELAXED);
+  pthread_atfork(NULL, NULL, exec_after_fork_child);
+}
+
+/* Whether the shim's memory is this process's own (not a vfork child's
+ * view of its parent's). 0 before load too: nothing is buffered yet. */
+static int own_memory(void) {
+  int pid = __atomic_load_n(&exec_pid, __ATOMIC_RELAXED);
+  return pid != 0 && kernel_pid() == pid;
+}
+
+/* Flushes when the memory is ours; returns own_memory(). errno is kept. */
+static int before_exec(void) {
+  if (!own_memory()) return 0;
+  int saved_errno = errno;
+  cancel_enter();
+  log_flush_before_exec();
+  cancel_leave();
+  errno = saved_errno;
+  return 1;
+}
+
+/* libc's function of entry id; looked up now if exec_init has not run yet
+ * (an exec from a constructor that ran before the shim's), never in a vfork
+ * child of a loaded shim (the loader's lock may be its parent's). NULL:
+ * -1 with ENOSYS. */
+static void *real_of(gs_sys_id id, int own) {
+  void *p = __atomic_load_n(exec_slot(id), __ATOMIC_ACQUIRE);
+  if (!p && (own || !__atomic_load_n(&exec_pid, __ATOMIC_RELAXED))) {
+    p = lookup(id);
+    if (p) __atomic_store_n(exec_slot(id), p, __ATOMIC_RELEASE);
+  }
+  if (!p) errno = ENOSYS;
+  return p;
+}
+
+/* The call, through the table's fault injection in our own process only:
+ * a vfork child writes nothing, not even the fault counters. */
+#define REAL_EXEC(name, ...)                                                   \
+  do {                                                                         \
+    int own_ = before_exec();                                                  \
+    if (!real_of(GS_SYS_##name, own_)) return -1;                              \
+    return own_ ? GS_CALL(name, __VA_ARGS__) : gs_sys.name(__VA_ARGS__);       \
+  } while (0)
+
+static int do_execve(const char *path, char *const argv[], char *const envp[]) {
+  REAL_EXEC(execve, path, argv, envp);
+}
+
+static int do_execv(const char *path, char *const argv[]) { REAL_EXEC(execv, path, argv); }
+
+static int do_execvp(const char *file, char *const argv[]) { REAL_EXEC(execvp, file, argv); }
+
+GS_EXPORT int execve(const char *path, char *const argv[], char *const envp[]) {
+  return do_execve(path, argv, envp);
+}
+
+GS_EXPORT int execv(const char *path, char *const argv[]) { return do_execv(path, argv); }
+
+GS_EXPORT int execvp(const char *file, char *const argv[]) { return do_execvp(file, argv); }
+
+GS_EXPORT int execvpe(const char *file, char *const argv[], char *const envp[]) {
+  REAL_EXEC(execvpe, file, argv, envp);
+}
+
+GS_EXPORT int fexecve(int fd, char *const argv[], char *const envp[]) { REAL_EXEC(fexecve, fd, argv, envp); }
+
+GS_EXPORT int execveat(int dirfd, const char *path, char *const argv[], char *const envp[], int flags) {
+  REAL_EXEC(execveat, dirfd, path, argv, envp, flags);
+}
+
+/* The variadic ones, as glibc's posix/execl.c, execlp.c and execle.c: the
+ * arguments up to the NULL that ends them (E2BIG past INT_MAX), in an array
+ * on the stack (no malloc: a vfork child may call these), then for execle
+ * the environment after that NULL. */
+#define COUNT_ARGS(arg, argc)                                                  \
+  do {                                                                         \
+    va_list ap_;                                                               \
+    va_start(ap_, arg);                                                        \
+    for (argc = 1; va_arg(ap_, const char *); argc++) {                        \
+      if (argc == INT_MAX) {                                                   \
+        va_end(ap_);                                                           \
+        errno = E2BIG;                                                         \
+        return -1;                                                             \
+      }                                                                        \
+    }                                                                          \
+    va_end(ap_);                                                               \
+  } while (0)
+
+GS_EXPORT int execl(const char *path, const char *arg, ...) {
+  ptrdiff_t argc;
+  COUNT_ARGS(arg, argc);
+  char *argv[argc + 1];
+  va_list ap;
+  va_start(ap, arg);
+  argv[0] = (char *)arg;
+  for (ptrdiff_t i = 1; i <= argc; i++) argv[i] = va_arg(ap, char *);
+  va_end(ap);
+  return do_execv(path, argv);
+}
+
+GS_EXPORT int execlp(const char *file, const char *arg, ...) {
+  ptrdiff_t argc;
+  COUNT_ARGS(arg, argc);
+  char *argv[argc + 1];
+  va_list ap;
+  va_start(ap, arg);
+  argv[0] = (char *)arg;
+  for (ptrdiff_t i = 1; i <= argc; i++) argv[i] = va_arg(ap, char *);
+  va_end(ap);
+  return do_execvp(file, argv);
+}
+
+GS_EXPORT int execle(const char *path, const char *arg, ...) {
+  ptrdiff_t argc;
+  COUNT_ARGS(arg, argc);
+  char *argv[argc + 1];
+  va_list ap;
+  va_start(ap, arg);
+  argv[0] = (char *)arg;
+  for (ptrdiff_t i = 1; i <= argc; i++) argv[i] = va_arg(ap, char *);
+  char *const *envp = va_arg(ap, char *const *);
+  va_end(ap);
+  return do_execve(path, argv, envp);
+}
