@@ -16,9 +16,9 @@
  * matching leave gives the thread back the state it had. A request made
  * meanwhile stays pending and acts at the thread's next cancellation point
  * once the state is enabled again (POSIX, pthread_setcancelstate): in the
- * program's own code, after the shim's call has returned. (glibc acts on a
- * pending request inside pthread_setcancelstate only when the thread's type
- * is asynchronous; then it happens in cancel_leave, after everything else.)
+ * program's own code, after the shim's call has returned. (A thread of the
+ * asynchronous type acts on it in cancel_leave, after everything else, as
+ * a cancelled thread: see there.)
  *
  * Nesting is counted per thread: a hooked call cuBLAS makes inside a call
  * the shim forwards, a message from inside a call, the fork handlers of a
@@ -60,9 +60,24 @@ void cancel_leave(void) {
   if (!cancel_changed) return;
   cancel_changed = 0;
   if (cancel_old == PTHREAD_CANCEL_DISABLE) return; /* it was disabled already */
-  int saved_errno = errno, ignored;
+  int saved_errno = errno, ignored, type = PTHREAD_CANCEL_DEFERRED;
+  /* A request made meanwhile acts at once inside pthread_setcancelstate
+   * when the thread's type is asynchronous, and glibc 2.36 then ends the
+   * thread without setting its result (nptl/pthread_setcancelstate.c calls
+   * __do_cancel; pthread_join gets NULL, not the PTHREAD_CANCELED POSIX
+   * promises). So an asynchronous thread is enabled under the deferred
+   * type and then tested (pthread_testcancel sets the result), and given
+   * its type back after. Neither call can fail for these arguments (POSIX):
+   * they are made directly, like the restoring call above. */
+  if (pthread_setcanceltype(PTHREAD_CANCEL_DEFERRED, &type) != 0) type = PTHREAD_CANCEL_DEFERRED;
   gs_sys.pthread_setcancelstate(cancel_old, &ignored);
+  if (type == PTHREAD_CANCEL_ASYNCHRONOUS) {
+    pthread_testcancel();
+    pthread_setcanceltype(PTHREAD_CANCEL_ASYNCHRONOUS, &ignored);
+  }
   errno = saved_errno;
 }
 
 unsigned cancel_depth_for_tests(void) { return cancel_depth; }
+
+int cancel_inside(void) { return cancel_depth != 0; }

@@ -82,9 +82,20 @@ static int own_memory(void) {
   return pid != 0 && kernel_pid() == pid;
 }
 
-/* Flushes when the memory is ours; returns own_memory(). errno is kept. */
+/* Flushes when the memory is ours; returns own_memory(). errno is kept.
+ *
+ * execve is async-signal-safe (POSIX XSH 2.4.3, signal-safety(7)): a
+ * program may exec from a signal handler, and the handler may have
+ * interrupted this very thread inside the shim, holding one of its locks
+ * (the log's, the debug output's). Flushing then would wait for that lock
+ * forever. Every entry into the shim's code on a program thread is inside
+ * cancel_enter/cancel_leave (cancel.c), so a thread already inside one
+ * has interrupted the shim: its exec goes straight to libc's function, and
+ * what the log still buffers is lost, as it was before this wrapper. A
+ * lock another thread holds is released within the flush's bound. */
 static int before_exec(void) {
   if (!own_memory()) return 0;
+  if (cancel_inside()) return 1;
   int saved_errno = errno;
   cancel_enter();
   log_flush_before_exec();

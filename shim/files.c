@@ -353,14 +353,24 @@ int file_open_append(const char *path, int debug, gs_file *f, char *why, size_t 
 static pthread_mutex_t stderr_lock = PTHREAD_MUTEX_INITIALIZER;
 static int stderr_own[STDERR_OWN_MAX]; /* descriptor + 1; 0: a free entry */
 
-static void stderr_before_fork(void) { pthread_mutex_lock(&stderr_lock); }
-static void stderr_after_fork_parent(void) { pthread_mutex_unlock(&stderr_lock); }
+/* Cancellation off from prepare to the parent's or child's handler, as
+ * for log.c's: close(2) is a cancellation point, met here with the lock
+ * held (cancel.c). */
+static void stderr_before_fork(void) {
+  cancel_enter();
+  pthread_mutex_lock(&stderr_lock);
+}
+static void stderr_after_fork_parent(void) {
+  pthread_mutex_unlock(&stderr_lock);
+  cancel_leave();
+}
 static void stderr_after_fork_child(void) {
   for (int i = 0; i < STDERR_OWN_MAX; i++) {
     if (stderr_own[i]) GS_CALL(close, stderr_own[i] - 1);
     stderr_own[i] = 0;
   }
   pthread_mutex_unlock(&stderr_lock);
+  cancel_leave();
 }
 
 /* At load, not lazily: see debug.c's fork handler. */

@@ -240,6 +240,7 @@ void gs_debug(gs_level level, const char *fmt, ...)
 void cancel_enter(void);
 void cancel_leave(void);
 unsigned cancel_depth_for_tests(void);
+int cancel_inside(void); /* this thread is running the shim's code (a signal handler interrupted it) */
 
 /* "exec.c": the exec family's wrappers; exec_init, at load, finds libc's
  * functions and notes the process's pid (a vfork child has another). */

@@ -120,9 +120,38 @@ static void test_pending_request_acts_after_leave(void **unused) {
   pthread_barrier_destroy(&entered);
 }
 
+/* A thread of the asynchronous type cancelled while inside the shim ends
+ * as a cancelled thread: pthread_join gives PTHREAD_CANCELED (POSIX,
+ * pthread_join). glibc 2.36 acting on the request inside
+ * pthread_setcancelstate ended it with a NULL result instead. */
+static volatile int async_step;
+static void *async_worker(void *unused) {
+  (void)unused;
+  pthread_setcanceltype(PTHREAD_CANCEL_ASYNCHRONOUS, NULL);
+  cancel_enter();
+  __atomic_store_n(&async_step, 1, __ATOMIC_RELEASE);
+  while (__atomic_load_n(&async_step, __ATOMIC_ACQUIRE) != 2) {}
+  cancel_leave(); /* the request acts here */
+  return (void *)1;
+}
+
+static void test_asynchronous_thread_ends_cancelled(void **unused) {
+  (void)unused;
+  pthread_t t;
+  async_step = 0;
+  assert_int_equal(pthread_create(&t, NULL, async_worker, NULL), 0);
+  while (__atomic_load_n(&async_step, __ATOMIC_ACQUIRE) != 1) {}
+  assert_int_equal(pthread_cancel(t), 0);
+  __atomic_store_n(&async_step, 2, __ATOMIC_RELEASE);
+  void *result;
+  assert_int_equal(pthread_join(t, &result), 0);
+  if (result != PTHREAD_CANCELED) fail_msg("joined with %p, not PTHREAD_CANCELED", result);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_enter_disables_leave_restores),
+      cmocka_unit_test(test_asynchronous_thread_ends_cancelled),
       cmocka_unit_test(test_nested_pairs_restore_once),
       cmocka_unit_test(test_disabled_by_the_program_stays_disabled),
       cmocka_unit_test(test_failed_disable_changes_nothing),

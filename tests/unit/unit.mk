@@ -15,6 +15,9 @@ $(BUILD)/tests/unit/%: tests/unit/%.c $(SHIM_CORE_OBJ) $(wildcard tests/unit/*.h
 UNIT_LIBS_test_decode := -L$(CUDA)/lib64 -Wl,-rpath,$(CUDA)/lib64 -lcublasLt
 # The caller cache's test counts the shim's dladdr calls.
 UNIT_LIBS_test_site := -Wl,--wrap=dladdr
+# The exec wrappers' test links them in: its own exec calls go through them.
+UNIT_LIBS_test_exec := $(BUILD)/obj/shim/exec.o
+$(BUILD)/tests/unit/test_exec: $(BUILD)/obj/shim/exec.o
 
 TEST_DEPS  += $(UNIT_BIN)
 TEST_STEPS += unit
