@@ -60,7 +60,13 @@ void cancel_leave(void) {
   if (!cancel_changed) return;
   cancel_changed = 0;
   if (cancel_old == PTHREAD_CANCEL_DISABLE) return; /* it was disabled already */
-  int saved_errno = errno, ignored, type = PTHREAD_CANCEL_DEFERRED;
+  int saved_errno = errno;
+  /* Out-parameters in thread-local storage, not on the stack: the thread
+   * may end inside pthread_testcancel below, and a frame of the shim's
+   * with an addressed local would be left poisoned for AddressSanitizer
+   * (its forced unwind does not unpoison it). */
+  static __thread int ignored CANCEL_TLS, type CANCEL_TLS;
+  type = PTHREAD_CANCEL_DEFERRED;
   /* A request made meanwhile acts at once inside pthread_setcancelstate
    * when the thread's type is asynchronous, and glibc 2.36 then ends the
    * thread without setting its result (nptl/pthread_setcancelstate.c calls
