@@ -171,38 +171,31 @@ GS_EXPORT int execveat(int dirfd, const char *path, char *const argv[], char *co
     va_end(ap_);                                                               \
   } while (0)
 
+/* Declares argv (the arguments from arg to the NULL, NULL included) and
+ * leaves the va_list ap open just after that NULL (execle's environment). */
+#define COLLECT_ARGS(arg, argv, ap)                                            \
+  ptrdiff_t argc_;                                                             \
+  COUNT_ARGS(arg, argc_);                                                      \
+  char *argv[argc_ + 1];                                                       \
+  va_list ap;                                                                  \
+  va_start(ap, arg);                                                           \
+  argv[0] = (char *)arg;                                                       \
+  for (ptrdiff_t i_ = 1; i_ <= argc_; i_++) argv[i_] = va_arg(ap, char *)
+
 GS_EXPORT int execl(const char *path, const char *arg, ...) {
-  ptrdiff_t argc;
-  COUNT_ARGS(arg, argc);
-  char *argv[argc + 1];
-  va_list ap;
-  va_start(ap, arg);
-  argv[0] = (char *)arg;
-  for (ptrdiff_t i = 1; i <= argc; i++) argv[i] = va_arg(ap, char *);
+  COLLECT_ARGS(arg, argv, ap);
   va_end(ap);
   return do_execv(path, argv);
 }
 
 GS_EXPORT int execlp(const char *file, const char *arg, ...) {
-  ptrdiff_t argc;
-  COUNT_ARGS(arg, argc);
-  char *argv[argc + 1];
-  va_list ap;
-  va_start(ap, arg);
-  argv[0] = (char *)arg;
-  for (ptrdiff_t i = 1; i <= argc; i++) argv[i] = va_arg(ap, char *);
+  COLLECT_ARGS(arg, argv, ap);
   va_end(ap);
   return do_execvp(file, argv);
 }
 
 GS_EXPORT int execle(const char *path, const char *arg, ...) {
-  ptrdiff_t argc;
-  COUNT_ARGS(arg, argc);
-  char *argv[argc + 1];
-  va_list ap;
-  va_start(ap, arg);
-  argv[0] = (char *)arg;
-  for (ptrdiff_t i = 1; i <= argc; i++) argv[i] = va_arg(ap, char *);
+  COLLECT_ARGS(arg, argv, ap);
   char *const *envp = va_arg(ap, char *const *);
   va_end(ap);
   return do_execve(path, argv, envp);
