@@ -32,7 +32,7 @@ LDFLAGS_SAN := $(SAN_FLAGS)
 # --- the shim -------------------------------------------------------------
 # Everything the preloaded library is made of. Its only run-time dependency
 # is libc: cuBLAS and the driver are found with dlopen/dlsym at run time.
-SHIM_SRC   := $(sort $(wildcard shim/*.c) $(wildcard policy/*.c) $(wildcard kernels/*_launch.c))
+SHIM_SRC   := $(sort $(wildcard shim/*.c shim/base/*.c shim/routes/*.c) $(wildcard policy/*.c) $(wildcard kernels/*_launch.c))
 SHIM_ASM   := $(sort $(wildcard shim/*.S))
 SHIM_OBJ   := $(patsubst %.c,$(BUILD)/obj/%.o,$(SHIM_SRC)) $(patsubst %.S,$(BUILD)/obj/%.o,$(SHIM_ASM))
 SHIM_SO    := $(BUILD)/libgemmshim.so
@@ -45,13 +45,15 @@ all: $(SHIM_SO)
 setup:
 	@BUILD=$(BUILD) CUDA=$(CUDA) PYTHON=$(PYTHON) scripts/setup.sh
 
-$(BUILD)/obj/%.o: %.c $(wildcard shim/*.h policy/*.h kernels/*.h)
+SHIM_HDR   := $(wildcard shim/*.h shim/base/*.h shim/routes/*.h policy/*.h kernels/*.h)
+
+$(BUILD)/obj/%.o: %.c $(SHIM_HDR)
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -fvisibility=hidden -c $< -o $@
 
 # The dlsym entry runs before a sanitizer runtime has initialised (the
 # runtime itself calls dlsym): never instrument it.
-$(BUILD)/obj/shim/dlsym_entry.o: shim/dlsym_entry.c $(wildcard shim/*.h)
+$(BUILD)/obj/shim/dlsym_entry.o: shim/dlsym_entry.c $(SHIM_HDR)
 	@mkdir -p $(dir $@)
 	$(CC) $(filter-out $(SAN_FLAGS),$(ALL_CFLAGS)) -fvisibility=hidden -c $< -o $@
 

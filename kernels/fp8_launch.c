@@ -20,7 +20,7 @@
 
 #include "../shim/resolve.h"
 #include "../shim/shim.h"
-#include "../shim/sys.h"
+#include "../shim/base/sys.h"
 #include "fp8.h"
 #include "fp8_kernels.h"
 #include "module.h"

@@ -27,7 +27,7 @@
 
 #include "../shim/resolve.h"
 #include "../shim/shim.h"
-#include "../shim/sys.h"
+#include "../shim/base/sys.h"
 #include "kernels.h"
 #include "module.h"
 

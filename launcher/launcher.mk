@@ -9,7 +9,7 @@ LAUNCHER_SRC := $(sort $(wildcard launcher/*.c))
 LAUNCHER_OBJ := $(patsubst %.c,$(BUILD)/obj/%.o,$(LAUNCHER_SRC))
 LAUNCHER     := $(BUILD)/gemmshim
 
-$(BUILD)/obj/launcher/%.o: launcher/%.c launcher/launcher.h $(wildcard shim/*.h policy/*.h)
+$(BUILD)/obj/launcher/%.o: launcher/%.c launcher/launcher.h $(SHIM_HDR)
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -c $< -o $@
 

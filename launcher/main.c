@@ -155,7 +155,7 @@ static int announce_log(void) {
     return 0;
   }
   char path[sizeof gs_opt.log_path + 512];
-  if (log_expand_path(gs_opt.log_path, path, sizeof path) != 0) {
+  if (path_expand_here(gs_opt.log_path, path, sizeof path) != 0) {
     fprintf(stderr, PROG ": GEMMSHIM_LOG='%s': too long once %%p, %%h and %%r are filled in\n", gs_opt.log_path);
     return -1;
   }

@@ -311,8 +311,8 @@ def main():
                 "added calls (largest)"], rows))
     m, n, k = SHAPE
     w("")
-    w("Device bytes a routed call adds (from the routes' buffer plans, `shim/route_ffma.c` and "
-      "`shim/route_fp8.c`), and the bytes the shim's kernels move:\n")
+    w("Device bytes a routed call adds (from the routes' buffer plans, `shim/routes/ffma.c` and "
+      "`shim/routes/fp8.c`), and the bytes the shim's kernels move:\n")
     rows = [
         ("ffma", f"fp32 A, B and the fp32 result: 4(mk + kn + mn) = {4 * (m * k + k * n + m * n):,}",
          f"widen A, B: 6(mk + kn); narrow: 6mn = {6 * (m * k + k * n) + 6 * m * n:,}"),

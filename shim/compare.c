@@ -39,9 +39,9 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "memory.h"
+#include "routes/memory.h"
 #include "shim.h"
-#include "sys.h"
+#include "base/sys.h"
 
 /* Calls seen per site, for "first, then every Nth" (the contract above).
  * 1024 sets of 4: 4096 sites, 112 KiB, as many sites as the direct-mapped

@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "shim.h"
-#include "sys.h"
+#include "base/sys.h"
 
 static void gemm_defaults(gs_gemm *g) {
   g->order_a = g->order_b = g->order_c = g->order_d = -1;

@@ -28,7 +28,7 @@
 
 #include "resolve.h"
 #include "shim.h"
-#include "sys.h"
+#include "base/sys.h"
 
 /* ---- dead handles ---------------------------------------------------------- */
 /* A set of destroyed handles, hashed into DEAD_BUCKETS buckets of DEAD_WAYS

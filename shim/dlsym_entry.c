@@ -10,8 +10,8 @@
 #include <dlfcn.h>
 #include <string.h>
 
-#include "resolve.h"
-#include "sys.h"
+#include "base/sys.h"
+#include "dlsym_entry.h"
 
 void *gs_real_dlsym;
 
@@ -29,15 +29,21 @@ void *gs_resolve_real_dlsym(void) {
   return p;
 }
 
-/* hooks.c; weak so that unit tests, which link the shim without its hooks,
- * still link this file. */
-void *hooks_dlsym_swap(const char *name, void *p) __attribute__((weak));
+/* Set by the hooks at load (dlsym_entry_swap_with): this file sits below
+ * them and knows nothing of the wrappers; NULL (unit tests, which link the
+ * shim without its hooks) swaps nothing. */
+static void *(*dlsym_swap)(const char *name, void *p);
+
+void dlsym_entry_swap_with(void *(*swap)(const char *name, void *p)) {
+  __atomic_store_n(&dlsym_swap, swap, __ATOMIC_RELEASE);
+}
 
 void *gs_dlsym_handle(void *handle, const char *name) {
   void *(*real_dlsym)(void *, const char *) = (void *(*)(void *, const char *))gs_resolve_real_dlsym();
   if (!real_dlsym) return NULL;
   void *p = real_dlsym(handle, name);
   /* Every hooked name starts with "cublas"; most lookups do not. */
-  if (!p || !name || strncmp(name, "cublas", 6) != 0 || !hooks_dlsym_swap) return p;
-  return hooks_dlsym_swap(name, p);
+  if (!p || !name || strncmp(name, "cublas", 6) != 0) return p;
+  void *(*swap)(const char *, void *) = __atomic_load_n(&dlsym_swap, __ATOMIC_ACQUIRE);
+  return swap ? swap(name, p) : p;
 }

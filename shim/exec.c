@@ -46,7 +46,7 @@
 
 #include "resolve.h"
 #include "shim.h"
-#include "sys.h"
+#include "base/sys.h"
 
 #define GS_EXPORT __attribute__((visibility("default")))
 

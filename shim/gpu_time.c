@@ -57,7 +57,7 @@
 #include <string.h>
 
 #include "shim.h"
-#include "sys.h"
+#include "base/sys.h"
 
 #define POOL_CTXS 16        /* contexts with a pool of their own */
 /* Free events kept per context; more are destroyed. Events return to the

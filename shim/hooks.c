@@ -16,7 +16,8 @@
 
 #include "resolve.h"
 #include "shim.h"
-#include "sys.h"
+#include "work.h"
+#include "base/sys.h"
 
 #define GS_EXPORT __attribute__((visibility("default")))
 
@@ -242,23 +243,18 @@ GS_EXPORT cublasStatus_t cublasDestroy_v2(cublasHandle_t h) {
 }
 
 /* ---- dlsym on an explicit handle ---------------------------------------------- */
+/* The shim's wrapper of each hooked entry, from the call table's list. */
 static void *const hook_of[GS_SYS_COUNT] = {
-    [GS_SYS_cublasCreate_v2] = (void *)cublasCreate_v2,
-    [GS_SYS_cublasDestroy_v2] = (void *)cublasDestroy_v2,
-    [GS_SYS_cublasGemmEx] = (void *)cublasGemmEx,
-    [GS_SYS_cublasGemmEx_64] = (void *)cublasGemmEx_64,
-    [GS_SYS_cublasGemmStridedBatchedEx] = (void *)cublasGemmStridedBatchedEx,
-    [GS_SYS_cublasGemmStridedBatchedEx_64] = (void *)cublasGemmStridedBatchedEx_64,
-    [GS_SYS_cublasGemmBatchedEx] = (void *)cublasGemmBatchedEx,
-    [GS_SYS_cublasGemmBatchedEx_64] = (void *)cublasGemmBatchedEx_64,
-    [GS_SYS_cublasLtMatmul] = (void *)cublasLtMatmul,
+#define HOOK_OF(name, ret, fail, params, args) [GS_SYS_##name] = (void *)name,
+    GS_SYS_HOOKED(HOOK_OF)
+#undef HOOK_OF
 };
 
 /* dlsym_entry.c found that `name` (a cublas* name) resolved to p on an
  * explicit handle. Only a lookup that really lands in cuBLAS is swapped:
  * anything else (another library's function of that name, the shim
  * itself) is left as the loader answered. */
-void *hooks_dlsym_swap(const char *name, void *p) {
+static void *hooks_dlsym_swap(const char *name, void *p) {
   if (!hooks_dlsym_enabled()) return p;
   for (int i = 0; i < GS_SYS_COUNT; i++) {
     if (!hook_of[i] || strcmp(name, gs_sys_names[i]) != 0) continue;
@@ -283,9 +279,11 @@ static void forget_thread_id(void) { thread_id = 0; }
 __attribute__((constructor)) static void shim_load(void) {
   cancel_enter();
   resolve_init();
+  dlsym_entry_swap_with(hooks_dlsym_swap);
   exec_init();
   pthread_atfork(NULL, NULL, forget_thread_id);
   options_init();
+  decide_policy_loaded();
   nvtx_init();
   work_init();
   log_init();

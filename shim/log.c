@@ -113,7 +113,7 @@
 #include <unistd.h>
 
 #include "shim.h"
-#include "sys.h"
+#include "base/sys.h"
 
 /* Each of the two record buffers: ~500 records of the usual ~260 bytes, a
  * write every few hundred calls. */
@@ -658,69 +658,6 @@ size_t log_format(const gs_call *c, char *buf, size_t len) {
   return format_rec(&r, has_gpu ? &gpu : NULL, c->backend, c->reason, buf, len);
 }
 
-/* ---- path placeholders ---------------------------------------------------- */
-static int all_digits(const char *s) {
-  if (!s || !*s) return 0;
-  for (; *s; s++)
-    if (*s < '0' || *s > '9') return 0;
-  return 1;
-}
-
-/* Launchers set RANK (torchrun, most MPI wrappers through it) or only
- * LOCAL_RANK; anything that is not a plain number is ignored. */
-static const char *rank_string(void) {
-  const char *r = getenv("RANK");
-  if (all_digits(r)) return r;
-  r = getenv("LOCAL_RANK");
-  return all_digits(r) ? r : "0";
-}
-
-/* The short host name, as NCCL_DEBUG_FILE's %h: up to the first dot. */
-static void host_string(char *host, size_t len) {
-  if (GS_CALL(gethostname, host, len) != 0) snprintf(host, len, "unknown");
-  host[len - 1] = '\0';
-  char *dot = strchr(host, '.');
-  if (dot && dot != host) *dot = '\0';
-}
-
-static void out_cstr(json_out *o, const char *s) { out_bytes(o, s, strlen(s)); }
-
-/* Expands pattern for process pid; *uses_pid tells whether the result
- * depends on the pid (a forked child's path then differs). */
-static int expand_path(const char *pattern, long pid, char *out, size_t len, int *uses_pid) {
-  if (len == 0) return -1;
-  json_out o = {out, out + len - 1, 0};
-  char num[24], host[256];
-  if (uses_pid) *uses_pid = 0;
-  for (const char *p = pattern; *p; p++) {
-    if (p[0] != '%' || p[1] == '\0') {
-      out_bytes(&o, p, 1);
-      continue;
-    }
-    switch (*++p) {
-      case 'p':
-        snprintf(num, sizeof num, "%ld", pid);
-        out_cstr(&o, num);
-        if (uses_pid) *uses_pid = 1;
-        break;
-      case 'h': host_string(host, sizeof host), out_cstr(&o, host); break;
-      case 'r': out_cstr(&o, rank_string()); break;
-      case '%': OUT_LIT(&o, "%"); break;
-      default: out_bytes(&o, p - 1, 2); break; /* not ours: keep "%x" */
-    }
-  }
-  if (o.full) {
-    out[0] = '\0';
-    return -1;
-  }
-  *o.p = '\0';
-  return 0;
-}
-
-int log_expand_path(const char *pattern, char *out, size_t len) {
-  return expand_path(pattern, (long)getpid(), out, len, NULL);
-}
-
 /* ---- summary counters ----------------------------------------------------- */
 /* Kept only for the INFO summary (state.counting): at WARN a call costs
  * nothing here. */
@@ -894,7 +831,7 @@ static void disable_locked(void) {
 /* Warnings here run under state.mu: rare, and gs_debug never takes it. */
 static int open_locked(void) {
   if (is_disabled()) return 0;
-  if (expand_path(state.pattern, (long)getpid(), state.path, sizeof state.path, NULL) != 0) {
+  if (path_expand(state.pattern, (long)getpid(), state.path, sizeof state.path, NULL) != 0) {
     char q[GS_QUOTE_BUF];
     disable_locked();
     GS_WARN("GEMMSHIM_LOG='%s': longer than %zu bytes once %%p/%%h/%%r are expanded; the routing log is off",
@@ -1654,7 +1591,7 @@ void log_init(void) {
   file_close(&state.out);
   snprintf(state.pattern, sizeof state.pattern, "%s", gs_opt.log_path);
   __atomic_store_n(&state.on, state.pattern[0] != '\0', __ATOMIC_RELAXED);
-  state.counting = gs_opt.debug_level >= GS_LEVEL_INFO;
+  state.counting = gs_debug_level >= GS_LEVEL_INFO;
   state.path[0] = '\0';
   __atomic_store_n(&state.disabled, 0, __ATOMIC_RELAXED);
   state.late = 0;
@@ -1728,7 +1665,7 @@ static void print_summary(void) {
   char q[GS_QUOTE_BUF];
   pthread_mutex_lock(&state.mu);
   gs_quote(state.path, q);
-  if (gs_opt.debug_level >= GS_LEVEL_INFO) {
+  if (gs_debug_level >= GS_LEVEL_INFO) {
     summary_routes_locked();
     summary_top_locked();
   }

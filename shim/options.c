@@ -17,7 +17,7 @@
 #include <unistd.h>
 
 #include "shim.h"
-#include "sys.h"
+#include "base/sys.h"
 
 #define GS_STR_(x) #x
 #define GS_STR(x) GS_STR_(x)
@@ -25,7 +25,6 @@
 /* Defaults hold before the constructor runs: dlsym can be called earlier. */
 gs_options gs_opt = {
     .mode = GS_MODE_AUTO,
-    .debug_level = GS_LEVEL_WARN,
     .dlsym_hook = 1,
 };
 policy_table gs_policy;
@@ -62,9 +61,9 @@ static const opt_def options[] = {
      "record is dropped, counted in the log and at exit",
      &gs_opt.log_wait, NULL, 0, 1},
     {"GEMMSHIM_DEBUG", OPT_ENUM, "WARN", "debug output level: WARN, INFO or TRACE",
-     &gs_opt.debug_level, level_names, 0, 0},
+     &gs_debug_level, level_names, 0, 0},
     {"GEMMSHIM_DEBUG_FILE", OPT_PATH, "",
-     "debug output file instead of stderr; %h host, %p pid", gs_opt.debug_file, NULL, 0, 0},
+     "debug output file instead of stderr; %h host, %p pid", gs_debug_file, NULL, 0, 0},
     {"GEMMSHIM_FFMA_MAX_BYTES", OPT_SIZE, "1G",
      "most transient device memory one ffma call may take; a call needing more runs native",
      &gs_opt.ffma_max_bytes, NULL, 0, UINT64_MAX},
@@ -394,7 +393,7 @@ static void read_environment(void) {
     }
   }
   make_absolute(0, "GEMMSHIM_LOG", gs_opt.log_path, sizeof gs_opt.log_path);
-  make_absolute(1, "GEMMSHIM_DEBUG_FILE", gs_opt.debug_file, sizeof gs_opt.debug_file);
+  make_absolute(1, "GEMMSHIM_DEBUG_FILE", gs_debug_file, sizeof gs_debug_file);
 }
 
 static void read_fault(void) {
@@ -417,7 +416,6 @@ void options_init(void) {
     if (relative_note[i][0]) GS_WARN("%s", relative_note[i]);
   read_fault();
   load_policy();
-  decide_policy_loaded();
   options_print();
 }
 
@@ -458,7 +456,7 @@ static void format_value(const opt_def *o, char *buf, size_t len) {
 }
 
 void options_print(void) {
-  if (gs_opt.debug_level < GS_LEVEL_INFO) return;
+  if (gs_debug_level < GS_LEVEL_INFO) return;
   char v[600];
   for (size_t i = 0; i < N_OPTIONS; i++) {
     format_value(&options[i], v, sizeof v);

@@ -21,7 +21,7 @@
 
 #include "resolve.h"
 #include "shim.h"
-#include "sys.h"
+#include "base/sys.h"
 
 /* Exported: a candidate "real" function whose object has this symbol is a
  * copy of the shim (installed under a cuBLAS name, or preloaded twice), and

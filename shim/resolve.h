@@ -2,11 +2,10 @@
 #ifndef GEMMSHIM_RESOLVE_H
 #define GEMMSHIM_RESOLVE_H
 
-#include "sys.h"
+#include "base/sys.h"
+#include "dlsym_entry.h"
 
 void resolve_init(void);
-/* libc's dlsym (also stored in gs_sys.dlsym); NULL only if libc has none. */
-void *gs_resolve_real_dlsym(void);
 /* The real definition of hooked entry id, resolved at first use; NULL when
  * no loaded cuBLAS has it (warned once). Also loads its companions. */
 void *resolve_hooked(gs_sys_id id);

@@ -28,6 +28,7 @@
 
 #include "../policy/names.h"
 #include "../policy/policy.h"
+#include "base/base.h"
 
 /* ------------------------------------------------------------------------ */
 /* "decode.c": one GEMM, whichever entry point it came through. Integer
@@ -159,16 +160,13 @@ typedef enum gs_fp8_backend {
   GS_FP8_BACKEND_CUBLASLT,
   GS_FP8_BACKEND_OWN_MMA
 } gs_fp8_backend;
-typedef enum gs_level { GS_LEVEL_WARN = 0, GS_LEVEL_INFO, GS_LEVEL_TRACE } gs_level;
 
 typedef struct gs_options {
   gs_mode mode;
   int passthrough;        /* 1 after bad configuration: everything native */
-  char policy_path[512];
-  char log_path[512];     /* raw, with %p %h %r placeholders */
+  char policy_path[GS_PATH_MAX];
+  char log_path[GS_PATH_MAX];     /* raw, with %p %h %r placeholders */
   int log_wait;           /* GEMMSHIM_LOG_WAIT: wait for a slow log rather than drop records */
-  gs_level debug_level;
-  char debug_file[512];
   int dlsym_hook;         /* GEMMSHIM_DLSYM: wrap dlsym for pattern 3 */
   uint64_t ffma_max_bytes;  /* transient memory one ffma call may take */
   uint64_t ffma_min_flops;  /* smaller GEMMs stay native */
@@ -211,84 +209,12 @@ int options_parse_size(const char *var, const char *s, uint64_t *out,
                        char *err, size_t errlen);
 
 /* ------------------------------------------------------------------------ */
-/* "debug.c" */
-void debug_init(void);
-/* A value a user set, fit to show in a message: control characters and
- * '\\' escaped (\n \t \r \\ \xNN), bytes that are not UTF-8 as \xNN,
- * cut after at most GS_QUOTE_MAX bytes, between two characters, as
- * "...(N bytes)", so that no value forges a line, breaks the UTF-8 of a
- * JSON string or pushes what the message says after it out of the line.
- * Returns out (GS_QUOTE_BUF bytes). */
-#define GS_QUOTE_MAX 96
-#define GS_QUOTE_BUF (4 * GS_QUOTE_MAX + 32)
-const char *gs_quote(const char *s, char *out);
-const char *gs_quote_n(const char *s, size_t n, char *out);
-/* The length of the well-formed UTF-8 character at s (RFC 3629), at most n
- * bytes; 0 when the bytes there are not one. */
-size_t gs_utf8_seq(const char *s, size_t n);
-void gs_debug(gs_level level, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
-#define GS_WARN(...) gs_debug(GS_LEVEL_WARN, __VA_ARGS__)
-#define GS_INFO(...) do { if (gs_opt.debug_level >= GS_LEVEL_INFO) gs_debug(GS_LEVEL_INFO, __VA_ARGS__); } while (0)
-#define GS_TRACE(...) do { if (gs_opt.debug_level >= GS_LEVEL_TRACE) gs_debug(GS_LEVEL_TRACE, __VA_ARGS__); } while (0)
-
 /* ------------------------------------------------------------------------ */
-/* "cancel.c": every entry into the shim's code on a thread of the program
- * is bracketed by these: cancellation is disabled from the outermost enter
- * to its matching leave, which gives back the state the thread had (see
- * cancel.c; nested pairs are counted per thread). Both keep errno. */
-void cancel_enter(void);
-void cancel_leave(void);
-unsigned cancel_depth_for_tests(void);
-int cancel_inside(void); /* this thread is running the shim's code (a signal handler interrupted it) */
-
 /* "exec.c": the exec family's wrappers; exec_init, at load, finds libc's
  * functions and notes the process's pid (a vfork child has another). */
 void exec_init(void);
 
 /* ------------------------------------------------------------------------ */
-/* "files.c": the files the shim writes. See files.c for what opening and
- * writing guarantee (no symlink followed, no truncation, no blocking open,
- * no write into a descriptor the program reused, no SIGPIPE). */
-typedef struct gs_file {
-  int fd;          /* -1: none */
-  int debug;       /* written through debug_write, not write (sys.h) */
-  int checked;     /* dev/ino are known: each write checks them first */
-  int stream;      /* a pipe, FIFO, socket or terminal: written in whole lines of PIPE_BUF at most */
-  uint64_t dev, ino;
-  int named;       /* from /dev/fd/N and the like: never opened by that name again */
-  int nonblock;    /* the shim's own description, O_NONBLOCK: a write never blocks */
-  int sock;        /* a socket: written with send(MSG_DONTWAIT | MSG_NOSIGNAL) */
-  int tail;        /* a regular file opened by name, readable: see files.c on lines cut short */
-  int temp;        /* stderr's own description for one message: file_stderr_end closes it */
-} gs_file;
-#define GS_FILE_NONE {-1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}
-
-uint64_t gs_monotonic_ns(void);
-/* Open path for appending (see files.c); 0, or -1 with why set. */
-int file_open_append(const char *path, int debug, gs_file *f, char *why, size_t whylen);
-/* The descriptor a path like /dev/stdout or /dev/fd/N names, or -1. */
-int file_names_descriptor(const char *path);
-/* The program's stderr as one message writes it: a non-blocking
- * description of the shim's own of a pipe, FIFO or terminal on fd 2 where
- * it can have one (files.c); file_stderr_end closes that after the write. */
-gs_file file_stderr_begin(void);
-void file_stderr_end(gs_file *f);
-/* Whether f->fd still is the file file_open_append opened. */
-int file_is_ours(const gs_file *f);
-/* If f's regular file ends inside a line (a write cut short by a full disk
- * or the size limit), end that line; 1 when it did. */
-int file_end_cut_line(const gs_file *f);
-/* Close f->fd if it still is ours (never a descriptor the program reused). */
-void file_close(gs_file *f);
-/* Wait until fd is ready for events, at most until *deadline_ns
- * (CLOCK_MONOTONIC; 0 or a NULL pointer: no bound), which is read again
- * every 100 ms. 0 ready; -1 with errno (ETIMEDOUT at the deadline). */
-int file_wait(int fd, short events, const volatile uint64_t *deadline_ns);
-/* Write len bytes to f; returns how many were written, len unless errno
- * says why not (ETIMEDOUT: a pipe found no room before the deadline). */
-size_t file_write(const gs_file *f, const char *buf, size_t len, const volatile uint64_t *deadline_ns);
-
 /* ------------------------------------------------------------------------ */
 /* "log.c" */
 void log_init(void);                  /* opens GEMMSHIM_LOG lazily later */
@@ -299,8 +225,6 @@ void log_shutdown(void);              /* flush, summary to debug output */
 /* Format c as one JSON object plus '\n' into buf; returns the length, or
  * 0 if it did not fit. Exposed for the unit tests. */
 size_t log_format(const gs_call *c, char *buf, size_t len);
-/* Expand %p %h %r %% in a log path. Returns 0, or -1 if it did not fit. */
-int log_expand_path(const char *pattern, char *out, size_t len);
 
 /* ------------------------------------------------------------------------ */
 /* "gpu_time.c" (types above). gpu_time_begin records START (or says in
@@ -381,32 +305,9 @@ void call_decline(gs_call *c, gs_route ran, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 /* Site id and routing log, once the call returned. */
 void call_finish(gs_call *c);
-/* "work.c": the call's device work starts now, on `route` (a route calls
- * it before its first launch, the hook before the native call; only the
- * first call counts): opens the call's NVTX range and starts its GPU time.
- * call_work_end, as the call returns, ends both. gs_work_hooks: either is
- * on (work_init, at load); without, a call pays a test of it. */
-extern int gs_work_hooks;
-void work_init(void);
-void call_work_hooks(gs_call *c, gs_route route);
-void call_work_hooks_end(gs_call *c);
-static inline void call_work_begin(gs_call *c, gs_route route) {
-  if (c->work_begun) return;
-  c->work_begun = 1;
-  c->gpu.on = 0;
-  if (gs_work_hooks) call_work_hooks(c, route);
-}
-/* A route declined (the call runs native next): if it had begun its
- * work, the GEMM it marked for its kernels' share is not the call's. */
-static inline void call_work_declined(gs_call *c) {
-  if (c->work_begun && c->gpu.on) gpu_time_unmark_gemm(c);
-}
-static inline void call_work_end(gs_call *c) {
-  if (c->work_begun && gs_work_hooks) call_work_hooks_end(c);
-}
 /* Per-call timing and bookkeeping are only paid for when someone reads them. */
 static inline int hooks_timing(void) {
-  return gs_opt.log_path[0] != 0 || gs_opt.debug_level >= GS_LEVEL_INFO;
+  return gs_opt.log_path[0] != 0 || gs_debug_level >= GS_LEVEL_INFO;
 }
 static inline int hooks_dlsym_enabled(void) { return gs_opt.dlsym_hook; }
 

@@ -3,6 +3,7 @@
  * what the call's NVTX range (nvtx.c) encloses and its GPU time
  * (gpu_time.c) measures. */
 #include "shim.h"
+#include "work.h"
 
 int gs_work_hooks;
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Systematic fault injection, as SQLite tests its I/O layer: for every entry
-of the shim's call table (shim/sys.h) and every route, run one operation
+of the shim's call table (shim/base/sys.h) and every route, run one operation
 with GEMMSHIM_FAULT=<entry>:N (the Nth call fails once) and <entry>:N+ (it
 and every later one fail), for N = 1, 2, ... until a run completes without
 reaching the injected call (the shim's exit report says "0 failed").
@@ -106,8 +106,8 @@ REPORT = re.compile(r"GEMMSHIM_FAULT (\w+):(\d+)(\+?): (\d+) calls while armed, 
 
 
 def call_table():
-    """(name, section, failure value) for every entry, from shim/sys.h."""
-    text = (ROOT / "shim" / "sys.h").read_text()
+    """(name, section, failure value) for every entry, from shim/base/sys.h."""
+    text = (ROOT / "shim" / "base" / "sys.h").read_text()
     out = []
     for section in ("LIBC", "DRIVER", "CUBLAS", "CUBLASLT", "HOOKED"):
         body = re.search(r"#define GS_SYS_%s\(X\)(.*?)(?:\n\n|\n/\*)" % section, text, re.S).group(1)

@@ -32,13 +32,13 @@ FUZZ_CFLAGS := -O1 -g -std=gnu11 -fPIC -pthread $(WARN) -isystem $(CUDA)/include
 FUZZ_SHIM_SRC := $(filter-out shim/hooks.c,$(SHIM_SRC))
 FUZZ_SHIM_OBJ := $(patsubst %.c,$(FUZZ_DIR)/obj/%.o,$(FUZZ_SHIM_SRC)) $(KERNELS_PTX_OBJ)
 
-$(FUZZ_DIR)/obj/%.o: %.c $(wildcard shim/*.h policy/*.h kernels/*.h)
+$(FUZZ_DIR)/obj/%.o: %.c $(SHIM_HDR)
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link -fvisibility=hidden -c $< -o $@
 
 $(FUZZ_DIR)/fuzz_%: tests/fuzz/fuzz_%.c $(FUZZ_SHIM_OBJ)
 	@mkdir -p $(dir $@)
-	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer -Ishim -Ipolicy -o $@ $< $(FUZZ_SHIM_OBJ) \
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer -Ishim -Ishim/base -Ishim/routes -Ipolicy -o $@ $< $(FUZZ_SHIM_OBJ) \
 	  $(FUZZ_LIBS_$*) -ldl -lpthread -lm
 
 # The decoder reads descriptors through the stand-in libcublasLt.

@@ -1,5 +1,5 @@
 /* fuzz_log_path.c: libFuzzer harness for the log and debug file path
- * expansion (log_expand_path, shim/log.c). Input: two bytes of output
+ * expansion (path_expand_here, shim/log.c). Input: two bytes of output
  * buffer size (0..1023), then the pattern (cut at a NUL byte).
  *
  * The expected expansion is computed here from the README's rules, not from
@@ -56,7 +56,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   size_t need = reference(pattern, want, sizeof want);
   char *out = malloc(len ? len : 1);
   memset(out, 'z', len ? len : 1);
-  int rc = log_expand_path(pattern, out, len);
+  int rc = path_expand_here(pattern, out, len);
   if (len > 0 && need + 1 <= len) {
     if (rc != 0 || strlen(out) != need || memcmp(out, want, need) != 0) {
       fprintf(stderr, "fuzz_log_path: '%s' (room %zu) gave rc %d '%s'\n", pattern, len, rc, out);

@@ -1,6 +1,6 @@
 /* fuzz_lt_decode.c: libFuzzer harness for the cuBLASLt descriptor decoder
  * (decode_lt / decode_lt_rest, shim/decode.c), the routes' Lt checks
- * (shim/route_checks.c) and the routing log's formatter (log_format),
+ * (shim/routes/checks.c) and the routing log's formatter (log_format),
  * fed descriptors built through the CPU stand-in libcublasLt with random
  * attribute values: the stand-in, like cuBLASLt, takes any value of the
  * right size and judges values only in cublasLtMatmul.

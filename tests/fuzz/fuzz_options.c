@@ -40,7 +40,7 @@ typedef enum kind { K_ENUM, K_BOOL, K_U64, K_SIZE, K_FAULT } kind;
 typedef struct var {
   const char *name;
   kind k;
-  size_t field; /* offsetof(gs_options, ...); unused for K_FAULT */
+  const void *field; /* the option's variable; unused for K_FAULT */
   const char *const *choices;
   uint64_t lo, hi;
 } var;
@@ -50,10 +50,10 @@ static const char *const levels[] = {"WARN", "INFO", "TRACE", NULL};
 static const char *const formats[] = {"e4m3", "e5m2", "hybrid", NULL};
 static const char *const backends[] = {"auto", "own", "cublaslt", "own-mma", NULL};
 
-#define F(x) offsetof(gs_options, x)
+#define F(x) (&gs_opt.x)
 static const var vars[] = {
     {"GEMMSHIM_MODE", K_ENUM, F(mode), modes, 0, 0},
-    {"GEMMSHIM_DEBUG", K_ENUM, F(debug_level), levels, 0, 0},
+    {"GEMMSHIM_DEBUG", K_ENUM, &gs_debug_level, levels, 0, 0},
     {"GEMMSHIM_FFMA_MAX_BYTES", K_SIZE, F(ffma_max_bytes), NULL, 0, UINT64_MAX},
     {"GEMMSHIM_FFMA_MIN_FLOPS", K_U64, F(ffma_min_flops), NULL, 0, UINT64_MAX},
     {"GEMMSHIM_FP8_FORMAT", K_ENUM, F(fp8_format), formats, 0, 0},
@@ -63,7 +63,7 @@ static const var vars[] = {
     {"GEMMSHIM_FP8_MAX_SITES", K_U64, F(fp8_max_sites), NULL, 1, 1048576},
     {"GEMMSHIM_FP8_MAX_BYTES", K_SIZE, F(fp8_max_bytes), NULL, 0, UINT64_MAX},
     {"GEMMSHIM_DLSYM", K_BOOL, F(dlsym_hook), NULL, 0, 1},
-    {"GEMMSHIM_FAULT", K_FAULT, 0, NULL, 0, 0},
+    {"GEMMSHIM_FAULT", K_FAULT, NULL, NULL, 0, 0},
     /* Added after the corpus was made: appended, so that its selectors
      * (all below 12) keep naming the same variables. */
     {"GEMMSHIM_LOG_WAIT", K_BOOL, F(log_wait), NULL, 0, 1},
@@ -188,7 +188,7 @@ static int ref_value(const var *v, const char *s, uint64_t *out) {
 }
 
 static uint64_t field_value(const var *v) {
-  const char *base = (const char *)&gs_opt + v->field;
+  const char *base = (const char *)v->field;
   if (v->k == K_U64 || v->k == K_SIZE) return *(const uint64_t *)base;
   return (uint64_t)*(const int *)base;
 }

@@ -26,7 +26,7 @@ APIS = {
 }
 BATCHED = {"strided", "strided64", "batched", "batched64"}
 # cublasStatus_t
-# (cublas_api.h; shim/sys.h says which the fault injection gives each call, after the cuBLAS docs)
+# (cublas_api.h; shim/base/sys.h says which the fault injection gives each call, after the cuBLAS docs)
 EXECUTION_FAILED, ALLOC_FAILED, INVALID_VALUE, NOT_SUPPORTED = 13, 3, 7, 15
 # CUDA_ERROR_UNKNOWN: the failure value the shim's fault injection gives driver calls.
 CU_UNKNOWN = 999
@@ -880,7 +880,7 @@ def test_hundreds_of_context_resets_keep_routing(client, standin, tmp_path, mode
     assert files >= 3 and res.counts["cuModuleLoadData"] == files * calls, res.counts
 
 
-SCRATCH_SLOTS = 32  # shim/memory.c
+SCRATCH_SLOTS = 32  # shim/routes/memory.c
 
 
 def test_no_pools_scratch_slots_pass_between_streams(client, standin, tmp_path):

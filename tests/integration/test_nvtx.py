@@ -78,7 +78,7 @@ def test_one_range_per_call_named_by_route_around_its_work(tmp_path, shim, stand
         assert payload == rec["seq"]
         if rec["route"] == "ffma":
             # widen A and B (and C when beta != 0), the fp32 GEMM, then the
-            # narrowing of a bf16 output (shim/route_ffma.c): all inside.
+            # narrowing of a bf16 output (shim/routes/ffma.c): all inside.
             assert [w.split()[0] for w in work].count("gemm") == 1, work
             assert work[0].startswith("launch gs_widen_"), work
             gemm_at = next(i for i, w in enumerate(work) if w.startswith("gemm"))
@@ -111,7 +111,7 @@ def test_fp8_ranges_hold_the_quantize_kernels(tmp_path, shim, standin):
     for (name, cat, _, work), rec in fp8:
         assert name == expected_name(rec) and cat == 3
         # The amax reset and the quantize kernel, each one launch for A and
-        # B, then the fp8 GEMM (shim/route_fp8.c, kernels/fp8_launch.c; the
+        # B, then the fp8 GEMM (shim/routes/fp8.c, kernels/fp8_launch.c; the
         # own backend on the stand-in's 9.0), kernel names less their
         # element type and architecture (gs_fp8_quantize_bf16_sm89).
         kinds = [re.sub(r"_(bf16|f16|f32)(_sm\d+)?$", "", w) for w in work]

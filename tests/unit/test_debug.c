@@ -72,8 +72,8 @@ static void expected_prefix(char *out, size_t len, int pid, int tid) {
 /* Debug output to dir/name at level. */
 static void debug_to(const char *name, gs_level level, char *path, size_t len) {
   snprintf(path, len, "%s/%s", dir, name);
-  snprintf(gs_opt.debug_file, sizeof gs_opt.debug_file, "%s", path);
-  gs_opt.debug_level = level;
+  snprintf(gs_debug_file, sizeof gs_debug_file, "%s", path);
+  gs_debug_level = level;
   debug_init();
 }
 
@@ -100,8 +100,8 @@ static int teardown(void **state) {
   (void)state;
   restore_stderr();
   gs_fault_clear();
-  gs_opt.debug_file[0] = '\0';
-  gs_opt.debug_level = GS_LEVEL_WARN;
+  gs_debug_file[0] = '\0';
+  gs_debug_level = GS_LEVEL_WARN;
   debug_init();
   return 0;
 }
@@ -115,10 +115,10 @@ static void test_prefix_and_levels(void **state) {
   GS_INFO("not at WARN");
   GS_TRACE("not at WARN");
   gs_debug(GS_LEVEL_INFO, "not at WARN either");
-  gs_opt.debug_level = GS_LEVEL_INFO;
+  gs_debug_level = GS_LEVEL_INFO;
   GS_INFO("informed %s", "x");
   GS_TRACE("not at INFO");
-  gs_opt.debug_level = GS_LEVEL_TRACE;
+  gs_debug_level = GS_LEVEL_TRACE;
   GS_TRACE("traced");
   expected_prefix(prefix, sizeof prefix, (int)getpid(), my_tid());
   snprintf(want, sizeof want, "%sWARN warned 1\n%sINFO informed x\n%sTRACE traced\n", prefix, prefix, prefix);
@@ -194,7 +194,7 @@ static void test_file_placeholders(void **state) {
   char pattern[128], path[512], host[256], prefix[512], want[1024];
   short_host(host, sizeof host);
   snprintf(pattern, sizeof pattern, "%s/dbg.%%h.%%p.txt", dir);
-  snprintf(gs_opt.debug_file, sizeof gs_opt.debug_file, "%s", pattern);
+  snprintf(gs_debug_file, sizeof gs_debug_file, "%s", pattern);
   debug_init();
   GS_WARN("to the expanded file");
   snprintf(path, sizeof path, "%s/dbg.%s.%d.txt", dir, host, (int)getpid());
@@ -224,7 +224,7 @@ static void test_default_is_stderr(void **state) {
 static void check_open_failure(const char *file, const char *expanded, const char *why) {
   char path[128], prefix[512], want[2048];
   capture_stderr("stderr_open.txt", path, sizeof path);
-  snprintf(gs_opt.debug_file, sizeof gs_opt.debug_file, "%s", file);
+  snprintf(gs_debug_file, sizeof gs_debug_file, "%s", file);
   debug_init();
   GS_WARN("after the failure");
   restore_stderr();
@@ -260,7 +260,7 @@ static void test_write_failure_falls_back(void **state) {
   (void)state;
   char path[128], prefix[512], want[2048];
   capture_stderr("stderr_full.txt", path, sizeof path);
-  snprintf(gs_opt.debug_file, sizeof gs_opt.debug_file, "/dev/full");
+  snprintf(gs_debug_file, sizeof gs_debug_file, "/dev/full");
   debug_init();
   GS_WARN("first");
   GS_WARN("second");
@@ -375,7 +375,7 @@ static void test_symlink_refused(void **state) {
   snprintf(link_path, sizeof link_path, "%s/link.txt", dir);
   assert_int_equal(symlink(target, link_path), 0);
   capture_stderr("stderr_link.txt", err_path, sizeof err_path);
-  snprintf(gs_opt.debug_file, sizeof gs_opt.debug_file, "%s", link_path);
+  snprintf(gs_debug_file, sizeof gs_debug_file, "%s", link_path);
   debug_init();
   GS_WARN("to stderr");
   restore_stderr();
@@ -437,7 +437,7 @@ static void test_fork_child_own_file(void **state) {
   (void)state;
   char pattern[128], parent_path[128], child_path[128];
   snprintf(pattern, sizeof pattern, "%s/own.%%p.txt", dir);
-  snprintf(gs_opt.debug_file, sizeof gs_opt.debug_file, "%s", pattern);
+  snprintf(gs_debug_file, sizeof gs_debug_file, "%s", pattern);
   debug_init();
   GS_WARN("parent");
   pid_t pid = fork();

@@ -1,4 +1,4 @@
-/* fp8 call sites (shim/fp8_sites.c) over a fake driver whose device memory
+/* fp8 call sites (shim/routes/fp8_sites.c) over a fake driver whose device memory
  * is host memory: identity across training steps with moving activation
  * pointers, hybrid gradient detection, eviction and its log flags,
  * per-context separation, ring initialisation, parity, stream changes,

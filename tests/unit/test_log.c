@@ -97,9 +97,9 @@ static void sleep_ms(long ms) {
 static void start_log(const char *name, gs_level level, const char *debug_name) {
   if (name[0]) path_in_dir(gs_opt.log_path, sizeof gs_opt.log_path, name);
   else gs_opt.log_path[0] = '\0';
-  if (debug_name[0]) path_in_dir(gs_opt.debug_file, sizeof gs_opt.debug_file, debug_name);
-  else gs_opt.debug_file[0] = '\0';
-  gs_opt.debug_level = level;
+  if (debug_name[0]) path_in_dir(gs_debug_file, sizeof gs_debug_file, debug_name);
+  else gs_debug_file[0] = '\0';
+  gs_debug_level = level;
   debug_init();
   log_init();
 }
@@ -110,8 +110,8 @@ static int teardown(void **state) {
   gs_fault_clear();
   gs_opt.log_wait = 0;
   gs_opt.log_path[0] = '\0';
-  gs_opt.debug_file[0] = '\0';
-  gs_opt.debug_level = GS_LEVEL_WARN;
+  gs_debug_file[0] = '\0';
+  gs_debug_level = GS_LEVEL_WARN;
   debug_init();
   log_init();
   return 0;
@@ -576,7 +576,7 @@ static void test_format_gpu_time(void **state) {
   memcpy(gs_opt.log_path, saved, sizeof saved);
 }
 
-/* ---- log_expand_path ------------------------------------------------------ */
+/* ---- path_expand_here ------------------------------------------------------ */
 static void short_host(char *host, size_t len) {
   assert_int_equal(gethostname(host, len), 0);
   char *dot = strchr(host, '.');
@@ -587,11 +587,11 @@ static void test_expand_pid_host(void **state) {
   (void)state;
   char out[512], want[512], host[256];
   short_host(host, sizeof host);
-  assert_int_equal(log_expand_path("/tmp/gemm.%h.%p.jsonl", out, sizeof out), 0);
+  assert_int_equal(path_expand_here("/tmp/gemm.%h.%p.jsonl", out, sizeof out), 0);
   snprintf(want, sizeof want, "/tmp/gemm.%s.%d.jsonl", host, (int)getpid());
   assert_string_equal(out, want);
   gs_fault_arm(GS_SYS_gethostname, 1, 0);
-  assert_int_equal(log_expand_path("%h.log", out, sizeof out), 0);
+  assert_int_equal(path_expand_here("%h.log", out, sizeof out), 0);
   assert_string_equal(out, "unknown.log");
 }
 
@@ -600,26 +600,26 @@ static void test_expand_rank(void **state) {
   char out[64];
   setenv("RANK", "3", 1);
   setenv("LOCAL_RANK", "1", 1);
-  assert_int_equal(log_expand_path("log.%r", out, sizeof out), 0);
+  assert_int_equal(path_expand_here("log.%r", out, sizeof out), 0);
   assert_string_equal(out, "log.3");
   unsetenv("RANK");
-  assert_int_equal(log_expand_path("log.%r", out, sizeof out), 0);
+  assert_int_equal(path_expand_here("log.%r", out, sizeof out), 0);
   assert_string_equal(out, "log.1");
   setenv("RANK", "abc", 1); /* not a number: ignored */
-  assert_int_equal(log_expand_path("log.%r", out, sizeof out), 0);
+  assert_int_equal(path_expand_here("log.%r", out, sizeof out), 0);
   assert_string_equal(out, "log.1");
   unsetenv("RANK");
   unsetenv("LOCAL_RANK");
-  assert_int_equal(log_expand_path("log.%r", out, sizeof out), 0);
+  assert_int_equal(path_expand_here("log.%r", out, sizeof out), 0);
   assert_string_equal(out, "log.0");
 }
 
 static void test_expand_literal_percent(void **state) {
   (void)state;
   char out[64];
-  assert_int_equal(log_expand_path("a%%p%x%", out, sizeof out), 0);
+  assert_int_equal(path_expand_here("a%%p%x%", out, sizeof out), 0);
   assert_string_equal(out, "a%p%x%");
-  assert_int_equal(log_expand_path("", out, sizeof out), 0);
+  assert_int_equal(path_expand_here("", out, sizeof out), 0);
   assert_string_equal(out, "");
 }
 
@@ -627,16 +627,16 @@ static void test_expand_overflow(void **state) {
   (void)state;
   char out[16];
   memset(out, '#', sizeof out);
-  assert_int_equal(log_expand_path("0123456789abcdef", out, sizeof out), -1);
+  assert_int_equal(path_expand_here("0123456789abcdef", out, sizeof out), -1);
   assert_string_equal(out, "");
-  assert_int_equal(log_expand_path("0123456789abcde", out, sizeof out), 0); /* 15 + NUL fits */
+  assert_int_equal(path_expand_here("0123456789abcde", out, sizeof out), 0); /* 15 + NUL fits */
   assert_string_equal(out, "0123456789abcde");
   char pid_path[64], big[64];
   int need = snprintf(pid_path, sizeof pid_path, "01234567%d", (int)getpid()) + 1;
-  assert_int_equal(log_expand_path("01234567%p", big, (size_t)need - 1), -1);
-  assert_int_equal(log_expand_path("01234567%p", big, (size_t)need), 0);
+  assert_int_equal(path_expand_here("01234567%p", big, (size_t)need - 1), -1);
+  assert_int_equal(path_expand_here("01234567%p", big, (size_t)need), 0);
   assert_string_equal(big, pid_path);
-  assert_int_equal(log_expand_path("x", out, 0), -1);
+  assert_int_equal(path_expand_here("x", out, 0), -1);
 }
 
 /* ---- writing -------------------------------------------------------------- */
@@ -1500,8 +1500,8 @@ static void test_fork_named_descriptor_kept(void **state) {
   int n = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND, 0644);
   assert_true(n >= 0);
   snprintf(gs_opt.log_path, sizeof gs_opt.log_path, "/dev/fd/%d", n);
-  gs_opt.debug_file[0] = '\0';
-  gs_opt.debug_level = GS_LEVEL_WARN;
+  gs_debug_file[0] = '\0';
+  gs_debug_level = GS_LEVEL_WARN;
   debug_init();
   log_init();
   if (FORK_WITHOUT_FLUSHER) gs_fault_arm(GS_SYS_pthread_create, 1, 1);
@@ -1539,9 +1539,9 @@ static void test_named_read_only_descriptor(void **state) {
   close(open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644));
   int n = open(path, O_RDONLY);
   assert_true(n >= 0);
-  path_in_dir(gs_opt.debug_file, sizeof gs_opt.debug_file, "readonly.debug");
+  path_in_dir(gs_debug_file, sizeof gs_debug_file, "readonly.debug");
   snprintf(gs_opt.log_path, sizeof gs_opt.log_path, "/dev/fd/%d", n);
-  gs_opt.debug_level = GS_LEVEL_WARN;
+  gs_debug_level = GS_LEVEL_WARN;
   debug_init();
   log_init();
   record_seq(1);

@@ -107,7 +107,7 @@ static void test_defaults(void **state) {
   options_init();
   assert_int_equal(gs_opt.mode, GS_MODE_AUTO);
   assert_int_equal(gs_opt.passthrough, 0);
-  assert_int_equal(gs_opt.debug_level, GS_LEVEL_WARN);
+  assert_int_equal(gs_debug_level, GS_LEVEL_WARN);
   assert_int_equal(gs_opt.dlsym_hook, 1);
   assert_string_equal(gs_opt.log_path, "");
   assert_int_equal(gs_policy.n, 2); /* the built-in table */
@@ -343,7 +343,7 @@ static void test_info_prints_every_option(void **state) {
   assert_non_null(strstr(out, "GEMMSHIM_DLSYM=1 (default)"));
   assert_non_null(strstr(out, "policy rule 1: built-in rule 1 (ffma sm=6.0-7.5 ab=bf16 compute=32f)"));
   assert_non_null(strstr(out, "policy rule 2: built-in rule 2 (native)"));
-  gs_opt.debug_level = GS_LEVEL_WARN;
+  gs_debug_level = GS_LEVEL_WARN;
 }
 
 /* A path is a user's text like any value: a newline in it forged a line
@@ -361,7 +361,7 @@ static void test_info_escapes_paths(void **state) {
     assert_int_not_equal(strncmp(l, "gemmshim vm:1:1 ", 16), 0);
   }
   unsetenv("GEMMSHIM_LOG");
-  gs_opt.debug_level = GS_LEVEL_WARN;
+  gs_debug_level = GS_LEVEL_WARN;
 }
 
 /* strtoull skips leading white space and takes a sign: ' -1' became

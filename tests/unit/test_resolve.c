@@ -33,7 +33,7 @@ static int setup(void **state) {
   strcpy(strrchr(build_dir, '/'), "/../..");
   if (tmpdir_make(tmp_dir, sizeof tmp_dir, "resolve") != 0) return -1;
   snprintf(debug_path, sizeof debug_path, "%s/debug.txt", tmp_dir);
-  snprintf(gs_opt.debug_file, sizeof gs_opt.debug_file, "%s", debug_path);
+  snprintf(gs_debug_file, sizeof gs_debug_file, "%s", debug_path);
   debug_init();
   resolve_init();
   return 0;

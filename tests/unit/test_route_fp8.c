@@ -1,4 +1,4 @@
-/* The fp8 route (shim/route_fp8.c) end to end over the CPU stand-ins: the
+/* The fp8 route (shim/routes/fp8.c) end to end over the CPU stand-ins: the
  * stand-in libcuda.so.1 with two devices, 9.0 (cuBLASLt's fp8 GEMM, which
  * the stand-in libcublasLt runs with scale pointers on cc >= 8.9) and 6.1
  * (the shim's own fp8 GEMM), running the host build of the shim's kernels
@@ -30,7 +30,7 @@
 #include "../../kernels/fp8.h"
 #include "fp8_sites.h"
 #include "resolve.h"
-#include "route_lt.h"
+#include "lt.h"
 #include "shim.h"
 #include "sys.h"
 

@@ -8,7 +8,7 @@ SHIM_CORE_OBJ := $(filter-out $(SHIM_HOOK_OBJ),$(SHIM_OBJ))
 
 $(BUILD)/tests/unit/%: tests/unit/%.c $(SHIM_CORE_OBJ) $(wildcard tests/unit/*.h)
 	@mkdir -p $(dir $@)
-	$(CC) $(ALL_CFLAGS) -Ishim -Ipolicy -o $@ $< $(SHIM_CORE_OBJ) $(LDFLAGS_SAN) $(UNIT_LIBS_$*) -lcmocka -ldl -lpthread -lm
+	$(CC) $(ALL_CFLAGS) -Ishim -Ishim/base -Ishim/routes -Ipolicy -o $@ $< $(SHIM_CORE_OBJ) $(LDFLAGS_SAN) $(UNIT_LIBS_$*) -lcmocka -ldl -lpthread -lm
 
 # Descriptor decoding is checked against the toolkit's real cuBLASLt, whose
 # descriptors work without a GPU.

@@ -4,8 +4,8 @@
  * words the routing log shows. */
 #include <cublasLt.h>
 
-#include "shim.h"
-#include "sys.h"
+#include "../shim.h"
+#include "../base/sys.h"
 
 static int64_t max1(int64_t v) { return v > 1 ? v : 1; }
 

@@ -8,7 +8,7 @@
  * processes sharing the file never interleave mid-line. The file is created
  * at the first message, only ever appended to (files.c), and shared by a
  * forked child unless its name has %p. gs_debug works before
- * options_init has run (gs_opt is zero: WARN, stderr) and from any thread. */
+ * the options are read (WARN, stderr) and from any thread. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
@@ -19,7 +19,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "shim.h"
+#include "base.h"
 #include "sys.h"
 
 /* NCCL's own limit: long enough for any message the shim writes; a longer
@@ -27,6 +27,9 @@
 #define DEBUG_LINE_MAX 1024
 
 static const char *const level_names[] = {"WARN", "INFO", "TRACE"};
+
+gs_level gs_debug_level = GS_LEVEL_WARN;
+char gs_debug_file[GS_PATH_MAX];
 
 /* Where messages go. debug_init names the file; it is opened at the first
  * message (a process that says nothing creates nothing), appended to, and
@@ -38,7 +41,7 @@ enum { DEBUG_STDERR = 0, DEBUG_PENDING, DEBUG_FILE };
 static pthread_mutex_t debug_lock = PTHREAD_MUTEX_INITIALIZER;
 static int debug_state; /* DEBUG_*; atomic: the stderr case takes no lock */
 static gs_file debug_out = GS_FILE_NONE;
-static char debug_path[sizeof gs_opt.debug_file + 256]; /* expanded */
+static char debug_path[sizeof gs_debug_file + 256]; /* expanded */
 static int debug_recheck_path; /* a forked child: %p may name another file */
 
 /* The host name costs a system call; the pid too (glibc stopped caching it);
@@ -65,7 +68,7 @@ __attribute__((constructor)) static void debug_register_fork(void) {
 }
 
 static void debug_setup_once(void) {
-  if (log_expand_path("%h", debug_host, sizeof debug_host) != 0)
+  if (path_expand_here("%h", debug_host, sizeof debug_host) != 0)
     snprintf(debug_host, sizeof debug_host, "unknown");
 }
 
@@ -132,7 +135,7 @@ static void open_locked(void) {
   }
   __atomic_store_n(&debug_state, DEBUG_STDERR, __ATOMIC_RELEASE);
   warn_stderr("GEMMSHIM_DEBUG_FILE='%s': cannot open '%s' (%s); debug output goes to stderr instead",
-              gs_quote(gs_opt.debug_file, q), gs_quote(debug_path, qp), why);
+              gs_quote(gs_debug_file, q), gs_quote(debug_path, qp), why);
 }
 
 /* Where the next message goes; opens the file at the first one. */
@@ -142,7 +145,7 @@ static gs_file current_output(void) {
   if (debug_recheck_path) {
     debug_recheck_path = 0;
     char path[sizeof debug_path];
-    if (debug_state != DEBUG_STDERR && log_expand_path(gs_opt.debug_file, path, sizeof path) == 0 &&
+    if (debug_state != DEBUG_STDERR && path_expand_here(gs_debug_file, path, sizeof path) == 0 &&
         strcmp(path, debug_path) != 0) {
       /* A forked child whose %p names its own file: the parent's copy of
        * the descriptor is the child's to close. */
@@ -201,7 +204,7 @@ static void debug_vwrite(const gs_file *f, gs_level level, const char *fmt, va_l
  * warning at load): cancellation is off while one is written, since
  * current_output holds debug_lock across an open (cancel.c). */
 void gs_debug(gs_level level, const char *fmt, ...) {
-  if (level > gs_opt.debug_level) return;
+  if (level > gs_debug_level) return;
   cancel_enter();
   int saved_errno = errno;
   gs_file f = current_output();
@@ -229,62 +232,17 @@ static void warn_stderr(const char *fmt, ...) {
   va_end(ap);
 }
 
-size_t gs_utf8_seq(const char *str, size_t n) {
-  const unsigned char *s = (const unsigned char *)str;
-  if (n == 0) return 0;
-  if (s[0] < 0x80) return 1;
-  /* RFC 3629 section 4: the second byte's range depends on the first (no
-   * overlong forms, no surrogates, nothing past U+10FFFF); later bytes
-   * are 80..BF. */
-  size_t len;
-  unsigned char lo = 0x80, hi = 0xbf;
-  if (s[0] >= 0xc2 && s[0] <= 0xdf) len = 2;
-  else if (s[0] >= 0xe0 && s[0] <= 0xef) len = 3, lo = s[0] == 0xe0 ? 0xa0 : 0x80, hi = s[0] == 0xed ? 0x9f : 0xbf;
-  else if (s[0] >= 0xf0 && s[0] <= 0xf4) len = 4, lo = s[0] == 0xf0 ? 0x90 : 0x80, hi = s[0] == 0xf4 ? 0x8f : 0xbf;
-  else return 0;
-  if (n < len || s[1] < lo || s[1] > hi) return 0;
-  for (size_t i = 2; i < len; i++)
-    if (s[i] < 0x80 || s[i] > 0xbf) return 0;
-  return len;
-}
-
-/* Control characters and bytes that are not UTF-8 as \xNN, so that the
- * text stays one line of valid UTF-8 wherever it goes (a terminal, a JSON
- * string: RFC 8259 section 8.1 wants UTF-8); cut only between characters. */
-const char *gs_quote_n(const char *s, size_t n, char *out) {
-  static const char hex[] = "0123456789abcdef";
-  char *o = out;
-  size_t i = 0;
-  while (i < n) {
-    unsigned char ch = (unsigned char)s[i];
-    size_t seq = ch >= 0x80 ? gs_utf8_seq(s + i, n - i) : 1;
-    if (i + (seq ? seq : 1) > GS_QUOTE_MAX) break; /* a character that does not fit whole is left out */
-    if (ch == '\n') *o++ = '\\', *o++ = 'n';
-    else if (ch == '\t') *o++ = '\\', *o++ = 't';
-    else if (ch == '\r') *o++ = '\\', *o++ = 'r';
-    else if (ch == '\\') *o++ = '\\', *o++ = '\\';
-    else if (ch < 0x20 || ch == 0x7f || seq == 0) *o++ = '\\', *o++ = 'x', *o++ = hex[ch >> 4], *o++ = hex[ch & 15];
-    else memcpy(o, s + i, seq), o += seq;
-    i += seq ? seq : 1;
-  }
-  if (i < n) snprintf(o, 32, "...(%zu bytes)", n);
-  else *o = '\0';
-  return out;
-}
-
-const char *gs_quote(const char *s, char *out) { return gs_quote_n(s ? s : "", s ? strlen(s) : 0, out); }
-
 /* Names the file; nothing is opened until there is something to say. */
 void debug_init(void) {
   pthread_mutex_lock(&debug_lock);
   file_close(&debug_out);
   debug_recheck_path = 0;
   int next = DEBUG_STDERR;
-  if (gs_opt.debug_file[0]) {
+  if (gs_debug_file[0]) {
     char q[GS_QUOTE_BUF];
-    if (log_expand_path(gs_opt.debug_file, debug_path, sizeof debug_path) != 0)
+    if (path_expand_here(gs_debug_file, debug_path, sizeof debug_path) != 0)
       warn_stderr("GEMMSHIM_DEBUG_FILE='%s': too long once %%h/%%p are expanded; debug output goes to stderr instead",
-                  gs_quote(gs_opt.debug_file, q));
+                  gs_quote(gs_debug_file, q));
     else
       next = DEBUG_PENDING;
   }

@@ -89,7 +89,7 @@
 #include <string.h>
 
 #include "memory.h"
-#include "sys.h"
+#include "../base/sys.h"
 
 #define FP8_MAX_CTX 64
 #define GROUP_BUCKETS 1024       /* per context; chains beyond */

@@ -6,7 +6,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "shim.h"
+#include "../shim.h"
 
 typedef struct gs_transient {
   CUdeviceptr ptr;

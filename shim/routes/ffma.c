@@ -13,12 +13,13 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "../kernels/kernels.h"
+#include "../../kernels/kernels.h"
 #include "memory.h"
-#include "resolve.h"
-#include "route_lt.h"
-#include "shim.h"
-#include "sys.h"
+#include "../resolve.h"
+#include "lt.h"
+#include "../shim.h"
+#include "../work.h"
+#include "../base/sys.h"
 
 #define F32 CUDA_R_32F
 

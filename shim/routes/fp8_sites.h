@@ -10,8 +10,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../kernels/fp8.h"
-#include "shim.h"
+#include "../../kernels/fp8.h"
+#include "../shim.h"
 
 /* Operand roles a site records pointers for. */
 enum { FP8_ROLE_A = 0, FP8_ROLE_B, FP8_ROLE_D, FP8_ROLES };

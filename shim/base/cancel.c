@@ -37,7 +37,7 @@
 #include <errno.h>
 #include <pthread.h>
 
-#include "shim.h"
+#include "base.h"
 #include "sys.h"
 
 #define CANCEL_TLS __attribute__((tls_model("initial-exec")))

@@ -63,8 +63,8 @@
 #include <string.h>
 
 #include "memory.h"
-#include "route_lt.h"
-#include "sys.h"
+#include "lt.h"
+#include "../base/sys.h"
 
 #define ROUTE_LT_PLANS 4096
 static size_t plans_limit = ROUTE_LT_PLANS; /* under plans_lock; tests lower it */

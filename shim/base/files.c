@@ -89,7 +89,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "shim.h"
+#include "base.h"
 #include "sys.h"
 
 uint64_t gs_monotonic_ns(void) {

@@ -74,8 +74,8 @@
 #include <string.h>
 
 #include "memory.h"
-#include "shim.h"
-#include "sys.h"
+#include "../shim.h"
+#include "../base/sys.h"
 
 /* Pool support per device ordinal: 0 unknown, 1 yes, 2 no. */
 #define MAX_DEVICES 64
@@ -161,7 +161,7 @@ static pthread_once_t report_once = PTHREAD_ONCE_INIT;
  * runtime's own teardown (registered earlier, run later) and before any
  * library destructor, so the driver still answers. */
 static void pools_report(void) {
-  if (gs_opt.debug_level < GS_LEVEL_INFO) return;
+  if (gs_debug_level < GS_LEVEL_INFO) return;
   for (int d = 0; d < MAX_DEVICES; d++) {
     CUmemoryPool pool = atomic_load(&own_pools[d].pool);
     if (!pool) continue;

@@ -8,7 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "shim.h"
+#include "../shim.h"
 
 /* One matrix layout: column-major, with its batch count and stride. */
 typedef struct route_lt_layout_key {

@@ -269,7 +269,10 @@ extern volatile int gs_fault_armed; /* nonzero while any fault is armed */
 void gs_fault_arm(gs_sys_id id, unsigned n, int persistent);
 void gs_fault_clear(void);
 int gs_fault_hit(gs_sys_id id); /* 1 when this call must fail */
-/* Parse GEMMSHIM_FAULT ("name:N[+],name:N..."); 0 ok, -1 with err set. */
+/* Calls of entry id made while any fault was armed, and how many failed. */
+void gs_fault_counts(gs_sys_id id, unsigned long long *calls, unsigned long long *failed);
+/* "fault_spec.c": parse GEMMSHIM_FAULT ("name:N[+],name:N...") and arm
+ * it; 0 ok, -1 with err set and nothing armed. */
 int gs_fault_parse(const char *spec, char *err, size_t errlen);
 int gs_sys_lookup(const char *name, size_t len); /* id or -1 */
 
