@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "../shim/shim.h"
@@ -55,9 +56,11 @@ static void print_help(void) {
   const char *def, *meaning;
   const char *var;
   for (size_t i = 0; (var = options_describe(i, &def, &meaning, NULL)); i++) {
-    char flag[OPTION_MAX];
+    char flag[OPTION_MAX], shown[OPTION_MAX + 8];
     option_flag(var, flag, sizeof flag);
-    printf("  --%-17s %s, default '%s'\n  %-19s %s\n", flag, var, def, "", meaning);
+    /* A 1/0 option is a flag: --compare, or --compare=0. */
+    snprintf(shown, sizeof shown, "%s%s", flag, options_is_bool(i) ? "[=0]" : " X");
+    printf("  --%-17s %s, default '%s'\n  %-19s %s\n", shown, var, def, "", meaning);
   }
   printf("  --%-17s print the library's path (for LD_PRELOAD=$(" PROG " --print-lib))\n", "print-lib");
   printf("  --%-17s print the version and the library's path\n", "version");
@@ -86,6 +89,11 @@ static void print_problem(const char *message, void *arg) {
   fprintf(stderr, PROG ": %s\n", message);
 }
 
+static void print_warning(const char *message, void *arg) {
+  (void)arg;
+  fprintf(stderr, PROG ": warning: %s\n", message);
+}
+
 /* --name=value or --name value, name from the options table. Returns the
  * number of arguments used, 0 when argv[i] is not one, -1 on an error
  * already reported. */
@@ -99,7 +107,10 @@ static int take_option(int argc, char **argv, int i) {
     char flag[OPTION_MAX];
     option_flag(var, flag, sizeof flag);
     if (strlen(flag) != name_len || strncmp(flag, arg, name_len) != 0) continue;
-    const char *value = eq ? eq + 1 : (i + 1 < argc ? argv[i + 1] : NULL);
+    /* A flag never takes the next argument: `--compare -- cmd` must not
+     * read '--' as its value. */
+    int flag_only = options_is_bool(o) && !eq;
+    const char *value = eq ? eq + 1 : flag_only ? "1" : (i + 1 < argc ? argv[i + 1] : NULL);
     if (!value) {
       usage_error("--%s needs a value; expected --%s VALUE or --%s=VALUE", flag, flag, flag);
       return -1;
@@ -108,14 +119,15 @@ static int take_option(int argc, char **argv, int i) {
     if (is_path && value[0] && value[0] != '/') {
       char cwd[PATH_MAX];
       if (!getcwd(cwd, sizeof cwd)) {
-        fprintf(stderr, PROG ": --%s '%s': cannot make it absolute: %s\n", flag, value, strerror(errno));
+        char q[GS_QUOTE_BUF];
+        fprintf(stderr, PROG ": --%s '%s': cannot make it absolute: %s\n", flag, gs_quote(value, q), strerror(errno));
         return -1;
       }
       snprintf(abs, sizeof abs, "%s/%s", cwd, value);
       value = abs;
     }
     setenv(var, value, 1);
-    return eq ? 1 : 2;
+    return eq || flag_only ? 1 : 2;
   }
   return 0;
 }
@@ -145,35 +157,79 @@ static int set_preload(const char *lib) {
   return 0;
 }
 
-/* One line on stderr: where this process's routing log goes. The pid is
- * the command's (exec keeps it); other processes expand the pattern
- * themselves. Refuses a log whose folder does not exist: the shim would
- * then write nothing. */
-static int announce_log(void) {
-  if (!gs_opt.log_path[0]) {
-    fprintf(stderr, PROG ": routing log: none (--log PATH writes one; %%p pid, %%h host, %%r rank)\n");
-    return 0;
-  }
-  char path[sizeof gs_opt.log_path + 512];
-  if (path_expand_here(gs_opt.log_path, path, sizeof path) != 0) {
-    fprintf(stderr, PROG ": GEMMSHIM_LOG='%s': too long once %%p, %%h and %%r are filled in\n", gs_opt.log_path);
+/* The name a file option gives, checked as the shim will open it: an
+ * existing folder, and no directory, link, socket or device the shim
+ * refuses, nor a file it may not write. The shim would say so only at its
+ * first line, after the program ran for a while. */
+static int check_file_option(const char *var, const char *pattern, char *path, size_t len) {
+  char q[GS_QUOTE_BUF], qp[GS_QUOTE_BUF], why[512];
+  if (path_expand_here(pattern, path, len) != 0) {
+    fprintf(stderr, PROG ": %s='%s': too long once %%p, %%h and %%r are filled in\n", var, gs_quote(pattern, q));
     return -1;
   }
-  char dir[sizeof path];
+  gs_quote(path, qp);
+  if (file_names_descriptor(path) >= 0) return 0; /* /dev/stderr and the like: the program's own */
+  if (file_name_refused(path, why, sizeof why) != 0) {
+    fprintf(stderr, PROG ": %s='%s': '%s' is %s\n", var, gs_quote(pattern, q), qp, why);
+    return -1;
+  }
+  struct stat st;
+  if (lstat(path, &st) == 0) {
+    if (S_ISREG(st.st_mode) && access(path, W_OK) != 0) {
+      fprintf(stderr, PROG ": %s='%s': '%s' is not writable (%s); expected a file the program may append to\n", var,
+              gs_quote(pattern, q), qp, strerror(errno));
+      return -1;
+    }
+    return 0;
+  }
+  char dir[PATH_MAX + 1024];
   snprintf(dir, sizeof dir, "%s", path);
   char *slash = strrchr(dir, '/');
   if (slash) *slash = '\0';
   const char *folder = slash ? (dir[0] ? dir : "/") : ".";
   if (access(folder, W_OK | X_OK) != 0) {
-    fprintf(stderr, PROG ": GEMMSHIM_LOG='%s': folder '%s' is not writable (%s); expected an existing folder\n",
-            gs_opt.log_path, folder, strerror(errno));
+    fprintf(stderr, PROG ": %s='%s': folder '%s' is not writable (%s); expected an existing folder\n", var,
+            gs_quote(pattern, q), gs_quote(folder, qp), strerror(errno));
     return -1;
   }
+  return 0;
+}
+
+/* %r in a file name takes RANK, else LOCAL_RANK, else 0, each only when it
+ * is a plain number (shim/base/path.c): a launcher that sets it to
+ * something else gives every rank the same name. */
+static void warn_rank(void) {
+  if (!strstr(gs_opt.log_path, "%r") && !strstr(gs_debug_file, "%r")) return;
+  const char *names[] = {"RANK", "LOCAL_RANK"};
+  for (int i = 0; i < 2; i++) {
+    const char *v = getenv(names[i]);
+    if (!v) continue;
+    int digits = *v != '\0';
+    for (const char *c = v; *c; c++) digits &= *c >= '0' && *c <= '9';
+    if (digits) return; /* this one is used */
+    char q[GS_QUOTE_BUF];
+    fprintf(stderr, PROG ": warning: %s='%s' is not a number; %%r in file names ignores it (expected digits)\n",
+            names[i], gs_quote(v, q));
+  }
+}
+
+/* One line on stderr: where this process's routing log goes. The pid is
+ * the command's (exec keeps it); other processes expand the pattern
+ * themselves. */
+static int announce_log(void) {
+  char path[sizeof gs_opt.log_path + 512], q[GS_QUOTE_BUF], qp[GS_QUOTE_BUF];
+  if (gs_debug_file[0] && check_file_option("GEMMSHIM_DEBUG_FILE", gs_debug_file, path, sizeof path) != 0) return -1;
+  if (!gs_opt.log_path[0]) {
+    fprintf(stderr, PROG ": routing log: none (--log PATH writes one; %%p pid, %%h host, %%r rank)\n");
+    return 0;
+  }
+  if (check_file_option("GEMMSHIM_LOG", gs_opt.log_path, path, sizeof path) != 0) return -1;
+  gs_quote(gs_opt.log_path, q);
   if (strcmp(path, gs_opt.log_path) == 0)
-    fprintf(stderr, PROG ": routing log: %s\n", path);
+    fprintf(stderr, PROG ": routing log: %s\n", q);
   else
-    fprintf(stderr, PROG ": routing log: %s (this process: %s; each process fills in %%p, %%h and %%r itself)\n",
-            gs_opt.log_path, path);
+    fprintf(stderr, PROG ": routing log: %s (this process: %s; each process fills in %%p, %%h and %%r itself)\n", q,
+            gs_quote(path, qp));
   return 0;
 }
 
@@ -229,28 +285,32 @@ int main(int argc, char **argv) {
     }
     int used = a[1] == '-' ? take_option(argc, argv, i) : 0;
     if (used < 0) return LAUNCH_EXIT_USAGE;
+    char q[GS_QUOTE_BUF];
     if (used == 0)
       return usage_error("unknown option '%s'; expected an option from " PROG " --help, or -- before a command "
-                         "whose name starts with -", a);
+                         "whose name starts with -", gs_quote(a, q));
     i += used - 1;
   }
   if (i >= argc) return usage_error("no command to run; expected " PROG " [options] [--] command [args...]");
 
   /* The shim's own check of everything it will read: options given here and
    * GEMMSHIM_* variables inherited alike. */
+  char q[GS_QUOTE_BUF];
+  options_unknown(print_warning, NULL);
   int problems = options_check(print_problem, NULL);
   if (problems) {
-    fprintf(stderr, PROG ": not running '%s': %d problem%s above; the shim would run every GEMM native\n", argv[i],
-            problems, problems == 1 ? "" : "s");
+    fprintf(stderr, PROG ": not running '%s': %d problem%s above; the shim would run every GEMM native\n",
+            gs_quote(argv[i], q), problems, problems == 1 ? "" : "s");
     return LAUNCH_EXIT_BAD_CHECK;
   }
   if (locate_library(lib, sizeof lib, err, sizeof err) != 0) {
     fprintf(stderr, PROG ": %s\n", err);
     return LAUNCH_EXIT_BAD_CHECK;
   }
+  warn_rank();
   if (announce_log() != 0 || set_preload(lib) != 0) return LAUNCH_EXIT_BAD_CHECK;
   execvp(argv[i], argv + i);
   int e = errno;
-  fprintf(stderr, PROG ": cannot run '%s': %s\n", argv[i], strerror(e));
+  fprintf(stderr, PROG ": cannot run '%s': %s\n", gs_quote(argv[i], q), strerror(e));
   return e == ENOENT ? LAUNCH_EXIT_NOT_FOUND : LAUNCH_EXIT_CANNOT_EXEC;
 }

@@ -396,6 +396,73 @@ static void read_environment(void) {
   make_absolute(1, "GEMMSHIM_DEBUG_FILE", gs_debug_file, sizeof gs_debug_file);
 }
 
+/* ---- names the shim does not know ---------------------------------------- */
+/* Edit distance of a and b counting a swap of two neighbours as one edit
+ * (the optimal string alignment distance), as typos make them; both at
+ * most OPTION_NAME_MAX bytes. */
+#define OPTION_NAME_MAX 40
+static size_t edit_distance(const char *a, size_t la, const char *b, size_t lb) {
+  size_t d[OPTION_NAME_MAX + 1][OPTION_NAME_MAX + 1];
+  for (size_t i = 0; i <= la; i++) d[i][0] = i;
+  for (size_t j = 0; j <= lb; j++) d[0][j] = j;
+  for (size_t i = 1; i <= la; i++)
+    for (size_t j = 1; j <= lb; j++) {
+      size_t best = d[i - 1][j - 1] + (a[i - 1] != b[j - 1]);
+      if (d[i - 1][j] + 1 < best) best = d[i - 1][j] + 1;
+      if (d[i][j - 1] + 1 < best) best = d[i][j - 1] + 1;
+      if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] && d[i - 2][j - 2] + 1 < best)
+        best = d[i - 2][j - 2] + 1;
+      d[i][j] = best;
+    }
+  return d[la][lb];
+}
+
+/* GEMMSHIM_FAULT is read apart from the table (fault_spec.c). */
+static const char *known_name(size_t i) { return i < N_OPTIONS ? options[i].name : i == N_OPTIONS ? "GEMMSHIM_FAULT" : NULL; }
+
+/* The known name nearest to name (len bytes), or NULL when none is near
+ * enough to be what was meant: two edits, or a third of the letters after
+ * GEMMSHIM_ where there are more. */
+static const char *nearest_name(const char *name, size_t len) {
+  const char *best = NULL;
+  size_t best_d = (size_t)-1;
+  if (len > OPTION_NAME_MAX) return NULL;
+  for (size_t i = 0; known_name(i); i++) {
+    const char *k = known_name(i);
+    if (strlen(k) > OPTION_NAME_MAX) continue;
+    size_t d = edit_distance(name, len, k, strlen(k));
+    if (d < best_d) best_d = d, best = k;
+  }
+  size_t letters = len - strlen("GEMMSHIM_"), bound = letters / 3 > 2 ? letters / 3 : 2;
+  return best && best_d <= bound ? best : NULL;
+}
+
+int options_unknown(options_problem_fn report, void *arg) {
+  extern char **environ;
+  int n = 0;
+  for (char **e = environ; e && *e; e++) {
+    if (strncmp(*e, "GEMMSHIM_", 9) != 0) continue;
+    const char *eq = strchr(*e, '=');
+    size_t len = eq ? (size_t)(eq - *e) : strlen(*e);
+    int known = 0;
+    for (size_t i = 0; known_name(i) && !known; i++)
+      known = strlen(known_name(i)) == len && strncmp(known_name(i), *e, len) == 0;
+    if (known) continue;
+    char q[GS_QUOTE_BUF], msg[GS_QUOTE_BUF + 160];
+    const char *near = nearest_name(*e, len);
+    snprintf(msg, sizeof msg, "%s is not a variable the shim reads (%s%s%s); it is ignored", gs_quote_n(*e, len, q),
+             near ? "did you mean " : "expected one that `gemmshim --help` lists", near ? near : "", near ? "?" : "");
+    report(msg, arg);
+    n++;
+  }
+  return n;
+}
+
+static void warn_unknown(const char *message, void *arg) {
+  (void)arg;
+  GS_WARN("%s", message);
+}
+
 static void read_fault(void) {
   char err[1024];
   const char *fault = getenv("GEMMSHIM_FAULT");
@@ -414,6 +481,7 @@ void options_init(void) {
   n_held = n_held_lost = 0;
   for (int i = 0; i < 2; i++)
     if (relative_note[i][0]) GS_WARN("%s", relative_note[i]);
+  options_unknown(warn_unknown, NULL);
   read_fault();
   load_policy();
   options_print();
@@ -430,6 +498,8 @@ int options_check(options_problem_fn report, void *arg) {
   problem_sink = NULL;
   return n_problems;
 }
+
+int options_is_bool(size_t i) { return i < N_OPTIONS && options[i].kind == OPT_BOOL; }
 
 const char *options_describe(size_t i, const char **def, const char **meaning, int *is_path) {
   if (i >= N_OPTIONS) return NULL;

@@ -194,12 +194,17 @@ void options_print(void);         /* INFO: every effective option */
  * pass-through. */
 typedef void (*options_problem_fn)(const char *message, void *arg);
 int options_check(options_problem_fn report, void *arg);
+/* Each GEMMSHIM_* variable of the environment the shim does not read, as
+ * one message to report naming it and the nearest name it does read (a
+ * typo: GEMMSHIM_MDOE); returns how many. options_init warns with it. */
+int options_unknown(options_problem_fn report, void *arg);
 /* Read and parse the policy file at path into t (built-in rules only when
  * it fails). Returns 0, or -1 with the message in err. */
 int options_read_policy(const char *path, policy_table *t, char *err, size_t errlen);
 /* Option i of the table: its name, and its default, one-line meaning and
  * whether it is a path (each pointer may be NULL); NULL past the end. */
 const char *options_describe(size_t i, const char **def, const char **meaning, int *is_path);
+int options_is_bool(size_t i); /* option i takes 1/0 (a bare flag in the launcher) */
 /* Parse helpers shared by every option (and by tests). Each returns 0 on
  * success, -1 with a message in err naming var, what was expected and the
  * value used instead. */

@@ -85,6 +85,10 @@ typedef struct gs_file {
 uint64_t gs_monotonic_ns(void);
 /* Open path for appending (see files.c); 0, or -1 with why set. */
 int file_open_append(const char *path, int debug, gs_file *f, char *why, size_t whylen);
+/* -1 with why set when path names something file_open_append would
+ * refuse unopened (a directory, link, socket, block or other device);
+ * 0 when it is absent or of a type it opens. For checking a name early. */
+int file_name_refused(const char *path, char *why, size_t whylen);
 /* The descriptor a path like /dev/stdout or /dev/fd/N names, or -1. */
 int file_names_descriptor(const char *path);
 /* The program's stderr as one message writes it: a non-blocking

@@ -157,6 +157,12 @@ static int type_refused(const struct stat *st, char *why, size_t whylen) {
   return -1;
 }
 
+int file_name_refused(const char *path, char *why, size_t whylen) {
+  struct stat st;
+  if (GS_CALL(lstat, path, &st) != 0) return 0; /* absent (made at the first line) or not to be looked at */
+  return type_refused(&st, why, whylen);
+}
+
 /* open(2) answers ENXIO for a FIFO without a reader and a device with
  * nothing behind it: say which it was. */
 static void enxio_why(const struct stat *st, char *why, size_t whylen) {

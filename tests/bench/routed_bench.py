@@ -127,4 +127,4 @@ def print_rows(build):
 
 
 if __name__ == "__main__":
-    print_rows(sys.argv[1] if len(sys.argv) > 1 else os.environ.get("GEMMSHIM_BUILD", "build"))
+    print_rows(sys.argv[1] if len(sys.argv) > 1 else os.environ.get("GSTEST_BUILD", "build"))

@@ -24,7 +24,7 @@ import subprocess
 import sys
 import tempfile
 
-BUILD = sys.argv[1] if len(sys.argv) > 1 else os.environ.get("GEMMSHIM_BUILD", "build")
+BUILD = sys.argv[1] if len(sys.argv) > 1 else os.environ.get("GSTEST_BUILD", "build")
 CLIENT = os.path.join(BUILD, "tests", "bench", "bench_client")
 STANDIN = os.path.join(BUILD, "standin", "cu12")
 SHIM = os.path.abspath(os.path.join(BUILD, "libgemmshim.so"))

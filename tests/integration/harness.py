@@ -3,9 +3,9 @@ what they print and what the shim logs. Shared by tests/integration and
 tests/real.
 
 Locations come from the environment the Makefile's `integration` target
-sets (GEMMSHIM_BUILD, GEMMSHIM_STANDIN_CU12/13, GEMMSHIM_TEST_KERNELS,
-GEMMSHIM_TEST_PRELOAD_PREFIX); run by hand, the defaults match a plain
-`make` build. GEMMSHIM_REAL_CUBLAS_DIR names the toolkit's cuBLAS 13.
+sets (GSTEST_BUILD, GSTEST_STANDIN_CU12/13, GSTEST_KERNELS,
+GSTEST_PRELOAD_PREFIX); run by hand, the defaults match a plain
+`make` build. GSTEST_REAL_CUBLAS_DIR names the toolkit's cuBLAS 13.
 """
 
 import json
@@ -22,20 +22,20 @@ def _repo_path(var, default):
     return p if p.is_absolute() else ROOT / p
 
 
-BUILD = _repo_path("GEMMSHIM_BUILD", "build")
+BUILD = _repo_path("GSTEST_BUILD", "build")
 CLIENT_DIR = BUILD / "tests" / "integration"
 SHIM = BUILD / "libgemmshim.so"
 STANDIN = {
-    12: _repo_path("GEMMSHIM_STANDIN_CU12", BUILD / "standin" / "cu12"),
-    13: _repo_path("GEMMSHIM_STANDIN_CU13", BUILD / "standin" / "cu13"),
+    12: _repo_path("GSTEST_STANDIN_CU12", BUILD / "standin" / "cu12"),
+    13: _repo_path("GSTEST_STANDIN_CU13", BUILD / "standin" / "cu13"),
 }
 # The shim's kernels built for the CPU, which the stand-in libcuda runs
 # (STANDIN_KERNELS; tests/standin/standin_kernel.h).
-KERNELS_HOST = _repo_path("GEMMSHIM_TEST_KERNELS", BUILD / "kernels" / "libgemmshim_kernels_host.so")
+KERNELS_HOST = _repo_path("GSTEST_KERNELS", BUILD / "kernels" / "libgemmshim_kernels_host.so")
 # The toolkit's own cuBLAS 13 (tests/real).
-REAL_CUBLAS = Path(os.environ.get("GEMMSHIM_REAL_CUBLAS_DIR", "/usr/local/cuda/lib64"))
+REAL_CUBLAS = Path(os.environ.get("GSTEST_REAL_CUBLAS_DIR", "/usr/local/cuda/lib64"))
 # A sanitizer runtime that must precede the shim in LD_PRELOAD (make asan).
-PRELOAD_PREFIX = [p for p in os.environ.get("GEMMSHIM_TEST_PRELOAD_PREFIX", "").split(":") if p]
+PRELOAD_PREFIX = [p for p in os.environ.get("GSTEST_PRELOAD_PREFIX", "").split(":") if p]
 
 PATTERNS = ("linked", "framework", "xla")
 CUDA_MAJORS = (12, 13)

@@ -91,17 +91,17 @@ TEST_STEPS += integration
 
 # Sanitizer builds: the sanitizer runtime must come first in the process's
 # library list, ahead of the preloaded shim, so the pytest helper puts
-# GEMMSHIM_TEST_PRELOAD_PREFIX in front of every LD_PRELOAD it sets.
+# GSTEST_PRELOAD_PREFIX in front of every LD_PRELOAD it sets.
 # cuBLAS keeps allocations for the process's lifetime: no leak checking.
 INTEG_SAN_RUNTIME_asan = $(shell $(CC) -print-file-name=libasan.so)
 INTEG_SAN_RUNTIME_tsan = $(shell $(CC) -print-file-name=libtsan.so)
 INTEG_SAN_ENV_asan     = ASAN_OPTIONS=detect_leaks=0 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 INTEG_SAN_ENV_tsan     = TSAN_OPTIONS=halt_on_error=1
 # The stand-in libcuda runs the shim's kernels from their host build.
-INTEG_ENV = GEMMSHIM_BUILD=$(BUILD) \
-  GEMMSHIM_STANDIN_CU12=$(STANDIN_DIR_CU12) GEMMSHIM_STANDIN_CU13=$(STANDIN_DIR_CU13) \
-  GEMMSHIM_TEST_KERNELS=$(KERNELS_HOST_SO) \
-  GEMMSHIM_TEST_PRELOAD_PREFIX=$(INTEG_SAN_RUNTIME_$(SAN)) $(INTEG_SAN_ENV_$(SAN))
+INTEG_ENV = GSTEST_BUILD=$(BUILD) \
+  GSTEST_STANDIN_CU12=$(STANDIN_DIR_CU12) GSTEST_STANDIN_CU13=$(STANDIN_DIR_CU13) \
+  GSTEST_KERNELS=$(KERNELS_HOST_SO) \
+  GSTEST_PRELOAD_PREFIX=$(INTEG_SAN_RUNTIME_$(SAN)) $(INTEG_SAN_ENV_$(SAN))
 
 integration: $(SHIM_SO) $(INTEG_BIN) $(STANDIN_LIBS_CU12) $(STANDIN_LIBS_CU13) $(KERNELS_HOST_SO)
 	$(INTEG_ENV) $(PYTHON) -m pytest -q tests/integration tests/real

@@ -4,10 +4,10 @@ command is exec'ed under LD_PRELOAD with its own pid, exit status and
 signals, ranked children keep their logs apart through %r, and `policy
 check|explain` agree with the routing log.
 
-The launcher under test is build/gemmshim unless GEMMSHIM_TEST_LAUNCHER
+The launcher under test is build/gemmshim unless GSTEST_LAUNCHER
 names another (an installed copy, the wheel's console script); the library
-it must preload is GEMMSHIM_TEST_LAUNCHER_LIB (default build/libgemmshim.so), the
-Python package its `report` runs GEMMSHIM_TEST_PYTHON_PACKAGE (default python/gemmshim).
+it must preload is GSTEST_LAUNCHER_LIB (default build/libgemmshim.so), the
+Python package its `report` runs GSTEST_PYTHON_PACKAGE (default python/gemmshim).
 The same tests run over all three (packaging/install.mk, wheel.mk)."""
 
 import json
@@ -23,10 +23,10 @@ import pytest
 import harness
 from harness import CLIENT_DIR, ROOT, read_log, require_built, run
 
-LAUNCHER = Path(os.environ.get("GEMMSHIM_TEST_LAUNCHER", harness.BUILD / "gemmshim"))
-LIB = Path(os.environ.get("GEMMSHIM_TEST_LAUNCHER_LIB", harness.SHIM)).resolve()
+LAUNCHER = Path(os.environ.get("GSTEST_LAUNCHER", harness.BUILD / "gemmshim"))
+LIB = Path(os.environ.get("GSTEST_LAUNCHER_LIB", harness.SHIM)).resolve()
 # The Python package that launcher's `report` runs.
-PACKAGE = Path(os.environ.get("GEMMSHIM_TEST_PYTHON_PACKAGE", ROOT / "python" / "gemmshim"))
+PACKAGE = Path(os.environ.get("GSTEST_PYTHON_PACKAGE", ROOT / "python" / "gemmshim"))
 FP8_CLIENT = CLIENT_DIR / "fp8_client_cu13"
 RANKED = Path(__file__).resolve().parent / "ranked_launcher.py"
 PYTHON = sys.executable
@@ -51,6 +51,13 @@ def shim_options():
     text = (ROOT / "shim" / "options.c").read_text()
     table = text[text.index("static const opt_def options[]"):]
     return re.findall(r'^\s*\{"(GEMMSHIM_[A-Z0-9_]+)"', table, re.M)
+
+
+def shim_bool_options():
+    """The table's 1/0 variables."""
+    text = (ROOT / "shim" / "options.c").read_text()
+    table = text[text.index("static const opt_def options[]"):]
+    return set(re.findall(r'^\s*\{"(GEMMSHIM_[A-Z0-9_]+)", OPT_BOOL', table, re.M))
 
 
 def flag_of(var):
@@ -89,8 +96,10 @@ def test_help_lists_every_option_of_the_shims_table(launcher, standin):
     assert r.returncode == 0 and r.stderr == "", r.describe()
     assert r.stdout.startswith(USAGE)
     assert launch(["-h"], standin).stdout == r.stdout
-    listed = re.findall(r"^  (--[a-z0-9-]+) +(GEMMSHIM_[A-Z0-9_]+), default '", r.stdout, re.M)
-    assert listed == [(flag_of(v), v) for v in shim_options()]
+    listed = re.findall(r"^  (--[a-z0-9-]+)(\[=0\]| X) +(GEMMSHIM_[A-Z0-9_]+), default '", r.stdout, re.M)
+    # A 1/0 option (OPT_BOOL in the table) is shown as a bare flag.
+    assert listed == [(flag_of(v), "[=0]" if v in shim_bool_options() else " X", v) for v in shim_options()]
+    listed = [(flag, var) for flag, _, var in listed]
     assert ("--mode", "GEMMSHIM_MODE") in listed and ("--fp8-format", "GEMMSHIM_FP8_FORMAT") in listed
 
 
@@ -234,6 +243,77 @@ def test_a_log_folder_that_does_not_exist_is_refused(launcher, standin, tmp_path
     assert r.returncode == 1, r.describe()
     assert r.stderr == (f"gemmshim: GEMMSHIM_LOG='{tmp_path}/nope/gs.jsonl': folder '{tmp_path}/nope' is not "
                         "writable (No such file or directory); expected an existing folder\n")
+
+
+EXPECTED_FILE = "expected a regular file, a FIFO, a terminal, /dev/null, /dev/full or /dev/kmsg"
+
+
+def test_a_log_the_shim_would_refuse_is_refused_before_the_run(launcher, standin, tmp_path):
+    # The shim opens only those kinds of file (shim/base/files.c); the
+    # launcher says so before the command runs, not at its first GEMM.
+    (tmp_path / "target").write_text("")
+    (tmp_path / "link").symlink_to(tmp_path / "target")
+    cases = {str(tmp_path): "a directory",
+             str(tmp_path / "link"): "a symbolic link, which is not followed"}
+    for path, what in cases.items():
+        for opt, var in (("--log", "GEMMSHIM_LOG"), ("--debug-file", "GEMMSHIM_DEBUG_FILE")):
+            r = launch([opt, path, "true"], standin)
+            assert (r.returncode, r.stdout) == (1, ""), r.describe()
+            assert r.stderr == f"gemmshim: {var}='{path}': '{path}' is {what}; {EXPECTED_FILE}\n", r.describe()
+
+
+def test_boolean_options_are_bare_flags(launcher, standin):
+    # `--compare -- cmd` must not read '--' as the value of --compare.
+    r = launch(["--compare", "--log-gpu-time", "--log-wait=0", "--", *env_dump()], standin)
+    assert r.returncode == 0, r.describe()
+    child = json.loads(r.stdout)
+    assert (child["GEMMSHIM_COMPARE"], child["GEMMSHIM_LOG_GPU_TIME"], child["GEMMSHIM_LOG_WAIT"]) == ("1", "1", "0")
+    r = launch(["--compare", "maybe", "--", "true"], standin)  # 'maybe' is the command, not a value
+    assert r.returncode == 127 and "gemmshim: cannot run 'maybe': No such file or directory" in r.stderr, r.describe()
+
+
+def test_unknown_variables_are_warned_once_each(launcher, standin, tmp_path):
+    log = tmp_path / "gs.jsonl"
+    env = {"GEMMSHIM_MDOE": "fp8", "GEMMSHIM_LOG_GPU_TIMES": "1", "GEMMSHIM_WHATEVER_ELSE": "x", "STANDIN_CC": "9.0"}
+    r = launch(["--log", str(log), "--mode", "fp8", "--", FP8_CLIENT, "--layers=2", "--steps=1"], standin, env=env)
+    assert r.returncode == 0, r.describe()
+    texts = {"GEMMSHIM_MDOE": "(did you mean GEMMSHIM_MODE?)",
+             "GEMMSHIM_LOG_GPU_TIMES": "(did you mean GEMMSHIM_LOG_GPU_TIME?)",
+             "GEMMSHIM_WHATEVER_ELSE": "(expected one that `gemmshim --help` lists)"}
+    lines = r.stderr.splitlines()
+    for var, hint in texts.items():
+        message = f"{var} is not a variable the shim reads {hint}; it is ignored"
+        # Once from the launcher, before the run ...
+        assert lines.count(f"gemmshim: warning: {message}") == 1, r.describe()
+        # ... and once from the library, at its load in the command.
+        assert len([l for l in lines if re.fullmatch(r"gemmshim \S+ WARN " + re.escape(message), l)]) == 1, r.describe()
+    # Nothing else changes: the run is the fp8 run it would have been.
+    fp8_records(log, 2, 1)
+
+
+def test_a_rank_that_is_not_a_number_is_warned(launcher, standin, tmp_path):
+    for env, warned in (({"RANK": "abc"}, ["RANK='abc'"]), ({"RANK": "x", "LOCAL_RANK": "3"}, ["RANK='x'"]),
+                        ({"RANK": "7"}, []), ({"LOCAL_RANK": "a\nb"}, ["LOCAL_RANK='a\\nb'"])):
+        r = launch(["--log", "gs-%r.jsonl", "true"], standin, env=env, cwd=tmp_path)
+        assert r.returncode == 0, r.describe()
+        got = [l for l in r.stderr.splitlines() if "warning" in l]
+        assert got == [f"gemmshim: warning: {w} is not a number; %r in file names ignores it (expected digits)"
+                       for w in warned], (env, r.describe())
+    # Without %r in a file name nothing depends on it.
+    r = launch(["--log", "gs.jsonl", "true"], standin, env={"RANK": "abc"}, cwd=tmp_path)
+    assert "warning" not in r.stderr, r.describe()
+
+
+def test_control_characters_are_escaped_in_what_the_launcher_prints(launcher, standin, tmp_path):
+    r = launch(["--bad\noption", "true"], standin)
+    assert r.stderr.splitlines()[0] == ("gemmshim: unknown option '--bad\\noption'; expected an option from "
+                                        "gemmshim --help, or -- before a command whose name starts with -"), r.describe()
+    r = launch(["--", "no\rsuch\x1bcommand"], standin)
+    assert r.stderr == "gemmshim: routing log: none (--log PATH writes one; %p pid, %h host, %r rank)\n" \
+                       "gemmshim: cannot run 'no\\rsuch\\x1bcommand': No such file or directory\n", r.describe()
+    r = launch(["--log", f"{tmp_path}/new\nline/gs.jsonl", "true"], standin)
+    assert r.stderr == (f"gemmshim: GEMMSHIM_LOG='{tmp_path}/new\\nline/gs.jsonl': folder '{tmp_path}/new\\nline' "
+                        "is not writable (No such file or directory); expected an existing folder\n"), r.describe()
 
 
 # ---- a program over the stand-in ------------------------------------------------------------------

@@ -13,7 +13,7 @@ def clean_env(**extra):
     """The environment without make's jobserver (a nested make must not
     join the outer one) and without variables that steer the shim."""
     env = {k: v for k, v in os.environ.items()
-           if k not in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL", "LD_PRELOAD") and not k.startswith("GEMMSHIM_TEST_LAUNCHER")}
+           if k not in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL", "LD_PRELOAD") and not k.startswith("GSTEST_LAUNCHER")}
     env.update(extra)
     return env
 
@@ -31,8 +31,8 @@ def tree(root):
 
 def run_launcher_suite(launcher, library, package):
     """tests/launcher over an installed launcher; returns its summary line."""
-    env = clean_env(GEMMSHIM_TEST_LAUNCHER=str(launcher), GEMMSHIM_TEST_LAUNCHER_LIB=str(library),
-                    GEMMSHIM_TEST_PYTHON_PACKAGE=str(package))
+    env = clean_env(GSTEST_LAUNCHER=str(launcher), GSTEST_LAUNCHER_LIB=str(library),
+                    GSTEST_PYTHON_PACKAGE=str(package))
     r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(ROOT / "tests" / "launcher")],
                        env=env, capture_output=True, text=True, cwd=ROOT)
     assert r.returncode == 0, r.stdout + r.stderr

@@ -14,9 +14,9 @@ import pytest
 from harness import BUILD, ROOT, SHIM
 from pkgtest import clean_env, run_launcher_suite
 
-WHEEL_DIR = Path(os.environ.get("GEMMSHIM_TEST_WHEEL_DIR", ROOT / "dist"))
+WHEEL_DIR = Path(os.environ.get("GSTEST_WHEEL_DIR", ROOT / "dist"))
 WHEEL_DIR = WHEEL_DIR if WHEEL_DIR.is_absolute() else ROOT / WHEEL_DIR
-AUDITWHEEL = Path(os.environ.get("GEMMSHIM_TEST_AUDITWHEEL", BUILD / "tools-venv" / "bin" / "auditwheel"))
+AUDITWHEEL = Path(os.environ.get("GSTEST_AUDITWHEEL", BUILD / "tools-venv" / "bin" / "auditwheel"))
 AUDITWHEEL = AUDITWHEEL if AUDITWHEEL.is_absolute() else ROOT / AUDITWHEEL
 VERSION = re.search(r'gemmshim_version\[\] = "gemmshim ([^"]+)"', (ROOT / "shim" / "resolve.c").read_text()).group(1)
 

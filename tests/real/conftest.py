@@ -19,7 +19,7 @@ def real_cublas():
     and every expectation below would be wrong, so say so plainly."""
     d = harness.REAL_CUBLAS
     missing = [str(d / n) for n in ("libcublas.so.13", "libcublasLt.so.13") if not (d / n).exists()]
-    assert not missing, f"the CUDA 13 toolkit's cuBLAS is missing: {missing} (GEMMSHIM_REAL_CUBLAS_DIR)"
+    assert not missing, f"the CUDA 13 toolkit's cuBLAS is missing: {missing} (GSTEST_REAL_CUBLAS_DIR)"
     # Asked in a child with the clients' library path, not in this process,
     # whose LD_LIBRARY_PATH may point at the stand-in.
     probe = subprocess.run(

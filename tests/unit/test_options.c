@@ -103,6 +103,54 @@ static void test_parse_size(void **state) {
   assert_int_equal(options_parse_size("S", "99999999999T", &v, err, sizeof err), -1);
 }
 
+/* A GEMMSHIM_* name the shim does not read is a typo until shown
+ * otherwise: one warning each at load, naming the nearest name it reads
+ * (a swap of two letters counts as one edit), and nothing else changes. */
+static void collect_message(const char *message, void *arg) {
+  char *buf = arg;
+  strncat(buf, message, 4095 - strlen(buf));
+  strncat(buf, "\n", 4095 - strlen(buf));
+}
+
+static void test_unknown_variables_warned(void **state) {
+  setenv("GEMMSHIM_MDOE", "fp8", 1);
+  setenv("GEMMSHIM_FFMA_MIN_FLOP", "1", 1);
+  setenv("GEMMSHIM_NOTHING_LIKE_IT", "1", 1);
+  setenv("GEMMSHIM_BAD\nNAME", "1", 1);
+  setenv("GEMMSHIM_MODE", "ffma", 1);
+  options_init_fresh();
+  assert_int_equal(gs_opt.mode, GS_MODE_FFMA);
+  assert_int_equal(gs_opt.passthrough, 0);
+  char got[4096] = "";
+  assert_int_equal(options_unknown(collect_message, got), 4);
+  const char *want[] = {
+      "GEMMSHIM_MDOE is not a variable the shim reads (did you mean GEMMSHIM_MODE?); it is ignored\n",
+      "GEMMSHIM_FFMA_MIN_FLOP is not a variable the shim reads (did you mean GEMMSHIM_FFMA_MIN_FLOPS?); it is "
+      "ignored\n",
+      "GEMMSHIM_NOTHING_LIKE_IT is not a variable the shim reads (expected one that `gemmshim --help` lists); it "
+      "is ignored\n",
+      "GEMMSHIM_BAD\\nNAME is not a variable the shim reads (expected one that `gemmshim --help` lists); it is "
+      "ignored\n"};
+  for (int i = 0; i < 4; i++)
+    if (!strstr(got, want[i])) fail_msg("expected '%s' in '%s'", want[i], got);
+  /* options_init said each once, at WARN. */
+  int lines;
+  char *out = debug_output(&lines);
+  assert_int_equal(lines, 4);
+  for (int i = 0; i < 4; i++) {
+    char line[512];
+    snprintf(line, sizeof line, " WARN %s", want[i]);
+    if (!strstr(out, line)) fail_msg("expected '%s' in '%s'", line, out);
+  }
+  unsetenv("GEMMSHIM_MDOE");
+  unsetenv("GEMMSHIM_FFMA_MIN_FLOP");
+  unsetenv("GEMMSHIM_NOTHING_LIKE_IT");
+  unsetenv("GEMMSHIM_BAD\nNAME");
+  got[0] = '\0';
+  assert_int_equal(options_unknown(collect_message, got), 0); /* GEMMSHIM_MODE and the debug file are ours */
+  assert_string_equal(got, "");
+}
+
 static void test_defaults(void **state) {
   options_init();
   assert_int_equal(gs_opt.mode, GS_MODE_AUTO);
@@ -531,6 +579,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_values_escaped_and_cut, setup, teardown),
       cmocka_unit_test_setup_teardown(test_every_problem_reported, setup, teardown),
       cmocka_unit_test_setup_teardown(test_policy_fifo, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_unknown_variables_warned, setup, teardown),
       cmocka_unit_test_setup_teardown(test_policy_not_a_file, setup, teardown),
       cmocka_unit_test_setup_teardown(test_policy_terminal_waits_bounded, setup, teardown),
   };
