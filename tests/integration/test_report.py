@@ -1,4 +1,4 @@
-"""`gemmshim report` (python/gemmshim/report.py): numbers from logs of known
+"""`gemmshim report` (python/gemmshim/report/): numbers from logs of known
 content, the trace checked against the trace event format
 (trace_format.py), the plot, bad lines, many logs, and a log the shim
 wrote over the stand-in."""
