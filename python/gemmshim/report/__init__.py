@@ -21,9 +21,11 @@ both the route's GPU time and the native run's (`native_gpu_ns`).
 
 The logs are read one line at a time: without --plot, memory stays bounded
 by the number of distinct shapes, sites and reasons, not by the log's size.
-A line that is not a routing record (not JSON, a number that is not finite
-or beyond 64 bits, longer than 64 Ki characters) is counted (with the first
-such line's number) and skipped.
+A line that is not a routing record (not JSON, not an object, a field of
+another type than the shim writes, a number that is not finite or beyond
+64 bits, longer than 64 Ki characters) is counted (with the first such
+line's number) and skipped. A LOG that does not exist or cannot be read is
+named on stderr, and the exit status is 2 (1 when an expectation failed).
 
 Expectations turn the report into a check (exit 1 when one fails):
 

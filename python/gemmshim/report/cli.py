@@ -6,18 +6,23 @@ usage text is the package's docstring (gemmshim/report/__init__.py).
 """
 
 import argparse
+import glob
 import json
 import os
 import sys
 
 from . import __doc__ as USAGE
 from .expect import Expectations, count_failures, parse_expectation, step_starts
-from .plot import PlotData, write_plot
+from .plot import PlotData, install_hint, write_plot
 from .read import BadLines, expand_logs, read_records
 from .summary import Summary, print_summary, print_table
 from .trace import TraceWriter, trace_origin
 
 PROG = "gemmshim report"
+# Why a log may not exist, said under the missing file's name: log.c creates
+# the file at the first record.
+NO_LOG = ("a run that made no cuBLAS call (a CPU-only framework, or a GEMM-free program) writes no log; "
+          "check GEMMSHIM_LOG's path and its %p/%r placeholders")
 
 
 def process_name(path, index):
@@ -71,6 +76,7 @@ def main(argv=None):
             return 2
     bad = {}
     unreadable = []
+    missing = False
     for index, path in enumerate(files, 1):
         bad[path] = BadLines()
         if trace:
@@ -86,9 +92,16 @@ def main(argv=None):
                     trace.add(index, rec)
                 if plot:
                     plot.add(rec)
+        except FileNotFoundError:
+            unreadable.append(path)
+            missing = True
+            what = "no file matches" if glob.has_magic(path) else "no such file:"
+            print(f"{PROG}: {what} {path}", file=sys.stderr)
         except OSError as e:
             unreadable.append(path)
             print(f"{PROG}: {path}: {e.strerror}", file=sys.stderr)
+    if missing:
+        print(f"{PROG}: {NO_LOG}", file=sys.stderr)
     if trace:
         trace.close()
     if len(unreadable) == len(files):
@@ -128,7 +141,7 @@ def main(argv=None):
         try:
             write_plot(args.plot, s, summary.as_json(1 << 30)["shapes"], plot, args.top)
         except ImportError as e:
-            failures.append(f"--plot needs matplotlib and numpy ({e}); Debian: apt-get install python3-matplotlib")
+            failures.append(f"--plot needs matplotlib and numpy ({e}); {install_hint()}")
         except OSError as e:
             failures.append(f"--plot {args.plot}: {e.strerror}")
     if args.json == "-":
@@ -152,7 +165,12 @@ def main(argv=None):
 
 def run(argv=None):
     """main, for a command line: a reader that stops reading (`| head`)
-    ends the report quietly."""
+    ends the report quietly, and a file name that is not UTF-8 (Python
+    holds its bytes as surrogates) is printed as its bytes, as the C
+    locale does, not refused by a UTF-8 locale's strict stdout."""
+    reconfigure = getattr(sys.stdout, "reconfigure", None)
+    if reconfigure and sys.stdout.errors == "strict":
+        reconfigure(errors="surrogateescape")
     try:
         return main(argv)
     except BrokenPipeError:

@@ -64,13 +64,22 @@ class Expectations:
 
 
 def count_failures(path, api_calls):
+    """--expect-counts: each {"kind":"calls"} record of a bench's JSON lines
+    against the calls the logs hold; a line that is not such a record (not
+    JSON, nested too deep, not an object) is a failure, never a crash."""
     out, found = [], False
-    with open(path, encoding="utf-8") as f:
-        for line in f:
+    with open(path, encoding="utf-8", errors="replace") as f:
+        for lineno, line in enumerate(f, 1):
             if '"kind":"calls"' not in line.replace(" ", ""):
                 continue
             found = True
-            rec = json.loads(line)
+            try:
+                rec = json.loads(line)
+            except (ValueError, RecursionError):
+                rec = None
+            if rec.__class__ is not dict:
+                out.append(f"{path}: line {lineno} is not a {{\"kind\":\"calls\"}} record")
+                continue
             for api, n in rec.items():
                 if api in ("kind", "pair"):
                     continue
@@ -82,13 +91,18 @@ def count_failures(path, api_calls):
 
 
 def step_starts(path):
+    """The step_start_ns list of the last line holding one (train.py's
+    summary); None when no line does. A list that is not of numbers is
+    no summary's, and is passed over as a line that is not JSON is."""
     starts = None
-    with open(path, encoding="utf-8") as f:
+    with open(path, encoding="utf-8", errors="replace") as f:
         for line in f:
             line = line.strip()
             if line.startswith("{") and "step_start_ns" in line:
                 try:
-                    starts = json.loads(line)["step_start_ns"]
-                except (ValueError, KeyError):
-                    pass
+                    found = json.loads(line)["step_start_ns"]
+                except (ValueError, KeyError, TypeError, RecursionError):
+                    continue
+                if found.__class__ is list and all(x.__class__ in (int, float) for x in found):
+                    starts = found
     return starts

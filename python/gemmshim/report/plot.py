@@ -6,19 +6,22 @@ PlotData keeps what the plot needs of every call in compact arrays.
 """
 
 import collections
+import os
+import sys
 
 from .read import num
 
 
 class PlotData:
     """What the plot needs of every call: its time and route. Kept in
-    arrays (24 bytes a call), only when a plot is asked for."""
+    arrays (20 bytes a call), only when a plot is asked for; the route as an
+    index of a C int, so any number of distinct routes fits."""
 
     def __init__(self):
         import array
         self.t = array.array("d")
         self.cost = array.array("d")
-        self.route = array.array("b")
+        self.route = array.array("i")
         self.routes = {}
 
     def add(self, r):
@@ -30,6 +33,24 @@ class PlotData:
         self.t.append(t)
         self.cost.append(gpu if gpu is not None else -(host or 0))  # negative: host time
         self.route.append(ri)
+
+
+def debian_python(executable):
+    """Whether `executable` is Debian's own interpreter (/usr/bin/python3),
+    whose packages come from apt (python3-matplotlib), not pip."""
+    return (os.path.realpath(executable).startswith("/usr/bin/python3") and sys.prefix == "/usr"
+            and os.path.exists("/etc/debian_version"))
+
+
+def install_hint():
+    """How to get matplotlib into the interpreter running the report: pip
+    inside a virtual environment (sys.prefix is then not sys.base_prefix),
+    apt for Debian's /usr/bin/python3, else pip for this interpreter."""
+    if sys.prefix != sys.base_prefix:
+        return f"in this virtual environment: {sys.executable} -m pip install matplotlib"
+    if debian_python(sys.executable):
+        return "Debian: apt-get install python3-matplotlib"
+    return f"{sys.executable} -m pip install matplotlib"
 
 
 ROUTE_COLORS = {"native": "#4c72b0", "ffma": "#dd8452", "fp8": "#55a868"}
@@ -71,7 +92,7 @@ def write_plot(path, summary, all_shapes, data, top):
     ax = axes[1]
     t = np.frombuffer(data.t, dtype=np.float64) if len(data.t) else np.zeros(0)
     cost = np.frombuffer(data.cost, dtype=np.float64) if len(data.cost) else np.zeros(0)
-    rix = np.frombuffer(data.route, dtype=np.int8) if len(data.route) else np.zeros(0, dtype=np.int8)
+    rix = np.frombuffer(data.route, dtype=np.intc) if len(data.route) else np.zeros(0, dtype=np.intc)
     if len(t):
         gpu_mask = cost >= 0
         use = gpu_mask if by_gpu else ~gpu_mask

@@ -65,6 +65,79 @@ _raw_decode = json.JSONDecoder(parse_float=_finite_float, parse_constant=_no_con
 # The fields the report adds up or draws: an integer among them is held to
 # log.c's 64 bits as well (floats are, as they are parsed).
 SUMMED_FIELDS = ("t_ns", "dur_ns", "gpu_ns", "gpu_ns_kernels", "native_gpu_ns", "gpu_t_ns")
+# The type of each field log.c writes (its record format, at the top of
+# log.c), checked once as a line is read: a record whose field has another
+# type (status_name null or a number, m a string, dur_ns a string, ...) is
+# no record of the shim's, and is a bad line, so that nothing past the
+# reader meets a value it cannot add, sort or print. Fields the report does
+# not know are left as they are. backend may also be null (as if omitted:
+# no backend), sm too (log.c writes null for an unknown GPU).
+_STR, _INT, _NUM = ((str,), "a string"), ((int,), "an integer"), ((int, float), "a number")
+_STR_OR_NULL = ((str, type(None)), "a string")
+FIELD_TYPES = {
+    **dict.fromkeys(("seq", "tid", "m", "n", "k", "batch", "lda", "ldb", "ldc", "ldd", "stride_a", "stride_b",
+                     "stride_c", "algo", "device", "status"), _INT),
+    **dict.fromkeys(("t_ns", "dur_ns", "gpu_ns", "gpu_ns_kernels", "native_gpu_ns", "gpu_t_ns"), _NUM),
+    **dict.fromkeys(("api", "route", "decided", "reason", "status_name", "site", "stream", "transa", "transb",
+                     "a_type", "b_type", "c_type", "d_type", "compute_type", "scale_type", "epilogue",
+                     "bias_type", "pointer_mode", "site_event", "evicted_site", "gpu_skipped"), _STR),
+    **dict.fromkeys(("backend", "sm"), _STR_OR_NULL),
+}
+_JSON_KIND = {type(None): "null", bool: "true or false", int: "a number", float: "a number", str: "a string",
+              list: "an array", dict: "an object"}
+
+
+def wrong_field(rec):
+    """Why the record's known fields are not of the types log.c writes
+    ('status_name is null, not a string'); None when they are."""
+    types = FIELD_TYPES
+    for key, v in rec.items():
+        want = types.get(key)
+        if want is not None and v.__class__ not in want[0]:
+            return f"{key} is {_JSON_KIND.get(v.__class__, 'a value')}, not {want[1]}"
+    return None
+
+
+def lone_surrogate(rec):
+    """The first known field whose string is no Unicode text: a lone
+    surrogate such as \\ud800, which JSON lets through but no output can
+    print (UnicodeEncodeError); None when there is none."""
+    for key, v in rec.items():
+        if key in FIELD_TYPES and v.__class__ is str and not v.isascii():
+            try:
+                v.encode("utf-8")
+            except UnicodeEncodeError:
+                return key
+    return None
+
+
+class FieldCheck:
+    """wrong_field, once per set of keys and value types: records of one
+    log come in a few such sets, so most records cost two tuples and a
+    lookup. Held to SIGNATURES sets, then started afresh (bounded memory
+    on a log of ever new keys)."""
+
+    SIGNATURES = 4096
+
+    def __init__(self):
+        self.seen = {}
+
+    def why(self, rec, line):
+        sig = (*rec, *map(type, rec.values()))
+        why = self.seen.get(sig, False)
+        if why is False:
+            if len(self.seen) >= self.SIGNATURES:
+                self.seen.clear()
+            why = self.seen[sig] = wrong_field(rec)
+        # A surrogate comes only from a \\uXXXX escape (the file is decoded
+        # with errors="replace"); log.c escapes only bytes below 0x20 so.
+        if why is None and "\\u" in line:
+            key = lone_surrogate(rec)
+            if key:
+                why = f"{key} is not Unicode text (a lone surrogate)"
+        return why
+
+
 # The longest line read: log.c's longest record is 4 KiB (LOG_RECORD_MAX);
 # a longer line is no record, and is skipped to its end without being held,
 # so a file with no newline at all (a disk filled with NUL bytes) is read in
@@ -74,10 +147,14 @@ MAX_LINE = 1 << 16
 
 def read_records(path, bad):
     """Yield the routing records of one file, one line at a time. A record
-    is a JSON object with at least "api" and "route" strings and no number
-    out of range; anything else is counted in `bad` and skipped."""
+    is a JSON object with at least "api" and "route" strings, every field
+    log.c writes of the type it writes (FIELD_TYPES) and no number out of
+    range; anything else is counted in `bad` and skipped. Nothing the
+    parser raises on a line (RecursionError on deep nesting, ValueError)
+    ends the reading."""
     with open(path, encoding="utf-8", errors="replace", newline="\n") as f:
         readline = f.readline
+        check = FieldCheck()
         lineno = 0
         while True:
             line = readline(MAX_LINE)
@@ -98,28 +175,36 @@ def read_records(path, bad):
             except BadNumber as e:
                 bad.add(lineno, str(e))
                 continue
-            except ValueError:
+            except RecursionError:  # '[[[[...': json recurses once per level
+                bad.add(lineno, "not JSON (nested too deep)")
+                continue
+            except Exception:  # ValueError, and whatever else the parser may raise
                 if not line.strip():
                     continue
                 bad.add(lineno, "not JSON" if line.endswith("\n") else "cut off (no newline at the end)")
                 continue
-            if rec.__class__ is dict:
-                g = rec.get
-                big = None
-                for k in SUMMED_FIELDS:
-                    v = g(k)
-                    if v.__class__ is int and (v >= NUMBER_LIMIT or v <= -NUMBER_LIMIT):
-                        big = k
-                        break
-                if big:
-                    bad.add(lineno, f"a number out of range ({big})")
-                    continue
-            if rec.__class__ is dict and rec.get("event") == "records_lost" and isinstance(rec.get("lost"), int):
+            if rec.__class__ is not dict:
+                bad.add(lineno, "not a routing record (not a JSON object)")
+                continue
+            g = rec.get
+            big = None
+            for k in SUMMED_FIELDS:
+                v = g(k)
+                if v.__class__ is int and (v >= NUMBER_LIMIT or v <= -NUMBER_LIMIT):
+                    big = k
+                    break
+            if big:
+                bad.add(lineno, f"a number out of range ({big})")
+                continue
+            if g("event") == "records_lost" and g("lost").__class__ is int and rec["lost"] >= 0:
                 bad.lost += rec["lost"]
                 continue
-            if rec.__class__ is not dict or rec.get("api").__class__ is not str \
-                    or rec.get("route").__class__ is not str:
+            if g("api").__class__ is not str or g("route").__class__ is not str:
                 bad.add(lineno, "not a routing record (no api or route)")
+                continue
+            why = check.why(rec, line)
+            if why:
+                bad.add(lineno, f"not a routing record ({why})")
                 continue
             yield lineno, rec
 
