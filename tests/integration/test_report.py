@@ -190,6 +190,104 @@ def test_tables_of_a_known_log(tmp_path):
     assert "calls without GPU time: 1 graph capture" in out.splitlines()
 
 
+# ---- the verdict the report opens with ----
+NO_COMPARED = "  speedup over native: no compared calls (run with GEMMSHIM_COMPARE=1 to measure speedup)"
+SPEEDUP = "  speedup over native (native GPU time / the route's, over the same calls): "
+
+
+def verdict(out):
+    """The verdict's lines: its title to the line before the first table."""
+    lines = out.splitlines()
+    start = lines.index("verdict:")
+    end = lines.index("calls by entry point, route, backend:")
+    return lines[start:end]
+
+
+def test_verdict_of_a_known_log(tmp_path):
+    # GPU time of the 5 measured calls (7.2 ms): ffma 6.0, fp8 0.7, native
+    # 0.5; compared: ffma (2.6 + 2.8) / (2.0 + 2.2) ms, fp8 1.4 / 0.7 ms.
+    p0, p1 = known_logs(tmp_path)
+    lines = report(p0, p1).stdout.splitlines()
+    assert lines[:3] == ["routing log: 6 calls from 2 file(s)",
+                         f"  {p0}: 1 line(s) skipped, first at line 4 (not JSON)",
+                         f"  {p1}: 1 line(s) skipped, first at line 2 (cut off (no newline at the end))"]
+    assert lines[3:7] == [
+        "verdict:",
+        "  GPU time by route (gpu_ns, 5 of 6 calls): ffma 83.3% (6.000 ms), fp8 9.7% (0.700 ms), "
+        "native 6.9% (0.500 ms)",
+        SPEEDUP + "ffma 1.29x (2 compared calls), fp8 2.00x (1 compared call)",
+        "calls by entry point, route, backend:"]
+
+
+def test_verdict_of_host_time_without_compared_calls(tmp_path):
+    p = tmp_path / "log.jsonl"
+    p.write_text("\n".join([
+        rec(seq=1, dur_ns=30_000), rec(seq=2, t_ns=T0 + 100_000, dur_ns=10_000),
+        rec(seq=3, t_ns=T0 + 200_000, dur_ns=60_000, **NATIVE_LT).replace(',"backend":null', ""),
+    ]) + "\n")
+    assert verdict(report(p).stdout) == [
+        "verdict:",
+        "  host time by route (dur_ns; the log has no gpu_ns): native 60.0% (0.060 ms), ffma 40.0% (0.040 ms)",
+        NO_COMPARED]
+
+
+def test_verdict_sums_shapes_and_keeps_gpus_apart(tmp_path):
+    # One GPU, two shapes: ffma's speedup is over both shapes' compared
+    # calls, (300 + 300) / (100 + 300) us; the uncompared call adds time
+    # but no speedup. GPU time measured on every call: "all 4 calls".
+    p = tmp_path / "log.jsonl"
+    p.write_text("\n".join([
+        rec(seq=1, t_ns=T0, gpu_ns=100_000, native_gpu_ns=300_000),
+        rec(seq=2, t_ns=T0 + 1_000_000, m=1024, gpu_ns=300_000, native_gpu_ns=300_000),
+        rec(seq=3, t_ns=T0 + 2_000_000, gpu_ns=400_000),
+        rec(seq=4, t_ns=T0 + 3_000_000, gpu_ns=200_000, **NATIVE_LT).replace(',"backend":null', ""),
+    ]) + "\n")
+    assert verdict(report(p).stdout) == [
+        "verdict:",
+        "  GPU time by route (gpu_ns, all 4 calls): ffma 80.0% (0.800 ms), native 20.0% (0.200 ms)",
+        SPEEDUP + "ffma 1.50x (2 compared calls)"]
+    # Logs of different GPUs: a speedup per device and sm, as the table has.
+    a, b = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
+    a.write_text(rec(seq=1, gpu_ns=100_000, native_gpu_ns=150_000) + "\n")
+    b.write_text(rec(seq=1, sm="9.0", gpu_ns=10_000, native_gpu_ns=5_000) + "\n"
+                 + rec(seq=2, t_ns=T0 + 1000, sm="9.0", gpu_ns=10_000, native_gpu_ns=5_000) + "\n")
+    assert verdict(report(a, b).stdout)[2] == (
+        SPEEDUP + "ffma on device 0 sm 6.1 1.50x (1 compared call), ffma on device 0 sm 9.0 0.50x (2 compared calls)")
+
+
+def test_verdict_without_calls_or_time(tmp_path):
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("not a record\n")
+    assert verdict(report(empty).stdout) == ["verdict:", "  no calls in the log"]
+    zero = tmp_path / "zero.jsonl"
+    zero.write_text(rec(seq=1) + "\n" + rec(seq=2, t_ns=T0 + 1, route="native") + "\n")  # dur_ns 0
+    assert verdict(report(zero).stdout) == [
+        "verdict:", "  host time by route (dur_ns; the log has no gpu_ns): none recorded; calls by route: ffma 1, "
+        "native 1", NO_COMPARED]
+
+
+def test_speedup_panel_shows_every_route_or_says_top_n_of_m(monkeypatch):
+    monkeypatch.syspath_prepend(str(PYDIR))
+    from gemmshim.report.plot import speedup_panel
+
+    def row(route, shape, calls, route_ns, native_ns, pairs):
+        return {"route": route, "shape": shape, "device": 0, "sm": "6.1", "calls": calls, "pairs": pairs,
+                "route_gpu_ns_mean": route_ns, "native_gpu_ns_mean": native_ns, "speedup": native_ns / route_ns}
+    compare = [row("ffma", "a", 100, 1000, 1500, 3), row("ffma", "b", 50, 1000, 500, 2),
+               row("ffma", "c", 10, 1000, 1200, 1), row("fp8", "d", 1, 1000, 2000, 1)]
+    # Two rows: ffma's and fp8's largest (fp8's is the smallest of all).
+    rows, labels, samples, title = speedup_panel(compare, 2)
+    assert labels == ["ffma a", "fp8 d"] and samples == ["n=3", "n=1"]
+    assert title == "route vs native, the same calls measured both ways (top 2 of 4 route/shape rows)"
+    # Three: then the next by time (ffma b), all by speedup.
+    rows, labels, samples, title = speedup_panel(compare, 3)
+    assert labels == ["ffma b", "ffma a", "fp8 d"] and samples == ["n=2", "n=3", "n=1"]
+    assert title.endswith("(top 3 of 4 route/shape rows)")
+    rows, labels, samples, title = speedup_panel(compare, 10)
+    assert labels == ["ffma b", "ffma c", "ffma a", "fp8 d"] and samples == ["n=2", "n=1", "n=3", "n=1"]
+    assert title == "route vs native, the same calls measured both ways"
+
+
 def test_trace_is_valid_and_has_one_track_per_thread_and_stream(tmp_path):
     p0, p1 = known_logs(tmp_path)
     out = tmp_path / "trace.json"

@@ -5,18 +5,21 @@
 
 LOG may be a glob ('/tmp/gs-*.jsonl'): one file per process, as `%p` or `%r`
 in GEMMSHIM_LOG gives for every rank of a torchrun job. Without options it
-prints summary tables: calls, host time (`dur_ns`) and GPU time (`gpu_ns`,
-with GEMMSHIM_LOG_GPU_TIME=1) by entry point, route, backend and reason; the
-top shapes and call sites by GPU time (host time where the log has no GPU
-time); and, for logs written with GEMMSHIM_COMPARE=1, each route's time per
-shape and GPU next to native's, over the same calls: those whose record has
-both the route's GPU time and the native run's (`native_gpu_ns`).
+prints a verdict (each route's share of the time, and its speedup over
+native on the compared calls), then summary tables: calls, host time
+(`dur_ns`) and GPU time (`gpu_ns`, with GEMMSHIM_LOG_GPU_TIME=1) by entry
+point, route, backend and reason; the top shapes and call sites by GPU time
+(host time where the log has no GPU time); and, for logs written with
+GEMMSHIM_COMPARE=1, each route's time per shape and GPU next to native's,
+over the same calls: those whose record has both the route's GPU time and
+the native run's (`native_gpu_ns`).
 
   --trace OUT.json   the calls in the Chrome trace event format, for
                      ui.perfetto.dev or chrome://tracing: one track per
                      process and thread (host time), one per device and
                      stream (GPU time; the per-thread stream: per thread)
-  --plot OUT.png     time by route and shape, and time per call over the run
+  --plot OUT.png     time by route and shape, time per call over the run,
+                     and each route's measured speedup (GEMMSHIM_COMPARE)
   --json OUT         the summary as JSON ('-': on stdout, tables not printed)
 
 The logs are read one line at a time: without --plot, memory stays bounded

@@ -17,6 +17,7 @@ from .plot import PlotData, install_hint, write_plot
 from .read import BadLines, expand_logs, read_records
 from .summary import Summary, print_summary, print_table
 from .trace import TraceWriter, trace_origin
+from .verdict import verdict_lines
 
 PROG = "gemmshim report"
 # Why a log may not exist, said under the missing file's name: log.c creates
@@ -131,7 +132,7 @@ def main(argv=None):
 
     out = sys.stderr if args.json == "-" else sys.stdout
     if args.json != "-":
-        print_summary(out, s, files, bad, args.top)
+        print_summary(out, s, files, bad, args.top, verdict_lines(s))
         if starts:
             print_table(out, "per training step:",
                         [(st["step"], st["calls"], " ".join(f"{k}={v}" for k, v in sorted(st["by_route"].items())),

@@ -239,13 +239,19 @@ def time_cols(d):
 TIME_HDR = ("host ms", "host us/call", "gpu ms", "gpu us/call")
 
 
-def print_summary(out, s, files, bad, top):
+def print_summary(out, s, files, bad, top, verdict=()):
+    """The header, the notes on each file's bad and lost lines, the verdict
+    (its lines, verdict.py's), then the tables."""
     print(f"routing log: {s['calls']} calls from {len(files)} file(s)", file=out)
     for path, b in bad.items():
         if b.count:
             print(f"  {path}: {b.count} line(s) skipped, first at line {b.first} ({b.first_why})", file=out)
         if b.lost:
             print(f"  {path}: the shim's log writer lost {b.lost} record(s) (records_lost lines)", file=out)
+    if verdict:
+        print("verdict:", file=out)
+        for line in verdict:
+            print(f"  {line}", file=out)
     by = "GPU" if s["time_sorted_by"] == "gpu_ns" else "host"
     print_table(out, "calls by entry point, route, backend:",
                 [(d["api"], d["route"], d["backend"] or "-", d["calls"], *time_cols(d))
