@@ -1,10 +1,11 @@
 """Reading routing logs: the records of each file, one line at a time.
 
 A line that is not a routing record is counted (BadLines) and skipped, so
-one bad line never ends a report; a number no record holds (not finite,
-beyond 64 bits) is such a line too, since it would make the sums, the
-trace and the JSON output invalid. Also the accessors of a record's
-fields that every part of the report shares (num, shape_of).
+one bad line never ends a report: JSON the parser refuses (nested too
+deep included), a value that is not an object, a field of another type
+than log.c writes (FIELD_TYPES), a number no record holds (not finite,
+beyond 64 bits). Past the reader every field has its type. Also the
+accessors of a record's fields the whole report shares (num, shape_of).
 """
 
 import glob
