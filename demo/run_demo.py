@@ -12,7 +12,7 @@ GTX 1080, sm_6.1, and an H100, sm_9.0) in three modes each:
   fp8     every GEMM quantized to fp8 with delayed scaling
 
 It prints the losses side by side, each run's routing summary (`gemmshim
-report`, python/gemmshim/report.py), and one final line per run:
+report`, python/gemmshim/report/), and one final line per run:
 
   final <gpu> <mode> loss <X>  vs native <+D>  (<route> <calls>, ...)
 

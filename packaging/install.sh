@@ -30,7 +30,8 @@ dir $d$created"; d=$(dirname "$d"); done
   mkdir -p "$root"
   # Then ours, noting those that did not exist yet.
   for d in "$root/bin" "$root/lib" "$root/lib/gemmshim" "$root/lib/gemmshim/python" \
-           "$root/lib/gemmshim/python/gemmshim" "$root/share" "$root/share/doc" "$root/share/doc/gemmshim"; do
+           "$root/lib/gemmshim/python/gemmshim" "$root/lib/gemmshim/python/gemmshim/report" \
+           "$root/share" "$root/share/doc" "$root/share/doc/gemmshim"; do
     if [ ! -d "$d" ]; then mkdir "$d"; created="$created
 dir $d"; fi
   done
@@ -44,7 +45,9 @@ file $3"
   }
   put 0755 "$launcher" "$root/bin/gemmshim"
   put 0755 "$library" "$root/lib/gemmshim/libgemmshim.so"
-  for f in python/gemmshim/*.py; do put 0644 "$f" "$root/lib/gemmshim/python/gemmshim/$(basename "$f")"; done
+  for f in python/gemmshim/*.py python/gemmshim/report/*.py; do
+    put 0644 "$f" "$root/lib/gemmshim/python/${f#python/}"
+  done
   for f in README.md docs/*.md; do put 0644 "$f" "$root/share/doc/gemmshim/$(basename "$f")"; done
   printf '%s\n' "$created$files" | grep -v '^$' | sort -u > "$manifest"
   echo "gemmshim: installed under $root (launcher $root/bin/gemmshim, library $root/lib/gemmshim/libgemmshim.so)"
@@ -58,7 +61,7 @@ uninstall)
   grep '^file ' "$manifest" | cut -c6- | while IFS= read -r f; do rm -f "$f"; done
   rm -f "$manifest"
   # Python may have left its cache in the package folder.
-  rm -rf "$root/lib/gemmshim/python/gemmshim/__pycache__"
+  rm -rf "$root/lib/gemmshim/python/gemmshim/__pycache__" "$root/lib/gemmshim/python/gemmshim/report/__pycache__"
   # Children before parents (a reversed sort puts a folder after everything
   # under it); a folder that holds something else stays.
   printf '%s\n' "$dirs" | while IFS= read -r d; do [ -z "$d" ] || rmdir "$d" 2>/dev/null || true; done

@@ -68,8 +68,8 @@ def main(argv):
     # (name in the wheel, bytes, executable)
     files = []
     pkg = ROOT / "python" / NAME
-    for src in sorted(pkg.glob("*.py")):
-        files.append((f"{NAME}/{src.name}", src.read_bytes(), False))
+    for src in sorted(pkg.rglob("*.py")):  # the package and its subpackages (report/)
+        files.append((f"{NAME}/{src.relative_to(pkg).as_posix()}", src.read_bytes(), False))
     files.append((f"{NAME}/_native/gemmshim", args.launcher.read_bytes(), True))
     files.append((f"{NAME}/_native/libgemmshim.so", args.library.read_bytes(), True))
 

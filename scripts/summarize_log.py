@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The routing-log summary, now `gemmshim report` (python/gemmshim/report.py):
+"""The routing-log summary, now `gemmshim report` (python/gemmshim/report/):
 same arguments, same output. Kept so existing command lines keep working."""
 import os
 import sys

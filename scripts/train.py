@@ -18,7 +18,7 @@ broken GEMM shows as a loss that does not fall. Everything is seeded.
 
 Output: one line per step, "step N loss X ms Y", then one JSON line with the
 summary (final loss, mean step time without the --warmup first steps, the
-per-step losses and start times for the report's --steps (python/gemmshim/report.py)).
+per-step losses and start times for the report's --steps (python/gemmshim/report/expect.py)).
 
   LD_PRELOAD=build/libgemmshim.so GEMMSHIM_LOG=/tmp/gs-%p.jsonl python scripts/train.py
   python scripts/train.py --device cpu --steps 3 --layers 1 --d-model 64 --seq 32 --batch 2

@@ -8,7 +8,7 @@
  * "native", "ffma", "fp8": a tool can filter by it) and the call's log
  * sequence number as its payload (0 when the log is off), so a range can be
  * matched to its routing-log record. The name's shape and types are written
- * as `gemmshim report` writes them (python/gemmshim/report.py, shape_text).
+ * as `gemmshim report` writes them (python/gemmshim/report/read.py, shape_text).
  *
  * NVTX v3 is header-only: nothing is linked. Its first call looks for a
  * tool through NVTX_INJECTION64_PATH and dlopens it; without one, every
@@ -51,7 +51,7 @@ static void create_domain(void) {
 }
 
 /* "bf16" when A, B, C (and D) agree, else "A,B->C" ("->C->D" for a D of
- * another type): report.py's types_text. */
+ * another type): the report's types_text (python/gemmshim/report/read.py). */
 static int types_text(char *out, size_t len, const gs_gemm *g) {
   const char *a = gs_type_name(g->a_type), *b = gs_type_name(g->b_type), *c = gs_type_name(g->c_type);
   const char *d = g->d_type >= 0 ? gs_type_name(g->d_type) : c;

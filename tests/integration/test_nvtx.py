@@ -12,7 +12,7 @@ import pytest
 import harness
 
 sys.path.insert(0, str(harness.ROOT / "python"))
-from gemmshim.report import shape_of  # noqa: E402
+from gemmshim.report.read import shape_of  # noqa: E402
 
 INJECT = harness.CLIENT_DIR / "libnvtx_inject.so"
 ROUTES = ("native", "ffma", "fp8")  # gs_route order: category = index + 1

@@ -419,7 +419,7 @@ def test_cut_line_never_glued(client, standin, tmp_path):
     whole record."""
     import sys
     sys.path.insert(0, str(ROOT / "python"))
-    from gemmshim.report import BadLines, read_records
+    from gemmshim.report.read import BadLines, read_records
     log = tmp_path / "log.jsonl"
     cut = '{"seq":7,"t_ns":1,"api":"cublasGemmEx","m":64,"n":64,"k":6'
     log.write_text(cut)

@@ -1,4 +1,4 @@
-"""`gemmshim report` (python/gemmshim/report.py): numbers from logs of known
+"""`gemmshim report` (python/gemmshim/report/): numbers from logs of known
 content, the trace checked against the trace event format
 (trace_format.py), the plot, bad lines, many logs, and a log the shim
 wrote over the stand-in."""
@@ -8,6 +8,8 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 import harness
 from trace_format import check_trace
@@ -188,6 +190,104 @@ def test_tables_of_a_known_log(tmp_path):
     assert "calls without GPU time: 1 graph capture" in out.splitlines()
 
 
+# ---- the verdict the report opens with ----
+NO_COMPARED = "  speedup over native: no compared calls (run with GEMMSHIM_COMPARE=1 to measure speedup)"
+SPEEDUP = "  speedup over native (native GPU time / the route's, over the same calls): "
+
+
+def verdict(out):
+    """The verdict's lines: its title to the line before the first table."""
+    lines = out.splitlines()
+    start = lines.index("verdict:")
+    end = lines.index("calls by entry point, route, backend:")
+    return lines[start:end]
+
+
+def test_verdict_of_a_known_log(tmp_path):
+    # GPU time of the 5 measured calls (7.2 ms): ffma 6.0, fp8 0.7, native
+    # 0.5; compared: ffma (2.6 + 2.8) / (2.0 + 2.2) ms, fp8 1.4 / 0.7 ms.
+    p0, p1 = known_logs(tmp_path)
+    lines = report(p0, p1).stdout.splitlines()
+    assert lines[:3] == ["routing log: 6 calls from 2 file(s)",
+                         f"  {p0}: 1 line(s) skipped, first at line 4 (not JSON)",
+                         f"  {p1}: 1 line(s) skipped, first at line 2 (cut off (no newline at the end))"]
+    assert lines[3:7] == [
+        "verdict:",
+        "  GPU time by route (gpu_ns, 5 of 6 calls): ffma 83.3% (6.000 ms), fp8 9.7% (0.700 ms), "
+        "native 6.9% (0.500 ms)",
+        SPEEDUP + "ffma 1.29x (2 compared calls), fp8 2.00x (1 compared call)",
+        "calls by entry point, route, backend:"]
+
+
+def test_verdict_of_host_time_without_compared_calls(tmp_path):
+    p = tmp_path / "log.jsonl"
+    p.write_text("\n".join([
+        rec(seq=1, dur_ns=30_000), rec(seq=2, t_ns=T0 + 100_000, dur_ns=10_000),
+        rec(seq=3, t_ns=T0 + 200_000, dur_ns=60_000, **NATIVE_LT).replace(',"backend":null', ""),
+    ]) + "\n")
+    assert verdict(report(p).stdout) == [
+        "verdict:",
+        "  host time by route (dur_ns; the log has no gpu_ns): native 60.0% (0.060 ms), ffma 40.0% (0.040 ms)",
+        NO_COMPARED]
+
+
+def test_verdict_sums_shapes_and_keeps_gpus_apart(tmp_path):
+    # One GPU, two shapes: ffma's speedup is over both shapes' compared
+    # calls, (300 + 300) / (100 + 300) us; the uncompared call adds time
+    # but no speedup. GPU time measured on every call: "all 4 calls".
+    p = tmp_path / "log.jsonl"
+    p.write_text("\n".join([
+        rec(seq=1, t_ns=T0, gpu_ns=100_000, native_gpu_ns=300_000),
+        rec(seq=2, t_ns=T0 + 1_000_000, m=1024, gpu_ns=300_000, native_gpu_ns=300_000),
+        rec(seq=3, t_ns=T0 + 2_000_000, gpu_ns=400_000),
+        rec(seq=4, t_ns=T0 + 3_000_000, gpu_ns=200_000, **NATIVE_LT).replace(',"backend":null', ""),
+    ]) + "\n")
+    assert verdict(report(p).stdout) == [
+        "verdict:",
+        "  GPU time by route (gpu_ns, all 4 calls): ffma 80.0% (0.800 ms), native 20.0% (0.200 ms)",
+        SPEEDUP + "ffma 1.50x (2 compared calls)"]
+    # Logs of different GPUs: a speedup per device and sm, as the table has.
+    a, b = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
+    a.write_text(rec(seq=1, gpu_ns=100_000, native_gpu_ns=150_000) + "\n")
+    b.write_text(rec(seq=1, sm="9.0", gpu_ns=10_000, native_gpu_ns=5_000) + "\n"
+                 + rec(seq=2, t_ns=T0 + 1000, sm="9.0", gpu_ns=10_000, native_gpu_ns=5_000) + "\n")
+    assert verdict(report(a, b).stdout)[2] == (
+        SPEEDUP + "ffma on device 0 sm 6.1 1.50x (1 compared call), ffma on device 0 sm 9.0 0.50x (2 compared calls)")
+
+
+def test_verdict_without_calls_or_time(tmp_path):
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("not a record\n")
+    assert verdict(report(empty).stdout) == ["verdict:", "  no calls in the log"]
+    zero = tmp_path / "zero.jsonl"
+    zero.write_text(rec(seq=1) + "\n" + rec(seq=2, t_ns=T0 + 1, route="native") + "\n")  # dur_ns 0
+    assert verdict(report(zero).stdout) == [
+        "verdict:", "  host time by route (dur_ns; the log has no gpu_ns): none recorded; calls by route: ffma 1, "
+        "native 1", NO_COMPARED]
+
+
+def test_speedup_panel_shows_every_route_or_says_top_n_of_m(monkeypatch):
+    monkeypatch.syspath_prepend(str(PYDIR))
+    from gemmshim.report.plot import speedup_panel
+
+    def row(route, shape, calls, route_ns, native_ns, pairs):
+        return {"route": route, "shape": shape, "device": 0, "sm": "6.1", "calls": calls, "pairs": pairs,
+                "route_gpu_ns_mean": route_ns, "native_gpu_ns_mean": native_ns, "speedup": native_ns / route_ns}
+    compare = [row("ffma", "a", 100, 1000, 1500, 3), row("ffma", "b", 50, 1000, 500, 2),
+               row("ffma", "c", 10, 1000, 1200, 1), row("fp8", "d", 1, 1000, 2000, 1)]
+    # Two rows: ffma's and fp8's largest (fp8's is the smallest of all).
+    rows, labels, samples, title = speedup_panel(compare, 2)
+    assert labels == ["ffma a", "fp8 d"] and samples == ["n=3", "n=1"]
+    assert title == "route vs native, the same calls measured both ways (top 2 of 4 route/shape rows)"
+    # Three: then the next by time (ffma b), all by speedup.
+    rows, labels, samples, title = speedup_panel(compare, 3)
+    assert labels == ["ffma b", "ffma a", "fp8 d"] and samples == ["n=2", "n=3", "n=1"]
+    assert title.endswith("(top 3 of 4 route/shape rows)")
+    rows, labels, samples, title = speedup_panel(compare, 10)
+    assert labels == ["ffma b", "ffma c", "ffma a", "fp8 d"] and samples == ["n=2", "n=1", "n=3", "n=1"]
+    assert title == "route vs native, the same calls measured both ways"
+
+
 def test_trace_is_valid_and_has_one_track_per_thread_and_stream(tmp_path):
     p0, p1 = known_logs(tmp_path)
     out = tmp_path / "trace.json"
@@ -331,6 +431,32 @@ def test_plot_is_a_png(tmp_path):
     assert len(data) > 10_000
 
 
+@pytest.mark.parametrize("prefix, base_prefix, executable, hint", [
+    # A virtual environment (sys.prefix is not sys.base_prefix): its own pip.
+    ("/tmp/venv", "/usr", "/tmp/venv/bin/python", "in this virtual environment: /tmp/venv/bin/python -m pip install "
+                                                   "matplotlib"),
+    # Debian's /usr/bin/python3: its packages come from apt.
+    pytest.param("/usr", "/usr", "/usr/bin/python3", "Debian: apt-get install python3-matplotlib",
+                 marks=pytest.mark.skipif(not Path("/etc/debian_version").exists(), reason="not Debian")),
+    # Any other interpreter: pip, for that interpreter.
+    ("/opt/py", "/opt/py", "/opt/py/bin/python3", "/opt/py/bin/python3 -m pip install matplotlib"),
+])
+def test_plot_without_matplotlib_says_how_to_get_it(tmp_path, monkeypatch, capsys, prefix, base_prefix, executable,
+                                                     hint):
+    monkeypatch.syspath_prepend(str(PYDIR))
+    from gemmshim import report as gemmshim_report
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # import matplotlib raises ImportError
+    monkeypatch.setattr(sys, "prefix", prefix)
+    monkeypatch.setattr(sys, "base_prefix", base_prefix)
+    monkeypatch.setattr(sys, "executable", executable)
+    p0, _ = known_logs(tmp_path)
+    assert gemmshim_report.main([str(p0), "--plot", str(tmp_path / "p.png")]) == 1
+    out = capsys.readouterr().out
+    assert [line for line in out.splitlines() if line.startswith("FAIL")] == [
+        f"FAIL --plot needs matplotlib and numpy (import of matplotlib halted; None in sys.modules); {hint}"]
+    assert not (tmp_path / "p.png").exists()
+
+
 def test_steps_and_expectations(tmp_path):
     p0, p1 = known_logs(tmp_path)
     steps = tmp_path / "train.out"
@@ -444,11 +570,157 @@ def test_long_lines_are_skipped_to_their_end(tmp_path):
     assert [d["calls"] for d in s["by_route_reason"]] == [1, 1]
 
 
+# ---- lines that are no routing record (the report never crashes on one) ----
+# Two good records around each bad line: the bad one is counted with its
+# line number, and the summary is exactly the two good records'.
+GOOD = [rec(seq=1, dur_ns=10_000, gpu_ns=1_000_000), rec(seq=3, t_ns=T0 + 1_000_000, dur_ns=30_000, gpu_ns=3_000_000)]
+GOOD_ROWS = [["cublasGemmEx", "ffma", "sgemm", "2", "0.040", "20.0", "4.000", "2000.0"]]
+
+
+def typed(**kw):
+    """A record with fields replaced by raw JSON text: rec() with
+    typed(m='"x"') gives "m":"x"."""
+    r = json.loads(rec(seq=2))
+    r.update({k: json.loads(v) for k, v in kw.items()})
+    return json.dumps(r, separators=(",", ":"))
+
+
+BAD_LINES = {
+    # json recurses once per '[' and raises RecursionError (not ValueError)
+    # long before the line limit (65536).
+    "nested": ("[" * 60_000, "not JSON (nested too deep)"),
+    "nested objects": ('{"a":' * 10_000, "not JSON (nested too deep)"),
+    "status_name null": (typed(status_name="null"), "not a routing record (status_name is null, not a string)"),
+    "status_name number": (typed(status_name="0"), "not a routing record (status_name is a number, not a string)"),
+    "m string": (typed(m='"4096"'), "not a routing record (m is a string, not an integer)"),
+    "k float": (typed(k="4096.0"), "not a routing record (k is a number, not an integer)"),
+    "batch bool": (typed(batch="true"), "not a routing record (batch is true or false, not an integer)"),
+    "dur_ns string": (typed(dur_ns='"10"'), "not a routing record (dur_ns is a string, not a number)"),
+    "gpu_ns list": (typed(gpu_ns="[1]"), "not a routing record (gpu_ns is an array, not a number)"),
+    "native_gpu_ns object": (typed(gpu_ns="1", native_gpu_ns='{"a":1}'),
+                             "not a routing record (native_gpu_ns is an object, not a number)"),
+    "t_ns bool": (typed(t_ns="false"), "not a routing record (t_ns is true or false, not a number)"),
+    "backend number": (typed(backend="3"), "not a routing record (backend is a number, not a string)"),
+    "reason null": (typed(reason="null"), "not a routing record (reason is null, not a string)"),
+    "decided list": (typed(decided='["ffma"]'), "not a routing record (decided is an array, not a string)"),
+    "site number": (typed(site="170"), "not a routing record (site is a number, not a string)"),
+    "device string": (typed(device='"0"'), "not a routing record (device is a string, not an integer)"),
+    "sm number": (typed(sm="6.1"), "not a routing record (sm is a number, not a string)"),
+    "stream number": (typed(stream="16"), "not a routing record (stream is a number, not a string)"),
+    "tid null": (typed(tid="null"), "not a routing record (tid is null, not an integer)"),
+    "a_type null": (typed(a_type="null"), "not a routing record (a_type is null, not a string)"),
+    "gpu_skipped number": (typed(gpu_skipped="1"), "not a routing record (gpu_skipped is a number, not a string)"),
+    "api number": (typed(api="1"), "not a routing record (no api or route)"),
+    "route null": (typed(route="null"), "not a routing record (no api or route)"),
+    "lone surrogate": (typed(reason='"\\ud800"'), "not a routing record (reason is not Unicode text (a lone surrogate))"),
+    "array": ("[]", "not a routing record (not a JSON object)"),
+    "number": ("3", "not a routing record (not a JSON object)"),
+    "string": ('"cublasGemmEx"', "not a routing record (not a JSON object)"),
+    "null": ("null", "not a routing record (not a JSON object)"),
+}
+
+
+@pytest.mark.parametrize("name", BAD_LINES)
+def test_a_bad_line_is_counted_and_the_rest_summarised(tmp_path, name):
+    line, why = BAD_LINES[name]
+    p = tmp_path / "log.jsonl"
+    p.write_text("\n".join([GOOD[0], line, GOOD[1]]) + "\n")
+    s = strict_json(report(p, "--json", "-").stdout)
+    assert s["calls"] == 2
+    assert s["bad_lines"] == {str(p): {"count": 1, "first_line": 2, "why": why}}
+    assert [(d["calls"], d["host_ns"], d["gpu_calls"], d["gpu_ns"]) for d in s["by_api_route_backend"]] == [
+        (2, 40_000, 2, 4_000_000)]
+    assert s["statuses"] == {"CUBLAS_STATUS_SUCCESS": 2}
+    out = report(p).stdout
+    assert out.splitlines()[:2] == ["routing log: 2 calls from 1 file(s)",
+                                    f"  {p}: 1 line(s) skipped, first at line 2 ({why})"]
+    assert rows(out, "calls by entry point, route, backend:") == GOOD_ROWS
+
+
+def test_every_kind_of_bad_line_in_one_log(tmp_path):
+    """All of them in one log, with --trace and --plot too (each reads every
+    record): counted, the first one's line number given, nothing else
+    tallied or drawn."""
+    p = tmp_path / "log.jsonl"
+    p.write_text("\n".join([GOOD[0], *(line for line, _ in BAD_LINES.values()), GOOD[1]]) + "\n")
+    trace, plot = tmp_path / "t.json", tmp_path / "p.png"
+    out = report(p, "--trace", trace, "--plot", plot).stdout
+    assert out.splitlines()[:2] == ["routing log: 2 calls from 1 file(s)",
+                                    f"  {p}: {len(BAD_LINES)} line(s) skipped, first at line 2 (not JSON (nested too deep))"]
+    assert rows(out, "calls by entry point, route, backend:") == GOOD_ROWS
+    assert check_trace(trace.read_text()) == []
+    assert [e["args"]["seq"] for e in json.loads(trace.read_text())["traceEvents"]
+            if e.get("cat", "").startswith("host,")] == [1, 3]
+    assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_null_backend_and_sm_are_none(tmp_path):
+    # log.c omits a missing backend and writes "sm":null for an unknown GPU:
+    # null backend reads as no backend, and neither is a bad line.
+    p = tmp_path / "log.jsonl"
+    p.write_text(typed(backend="null", sm="null", dur_ns="7") + "\n")
+    s = strict_json(report(p, "--json", "-").stdout)
+    assert s["bad_lines"] == {} and s["calls"] == 1
+    assert s["by_api_route_backend"][0]["backend"] is None
+
+
+def test_many_routes_plot(tmp_path):
+    # The plot keeps each call's route as an index: more routes than a byte
+    # holds (hostile, or a future log) still draw.
+    p = tmp_path / "log.jsonl"
+    p.write_text("\n".join(rec(seq=i, t_ns=T0 + i, route=f"r{i}", dur_ns=100 + i) for i in range(300)) + "\n")
+    out = tmp_path / "p.png"
+    r = report(p, "--plot", out)
+    assert f"plot: {out}" in r.stdout.splitlines()
+
+
+def test_a_log_name_that_is_not_utf8(tmp_path):
+    # Python holds the name's bytes as surrogates; a UTF-8 locale's stdout
+    # is strict (PYTHONIOENCODING here): the name is printed as its bytes.
+    p0, _ = known_logs(tmp_path)
+    name = os.fsencode(tmp_path) + b"/gs-\xff.jsonl"
+    os.rename(p0, name)
+    env = dict(os.environ, PYTHONPATH=str(PYDIR), PYTHONIOENCODING="utf-8:strict")
+    r = subprocess.run([*REPORT, name], env=env, capture_output=True, timeout=300)
+    assert r.returncode == 0 and r.stderr == b"", r.stderr
+    assert r.stdout.splitlines()[1] == b"  " + name + b": 1 line(s) skipped, first at line 4 (not JSON)"
+
+
+def test_steps_and_counts_files_with_bad_lines(tmp_path):
+    p0, p1 = known_logs(tmp_path)
+    steps = tmp_path / "train.out"
+    steps.write_text("\n".join([json.dumps({"step_start_ns": [T0, T0 + 5_000_000]}),
+                                '{"step_start_ns": ' + "[" * 60_000, '{"step_start_ns": 5}',
+                                '{"step_start_ns": ["a"]}', '{"step_start_ns": null}']) + "\n")
+    s = json.loads(report(p0, p1, "--steps", steps, "--json", "-").stdout)
+    assert [st["calls"] for st in s["steps"]] == [3, 3]
+    counts = tmp_path / "bench.jsonl"
+    counts.write_text('["kind":"calls"]\n' + '{"kind":"calls","x":' + "[" * 60_000 + "\n"
+                      + json.dumps({"kind": "calls", "cublasGemmEx": 5, "cublasLtMatmul": 1}) + "\n")
+    r = report(p0, p1, "--expect-counts", counts, check=False)
+    assert r.returncode == 1
+    assert [line for line in r.stdout.splitlines() if line.startswith("FAIL")] == [
+        f"FAIL {counts}: line 1 is not a {{\"kind\":\"calls\"}} record",
+        f"FAIL {counts}: line 2 is not a {{\"kind\":\"calls\"}} record"]
+
+
+NO_LOG = ("gemmshim report: a run that made no cuBLAS call (a CPU-only framework, or a GEMM-free program) "
+          "writes no log; check GEMMSHIM_LOG's path and its %p/%r placeholders")
+
+
 def test_missing_log_and_bad_arguments_are_one_message(tmp_path):
     r = report(tmp_path / "nope.jsonl", check=False)
     assert r.returncode == 2
-    assert r.stderr.strip() == f"gemmshim report: {tmp_path / 'nope.jsonl'}: No such file or directory"
+    assert r.stderr.splitlines() == [f"gemmshim report: no such file: {tmp_path / 'nope.jsonl'}", NO_LOG]
     assert r.stdout == ""  # no empty tables when no log could be read
+    # A pattern that matched nothing, and a missing file among readable ones:
+    # the others are summarised, the exit status is still 2.
+    p0, p1 = known_logs(tmp_path)
+    r = report(tmp_path / "gs-*.json", p0, tmp_path / "gs-rank9.jsonl", check=False)
+    assert r.returncode == 2
+    assert r.stderr.splitlines() == [f"gemmshim report: no file matches {tmp_path / 'gs-*.json'}",
+                                     f"gemmshim report: no such file: {tmp_path / 'gs-rank9.jsonl'}", NO_LOG]
+    assert r.stdout.splitlines()[0] == "routing log: 5 calls from 3 file(s)"
     r = report(tmp_path / "nope.jsonl", "--top", "0", check=False)
     assert r.returncode == 2 and "--top: expected a positive number of rows, got 0" in r.stderr
 

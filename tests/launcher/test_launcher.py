@@ -524,4 +524,7 @@ def test_report_summarizes_a_log(launcher, standin, tmp_path):
     assert r.stdout == direct.stdout
     assert "expectations: all met" in r.stdout
     bad = launch(["report", str(tmp_path / "nope.jsonl")], standin)
-    assert bad.returncode != 0 and bad.stderr == f"gemmshim report: {tmp_path / 'nope.jsonl'}: No such file or directory\n"
+    assert bad.returncode == 2 and bad.stderr == (
+        f"gemmshim report: no such file: {tmp_path / 'nope.jsonl'}\n"
+        "gemmshim report: a run that made no cuBLAS call (a CPU-only framework, or a GEMM-free program) writes no "
+        "log; check GEMMSHIM_LOG's path and its %p/%r placeholders\n")

@@ -8,13 +8,16 @@ import subprocess
 from harness import BUILD, ROOT, SHIM
 from pkgtest import make, run_launcher_suite, tree
 
-PACKAGE = sorted(p.name for p in (ROOT / "python" / "gemmshim").glob("*.py"))
+# The package's modules, its subpackage report/ included (paths under gemmshim/).
+_PKG = ROOT / "python" / "gemmshim"
+PACKAGE = sorted(p.relative_to(_PKG).as_posix() for p in _PKG.rglob("*.py"))
 DOCS = sorted(["README.md", *(p.name for p in (ROOT / "docs").glob("*.md"))])
 
 
 def expected_tree():
     files = ["bin/", "bin/gemmshim", "lib/", "lib/gemmshim/", "lib/gemmshim/install-manifest.txt",
              "lib/gemmshim/libgemmshim.so", "lib/gemmshim/python/", "lib/gemmshim/python/gemmshim/",
+             "lib/gemmshim/python/gemmshim/report/",
              *(f"lib/gemmshim/python/gemmshim/{n}" for n in PACKAGE),
              "share/", "share/doc/", "share/doc/gemmshim/", *(f"share/doc/gemmshim/{n}" for n in DOCS)]
     return sorted(files)

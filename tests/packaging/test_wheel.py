@@ -41,7 +41,9 @@ def test_wheel_contents(wheel):
         entry_points = z.read(f"gemmshim-{VERSION}.dist-info/entry_points.txt").decode()
         wheel_meta = z.read(f"gemmshim-{VERSION}.dist-info/WHEEL").decode()
         native_lib = z.read("gemmshim/_native/libgemmshim.so")
-    package = sorted(f"gemmshim/{p.name}" for p in (ROOT / "python" / "gemmshim").glob("*.py"))
+    pkg = ROOT / "python" / "gemmshim"
+    package = sorted(f"gemmshim/{p.relative_to(pkg).as_posix()}" for p in pkg.rglob("*.py"))
+    assert "gemmshim/report/__init__.py" in package
     dist = [f"gemmshim-{VERSION}.dist-info/{n}" for n in ("METADATA", "RECORD", "WHEEL", "entry_points.txt")]
     assert names == sorted([*package, "gemmshim/_native/gemmshim",
                             "gemmshim/_native/libgemmshim.so", *dist])

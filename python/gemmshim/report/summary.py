@@ -1,0 +1,288 @@
+"""The summary: every record tallied into cells, and the tables of them.
+
+A cell holds the calls that agree on every field a table groups by, so
+reading a record is one dictionary lookup and memory grows with distinct
+shapes, sites and reasons, not with the log. Summary.as_json gives the
+tables (the --json output); print_summary prints them.
+"""
+
+import bisect
+import collections
+
+from .read import num, shape_text, types_text
+
+
+class Tally:
+    """Calls, host time, GPU time where measured (and the shim's kernels'
+    part of it), and the compared calls (GEMMSHIM_COMPARE): those whose
+    record has both the route's GPU time and the native run's, summed
+    each, so that route and native are compared over the same calls."""
+
+    __slots__ = ("calls", "host_ns", "gpu_calls", "gpu_ns", "kern_ns", "pairs", "pair_route_ns", "pair_native_ns")
+
+    def __init__(self):
+        self.calls = self.host_ns = self.gpu_calls = self.gpu_ns = self.kern_ns = 0
+        self.pairs = self.pair_route_ns = self.pair_native_ns = 0
+
+    def merge(self, t):
+        self.calls += t.calls
+        self.host_ns += t.host_ns
+        self.gpu_calls += t.gpu_calls
+        self.gpu_ns += t.gpu_ns
+        self.kern_ns += t.kern_ns
+        self.pairs += t.pairs
+        self.pair_route_ns += t.pair_route_ns
+        self.pair_native_ns += t.pair_native_ns
+
+    def as_json(self):
+        return {"calls": self.calls, "host_ns": self.host_ns, "gpu_calls": self.gpu_calls,
+                "gpu_ns": self.gpu_ns, "gpu_ns_kernels": self.kern_ns}
+
+
+# ---- the summary --------------------------------------------------------------
+# Fields of a cell's key: every record that agrees on these is tallied in
+# one cell; the tables are sums of cells. Reading a record is then one
+# dictionary lookup, and memory grows with distinct sites and reasons only.
+CELL_FIELDS = ("api", "route", "backend", "reason", "decided", "status_name", "site",
+               "m", "n", "k", "batch", "a_type", "b_type", "c_type", "d_type", "gpu_skipped", "device", "sm")
+(C_API, C_ROUTE, C_BACKEND, C_REASON, C_DECIDED, C_STATUS, C_SITE, C_M, C_N, C_K, C_BATCH,
+ C_A, C_B, C_C, C_D, C_SKIP, C_DEVICE, C_SM) = range(len(CELL_FIELDS))
+
+
+def cell_key(r):
+    """The record's cell (CELL_FIELDS); unhashable when a field that keys
+    the tables is a list or an object (such a record is a bad line)."""
+    g = r.get
+    return (r["api"], r["route"], g("backend"), g("reason", ""), g("decided", r["route"]),
+            g("status_name", str(g("status"))), g("site"), g("m"), g("n"), g("k"), g("batch", 1),
+            g("a_type"), g("b_type"), g("c_type"), g("d_type"),
+            None if g("gpu_ns") is not None else g("gpu_skipped"), g("device"), g("sm"))
+
+
+def tallied(r):
+    """Whether Summary.add tallies the record (and the trace draws it)."""
+    try:
+        hash(cell_key(r))
+    except TypeError:
+        return False
+    return True
+
+
+class Summary:
+    def __init__(self, step_starts=None):
+        self.calls = 0
+        self.cells = {}
+        self.step_starts = step_starts
+        self.steps = [collections.Counter() for _ in step_starts or ()]
+        self.step_sites = [collections.defaultdict(set) for _ in step_starts or ()]
+
+    def add(self, r):
+        """Tally one record; False (nothing tallied) when a field that
+        keys the tables is not a plain value."""
+        g = r.get
+        gpu = g("gpu_ns")
+        key = cell_key(r)
+        try:
+            t = self.cells.get(key)
+        except TypeError:  # a list or object where a value belongs
+            return False
+        if t is None:
+            t = self.cells[key] = Tally()
+        self.calls += 1
+        t.calls += 1
+        host = g("dur_ns")
+        if host.__class__ is not int or host < 0:
+            host = num(r, "dur_ns")
+        if host is not None:
+            t.host_ns += host
+        if gpu is not None:
+            if gpu.__class__ is not int or gpu < 0:
+                gpu = num(r, "gpu_ns")
+            if gpu is not None:
+                t.gpu_calls += 1
+                t.gpu_ns += gpu
+                kern = num(r, "gpu_ns_kernels")
+                if kern is not None:
+                    t.kern_ns += kern
+                # A native time without the route's own in the same record
+                # (the route's was not measured) has nothing to pair with.
+                native = g("native_gpu_ns")
+                if native is not None:
+                    native = num(r, "native_gpu_ns")
+                    if native is not None:
+                        t.pairs += 1
+                        t.pair_route_ns += gpu
+                        t.pair_native_ns += native
+        if self.step_starts:
+            ts = g("t_ns")
+            if isinstance(ts, (int, float)):
+                i = bisect.bisect_right(self.step_starts, ts) - 1
+                if i >= 0:
+                    self.steps[i][key[C_ROUTE]] += 1
+                    self.step_sites[i][key[C_ROUTE]].add(key[C_SITE])
+        return True
+
+    def group(self, fields):
+        """Cells summed over everything but `fields` (a function of the key)."""
+        out = collections.defaultdict(Tally)
+        for key, t in self.cells.items():
+            out[fields(key)].merge(t)
+        return out
+
+    def api_calls(self):
+        return collections.Counter({a: t.calls for (a,), t in self.group(lambda k: (k[C_API],)).items()})
+
+    def steps_json(self):
+        return [{"step": i, "calls": sum(c.values()), "by_route": dict(c),
+                 "sites_by_route": {route: len(s) for route, s in self.step_sites[i].items()}}
+                for i, c in enumerate(self.steps)]
+
+    def as_json(self, top):
+        by_gpu = any(t.gpu_calls for t in self.cells.values())
+        sort_key = (lambda t: t.gpu_ns) if by_gpu else (lambda t: t.host_ns)
+
+        def shape(k):
+            return shape_text(k[C_M], k[C_N], k[C_K], k[C_BATCH], types_text(k[C_A], k[C_B], k[C_C], k[C_D]))
+
+        route_sites = collections.defaultdict(set)
+        shape_sites = collections.defaultdict(set)
+        declines = collections.Counter()
+        statuses = collections.Counter()
+        skipped = collections.Counter()
+        for k, t in self.cells.items():
+            route_sites[k[C_ROUTE]].add(k[C_SITE])
+            shape_sites[(k[C_ROUTE], shape(k))].add(k[C_SITE])
+            if k[C_DECIDED] != k[C_ROUTE]:
+                declines[(k[C_API], k[C_DECIDED], k[C_ROUTE], k[C_REASON])] += t.calls
+            statuses[k[C_STATUS]] += t.calls
+            if t.calls > t.gpu_calls:
+                skipped[k[C_SKIP] or "not asked for"] += t.calls - t.gpu_calls
+        shapes = self.group(lambda k: (k[C_ROUTE], shape(k)))
+        sites = self.group(lambda k: (k[C_SITE], k[C_ROUTE], k[C_API], shape(k)))
+        # Route versus native "where both were measured": over the calls
+        # whose record has both times (a compared call runs the route,
+        # then the same GEMM native), never the route's mean over all its
+        # calls against the native runs of a few; and per device and GPU
+        # (sm), never pooled over logs of different GPUs.
+        compare = []
+        per_device = self.group(lambda k: (k[C_ROUTE], shape(k), k[C_DEVICE], k[C_SM]))
+        for (route, sh, device, sm), t in sorted(per_device.items(), key=_none_last):
+            if route == "native" or not t.pairs:
+                continue
+            rm, nm = t.pair_route_ns / t.pairs, t.pair_native_ns / t.pairs
+            compare.append({"route": route, "shape": sh, "device": device, "sm": sm, "calls": t.gpu_calls,
+                            "pairs": t.pairs, "route_gpu_ns_mean": rm, "native_gpu_ns_mean": nm,
+                            "speedup": nm / rm if rm else None})
+        return {
+            "calls": self.calls,
+            "time_sorted_by": "gpu_ns" if by_gpu else "host_ns",
+            "by_api_route_backend": [
+                {"api": a, "route": r, "backend": b, **t.as_json()} for (a, r, b), t in
+                sorted(self.group(lambda k: (k[C_API], k[C_ROUTE], k[C_BACKEND])).items(), key=_none_last)],
+            "by_route_reason": [
+                {"route": r, "backend": b, "reason": m, **t.as_json()} for (r, b, m), t in
+                sorted(self.group(lambda k: (k[C_ROUTE], k[C_BACKEND], k[C_REASON])).items(),
+                       key=lambda kv: (-kv[1].calls, _none_last(kv)))],
+            "declines": [{"api": a, "decided": d, "ran": ran, "reason": reason, "calls": n}
+                         for (a, d, ran, reason), n in sorted(declines.items(), key=lambda kv: (-kv[1], str(kv[0])))],
+            "statuses": dict(statuses),
+            "sites": {r: len(s) for r, s in route_sites.items()},
+            "shapes": [{"route": r, "shape": s, "sites": len(shape_sites[(r, s)]), **t.as_json()}
+                       for (r, s), t in sorted(shapes.items(), key=lambda kv: (-sort_key(kv[1]), str(kv[0])))[:top]],
+            "top_sites": [{"site": site, "route": r, "api": a, "shape": s, **t.as_json()}
+                          for (site, r, a, s), t in sorted(sites.items(),
+                                                           key=lambda kv: (-sort_key(kv[1]), str(kv[0])))[:top]],
+            "gpu_not_measured": dict(skipped),
+            "compare": compare,
+        }
+
+
+def _none_last(kv):
+    """Sort key for tuples that may hold None (a call without a backend)."""
+    return tuple((x is None, "" if x is None else str(x)) for x in kv[0])
+
+
+# ---- text tables --------------------------------------------------------------
+def ms(ns):
+    return f"{ns / 1e6:.3f}"
+
+
+def us(ns, n):
+    return f"{ns / n / 1e3:.1f}" if n else "-"
+
+
+def print_table(out, title, rows, header):
+    print(title, file=out)
+    if not rows:
+        print("  (none)", file=out)
+        return
+    widths = [max(len(str(x)) for x in col) for col in zip(header, *rows)]
+    # The last column (a reason, a shape) is left unpadded.
+    fmt = "  " + "  ".join(f"{{:<{w}}}" for w in widths[:-1]) + "  {}"
+    print(fmt.format(*header).rstrip(), file=out)
+    for row in rows:
+        print(fmt.format(*[str(x) for x in row]).rstrip(), file=out)
+
+
+def speedup_text(x):
+    if not x:
+        return "-"
+    return f"{x:.2f}x" if x >= 0.1 else f"{x:.2g}x"
+
+
+def time_cols(d):
+    """ms and us/call of host time, and of GPU time over the calls that have it."""
+    return (ms(d["host_ns"]), us(d["host_ns"], d["calls"]),
+            ms(d["gpu_ns"]) if d["gpu_calls"] else "-", us(d["gpu_ns"], d["gpu_calls"]))
+
+
+TIME_HDR = ("host ms", "host us/call", "gpu ms", "gpu us/call")
+
+
+def print_summary(out, s, files, bad, top, verdict=()):
+    """The header, the notes on each file's bad and lost lines, the verdict
+    (its lines, verdict.py's), then the tables."""
+    print(f"routing log: {s['calls']} calls from {len(files)} file(s)", file=out)
+    for path, b in bad.items():
+        if b.count:
+            print(f"  {path}: {b.count} line(s) skipped, first at line {b.first} ({b.first_why})", file=out)
+        if b.lost:
+            print(f"  {path}: the shim's log writer lost {b.lost} record(s) (records_lost lines)", file=out)
+    if verdict:
+        print("verdict:", file=out)
+        for line in verdict:
+            print(f"  {line}", file=out)
+    by = "GPU" if s["time_sorted_by"] == "gpu_ns" else "host"
+    print_table(out, "calls by entry point, route, backend:",
+                [(d["api"], d["route"], d["backend"] or "-", d["calls"], *time_cols(d))
+                 for d in s["by_api_route_backend"]],
+                ("api", "route", "backend", "calls", *TIME_HDR))
+    print_table(out, "reasons (route that ran, and why):",
+                [(d["route"], d["backend"] or "-", d["calls"], *time_cols(d), d["reason"])
+                 for d in s["by_route_reason"][:top]],
+                ("route", "backend", "calls", *TIME_HDR, "reason"))
+    print_table(out, "declined (decided one route, ran another):",
+                [(d["api"], d["decided"], d["ran"], d["calls"], d["reason"]) for d in s["declines"][:top]],
+                ("api", "decided", "ran", "calls", "reason"))
+    print_table(out, "statuses:", sorted(s["statuses"].items()), ("status", "calls"))
+    print_table(out, "call sites per route:", sorted(s["sites"].items()), ("route", "sites"))
+    print_table(out, f"top shapes by {by} time:",
+                [(d["route"], d["calls"], d["sites"], *time_cols(d),
+                  ms(d["gpu_ns_kernels"]) if d["gpu_calls"] else "-", d["shape"]) for d in s["shapes"]],
+                ("route", "calls", "sites", *TIME_HDR, "shim kernels ms", "shape"))
+    print_table(out, f"top call sites by {by} time:",
+                [(d["site"], d["route"], d["api"], d["calls"], *time_cols(d), d["shape"]) for d in s["top_sites"]],
+                ("site", "route", "api", "calls", *TIME_HDR, "shape"))
+    if s["time_sorted_by"] != "gpu_ns":
+        print("GPU time: not in the log (run with GEMMSHIM_LOG_GPU_TIME=1)", file=out)
+    elif s["gpu_not_measured"]:
+        print("calls without GPU time: " + ", ".join(f"{n} {why}" for why, n in sorted(s["gpu_not_measured"].items())),
+              file=out)
+    if s["compare"]:
+        print_table(out, "route vs native, the same calls measured both ways (GPU us per call):",
+                    [(d["route"], "-" if d["device"] is None else d["device"], d["sm"] or "-", d["calls"], d["pairs"],
+                      f"{d['route_gpu_ns_mean'] / 1e3:.1f}", f"{d['native_gpu_ns_mean'] / 1e3:.1f}",
+                      speedup_text(d["speedup"]), d["shape"]) for d in s["compare"]],
+                    ("route", "device", "sm", "calls", "compared", "route us", "native us", "speedup", "shape"))
+    elif s["time_sorted_by"] == "gpu_ns":
+        print("route vs native: no native measurements in the log (run with GEMMSHIM_COMPARE=1)", file=out)
