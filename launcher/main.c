@@ -35,6 +35,8 @@ static void usage_line(FILE *f) {
           "       " PROG " policy check FILE\n"
           "       " PROG " policy explain --sm X.Y --ab TYPE --c TYPE --compute TYPE --api NAME [--caller NAME] [--policy FILE]\n"
           "       " PROG " report [args...]\n"
+          "       " PROG " check\n"
+          "       " PROG " jupyter install [--name NAME] [--display-name TEXT] [--prefix DIR] [options]\n"
           "       " PROG " --version | --help | --print-lib\n");
 }
 
@@ -68,6 +70,9 @@ static void print_help(void) {
          "  policy check FILE    parse a policy file as the shim does; list its rules in match order\n"
          "  policy explain ...   which rule a GEMM matches and why the rules before it do not\n"
          "  report [args...]     summarize routing logs (Python module gemmshim.report)\n"
+         "  check                check this environment's GEMMSHIM_* settings and files as the shim will\n"
+         "                       read them (exit 0: none wrong, 1: problems listed)\n"
+         "  jupyter install ...  a Jupyter kernel whose Python runs under the shim with these options\n"
          "\nExit status: the command's own; 1 bad settings or policy file, 2 bad command line,\n"
          "126 command not runnable, 127 command not found.\n");
 }
@@ -233,9 +238,9 @@ static int announce_log(void) {
   return 0;
 }
 
-/* `gemmshim report ...`: the Python package's report entry, with this
- * launcher's package first on the path. */
-static int report_command(int argc, char **argv) {
+/* `gemmshim report|jupyter ...`: the Python package's entry for it, with
+ * this launcher's package first on the path. */
+static int python_command(int argc, char **argv) {
   char dir[PATH_MAX], err[PATH_MAX * 4];
   if (locate_python_dir(dir, sizeof dir, err, sizeof err) != 0) {
     fprintf(stderr, PROG " report: unavailable: %s\n", err);
@@ -246,21 +251,49 @@ static int report_command(int argc, char **argv) {
   snprintf(path, sizeof path, "%s%s%s", dir, old && *old ? ":" : "", old && *old ? old : "");
   setenv("PYTHONPATH", path, 1);
   const char *python = "python3";
-  char **args = calloc((size_t)argc + 4, sizeof *args);
+  char **args = calloc((size_t)argc + 6, sizeof *args);
   if (!args) return LAUNCH_EXIT_CANNOT_EXEC;
-  args[0] = (char *)python;
-  args[1] = "-c";
-  args[2] = "import sys; from gemmshim.cli import report_main; sys.exit(report_main(sys.argv[1:]))";
-  for (int i = 1; i < argc; i++) args[i + 2] = argv[i];
+  int n = 0;
+  args[n++] = (char *)python;
+  args[n++] = "-c";
+  args[n++] = "import sys; from gemmshim.cli import main; sys.exit(main(sys.argv[1:]))";
+  for (int i = 0; i < argc; i++) {
+    args[n++] = argv[i];
+    /* A kernel spec names this launcher, wherever the package lies. */
+    static char self[PATH_MAX];
+    ssize_t len;
+    if (i == 1 && strcmp(argv[0], "jupyter") == 0 && strcmp(argv[1], "install") == 0 &&
+        (len = readlink("/proc/self/exe", self, sizeof self - 1)) > 0) {
+      self[len] = '\0';
+      args[n++] = "--launcher";
+      args[n++] = self;
+    }
+  }
   execvp(python, args);
   fprintf(stderr, PROG " report: cannot run %s: %s\n", python, strerror(errno));
   return errno == ENOENT ? LAUNCH_EXIT_NOT_FOUND : LAUNCH_EXIT_CANNOT_EXEC;
 }
 
+/* `gemmshim check`: what the launcher checks before a run, for a program
+ * that loads the shim itself (gemmshim.enable() in Python). */
+static int check_command(int argc, char **argv) {
+  (void)argv;
+  if (argc > 1) return usage_error("check takes no arguments; it reads the environment's GEMMSHIM_* variables");
+  options_unknown(print_warning, NULL);
+  int problems = options_check(print_problem, NULL);
+  char path[sizeof gs_opt.log_path + 512];
+  if (gs_debug_file[0]) problems += check_file_option("GEMMSHIM_DEBUG_FILE", gs_debug_file, path, sizeof path) != 0;
+  if (gs_opt.log_path[0]) problems += check_file_option("GEMMSHIM_LOG", gs_opt.log_path, path, sizeof path) != 0;
+  warn_rank();
+  return problems ? LAUNCH_EXIT_BAD_CHECK : 0;
+}
+
 int main(int argc, char **argv) {
   char lib[PATH_MAX], err[PATH_MAX * 4];
   if (argc > 1 && strcmp(argv[1], "policy") == 0) return policy_command(argc - 1, argv + 1);
-  if (argc > 1 && strcmp(argv[1], "report") == 0) return report_command(argc - 1, argv + 1);
+  if (argc > 1 && (strcmp(argv[1], "report") == 0 || strcmp(argv[1], "jupyter") == 0))
+    return python_command(argc - 1, argv + 1);
+  if (argc > 1 && strcmp(argv[1], "check") == 0) return check_command(argc - 1, argv + 1);
 
   int i = 1;
   for (; i < argc && argv[i][0] == '-'; i++) {
