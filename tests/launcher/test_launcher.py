@@ -39,6 +39,8 @@ USAGE = (
     "       gemmshim policy check FILE\n"
     "       gemmshim policy explain --sm X.Y --ab TYPE --c TYPE --compute TYPE --api NAME [--caller NAME] [--policy FILE]\n"
     "       gemmshim report [args...]\n"
+    "       gemmshim check\n"
+    "       gemmshim jupyter install [--name NAME] [--display-name TEXT] [--prefix DIR] [options]\n"
     "       gemmshim --version | --help | --print-lib\n"
 )
 FFMA_RULE = "built-in rule 1 (ffma sm=6.0-7.5 ab=bf16 compute=32f)"
