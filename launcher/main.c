@@ -33,7 +33,7 @@ static void usage_line(FILE *f) {
   fprintf(f,
           "usage: " PROG " [options] [--] command [args...]\n"
           "       " PROG " policy check FILE\n"
-          "       " PROG " policy explain --sm X.Y --ab TYPE --c TYPE --compute TYPE --api NAME [--caller NAME] [--policy FILE]\n"
+          "       " PROG " policy explain --sm X.Y --ab TYPE --c TYPE --compute TYPE --api NAME [--shape MxNxK] [--policy FILE] ...\n"
           "       " PROG " report [args...]\n"
           "       " PROG " check\n"
           "       " PROG " jupyter install [--name NAME] [--display-name TEXT] [--prefix DIR] [options]\n"

@@ -6,7 +6,9 @@
  * rule did not match, with the same per-key tests the matcher uses. */
 #define _GNU_SOURCE
 #include <stdarg.h>
+#include <library_types.h>
 #include <stdio.h>
+#include <strings.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -18,8 +20,11 @@
 static void usage(FILE *f) {
   fprintf(f, "usage: " CMD " check FILE\n"
              "       " CMD " explain --sm X.Y|unknown --ab TYPE [--a TYPE --b TYPE] --c TYPE --compute TYPE\n"
-             "                              --api NAME [--caller NAME] [--policy FILE]\n"
+             "                              --api NAME [--caller NAME] [--shape MxNxK] [--batch N] [--site ID]\n"
+             "                              [--mode MODE] [--policy FILE]\n"
              "  --caller: who makes the GEMM, app (the default: the program) or an NVIDIA library.\n"
+             "  --shape, --batch, --site: for rules with m, n, k, batch or site keys (the log's values).\n"
+             "  --mode: GEMMSHIM_MODE's value (default: the environment's); the file's rules come before it.\n"
              "  explain reads GEMMSHIM_POLICY when --policy is not given; without either, the built-in rules.\n");
 }
 
@@ -114,7 +119,19 @@ static void describe_misses(unsigned misses, const policy_key *k) {
   if (misses & POLICY_MISS_C) printf("%s c=%s", sep, gs_type_name(k->c_type)), sep = ",";
   if (misses & POLICY_MISS_COMPUTE) printf("%s compute=%s", sep, gs_compute_name(k->compute_type)), sep = ",";
   if (misses & POLICY_MISS_API) printf("%s api=%s", sep, gs_api_name(k->api)), sep = ",";
-  if (misses & POLICY_MISS_CALLER) printf("%s caller=%s", sep, gs_caller_name(k->caller));
+  if (misses & POLICY_MISS_CALLER) printf("%s caller=%s", sep, gs_caller_name(k->caller)), sep = ",";
+  static const char *const dims[POLICY_DIMS] = {"m", "n", "k", "batch"};
+  const int64_t values[POLICY_DIMS] = {k->m, k->n, k->k, k->batch};
+  for (int d = 0; d < POLICY_DIMS; d++) {
+    if (!(misses & POLICY_MISS_DIM(d))) continue;
+    if (values[d] < 0) printf("%s an unknown %s (give --%s)", sep, dims[d], d == POLICY_DIM_BATCH ? "batch" : "shape");
+    else printf("%s %s=%lld", sep, dims[d], (long long)values[d]);
+    sep = ",";
+  }
+  if (misses & POLICY_MISS_SITE) {
+    if (k->site) printf("%s site=%016llx", sep, (unsigned long long)k->site);
+    else printf("%s an unknown site (give --site)", sep);
+  }
   printf("\n");
 }
 
@@ -122,13 +139,14 @@ static int explain(int argc, char **argv) {
   const char *policy = getenv("GEMMSHIM_POLICY");
   if (policy && !*policy) policy = NULL;
   const char *sm = NULL, *ab = NULL, *a = NULL, *b = NULL, *c = NULL, *compute = NULL, *api = NULL,
-             *caller = "app";
+             *caller = "app", *shape = NULL, *batch = NULL, *site = NULL, *mode = getenv("GEMMSHIM_MODE");
   struct {
     const char *flag;
     const char **value;
   } flags[] = {{"--sm", &sm},           {"--ab", &ab},   {"--a", &a},          {"--b", &b},
                {"--c", &c},             {"--compute", &compute}, {"--api", &api}, {"--caller", &caller},
-               {"--policy", &policy}};
+               {"--policy", &policy},   {"--shape", &shape}, {"--batch", &batch}, {"--site", &site},
+               {"--mode", &mode}};
   for (int i = 1; i < argc; i++) {
     /* --flag VALUE or --flag=VALUE, as the launcher's own options take. */
     const char *eq = strchr(argv[i], '=');
@@ -138,7 +156,7 @@ static int explain(int argc, char **argv) {
       if (strlen(flags[f].flag) == name_len && strncmp(argv[i], flags[f].flag, name_len) == 0) break;
     if (f == sizeof flags / sizeof flags[0])
       return usage_error("explain: unknown argument '%s'; expected --sm, --ab (or --a and --b), --c, --compute,"
-                         " --api, --caller or --policy", argv[i]);
+                         " --api, --caller, --shape, --batch, --site, --mode or --policy", argv[i]);
     if (eq) {
       *flags[f].value = eq + 1;
       continue;
@@ -177,15 +195,72 @@ static int explain(int argc, char **argv) {
   if (parse_named("--caller", caller, gs_caller_parse, caller_name_of, 0, GS_CALLER_COUNT, &v))
     return LAUNCH_EXIT_USAGE;
   k.caller = (gs_caller)v;
+  /* Sizes and site are optional: a rule keyed on one the command did not
+   * give does not match, and says so. */
+  k.m = k.n = k.k = k.batch = -1;
+  k.site = 0;
+  if (shape) {
+    long long m, n, kk;
+    int used = 0;
+    if (sscanf(shape, "%lldx%lldx%lld%n", &m, &n, &kk, &used) != 3 || shape[used] || m < 0 || n < 0 || kk < 0) {
+      fprintf(stderr, CMD " explain: --shape '%s': expected MxNxK as cuBLAS takes them, like 4096x768x3072\n", shape);
+      return LAUNCH_EXIT_USAGE;
+    }
+    k.m = m, k.n = n, k.k = kk;
+    k.batch = 1;
+  }
+  if (batch) {
+    char *end;
+    long long bb = strtoll(batch, &end, 10);
+    if (*batch < '0' || *batch > '9' || *end || bb < 1) {
+      fprintf(stderr, CMD " explain: --batch '%s': expected a count from 1\n", batch);
+      return LAUNCH_EXIT_USAGE;
+    }
+    k.batch = bb;
+  }
+  if (site) {
+    char *end;
+    unsigned long long id = strtoull(site, &end, 16);
+    if (!*site || *end || strlen(site) > 16) {
+      fprintf(stderr, CMD " explain: --site '%s': expected a call-site id as the routing log prints it\n", site);
+      return LAUNCH_EXIT_USAGE;
+    }
+    k.site = id;
+  }
+  int mode_id = 0; /* auto; the options table's names */
+  static const char *const modes[] = {"auto", "native", "ffma", "fp8"};
+  if (mode && *mode) {
+    for (mode_id = 0; mode_id < 4 && strcasecmp(mode, modes[mode_id]) != 0; mode_id++) {}
+    if (mode_id == 4) {
+      fprintf(stderr, CMD " explain: --mode '%s': expected auto, native, ffma or fp8\n", mode);
+      return LAUNCH_EXIT_USAGE;
+    }
+  }
   if (load(policy) != 0) return LAUNCH_EXIT_BAD_CHECK;
 
-  printf("GEMM: sm=%s a=%s b=%s c=%s compute=%s api=%s caller=%s\n", k.sm == POLICY_SM_UNKNOWN ? "unknown" : sm,
+  printf("GEMM: sm=%s a=%s b=%s c=%s compute=%s api=%s caller=%s", k.sm == POLICY_SM_UNKNOWN ? "unknown" : sm,
          gs_type_name(k.a_type), gs_type_name(k.b_type), gs_type_name(k.c_type), gs_compute_name(k.compute_type),
          gs_api_name(k.api), gs_caller_name(k.caller));
+  if (k.m >= 0) printf(" m=%lld n=%lld k=%lld", (long long)k.m, (long long)k.n, (long long)k.k);
+  if (k.batch >= 0) printf(" batch=%lld", (long long)k.batch);
+  if (k.site) printf(" site=%016llx", (unsigned long long)k.site);
+  printf("\n");
   printf("rules: %s\n", policy ? policy : "built-in only");
-  int match = policy_match(&table, &k);
+  /* As decide.c: under GEMMSHIM_MODE=native nothing is routed; under ffma
+   * or fp8 the file's rules come first, then the mode, which replaces the
+   * built-in rules, for the program's own calls (fp8 takes bf16 and fp16
+   * GEMMs only). */
+  int app = k.caller == GS_CALLER_APP;
+  if (mode_id == 1) {
+    printf("route: native (GEMMSHIM_MODE=native)\n");
+    return 0;
+  }
+  int mode_takes = app && (mode_id == 2 || (mode_id == 3 && (k.a_type == CUDA_R_16BF || k.a_type == CUDA_R_16F) &&
+                                                           k.b_type == k.a_type));
+  int end = mode_takes ? table.n_file : table.n;
+  int match = policy_match_in(&table, &k, 0, end);
   char rule[512];
-  for (int i = 0; i < table.n && (match < 0 || i <= match); i++) {
+  for (int i = 0; i < end && (match < 0 || i <= match); i++) {
     policy_rule_describe(&table, i, rule, sizeof rule);
     printf("  %d. %s", i + 1, rule);
     unsigned misses = policy_rule_misses(&table, i, &k);
@@ -194,14 +269,23 @@ static int explain(int argc, char **argv) {
   }
   /* The reason the routing log gives, word for word (decide.c), for the
    * program's own calls; the log names a library's calls by its file. */
+  if (match < 0 && mode_takes) {
+    printf("note: no rule of the file matched; GEMMSHIM_MODE=%s replaces the built-in rules\n", modes[mode_id]);
+    printf("route: %s (GEMMSHIM_MODE=%s)\n", modes[mode_id], modes[mode_id]);
+    return 0;
+  }
+  char before[160] = "";
+  if (mode_id == 3 && app && (match < 0 || match >= table.n_file))
+    snprintf(before, sizeof before, "GEMMSHIM_MODE=fp8 takes bf16 and fp16 GEMMs, not %s x %s ones; ",
+             gs_type_name(k.a_type), gs_type_name(k.b_type));
   if (match < 0 && k.caller != GS_CALLER_APP) {
     printf("route: native (no rule names caller=%s: GEMMs inside NVIDIA libraries run native)\n",
            gs_caller_name(k.caller));
   } else if (match < 0) {
-    printf("route: native (policy: no rule matched)\n");
+    printf("route: native (%spolicy: no rule matched)\n", before);
   } else {
     policy_rule_describe(&table, match, rule, sizeof rule);
-    printf("route: %s (policy: %s)\n", gs_route_name(table.rules[match].route), rule);
+    printf("route: %s (%spolicy: %s)\n", gs_route_name(table.rules[match].route), before, rule);
   }
   if (k.sm == POLICY_SM_UNKNOWN) printf("note: with the device unknown, only rules without an sm key match\n");
   return 0;

@@ -54,6 +54,8 @@ static const policy_rule builtin_rules[] = {
 void policy_builtin(policy_table *t) {
   memcpy(t->rules, builtin_rules, sizeof builtin_rules);
   t->n = BUILTIN_COUNT;
+  t->n_file = 0;
+  t->has_site_keys = 0;
   t->source[0] = '\0';
 }
 
@@ -90,11 +92,33 @@ static int caller_fits(const policy_rule *r, uint32_t caller) {
   return r->callers == ANY_CALLERS || (r->callers & caller) != 0;
 }
 
-/* Everything but the device: the types, compute type, entry point and
- * caller. */
+static int64_t key_dim(const policy_key *k, int d) {
+  return d == POLICY_DIM_M ? k->m : d == POLICY_DIM_N ? k->n : d == POLICY_DIM_K ? k->k : k->batch;
+}
+static int dim_fits(const policy_rule *r, const policy_key *k, int d) {
+  if (!(r->has_dim & (1u << d))) return 1;
+  int64_t v = key_dim(k, d);
+  return v >= r->dim_lo[d] && v <= r->dim_hi[d];
+}
+static int dims_fit(const policy_rule *r, const policy_key *k) {
+  if (!r->has_dim) return 1;
+  for (int d = 0; d < POLICY_DIMS; d++)
+    if (!dim_fits(r, k, d)) return 0;
+  return 1;
+}
+static int site_fits(const policy_rule *r, const policy_key *k) {
+  if (!r->n_sites) return 1;
+  for (int i = 0; i < r->n_sites; i++)
+    if (r->sites[i] == k->site) return 1;
+  return 0;
+}
+
+/* Everything but the device: the types, compute type, entry point,
+ * caller, sizes and site. */
 static int rule_fits(const policy_rule *r, uint64_t a, uint64_t b, uint64_t c, uint64_t compute, uint32_t api,
-                     uint32_t caller) {
-  return ab_fits(r, a, b) && c_fits(r, c) && compute_fits(r, compute) && api_fits(r, api) && caller_fits(r, caller);
+                     uint32_t caller, const policy_key *k) {
+  return ab_fits(r, a, b) && c_fits(r, c) && compute_fits(r, compute) && api_fits(r, api) &&
+         caller_fits(r, caller) && dims_fit(r, k) && site_fits(r, k);
 }
 
 unsigned policy_rule_misses(const policy_table *t, int i, const policy_key *k) {
@@ -106,19 +130,25 @@ unsigned policy_rule_misses(const policy_table *t, int i, const policy_key *k) {
   if (!compute_fits(r, compute_bit(k->compute_type))) misses |= POLICY_MISS_COMPUTE;
   if (!api_fits(r, bit32((int)k->api))) misses |= POLICY_MISS_API;
   if (!caller_fits(r, bit32((int)k->caller))) misses |= POLICY_MISS_CALLER;
+  for (int d = 0; d < POLICY_DIMS; d++)
+    if (!dim_fits(r, k, d)) misses |= POLICY_MISS_DIM(d);
+  if (!site_fits(r, k)) misses |= POLICY_MISS_SITE;
   return misses;
 }
 
-int policy_match(const policy_table *t, const policy_key *k) {
+int policy_match_in(const policy_table *t, const policy_key *k, int first, int end) {
   uint64_t a = type_bit(k->a_type), b = type_bit(k->b_type), c = type_bit(k->c_type);
   uint64_t compute = compute_bit(k->compute_type);
   uint32_t api = bit32((int)k->api), caller = bit32((int)k->caller);
-  for (int i = 0; i < t->n; i++) {
+  if (end > t->n) end = t->n;
+  for (int i = first < 0 ? 0 : first; i < end; i++) {
     const policy_rule *r = &t->rules[i];
-    if (sm_allowed(r, k->sm) && rule_fits(r, a, b, c, compute, api, caller)) return i;
+    if (sm_allowed(r, k->sm) && rule_fits(r, a, b, c, compute, api, caller, k)) return i;
   }
   return -1;
 }
+
+int policy_match(const policy_table *t, const policy_key *k) { return policy_match_in(t, k, 0, t->n); }
 
 int policy_route_without_sm(const policy_table *t, const policy_key *k) {
   uint64_t a = type_bit(k->a_type), b = type_bit(k->b_type), c = type_bit(k->c_type);
@@ -127,7 +157,7 @@ int policy_route_without_sm(const policy_table *t, const policy_key *k) {
   int route_of_sm_rules = -1; /* the one route every earlier sm-keyed fit names */
   for (int i = 0; i < t->n; i++) {
     const policy_rule *r = &t->rules[i];
-    if (!rule_fits(r, a, b, c, compute, api, caller)) continue;
+    if (!rule_fits(r, a, b, c, compute, api, caller, k)) continue;
     if (r->has_sm) {
       if (route_of_sm_rules == -1) route_of_sm_rules = (int)r->route;
       else if (route_of_sm_rules != (int)r->route) return -1;
@@ -200,6 +230,8 @@ static void out_alternatives(text_out *o, name_at_fn name_at, int first, int cou
 
 /* ------------------------------------------------------------------------ */
 /* Describing a rule in the file's own syntax. */
+static const char *const dim_names[POLICY_DIMS] = {"m", "n", "k", "batch"};
+
 static void out_sm_value(text_out *o, int sm) {
   out_printf(o, "%d.%d", sm / 10, sm % 10);
 }
@@ -238,6 +270,19 @@ static void out_rule(text_out *o, const policy_rule *r) {
   if (r->apis != ANY_APIS) out_list(o, "api", r->apis, &api_list);
   if (r->callers == ANY_CALLERS) out_printf(o, " caller=any");
   else if (r->callers != APP_CALLER) out_list(o, "caller", r->callers, &caller_list);
+  for (int d = 0; d < POLICY_DIMS; d++) {
+    if (!(r->has_dim & (1u << d))) continue;
+    out_printf(o, " %s=", dim_names[d]);
+    if (r->dim_lo[d] == r->dim_hi[d]) {
+      out_printf(o, "%lld", (long long)r->dim_lo[d]);
+      continue;
+    }
+    if (r->dim_lo[d] != 0) out_printf(o, "%lld", (long long)r->dim_lo[d]);
+    out_printf(o, "-");
+    if (r->dim_hi[d] != INT64_MAX) out_printf(o, "%lld", (long long)r->dim_hi[d]);
+  }
+  for (int i = 0; i < r->n_sites; i++)
+    out_printf(o, "%s%016llx", i ? "," : " site=", (unsigned long long)r->sites[i]);
 }
 
 /* Built-in rules have no line, so they are numbered among themselves. */
@@ -358,9 +403,10 @@ static int next_token(span *rest, span *token) {
   return 1;
 }
 
-enum { KEY_SM, KEY_AB, KEY_C, KEY_COMPUTE, KEY_API, KEY_CALLER, KEY_COUNT };
+enum { KEY_SM, KEY_AB, KEY_C, KEY_COMPUTE, KEY_API, KEY_CALLER, KEY_M, KEY_N, KEY_K, KEY_BATCH, KEY_SITE, KEY_COUNT };
 
-static const char *const key_names[KEY_COUNT] = {"sm", "ab", "c", "compute", "api", "caller"};
+static const char *const key_names[KEY_COUNT] = {"sm", "ab", "c", "compute", "api", "caller",
+                                                 "m", "n", "k", "batch", "site"};
 
 static const char *key_name_at(int id) {
   return (id >= 0 && id < KEY_COUNT) ? key_names[id] : NULL;
@@ -454,6 +500,79 @@ static int parse_list(parser *p, span token, const char *key, span value,
   return 0;
 }
 
+static const char dim_expected[] = "a size like 1024, a range like 1-4096, an open range 1024- or -64, or any";
+
+/* A size: decimal digits only, at most 2^63 - 1. */
+static int parse_size_value(span text, int64_t *v) {
+  if (text.len == 0 || text.len > 19) return -1;
+  uint64_t x = 0;
+  for (size_t i = 0; i < text.len; i++) {
+    if (text.s[i] < '0' || text.s[i] > '9') return -1;
+    x = x * 10 + (uint64_t)(text.s[i] - '0');
+  }
+  if (x > (uint64_t)INT64_MAX) return -1;
+  *v = (int64_t)x;
+  return 0;
+}
+
+/* m=, n=, k=, batch=: a value or a range, as sm= takes them. */
+static int parse_dim(parser *p, int d, span value, policy_rule *rule) {
+  if (is_any(value)) return 0;
+  int64_t lo, hi;
+  const char *dash = memchr(value.s, '-', value.len);
+  if (dash == NULL) {
+    if (parse_size_value(value, &lo) != 0) goto bad;
+    hi = lo;
+  } else {
+    span below = {value.s, (size_t)(dash - value.s)};
+    span above = {dash + 1, value.len - below.len - 1};
+    lo = 0;
+    hi = INT64_MAX;
+    if (below.len == 0 && above.len == 0) goto bad;
+    if (below.len > 0 && parse_size_value(below, &lo) != 0) goto bad;
+    if (above.len > 0 && parse_size_value(above, &hi) != 0) goto bad;
+    if (lo > hi)
+      return fail(p, "inverted %s range '%s'; expected the lower bound first, like 1-4096", dim_names[d],
+                  show(value).s);
+  }
+  rule->has_dim |= 1u << d;
+  rule->dim_lo[d] = lo;
+  rule->dim_hi[d] = hi;
+  return 0;
+bad:
+  return fail(p, "bad %s '%s'; expected %s", dim_names[d], show(value).s, dim_expected);
+}
+
+/* site=: ids as the routing log prints them, 1 to 16 hex digits each. */
+static int parse_sites(parser *p, span token, span value, policy_rule *rule) {
+  if (is_any(value)) return 0;
+  span rest = value;
+  for (;;) {
+    const char *comma = memchr(rest.s, ',', rest.len);
+    span item = {rest.s, comma ? (size_t)(comma - rest.s) : rest.len};
+    uint64_t id = 0;
+    int ok = item.len >= 1 && item.len <= 16;
+    for (size_t i = 0; ok && i < item.len; i++) {
+      int c = ascii_lower((unsigned char)item.s[i]);
+      int digit = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+      ok = digit >= 0;
+      id = id << 4 | (uint64_t)(digit & 15);
+    }
+    if (!ok)
+      return fail(p, "bad site '%s' in '%s'; expected call-site ids as the routing log prints them "
+                  "(16 hex digits), comma-separated, or any", show(item).s, show(token).s);
+    if (rule->n_sites == POLICY_SITES_MAX)
+      return fail(p, "more than %d sites in '%s'; expected at most %d per rule (write more rules)",
+                  POLICY_SITES_MAX, show(token).s, POLICY_SITES_MAX);
+    rule->sites[rule->n_sites++] = id;
+    if (comma == NULL) break;
+    rest.s = comma + 1;
+    rest.len -= item.len + 1;
+  }
+  p->t->has_site_keys = 1;
+  return 0;
+}
+
 static int parse_value(parser *p, int id, span token, span value, policy_rule *rule) {
   uint64_t apis, callers;
   switch (id) {
@@ -466,6 +585,11 @@ static int parse_value(parser *p, int id, span token, span value, policy_rule *r
     if (parse_list(p, token, key_names[id], value, &caller_list, &callers) != 0) return -1;
     rule->callers = (uint32_t)callers;
     return 0;
+  case KEY_M: return parse_dim(p, POLICY_DIM_M, value, rule);
+  case KEY_N: return parse_dim(p, POLICY_DIM_N, value, rule);
+  case KEY_K: return parse_dim(p, POLICY_DIM_K, value, rule);
+  case KEY_BATCH: return parse_dim(p, POLICY_DIM_BATCH, value, rule);
+  case KEY_SITE: return parse_sites(p, token, value, rule);
   default:
     if (parse_list(p, token, key_names[id], value, &api_list, &apis) != 0) return -1;
     rule->apis = (uint32_t)apis;
@@ -479,6 +603,8 @@ static const char *empty_value_expected(int id) {
   case KEY_COMPUTE: return "a comma-separated list of compute types, or any";
   case KEY_API: return "a comma-separated list of entry points, or any";
   case KEY_CALLER: return "a comma-separated list of callers, or any";
+  case KEY_M: case KEY_N: case KEY_K: case KEY_BATCH: return dim_expected;
+  case KEY_SITE: return "call-site ids as the routing log prints them, comma-separated, or any";
   default: return "a comma-separated list of types, or any";
   }
 }
@@ -586,6 +712,7 @@ int policy_parse(policy_table *t, const char *text, size_t len, const char *path
               .builtin_on = 1};
   if (err && errlen) err[0] = '\0';
   t->n = 0;
+  t->has_site_keys = 0;
   int rc = 0;
   size_t pos = 0;
   while (rc == 0 && pos < len) {
@@ -597,6 +724,7 @@ int policy_parse(policy_table *t, const char *text, size_t len, const char *path
     if (line_len > 0 && start[line_len - 1] == '\r') line_len--;
     rc = parse_line(&p, (span){start, line_len});
   }
+  t->n_file = t->n;
   if (rc == 0) rc = append_builtins(&p);
   if (rc != 0) {
     policy_builtin(t);

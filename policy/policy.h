@@ -21,6 +21,11 @@
  *                         NVIDIA library making GEMMs inside itself.
  *                         Absent = app: GEMMs inside NVIDIA libraries match
  *                         only rules that name them (or caller=any).
+ *     m=50257 | k=1024- | n=-64 | batch=2-8   the GEMM's sizes as cuBLAS
+ *                         takes them (m rows of op(A) and C; batch 1 for
+ *                         the non-batched calls): a value or a range
+ *     site=0123456789abcdef[,...]   call-site ids as the routing log prints
+ *                         them (at most POLICY_SITES_MAX per rule)
  * A list may be "any" (or "*"). Rules from the file are matched before the
  * built-in ones, unless the file says "builtin off".
  *
@@ -47,7 +52,13 @@ typedef struct policy_key {
   int compute_type;           /* cublasComputeType_t */
   gs_api api;
   gs_caller caller;           /* GS_CALLER_APP for the program's own calls */
+  int64_t m, n, k, batch;     /* sizes; only rules with such keys look */
+  uint64_t site;              /* call-site id (site.c); only rules with a site key look */
 } policy_key;
+
+/* The size keys, in the order of a rule's dim_lo/dim_hi. */
+enum { POLICY_DIM_M = 0, POLICY_DIM_N, POLICY_DIM_K, POLICY_DIM_BATCH, POLICY_DIMS };
+#define POLICY_SITES_MAX 8
 
 typedef struct policy_rule {
   gs_route route;
@@ -58,6 +69,10 @@ typedef struct policy_rule {
   uint64_t compute_types;/* bit (v - 64) for cublasComputeType_t v; ~0 = any */
   uint32_t apis;         /* bit gs_api; ~0 = any */
   uint32_t callers;      /* bit gs_caller; ~0 = any; default the app's bit */
+  unsigned has_dim;      /* bit POLICY_DIM_*: the rule bounds that size */
+  int64_t dim_lo[POLICY_DIMS], dim_hi[POLICY_DIMS]; /* inclusive */
+  int n_sites;           /* 0: any site */
+  uint64_t sites[POLICY_SITES_MAX];
   int line;              /* line in the policy file; 0 for a built-in rule */
 } policy_rule;
 
@@ -66,6 +81,8 @@ typedef struct policy_rule {
 typedef struct policy_table {
   policy_rule rules[POLICY_MAX_RULES];
   int n;
+  int n_file;       /* the file's rules: the first n_file of rules[] */
+  int has_site_keys; /* some rule has a site key: the caller must fill policy_key.site */
   char source[256]; /* the policy file's path, "" when built-in only */
 } policy_table;
 
@@ -83,8 +100,11 @@ void policy_builtin(policy_table *t);
 int policy_parse(policy_table *t, const char *text, size_t len,
                  const char *path, char *err, size_t errlen);
 
-/* Index of the first rule matching k, or -1 when none does. */
+/* Index of the first rule matching k, or -1 when none does;
+ * policy_match_in looks at rules [first, end) only (the file's rules are
+ * [0, n_file), the built-in ones after them). */
 int policy_match(const policy_table *t, const policy_key *k);
+int policy_match_in(const policy_table *t, const policy_key *k, int first, int end);
 
 /* Which keys of rule i k fails, as POLICY_MISS_* bits; 0 when it matches.
  * The same tests as policy_match, one key at a time: for explaining a
@@ -95,6 +115,8 @@ int policy_match(const policy_table *t, const policy_key *k);
 #define POLICY_MISS_COMPUTE 0x8u
 #define POLICY_MISS_API 0x10u
 #define POLICY_MISS_CALLER 0x20u
+#define POLICY_MISS_DIM(d) (0x40u << (d)) /* POLICY_DIM_* */
+#define POLICY_MISS_SITE 0x400u
 unsigned policy_rule_misses(const policy_table *t, int i, const policy_key *k);
 
 /* A compute capability as the policy file writes it ("6.1", "12.0") ->

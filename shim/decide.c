@@ -58,9 +58,34 @@ static void device_unknown(gs_call *c, const char *why) {
   }
 }
 
+static policy_key key_of(gs_call *c, gs_caller caller) {
+  policy_key k = {POLICY_SM_UNKNOWN, c->g.a_type, c->g.b_type, c->g.c_type, c->g.compute_type, c->g.api, caller,
+                  c->g.m, c->g.n, c->g.k, c->g.batch, 0};
+  /* The id the log gives a call that no route renamed (site.c); worked
+   * out only when a rule asks for it. */
+  if (gs_policy.has_site_keys) k.site = c->site = site_id(c->caller, &c->g);
+  return k;
+}
+
+/* The rules of the user's policy file alone, before GEMMSHIM_MODE: the
+ * mode replaces the built-in rules, never the user's. 1 when one matched
+ * (c->decided and the reason set). */
+static int decide_by_file(gs_call *c) {
+  if (gs_policy.n_file == 0) return 0;
+  policy_key k = key_of(c, GS_CALLER_APP);
+  const char *no_device = device_of_call(c);
+  k.sm = c->sm < 0 ? POLICY_SM_UNKNOWN : c->sm;
+  int i = policy_match_in(&gs_policy, &k, 0, gs_policy.n_file);
+  if (i < 0) return 0;
+  c->decided = gs_policy.rules[i].route;
+  if (hooks_timing()) reason_add(c, rule_reason[i]);
+  device_unknown(c, no_device);
+  return 1;
+}
+
 /* object: the library's file name where caller is not the app. */
 static void decide_by_policy(gs_call *c, gs_caller caller, const char *object) {
-  policy_key k = {POLICY_SM_UNKNOWN, c->g.a_type, c->g.b_type, c->g.c_type, c->g.compute_type, c->g.api, caller};
+  policy_key k = key_of(c, caller);
   /* Nobody reads the reason: if no device-specific rule can claim this
    * GEMM, its device need not be found at all. */
   if (!hooks_timing()) {
@@ -120,6 +145,8 @@ void call_decide(gs_call *c) {
   gs_caller caller = site_caller(c->caller, &object);
   if (caller != GS_CALLER_APP) {
     decide_by_policy(c, caller, object);
+  } else if (gs_opt.mode != GS_MODE_AUTO && c->g.decoded && decide_by_file(c)) {
+    /* decided by the user's rule */
   } else if (gs_opt.mode == GS_MODE_FFMA) {
     c->decided = GS_ROUTE_FFMA;
     if (hooks_timing()) reason_add(c, "GEMMSHIM_MODE=ffma");

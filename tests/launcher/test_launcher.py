@@ -37,7 +37,7 @@ SHIM_WARNING = re.compile(r"^gemmshim \S+ WARN (.*); running pass-through \(ever
 USAGE = (
     "usage: gemmshim [options] [--] command [args...]\n"
     "       gemmshim policy check FILE\n"
-    "       gemmshim policy explain --sm X.Y --ab TYPE --c TYPE --compute TYPE --api NAME [--caller NAME] [--policy FILE]\n"
+    "       gemmshim policy explain --sm X.Y --ab TYPE --c TYPE --compute TYPE --api NAME [--shape MxNxK] [--policy FILE] ...\n"
     "       gemmshim report [args...]\n"
     "       gemmshim check\n"
     "       gemmshim jupyter install [--name NAME] [--display-name TEXT] [--prefix DIR] [options]\n"
@@ -467,7 +467,7 @@ def test_policy_explain_errors(launcher, standin):
     r = launch(["policy", "explain", "--size", "1"], standin)
     assert r.returncode == 2 and r.stderr.startswith(
         "gemmshim policy: explain: unknown argument '--size'; expected --sm, --ab (or --a and --b), --c, --compute,"
-        " --api, --caller or --policy\n"), r.stderr
+        " --api, --caller, --shape, --batch, --site, --mode or --policy\n"), r.stderr
 
 
 @pytest.mark.parametrize("policy_text", [None, "ffma sm=6.1 ab=fp16\nnative api=cublasGemmStridedBatchedEx\n"])
@@ -507,6 +507,73 @@ def test_explain_agrees_with_the_routing_log(launcher, standin, tmp_path, policy
         p = tmp_path / "p.txt"
         want |= {f"policy: {p}:1 (ffma sm=6.1 ab=fp16)", f"policy: {p}:2 (native api=cublasGemmStridedBatchedEx)"}
     assert rules == want
+
+
+def test_the_files_rules_decide_before_the_mode(launcher, standin, tmp_path):
+    """A policy file's rules come before GEMMSHIM_MODE (the mode replaces
+    the built-in rules only): under --mode fp8 a size rule keeps those GEMMs
+    native, a type rule routes fp32 ones, and explain, given the mode and
+    each call's shape, names the route and the reason the log gives."""
+    log, policy = tmp_path / "gs.jsonl", tmp_path / "p.txt"
+    policy.write_text("native k=1-48\nffma ab=fp32 api=cublasGemmEx\n")
+    r = launch(["--log", str(log), "--policy", str(policy), "--mode", "fp8", "--", CLIENT_DIR / "client_linked_cu13"],
+               standin, env={"STANDIN_CC": "9.0"})
+    assert r.returncode == 0, r.describe()
+    by_file = {"native": 0, "ffma": 0, "fp8": 0}
+    for rec in read_log(log):
+        if (rec.get("sm") != "9.0" or "unknown(" in " ".join(str(rec[k]) for k in TYPE_KEYS)
+                or min(rec["m"], rec["n"], rec["k"], rec["batch"]) < 0):
+            continue  # not policy questions: the device or arguments could not be read, or cuBLAS refuses them
+        e = launch(["policy", "explain", "--mode", "fp8", "--sm", "9.0", "--a", rec["a_type"], "--b", rec["b_type"],
+                    "--c", rec["c_type"], "--compute", rec["compute_type"], "--api", rec["api"],
+                    "--shape", f"{rec['m']}x{rec['n']}x{rec['k']}", "--batch", str(rec["batch"]),
+                    "--policy", str(policy)], standin)
+        assert e.returncode == 0, e.describe()
+        m = re.fullmatch(r"route: (\w+) \((.*)\)", e.stdout.splitlines()[-1])
+        assert m, e.stdout
+        assert rec["decided"] == m.group(1), (rec, e.stdout)
+        assert rec["reason"] == m.group(2) or rec["reason"].startswith(m.group(2) + "; "), (rec["reason"], e.stdout)
+        if 1 <= rec["k"] <= 48:
+            assert (rec["decided"], m.group(2)) == ("native", f"policy: {policy}:1 (native k=1-48)"), rec
+            by_file["native"] += 1
+        elif rec["api"] == "cublasGemmEx" and rec["a_type"] == rec["b_type"] == "fp32":
+            assert (rec["decided"], m.group(2)) == ("ffma", f"policy: {policy}:2 (ffma ab=fp32 api=cublasGemmEx)"), rec
+            by_file["ffma"] += 1
+        elif rec["a_type"] == rec["b_type"] and rec["a_type"] in ("bf16", "fp16"):
+            assert (rec["decided"], m.group(2)) == ("fp8", "GEMMSHIM_MODE=fp8"), rec
+            by_file["fp8"] += 1
+    assert all(by_file.values()), by_file  # each kind of decision was seen
+
+
+def test_policy_size_and_site_keys(launcher, standin, tmp_path):
+    p = tmp_path / "p.txt"
+    p.write_text("native m=50257\nnative k=-64 batch=2-\nfp8 n=1024- site=00000000000000ab,CD\n")
+    r = launch(["policy", "check", str(p)], standin)
+    assert r.returncode == 0, r.describe()
+    assert r.stdout.splitlines()[1:4] == [f"  1. {p}:1 (native m=50257)", f"  2. {p}:2 (native k=-64 batch=2-)",
+                                          f"  3. {p}:3 (fp8 n=1024- site=00000000000000ab,00000000000000cd)"]
+    base = ["policy", "explain", "--sm", "9.0", "--ab", "bf16", "--c", "bf16", "--compute", "32f",
+            "--api", "cublasGemmEx", "--policy", str(p)]
+    r = launch([*base, "--shape", "50257x4096x768"], standin)
+    assert r.stdout.splitlines()[-1] == f"route: native (policy: {p}:1 (native m=50257))", r.describe()
+    r = launch([*base, "--shape", "512x2048x768", "--site", "cd"], standin)
+    assert r.stdout.splitlines()[-4:] == [
+        f"  1. {p}:1 (native m=50257): no, the rule does not take m=512",
+        f"  2. {p}:2 (native k=-64 batch=2-): no, the rule does not take k=768, batch=1",
+        f"  3. {p}:3 (fp8 n=1024- site=00000000000000ab,00000000000000cd): matches",
+        f"route: fp8 (policy: {p}:3 (fp8 n=1024- site=00000000000000ab,00000000000000cd))"], r.describe()
+    r = launch([*base], standin)  # no shape: size rules cannot match, and say why
+    assert f"  1. {p}:1 (native m=50257): no, the rule does not take an unknown m (give --shape)" in r.stdout
+    for bad, msg in (("m=1-2-3", "bad m '1-2-3'; expected a size like 1024, a range like 1-4096, an open range "
+                                 "1024- or -64, or any"),
+                     ("k=64-8", "inverted k range '64-8'; expected the lower bound first, like 1-4096"),
+                     ("site=xyz", "bad site 'xyz' in 'site=xyz'; expected call-site ids as the routing log prints "
+                                  "them (16 hex digits), comma-separated, or any"),
+                     ("batch=", "'batch=' has an empty value; expected a size like 1024, a range like 1-4096, an "
+                                "open range 1024- or -64, or any")):
+        p.write_text(f"# a comment\nnative {bad}\n")
+        r = launch(["policy", "check", str(p)], standin)
+        assert (r.returncode, r.stderr) == (1, f"gemmshim: {p}:2: {msg}\n"), r.describe()
 
 
 # ---- report --------------------------------------------------------------------------------------

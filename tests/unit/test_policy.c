@@ -197,7 +197,8 @@ static void test_error_unknown_route(void **state) {
 static void test_error_unknown_key(void **state) {
   (void)state;
   assert_parse_error("native ab_type=bf16\n",
-                     "p.txt:1: unknown key 'ab_type'; expected sm, ab, c, compute, api or caller");
+                     "p.txt:1: unknown key 'ab_type'; expected sm, ab, c, compute, api, caller, m, n, k, batch or "
+                     "site");
   assert_parse_error("native =bf16\n", "p.txt:1: '=bf16' has no key; expected key=value");
 }
 
@@ -384,6 +385,60 @@ static policy_key bf16_gemm(int sm) {
 }
 
 static int match(policy_key k) { return policy_match(&table, &k); }
+
+/* m, n, k and batch take a value or a range as sm does; site takes the
+ * log's 16-hex-digit ids. Rules with them match only the GEMMs they name,
+ * and policy_match_in sees the file's rules apart from the built-in ones. */
+static void test_size_and_site_keys(void **state) {
+  (void)state;
+  parse_ok("native m=50257\nffma k=-1024 batch=2-\nfp8 n=64-128 site=00000000000000ab,CD\n");
+  assert_int_equal(table.n, 5);
+  assert_int_equal(table.n_file, 3);
+  assert_int_equal(table.has_site_keys, 1);
+  assert_describes(0, "p.txt:1 (native m=50257)");
+  assert_describes(1, "p.txt:2 (ffma k=-1024 batch=2-)");
+  assert_describes(2, "p.txt:3 (fp8 n=64-128 site=00000000000000ab,00000000000000cd)");
+  policy_key k = bf16_gemm(90);
+  k.m = 50257, k.n = 768, k.k = 4096, k.batch = 1;
+  assert_int_equal(match(k), 0);
+  k.m = 50256;
+  assert_int_equal(match(k), 4); /* the built-in native rule (the ffma one is for sm 6.0-7.5) */
+  k.k = 1024, k.batch = 2;
+  assert_int_equal(match(k), 1);
+  k.batch = 1;
+  assert_int_equal(match(k), 4);
+  k.n = 128, k.site = 0xcd;
+  assert_int_equal(match(k), 2);
+  k.site = 0xce;
+  assert_int_equal(match(k), 4);
+  assert_int_equal(policy_rule_misses(&table, 2, &k), POLICY_MISS_SITE);
+  k.n = 129;
+  assert_int_equal(policy_rule_misses(&table, 2, &k), POLICY_MISS_SITE | POLICY_MISS_DIM(POLICY_DIM_N));
+  /* Only the file's rules: none takes this GEMM. */
+  assert_int_equal(policy_match_in(&table, &k, 0, table.n_file), -1);
+  k.m = 50257;
+  assert_int_equal(policy_match_in(&table, &k, 0, table.n_file), 0);
+  assert_int_equal(policy_match_in(&table, &k, 1, table.n), 4);
+  /* Without a site key the caller need not work the site out. */
+  parse_ok("native m=1-\n");
+  assert_int_equal(table.has_site_keys, 0);
+  assert_describes(0, "p.txt:1 (native m=1-)");
+  assert_parse_error("native m=1-2-3\n", "p.txt:1: bad m '1-2-3'; expected a size like 1024, a range like 1-4096, an "
+                                        "open range 1024- or -64, or any");
+  assert_parse_error("native batch=x\n", "p.txt:1: bad batch 'x'; expected a size like 1024, a range like 1-4096, "
+                                         "an open range 1024- or -64, or any");
+  assert_parse_error("native n=9223372036854775808\n",
+                     "p.txt:1: bad n '9223372036854775808'; expected a size like 1024, a range like 1-4096, an open "
+                     "range 1024- or -64, or any");
+  assert_parse_error("native k=8-4\n", "p.txt:1: inverted k range '8-4'; expected the lower bound first, like 1-4096");
+  assert_parse_error("native site=1,2,3,4,5,6,7,8,9\n",
+                     "p.txt:1: more than 8 sites in 'site=1,2,3,4,5,6,7,8,9'; expected at most 8 per rule (write "
+                     "more rules)");
+  assert_parse_error("native site=00000000000000abc\n",
+                     "p.txt:1: bad site '00000000000000abc' in 'site=00000000000000abc'; expected call-site ids as "
+                     "the routing log prints them (16 hex digits), comma-separated, or any");
+  assert_parse_error("native m=1 m=2\n", "p.txt:1: duplicate key 'm'; expected each key at most once per rule");
+}
 
 static void test_match_builtin_sm_bounds_inclusive(void **state) {
   (void)state;
@@ -666,6 +721,7 @@ int main(void) {
       cmocka_unit_test(test_describe_file_rules),
       cmocka_unit_test(test_describe_unnamed_values),
       cmocka_unit_test(test_describe_truncates_like_snprintf),
+      cmocka_unit_test(test_size_and_site_keys),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
