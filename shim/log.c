@@ -17,8 +17,8 @@
  * an exec writes what is buffered first (exec.c).
  *
  * Structure, for whoever adds a field: a field goes into gs_call (shim.h),
- * log_rec and log_rec_fill (log_format.h), format_body (log_format.c) and
- * docs/log-format.md; LOG_TEXT_FIXED bounds the text. */
+ * one line of GS_LOG_FIELDS (log_format.h) and docs/log-format.md;
+ * LOG_TEXT_FIXED bounds the text. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>

@@ -279,10 +279,23 @@ static const char *status_name(int status) {
 static const char *api_name(int v) { return gs_api_name((gs_api)v); }
 static const char *route_name(int v) { return gs_route_name((gs_route)v); }
 
-/* Sized for the values in use: cudaDataType_t is below 64, the compute
- * types 64..79, the common epilogues below 64, cublasStatus_t below 32. */
-static enum_text type_text[64], compute_text[128], epilogue_text[64], status_text[32];
-static enum_text op_text[8], api_text[8], route_text[8], pointer_mode_text[8];
+/* The enums a record prints by name: X(names, count, name), a table
+ * names_text of count ready texts (values 0..count-1) and the function that
+ * names every value. Sized for the values in use: cudaDataType_t is below
+ * 64, the compute types 64..79, the common epilogues below 64,
+ * cublasStatus_t below 32. */
+#define LOG_ENUMS(X)                \
+  X(type, 64, gs_type_name)         \
+  X(compute, 128, gs_compute_name)  \
+  X(epilogue, 64, gs_epilogue_name) \
+  X(status, 32, status_name)        \
+  X(op, 8, gs_op_name)              \
+  X(api, 8, api_name)               \
+  X(route, 8, route_name)           \
+  X(pointer_mode, 8, pointer_mode_name)
+
+#define ENUM_TABLE(names, count, name) static enum_text names##_text[count];
+LOG_ENUMS(ENUM_TABLE)
 
 static void fill_enum_texts(enum_text *t, int n, const char *(*name)(int)) {
   for (int v = 0; v < n; v++) {
@@ -295,7 +308,7 @@ static void fill_enum_texts(enum_text *t, int n, const char *(*name)(int)) {
   }
 }
 
-#define FILL_ENUM_TEXTS(t, name) fill_enum_texts((t), (int)(sizeof(t) / sizeof((t)[0])), (name))
+#define FILL_ENUM_TEXTS(names, count, name) fill_enum_texts(names##_text, (count), (name));
 
 static pthread_once_t name_tables_once = PTHREAD_ONCE_INIT;
 static int name_tables_ready; /* spares each record a call into pthread_once */
@@ -303,14 +316,7 @@ static int name_tables_ready; /* spares each record a call into pthread_once */
 static void name_tables_init(void) {
   static const char hex[] = "0123456789abcdef";
   for (int i = 0; i < 256; i++) hex_pairs[2 * i] = hex[i >> 4], hex_pairs[2 * i + 1] = hex[i & 15];
-  FILL_ENUM_TEXTS(type_text, gs_type_name);
-  FILL_ENUM_TEXTS(compute_text, gs_compute_name);
-  FILL_ENUM_TEXTS(epilogue_text, gs_epilogue_name);
-  FILL_ENUM_TEXTS(status_text, status_name);
-  FILL_ENUM_TEXTS(op_text, gs_op_name);
-  FILL_ENUM_TEXTS(api_text, api_name);
-  FILL_ENUM_TEXTS(route_text, route_name);
-  FILL_ENUM_TEXTS(pointer_mode_text, pointer_mode_name);
+  LOG_ENUMS(FILL_ENUM_TEXTS)
   __atomic_store_n(&name_tables_ready, 1, __ATOMIC_RELEASE);
 }
 
@@ -341,81 +347,111 @@ FMT_INLINE void put_enum(json_out *o, const enum_text *t, unsigned n, const char
   put_enum_lookup(o, name(value), value, ck);
 }
 
-#define PUT_ENUM(o, t, name, value, ck) put_enum((o), (t), sizeof(t) / sizeof((t)[0]), (name), (value), (ck))
+/* put_enum_type(o, value, ck) and the like: ENUM(type) in GS_LOG_FIELDS. */
+#define PUT_ENUM_OF(names, count, name)                              \
+  FMT_INLINE void put_enum_##names(json_out *o, int value, int ck) { \
+    put_enum(o, names##_text, (count), (name), value, ck);           \
+  }
+LOG_ENUMS(PUT_ENUM_OF)
 
 /* ---- one record ----------------------------------------------------------- */
-/* Keys and values in the order the header comment lists them. A key
- * literal ends with the opening quote of a string value. */
+/* The values GS_LOG_FIELDS prints with OWN(name), each its own way. A
+ * stored field's handler gets its value, one without a member (none) the
+ * record and its GPU block. */
+FMT_INLINE void fmt_sm(json_out *o, int sm, int ck) {
+  if (sm < 0) {
+    PUT_LIT(o, "null", ck);
+  } else {
+    PUT_LIT(o, "\"", ck), put_u64(o, (unsigned)sm / 10, ck);
+    PUT_LIT(o, ".", ck), put_u64(o, (unsigned)sm % 10, ck), PUT_LIT(o, "\"", ck);
+  }
+}
+
+FMT_INLINE void fmt_site_event(json_out *o, uint32_t flags, int ck) {
+  switch (flags & (GS_SITE_NEW | GS_SITE_EVICTED)) {
+    case GS_SITE_NEW: PUT_LIT(o, "\"new\"", ck); break;
+    case GS_SITE_EVICTED: PUT_LIT(o, "\"evicted\"", ck); break;
+    default: PUT_LIT(o, "\"new,evicted\"", ck); break;
+  }
+}
+
+FMT_INLINE void fmt_status_name(json_out *o, const log_rec *r, const gs_gpu_time *gpu, int ck) {
+  PUT_LIT(o, "\"", ck), put_enum_status(o, r->status, ck);
+}
+
+FMT_INLINE void fmt_gpu_ns(json_out *o, const log_rec *r, const gs_gpu_time *gpu, int ck) {
+  put_u64(o, gpu->gpu_ns, ck);
+}
+
+FMT_INLINE void fmt_gpu_ns_kernels(json_out *o, const log_rec *r, const gs_gpu_time *gpu, int ck) {
+  put_u64(o, gpu->kernels_ns, ck);
+}
+
+FMT_INLINE void fmt_native_gpu_ns(json_out *o, const log_rec *r, const gs_gpu_time *gpu, int ck) {
+  put_u64(o, gpu->native_ns, ck);
+}
+
+FMT_INLINE void fmt_gpu_skipped(json_out *o, const log_rec *r, const gs_gpu_time *gpu, int ck) {
+  const char *why = gpu_time_skip_name(gpu->skip);
+  PUT_LIT(o, "\"", ck), put_bytes(o, why, strlen(why), ck), PUT_LIT(o, "\"", ck);
+}
+
+/* ADDR and ID values; the opening quote (and "0x") end the key. */
+FMT_INLINE void put_addr(json_out *o, uint64_t v, int ck) { put_hex(o, v, 1, ck), PUT_LIT(o, "\"", ck); }
+FMT_INLINE void put_id(json_out *o, uint64_t v, int ck) { put_hex(o, v, 16, ck), PUT_LIT(o, "\"", ck); }
+
+/* One GS_LOG_FIELDS line as formatter code: when the key is there, the
+ * key (with what opens its value) and the value. */
+#define FMT_FIELD(key, type, kind, when, from) \
+  if (WHEN_##when(key)) PUT_LIT(o, ",\"" #key "\":" OPEN_##kind, ck), PUT_##kind(o, VALUE_##type(key), ck);
+
+#define WHEN_ALWAYS(key) 1
+#define WHEN_SET(key) (r->key != -1)
+#define WHEN_LT(key) lt
+#define WHEN_LT_SET(key) (lt && r->key != -1)
+#define WHEN_GEMM_EX(key) (!lt)
+#define WHEN_BIAS(key) r->has_bias
+#define WHEN_BACKEND(key) r->has_backend
+#define WHEN_SITE_EVENT(key) (r->key & (GS_SITE_NEW | GS_SITE_EVICTED))
+#define WHEN_EVICTED(key) (r->site_event & GS_SITE_EVICTED)
+#define WHEN_GPU_NS(key) (gpu && gpu->has_gpu_ns)
+#define WHEN_GPU_KERNELS(key) (gpu && gpu->has_gpu_ns && gpu->has_kernels_ns)
+#define WHEN_GPU_NATIVE(key) (gpu && gpu->has_gpu_ns && gpu->has_native_ns)
+#define WHEN_GPU_SKIPPED(key) (gpu && !gpu->has_gpu_ns && gpu_time_skip_name(gpu->skip))
+
+#define OPEN_U64 ""
+#define OPEN_I64 ""
+#define OPEN_ENUM(names) "\""
+#define OPEN_ADDR "\"0x"
+#define OPEN_ID "\""
+#define OPEN_STRING "\""
+#define OPEN_OWN(name) ""
+
+#define PUT_U64 put_u64
+#define PUT_I64 put_i64
+#define PUT_ENUM(names) put_enum_##names
+#define PUT_ADDR put_addr
+#define PUT_ID put_id
+#define PUT_STRING put_string
+#define PUT_OWN(name) fmt_##name
+
+#define VALUE_u64(key) r->key
+#define VALUE_i64(key) r->key
+#define VALUE_i32(key) r->key
+#define VALUE_u32(key) r->key
+#define VALUE_str(key) key, r->key##_len /* format_body's argument of that name */
+#define VALUE_none(key) r, gpu
+
+/* Keys and values in GS_LOG_FIELDS's order. Every key is written with the
+ * comma that separates it from the one before; the first one's becomes
+ * the opening brace (the first key, seq, is always there). */
 FMT_INLINE void format_body(json_out *o, const log_rec *r, const gs_gpu_time *gpu, const char *backend,
                             const char *reason, int ck) {
   int lt = r->api == GS_API_LT_MATMUL;
-  PUT_LIT(o, "{\"seq\":", ck), put_u64(o, r->seq, ck);
-  PUT_LIT(o, ",\"t_ns\":", ck), put_u64(o, r->t_ns, ck);
-  PUT_LIT(o, ",\"tid\":", ck), put_i64(o, r->tid, ck);
-  PUT_LIT(o, ",\"api\":\"", ck), PUT_ENUM(o, api_text, api_name, r->api, ck);
-  PUT_LIT(o, ",\"m\":", ck), put_i64(o, r->m, ck);
-  PUT_LIT(o, ",\"n\":", ck), put_i64(o, r->n, ck);
-  PUT_LIT(o, ",\"k\":", ck), put_i64(o, r->k, ck);
-  PUT_LIT(o, ",\"batch\":", ck), put_i64(o, r->batch, ck);
-  PUT_LIT(o, ",\"transa\":\"", ck), PUT_ENUM(o, op_text, gs_op_name, r->transa, ck);
-  PUT_LIT(o, ",\"transb\":\"", ck), PUT_ENUM(o, op_text, gs_op_name, r->transb, ck);
-
-  PUT_LIT(o, ",\"a_type\":\"", ck), PUT_ENUM(o, type_text, gs_type_name, r->a_type, ck);
-  PUT_LIT(o, ",\"b_type\":\"", ck), PUT_ENUM(o, type_text, gs_type_name, r->b_type, ck);
-  PUT_LIT(o, ",\"c_type\":\"", ck), PUT_ENUM(o, type_text, gs_type_name, r->c_type, ck);
-  if (lt && r->d_type != -1) PUT_LIT(o, ",\"d_type\":\"", ck), PUT_ENUM(o, type_text, gs_type_name, r->d_type, ck);
-  PUT_LIT(o, ",\"compute_type\":\"", ck), PUT_ENUM(o, compute_text, gs_compute_name, r->compute_type, ck);
-  if (r->scale_type != -1)
-    PUT_LIT(o, ",\"scale_type\":\"", ck), PUT_ENUM(o, type_text, gs_type_name, r->scale_type, ck);
-
-  PUT_LIT(o, ",\"lda\":", ck), put_i64(o, r->lda, ck);
-  PUT_LIT(o, ",\"ldb\":", ck), put_i64(o, r->ldb, ck);
-  PUT_LIT(o, ",\"ldc\":", ck), put_i64(o, r->ldc, ck);
-  if (lt && r->ldd != -1) PUT_LIT(o, ",\"ldd\":", ck), put_i64(o, r->ldd, ck);
-  if (r->stride_a != -1) PUT_LIT(o, ",\"stride_a\":", ck), put_i64(o, r->stride_a, ck);
-  if (r->stride_b != -1) PUT_LIT(o, ",\"stride_b\":", ck), put_i64(o, r->stride_b, ck);
-  if (r->stride_c != -1) PUT_LIT(o, ",\"stride_c\":", ck), put_i64(o, r->stride_c, ck);
-
-  if (lt) PUT_LIT(o, ",\"epilogue\":\"", ck), PUT_ENUM(o, epilogue_text, gs_epilogue_name, r->epilogue, ck);
-  if (r->has_bias) PUT_LIT(o, ",\"bias_type\":\"", ck), PUT_ENUM(o, type_text, gs_type_name, r->bias_type, ck);
-  if (r->pointer_mode != -1)
-    PUT_LIT(o, ",\"pointer_mode\":\"", ck), PUT_ENUM(o, pointer_mode_text, pointer_mode_name, r->pointer_mode, ck);
-  if (!lt) PUT_LIT(o, ",\"algo\":", ck), put_i64(o, r->algo, ck);
-
-  PUT_LIT(o, ",\"device\":", ck), put_i64(o, r->device, ck);
-  if (r->sm < 0) {
-    PUT_LIT(o, ",\"sm\":null", ck);
-  } else {
-    PUT_LIT(o, ",\"sm\":\"", ck), put_u64(o, (unsigned)r->sm / 10, ck);
-    PUT_LIT(o, ".", ck), put_u64(o, (unsigned)r->sm % 10, ck), PUT_LIT(o, "\"", ck);
-  }
-  PUT_LIT(o, ",\"stream\":\"0x", ck), put_hex(o, r->stream, 1, ck), PUT_LIT(o, "\"", ck);
-  PUT_LIT(o, ",\"site\":\"", ck), put_hex(o, r->site, 16, ck), PUT_LIT(o, "\"", ck);
-  switch (r->site_flags & (GS_SITE_NEW | GS_SITE_EVICTED)) {
-    case GS_SITE_NEW: PUT_LIT(o, ",\"site_event\":\"new\"", ck); break;
-    case GS_SITE_EVICTED: PUT_LIT(o, ",\"site_event\":\"evicted\"", ck); break;
-    case GS_SITE_NEW | GS_SITE_EVICTED: PUT_LIT(o, ",\"site_event\":\"new,evicted\"", ck); break;
-    default: break;
-  }
-  if (r->site_flags & GS_SITE_EVICTED)
-    PUT_LIT(o, ",\"evicted_site\":\"", ck), put_hex(o, r->evicted_site, 16, ck), PUT_LIT(o, "\"", ck);
-
-  PUT_LIT(o, ",\"decided\":\"", ck), PUT_ENUM(o, route_text, route_name, r->decided, ck);
-  PUT_LIT(o, ",\"route\":\"", ck), PUT_ENUM(o, route_text, route_name, r->route, ck);
-  if (r->has_backend) PUT_LIT(o, ",\"backend\":\"", ck), put_string(o, backend, r->backend_len, ck);
-  PUT_LIT(o, ",\"reason\":\"", ck), put_string(o, reason, r->reason_len, ck);
-  PUT_LIT(o, ",\"status\":", ck), put_i64(o, r->status, ck);
-  PUT_LIT(o, ",\"status_name\":\"", ck), PUT_ENUM(o, status_text, status_name, r->status, ck);
-  PUT_LIT(o, ",\"dur_ns\":", ck), put_u64(o, r->dur_ns, ck);
-  if (gpu && gpu->has_gpu_ns) {
-    PUT_LIT(o, ",\"gpu_ns\":", ck), put_u64(o, gpu->gpu_ns, ck);
-    if (gpu->has_kernels_ns) PUT_LIT(o, ",\"gpu_ns_kernels\":", ck), put_u64(o, gpu->kernels_ns, ck);
-    if (gpu->has_native_ns) PUT_LIT(o, ",\"native_gpu_ns\":", ck), put_u64(o, gpu->native_ns, ck);
-  } else if (gpu && gpu_time_skip_name(gpu->skip)) {
-    const char *why = gpu_time_skip_name(gpu->skip);
-    PUT_LIT(o, ",\"gpu_skipped\":\"", ck), put_bytes(o, why, strlen(why), ck), PUT_LIT(o, "\"", ck);
-  }
+  char *first = o->p;
+  GS_LOG_FIELDS(FMT_FIELD)
   PUT_LIT(o, "}\n", ck);
+  *first = '{';
 }
 
 size_t log_rec_format(const log_rec *r, const gs_gpu_time *gpu, const char *backend, const char *reason, char *buf,

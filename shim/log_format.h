@@ -25,17 +25,104 @@
  * tests check a record with every field at its widest against it. */
 #define LOG_TEXT_FIXED 1536
 
+/* The record's fields, one line each, in the order of their keys in a
+ * line of the log (docs/log-format.md): the record's struct, its copy from
+ * the gs_call, the formatter and the key list are all made from this list.
+ *
+ *   X(key, type, kind, when, from)
+ *
+ * key   the JSON key, and the member of log_rec that holds the value
+ * type  the member's type: u64, i64, i32, u32; str: a string whose bytes
+ *       follow the record (member key_len, the length; log.c copies the
+ *       bytes); none: no member (the value is another field's, or in the
+ *       GPU block, which log_rec_fill_gpu copies)
+ * kind  how the value prints: U64, I64 (a decimal number); ENUM(names) (a
+ *       string, the value's name from that table of log_format.c's
+ *       LOG_ENUMS, else "unknown(N)"); ADDR ("0x" and lowercase hex); ID
+ *       (16 lowercase hex digits); STRING (escaped); OWN(name) (printed by
+ *       log_format.c's fmt_name, for a field whose text follows no rule)
+ * when  whether the key is there: ALWAYS; SET (the value is not -1); LT
+ *       (cublasLtMatmul only); LT_SET (both); GEMM_EX (the GemmEx family
+ *       only); BIAS, BACKEND (the call has one); SITE_EVENT, EVICTED (the
+ *       site_event bits say so); GPU_NS, GPU_KERNELS, GPU_NATIVE,
+ *       GPU_SKIPPED (what the GPU block measured)
+ * from  where the value comes from in the gs_call c (g is &c->g), copied
+ *       by log_rec_fill for the stored types
+ */
+#define GS_LOG_FIELDS(X)                                                       \
+  X(seq, u64, U64, ALWAYS, c->seq)                                             \
+  X(t_ns, u64, U64, ALWAYS, c->t_ns)                                           \
+  X(tid, i32, I64, ALWAYS, c->tid)                                             \
+  X(api, i32, ENUM(api), ALWAYS, g->api)                                       \
+  X(m, i64, I64, ALWAYS, g->m)                                                 \
+  X(n, i64, I64, ALWAYS, g->n)                                                 \
+  X(k, i64, I64, ALWAYS, g->k)                                                 \
+  X(batch, i64, I64, ALWAYS, g->batch)                                         \
+  X(transa, i32, ENUM(op), ALWAYS, g->transa)                                  \
+  X(transb, i32, ENUM(op), ALWAYS, g->transb)                                  \
+  X(a_type, i32, ENUM(type), ALWAYS, g->a_type)                                \
+  X(b_type, i32, ENUM(type), ALWAYS, g->b_type)                                \
+  X(c_type, i32, ENUM(type), ALWAYS, g->c_type)                                \
+  X(d_type, i32, ENUM(type), LT_SET, g->d_type)                                \
+  X(compute_type, i32, ENUM(compute), ALWAYS, g->compute_type)                 \
+  X(scale_type, i32, ENUM(type), SET, g->scale_type)                           \
+  X(lda, i64, I64, ALWAYS, g->lda)                                             \
+  X(ldb, i64, I64, ALWAYS, g->ldb)                                             \
+  X(ldc, i64, I64, ALWAYS, g->ldc)                                             \
+  X(ldd, i64, I64, LT_SET, g->ldd)                                             \
+  X(stride_a, i64, I64, SET, g->stride_a)                                      \
+  X(stride_b, i64, I64, SET, g->stride_b)                                      \
+  X(stride_c, i64, I64, SET, g->stride_c)                                      \
+  X(epilogue, i32, ENUM(epilogue), LT, g->epilogue)                            \
+  X(bias_type, i32, ENUM(type), BIAS, g->bias_type)                            \
+  X(pointer_mode, i32, ENUM(pointer_mode), SET, g->pointer_mode)               \
+  X(algo, i32, I64, GEMM_EX, g->algo)                                          \
+  X(device, i32, I64, ALWAYS, c->device)                                       \
+  X(sm, i32, OWN(sm), ALWAYS, c->sm)                                           \
+  X(stream, u64, ADDR, ALWAYS, (uintptr_t)g->stream)                           \
+  X(site, u64, ID, ALWAYS, c->site)                                            \
+  X(site_event, u32, OWN(site_event), SITE_EVENT, c->site_flags)               \
+  X(evicted_site, u64, ID, EVICTED, c->evicted_site)                           \
+  X(decided, i32, ENUM(route), ALWAYS, c->decided)                             \
+  X(route, i32, ENUM(route), ALWAYS, c->route)                                 \
+  X(backend, str, STRING, BACKEND, c->backend)                                 \
+  X(reason, str, STRING, ALWAYS, c->reason)                                    \
+  X(status, i32, I64, ALWAYS, c->status)                                       \
+  X(status_name, none, OWN(status_name), ALWAYS, c->status)                    \
+  X(dur_ns, u64, U64, ALWAYS, c->dur_ns)                                       \
+  X(gpu_ns, none, OWN(gpu_ns), GPU_NS, c->gpu.gpu_ns)                          \
+  X(gpu_ns_kernels, none, OWN(gpu_ns_kernels), GPU_KERNELS, c->gpu.kernels_ns) \
+  X(native_gpu_ns, none, OWN(native_gpu_ns), GPU_NATIVE, c->gpu.native_ns)     \
+  X(gpu_skipped, none, OWN(gpu_skipped), GPU_SKIPPED, c->gpu.skip)
+
+/* The keys, as strings, in their order: GS_LOG_FIELDS(LOG_KEY_NAME). */
+#define LOG_KEY_NAME(key, type, kind, when, from) #key,
+
+/* The members: the 8-byte ones first, then the 4-byte ones, so that no
+ * padding comes between them whatever the keys' order. */
+#define LOG_REC_MEMBER8(key, type, kind, when, from) LOG_REC_MEMBER8_##type(key)
+#define LOG_REC_MEMBER8_u64(key) uint64_t key;
+#define LOG_REC_MEMBER8_i64(key) int64_t key;
+#define LOG_REC_MEMBER8_i32(key)
+#define LOG_REC_MEMBER8_u32(key)
+#define LOG_REC_MEMBER8_str(key)
+#define LOG_REC_MEMBER8_none(key)
+#define LOG_REC_MEMBER4(key, type, kind, when, from) LOG_REC_MEMBER4_##type(key)
+#define LOG_REC_MEMBER4_u64(key)
+#define LOG_REC_MEMBER4_i64(key)
+#define LOG_REC_MEMBER4_i32(key) int32_t key;
+#define LOG_REC_MEMBER4_u32(key) uint32_t key;
+#define LOG_REC_MEMBER4_str(key) uint32_t key##_len;
+#define LOG_REC_MEMBER4_none(key)
+
 /* What log_format prints of a gs_call, copied field by field: 232 bytes
- * instead of the 848-byte gs_call. The backend's bytes, then the reason's,
- * follow it; size (a multiple of 8, so the next header is aligned) leads
- * to the next record. */
+ * instead of the 848-byte gs_call. The GPU block (has_gpu), the backend's
+ * bytes, then the reason's, follow it; size (a multiple of 8, so the next
+ * header is aligned) leads to the next record. */
 typedef struct log_rec {
-  uint64_t seq, t_ns, dur_ns, site, evicted_site, stream;
-  int64_t m, n, k, batch, lda, ldb, ldc, ldd, stride_a, stride_b, stride_c;
-  uint32_t size, reason_len, backend_len, site_flags;
-  int32_t tid, device, sm, status, decided, route;
-  int32_t api, transa, transb, a_type, b_type, c_type, d_type, compute_type, scale_type;
-  int32_t epilogue, bias_type, pointer_mode, algo;
+  GS_LOG_FIELDS(LOG_REC_MEMBER8)
+  GS_LOG_FIELDS(LOG_REC_MEMBER4)
+  uint32_t size;
   uint8_t has_backend, has_bias;
   uint8_t kind; /* LOG_REC_CALL, or LOG_REC_TEXT: a ready line of reason_len bytes follows */
   uint8_t has_gpu; /* LOG_REC_CALL: a gs_gpu_time follows the fixed part */
@@ -63,29 +150,23 @@ static inline size_t rec_text_bound(size_t reason_len, size_t backend_len) {
   return LOG_TEXT_FIXED + 6 * (reason_len + backend_len);
 }
 
+/* The copy of a stored field; a string's bytes are the caller's to copy. */
+#define LOG_REC_COPY(key, type, kind, when, from) LOG_REC_COPY_##type(key, from)
+#define LOG_REC_COPY_u64(key, from) r->key = (uint64_t)(from);
+#define LOG_REC_COPY_i64(key, from) r->key = (int64_t)(from);
+#define LOG_REC_COPY_i32(key, from) r->key = (int32_t)(from);
+#define LOG_REC_COPY_u32(key, from) r->key = (uint32_t)(from);
+#define LOG_REC_COPY_str(key, from)
+#define LOG_REC_COPY_none(key, from)
+
 static inline void log_rec_fill(log_rec *r, const gs_call *c, size_t reason_len, size_t backend_len) {
   const gs_gemm *g = &c->g;
+  GS_LOG_FIELDS(LOG_REC_COPY)
   r->kind = LOG_REC_CALL;
   r->reason_len = (uint32_t)reason_len;
   r->backend_len = (uint32_t)backend_len;
-  r->site_flags = c->site_flags;
   r->has_backend = c->backend != NULL;
   r->has_bias = g->bias != NULL;
-  r->seq = c->seq;
-  r->t_ns = c->t_ns;
-  r->dur_ns = c->dur_ns;
-  r->site = c->site;
-  r->evicted_site = c->evicted_site;
-  r->stream = (uintptr_t)g->stream;
-  r->m = g->m, r->n = g->n, r->k = g->k, r->batch = g->batch;
-  r->lda = g->lda, r->ldb = g->ldb, r->ldc = g->ldc, r->ldd = g->ldd;
-  r->stride_a = g->stride_a, r->stride_b = g->stride_b, r->stride_c = g->stride_c;
-  r->tid = c->tid, r->device = c->device, r->sm = c->sm, r->status = c->status;
-  r->decided = (int32_t)c->decided, r->route = (int32_t)c->route;
-  r->api = (int32_t)g->api, r->transa = g->transa, r->transb = g->transb;
-  r->a_type = g->a_type, r->b_type = g->b_type, r->c_type = g->c_type, r->d_type = g->d_type;
-  r->compute_type = g->compute_type, r->scale_type = g->scale_type;
-  r->epilogue = g->epilogue, r->bias_type = g->bias_type, r->pointer_mode = g->pointer_mode, r->algo = g->algo;
   r->has_gpu = 0;
 }
 
