@@ -115,10 +115,10 @@
 #define LOG_REC_MEMBER4_str(key) uint32_t key##_len;
 #define LOG_REC_MEMBER4_none(key)
 
-/* What log_format prints of a gs_call, copied field by field: 232 bytes
- * instead of the 848-byte gs_call. The GPU block (has_gpu), the backend's
- * bytes, then the reason's, follow it; size (a multiple of 8, so the next
- * header is aligned) leads to the next record. */
+/* What log_format prints of a gs_call, copied field by field: 232 bytes,
+ * a quarter of the gs_call. The GPU block (has_gpu), the backend's bytes,
+ * then the reason's, follow it; size (a multiple of 8, so the next header
+ * is aligned) leads to the next record. */
 typedef struct log_rec {
   GS_LOG_FIELDS(LOG_REC_MEMBER8)
   GS_LOG_FIELDS(LOG_REC_MEMBER4)

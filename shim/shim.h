@@ -132,6 +132,9 @@ typedef struct gs_call {
   gs_route route;      /* what actually ran */
   const char *backend; /* e.g. "cublas", "sgemm", "own"; NULL = none */
   int status;          /* cublasStatus_t returned to the caller */
+  int quiet;           /* nobody reads the call's reason, times or site: neither
+                        * the log nor the INFO summary is on (hooks_timing() at
+                        * call_begin); 0 in a zeroed gs_call, which explains itself */
   const void *caller;  /* return address of the hooked call */
   int work_begun;      /* call_work_begin ran: the call's device work started */
   int nvtx_open;       /* an NVTX range is open for the call (nvtx.c) */
@@ -300,9 +303,17 @@ void device_handle_destroyed(void *handle);
 /* "decide.c": mode and policy table -> c->decided and c->reason. */
 void decide_policy_loaded(void); /* gs_policy changed: prepare its reasons */
 void call_decide(gs_call *c);
-/* The route that ran is `ran`, and why (appended to the reason). */
-void call_decline(gs_call *c, gs_route ran, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
+/* A route declined the call, which runs native: c->route is native, and
+ * why is appended to the reason. */
+void call_decline(gs_call *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* A route's own decline helper: "<route> declined: <why>; ran native",
+ * route and fmt string literals; evaluates to GS_DECLINED. */
+#define ROUTE_DECLINE(c, route, fmt, ...) \
+  (call_decline((c), route " declined: " fmt "; ran native", ##__VA_ARGS__), GS_DECLINED)
+/* Something the reader of the log should know about the call (what the
+ * route that ran did, what went wrong around it): appended to the reason,
+ * the route unchanged. */
+void call_note(gs_call *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Site id and routing log, once the call returned. */
 void call_finish(gs_call *c);
 /* Per-call timing and bookkeeping are only paid for when someone reads them. */
