@@ -10,7 +10,9 @@
  *   decide.c     mode + policy table -> route and reason
  *   site.c       call-site ids; which object a call comes from
  *   route_*.c    one file per route
- *   log.c        the per-call routing log (JSON lines) and exit summary
+ *   log.c        the per-call routing log (JSON lines): queue, flusher, files
+ *   log_format.c the log's record and its JSON (docs/log-format.md)
+ *   log_summary.c the exit summary's counters
  *   work.c       the stretch of a call that issues its device work
  *   nvtx.c       one NVTX range per call, when an NVTX tool is attached
  *   gpu_time.c   GPU time per call from events on its stream
@@ -225,8 +227,8 @@ void log_record(gs_call *c);          /* buffer one JSON line; waits at most 50 
 void log_flush(void);                 /* one write of what is buffered */
 void log_flush_before_exec(void);     /* log_flush, bounded as at exit (log.c) */
 void log_shutdown(void);              /* flush, summary to debug output */
-/* Format c as one JSON object plus '\n' into buf; returns the length, or
- * 0 if it did not fit. Exposed for the unit tests. */
+/* "log_format.c": c as one JSON object plus '\n' into buf; returns the
+ * length, or 0 if it did not fit. Exposed for the unit tests. */
 size_t log_format(const gs_call *c, char *buf, size_t len);
 
 /* ------------------------------------------------------------------------ */
