@@ -92,7 +92,7 @@ static int decide_by_file(gs_call *c) {
   int i = policy_match_in(&gs_policy, &k, 0, gs_policy.n_file);
   if (i < 0) return 0;
   c->decided = gs_policy.rules[i].route;
-  if (hooks_timing()) reason_add(c, rule_reason[i]);
+  if (!c->quiet) reason_add(c, rule_reason[i]);
   device_unknown(c, no_device);
   return 1;
 }
