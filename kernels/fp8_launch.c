@@ -8,11 +8,10 @@
  * GS_FP8_KERNELS on the caller's stream, never synchronising.
  *
  * kernels.mk embeds each kernel file's PTX (gs_ptx_fp8_quantize,
- * gs_ptx_fp8_gemm). Until module.h's GS_KERNEL_FILES lists the fp8 files,
- * their modules are loaded here, once per context, into a cache of
- * module_launch.c's design: fixed slots filled once under a mutex, scanned
- * without a lock, keyed by context address and cuCtxGetId. Launches go
- * through kernels_launch (module.h), which makes the context current. */
+ * gs_ptx_fp8_gemm, ...); module.h's GS_KERNEL_FILES lists them, so they
+ * load with the cast kernels, once per context (module_launch.c). Launches
+ * go through kernels_launch (module.h), which makes the caller's context
+ * (kernel_ctx, kernels.h) current. */
 #include <library_types.h>
 #include <stddef.h>
 #include <stdint.h>

@@ -44,16 +44,18 @@
  * capture mode (memory.c, mem_alloc_relaxed), so it neither fails nor
  * breaks another thread's global-mode capture.
  *
- * A workspace is kept for the process's life: the shim does not hear of a
+ * A workspace is kept for its context's life: the shim does not hear of a
  * stream's destruction, a destroyed stream's last matmul may still be using
  * its workspace, and a handle of a destroyed stream cannot be asked
  * anything (it may be another stream's by now). So each device lends at
- * most ROUTE_LT_WORKSPACES (129 MiB of device memory at most), enough for
- * every stream a PyTorch program has (route_lt.h); a stream beyond that,
- * or one whose allocation failed at its first call (not tried again on
- * every call), gets none and every call on it says why in its reason. A
- * slot whose context id changed forgets its buffer without freeing it: it
- * went with the old context.
+ * most ROUTE_LT_WORKSPACES (129 MiB of device memory at most) to the
+ * streams of its live contexts, enough for every stream a PyTorch program
+ * has (route_lt.h); a stream beyond that, or one whose allocation failed at
+ * its first call (not tried again on every call), gets none and every call
+ * on it says why in its reason. A context that is gone (a new id at its
+ * address, or cuCtxGetId refusing it: ../base/ctx_table.h) gives its
+ * workspaces' count back to its device without freeing them: they went
+ * with it.
  *
  * Everything fallible goes through the call table (sys.h), so tests can
  * make each step fail. */
