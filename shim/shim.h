@@ -28,6 +28,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "../kernels/kernels.h"
 #include "../policy/names.h"
 #include "../policy/policy.h"
 #include "base/base.h"
@@ -297,12 +298,6 @@ void decode_failure(const gs_gemm *g, char *buf, size_t len);
  * cached per context. Never synchronises. Returns NULL when found (c->device
  * and c->sm set), else a static string saying why not (both left -1). */
 const char *device_of_call(gs_call *c);
-/* ctx's compute capability (major*10 + minor) if device_of_call has cached
- * it, else -1; makes no driver call. */
-int device_cached_sm(void *ctx);
-/* Whether the context a table kept as (ctx, id) has gone (destroyed, or its
- * handle now names another context): its slot may be given to another. */
-int device_ctx_gone(void *ctx, unsigned long long id);
 void device_handle_created(void *handle);
 void device_handle_destroyed(void *handle);
 
@@ -342,6 +337,13 @@ const char *route_check_lt(const gs_gemm *g); /* attributes, orders, epilogue, s
 /* The GemmEx family's handle math mode (cublasMath_t without its flag
  * bits) into *mode; NULL, or why it could not be read. */
 const char *route_handle_math(const gs_gemm *g, unsigned *mode);
+/* What the kernels need of call c's context (kernels.h), from its device
+ * lookup; a route makes one per call and passes it to every load and
+ * launch the call makes. */
+kernel_ctx route_kernel_ctx(const gs_call *c);
+/* The call's kernels loaded in its context: NULL, or why not (the driver
+ * not found, or kernels_ready's reason). */
+const char *route_kernels_ready(kernel_ctx *kc);
 
 /* "route_ffma.c": bf16/fp16 GEMMs as fp32 GEMMs through the cast kernels. */
 int route_ffma(gs_call *c);

@@ -69,7 +69,7 @@ cublasStatus_t route_lt_matmul(cublasLtHandle_t h, const route_lt_plan *p, const
  * tried again), or its device's ROUTE_LT_WORKSPACES are taken. Only
  * outside capture (the routes decline in capture first). */
 #define ROUTE_LT_WORKSPACE ((size_t)1 << 20)
-/* Per device, for the process's life (route_lt.c says why): PyTorch's
+/* Per device, for its live contexts (route_lt.c says why): PyTorch's
  * streams of one device are the default stream and at most
  * max_compile_time_stream_priorities (4) x kStreamsPerPool (32) pool
  * streams, created once and never destroyed (c10/cuda/CUDAStream.h and
@@ -84,7 +84,7 @@ size_t route_lt_plans_set_limit(size_t n);
 /* Plans kept, and how many were ever built. */
 size_t route_lt_plans_live(void);
 uint64_t route_lt_plans_built(void);
-/* Workspaces lent on device d (slots holding memory). */
+/* Workspaces lent on device d by its live contexts. */
 size_t route_lt_workspaces_lent(int device);
 
 #endif
