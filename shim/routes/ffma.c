@@ -133,15 +133,14 @@ static const char *plan(const gs_call *c, ffma_plan *p) {
   p->own_bias = g->bias && g->bias_type != F32 && (g->epilogue & CUBLASLT_EPILOGUE_BIAS);
   /* A widened bias with a batch stride: one vector of m per member. */
   int64_t bias_members = p->bias_stride ? g->batch : 1;
-  size_t sizes[4] = {
-      (size_t)(p->a_rows * p->a_cols * g->batch) * 4,
-      (size_t)(p->b_rows * p->b_cols * g->batch) * 4,
-      p->own_out ? (size_t)(g->m * g->n * g->batch) * 4 : 0,
-      p->own_bias ? (size_t)(g->m * bias_members) * 4 : 0,
+  const transient_part parts[4] = {
+      {p->a_rows, p->a_cols, g->batch, 4},
+      {p->b_rows, p->b_cols, g->batch, 4},
+      {g->m, g->n, p->own_out ? g->batch : 0, 4},
+      {g->m, bias_members, p->own_bias ? 1 : 0, 4},
   };
-  p->bytes = transient_layout(sizes, p->off, 4);
-  if (p->bytes > gs_opt.ffma_max_bytes) return "needs more transient memory than GEMMSHIM_FFMA_MAX_BYTES";
-  return NULL;
+  return transient_plan(parts, 4, gs_opt.ffma_max_bytes, "needs more transient memory than GEMMSHIM_FFMA_MAX_BYTES",
+                        p->off, &p->bytes);
 }
 
 /* ---- casts in ---------------------------------------------------------------- */

@@ -43,6 +43,8 @@
  *   compute also: 64f 16f
  *   algo                      cublasGemmAlgo_t value (GemmEx family) [-1: DEFAULT]
  *   call_m call_n call_k call_batch   sizes as passed (GemmEx family) [as above]
+ *   call_sab                  A's and B's batch stride as passed (strided
+ *                             GemmEx forms) [as allocated]
  *   lt only: dt (D's type as passed in its layout) [c];
  *   lt only: epi (default relu bias relu_bias gelu gelu_bias) [default];
  *            bias (unset bf16 fp16 fp32: BIAS_DATA_TYPE) [unset: D's type];
@@ -242,6 +244,7 @@ typedef struct spec {
   int64_t apad, bpad, cpad; /* INT64_MIN: pad */
   int algo;
   int64_t call_m, call_n, call_k, call_batch; /* INT64_MIN: as allocated */
+  int64_t call_sab;                            /* INT64_MIN: as allocated */
   uint64_t seed;                               /* 0: the run's seed + the call's index */
   int ndattr;
   struct { int id; int64_t value; } dattr[4]; /* Lt descriptor attributes to set */
@@ -280,7 +283,7 @@ static int parse_spec(const char *text, int index, spec *s) {
   s->bt = s->dt = (cudaDataType)-1;
   s->apad = s->bpad = s->cpad = INT64_MIN;
   s->algo = CUBLAS_GEMM_DEFAULT;
-  s->call_m = s->call_n = s->call_k = s->call_batch = INT64_MIN;
+  s->call_m = s->call_n = s->call_k = s->call_batch = s->call_sab = INT64_MIN;
   char *copy = strdup(text), *save = NULL;
   int bad = !copy;
   for (char *kv = copy ? strtok_r(copy, ",", &save) : NULL; kv && !bad; kv = strtok_r(NULL, ",", &save)) {
@@ -314,6 +317,7 @@ static int parse_spec(const char *text, int index, spec *s) {
     else if (!strcmp(kv, "call_n")) s->call_n = atoll(v);
     else if (!strcmp(kv, "call_k")) s->call_k = atoll(v);
     else if (!strcmp(kv, "call_batch")) s->call_batch = atoll(v);
+    else if (!strcmp(kv, "call_sab")) s->call_sab = atoll(v);
     else if (!strcmp(kv, "pad")) s->pad = atoll(v);
     else if (!strcmp(kv, "spad")) s->spad = atoll(v);
     else if (!strcmp(kv, "alpha")) s->alpha = strtof(v, NULL);
@@ -659,6 +663,7 @@ static void gemm_issue(gemm *g, session *x) {
     g->math_before = math_now(h);
   }
   int m = (int)s->call_m, n = (int)s->call_n, k = (int)s->call_k, batch = (int)s->call_batch;
+  int64_t sa = s->call_sab == INT64_MIN ? g->sa : s->call_sab, sb = s->call_sab == INT64_MIN ? g->sb : s->call_sab;
   switch (s->api) {
   case API_EX:
     g->status = cublasGemmEx(h, s->ta, s->tb, m, n, k, alpha, A, s->ab, (int)g->lda, B, s->bt, (int)g->ldb, beta, C,
@@ -669,13 +674,13 @@ static void gemm_issue(gemm *g, session *x) {
                                 g->ldb, beta, C, s->c, g->ldc, s->compute, algo);
     break;
   case API_STRIDED:
-    g->status = cublasGemmStridedBatchedEx(h, s->ta, s->tb, m, n, k, alpha, A, s->ab, (int)g->lda, g->sa, B, s->bt,
-                                           (int)g->ldb, g->sb, beta, C, s->c, (int)g->ldc, g->sc, batch, s->compute,
+    g->status = cublasGemmStridedBatchedEx(h, s->ta, s->tb, m, n, k, alpha, A, s->ab, (int)g->lda, sa, B, s->bt,
+                                           (int)g->ldb, sb, beta, C, s->c, (int)g->ldc, g->sc, batch, s->compute,
                                            algo);
     break;
   case API_STRIDED64:
     g->status = cublasGemmStridedBatchedEx_64(h, s->ta, s->tb, s->call_m, s->call_n, s->call_k, alpha, A, s->ab,
-                                              g->lda, g->sa, B, s->bt, g->ldb, g->sb, beta, C, s->c, g->ldc, g->sc,
+                                              g->lda, sa, B, s->bt, g->ldb, sb, beta, C, s->c, g->ldc, g->sc,
                                               s->call_batch, s->compute, algo);
     break;
   case API_BATCHED:

@@ -360,6 +360,39 @@ def test_max_bytes_boundary(client, standin, tmp_path, api, spec):
     assert res.counts["cuMemAllocFromPoolAsync"] == 0
 
 
+@pytest.mark.parametrize("mode,cc,option", [("ffma", "6.1", "GEMMSHIM_FFMA_MAX_BYTES"),
+                                             ("fp8", "9.0", "GEMMSHIM_FP8_MAX_BYTES")])
+@pytest.mark.parametrize("batch", [2**40, 2**40 + 1])
+def test_sizes_past_the_arithmetic_decline_first(client, standin, tmp_path, mode, cc, option, batch):
+    """cublasGemmStridedBatchedEx_64 at m = n = k = 2048 with A and B
+    broadcast (batch stride 0) over 2^40 or 2^40 + 1 members: widened to
+    fp32, A alone is 2048 * 2048 * 2^40 * 4 bytes, 2^64 exactly, and one
+    member more wraps a 64-bit product to 16 MiB. Every size is checked
+    before anything is allocated: the call runs native with the cap's
+    reason, having allocated and launched nothing, and returns what cuBLAS
+    returns for it (the stand-in's C, stored for one member, is too short
+    for 2^40: EXECUTION_FAILED with a "standin:" line saying so, C
+    untouched)."""
+    args = [client, gemm("huge", "strided64", m=2048, n=2048, k=2048, batch=1, call_batch=batch, call_sab=0)]
+    got = {}
+    for shim in (False, True):
+        log, counts = tmp_path / f"{shim}.jsonl", tmp_path / f"{shim}.counts"
+        env = {**BASE_ENV, "STANDIN_CC": cc, "GEMMSHIM_MODE": mode, "GEMMSHIM_LOG": str(log),
+               "STANDIN_COUNTS": str(counts)}
+        r = run(args, standin[13], shim=shim, env=env)
+        assert r.returncode == 0, r.describe()
+        assert "C (" in r.stderr and "runs past the end of its device allocation" in r.stderr, r.describe()
+        got[shim] = (r.calls, read_log(log) if shim else [], standin_counts(counts))
+    (native, _, native_counts), (calls, recs, counts) = got[False], got[True]
+    assert [(c["status"], c["ok"]) for c in calls] == [(c["status"], c["ok"]) for c in native] == \
+        [(str(EXECUTION_FAILED), "1")]
+    want = (mode, "native", f"GEMMSHIM_MODE={mode}; {mode} declined: needs more transient memory than {option}; "
+                            "ran native", EXECUTION_FAILED)
+    assert [(x["decided"], x["route"], x["reason"], x["status"]) for x in recs] == [want], recs
+    assert counts["cuMemAllocFromPoolAsync"] == counts["cuMemAlloc_v2"] - native_counts["cuMemAlloc_v2"] == 0
+    assert counts["cuLaunchKernel"] == 0
+
+
 POOL_OOM = "cuMemAllocFromPoolAsync: out of device memory, after the pool gave back what it held unused"
 
 
