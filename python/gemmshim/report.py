@@ -636,7 +636,7 @@ class PlotData:
         self.route.append(ri)
 
 
-ROUTE_COLORS = {"native": "#4c72b0", "ffma": "#dd8452", "fp8": "#55a868"}
+ROUTE_COLORS = {"native": "#4c72b0", "ffma": "#dd8452", "fp8": "#55a868", "fp16": "#c44e52"}
 
 
 def write_plot(path, summary, all_shapes, data, top):
