@@ -25,6 +25,12 @@ typedef struct fp16_launch {
   int sm;
 } fp16_launch;
 
+/* NULL when l's context has the fp16 kernels (the modules are loaded on
+ * first use), else why not (static string): a device below sm_70, or the
+ * module's load failing (module.h: the file is optional, so the other
+ * kernels load without it). */
+const char *fp16_kernels_ready(const fp16_launch *l);
+
 /* One bf16 operand, rows x cols per member: member b at src + b*stride
  * (stride 0: one matrix for every member), or, with src_array, at the
  * device pointer src[b]. Its fp16 copy goes to dst, dense (ld = rows,

@@ -7,7 +7,7 @@
  * largest finite magnitude lands in [2^15, 2^16): inside fp16's range
  * (65504) and at its top. A bf16 value has 8 significant bits, fp16 11, so
  * every value the scale brings to 2^-14 or above converts exactly; only
- * values more than about 2^-29 below the operand's largest lose bits (and
+ * values more than about 2^32 below the operand's largest lose bits (and
  * below about 2^-40 of it they become 0). Three kernels a call:
  *
  *   gs_fp16_amax  the largest finite |x| of A and of B, as partial maxima,

@@ -221,6 +221,15 @@ static CUresult launch_check(const fp16_launch *l) {
   return l->sm >= 70 ? CUDA_SUCCESS : CUDA_ERROR_NOT_SUPPORTED;
 }
 
+const char *fp16_kernels_ready(const fp16_launch *l) {
+  if (launch_check(l) != CUDA_SUCCESS) return "no fp16 tensor cores (sm_70 or newer)";
+  CUfunction f;
+  const char *why = NULL;
+  if (kernels_function(l->ctx, GS_K_gs_fp16_amax, &f, &why) != CUDA_SUCCESS)
+    return why ? why : "the fp16 kernels could not be found";
+  return NULL;
+}
+
 CUresult fp16_scale_operands(const fp16_launch *l, const fp16_operand *a, const fp16_operand *b,
                              uint32_t *scratch, gs_fp16_scales *scales, const void *alpha, const void *beta,
                              int device_scalars, int direct) {

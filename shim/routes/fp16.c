@@ -9,7 +9,7 @@
  * into transient buffers (kernels/fp16.cu: two launches), multiplied by
  * cuBLAS in fp16 with fp32 accumulation, and unscaled exactly. The scale is
  * per tensor, over all batch members: one scale keeps one alpha, so the GEMM
- * can write an fp32 D itself; a member more than ~2^29 below the tensor's
+ * can write an fp32 D itself; a member more than ~2^32 below the tensor's
  * largest value loses low bits (docs/fp16.md).
  *
  * Where the GEMM writes: an fp32 D that cuBLAS can take with alpha on the
@@ -304,7 +304,9 @@ int route_fp16(gs_call *c) {
   }
   why = transient_capture_why(c);
   if (why) return fp16_decline(c, why);
+  const fp16_launch l = {(CUcontext)c->ctx, (CUstream)c->g.stream, c->sm};
   why = kernels_ready((CUcontext)c->ctx);
+  if (!why) why = fp16_kernels_ready(&l);
   if (why) {
     snprintf(why_buf, sizeof why_buf, "kernels not loaded (%s)", why);
     return fp16_decline(c, why_buf);
@@ -314,7 +316,6 @@ int route_fp16(gs_call *c) {
   if (why) return fp16_decline(c, why);
   call_work_begin(c, GS_ROUTE_FP16);
   char *base = (char *)(uintptr_t)t.ptr;
-  const fp16_launch l = {(CUcontext)c->ctx, (CUstream)c->g.stream, c->sm};
   CUresult r = scale_operands(c, &p, &l, base);
   if (r != CUDA_SUCCESS) {
     transient_release(&t);
