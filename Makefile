@@ -70,6 +70,7 @@ $(SHIM_SO): $(SHIM_OBJ) shim/exports.map
 TEST_STEPS :=
 -include kernels/kernels.mk
 -include kernels/fp8.mk
+-include kernels/fp16.mk
 include tests/standin/standin.mk
 include tests/unit/unit.mk
 include tests/integration/integration.mk

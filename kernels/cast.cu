@@ -13,7 +13,7 @@
  * no shape leaves warps idle. (gridDim.x reaches 2^31 - 1 blocks, 2^42
  * elements; no loop, so nothing is kept live across chunks.)
  * Finding a chunk's column and member takes two divisions by launch
- * constants, done as multiplies (gs_cast_div).
+ * constants, done as multiplies (divide.h).
  *
  * A chunk starts at a 4-element boundary of memory and is moved as two
  * 4-element vector accesses, both loads issued before either store: on the
@@ -35,6 +35,7 @@
 
 #include "cast.h"
 #include "convert.h"
+#include "divide.h"
 
 template <int E> struct elem;
 template <> struct elem<GS_ELEM_F32> { typedef uint32_t bits; };
@@ -74,27 +75,14 @@ template <typename T> static __device__ __forceinline__ void store4(T *p, const 
   }
 }
 
-static __device__ __forceinline__ uint64_t mulhi64(uint64_t a, uint64_t b) {
-#if defined(GS_EMU)
-  return (uint64_t)(((unsigned __int128)a * b) >> 64);
-#else
-  return __nvvm_mulhi_ull(a, b);
-#endif
-}
-
-static __device__ __forceinline__ uint64_t div_by(uint64_t n, const gs_cast_div &d) {
-  uint64_t t = mulhi64(d.magic, n);
-  return (t + ((n - t) >> d.sh1)) >> d.sh2;
-}
-
 /* Chunk c (counted from the operand's first) of operand p. */
 template <int S, int D>
 static __device__ __forceinline__ void cast_chunk(const gs_cast_operand &p, uint64_t c) {
   typedef typename elem<S>::bits sbits;
   typedef typename elem<D>::bits dbits;
-  const uint64_t col_all = div_by(c, p.per_col);
+  const uint64_t col_all = gs_div_by(c, p.per_col);
   const int64_t j = (int64_t)(c - col_all * p.per_col.d);
-  const uint64_t b = div_by(col_all, p.per_member);
+  const uint64_t b = gs_div_by(col_all, p.per_member);
   const int64_t col = (int64_t)(col_all - b * p.per_member.d);
   const sbits *s = p.src_array ? ((const sbits *const *)p.src)[b]
                                : (const sbits *)p.src + (int64_t)b * p.stride_src;

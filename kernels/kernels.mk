@@ -42,6 +42,10 @@ KERNELS_PTX_ISA_fp8_gemm_mma := 8.4
 KERNELS_PTX_TARGET_fp8_quantize_sm89 := sm_89
 KERNELS_PTX_ISA_fp8_quantize_sm89 := 8.1
 $(BUILD)/kernels/fp8_quantize_sm89.ptx: kernels/fp8_quantize.cu
+# fp16.cu: the fp16 route's kernels, for devices with fp16 tensor cores
+# (sm_70+, where the route runs); sm_70 needs PTX ISA 6.0.
+KERNELS_PTX_TARGET_fp16 := sm_70
+KERNELS_PTX_ISA_fp16 := 6.0
 kernels_target = $(or $(KERNELS_PTX_TARGET_$1),$(KERNELS_PTX_TARGET))
 kernels_isa = $(or $(KERNELS_PTX_ISA_$1),$(KERNELS_PTX_ISA))
 kernels_isa_flag = $(if $(KERNELS_PTX_ISA_$1),--cuda-feature=+ptx$(subst .,,$(KERNELS_PTX_ISA_$1)))

@@ -80,6 +80,7 @@ static const named_value route_names[] = {
     {GS_ROUTE_NATIVE, "native"},
     {GS_ROUTE_FFMA, "ffma"},
     {GS_ROUTE_FP8, "fp8"},
+    {GS_ROUTE_FP16, "fp16"},
 };
 
 /* Callers, with the file-name stem of each library's objects (after "lib"),

@@ -23,6 +23,7 @@ typedef enum gs_route {
   GS_ROUTE_NATIVE = 0,
   GS_ROUTE_FFMA,
   GS_ROUTE_FP8,
+  GS_ROUTE_FP16,
   GS_ROUTE_COUNT
 } gs_route;
 
@@ -66,7 +67,7 @@ int gs_compute_parse(const char *s, size_t len);
 const char *gs_api_name(gs_api api);
 int gs_api_parse(const char *s, size_t len);
 
-/* gs_route: "native", "ffma", "fp8". */
+/* gs_route: "native", "ffma", "fp8", "fp16". */
 const char *gs_route_name(gs_route route);
 int gs_route_parse(const char *s, size_t len);
 

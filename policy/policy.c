@@ -31,11 +31,20 @@
 
 /* ------------------------------------------------------------------------ */
 /* Built-in rules. GPUs before sm_80 have no bf16 tensor cores, so there a
- * bf16 GEMM with fp32 accumulation goes to the ffma route; everything else
- * stays with cuBLAS. */
+ * bf16 GEMM with fp32 accumulation leaves cuBLAS's bf16 path: on sm_7.x,
+ * whose fp16 tensor cores run 5-18 times its bf16 rate, to the fp16 route;
+ * on sm_6.x, which has none, to the ffma route. Everything else stays with
+ * cuBLAS. */
 static const policy_rule builtin_rules[] = {
+    {.route = GS_ROUTE_FP16,
+     .has_sm = 1, .sm_lo = SM(7, 0), .sm_hi = SM(7, 5),
+     .ab_types = TYPE_BIT(CUDA_R_16BF),
+     .c_types = ANY_TYPES,
+     .compute_types = COMPUTE_BIT(CUBLAS_COMPUTE_32F),
+     .apis = ANY_APIS,
+     .callers = APP_CALLER},
     {.route = GS_ROUTE_FFMA,
-     .has_sm = 1, .sm_lo = SM(6, 0), .sm_hi = SM(7, 5),
+     .has_sm = 1, .sm_lo = SM(6, 0), .sm_hi = SM(6, 9),
      .ab_types = TYPE_BIT(CUDA_R_16BF),
      .c_types = ANY_TYPES,
      .compute_types = COMPUTE_BIT(CUBLAS_COMPUTE_32F),

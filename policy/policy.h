@@ -6,7 +6,7 @@
  * Policy file format (GEMMSHIM_POLICY=path), one rule per line:
  *
  *     # comment; blank lines are ignored
- *     <route> [key=value ...]          route: native | ffma | fp8
+ *     <route> [key=value ...]          route: native | ffma | fp8 | fp16
  *     builtin off                      drop the built-in rules
  *
  * Keys, each optional (absent = any), each at most once per line:
@@ -30,7 +30,8 @@
  * built-in ones, unless the file says "builtin off".
  *
  * Built-in rules:
- *     ffma sm=6.0-7.5 ab=bf16 compute=32f
+ *     fp16 sm=7.0-7.5 ab=bf16 compute=32f
+ *     ffma sm=6.0-6.9 ab=bf16 compute=32f
  *     native
  */
 #ifndef GEMMSHIM_POLICY_H

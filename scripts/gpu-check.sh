@@ -5,14 +5,21 @@
 #               from a machine that has it), and the GPU programs of tests/gpu
 #   2. correct  every route against a float64 reference on fresh random data
 #               with poisoned outputs, over the real driver and cuBLAS: the
-#               integration suite (native, ffma) under its three loading
-#               patterns, route_check (native, ffma, fp8 with each backend),
-#               the cast kernels bit for bit
+#               integration suite (native, ffma; fp16 linked) under its
+#               loading patterns, route_check (native, ffma, fp16, fp8 with
+#               each backend), the cast kernels bit for bit
 #   3. bench    ffma vs native bf16, ffma vs sgemm, the cast kernels vs a
-#               device copy, fp8 vs native bf16 per backend, torch._scaled_mm
-#   4. train    scripts/train.py native, ffma, fp8 and fp32; losses compared
-#   5. memcheck compute-sanitizer over short ffma and fp8 runs (last: the
-#               slowest step, and the one a short budget can best do without)
+#               device copy, fp8 vs native bf16 per backend, fp16 vs native
+#               bf16, torch._scaled_mm
+#   4. train    scripts/train.py native, ffma, fp16, fp8 and fp32; losses
+#               compared
+#   5. memcheck compute-sanitizer over short ffma, fp16 and fp8 runs (last:
+#               the slowest step, and the one a short budget can best do
+#               without)
+# The fp16 route runs forced (GEMMSHIM_MODE=fp16) on any GPU with fp16 tensor
+# cores (compute capability 7.0 and newer; skipped below): its numerics and
+# kernels are checked everywhere, its speed means something on sm_70-75
+# only (elsewhere native bf16 has tensor cores of its own).
 #   6. report   a markdown table (results.md) and a short table, printed last
 #
 # Every step runs under `timeout`, writes its output to logs/<step>.log in
@@ -97,6 +104,7 @@ TRAIN_ARGS=(--steps 40 --warmup 5 --layers 4 --d-model 512 --heads 8 --seq 256 -
 FP8_REQUIRED_APIS=(cublasGemmEx cublasGemmEx_64 cublasGemmStridedBatchedEx cublasGemmStridedBatchedEx_64 cublasLtMatmul)
 ALL_APIS=(cublasGemmEx cublasGemmEx_64 cublasGemmStridedBatchedEx cublasGemmStridedBatchedEx_64
   cublasGemmBatchedEx cublasGemmBatchedEx_64 cublasLtMatmul)
+FP16_ENV=(GEMMSHIM_MODE=fp16 GEMMSHIM_FP16_MIN_FLOPS=0 GEMMSHIM_FP16_MAX_BYTES=8G)
 
 # ---- bookkeeping ----------------------------------------------------------
 FAILED=0
@@ -166,6 +174,15 @@ shim_env() { # name -> words for `env`
 
 # ---- prerequisites --------------------------------------------------------
 have() { command -v "$1" >/dev/null 2>&1; }
+
+# Whether the device has fp16 tensor cores (7.0 and newer): the fp16 route's
+# steps run only there. The stand-in's device is a 9.0.
+fp16_device() {
+  [ "$MODE" != gpu ] && return 0
+  local cc
+  cc=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -n 1 | tr -d ' ') || return 1
+  [ -n "$cc" ] && [ "${cc%%.*}" -ge 7 ] 2>/dev/null
+}
 
 first_dir_with() { # file dir... -> the first dir holding file
   local f=$1 d
@@ -380,6 +397,20 @@ step_correctness() {
     "$GPU_BIN/route_check" --set=aligned,odd --tol=exact
   routes_step route-ffma --expect '*=ffma'
 
+  if fp16_device; then
+    mapfile -t renv < <(shim_env route-fp16)
+    run_step route-fp16 120 env "${penv[@]}" "${renv[@]}" "${FP16_ENV[@]}" "$GPU_BIN/route_check" --set=aligned,odd \
+      --tol=exact
+    routes_step route-fp16 --expect '*=fp16'
+    if [ "$suite_ok" = 1 ] || [ "$MODE" = dry ]; then
+      mapfile -t renv < <(shim_env suite-fp16-linked)
+      run_step suite-fp16-linked 90 env "${penv[@]}" "${renv[@]}" "${FP16_ENV[@]}" "$INTEG/client_linked_cu13"
+      routes_step suite-fp16-linked --expect-some cublasGemmEx=fp16 --expect-some cublasLtMatmul=fp16
+    fi
+  else
+    skip_step route-fp16 "no fp16 tensor cores (compute capability below 7.0)"
+  fi
+
   local backend sets
   for backend in own own-mma cublaslt; do
     # cuBLASLt fp8 takes only 16-aligned shapes; the shim's kernels take any
@@ -412,6 +443,12 @@ step_memcheck() {
     run_step memcheck-fp8 150 env "${penv[@]}" "${renv[@]}" GEMMSHIM_MODE=fp8 GEMMSHIM_FP8_BACKEND=own \
       "${san[@]}" "$GPU_BIN/route_check" --set=small --tol=fp8 --iters=2
     routes_step memcheck-fp8 --expect-some cublasGemmEx=fp8/own --expect-some cublasLtMatmul=fp8/own
+    if fp16_device; then
+      mapfile -t renv < <(shim_env memcheck-fp16)
+      run_step memcheck-fp16 150 env "${penv[@]}" "${renv[@]}" "${FP16_ENV[@]}" \
+        "${san[@]}" "$INTEG/client_linked_cu13" --invalid=0
+      routes_step memcheck-fp16 --expect-some cublasGemmEx=fp16 --expect-some cublasLtMatmul=fp16
+    fi
   else
     skip_step memcheck "compute-sanitizer not found"
   fi
@@ -452,6 +489,19 @@ step_benchmarks() {
       --expect-counts "$RESULTS/bench/$name.jsonl"
   done
 
+  if fp16_device; then
+    pol=$(policy_file fp16)
+    name=bench-fp16-bf16
+    mapfile -t benv < <(shim_env "$name")
+    run_step "$name" 120 env "${penv[@]}" "${benv[@]}" GEMMSHIM_POLICY="$pol" GEMMSHIM_FP16_MIN_FLOPS=0 \
+      GEMMSHIM_FP16_MAX_BYTES=8G "$GPU_BIN/gemm_bench" --pair=fp16-bf16 --shapes=$FFMA_SHAPES "${BENCH_TIMING[@]}" \
+      --trace --max-seconds=100 --json="$RESULTS/bench/$name.jsonl"
+    routes_step "$name" --expect cublasGemmEx=fp16 --expect cublasGemmEx_64=native \
+      --expect-counts "$RESULTS/bench/$name.jsonl"
+  else
+    skip_step bench-fp16-bf16 "no fp16 tensor cores (compute capability below 7.0)"
+  fi
+
   if [ -n "$TORCH_VERSION" ] || [ "$MODE" = dry ]; then
     run_step scaled-mm 120 "$PYTHON" scripts/bench_scaled_mm.py --shapes "$SCALED_MM_SHAPES" \
       --json "$RESULTS/bench/scaled-mm.jsonl"
@@ -466,13 +516,16 @@ step_training() {
     return 0
   fi
   local run mode extra
-  for run in native ffma fp8 fp32; do
+  local runs=(native ffma fp8 fp32)
+  fp16_device && runs+=(fp16)
+  for run in "${runs[@]}"; do
     local -a tenv
     mapfile -t tenv < <(shim_env "train-$run")
     extra=()
     case $run in
       native) mode=native ;;
       ffma) mode=ffma; tenv+=(GEMMSHIM_FFMA_MIN_FLOPS=0) ;;
+      fp16) mode=fp16; tenv+=(GEMMSHIM_FP16_MIN_FLOPS=0) ;;
       fp8) mode=fp8 ;;
       fp32) mode=native; extra=(--no-autocast) ;;
     esac
@@ -482,6 +535,7 @@ step_training() {
   routes_step train-native --steps "$RESULTS/train/native.json" --expect '*=native'
   routes_step train-ffma --steps "$RESULTS/train/ffma.json" --expect-some '*=ffma'
   routes_step train-fp8 --steps "$RESULTS/train/fp8.json" --expect-some '*=fp8' --expect-steady-sites fp8
+  fp16_device && routes_step train-fp16 --steps "$RESULTS/train/fp16.json" --expect-some '*=fp16'
   run_step train-compare 30 "$PYTHON" scripts/gpu_report.py train-compare "$RESULTS"
 }
 

@@ -18,6 +18,8 @@ the loss of step 0, "first"; relative to the native bf16 run):
         most 2% (the fp8 bound): ffma keeps bf16 activations and outputs, so
         it may differ from native by rounding, never by more than removing
         bf16 altogether does.
+  fp16  as ffma (exact like it: the same fp32-accumulated sums, rounded to
+        bf16 alike); absent (no fp16 tensor cores) is not a failure.
   fp8   final within 2%.
 """
 import json
@@ -91,7 +93,7 @@ def shape_str(r):
 
 # ---- train-compare ------------------------------------------------------------
 def train_compare(results):
-    runs = {name: load_json(os.path.join(results, "train", f"{name}.json")) for name in ("native", "ffma", "fp8", "fp32")}
+    runs = {name: load_json(os.path.join(results, "train", f"{name}.json")) for name in ("native", "ffma", "fp16", "fp8", "fp32")}
     checks, rows = [], []
 
     def check(name, ok, detail):
@@ -107,10 +109,10 @@ def train_compare(results):
     if native and runs["fp32"]:
         noise = rel(runs["fp32"]["final_window_loss"], native["final_window_loss"])
     ffma_tol = FFMA_FINAL_CEIL if noise is None else min(max(noise, FFMA_FINAL_FLOOR), FFMA_FINAL_CEIL)
-    for name in ("ffma", "fp8", "fp32"):
+    for name in ("ffma", "fp16", "fp8", "fp32"):
         r = runs[name]
         if not r:
-            if name != "fp32":
+            if name not in ("fp32", "fp16"):
                 check(f"{name} run", False, f"no summary (train-{name} failed)")
             continue
         row = {"run": name, "first": r["first_loss"], "final": r["final_window_loss"], "finite": r["finite"],
@@ -119,10 +121,10 @@ def train_compare(results):
             row["d_first"] = rel(r["first_loss"], native["first_loss"])
             row["d_final"] = rel(r["final_window_loss"], native["final_window_loss"])
             row["time_ratio"] = r["mean_step_ms"] / native["mean_step_ms"]
-            if name == "ffma":
-                check("ffma first loss", r["finite"] and row["d_first"] <= FFMA_FIRST_TOL,
+            if name in ("ffma", "fp16"):
+                check(f"{name} first loss", r["finite"] and row["d_first"] <= FFMA_FIRST_TOL,
                       f"{pct(row['d_first'])} from native (tolerance {pct(FFMA_FIRST_TOL)})")
-                check("ffma final loss", r["finite"] and row["d_final"] <= ffma_tol,
+                check(f"{name} final loss", r["finite"] and row["d_final"] <= ffma_tol,
                       f"{pct(row['d_final'])} from native (tolerance {pct(ffma_tol)}"
                       + (f": the fp32 run is {pct(noise)} away)" if noise is not None else ", no fp32 run)"))
             if name == "fp8":
@@ -199,7 +201,7 @@ def report(results):
     steps = read_steps(results)
     bench = {name: load_jsonl(os.path.join(results, "bench", f"{name}.jsonl"))
              for name in ("cast-bench", "bench-ffma-bf16", "bench-ffma-sgemm", "bench-fp8-own", "bench-fp8-cublaslt",
-                          "scaled-mm")}
+                          "bench-fp16-bf16", "scaled-mm")}
     train = load_json(os.path.join(results, "train_compare.json"))
     md, headline = [], []
     device = next((r for recs in bench.values() for r in recs if r.get("kind") == "device"), {})
@@ -234,6 +236,22 @@ def report(results):
     md += md_table(("step", "result", "s", "note"),
                    [(s["step"], s["status"], s["seconds"], s["note"].replace("|", "/")) for s in steps])
     md.append("")
+
+    try:
+        rows = gemm_rows(bench["bench-fp16-bf16"], "fp16-bf16")
+        if rows:
+            cc = str(env.get("compute_cap") or device.get("sm", ""))
+            md.append("#### fp16 route vs native bf16 (cublasGemmEx vs cublasGemmEx_64, one process)")
+            if not cc.startswith("7."):
+                md.append(f"Compute capability {cc or '?'}: the route ran forced for its numerics; its speed counts "
+                          "on sm_70-75 only, where native bf16 has no tensor cores.")
+            route_warning("bench-fp16-bf16")
+            md += md_table(("m x n x k", "fp16 ms", "fp16 TFLOP/s", "native ms", "native TFLOP/s", "fp16/native time"),
+                           [(shape_str(r), f"{r['a']['ms']:.3f}", f"{r['a']['tflops']:.1f}", f"{r['b']['ms']:.3f}",
+                             f"{r['b']['tflops']:.1f}", f"{r['ratio_a_over_b']:.2f}") for r in rows])
+            md.append("")
+    except (KeyError, TypeError, ValueError, ZeroDivisionError) as e:
+        section_error("fp16 vs native bf16", e)
 
     try:
         rows = gemm_rows(bench["bench-ffma-bf16"], "ffma-bf16")
@@ -352,7 +370,7 @@ def report(results):
                           f"{s['calls_expected_per_step']} calls; sites are keyed on caller and shape, so 3 per distinct "
                           f"shape, {s['sites_expected_if_per_shape']}, is what one site per GEMM of each shape gives)")
             for r in train["runs"]:
-                if r["run"] in ("ffma", "fp8"):
+                if r["run"] in ("ffma", "fp16", "fp8"):
                     headline.append((f"train {r['run']} vs native", f"final {pct(r['d_final'])}",
                                      f"step time x{r['time_ratio']:.2f}"))
             md.append("")

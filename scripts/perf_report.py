@@ -7,8 +7,9 @@ true when the kernels change (`make perf-report`):
   1. per kernel and GPU target: registers, spills, stack, shared memory
      (ptxas -v) and the occupancy that follows (the CUDA C++ Programming
      Guide's per-capability limits, the occupancy calculator's allocation
-     rules). sm_61 with ptxas 12.9 from PyPI's nvidia-cuda-nvcc-cu12 (CUDA
-     13's ptxas refuses sm_61), sm_75/80/89/90 with the toolkit's ptxas;
+     rules). sm_61 and sm_70 with ptxas 12.9 from PyPI's
+     nvidia-cuda-nvcc-cu12 (CUDA 13's ptxas refuses both), sm_75/80/89/90
+     with the toolkit's ptxas;
   2. SASS instructions per element of the sm_89 quantize kernel's hot path
      on sm_90 (nvdisasm from PyPI's nvidia-cuda-nvdisasm);
   3. per route, in steady state, the kernel launches and library calls per
@@ -37,6 +38,7 @@ import tempfile
 # units of 256, warps allocated per SM sub-partition (4 of them).
 LIMITS = {
     "sm_61": dict(threads=2048, blocks=32, smem=96 * 1024, smem_unit=256, gpu="GTX 1080 class (Pascal)"),
+    "sm_70": dict(threads=2048, blocks=32, smem=96 * 1024, smem_unit=256, gpu="V100 (Volta)"),
     "sm_75": dict(threads=1024, blocks=16, smem=64 * 1024, smem_unit=256, gpu="Turing"),
     "sm_80": dict(threads=2048, blocks=32, smem=164 * 1024, smem_unit=128, gpu="A100 class (Ampere)"),
     "sm_89": dict(threads=1536, blocks=24, smem=100 * 1024, smem_unit=128, gpu="Ada"),
@@ -159,6 +161,8 @@ ROUTES = [
     ("native (sm_90)", "9.0", {"GEMMSHIM_MODE": "native"}),
     ("fp8, own GEMM (sm_90)", "9.0", {"GEMMSHIM_MODE": "fp8", "GEMMSHIM_FP8_BACKEND": "own"}),
     ("fp8, cuBLASLt (sm_90)", "9.0", {"GEMMSHIM_MODE": "fp8", "GEMMSHIM_FP8_BACKEND": "cublaslt"}),
+    ("native (sm_75)", "7.5", {"GEMMSHIM_MODE": "native"}),
+    ("fp16 (sm_75)", "7.5", {"GEMMSHIM_MODE": "fp16", "GEMMSHIM_FP16_MIN_FLOPS": "0"}),
 ]
 CALLS_LO, CALLS_HI = 2, 3
 SHAPE = (256, 256, 256)
@@ -195,6 +199,69 @@ def md_table(head, rows):
     return "\n".join(out)
 
 
+# ---- the fp16 route on Volta and Turing -------------------------------------------
+# Measured torch square-matmul rates, TFLOP/s, fp32 / fp16 / bf16
+# (zzc0721/torch-performance-test-data: issue 140, V100 SXM2; issue 90,
+# TU104; database.md, T4). The RTX 2080 is a TU104, so it takes TU104's.
+# DRAM bandwidth: NVIDIA's specifications.
+FP16_GPUS = [
+    # (name, fp32, fp16, bf16 rates in TFLOP/s, their source, DRAM GB/s, its source)
+    ("T4", 4.3, 42.0, 2.4, "database.md (T4)", 320, "T4: 320 GB/s GDDR6"),
+    ("V100", 14.5, 97.4, 10.7, "issue 140 (V100 SXM2)", 900, "V100 SXM2: 900 GB/s HBM2"),
+    ("RTX 2080", 7.9, 56.0, 4.3, "issue 90 (TU104; the RTX 2080 is a TU104)", 448,
+     "RTX 2080: 448 GB/s GDDR6 (14 Gbps, 256-bit)"),
+]
+# 4096^3, and transformer shapes: a 4096-wide layer's up and down
+# projections over 8192 tokens, GPT-2 small's attention and MLP
+# projections over 4096 tokens (m = tokens).
+FP16_SHAPES = [(4096, 4096, 4096), (8192, 4096, 1024), (8192, 1024, 4096), (4096, 768, 768), (4096, 3072, 768)]
+FP16_GOALS = {("T4", (4096, 4096, 4096)): "5", ("T4", (4096, 768, 768)): "3", ("T4", (4096, 3072, 768)): "3"}
+
+
+def fp16_estimates(w, launch):
+    """Route time against native bf16 and the ffma route, per GPU and shape:
+    the GEMM at the measured rate of its type, the shim's kernels at 80% of
+    DRAM bandwidth, each dependent launch 5 us. fp16: A and B read twice
+    (amax, cast) and written once in fp16, the fp32 product read and D
+    written by the output kernel, 6(mk + kn) + 6mn bytes, three launches;
+    ffma: A and B widened (read 2, write 4), the result narrowed (read 4,
+    write 2), 6(mk + kn) + 6mn bytes, two launches, the GEMM at the fp32
+    rate."""
+    w("### fp16 on Volta and Turing\n")
+    w("Rates measured with torch square matmuls (TFLOP/s), from zzc0721/torch-performance-test-data, and "
+      "DRAM bandwidth from NVIDIA's specifications:\n")
+    w(md_table(["GPU", "fp32", "fp16 (tensor cores)", "bf16 (native)", "source of the rates", "DRAM", "source"],
+               [(g, f"{f32}", f"{f16}", f"{bf}", src, f"{bw} GB/s", bws) for g, f32, f16, bf, src, bw, bws in FP16_GPUS]))
+    w("")
+    w("fp16 route: the fp16 GEMM at the fp16 rate + the shim's kernels, 6(mk + kn) + 6mn bytes (amax reads A and "
+      "B, the cast reads them again and writes them in fp16, the output kernel reads the fp32 product and writes "
+      "bf16 D) at 80% of DRAM bandwidth + 3 launches x 5 us. ffma route: the fp32 GEMM at the fp32 rate + "
+      "6(mk + kn) + 6mn bytes + 2 launches x 5 us. Native: the bf16 rate. The GEMM rates are square-matmul "
+      "rates; the transformer shapes take them as they are (an assumption: smaller and thinner GEMMs run "
+      "below them, natively and routed alike). bf16 D, beta 0.\n")
+    rows = []
+    for gpu, f32, f16, bf, _, bw, _ in FP16_GPUS:
+        for shape in FP16_SHAPES:
+            mm, nn, kk = shape
+            fl = 2.0 * mm * nn * kk
+            native = fl / (bf * 1e12)
+            kb = 6 * (mm * kk + kk * nn) + 6 * mm * nn
+            kt = kb / (bw * 1e9 * 0.8)
+            route = fl / (f16 * 1e12) + kt + 3 * launch
+            ffma = fl / (f32 * 1e12) + kt + 2 * launch
+            arith = (f"{fl / 1e9:.1f} GFLOP: native / {bf} T = {native * 1e3:.3f} ms; fp16 / {f16} T = "
+                     f"{fl / (f16 * 1e12) * 1e3:.3f} ms + {kb / 1e6:.1f} MB / {bw * 0.8:.0f} GB/s = {kt * 1e3:.3f} ms "
+                     f"+ 15 us; ffma / {f32} T + the same bytes + 10 us")
+            rows.append((gpu, "x".join(map(str, shape)), f"{native * 1e3:.3f}", f"{ffma * 1e3:.3f}",
+                         f"{route * 1e3:.3f}", f"**{native / route:.2f}x**", f"{ffma / route:.2f}x",
+                         FP16_GOALS.get((gpu, shape), "-"), arith))
+    w(md_table(["GPU", "m x n x k", "native bf16 ms", "ffma ms", "fp16 ms", "fp16 vs native", "fp16 vs ffma",
+                "goal (x native)", "arithmetic"], rows))
+    w("")
+    w("These speeds hold on sm_70-sm_75 only: on newer GPUs (where GEMMSHIM_MODE=fp16 can force the route for "
+      "a check) native bf16 runs on bf16 tensor cores at the fp16 rate, and the route only adds its passes.\n")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--build", default="build")
@@ -205,7 +272,7 @@ def main():
     ap.add_argument("--out", default="docs/perf-static.md")
     a = ap.parse_args()
     ptxas13 = os.path.join(a.cuda, "bin", "ptxas")
-    tools = {"sm_61": a.ptxas12, "sm_75": ptxas13, "sm_80": ptxas13, "sm_89": ptxas13, "sm_90": ptxas13}
+    tools = {"sm_61": a.ptxas12, "sm_70": a.ptxas12, "sm_75": ptxas13, "sm_80": ptxas13, "sm_89": ptxas13, "sm_90": ptxas13}
     tmp = tempfile.mkdtemp(prefix="perf-report-")
     doc = []
     w = doc.append
@@ -213,7 +280,7 @@ def main():
     w("Generated by `make perf-report` (`scripts/perf_report.py`) from the build; do not edit by hand. "
       "Nothing here ran on a GPU: register and SASS figures come from the assemblers, call counts from the "
       "CPU stand-in, and the times in the last section are **estimates** from the figures shown with them.\n")
-    w(f"Tools: ptxas {version(a.ptxas12)} (PyPI `nvidia-cuda-nvcc-cu12`) for sm_61; ptxas {version(ptxas13)} "
+    w(f"Tools: ptxas {version(a.ptxas12)} (PyPI `nvidia-cuda-nvcc-cu12`) for sm_61 and sm_70; ptxas {version(ptxas13)} "
       f"(the toolkit) for sm_75, sm_80, sm_89, sm_90; nvdisasm {version(a.nvdisasm)} (PyPI "
       f"`nvidia-cuda-nvdisasm`).\n")
 
@@ -299,7 +366,7 @@ def main():
     rows = []
     for name, cc, extra in ROUTES:
         c, route = res[name]
-        native = res["native (sm_61)" if cc == "6.1" else "native (sm_90)"][0]
+        native = res[{"6.1": "native (sm_61)", "7.5": "native (sm_75)"}.get(cc, "native (sm_90)")][0]
         total = sum(c.values())
         added = total - sum(native.values())
         lt = sum(v for k, v in c.items() if k.startswith("cublasLt"))
@@ -311,13 +378,20 @@ def main():
                 "added calls (largest)"], rows))
     m, n, k = SHAPE
     w("")
-    w("Device bytes a routed call adds (from the routes' buffer plans, `shim/routes/ffma.c` and "
-      "`shim/routes/fp8.c`), and the bytes the shim's kernels move:\n")
+    w("Device bytes a routed call adds (from the routes' buffer plans, `shim/routes/ffma.c`, "
+      "`shim/routes/fp8.c` and `shim/routes/fp16.c`), and the bytes the shim's kernels move:\n")
     rows = [
         ("ffma", f"fp32 A, B and the fp32 result: 4(mk + kn + mn) = {4 * (m * k + k * n + m * n):,}",
          f"widen A, B: 6(mk + kn); narrow: 6mn = {6 * (m * k + k * n) + 6 * m * n:,}"),
         ("fp8", f"fp8 A and B: mk + kn = {m * k + k * n:,}",
          f"quantize A, B (one launch): 3(mk + kn) = {3 * (m * k + k * n):,}"),
+        ("fp16, bf16 D", f"scales 2,304 + fp16 A and B 2(mk + kn) + fp32 product 4mn = "
+                         f"{2304 + 2 * (m * k + k * n) + 4 * m * n:,}",
+         f"amax 2(mk + kn), cast 4(mk + kn), output 6mn (+2mn reading C): 6(mk + kn) + 6mn = "
+         f"{6 * (m * k + k * n) + 6 * m * n:,}"),
+        ("fp16, fp32 D written by the GEMM", f"scales 2,304 + fp16 A and B 2(mk + kn) = "
+                                             f"{2304 + 2 * (m * k + k * n):,}",
+         f"amax 2(mk + kn), cast 4(mk + kn): 6(mk + kn) = {6 * (m * k + k * n):,}"),
     ]
     w(md_table(["route", "transient device memory per call", "bytes moved by the shim's kernels"], rows))
     w("")
@@ -389,6 +463,7 @@ def main():
     w(md_table(["GPU", "route", "m x n x k", "native ms", "route ms", "estimated speedup", "goal", "arithmetic"],
                rows))
     w("")
+    fp16_estimates(w, launch)
     w("The estimates take the kernels at the bandwidth figure above, which the launch geometry is built for "
       "(every launched thread has work; two vector loads in flight a thread) but which only a GPU run can "
       "confirm: `scripts/gpu-check.sh` measures these rows where a GPU is available.\n")

@@ -142,7 +142,9 @@ static const char *plan(const gs_call *c, size_t *bytes) {
       break;
   }
   if (!*bytes) return "output size unknown";
-  uint64_t most = c->route == GS_ROUTE_FP8 ? gs_opt.fp8_max_bytes : gs_opt.ffma_max_bytes;
+  uint64_t most = c->route == GS_ROUTE_FP8    ? gs_opt.fp8_max_bytes
+                  : c->route == GS_ROUTE_FP16 ? gs_opt.fp16_max_bytes
+                                              : gs_opt.ffma_max_bytes;
   if (*bytes > most) return "scratch output over the route's memory bound";
   return NULL;
 }

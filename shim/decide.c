@@ -165,6 +165,10 @@ void call_decide(gs_call *c) {
     c->decided = GS_ROUTE_FFMA;
     reason_add(c, "GEMMSHIM_MODE=ffma");
     device_unknown(c, device_of_call(c));
+  } else if (gs_opt.mode == GS_MODE_FP16) {
+    c->decided = GS_ROUTE_FP16;
+    if (hooks_timing()) reason_add(c, "GEMMSHIM_MODE=fp16");
+    device_unknown(c, device_of_call(c));
   } else if (gs_opt.mode == GS_MODE_FP8 && !c->g.decoded) {
     /* The types the mode goes by may be the ones that could not be read:
      * the reason names the failed read (below), not a type mismatch. */

@@ -41,7 +41,7 @@ typedef struct opt_def {
   uint64_t lo, hi;            /* OPT_U64/OPT_SIZE bounds */
 } opt_def;
 
-static const char *const mode_names[] = {"auto", "native", "ffma", "fp8", NULL};
+static const char *const mode_names[] = {"auto", "native", "ffma", "fp8", "fp16", NULL};
 static const char *const level_names[] = {"WARN", "INFO", "TRACE", NULL};
 static const char *const fp8_format_names[] = {"e4m3", "e5m2", "hybrid", NULL};
 static const char *const fp8_backend_names[] = {"auto", "own", "cublaslt", "own-mma", NULL};
@@ -50,7 +50,7 @@ static const char *const fp8_backend_names[] = {"auto", "own", "cublaslt", "own-
  * variable the shim reads is listed in one place. */
 static const opt_def options[] = {
     {"GEMMSHIM_MODE", OPT_ENUM, "auto",
-     "auto: the policy table decides; native: pass everything through (still logged); ffma/fp8: that route wherever it applies",
+     "auto: the policy table decides; native: pass everything through (still logged); ffma/fp8/fp16: that route wherever it applies",
      &gs_opt.mode, mode_names, 0, 0},
     {"GEMMSHIM_POLICY", OPT_PATH, "",
      "policy file whose rules go before the built-in ones (see README)", gs_opt.policy_path, NULL, 0, 0},
@@ -86,6 +86,12 @@ static const opt_def options[] = {
     {"GEMMSHIM_FP8_MAX_BYTES", OPT_SIZE, "1G",
      "most transient device memory one fp8 call may take; a call needing more runs native",
      &gs_opt.fp8_max_bytes, NULL, 0, UINT64_MAX},
+    {"GEMMSHIM_FP16_MAX_BYTES", OPT_SIZE, "1G",
+     "most transient device memory one fp16 call may take; a call needing more runs native",
+     &gs_opt.fp16_max_bytes, NULL, 0, UINT64_MAX},
+    {"GEMMSHIM_FP16_MIN_FLOPS", OPT_U64, "268435456",
+     "GEMMs of fewer flops (2*m*n*k*batch) stay native on the fp16 route: its passes would cost more than they save",
+     &gs_opt.fp16_min_flops, NULL, 0, UINT64_MAX},
     {"GEMMSHIM_POOL_KEEP_BYTES", OPT_SIZE, "256M",
      "device memory the shim's transient pool keeps mapped between calls, per device, for the next call; above it the "
      "pool gives memory back at the next synchronisation (memory kept is memory the framework cannot have)",

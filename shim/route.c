@@ -20,6 +20,9 @@ int route_run(gs_call *c) {
     case GS_ROUTE_FP8:
       r = route_fp8(c);
       break;
+    case GS_ROUTE_FP16:
+      r = route_fp16(c);
+      break;
     default:
       break;
   }

@@ -156,7 +156,7 @@ typedef struct gs_call {
 
 /* ------------------------------------------------------------------------ */
 /* "options.c": one table, read once from the environment at load. */
-typedef enum gs_mode { GS_MODE_AUTO = 0, GS_MODE_NATIVE, GS_MODE_FFMA, GS_MODE_FP8 } gs_mode;
+typedef enum gs_mode { GS_MODE_AUTO = 0, GS_MODE_NATIVE, GS_MODE_FFMA, GS_MODE_FP8, GS_MODE_FP16 } gs_mode;
 typedef enum gs_fp8_format { GS_FP8_FORMAT_E4M3 = 0, GS_FP8_FORMAT_E5M2, GS_FP8_FORMAT_HYBRID } gs_fp8_format;
 /* own-mma: the own kernel on fp8 tensor cores (sm_89+), opt-in until
  * checked on a GPU; auto never picks it. */
@@ -182,6 +182,8 @@ typedef struct gs_options {
   uint64_t fp8_margin;       /* headroom: scale = max(history) * 2^margin / fmt_max */
   uint64_t fp8_max_sites;    /* site table bound; least recently used evicted */
   uint64_t fp8_max_bytes;    /* transient memory one fp8 call may take */
+  uint64_t fp16_max_bytes;   /* transient memory one fp16 call may take */
+  uint64_t fp16_min_flops;   /* smaller GEMMs stay native on the fp16 route */
   uint64_t pool_keep_bytes;  /* transient pool memory kept mapped between calls, per device */
   int log_gpu_time;          /* GEMMSHIM_LOG_GPU_TIME: gpu_ns in the log */
   int compare;               /* GEMMSHIM_COMPARE: routed shapes also run native now and then */
@@ -344,6 +346,9 @@ kernel_ctx route_kernel_ctx(const gs_call *c);
 /* The call's kernels loaded in its context: NULL, or why not (the driver
  * not found, or kernels_ready's reason). */
 const char *route_kernels_ready(kernel_ctx *kc);
+/* An Lt call's bias batch stride (elements; 0 without a bias or a batch)
+ * into *stride; NULL, or why it could not be read. */
+const char *route_lt_bias_stride(const gs_gemm *g, int64_t *stride);
 
 /* "route_ffma.c": bf16/fp16 GEMMs as fp32 GEMMs through the cast kernels. */
 int route_ffma(gs_call *c);
@@ -351,6 +356,10 @@ int route_ffma(gs_call *c);
 /* "route_fp8.c": bf16/fp16/fp32 GEMMs with fp8 operands and delayed scaling
  * per call site (fp8_sites.c), on cuBLASLt's fp8 GEMM or the shim's own. */
 int route_fp8(gs_call *c);
+
+/* "routes/fp16.c": bf16 GEMMs on fp16 tensor cores (sm_70+), each operand
+ * scaled by a power of two from its own amax. */
+int route_fp16(gs_call *c);
 
 /* ------------------------------------------------------------------------ */
 /* "site.c" */

@@ -128,3 +128,15 @@ const char *route_check_lt(const gs_gemm *g) {
   if (g->shape_mismatch) return "the layouts' shapes disagree (forwarded for cuBLAS's own error)";
   return NULL;
 }
+
+const char *route_lt_bias_stride(const gs_gemm *g, int64_t *stride) {
+  *stride = 0;
+  if (!(g->epilogue & CUBLASLT_EPILOGUE_BIAS) || g->batch < 2) return NULL;
+  size_t w = 0;
+  if (!gs_sys.cublasLtMatmulDescGetAttribute ||
+      GS_CALL(cublasLtMatmulDescGetAttribute, g->lt_desc, CUBLASLT_MATMUL_DESC_BIAS_BATCH_STRIDE, stride,
+              sizeof *stride, &w) != CUBLAS_STATUS_SUCCESS)
+    return "the bias batch stride could not be read";
+  if (*stride < 0) return "negative bias batch stride";
+  return NULL;
+}

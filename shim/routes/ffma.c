@@ -80,19 +80,6 @@ static const char *check_lt(const gs_gemm *g) {
   return NULL;
 }
 
-/* The caller's bias batch stride, which the fp32 descriptor must carry. */
-static const char *lt_bias_stride(const gs_gemm *g, int64_t *stride) {
-  *stride = 0;
-  if (!(g->epilogue & CUBLASLT_EPILOGUE_BIAS) || g->batch < 2) return NULL;
-  size_t w = 0;
-  if (!gs_sys.cublasLtMatmulDescGetAttribute ||
-      GS_CALL(cublasLtMatmulDescGetAttribute, g->lt_desc, CUBLASLT_MATMUL_DESC_BIAS_BATCH_STRIDE, stride,
-              sizeof *stride, &w) != CUBLAS_STATUS_SUCCESS)
-    return "the bias batch stride could not be read";
-  if (*stride < 0) return "negative bias batch stride";
-  return NULL;
-}
-
 /* CUBLAS_TENSOR_OP_MATH lets cuBLAS run an fp32 GEMM as COMPUTE_32F_FAST_16F:
  * the widened inputs rounded to fp16, so bf16 values beyond fp16's range
  * become infinities. The route leaves the caller's handle as it is, so such
@@ -125,7 +112,7 @@ static const char *plan(const gs_call *c, ffma_plan *p) {
   if (g->api == GS_API_GEMM_BATCHED_EX || g->api == GS_API_GEMM_BATCHED_EX_64) {
     if (g->c_type == F32) return "pointer-array batch with fp32 C";
   }
-  why = g->api == GS_API_LT_MATMUL ? lt_bias_stride(g, &p->bias_stride) : check_math_mode(g);
+  why = g->api == GS_API_LT_MATMUL ? route_lt_bias_stride(g, &p->bias_stride) : check_math_mode(g);
   if (why) return why;
 
   p->own_out = g->c_type != F32;
@@ -133,15 +120,14 @@ static const char *plan(const gs_call *c, ffma_plan *p) {
   p->own_bias = g->bias && g->bias_type != F32 && (g->epilogue & CUBLASLT_EPILOGUE_BIAS);
   /* A widened bias with a batch stride: one vector of m per member. */
   int64_t bias_members = p->bias_stride ? g->batch : 1;
-  size_t sizes[4] = {
-      (size_t)(p->a_rows * p->a_cols * g->batch) * 4,
-      (size_t)(p->b_rows * p->b_cols * g->batch) * 4,
-      p->own_out ? (size_t)(g->m * g->n * g->batch) * 4 : 0,
-      p->own_bias ? (size_t)(g->m * bias_members) * 4 : 0,
+  const transient_part parts[4] = {
+      {p->a_rows, p->a_cols, g->batch, 4},
+      {p->b_rows, p->b_cols, g->batch, 4},
+      {g->m, g->n, p->own_out ? g->batch : 0, 4},
+      {g->m, bias_members, p->own_bias ? 1 : 0, 4},
   };
-  p->bytes = transient_layout(sizes, p->off, 4);
-  if (p->bytes > gs_opt.ffma_max_bytes) return "needs more transient memory than GEMMSHIM_FFMA_MAX_BYTES";
-  return NULL;
+  return transient_plan(parts, 4, gs_opt.ffma_max_bytes, "needs more transient memory than GEMMSHIM_FFMA_MAX_BYTES",
+                        p->off, &p->bytes);
 }
 
 /* ---- casts in ---------------------------------------------------------------- */

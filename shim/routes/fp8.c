@@ -116,14 +116,10 @@ static const char *plan(const gs_call *c, fp8_plan *p) {
    * kernels take strided operands only. */
   if (is_ptr_array(g->api)) return "pointer-array batch (the fp8 kernels take strided operands only)";
   if (g->m == 0 || g->n == 0 || g->k == 0 || g->batch == 0) return "empty GEMM: nothing to quantize";
-  size_t a8, b8;
-  if (__builtin_mul_overflow((size_t)g->m, (size_t)g->k, &a8) || __builtin_mul_overflow(a8, (size_t)g->batch, &a8) ||
-      __builtin_mul_overflow((size_t)g->k, (size_t)g->n, &b8) || __builtin_mul_overflow(b8, (size_t)g->batch, &b8) ||
-      a8 > SIZE_MAX / 4 || b8 > SIZE_MAX / 4)
-    return "needs more transient memory than GEMMSHIM_FP8_MAX_BYTES";
-  size_t sizes[2] = {a8, b8};
-  p->bytes = transient_layout(sizes, p->off, 2);
-  if (p->bytes > gs_opt.fp8_max_bytes) return "needs more transient memory than GEMMSHIM_FP8_MAX_BYTES";
+  const transient_part parts[2] = {{g->m, g->k, g->batch, 1}, {g->k, g->n, g->batch, 1}};
+  why = transient_plan(parts, 2, gs_opt.fp8_max_bytes, "needs more transient memory than GEMMSHIM_FP8_MAX_BYTES",
+                       p->off, &p->bytes);
+  if (why) return why;
   if (g->api == GS_API_LT_MATMUL) {
     p->epilogue = g->epilogue;
     p->bias = (g->epilogue & CUBLASLT_EPILOGUE_BIAS) ? g->bias : NULL;

@@ -484,13 +484,20 @@ void transient_release(gs_transient *t) {
   memset(t, 0, sizeof *t);
 }
 
-/* Carve n sub-buffers of the given byte sizes, each 256-byte aligned (what
- * cuBLAS wants of its operands), out of one allocation. */
-size_t transient_layout(const size_t *sizes, size_t *offsets, int n) {
+const char *transient_plan(const transient_part *parts, int n, uint64_t cap, const char *too_big, size_t *offsets,
+                           size_t *bytes) {
   size_t off = 0;
   for (int i = 0; i < n; i++) {
+    const transient_part *q = &parts[i];
+    size_t size = 0;
+    if (q->d0 < 0 || q->d1 < 0 || q->d2 < 0 || __builtin_mul_overflow((size_t)q->d0, (size_t)q->d1, &size) ||
+        __builtin_mul_overflow(size, (size_t)q->d2, &size) || __builtin_mul_overflow(size, q->elem, &size) ||
+        __builtin_add_overflow(size, (size_t)255, &size))
+      return too_big;
     offsets[i] = off;
-    off += (sizes[i] + 255) & ~(size_t)255;
+    if (__builtin_add_overflow(off, size & ~(size_t)255, &off)) return too_big;
   }
-  return off;
+  if (off > cap) return too_big;
+  *bytes = off;
+  return NULL;
 }

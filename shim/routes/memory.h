@@ -45,7 +45,21 @@ CUresult mem_free_relaxed(CUdeviceptr p);
  * per-thread default stream may still be running its last work): what
  * names CU_STREAM_PER_THREAD apart in each thread. */
 uint64_t shim_thread_number(void);
-/* Offsets of n 256-byte-aligned sub-buffers; returns the total size. */
-size_t transient_layout(const size_t *sizes, size_t *offsets, int n);
+/* One sub-buffer of a route's transient allocation: d0 x d1 x d2 elements
+ * of elem bytes (any dimension 0: none). */
+typedef struct transient_part {
+  int64_t d0, d1, d2;
+  size_t elem;
+} transient_part;
+/* The one size check of every route, before anything is allocated: n
+ * parts laid out in one allocation, each 256-byte aligned (what cuBLAS
+ * wants of its operands), every product and sum checked. NULL with
+ * offsets[0..n) and *bytes set, or too_big (the route's "needs more
+ * transient memory than GEMMSHIM_<ROUTE>_MAX_BYTES") when the total is over
+ * cap or does not fit the arithmetic at all (a batch of 2^40 members of
+ * 2048 x 2048: no device has that memory, and a wrapped product would
+ * look small). */
+const char *transient_plan(const transient_part *parts, int n, uint64_t cap, const char *too_big, size_t *offsets,
+                           size_t *bytes);
 
 #endif

@@ -33,7 +33,7 @@ def write_log(path, n):
                    "stride_a": 0, "stride_b": 0, "stride_c": 0, "pointer_mode": "host", "algo": 99, "device": 0,
                    "sm": "6.1", "stream": "0x%x" % (0x7f0000 + i % 4), "site": "%016x" % (0x5f0c2a9e81d3b7a4 + i % 96),
                    "decided": decided, "route": route, "backend": backend,
-                   "reason": "policy: built-in rule 1 (ffma sm=6.0-7.5 ab=bf16 compute=32f)",
+                   "reason": "policy: built-in rule 2 (ffma sm=6.0-6.9 ab=bf16 compute=32f)",
                    "status": 0, "status_name": "CUBLAS_STATUS_SUCCESS", "dur_ns": 20_000 + i % 997,
                    "gpu_ns": 1_000_000 + (i % 1013) * 100}
             if backend is None:

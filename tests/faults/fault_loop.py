@@ -68,7 +68,7 @@ GEMMS = [
 
 # route -> (environment, client flags). Devices: 8.0 native (bf16 has
 # tensor cores there), 6.1 for ffma and the own fp8 kernel, 9.0 for
-# cuBLASLt's fp8 GEMM.
+# cuBLASLt's fp8 GEMM, 7.5 for fp16.
 ROUTES = OrderedDict(
     [
         ("native", ({"STANDIN_CC": "8.0", "GEMMSHIM_MODE": "native"}, [])),
@@ -77,6 +77,8 @@ ROUTES = OrderedDict(
                              "STANDIN_NO_POOLS": "1"}, [])),
         ("fp8 own", ({"STANDIN_CC": "6.1", "GEMMSHIM_MODE": "fp8"}, ["--fp8"])),
         ("fp8 cublaslt", ({"STANDIN_CC": "9.0", "GEMMSHIM_MODE": "fp8", "GEMMSHIM_FP8_BACKEND": "cublaslt"}, ["--fp8"])),
+        # sm 7.5: fp16 tensor cores, no bf16 ones.
+        ("fp16", ({"STANDIN_CC": "7.5", "GEMMSHIM_MODE": "fp16", "GEMMSHIM_FP16_MIN_FLOPS": "0"}, [])),
         # GPU time and the native comparison: events from the pool around
         # each call, read by the log's writer; every routed call compared
         # (each is its own site), native into scratch memory.

@@ -16,6 +16,9 @@
  *   ffma-sgemm  A ffma route         B fp32 sgemm on the same values in fp32
  *                                      (the casts' cost; goal A/B <= 1.10)
  *   fp8-bf16    A fp8 route          B native bf16 (quantization included in A)
+ *   fp16-bf16   A fp16 route         B native bf16 (amax, cast and output
+ *                                      kernels included in A; its speed
+ *                                      counts on sm_70-75 only)
  * Layout: transa=T, transb=N, C bf16, alpha 1, beta 0 - nn.Linear's forward
  * as PyTorch calls it.
  *
@@ -43,7 +46,7 @@
 #define PEAK_FP8_TFLOPS 1979.0
 #define MEASURED_COPY_TBS 4.3
 
-typedef enum pair_kind { PAIR_FFMA_BF16, PAIR_FFMA_SGEMM, PAIR_FP8_BF16 } pair_kind;
+typedef enum pair_kind { PAIR_FFMA_BF16, PAIR_FFMA_SGEMM, PAIR_FP8_BF16, PAIR_FP16_BF16 } pair_kind;
 
 typedef struct pair_def {
   const char *name;
@@ -57,6 +60,7 @@ static const pair_def pairs[] = {
     [PAIR_FFMA_BF16] = {"ffma-bf16", "ffma route", "native bf16", "ffma", 0.0, PEAK_BF16_TFLOPS, 0},
     [PAIR_FFMA_SGEMM] = {"ffma-sgemm", "ffma route", "sgemm fp32", "ffma", 0.0, 0.0, 1},
     [PAIR_FP8_BF16] = {"fp8-bf16", "fp8 route", "native bf16", "fp8", PEAK_FP8_TFLOPS, PEAK_BF16_TFLOPS, 0},
+    [PAIR_FP16_BF16] = {"fp16-bf16", "fp16 route", "native bf16", "fp16", 0.0, PEAK_BF16_TFLOPS, 0},
 };
 
 typedef struct shape {
@@ -360,7 +364,7 @@ static void trace_shape(bench_state *st, const bench_opts *op, const shape *s, c
 /* ---- options ------------------------------------------------------------------------ */
 static void usage(void) {
   fprintf(stderr,
-          "usage: gemm_bench --pair=ffma-bf16|ffma-sgemm|fp8-bf16 [options]\n"
+          "usage: gemm_bench --pair=ffma-bf16|ffma-sgemm|fp8-bf16|fp16-bf16 [options]\n"
           "  --shapes=MxNxK,...   shapes (default 4096x4096x4096)\n"
           "  --reps=N             samples per side, median reported (default 7)\n"
           "  --warmup=N           untimed calls per side first (default 3)\n"

@@ -9,12 +9,18 @@
  * here from the stored inputs. One line per call:
  *
  *   call <i> name=<name> api=<api> status=<n> ok=<0|1> maxerr=<x|-> math=<before>/<after>
+ *        sqnr=<dB|inf|-> nonfinite=<n|->
  *
  * ok=1: status 0 and every element of the result within tolerance, every
  * element outside it (ld padding, gaps between batch members, an
  * out-of-place C) bit-identical to what was uploaded; or, for a call cuBLAS
  * refused, the output untouched. math is the handle's math mode read just
- * before and just after the call (GemmEx family; "-" for cuBLASLt).
+ * before and just after the call (GemmEx family; "-" for cuBLASLt). sqnr:
+ * the result's signal to noise ratio against float64 over the elements
+ * whose reference is finite, 10 log10(sum ref^2 / sum err^2); nonfinite:
+ * how many result elements are Inf or NaN. An element whose float64
+ * reference is Inf or NaN is right when the result is the same Inf, or a
+ * NaN.
  *
  * Keys of --gemm (defaults in brackets):
  *   name                      label printed back [gemm<i>]
@@ -30,6 +36,10 @@
  *                             default tensor_op tf32 pedantic, "+disallow" adds
  *                             CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION [unchanged]
  *   amp                       magnitude of A and B elements [1]
+ *   span=LO:HI                A's and B's magnitudes spread log-uniformly
+ *                             from LO to HI, random signs [uniform in amp]
+ *   special, specialb         inf ninf nan: A's (B's) first stored element
+ *                             is that value [none]
  *   ampb                      magnitude of B's elements alone [amp]
  *   seed                      the data's seed (same seed, same data) [the
  *                             run's --seed plus the call's index]
@@ -43,6 +53,8 @@
  *   compute also: 64f 16f
  *   algo                      cublasGemmAlgo_t value (GemmEx family) [-1: DEFAULT]
  *   call_m call_n call_k call_batch   sizes as passed (GemmEx family) [as above]
+ *   call_sab                  A's and B's batch stride as passed (strided
+ *                             GemmEx forms) [as allocated]
  *   lt only: dt (D's type as passed in its layout) [c];
  *   lt only: epi (default relu bias relu_bias gelu gelu_bias) [default];
  *            bias (unset bf16 fp16 fp32: BIAS_DATA_TYPE) [unset: D's type];
@@ -242,10 +254,13 @@ typedef struct spec {
   int64_t apad, bpad, cpad; /* INT64_MIN: pad */
   int algo;
   int64_t call_m, call_n, call_k, call_batch; /* INT64_MIN: as allocated */
+  int64_t call_sab;                            /* INT64_MIN: as allocated */
   uint64_t seed;                               /* 0: the run's seed + the call's index */
   int ndattr;
   struct { int id; int64_t value; } dattr[4]; /* Lt descriptor attributes to set */
   int ptr_array_mode;                          /* Lt: BATCH_MODE = POINTER_ARRAY */
+  double span_lo, span_hi;                     /* span_hi > 0: log-uniform magnitudes */
+  double special[2];                           /* A's, B's first element; 0: none */
 } spec;
 
 static int is_ptr_array(int api) { return api == API_BATCHED || api == API_BATCHED64; }
@@ -280,7 +295,7 @@ static int parse_spec(const char *text, int index, spec *s) {
   s->bt = s->dt = (cudaDataType)-1;
   s->apad = s->bpad = s->cpad = INT64_MIN;
   s->algo = CUBLAS_GEMM_DEFAULT;
-  s->call_m = s->call_n = s->call_k = s->call_batch = INT64_MIN;
+  s->call_m = s->call_n = s->call_k = s->call_batch = s->call_sab = INT64_MIN;
   char *copy = strdup(text), *save = NULL;
   int bad = !copy;
   for (char *kv = copy ? strtok_r(copy, ",", &save) : NULL; kv && !bad; kv = strtok_r(NULL, ",", &save)) {
@@ -314,6 +329,7 @@ static int parse_spec(const char *text, int index, spec *s) {
     else if (!strcmp(kv, "call_n")) s->call_n = atoll(v);
     else if (!strcmp(kv, "call_k")) s->call_k = atoll(v);
     else if (!strcmp(kv, "call_batch")) s->call_batch = atoll(v);
+    else if (!strcmp(kv, "call_sab")) s->call_sab = atoll(v);
     else if (!strcmp(kv, "pad")) s->pad = atoll(v);
     else if (!strcmp(kv, "spad")) s->spad = atoll(v);
     else if (!strcmp(kv, "alpha")) s->alpha = strtof(v, NULL);
@@ -369,6 +385,18 @@ static int parse_spec(const char *text, int index, spec *s) {
         s->dattr[s->ndattr].id = atoi(v);
         s->dattr[s->ndattr++].value = atoll(colon + 1);
       }
+    } else if (!strcmp(kv, "span")) {
+      char *colon = strchr(v, ':');
+      bad = !colon;
+      if (!bad) {
+        s->span_lo = strtod(v, NULL);
+        s->span_hi = strtod(colon + 1, NULL);
+        bad = !(s->span_lo > 0 && s->span_hi >= s->span_lo);
+      }
+    } else if (!strcmp(kv, "special") || !strcmp(kv, "specialb")) {
+      double x = !strcmp(v, "inf") ? INFINITY : !strcmp(v, "ninf") ? -INFINITY : !strcmp(v, "nan") ? NAN : 0;
+      bad = x == 0;
+      s->special[kv[7] == 'b'] = x;
     } else if (!strcmp(kv, "lmode")) {
       s->ptr_array_mode = !strcmp(v, "ptr");
       bad = !s->ptr_array_mode && strcmp(v, "strided");
@@ -449,7 +477,8 @@ typedef struct gemm {
   cublasLtMatrixLayout_t la, lb, lc, ld;
   int status;
   int ok;
-  double maxerr;
+  double maxerr, sqnr;
+  long long nonfinite;
   int math_before, math_after;
 } gemm;
 
@@ -525,6 +554,14 @@ static void layout_make(cublasLtMatrixLayout_t *l, cudaDataType t, int64_t rows,
   }
 }
 
+/* One element of A or B: uniform in [-amp, amp], or with a span a random
+ * sign and a magnitude log-uniform over it. */
+static double operand_value(const spec *s, double amp, uint64_t *rng) {
+  if (s->span_hi <= 0) return amp * uniform(rng);
+  double u = uniform(rng), mag = exp(log(s->span_lo) + (0.5 * (uniform(rng) + 1)) * log(s->span_hi / s->span_lo));
+  return u < 0 ? -mag : mag;
+}
+
 /* Buffers, data and descriptors; nosync: stream-ordered fills, no copies. */
 static void gemm_prepare(gemm *g, const spec *s, uint64_t seed, CUstream stream, int nosync) {
   memset(g, 0, sizeof *g);
@@ -553,9 +590,11 @@ static void gemm_prepare(gemm *g, const spec *s, uint64_t seed, CUstream stream,
     CU(drv.cuMemsetD32Async(g->scalars.dev, w[0], 1, stream));
     CU(drv.cuMemsetD32Async(g->scalars.dev + 4, w[1], 1, stream));
   } else {
-    for (size_t i = 0; i < g->na; i++) put(s->ab, g->a.host, i, s->amp * uniform(&rng));
     double ampb = s->ampb < 0 ? s->amp : s->ampb;
-    for (size_t i = 0; i < g->nb; i++) put(s->ab, g->b.host, i, ampb * uniform(&rng));
+    for (size_t i = 0; i < g->na; i++) put(s->ab, g->a.host, i, operand_value(s, s->amp, &rng));
+    for (size_t i = 0; i < g->nb; i++) put(s->ab, g->b.host, i, operand_value(s, ampb, &rng));
+    if (s->special[0] != 0) put(s->ab, g->a.host, 0, s->special[0]);
+    if (s->special[1] != 0) put(s->ab, g->b.host, 0, s->special[1]);
     /* C: values where beta may be read, NaN everywhere when it must not be. */
     for (size_t i = 0; i < g->nc; i++) {
       if (s->beta != 0.0f) put(s->c, g->c.host, i, uniform(&rng));
@@ -659,6 +698,7 @@ static void gemm_issue(gemm *g, session *x) {
     g->math_before = math_now(h);
   }
   int m = (int)s->call_m, n = (int)s->call_n, k = (int)s->call_k, batch = (int)s->call_batch;
+  int64_t sa = s->call_sab == INT64_MIN ? g->sa : s->call_sab, sb = s->call_sab == INT64_MIN ? g->sb : s->call_sab;
   switch (s->api) {
   case API_EX:
     g->status = cublasGemmEx(h, s->ta, s->tb, m, n, k, alpha, A, s->ab, (int)g->lda, B, s->bt, (int)g->ldb, beta, C,
@@ -669,13 +709,13 @@ static void gemm_issue(gemm *g, session *x) {
                                 g->ldb, beta, C, s->c, g->ldc, s->compute, algo);
     break;
   case API_STRIDED:
-    g->status = cublasGemmStridedBatchedEx(h, s->ta, s->tb, m, n, k, alpha, A, s->ab, (int)g->lda, g->sa, B, s->bt,
-                                           (int)g->ldb, g->sb, beta, C, s->c, (int)g->ldc, g->sc, batch, s->compute,
+    g->status = cublasGemmStridedBatchedEx(h, s->ta, s->tb, m, n, k, alpha, A, s->ab, (int)g->lda, sa, B, s->bt,
+                                           (int)g->ldb, sb, beta, C, s->c, (int)g->ldc, g->sc, batch, s->compute,
                                            algo);
     break;
   case API_STRIDED64:
     g->status = cublasGemmStridedBatchedEx_64(h, s->ta, s->tb, s->call_m, s->call_n, s->call_k, alpha, A, s->ab,
-                                              g->lda, g->sa, B, s->bt, g->ldb, g->sb, beta, C, s->c, g->ldc, g->sc,
+                                              g->lda, sa, B, s->bt, g->ldb, sb, beta, C, s->c, g->ldc, g->sc,
                                               s->call_batch, s->compute, algo);
     break;
   case API_BATCHED:
@@ -719,6 +759,8 @@ static void gemm_check(gemm *g) {
   if (!out) die("malloc", 0);
   CU(drv.cuMemcpyDtoH_v2(out, outb->dev, outb->bytes));
   g->maxerr = -1;
+  g->sqnr = NAN;
+  g->nonfinite = -1;
   if (g->status != CUBLAS_STATUS_SUCCESS) {
     /* A refused call writes nothing. */
     g->ok = !memcmp(out, outb->host, outb->bytes);
@@ -727,16 +769,23 @@ static void gemm_check(gemm *g) {
     if (!is_result) die("calloc", 0);
     g->ok = 1;
     g->maxerr = 0;
+    g->nonfinite = 0;
     double signal = 0, noise = 0;
+    const int64_t sa = s->call_sab == INT64_MIN ? g->sa : s->call_sab;
+    const int64_t sb = s->call_sab == INT64_MIN ? g->sb : s->call_sab;
     cudaDataType bt = bias_type_of(s);
-    for (int64_t b = 0; b < s->batch; b++)
-      for (int64_t j = 0; j < s->n; j++)
-        for (int64_t i = 0; i < s->m; i++) {
+    /* The sizes the call was given, where smaller (a zero-sized call
+     * computes nothing, or only beta C for k = 0). */
+    const int64_t M = s->call_m < s->m ? s->call_m : s->m, N = s->call_n < s->n ? s->call_n : s->n;
+    const int64_t K = s->call_k < s->k ? s->call_k : s->k, NB = s->call_batch < s->batch ? s->call_batch : s->batch;
+    for (int64_t b = 0; b < NB; b++)
+      for (int64_t j = 0; j < N; j++)
+        for (int64_t i = 0; i < M; i++) {
           double acc = 0, mag = 0;
-          for (int64_t l = 0; l < s->k; l++) {
-            size_t ai = s->ta == CUBLAS_OP_N ? at(g, a_member(g, b), g->sa, g->lda, i, l)
-                                             : at(g, a_member(g, b), g->sa, g->lda, l, i);
-            size_t bi = s->tb == CUBLAS_OP_N ? at(g, b, g->sb, g->ldb, l, j) : at(g, b, g->sb, g->ldb, j, l);
+          for (int64_t l = 0; l < K; l++) {
+            size_t ai = s->ta == CUBLAS_OP_N ? at(g, a_member(g, b), sa, g->lda, i, l)
+                                             : at(g, a_member(g, b), sa, g->lda, l, i);
+            size_t bi = s->tb == CUBLAS_OP_N ? at(g, b, sb, g->ldb, l, j) : at(g, b, sb, g->ldb, j, l);
             double p = get(s->ab, g->a.host, ai) * get(s->ab, g->b.host, bi);
             acc += p;
             mag += fabs(p);
@@ -758,14 +807,22 @@ static void gemm_check(gemm *g) {
           if (e == CUBLASLT_EPILOGUE_RELU || e == CUBLASLT_EPILOGUE_RELU_BIAS) ref = ref > 0 ? ref : 0;
           if (e == CUBLASLT_EPILOGUE_GELU || e == CUBLASLT_EPILOGUE_GELU_BIAS) ref = gelu(ref);
           size_t oi = at(g, b, so, ldo, i, j);
-          double err = fabs(get(s->c, out, oi) - ref);
-          if (!(err <= bound(s->c, s->k, ref, mag))) g->ok = 0;
+          double got = get(s->c, out, oi);
+          g->nonfinite += !isfinite(got);
+          is_result[oi] = 1;
+          if (!isfinite(ref)) {
+            /* Inf or NaN in the operands: the same Inf, or a NaN. */
+            if (isnan(ref) ? !isnan(got) : got != ref) g->ok = 0;
+            continue;
+          }
+          double err = fabs(got - ref);
+          if (!(err <= bound(s->c, K, ref, mag))) g->ok = 0;
           signal += ref * ref;
           noise += err * err;
           if (isnan(err) || err > g->maxerr) g->maxerr = err;
-          is_result[oi] = 1;
         }
-    if (fp8_tolerance && noise > 0 && !(10.0 * log10(signal / noise) >= 25.0)) g->ok = 0;
+    g->sqnr = noise > 0 ? 10.0 * log10(signal / noise) : INFINITY;
+    if (fp8_tolerance && noise > 0 && !(g->sqnr >= 25.0)) g->ok = 0;
     size_t es = tsize(s->c);
     for (size_t i = 0; i < no; i++)
       if (!is_result[i] && memcmp((char *)out + i * es, (char *)outb->host + i * es, es)) g->ok = 0;
@@ -782,11 +839,15 @@ static void gemm_check(gemm *g) {
 }
 
 static void format_line(char *line, size_t len, const char *index, const gemm *g, int checked) {
-  char err[32] = "-", math[32] = "-";
+  char err[32] = "-", math[32] = "-", sqnr[32] = "-", nonfinite[32] = "-";
   if (g->maxerr >= 0 || isnan(g->maxerr)) snprintf(err, sizeof err, "%.3e", g->maxerr);
   if (g->s.api != API_LT) snprintf(math, sizeof math, "%d/%d", g->math_before, g->math_after);
-  snprintf(line, len, "call %s name=%s api=%s status=%d ok=%d maxerr=%s math=%s", index, g->s.name,
-           api_names[g->s.api], g->status, checked ? g->ok : g->status == CUBLAS_STATUS_SUCCESS, err, math);
+  if (checked && isinf(g->sqnr)) snprintf(sqnr, sizeof sqnr, "inf");
+  else if (checked && !isnan(g->sqnr)) snprintf(sqnr, sizeof sqnr, "%.3f", g->sqnr);
+  if (checked && g->nonfinite >= 0) snprintf(nonfinite, sizeof nonfinite, "%lld", g->nonfinite);
+  snprintf(line, len, "call %s name=%s api=%s status=%d ok=%d maxerr=%s math=%s sqnr=%s nonfinite=%s", index,
+           g->s.name, api_names[g->s.api], g->status, checked ? g->ok : g->status == CUBLAS_STATUS_SUCCESS, err,
+           math, sqnr, nonfinite);
 }
 
 /* ---- modes --------------------------------------------------------------------------- */

@@ -119,6 +119,7 @@ MODES = {
     "auto": {},
     "ffma": {"GEMMSHIM_MODE": "ffma", "GEMMSHIM_FFMA_MIN_FLOPS": "0"},
     "fp8": {"GEMMSHIM_MODE": "fp8"},
+    "fp16": {"GEMMSHIM_MODE": "fp16", "GEMMSHIM_FP16_MIN_FLOPS": "0"},
 }
 
 
@@ -145,7 +146,7 @@ def statuses(r):
     return {c["name"]: (int(c["status"]), c["ok"]) for c in r.calls}
 
 
-@pytest.fixture(scope="module", params=["6.1", "9.0"])
+@pytest.fixture(scope="module", params=["6.1", "7.5", "9.0"])
 def native(request, client, standin):
     """Every catalogue call without the shim: the statuses to match."""
     cc = request.param
@@ -205,7 +206,7 @@ UNROUTED = {
 }
 
 
-@pytest.mark.parametrize("mode", ["ffma", "fp8"])
+@pytest.mark.parametrize("mode", ["ffma", "fp8", "fp16"])
 def test_unrouted_attributes_run_native(native, client, standin, tmp_path, mode):
     """A route rebuilds the GEMM from the fields it reads; an attribute it
     does not reproduce would be dropped (a transposed C written untransposed,

@@ -6,8 +6,8 @@ import pytest
 
 from harness import client_argv, read_log, run_ok, stable_lines
 
-FFMA_RULE = "policy: built-in rule 1 (ffma sm=6.0-7.5 ab=bf16 compute=32f)"
-NATIVE_RULE = "policy: built-in rule 2 (native)"
+FFMA_RULE = "policy: built-in rule 2 (ffma sm=6.0-6.9 ab=bf16 compute=32f)"
+NATIVE_RULE = "policy: built-in rule 3 (native)"
 PASS_THROUGH = "pass-through: bad configuration (see the shim's first warning)"
 NULL_HANDLE = "device unknown: NULL cuBLAS handle"
 NOT_DECODED = "arguments could not be decoded"
@@ -197,14 +197,14 @@ def assert_pass_through(standin, tmp_path, env, cuda=12):
 
 def test_bad_mode_is_reported_once_and_passes_through(shim, standin, tmp_path):
     line = assert_pass_through(standin, tmp_path, {"GEMMSHIM_MODE": "turbo"})
-    assert " GEMMSHIM_MODE='turbo': expected auto, native, ffma or fp8;" in line, line
+    assert " GEMMSHIM_MODE='turbo': expected auto, native, ffma, fp8 or fp16;" in line, line
 
 
 def test_malformed_policy_names_file_and_line(shim, standin, tmp_path):
     policy = tmp_path / "p.txt"
     policy.write_text("native ab=fp32\nturbo ab=bf16\n")
     line = assert_pass_through(standin, tmp_path, {"GEMMSHIM_POLICY": str(policy)})
-    assert f" {policy}:2: unknown route 'turbo'; expected native, ffma or fp8;" in line, line
+    assert f" {policy}:2: unknown route 'turbo'; expected native, ffma, fp8 or fp16;" in line, line
 
 
 def test_missing_policy_file_is_named(shim, standin, tmp_path):

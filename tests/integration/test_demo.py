@@ -31,11 +31,12 @@ GEMMS = [
 
 # The route each run must take for every call, with its backend and reason.
 # Built-in policy (README, "The policy table"): rule 1 is
-# `ffma sm=6.0-7.5 ab=bf16 compute=32f`, rule 2 `native`. The fp8 backend
+# `fp16 sm=7.0-7.5 ab=bf16 compute=32f`, rule 2 `ffma sm=6.0-6.9 ab=bf16
+# compute=32f`, rule 3 `native`. The fp8 backend
 # (docs/fp8-sites.md, "Backends"): cuBLASLt's fp8 GEMM on sm_89 and newer
 # (cuBLASLt documents fp8 matmul for compute capability 8.9+), the shim's
 # own kernel below.
-FFMA_REASON = "policy: built-in rule 1 (ffma sm=6.0-7.5 ab=bf16 compute=32f)"
+FFMA_REASON = "policy: built-in rule 2 (ffma sm=6.0-6.9 ab=bf16 compute=32f)"
 
 
 def expected(gpu, mode, api):
@@ -49,7 +50,7 @@ def expected(gpu, mode, api):
             # The ffma route runs cublasLtMatmul as an fp32 cuBLASLt matmul
             # and the GemmEx family as fp32 GEMMs (docs/ffma.md).
             return "ffma", "lt-fp32" if api == "cublasLtMatmul" else "sgemm", FFMA_REASON
-        return "native", None, "policy: built-in rule 2 (native)"
+        return "native", None, "policy: built-in rule 3 (native)"
     if gpu == "gtx1080-sm61":
         return "fp8", "own", "GEMMSHIM_MODE=fp8; fp8 e4m3 x e4m3; own kernel: cuBLASLt fp8 needs sm_89 or newer"
     return "fp8", "cublaslt-fp8", "GEMMSHIM_MODE=fp8; fp8 e4m3 x e4m3"

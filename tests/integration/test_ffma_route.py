@@ -10,7 +10,9 @@ from collections import Counter
 
 import pytest
 
+import route_client
 from harness import CLIENT_DIR, read_log, require_built, run, standin_counts
+from route_client import align256, assert_all_ok, gemm
 
 MODE = "GEMMSHIM_MODE=ffma"
 BASE_ENV = {"STANDIN_CC": "6.1", "GEMMSHIM_MODE": "ffma", "GEMMSHIM_FFMA_MIN_FLOPS": "0"}
@@ -24,7 +26,6 @@ APIS = {
     "batched64": "cublasGemmBatchedEx_64",
     "lt": "cublasLtMatmul",
 }
-BATCHED = {"strided", "strided64", "batched", "batched64"}
 # cublasStatus_t
 # (cublas_api.h; shim/base/sys.h says which the fault injection gives each call, after the cuBLAS docs)
 EXECUTION_FAILED, ALLOC_FAILED, INVALID_VALUE, NOT_SUPPORTED = 13, 3, 7, 15
@@ -41,46 +42,12 @@ def client(shim):
     return path
 
 
-def gemm(name, api="ex", **kw):
-    """One --gemm option; batched entry points get 3 members by default."""
-    if api in BATCHED:
-        kw.setdefault("batch", 3)
-    return "--gemm=" + ",".join(f"{k}={v}" for k, v in {"name": name, "api": api, **kw}.items())
+def run_client(client, standin, tmp_path, args, env=None, shim=True, rc=0, tag="run"):
+    return route_client.run_client(client, standin, tmp_path, args, BASE_ENV, env, shim, rc, tag)
 
 
 def declined(why):
     return f"{MODE}; ffma declined: {why}; ran native"
-
-
-class Result:
-    def __init__(self, r, recs, counts):
-        self.run, self.recs, self.counts = r, recs, counts
-        self.calls = r.calls
-
-    def describe(self):
-        return self.run.describe()
-
-
-def run_client(client, standin, tmp_path, args, env=None, shim=True, rc=0, tag="run"):
-    """Run the client; returns its calls, the routing log (shim runs) and the
-    stand-in's counters. rc: the exit status required."""
-    log = tmp_path / f"{tag}.jsonl"
-    counts = tmp_path / f"{tag}.counts"
-    full = {**BASE_ENV, **(env or {}), "STANDIN_COUNTS": str(counts)}
-    if shim:
-        full["GEMMSHIM_LOG"] = str(log)
-    r = run([client, *args], standin[13], shim=shim, env=full)
-    assert r.returncode == rc, r.describe()
-    assert "standin:" not in r.stderr or rc == 86, r.describe()
-    recs = read_log(log) if shim and log.exists() else []
-    res = Result(r, recs, standin_counts(counts))
-    if shim:
-        # One record per call; threads' records interleave.
-        apis, want = [x["api"] for x in recs], [c["api"] for c in res.calls]
-        if any("." in c["index"] for c in res.calls):
-            apis, want = Counter(apis), Counter(want)
-        assert apis == want, res.describe()
-    return res
 
 
 def assert_ffma(rec, name=""):
@@ -92,15 +59,6 @@ def assert_ffma(rec, name=""):
 def assert_native(rec, why, status=0, name=""):
     got = (rec["decided"], rec["route"], "backend" in rec, rec["reason"], rec["status"])
     assert got == ("ffma", "native", False, declined(why), status), (name, rec)
-
-
-def assert_all_ok(res):
-    bad = [c for c in res.calls if c["ok"] != "1"]
-    assert not bad, res.describe()
-
-
-def align256(n):
-    return (n + 255) // 256 * 256
 
 
 def transient_bytes(m, n, k, batch=1, c="bf16", bias_members=0):
@@ -358,6 +316,39 @@ def test_max_bytes_boundary(client, standin, tmp_path, api, spec):
     assert_all_ok(res)
     assert_native(res.recs[0], "needs more transient memory than GEMMSHIM_FFMA_MAX_BYTES")
     assert res.counts["cuMemAllocFromPoolAsync"] == 0
+
+
+@pytest.mark.parametrize("mode,cc,option", [("ffma", "6.1", "GEMMSHIM_FFMA_MAX_BYTES"),
+                                             ("fp8", "9.0", "GEMMSHIM_FP8_MAX_BYTES")])
+@pytest.mark.parametrize("batch", [2**40, 2**40 + 1])
+def test_sizes_past_the_arithmetic_decline_first(client, standin, tmp_path, mode, cc, option, batch):
+    """cublasGemmStridedBatchedEx_64 at m = n = k = 2048 with A and B
+    broadcast (batch stride 0) over 2^40 or 2^40 + 1 members: widened to
+    fp32, A alone is 2048 * 2048 * 2^40 * 4 bytes, 2^64 exactly, and one
+    member more wraps a 64-bit product to 16 MiB. Every size is checked
+    before anything is allocated: the call runs native with the cap's
+    reason, having allocated and launched nothing, and returns what cuBLAS
+    returns for it (the stand-in's C, stored for one member, is too short
+    for 2^40: EXECUTION_FAILED with a "standin:" line saying so, C
+    untouched)."""
+    args = [client, gemm("huge", "strided64", m=2048, n=2048, k=2048, batch=1, call_batch=batch, call_sab=0)]
+    got = {}
+    for shim in (False, True):
+        log, counts = tmp_path / f"{shim}.jsonl", tmp_path / f"{shim}.counts"
+        env = {**BASE_ENV, "STANDIN_CC": cc, "GEMMSHIM_MODE": mode, "GEMMSHIM_LOG": str(log),
+               "STANDIN_COUNTS": str(counts)}
+        r = run(args, standin[13], shim=shim, env=env)
+        assert r.returncode == 0, r.describe()
+        assert "C (" in r.stderr and "runs past the end of its device allocation" in r.stderr, r.describe()
+        got[shim] = (r.calls, read_log(log) if shim else [], standin_counts(counts))
+    (native, _, native_counts), (calls, recs, counts) = got[False], got[True]
+    assert [(c["status"], c["ok"]) for c in calls] == [(c["status"], c["ok"]) for c in native] == \
+        [(str(EXECUTION_FAILED), "1")]
+    want = (mode, "native", f"GEMMSHIM_MODE={mode}; {mode} declined: needs more transient memory than {option}; "
+                            "ran native", EXECUTION_FAILED)
+    assert [(x["decided"], x["route"], x["reason"], x["status"]) for x in recs] == [want], recs
+    assert counts["cuMemAllocFromPoolAsync"] == counts["cuMemAlloc_v2"] - native_counts["cuMemAlloc_v2"] == 0
+    assert counts["cuLaunchKernel"] == 0
 
 
 POOL_OOM = "cuMemAllocFromPoolAsync: out of device memory, after the pool gave back what it held unused"

@@ -22,7 +22,7 @@ import pytest
 
 from harness import CLIENT_DIR, read_log, require_built, run_ok
 
-NATIVE_RULE = "policy: built-in rule 2 (native)"
+NATIVE_RULE = "policy: built-in rule 3 (native)"
 FROM_CUSOLVER = "called from libcusolver.so.12: GEMMs inside NVIDIA libraries run native"
 FP32_NOT_TAKEN = "GEMMSHIM_MODE=fp8 takes bf16 and fp16 GEMMs, not fp32 x fp32 ones"
 FP8_FIRST = "GEMMSHIM_MODE=fp8; fp8 e4m3 x e4m3; first call: scales from its own amax"
@@ -119,7 +119,7 @@ def test_ffma_leaves_library_gemms_native(library_client, standin, tmp_path, nat
     GEMMSHIM_MODE=ffma; cuSOLVER's bf16 GEMM stays cuBLAS's."""
     gemms, recs = run_client(library_client, standin, tmp_path,
                              {"STANDIN_CC": "6.1", "GEMMSHIM_MODE": mode, "GEMMSHIM_FFMA_MIN_FLOPS": "0"})
-    first = "policy: built-in rule 1 (ffma sm=6.0-7.5 ab=bf16 compute=32f)" if mode == "auto" else "GEMMSHIM_MODE=ffma"
+    first = "policy: built-in rule 2 (ffma sm=6.0-6.9 ab=bf16 compute=32f)" if mode == "auto" else "GEMMSHIM_MODE=ffma"
     assert (recs[0]["route"], recs[0]["reason"]) == ("ffma", first), recs[0]
     assert (recs[2]["decided"], recs[2]["route"], recs[2]["reason"]) == ("native", "native", FROM_CUSOLVER), recs[2]
     assert (recs[3]["route"], recs[3]["reason"]) == ("native", FROM_CUSOLVER), recs[3]

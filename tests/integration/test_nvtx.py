@@ -15,7 +15,7 @@ sys.path.insert(0, str(harness.ROOT / "python"))
 from gemmshim.report.read import shape_of  # noqa: E402
 
 INJECT = harness.CLIENT_DIR / "libnvtx_inject.so"
-ROUTES = ("native", "ffma", "fp8")  # gs_route order: category = index + 1
+ROUTES = ("native", "ffma", "fp8", "fp16")  # gs_route order: category = index + 1
 
 
 def run_with_tool(tmp_path, standin, env, *args, tool=True, fp8=False):
@@ -65,8 +65,9 @@ def test_one_range_per_call_named_by_route_around_its_work(tmp_path, shim, stand
                                    "--api=cublasGemmEx,cublasLtMatmul", "--type=bf16")
     assert events[0][1:] == ["init"]
     # The domain and one named category per route, before any range.
-    assert [e[1:] for e in events[1:5]] == [["domain", "1 gemmshim"], ["category", "1 1 native"],
-                                            ["category", "1 2 ffma"], ["category", "1 3 fp8"]]
+    assert [e[1:] for e in events[1:6]] == [["domain", "1 gemmshim"], ["category", "1 1 native"],
+                                            ["category", "1 2 ffma"], ["category", "1 3 fp8"],
+                                            ["category", "1 4 fp16"]]
     got, outside = ranges(events)
     assert outside == []  # every launch and GEMM ran inside some call's range
     assert len(got) == len(log) == len(r.calls)

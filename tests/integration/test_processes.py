@@ -129,7 +129,7 @@ def test_debug_file_appended_by_every_process(tmp_path):
     assert len(lines) == 4, lines  # the outer shell and its two children
     assert len({l.split()[1] for l in lines[1:]}) == 3  # host:pid:tid, one pid each
     for l in lines[1:]:
-        assert l.endswith("WARN GEMMSHIM_MODE='bogus': expected auto, native, ffma or fp8; "
+        assert l.endswith("WARN GEMMSHIM_MODE='bogus': expected auto, native, ffma, fp8 or fp16; "
                           "running pass-through (every GEMM native)")
 
 

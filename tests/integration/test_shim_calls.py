@@ -16,7 +16,7 @@ from harness import (
     standin_counts,
 )
 
-NATIVE_RULE = "policy: built-in rule 2 (native)"
+NATIVE_RULE = "policy: built-in rule 3 (native)"
 STATUS_NAMES = {0: "CUBLAS_STATUS_SUCCESS", 1: "CUBLAS_STATUS_NOT_INITIALIZED", 7: "CUBLAS_STATUS_INVALID_VALUE"}
 GEMMEX_FAMILY_NULL_HANDLE = {
     "inv_gemm_null_handle", "inv_gemm64_null_handle", "inv_strided64_null_handle", "inv_batched_null_handle"}

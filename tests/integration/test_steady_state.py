@@ -73,6 +73,23 @@ def test_ffma_steady_state(client, standin, tmp_path):
     assert sum(added(ffma, native).values()) == 7
 
 
+def test_fp16_steady_state(client, standin, tmp_path):
+    """sm_75: three launches (amax, cast, the output kernel that unscales
+    into the bf16 D) with the current context asked once for all of them,
+    the transient buffer's alloc and free, the capture check and the
+    handle's math mode (CUBLAS_PEDANTIC_MATH keeps bf16 native): 8 calls
+    over native, the route's budget. Its fp16 cublasGemmEx stands where
+    native's bf16 one was (cuBLAS's own descriptors alike), and runs on fp16
+    tensor cores."""
+    native, rec = one_call(client, standin, tmp_path, "7.5", NATIVE)
+    assert rec["route"] == "native"
+    fp16, rec = one_call(client, standin, tmp_path, "7.5", {"GEMMSHIM_MODE": "fp16", "GEMMSHIM_FP16_MIN_FLOPS": "0"})
+    assert (rec["route"], rec["backend"]) == ("fp16", "cublas-fp16")
+    assert added(fp16, native) == {"cuCtxGetCurrent": 1, "cuLaunchKernel": 3, "cuMemAllocFromPoolAsync": 1,
+                                   "cuMemFreeAsync": 1, "cuStreamIsCapturing": 1, "cublasGetMathMode": 1}
+    assert sum(added(fp16, native).values()) == 8
+
+
 def test_fp8_cublaslt_steady_state(client, standin, tmp_path):
     """sm_90, cuBLASLt backend: the kept plan leaves cublasLtMatmul as the
     call's only cuBLASLt call (where native cuBLAS's GemmEx builds and

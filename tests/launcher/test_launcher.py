@@ -43,8 +43,9 @@ USAGE = (
     "       gemmshim jupyter install [--name NAME] [--display-name TEXT] [--prefix DIR] [options]\n"
     "       gemmshim --version | --help | --print-lib\n"
 )
-FFMA_RULE = "built-in rule 1 (ffma sm=6.0-7.5 ab=bf16 compute=32f)"
-NATIVE_RULE = "built-in rule 2 (native)"
+FP16_RULE = "built-in rule 1 (fp16 sm=7.0-7.5 ab=bf16 compute=32f)"
+FFMA_RULE = "built-in rule 2 (ffma sm=6.0-6.9 ab=bf16 compute=32f)"
+NATIVE_RULE = "built-in rule 3 (native)"
 TYPE_KEYS = ("a_type", "b_type", "c_type", "compute_type")
 
 
@@ -184,7 +185,7 @@ def test_bad_value_stops_before_the_command_runs(launcher, standin, tmp_path):
     marker = tmp_path / "ran"
     r = launch(["--mode", "bogus", "--", "touch", str(marker)], standin)
     assert r.returncode == 1, r.describe()
-    assert r.stderr == ("gemmshim: GEMMSHIM_MODE='bogus': expected auto, native, ffma or fp8\n"
+    assert r.stderr == ("gemmshim: GEMMSHIM_MODE='bogus': expected auto, native, ffma, fp8 or fp16\n"
                         "gemmshim: not running 'touch': 1 problem above; the shim would run every GEMM native\n")
     assert not marker.exists()
 
@@ -379,11 +380,12 @@ def test_policy_check(launcher, standin, tmp_path):
     good.write_text("# Hopper: fp8 for bf16\nfp8 sm=9.0- ab=bf16,fp16\n\nnative api=cublasLtMatmul\n")
     r = launch(["policy", "check", str(good)], standin)
     assert (r.returncode, r.stderr) == (0, ""), r.describe()
-    assert r.stdout == (f"{good}: OK: 2 rules from the file, 2 built-in; matched in this order:\n"
+    assert r.stdout == (f"{good}: OK: 2 rules from the file, 3 built-in; matched in this order:\n"
                         f"  1. {good}:2 (fp8 sm=9.0- ab=fp16,bf16)\n"
                         f"  2. {good}:4 (native api=cublasLtMatmul)\n"
-                        f"  3. {FFMA_RULE}\n"
-                        f"  4. {NATIVE_RULE}\n")
+                        f"  3. {FP16_RULE}\n"
+                        f"  4. {FFMA_RULE}\n"
+                        f"  5. {NATIVE_RULE}\n")
     off = tmp_path / "off.txt"
     off.write_text("builtin off\nnative\n")
     r = launch(["policy", "check", str(off)], standin)
@@ -405,8 +407,16 @@ def test_policy_explain(launcher, standin, tmp_path):
     assert (r.returncode, r.stderr) == (0, ""), r.describe()
     assert r.stdout == ("GEMM: sm=6.1 a=bf16 b=bf16 c=bf16 compute=32f api=cublasGemmEx caller=app\n"
                         "rules: built-in only\n"
-                        f"  1. {FFMA_RULE}: matches\n"
+                        f"  1. {FP16_RULE}: no, the rule does not take sm=6.1\n"
+                        f"  2. {FFMA_RULE}: matches\n"
                         f"route: ffma (policy: {FFMA_RULE})\n")
+    r = launch(["policy", "explain", "--sm", "7.5", "--ab", "bf16", "--c", "fp32", "--compute", "32f",
+                "--api", "cublasLtMatmul"], standin)
+    assert (r.returncode, r.stderr) == (0, ""), r.describe()
+    assert r.stdout == ("GEMM: sm=7.5 a=bf16 b=bf16 c=fp32 compute=32f api=cublasLtMatmul caller=app\n"
+                        "rules: built-in only\n"
+                        f"  1. {FP16_RULE}: matches\n"
+                        f"route: fp16 (policy: {FP16_RULE})\n")
     policy = tmp_path / "p.txt"
     policy.write_text("fp8 sm=8.9- ab=fp16\nnative api=cublasLtMatmul\n")
     r = launch(["policy", "explain", "--sm", "9.0", "--a", "bf16", "--b", "e4m3", "--c", "bf16", "--compute", "64f",
@@ -416,8 +426,9 @@ def test_policy_explain(launcher, standin, tmp_path):
                         f"rules: {policy}\n"
                         f"  1. {policy}:1 (fp8 sm=8.9- ab=fp16): no, the rule does not take a=bf16 b=e4m3\n"
                         f"  2. {policy}:2 (native api=cublasLtMatmul): no, the rule does not take api=cublasGemmEx\n"
-                        f"  3. {FFMA_RULE}: no, the rule does not take sm=9.0, a=bf16 b=e4m3, compute=64f\n"
-                        f"  4. {NATIVE_RULE}: matches\n"
+                        f"  3. {FP16_RULE}: no, the rule does not take sm=9.0, a=bf16 b=e4m3, compute=64f\n"
+                        f"  4. {FFMA_RULE}: no, the rule does not take sm=9.0, a=bf16 b=e4m3, compute=64f\n"
+                        f"  5. {NATIVE_RULE}: matches\n"
                         f"route: native (policy: {NATIVE_RULE})\n")
     off = tmp_path / "off.txt"
     off.write_text("builtin off\nffma sm=6.1\n")
@@ -439,8 +450,9 @@ def test_policy_explain_caller(launcher, standin, tmp_path):
     assert (r.returncode, r.stderr) == (0, ""), r.describe()
     assert r.stdout == ("GEMM: sm=9.0 a=bf16 b=bf16 c=bf16 compute=32f api=cublasGemmEx caller=cusolver\n"
                         "rules: built-in only\n"
-                        f"  1. {FFMA_RULE}: no, the rule does not take sm=9.0, caller=cusolver\n"
-                        f"  2. {NATIVE_RULE}: no, the rule does not take caller=cusolver\n"
+                        f"  1. {FP16_RULE}: no, the rule does not take sm=9.0, caller=cusolver\n"
+                        f"  2. {FFMA_RULE}: no, the rule does not take sm=9.0, caller=cusolver\n"
+                        f"  3. {NATIVE_RULE}: no, the rule does not take caller=cusolver\n"
                         "route: native (no rule names caller=cusolver: GEMMs inside NVIDIA libraries run native)\n")
     policy = tmp_path / "p.txt"
     policy.write_text("fp8 caller=cusolver\n")
@@ -480,7 +492,7 @@ def test_policy_explain_errors(launcher, standin):
     assert r.returncode == 2 and r.stderr.startswith("gemmshim policy explain: --ab 'bf17': expected "), r.stderr
     r = launch(["policy", "explain", "--sm=9.0", "--ab=bf16", "--c=bf16", "--compute=32f", "--api=cublasGemmEx"],
                standin)
-    assert r.returncode == 0 and r.stdout.endswith("route: native (policy: built-in rule 2 (native))\n"), r.stdout
+    assert r.returncode == 0 and r.stdout.endswith("route: native (policy: built-in rule 3 (native))\n"), r.stdout
     r = launch(["policy", "explain", "--size", "1"], standin)
     assert r.returncode == 2 and r.stderr.startswith(
         "gemmshim policy: explain: unknown argument '--size'; expected --sm, --ab (or --a and --b), --c, --compute,"

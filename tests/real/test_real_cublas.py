@@ -18,7 +18,7 @@ from harness import (
     stable_lines,
 )
 
-NATIVE_RULE = "policy: built-in rule 2 (native)"
+NATIVE_RULE = "policy: built-in rule 3 (native)"
 NO_DRIVER = "device unknown: libcuda.so.1 could not be loaded"
 NULL_HANDLE = "device unknown: NULL cuBLAS handle"
 

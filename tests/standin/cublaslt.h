@@ -40,6 +40,9 @@ typedef enum lt_api_id {
 } lt_api_id;
 
 extern unsigned long long lt_counts[LT_API_COUNT];
+/* cublasLtMatmul calls that ran on fp16 tensor cores (sg_on_fp16_tensor_cores):
+ * standin_fp16_tensor_core_gemms in the counts file. */
+extern unsigned long long lt_fp16_tensor_core_gemms;
 #define LT_COUNT(name) STANDIN_BUMP(lt_counts, LT_API_##name)
 
 #define LT_HANDLE_MAGIC 0x4c74486eu /* "LtHn" */

@@ -295,6 +295,7 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t lightHandle, cublasLtMatmulDesc_t
     return CUBLAS_STATUS_EXECUTION_FAILED;
 
   rt_late late = {dev_mode ? alpha : NULL, dev_mode ? beta : NULL, (int)st, d->a_scale, d->b_scale};
+  if (sg_on_fp16_tensor_cores(&p, major, minor)) STANDIN_BUMP(&lt_fp16_tensor_core_gemms, 0);
   int queued = rt_gemm_on_stream(&p, &late, (CUstream)stream);
   return queued == -1 ? CUBLAS_STATUS_ALLOC_FAILED : queued ? CUBLAS_STATUS_EXECUTION_FAILED : CUBLAS_STATUS_SUCCESS;
 }

@@ -208,6 +208,18 @@ static int sg_gemm_f64(const sg_problem *p) {
   return 0;
 }
 
+int sg_has_fp16_tensor_cores(int major, int minor) {
+  (void)minor;
+  return major >= 7;
+}
+
+int sg_on_fp16_tensor_cores(const sg_problem *p, int major, int minor) {
+  if (!sg_has_fp16_tensor_cores(major, minor)) return 0;
+  if (p->a.type == CUDA_R_16F && p->b.type == CUDA_R_16F)
+    return p->compute == CUBLAS_COMPUTE_32F || p->compute == CUBLAS_COMPUTE_16F;
+  return p->a.type == CUDA_R_32F && p->compute == CUBLAS_COMPUTE_32F_FAST_16F;
+}
+
 int sg_gemm(const sg_problem *p) {
   if (p->m == 0 || p->n == 0 || p->batch == 0) return 0;
   standin_trace("gemm %lldx%lldx%lld batch %lld", (long long)p->m, (long long)p->n, (long long)p->k,

@@ -66,5 +66,20 @@ cublasStatus_t sg_check_types(cublasComputeType_t compute, cudaDataType_t scale,
 double sg_read_scalar(const void *p, cudaDataType_t t);
 /* Compute the whole problem. 0, or -1 when host memory ran out. */
 int sg_gemm(const sg_problem *p);
+/* 1 when a device of capability major.minor has fp16 tensor cores (mma with
+ * fp16 multiplicands and fp32 or fp16 accumulators): compute capability 7.0
+ * and newer, per the CUDA C++ Programming Guide's table of features by
+ * compute capability (Tensor Cores from Volta, 7.0; Xavier 7.2 and Turing
+ * 7.5 included; none on Maxwell 5.x or Pascal 6.x). */
+int sg_has_fp16_tensor_cores(int major, int minor);
+/* 1 when cuBLAS runs problem p on fp16 tensor cores on such a device: fp16
+ * A and B with COMPUTE_32F or COMPUTE_16F, or fp32 A and B with
+ * COMPUTE_32F_FAST_16F (inputs rounded to fp16 first). The pedantic compute
+ * types ask for "the prescribed precision and standardized arithmetic for
+ * all phases of calculations" (cuBLAS documentation, cublasComputeType_t)
+ * and are not counted. The numerics are those of every other fp32-compute
+ * problem (above): fp16 inputs convert exactly, their products are exact in
+ * fp32 (11 x 11 significant bits), and they accumulate in fp32. */
+int sg_on_fp16_tensor_cores(const sg_problem *p, int major, int minor);
 
 #endif

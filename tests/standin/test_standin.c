@@ -1970,6 +1970,34 @@ static int child_implicit(void) {
   return 0;
 }
 
+/* Five GEMMs, of which three run on fp16 tensor cores where the device has
+ * them (sg_on_fp16_tensor_cores): fp16 A/B with COMPUTE_32F and with
+ * COMPUTE_16F, fp32 A/B with COMPUTE_32F_FAST_16F; not fp16 with
+ * COMPUTE_32F_PEDANTIC, nor bf16. */
+static int child_fp16_gemms(void) {
+  CHILD_CHECK(child_setup() == 0);
+  cublasHandle_t h;
+  CHILD_CHECK(cublasCreate_v2(&h) == CUBLAS_STATUS_SUCCESS);
+  void *A = dalloc(4), *B = dalloc(4), *C = dalloc(4);
+  float one = 1, zero = 0;
+  uint16_t h_one = 0x3c00, h_zero = 0;
+  const struct { cudaDataType_t ab, c; cublasComputeType_t compute; const void *alpha, *beta; } g[] = {
+      {CUDA_R_16F, CUDA_R_32F, CUBLAS_COMPUTE_32F, &one, &zero},
+      {CUDA_R_16F, CUDA_R_16F, CUBLAS_COMPUTE_16F, &h_one, &h_zero},
+      {CUDA_R_32F, CUDA_R_32F, CUBLAS_COMPUTE_32F_FAST_16F, &one, &zero},
+      {CUDA_R_16F, CUDA_R_32F, CUBLAS_COMPUTE_32F_PEDANTIC, &one, &zero},
+      {CUDA_R_16BF, CUDA_R_32F, CUBLAS_COMPUTE_32F, &one, &zero},
+  };
+  for (size_t i = 0; i < sizeof g / sizeof g[0]; i++)
+    CHILD_CHECK(cublasGemmEx(h, CUBLAS_OP_N, CUBLAS_OP_N, 1, 1, 1, g[i].alpha, A, g[i].ab, 1, B, g[i].ab, 1,
+                             g[i].beta, C, g[i].c, 1, g[i].compute, CUBLAS_GEMM_DEFAULT) == CUBLAS_STATUS_SUCCESS);
+  CHILD_CHECK(cublasDestroy_v2(h) == CUBLAS_STATUS_SUCCESS);
+  dfree(A);
+  dfree(B);
+  dfree(C);
+  return 0;
+}
+
 static int child_main(const char *scenario) {
   if (!strcmp(scenario, "preinit")) return child_preinit();
   if (!strcmp(scenario, "forbid")) return child_forbid();
@@ -1980,6 +2008,7 @@ static int child_main(const char *scenario) {
   if (!strcmp(scenario, "badcc")) return child_badcc();
   if (!strcmp(scenario, "nokernels")) return child_nokernels();
   if (!strcmp(scenario, "implicit")) return child_implicit();
+  if (!strcmp(scenario, "fp16_gemms")) return child_fp16_gemms();
   fprintf(stderr, "unknown scenario %s\n", scenario);
   return 2;
 }
@@ -2024,8 +2053,9 @@ static void test_env_controls(void **state) {
   expect_child("implicit", NULL, NULL, 0, NULL);
 }
 
-static void test_counts_file(void **state) {
-  (void)state;
+/* The counts file a child scenario leaves, with one more setting (or
+ * NULL); the file holds a stale line first, which libcuda must empty. */
+static const char *child_counts_file(const char *scenario, const char *setting2) {
   char path[] = "/tmp/standin_counts_XXXXXX";
   int fd = mkstemp(path);
   assert_true(fd >= 0);
@@ -2033,8 +2063,8 @@ static void test_counts_file(void **state) {
   close(fd);
   char setting[64];
   snprintf(setting, sizeof setting, "STANDIN_COUNTS=%s", path);
-  const char *const set[] = {setting, NULL};
-  expect_child("counts", set, NULL, 0, NULL);
+  const char *const set[] = {setting, setting2, NULL};
+  expect_child(scenario, set, NULL, 0, NULL);
   static char text[65536];
   fd = open(path, O_RDONLY);
   assert_true(fd >= 0);
@@ -2043,6 +2073,12 @@ static void test_counts_file(void **state) {
   unlink(path);
   assert_true(n > 0);
   text[n] = 0;
+  return text;
+}
+
+static void test_counts_file(void **state) {
+  (void)state;
+  const char *text = child_counts_file("counts", NULL);
   assert_int_equal(count_of(text, "stale"), -1);
   assert_int_equal(count_of(text, "cuMemAllocAsync"), 3);
   assert_int_equal(count_of(text, "cuMemFreeAsync"), 3);
@@ -3400,6 +3436,124 @@ static void *mt_worker(void *arg) {
   return NULL;
 }
 
+/* ------------------------------------------------------------------------ */
+/* fp16 inputs: what the scaled-fp16 route relies on. */
+
+/* fp16 A and B with fp32 compute, as cuBLAS runs them on fp16 tensor cores
+ * (the PTX ISA's mma with .f16 multiplicands and .f32 accumulators): the
+ * inputs exact, subnormals included; each product exact in fp32 (11 x 11
+ * significant bits); the sum in fp32. Three 1 x 1 x k GEMMs whose fp32 D
+ * shows each: 2^-24 x 2^-24 (the smallest fp16 subnormal, squared) is
+ * 2^-48; 2047 x 2047 = 4190209 needs 22 bits; and 65504^2 + 2^-14 - 65504^2
+ * is 0 summed in fp32 in k order (2^-14 is lost beside 2^32, whose fp32
+ * spacing is 512), 2^-14 in float64, and infinite in fp16. */
+static void test_fp16_gemm_numerics(void **state) {
+  (void)state;
+  cublasHandle_t h;
+  BL_OK(cublasCreate_v2(&h));
+  const struct { int k; uint16_t a[3], b[3]; float want; } cases[] = {
+      {1, {0x0001}, {0x0001}, 0x1p-48f},
+      {1, {0x67ff}, {0x67ff}, 4190209.0f},
+      {3, {0x7bff, 0x0400, 0xfbff}, {0x7bff, 0x3c00, 0x7bff}, 0.0f},
+  };
+  uint16_t *A = dalloc(6), *B = dalloc(6);
+  float *C = dalloc(4), one = 1, zero = 0;
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    h2d(A, cases[i].a, 6);
+    h2d(B, cases[i].b, 6);
+    float got = -1;
+    BL_OK(cublasGemmEx(h, CUBLAS_OP_N, CUBLAS_OP_N, 1, 1, cases[i].k, &one, A, CUDA_R_16F, 1, B, CUDA_R_16F,
+                       cases[i].k, &zero, C, CUDA_R_32F, 1, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+    d2h(&got, C, 4);
+    assert_true(got == cases[i].want);
+  }
+  /* The last case's float64 sum is 2^-14; an fp16 sum would overflow. */
+  assert_true(sn_f16_to_f32(0x0400) == 0x1p-14f && sn_f16_to_f32(0x7bff) == 65504.0f);
+  dfree(A);
+  dfree(B);
+  dfree(C);
+  BL_OK(cublasDestroy_v2(h));
+}
+
+/* Which devices have fp16 tensor cores (the CUDA C++ Programming Guide's
+ * feature table by compute capability: from 7.0), seen through the counter
+ * of GEMMs the stand-in ran on them: three of child_fp16_gemms' five on
+ * such devices, none on Maxwell and Pascal. */
+static void test_fp16_tensor_core_devices(void **state) {
+  (void)state;
+  static const struct { const char *cc; long long want; } devices[] = {
+      {"5.2", 0}, {"6.0", 0}, {"6.1", 0}, {"7.0", 3}, {"7.2", 3}, {"7.5", 3},
+      {"8.0", 3}, {"8.6", 3}, {"8.9", 3}, {"9.0", 3}, {"10.0", 3}, {"12.0", 3},
+  };
+  for (size_t i = 0; i < sizeof devices / sizeof devices[0]; i++) {
+    char cc[32];
+    snprintf(cc, sizeof cc, "STANDIN_CC=%s", devices[i].cc);
+    const char *text = child_counts_file("fp16_gemms", cc);
+    if (count_of(text, "standin_fp16_tensor_core_gemms") != devices[i].want) {
+      print_error("STANDIN_CC=%s: %lld fp16 tensor-core GEMMs, expected %lld\n", devices[i].cc,
+                  count_of(text, "standin_fp16_tensor_core_gemms"), devices[i].want);
+      fail();
+    }
+    assert_int_equal(count_of(text, "cublasGemmEx"), 5);
+  }
+}
+
+/* What cuBLAS refuses for fp16 inputs (cuBLAS documentation: cublasGemmEx's
+ * table of supported type combinations, cublasComputeType_t, and
+ * cublasLtMatmul's bias type, D's type outside fp8 inputs): fp16 with
+ * bf16 B or C, the 32F_FAST_* types (fp32 data only), COMPUTE_16F with an
+ * fp32 C; through cuBLASLt, a bias of another type than D's. */
+static void test_fp16_refusals(void **state) {
+  (void)state;
+  cublasHandle_t h;
+  BL_OK(cublasCreate_v2(&h));
+  void *A = dalloc(64), *B = dalloc(64), *C = dalloc(64), *bias = dalloc(64);
+  float one = 1;
+  const cudaDataType_t H = CUDA_R_16F, F = CUDA_R_32F, BF = CUDA_R_16BF;
+#define GEMM16(bt, ct, comp)                                                                       \
+  cublasGemmEx(h, CUBLAS_OP_N, CUBLAS_OP_N, 2, 2, 2, &one, A, H, 2, B, bt, 2, &one, C, ct, 2, comp, \
+               CUBLAS_GEMM_DEFAULT)
+  assert_int_equal(GEMM16(BF, F, CUBLAS_COMPUTE_32F), CUBLAS_STATUS_NOT_SUPPORTED);
+  assert_int_equal(GEMM16(H, BF, CUBLAS_COMPUTE_32F), CUBLAS_STATUS_NOT_SUPPORTED);
+  assert_int_equal(GEMM16(H, F, CUBLAS_COMPUTE_32F_FAST_16F), CUBLAS_STATUS_NOT_SUPPORTED);
+  assert_int_equal(GEMM16(H, H, CUBLAS_COMPUTE_32F_FAST_TF32), CUBLAS_STATUS_NOT_SUPPORTED);
+  assert_int_equal(GEMM16(H, F, CUBLAS_COMPUTE_16F), CUBLAS_STATUS_NOT_SUPPORTED);
+  BL_OK(GEMM16(H, F, CUBLAS_COMPUTE_32F));
+  BL_OK(GEMM16(H, H, CUBLAS_COMPUTE_32F));
+#undef GEMM16
+  cublasLtHandle_t lt;
+  BL_OK(cublasLtCreate(&lt));
+  cublasLtMatmulDesc_t d;
+  cublasLtMatrixLayout_t l16, l32;
+  BL_OK(cublasLtMatmulDescCreate(&d, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+  BL_OK(cublasLtMatrixLayoutCreate(&l16, H, 2, 2, 2));
+  BL_OK(cublasLtMatrixLayoutCreate(&l32, F, 2, 2, 2));
+  int32_t epi = CUBLASLT_EPILOGUE_BIAS;
+  BL_OK(cublasLtMatmulDescSetAttribute(d, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi));
+  BL_OK(cublasLtMatmulDescSetAttribute(d, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
+  const struct { cublasLtMatrixLayout_t cd; int32_t bias_type; cublasStatus_t want; } lt_cases[] = {
+      {l32, F, CUBLAS_STATUS_SUCCESS}, {l32, H, CUBLAS_STATUS_NOT_SUPPORTED},
+      {l32, BF, CUBLAS_STATUS_NOT_SUPPORTED}, {l16, H, CUBLAS_STATUS_SUCCESS},
+      {l16, F, CUBLAS_STATUS_NOT_SUPPORTED},
+  };
+  for (size_t i = 0; i < sizeof lt_cases / sizeof lt_cases[0]; i++) {
+    BL_OK(cublasLtMatmulDescSetAttribute(d, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &lt_cases[i].bias_type,
+                                         sizeof lt_cases[i].bias_type));
+    assert_int_equal(cublasLtMatmul(lt, d, &one, A, l16, B, l16, &one, C, lt_cases[i].cd, C, lt_cases[i].cd, NULL,
+                                    NULL, 0, NULL),
+                     lt_cases[i].want);
+  }
+  BL_OK(cublasLtMatrixLayoutDestroy(l16));
+  BL_OK(cublasLtMatrixLayoutDestroy(l32));
+  BL_OK(cublasLtMatmulDescDestroy(d));
+  BL_OK(cublasLtDestroy(lt));
+  dfree(A);
+  dfree(B);
+  dfree(C);
+  dfree(bias);
+  BL_OK(cublasDestroy_v2(h));
+}
+
 static void test_concurrency(void **state) {
   (void)state;
   enum { THREADS = 8 };
@@ -3479,6 +3633,9 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_lt_algo_requirements),
       cmocka_unit_test(test_lt_errors),
       cmocka_unit_test(test_fp8),
+      cmocka_unit_test(test_fp16_gemm_numerics),
+      cmocka_unit_test(test_fp16_tensor_core_devices),
+      cmocka_unit_test(test_fp16_refusals),
       cmocka_unit_test(test_concurrency),
   };
   int failed = cmocka_run_group_tests_name("standin numerics", numerics, NULL, NULL);

@@ -61,7 +61,7 @@ static const expected_name apis[] = {
 };
 
 static const expected_name routes[] = {
-    {GS_ROUTE_NATIVE, "native"}, {GS_ROUTE_FFMA, "ffma"}, {GS_ROUTE_FP8, "fp8"},
+    {GS_ROUTE_NATIVE, "native"}, {GS_ROUTE_FFMA, "ffma"}, {GS_ROUTE_FP8, "fp8"}, {GS_ROUTE_FP16, "fp16"},
 };
 
 static const expected_name ops[] = {

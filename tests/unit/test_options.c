@@ -158,7 +158,7 @@ static void test_defaults(void **state) {
   assert_int_equal(gs_debug_level, GS_LEVEL_WARN);
   assert_int_equal(gs_opt.dlsym_hook, 1);
   assert_string_equal(gs_opt.log_path, "");
-  assert_int_equal(gs_policy.n, 2); /* the built-in table */
+  assert_int_equal(gs_policy.n, 3); /* the built-in table */
   int lines;
   debug_output(&lines);
   assert_int_equal(lines, 0); /* nothing to say at WARN */
@@ -200,12 +200,12 @@ static void test_bad_mode(void **state) {
   options_init();
   assert_int_equal(gs_opt.passthrough, 1);
   assert_int_equal(gs_opt.mode, GS_MODE_AUTO);
-  expect_one_warning("GEMMSHIM_MODE='fast': expected auto, native, ffma or fp8; running pass-through (every GEMM native)\n");
+  expect_one_warning("GEMMSHIM_MODE='fast': expected auto, native, ffma, fp8 or fp16; running pass-through (every GEMM native)\n");
   /* With a log, what pass-through keeps; with a log path that was itself
    * rejected, no log to speak of (it said "still logged"). */
   setenv("GEMMSHIM_LOG", "/tmp/x.jsonl", 1);
   options_init_fresh();
-  expect_one_warning("GEMMSHIM_MODE='fast': expected auto, native, ffma or fp8; running pass-through (every GEMM native, still logged)\n");
+  expect_one_warning("GEMMSHIM_MODE='fast': expected auto, native, ffma, fp8 or fp16; running pass-through (every GEMM native, still logged)\n");
   static char long_path[700];
   memset(long_path, 'p', sizeof long_path - 1);
   setenv("GEMMSHIM_LOG", long_path, 1);
@@ -232,7 +232,7 @@ static void test_missing_policy(void **state) {
   setenv("GEMMSHIM_POLICY", "/nonexistent/policy.txt", 1);
   options_init();
   assert_int_equal(gs_opt.passthrough, 1);
-  assert_int_equal(gs_policy.n, 2);
+  assert_int_equal(gs_policy.n, 3);
   expect_one_warning("GEMMSHIM_POLICY='/nonexistent/policy.txt': cannot open (No such file or directory); expected a readable policy file; running pass-through");
 }
 
@@ -250,15 +250,15 @@ static void test_policy_file(void **state) {
   setenv("GEMMSHIM_POLICY", path, 1);
   options_init();
   assert_int_equal(gs_opt.passthrough, 0);
-  assert_int_equal(gs_policy.n, 3);
+  assert_int_equal(gs_policy.n, 4);
   assert_int_equal(gs_policy.rules[0].route, GS_ROUTE_FP8);
 
   write_file(path, "fp8 sm=9.0\nfast sm=6.1\n");
   options_init_fresh();
   assert_int_equal(gs_opt.passthrough, 1);
-  assert_int_equal(gs_policy.n, 2);
+  assert_int_equal(gs_policy.n, 3);
   char want[512];
-  snprintf(want, sizeof want, "%s:2: unknown route 'fast'; expected native, ffma or fp8; running pass-through", path);
+  snprintf(want, sizeof want, "%s:2: unknown route 'fast'; expected native, ffma, fp8 or fp16; running pass-through", path);
   expect_one_warning(want);
 
   /* A read error is reported, not mistaken for an empty file. */
@@ -389,8 +389,9 @@ static void test_info_prints_every_option(void **state) {
   assert_non_null(strstr(out, "GEMMSHIM_LOG set by environment to /tmp/x-%p.jsonl"));
   assert_non_null(strstr(out, "GEMMSHIM_DEBUG set by environment to INFO"));
   assert_non_null(strstr(out, "GEMMSHIM_DLSYM=1 (default)"));
-  assert_non_null(strstr(out, "policy rule 1: built-in rule 1 (ffma sm=6.0-7.5 ab=bf16 compute=32f)"));
-  assert_non_null(strstr(out, "policy rule 2: built-in rule 2 (native)"));
+  assert_non_null(strstr(out, "policy rule 1: built-in rule 1 (fp16 sm=7.0-7.5 ab=bf16 compute=32f)"));
+  assert_non_null(strstr(out, "policy rule 2: built-in rule 2 (ffma sm=6.0-6.9 ab=bf16 compute=32f)"));
+  assert_non_null(strstr(out, "policy rule 3: built-in rule 3 (native)"));
   gs_debug_level = GS_LEVEL_WARN;
 }
 
@@ -445,14 +446,14 @@ static void test_numbers_reject_space_and_sign(void **state) {
 static void test_values_escaped_and_cut(void **state) {
   setenv("GEMMSHIM_MODE", "fp8\ngemmshim vm:1:1 INFO fake", 1);
   options_init();
-  expect_one_warning("GEMMSHIM_MODE='fp8\\ngemmshim vm:1:1 INFO fake': expected auto, native, ffma or fp8; "
+  expect_one_warning("GEMMSHIM_MODE='fp8\\ngemmshim vm:1:1 INFO fake': expected auto, native, ffma, fp8 or fp16; "
                      "running pass-through (every GEMM native)\n");
   static char big[100001];
   memset(big, 'x', sizeof big - 1);
   setenv("GEMMSHIM_MODE", big, 1);
   options_init_fresh();
   char want[512];
-  snprintf(want, sizeof want, "GEMMSHIM_MODE='%.96s...(100000 bytes)': expected auto, native, ffma or fp8; "
+  snprintf(want, sizeof want, "GEMMSHIM_MODE='%.96s...(100000 bytes)': expected auto, native, ffma, fp8 or fp16; "
            "running pass-through (every GEMM native)\n", big);
   expect_one_warning(want);
   unsetenv("GEMMSHIM_MODE");
@@ -518,7 +519,7 @@ static void test_policy_fifo(void **state) {
            fifo);
   options_init_fresh(); /* no writer */
   assert_int_equal(gs_opt.passthrough, 1);
-  assert_int_equal(gs_policy.n, 2); /* the built-in rules */
+  assert_int_equal(gs_policy.n, 3); /* the built-in rules */
   expect_one_warning(want);
   int wr_keep = open(fifo, O_RDWR | O_NONBLOCK); /* a writer with a policy, never closing */
   assert_true(wr_keep >= 0);

@@ -64,7 +64,7 @@ static void test_check_reports_every_problem_in_table_order(void **state) {
   problems p = {0};
   assert_int_equal(options_check(collect, &p), 2);
   assert_int_equal(p.n, 2);
-  assert_string_equal(p.text[0], "GEMMSHIM_MODE='bogus': expected auto, native, ffma or fp8");
+  assert_string_equal(p.text[0], "GEMMSHIM_MODE='bogus': expected auto, native, ffma, fp8 or fp16");
   assert_string_equal(p.text[1], "GEMMSHIM_FP8_HISTORY='0': expected a whole number from 1 to 4096");
   /* As options_init would leave it: the default in place of the bad value. */
   assert_int_equal(gs_opt.mode, GS_MODE_AUTO);
@@ -93,7 +93,7 @@ static void test_fault_spec_checked_not_armed(void **state) {
   setenv("GEMMSHIM_FAULT", "open:1", 1);
   problems p = {0};
   assert_int_equal(options_check(collect, &p), 0);
-  assert_int_equal(gs_policy.n, 3);
+  assert_int_equal(gs_policy.n, 4);
   assert_int_equal(gs_fault_armed, 0);
 
   setenv("GEMMSHIM_FAULT", "nosuchcall:1", 1);
@@ -111,7 +111,7 @@ static void test_policy_problems(void **state) {
   assert_string_equal(p.text[0],
                       "GEMMSHIM_POLICY='/nonexistent/p.txt': cannot open (No such file or directory); expected a "
                       "readable policy file");
-  assert_int_equal(gs_policy.n, 2); /* built-in rules only */
+  assert_int_equal(gs_policy.n, 3); /* built-in rules only */
 
   const char *path = write_tmp("ffma sm=7.5-6.0\n");
   setenv("GEMMSHIM_POLICY", path, 1);
@@ -125,10 +125,10 @@ static void test_policy_problems(void **state) {
   char err[1024];
   assert_int_equal(options_read_policy(path, &t, err, sizeof err), -1);
   assert_string_equal(err, want);
-  assert_int_equal(t.n, 2);
+  assert_int_equal(t.n, 3);
   write_tmp("native api=cublasLtMatmul\n");
   assert_int_equal(options_read_policy(path, &t, err, sizeof err), 0);
-  assert_int_equal(t.n, 3);
+  assert_int_equal(t.n, 4);
   assert_int_equal(t.rules[0].line, 1);
 }
 

@@ -68,12 +68,23 @@ static const char types_expected[] =
 static void test_builtin_table(void **state) {
   (void)state;
   policy_builtin(&table);
-  assert_int_equal(table.n, 2);
-  const policy_rule *ffma = &table.rules[0], *native = &table.rules[1];
+  assert_int_equal(table.n, 3);
+  const policy_rule *fp16 = &table.rules[0], *ffma = &table.rules[1], *native = &table.rules[2];
+  /* Volta and Turing: fp16 tensor cores; Pascal: none (the CUDA C++
+   * Programming Guide's feature table by compute capability). */
+  assert_int_equal(fp16->route, GS_ROUTE_FP16);
+  assert_int_equal(fp16->has_sm, 1);
+  assert_int_equal(fp16->sm_lo, 70);
+  assert_int_equal(fp16->sm_hi, 75);
+  assert_int_equal(fp16->ab_types, TYPE_BIT(CUDA_R_16BF));
+  assert_int_equal(fp16->c_types, ANY_TYPES);
+  assert_int_equal(fp16->compute_types, COMPUTE_BIT(CUBLAS_COMPUTE_32F));
+  assert_int_equal(fp16->apis, ANY_APIS);
+  assert_int_equal(fp16->line, 0);
   assert_int_equal(ffma->route, GS_ROUTE_FFMA);
   assert_int_equal(ffma->has_sm, 1);
   assert_int_equal(ffma->sm_lo, 60);
-  assert_int_equal(ffma->sm_hi, 75);
+  assert_int_equal(ffma->sm_hi, 69);
   assert_int_equal(ffma->ab_types, TYPE_BIT(CUDA_R_16BF));
   assert_int_equal(ffma->c_types, ANY_TYPES);
   assert_int_equal(ffma->compute_types, COMPUTE_BIT(CUBLAS_COMPUTE_32F));
@@ -90,11 +101,11 @@ static void test_builtin_table(void **state) {
 static void test_empty_file_keeps_builtins(void **state) {
   (void)state;
   assert_int_equal(policy_parse(&table, NULL, 0, "p.txt", err, sizeof err), 0);
-  assert_int_equal(table.n, 2);
-  assert_int_equal(table.rules[0].route, GS_ROUTE_FFMA);
+  assert_int_equal(table.n, 3);
+  assert_int_equal(table.rules[0].route, GS_ROUTE_FP16);
   assert_string_equal(table.source, "p.txt");
   parse_ok("# only a comment\n\n   \t\n");
-  assert_int_equal(table.n, 2);
+  assert_int_equal(table.n, 3);
   parse_ok("builtin off\n");
   assert_int_equal(table.n, 0);
 }
@@ -108,7 +119,7 @@ static void test_parse_fields(void **state) {
            "native sm=any ab=* c=any compute=any api=any#no space before it\n"
            "ffma sm=-7.5\n"
            "ffma sm=10.0-12.1");
-  assert_int_equal(table.n, 7);
+  assert_int_equal(table.n, 8);
   const policy_rule *r = table.rules;
   assert_int_equal(r[0].route, GS_ROUTE_FP8);
   assert_int_equal(r[0].line, 3);
@@ -143,14 +154,15 @@ static void test_parse_fields(void **state) {
   assert_int_equal(r[4].sm_hi, 121);
   assert_int_equal(r[4].line, 7);
   assert_int_equal(r[5].line, 0);
-  assert_int_equal(r[5].route, GS_ROUTE_FFMA);
-  assert_int_equal(r[6].route, GS_ROUTE_NATIVE);
+  assert_int_equal(r[5].route, GS_ROUTE_FP16);
+  assert_int_equal(r[6].route, GS_ROUTE_FFMA);
+  assert_int_equal(r[7].route, GS_ROUTE_NATIVE);
 }
 
 static void test_builtin_directive_last_wins(void **state) {
   (void)state;
   parse_ok("builtin off\nfp8\nbuiltin ON\n");
-  assert_int_equal(table.n, 3);
+  assert_int_equal(table.n, 4);
   parse_ok("builtin on\nfp8\nBUILTIN off\n");
   assert_int_equal(table.n, 1);
 }
@@ -162,7 +174,7 @@ static void test_line_limit_is_inclusive(void **state) {
   memcpy(text, "native", 6);
   memcpy(text + 1024, "\r\nfp8", 6);
   parse_ok(text);
-  assert_int_equal(table.n, 4);
+  assert_int_equal(table.n, 5);
 }
 
 static void test_rule_limit(void **state) {
@@ -175,7 +187,7 @@ static void test_rule_limit(void **state) {
   assert_int_equal(table.n, POLICY_MAX_RULES);
 
   text[0] = '\0';
-  for (int i = 0; i < POLICY_MAX_RULES - 2; i++) strcat(text, "native\n");
+  for (int i = 0; i < POLICY_MAX_RULES - 3; i++) strcat(text, "native\n");
   parse_ok(text);
   assert_int_equal(table.n, POLICY_MAX_RULES);
   assert_int_equal(table.rules[POLICY_MAX_RULES - 1].line, 0);
@@ -186,12 +198,12 @@ static void test_rule_limit(void **state) {
 
 static void test_error_unknown_route(void **state) {
   (void)state;
-  assert_parse_error("ffmaa\n", "p.txt:1: unknown route 'ffmaa'; expected native, ffma or fp8");
+  assert_parse_error("ffmaa\n", "p.txt:1: unknown route 'ffmaa'; expected native, ffma, fp8 or fp16");
   assert_parse_error("# c\r\n\r\nnative\r\nnative\r\nfp9 ab=bf16\r\n",
-                     "p.txt:5: unknown route 'fp9'; expected native, ffma or fp8");
+                     "p.txt:5: unknown route 'fp9'; expected native, ffma, fp8 or fp16");
   assert_parse_error("ab=bf16 native\n",
-                     "p.txt:1: 'ab=bf16' before a route; expected a route first: native, ffma "
-                     "or fp8");
+                     "p.txt:1: 'ab=bf16' before a route; expected a route first: native, ffma, "
+                     "fp8 or fp16");
 }
 
 static void test_error_unknown_key(void **state) {
@@ -309,12 +321,12 @@ static void test_error_too_many_rules(void **state) {
   for (int i = 0; i <= POLICY_MAX_RULES; i++) strcat(text, "native\n");
   assert_parse_error(text, "p.txt:258: rule 257 is over the limit; expected at most 256 rules");
 
-  /* 255 file rules would fit alone, but not with the two built-in ones. */
+  /* 254 file rules would fit alone, but not with the three built-in ones. */
   strcpy(text, "# many\n");
-  for (int i = 0; i < POLICY_MAX_RULES - 1; i++) strcat(text, "native\n");
+  for (int i = 0; i < POLICY_MAX_RULES - 2; i++) strcat(text, "native\n");
   assert_parse_error(text,
-                     "p.txt:256: rule 255 leaves no room for the 2 built-in rules; expected at "
-                     "most 254 rules, or builtin off");
+                     "p.txt:255: rule 254 leaves no room for the 3 built-in rules; expected at "
+                     "most 253 rules, or builtin off");
 }
 
 static void test_error_nul_byte(void **state) {
@@ -341,14 +353,14 @@ static void test_error_long_line(void **state) {
 static void test_error_shows_found_text_safely(void **state) {
   (void)state;
   assert_parse_error("nat\x01ive\n",
-                     "p.txt:1: unknown route 'nat\\x01ive'; expected native, ffma or fp8");
+                     "p.txt:1: unknown route 'nat\\x01ive'; expected native, ffma, fp8 or fp16");
   assert_parse_error("native\rffma\n",
-                     "p.txt:1: unknown route 'native\\x0dffma'; expected native, ffma or fp8");
+                     "p.txt:1: unknown route 'native\\x0dffma'; expected native, ffma, fp8 or fp16");
   char text[128], message[256];
   memset(text, 'x', 100);
   text[100] = '\0';
   snprintf(message, sizeof message,
-           "p.txt:1: unknown route '%.48s...'; expected native, ffma or fp8", text);
+           "p.txt:1: unknown route '%.48s...'; expected native, ffma, fp8 or fp16", text);
   assert_parse_error(text, message);
 }
 
@@ -443,21 +455,23 @@ static void test_size_and_site_keys(void **state) {
 static void test_match_builtin_sm_bounds_inclusive(void **state) {
   (void)state;
   policy_builtin(&table);
-  assert_int_equal(match(bf16_gemm(60)), 0);
-  assert_int_equal(match(bf16_gemm(61)), 0);
+  assert_int_equal(match(bf16_gemm(60)), 1);
+  assert_int_equal(match(bf16_gemm(61)), 1);
+  assert_int_equal(match(bf16_gemm(69)), 1);
   assert_int_equal(match(bf16_gemm(70)), 0);
+  assert_int_equal(match(bf16_gemm(72)), 0);
   assert_int_equal(match(bf16_gemm(75)), 0);
-  assert_int_equal(match(bf16_gemm(53)), 1);
-  assert_int_equal(match(bf16_gemm(59)), 1);
-  assert_int_equal(match(bf16_gemm(76)), 1);
-  assert_int_equal(match(bf16_gemm(80)), 1);
-  assert_int_equal(match(bf16_gemm(POLICY_SM_UNKNOWN)), 1);
+  assert_int_equal(match(bf16_gemm(53)), 2);
+  assert_int_equal(match(bf16_gemm(59)), 2);
+  assert_int_equal(match(bf16_gemm(76)), 2);
+  assert_int_equal(match(bf16_gemm(80)), 2);
+  assert_int_equal(match(bf16_gemm(POLICY_SM_UNKNOWN)), 2);
   policy_key fp16 = gemm(70, CUDA_R_16F, CUDA_R_16F, CUDA_R_32F, CUBLAS_COMPUTE_32F,
                          GS_API_GEMM_EX);
-  assert_int_equal(match(fp16), 1);
+  assert_int_equal(match(fp16), 2);
   policy_key fast = gemm(70, CUDA_R_16BF, CUDA_R_16BF, CUDA_R_32F, CUBLAS_COMPUTE_32F_FAST_16BF,
                          GS_API_GEMM_EX);
-  assert_int_equal(match(fast), 1);
+  assert_int_equal(match(fast), 2);
 }
 
 static void test_match_first_rule_wins(void **state) {
@@ -472,12 +486,14 @@ static void test_match_first_rule_wins(void **state) {
 static void test_match_file_rules_before_builtins(void **state) {
   (void)state;
   parse_ok("native sm=7.0 ab=bf16\n");
-  assert_int_equal(table.n, 3);
+  assert_int_equal(table.n, 4);
   assert_int_equal(match(bf16_gemm(70)), 0);
-  assert_int_equal(match(bf16_gemm(61)), 1);
-  assert_int_equal(table.rules[1].route, GS_ROUTE_FFMA);
-  assert_int_equal(match(bf16_gemm(80)), 2);
-  assert_int_equal(table.rules[2].route, GS_ROUTE_NATIVE);
+  assert_int_equal(match(bf16_gemm(75)), 1);
+  assert_int_equal(table.rules[1].route, GS_ROUTE_FP16);
+  assert_int_equal(match(bf16_gemm(61)), 2);
+  assert_int_equal(table.rules[2].route, GS_ROUTE_FFMA);
+  assert_int_equal(match(bf16_gemm(80)), 3);
+  assert_int_equal(table.rules[3].route, GS_ROUTE_NATIVE);
 }
 
 static void test_match_builtin_off(void **state) {
@@ -508,7 +524,7 @@ static void test_match_unknown_sm(void **state) {
   assert_int_equal(match(bf16_gemm(POLICY_SM_UNKNOWN)), 3);
   policy_key fp16 = gemm(POLICY_SM_UNKNOWN, CUDA_R_16F, CUDA_R_16F, CUDA_R_32F,
                          CUBLAS_COMPUTE_32F, GS_API_GEMM_EX);
-  assert_int_equal(match(fp16), 5); /* built-in ffma has sm; built-in native has not */
+  assert_int_equal(match(fp16), 6); /* built-in fp16 and ffma have sm; built-in native has not */
   policy_key negative = bf16_gemm(-7);
   assert_int_equal(match(negative), 3);
 }
@@ -586,7 +602,7 @@ static void test_match_caller(void **state) {
   (void)state;
   policy_builtin(&table);
   policy_key k = bf16_gemm(61);
-  assert_int_equal(match(k), 0);
+  assert_int_equal(match(k), 1);
   k.caller = GS_CALLER_CUSOLVER;
   assert_int_equal(match(k), -1);
   k.caller = GS_CALLER_CUBLAS;
@@ -618,7 +634,8 @@ static void test_match_caller(void **state) {
   assert_describes(0, "p.txt:1 (fp8 caller=cusolver,cudnn)");
   assert_describes(1, "p.txt:2 (native ab=fp32 caller=any)");
   assert_describes(2, "p.txt:3 (ffma caller=app,cublas)");
-  assert_describes(3, "built-in rule 1 (ffma sm=6.0-7.5 ab=bf16 compute=32f)");
+  assert_describes(3, "built-in rule 1 (fp16 sm=7.0-7.5 ab=bf16 compute=32f)");
+  assert_describes(4, "built-in rule 2 (ffma sm=6.0-6.9 ab=bf16 compute=32f)");
 
   assert_parse_error("fp8 caller=cusolvr\n",
                      "p.txt:1: unknown caller 'cusolvr' in caller; expected app, cublas, cublaslt, "
@@ -633,8 +650,9 @@ static void test_match_caller(void **state) {
 static void test_describe_builtin(void **state) {
   (void)state;
   policy_builtin(&table);
-  assert_describes(0, "built-in rule 1 (ffma sm=6.0-7.5 ab=bf16 compute=32f)");
-  assert_describes(1, "built-in rule 2 (native)");
+  assert_describes(0, "built-in rule 1 (fp16 sm=7.0-7.5 ab=bf16 compute=32f)");
+  assert_describes(1, "built-in rule 2 (ffma sm=6.0-6.9 ab=bf16 compute=32f)");
+  assert_describes(2, "built-in rule 3 (native)");
 }
 
 static void test_describe_file_rules(void **state) {
@@ -653,27 +671,28 @@ static void test_describe_file_rules(void **state) {
   assert_describes(2, "/etc/p.txt:5 (native sm=-7.5)");
   assert_describes(3, "/etc/p.txt:6 (native sm=6.0-7.5 c=fp32)");
   assert_describes(4, "/etc/p.txt:7 (fp8)");
-  assert_describes(5, "built-in rule 1 (ffma sm=6.0-7.5 ab=bf16 compute=32f)");
-  assert_describes(6, "built-in rule 2 (native)");
-  assert_describes(7, "no rule 7");
+  assert_describes(5, "built-in rule 1 (fp16 sm=7.0-7.5 ab=bf16 compute=32f)");
+  assert_describes(6, "built-in rule 2 (ffma sm=6.0-6.9 ab=bf16 compute=32f)");
+  assert_describes(7, "built-in rule 3 (native)");
+  assert_describes(8, "no rule 8");
   assert_describes(-1, "no rule -1");
 }
 
 static void test_describe_unnamed_values(void **state) {
   (void)state;
   policy_builtin(&table);
-  table.rules[1].ab_types = TYPE_BIT(CUDA_R_4I);
-  table.rules[1].route = GS_ROUTE_COUNT;
+  table.rules[2].ab_types = TYPE_BIT(CUDA_R_4I);
+  table.rules[2].route = GS_ROUTE_COUNT;
   char want[128];
-  snprintf(want, sizeof want, "built-in rule 2 (unknown(%d) ab=unknown(%d))",
+  snprintf(want, sizeof want, "built-in rule 3 (unknown(%d) ab=unknown(%d))",
            (int)GS_ROUTE_COUNT, (int)CUDA_R_4I);
-  assert_describes(1, want);
+  assert_describes(2, want);
 }
 
 static void test_describe_truncates_like_snprintf(void **state) {
   (void)state;
   policy_builtin(&table);
-  static const char full[] = "built-in rule 1 (ffma sm=6.0-7.5 ab=bf16 compute=32f)";
+  static const char full[] = "built-in rule 1 (fp16 sm=7.0-7.5 ab=bf16 compute=32f)";
   char buf[10];
   assert_int_equal(policy_rule_describe(&table, 0, buf, sizeof buf), (int)strlen(full));
   assert_string_equal(buf, "built-in ");

@@ -81,7 +81,7 @@ def speedup_panel(compare, top):
     return rows, labels, samples, title
 
 
-ROUTE_COLORS = {"native": "#4c72b0", "ffma": "#dd8452", "fp8": "#55a868"}
+ROUTE_COLORS = {"native": "#4c72b0", "ffma": "#dd8452", "fp8": "#55a868", "fp16": "#c44e52"}
 
 
 def write_plot(path, summary, all_shapes, data, top):

@@ -1,0 +1,351 @@
+/* fp16.c: bf16 GEMMs with fp32 compute on fp16 tensor cores, exactly.
+ *
+ * Volta and Turing (sm_70-sm_75) have no bf16 tensor cores but fp16 ones
+ * with fp32 accumulation, 5-18x their bf16 GEMM rate. A bf16 value is an
+ * fp16 value whenever it lies in fp16's range, and a power of two per
+ * operand moves the operand's range there without touching a significand
+ * bit: A and B are measured (their largest finite magnitude, on the device,
+ * in this call), scaled into the top of fp16's range and written in fp16
+ * into transient buffers (kernels/fp16.cu: two launches), multiplied by
+ * cuBLAS in fp16 with fp32 accumulation, and unscaled exactly. The scale is
+ * per tensor, over all batch members: one scale keeps one alpha, so the GEMM
+ * can write an fp32 D itself; a member more than ~2^32 below the tensor's
+ * largest value loses low bits (docs/fp16.md).
+ *
+ * Where the GEMM writes: an fp32 D that cuBLAS can take with alpha on the
+ * device (cuBLASLt, whose descriptor is the route's own; the GemmEx family
+ * in device pointer mode) gets alpha * 2^-(shifts) as alpha, beta * C and
+ * the epilogue from cuBLAS itself. Anything else (bf16 D, a handle in host
+ * pointer mode, pointer-array batches) goes to a transient fp32 product,
+ * and the output kernel writes D: unscaled, alpha, beta * C, bias and
+ * activation, D's type. No host synchronisation, no host round trip.
+ *
+ * Anything this file does not handle declines before touching the caller's
+ * memory and runs native with the reason logged. */
+#include <stdio.h>
+#include <string.h>
+
+#include "../../kernels/fp16.h"
+#include "../../kernels/kernels.h"
+#include "memory.h"
+#include "../resolve.h"
+#include "lt.h"
+#include "../shim.h"
+#include "../work.h"
+#include "../base/sys.h"
+
+#define F32 CUDA_R_32F
+
+/* The plan of one call: operand shapes as stored, members cast, where the
+ * GEMM writes, and the transient buffer's parts. */
+typedef struct fp16_plan {
+  int64_t a_rows, a_cols, b_rows, b_cols;
+  int64_t a_members, b_members; /* 1 for a strided operand broadcast with stride 0 */
+  int direct;                   /* the GEMM writes the caller's fp32 D */
+  int64_t bias_stride;          /* Lt: the caller's bias batch stride */
+  size_t off[4];
+  size_t bytes;
+} fp16_plan;
+
+enum { BUF_SCALES, BUF_A16, BUF_B16, BUF_T };
+/* The scales record, then the partial maxima, in the first part. */
+#define SCRATCH_OFFSET 256
+
+static const float host_one = 1.0f, host_zero = 0.0f;
+
+static int is_ptr_array(gs_api api) { return api == GS_API_GEMM_BATCHED_EX || api == GS_API_GEMM_BATCHED_EX_64; }
+
+static int fast_compute(int ct) {
+  return ct == CUBLAS_COMPUTE_32F_FAST_16BF || ct == CUBLAS_COMPUTE_32F_FAST_16F || ct == CUBLAS_COMPUTE_32F_FAST_TF32;
+}
+
+/* fp16 A and B are cuBLAS's own fp16 tensor-core GEMM already. */
+static const char *check_types(const gs_gemm *g) {
+  if (g->a_type != CUDA_R_16BF || g->b_type != CUDA_R_16BF) return "A and B are not both bf16";
+  if (fast_compute(g->compute_type))
+    return "a 32f_fast compute type takes fp32 A and B only (forwarded for cuBLAS's own error)";
+  if (g->compute_type == CUBLAS_COMPUTE_32F_PEDANTIC)
+    return "compute type 32f_pedantic asks for cuBLAS's own bf16 arithmetic";
+  if (g->compute_type != CUBLAS_COMPUTE_32F) return "compute type is not fp32";
+  if (g->c_type != CUDA_R_16BF && g->c_type != F32) return "C is neither bf16 nor fp32";
+  if (g->d_type != g->c_type) return "D's type differs from C's";
+  return NULL;
+}
+
+/* cublasMath_t CUBLAS_PEDANTIC_MATH "uses the prescribed precision and
+ * standardized arithmetic for all phases of calculations" (cuBLAS
+ * documentation): the handle asks for bf16 as cuBLAS computes it. The other
+ * modes leave an fp16 GEMM with fp32 compute as it is (TF32 and the fp32
+ * emulations concern fp32 inputs; tensor-op math is what fp16 uses anyway). */
+static const char *check_math_mode(const gs_gemm *g) {
+  unsigned mode;
+  const char *why = route_handle_math(g, &mode);
+  if (why) return why;
+  if (mode == CUBLAS_PEDANTIC_MATH) return "the handle's math mode CUBLAS_PEDANTIC_MATH asks for cuBLAS's own bf16 arithmetic";
+  return NULL;
+}
+
+/* As the ffma route: the descriptor is rebuilt, so cuBLASLt's own refusals
+ * are forwarded by route_check_arguments; vector pointer modes are not
+ * reproduced. */
+static const char *check_lt(const gs_gemm *g) {
+  const char *why = route_check_lt(g);
+  if (why) return why;
+  if (g->pointer_mode != CUBLASLT_POINTER_MODE_HOST && g->pointer_mode != CUBLASLT_POINTER_MODE_DEVICE)
+    return "alpha/beta pointer mode is a vector mode";
+  return NULL;
+}
+
+/* A strided operand with stride 0 is one matrix for every member: cast once. */
+static int64_t members_of(const gs_gemm *g, int64_t stride) {
+  return g->batch > 1 && stride == 0 && !is_ptr_array(g->api) ? 1 : g->batch;
+}
+
+static const char *plan(const gs_call *c, fp16_plan *p) {
+  const gs_gemm *g = &c->g;
+  memset(p, 0, sizeof *p);
+  route_operand_shapes(g, &p->a_rows, &p->a_cols, &p->b_rows, &p->b_cols);
+  const char *why = check_types(g);
+  /* Layout orders first: the leading-dimension checks assume column-major. */
+  if (!why && g->api == GS_API_LT_MATMUL) why = check_lt(g);
+  if (!why) why = route_check_arguments(g);
+  if (why) return why;
+  if (g->api != GS_API_LT_MATMUL && g->pointer_mode != CUBLAS_POINTER_MODE_HOST &&
+      g->pointer_mode != CUBLAS_POINTER_MODE_DEVICE)
+    return "the handle's pointer mode is unknown";
+  if (g->m == 0 || g->n == 0 || g->k == 0 || g->batch == 0) return "empty GEMM: nothing to scale";
+  double flops = 2.0 * (double)g->m * (double)g->n * (double)g->k * (double)g->batch;
+  if (flops < (double)gs_opt.fp16_min_flops) return "GEMM smaller than GEMMSHIM_FP16_MIN_FLOPS";
+  why = g->api == GS_API_LT_MATMUL ? route_lt_bias_stride(g, &p->bias_stride) : check_math_mode(g);
+  if (why) return why;
+
+  p->a_members = members_of(g, g->stride_a);
+  p->b_members = members_of(g, g->stride_b);
+  p->direct = g->c_type == F32 && !is_ptr_array(g->api) &&
+              (g->api == GS_API_LT_MATMUL || g->pointer_mode == CUBLAS_POINTER_MODE_DEVICE);
+  const transient_part parts[4] = {
+      {1, 1, 1, SCRATCH_OFFSET + FP16_SCRATCH_BYTES},
+      {p->a_rows, p->a_cols, p->a_members, 2},
+      {p->b_rows, p->b_cols, p->b_members, 2},
+      {g->m, g->n, p->direct ? 0 : g->batch, 4},
+  };
+  return transient_plan(parts, 4, gs_opt.fp16_max_bytes, "needs more transient memory than GEMMSHIM_FP16_MAX_BYTES",
+                        p->off, &p->bytes);
+}
+
+/* ---- the pieces of the call ------------------------------------------------------ */
+static gs_fp16_scales *scales_of(const fp16_plan *p, char *base) { return (gs_fp16_scales *)(base + p->off[BUF_SCALES]); }
+
+static int device_scalars(const gs_gemm *g) {
+  return g->pointer_mode == (g->api == GS_API_LT_MATMUL ? CUBLASLT_POINTER_MODE_DEVICE : CUBLAS_POINTER_MODE_DEVICE);
+}
+
+static CUresult scale_operands(const gs_call *c, const fp16_plan *p, const fp16_launch *l, char *base) {
+  const gs_gemm *g = &c->g;
+  const int arr = is_ptr_array(g->api);
+  const fp16_operand a = {g->A, arr, g->lda, g->stride_a, p->a_rows, p->a_cols, p->a_members, base + p->off[BUF_A16]};
+  const fp16_operand b = {g->B, arr, g->ldb, g->stride_b, p->b_rows, p->b_cols, p->b_members, base + p->off[BUF_B16]};
+  uint32_t *scratch = (uint32_t *)(base + p->off[BUF_SCALES] + SCRATCH_OFFSET);
+  return fp16_scale_operands(l, &a, &b, scratch, scales_of(p, base), g->alpha, g->beta, device_scalars(g),
+                             p->direct);
+}
+
+static CUresult write_output(const gs_call *c, const fp16_plan *p, const fp16_launch *l, char *base) {
+  const gs_gemm *g = &c->g;
+  const int arr = is_ptr_array(g->api), lt = g->api == GS_API_LT_MATMUL;
+  const fp16_output o = {
+      .t = (const float *)(base + p->off[BUF_T]),
+      .scales = scales_of(p, base),
+      .alpha = g->alpha,
+      .beta = g->beta,
+      .device_scalars = device_scalars(g),
+      .c_type = g->c_type,
+      .c_array = arr,
+      .c = g->C,
+      .ldc = g->ldc,
+      .stride_c = g->stride_c,
+      .d_type = g->d_type,
+      .d_array = arr,
+      .d = g->D,
+      .ldd = g->ldd,
+      .stride_d = g->stride_d,
+      .m = g->m,
+      .n = g->n,
+      .batch = g->batch,
+      .epilogue = lt ? g->epilogue : -1,
+      .bias_type = lt ? g->bias_type : -1,
+      .bias = lt ? g->bias : NULL,
+      .bias_stride = p->bias_stride,
+  };
+  return fp16_write_output(l, &o);
+}
+
+/* ---- the fp16 GEMM ------------------------------------------------------------------ */
+/* The GemmEx family on the caller's handle (its stream, workspace and math
+ * mode), with fp16 A and B. Pointer-array batches run as strided ones over
+ * the fp16 copies. The scalars follow the handle's pointer mode: into a
+ * transient product 1 and 0 (host floats, or the scales record's on the
+ * device); into the caller's fp32 C (device mode only) alpha_eff and the
+ * caller's own beta. */
+static cublasStatus_t gemm_ex16(const gs_call *c, const fp16_plan *p, char *base) {
+  const gs_gemm *g = &c->g;
+  static const gs_sys_id entry[] = {
+      [GS_API_GEMM_EX] = GS_SYS_cublasGemmEx,
+      [GS_API_GEMM_EX_64] = GS_SYS_cublasGemmEx_64,
+      [GS_API_GEMM_STRIDED_BATCHED_EX] = GS_SYS_cublasGemmStridedBatchedEx,
+      [GS_API_GEMM_STRIDED_BATCHED_EX_64] = GS_SYS_cublasGemmStridedBatchedEx_64,
+      [GS_API_GEMM_BATCHED_EX] = GS_SYS_cublasGemmStridedBatchedEx,
+      [GS_API_GEMM_BATCHED_EX_64] = GS_SYS_cublasGemmStridedBatchedEx_64,
+  };
+  if ((unsigned)g->api >= sizeof entry / sizeof entry[0] || !resolve_hooked(entry[g->api]))
+    return CUBLAS_STATUS_NOT_SUPPORTED;
+  const gs_fp16_scales *s = scales_of(p, base);
+  const int dev = device_scalars(g);
+  const void *alpha = p->direct ? (const void *)&s->alpha_eff : dev ? (const void *)&s->one : &host_one;
+  const void *beta = p->direct ? g->beta : dev ? (const void *)&s->zero : &host_zero;
+  const void *A = base + p->off[BUF_A16], *B = base + p->off[BUF_B16];
+  void *C = p->direct ? g->D : (void *)(base + p->off[BUF_T]);
+  const int64_t ldc = p->direct ? g->ldc : g->m, sc = p->direct ? g->stride_c : g->m * g->n;
+  const int64_t sa = p->a_members > 1 ? p->a_rows * p->a_cols : 0, sb = p->b_members > 1 ? p->b_rows * p->b_cols : 0;
+  cublasHandle_t h = (cublasHandle_t)g->handle;
+  cublasOperation_t ta = (cublasOperation_t)g->transa, tb = (cublasOperation_t)g->transb;
+  const cudaDataType H = CUDA_R_16F;
+  const cublasComputeType_t comp = CUBLAS_COMPUTE_32F;
+  switch (g->api) {
+    case GS_API_GEMM_EX:
+      return GS_CALL(cublasGemmEx, h, ta, tb, (int)g->m, (int)g->n, (int)g->k, alpha, A, H, (int)p->a_rows, B, H,
+                     (int)p->b_rows, beta, C, F32, (int)ldc, comp, CUBLAS_GEMM_DEFAULT);
+    case GS_API_GEMM_EX_64:
+      return GS_CALL(cublasGemmEx_64, h, ta, tb, g->m, g->n, g->k, alpha, A, H, p->a_rows, B, H, p->b_rows, beta, C,
+                     F32, ldc, comp, CUBLAS_GEMM_DEFAULT);
+    case GS_API_GEMM_STRIDED_BATCHED_EX:
+    case GS_API_GEMM_BATCHED_EX:
+      return GS_CALL(cublasGemmStridedBatchedEx, h, ta, tb, (int)g->m, (int)g->n, (int)g->k, alpha, A, H,
+                     (int)p->a_rows, sa, B, H, (int)p->b_rows, sb, beta, C, F32, (int)ldc, sc, (int)g->batch, comp,
+                     CUBLAS_GEMM_DEFAULT);
+    default:
+      return GS_CALL(cublasGemmStridedBatchedEx_64, h, ta, tb, g->m, g->n, g->k, alpha, A, H, p->a_rows, sa, B, H,
+                     p->b_rows, sb, beta, C, F32, ldc, sc, g->batch, comp, CUBLAS_GEMM_DEFAULT);
+  }
+}
+
+/* cublasLtMatmul with the route's own descriptor, kept as a plan (lt.c:
+ * its key holds every attribute, so a call in steady state makes only the
+ * matmul). Into the caller's fp32 D: device pointer mode, alpha_eff, beta
+ * (the caller's device pointer, or the record's copy of a host beta), and
+ * the caller's epilogue and bias; into the transient product: host 1 and 0,
+ * no epilogue (the output kernel applies it). The caller's workspace. */
+static cublasStatus_t lt16(const gs_call *c, const fp16_plan *p, char *base, const char **why) {
+  const gs_gemm *g = &c->g;
+  if (!route_lt_available()) return CUBLAS_STATUS_NOT_SUPPORTED;
+  const gs_fp16_scales *s = scales_of(p, base);
+  const void *A = base + p->off[BUF_A16], *B = base + p->off[BUF_B16];
+  void *D = p->direct ? g->D : (void *)(base + p->off[BUF_T]);
+  const void *C = p->direct ? g->C : D;
+  const void *alpha = p->direct ? (const void *)&s->alpha_eff : &host_one;
+  const void *beta = !p->direct ? (const void *)&host_zero : device_scalars(g) ? g->beta : (const void *)&s->beta;
+  const void *bias = p->direct ? g->bias : NULL;
+  route_lt_key k;
+  route_lt_key_init(&k, c);
+  k.compute = CUBLAS_COMPUTE_32F;
+  k.scale = F32;
+  k.transa = g->transa;
+  k.transb = g->transb;
+  k.pointer_mode = p->direct ? CUBLASLT_POINTER_MODE_DEVICE : CUBLASLT_POINTER_MODE_HOST;
+  k.epilogue = p->direct ? (uint32_t)g->epilogue : CUBLASLT_EPILOGUE_DEFAULT;
+  if (bias) {
+    k.has_bias = 1;
+    k.bias_type = F32;
+    k.bias_stride = p->bias_stride;
+  }
+  route_lt_key_layout(&k, 0, CUDA_R_16F, p->a_rows, p->a_cols, p->a_rows, g->batch,
+                      p->a_members > 1 ? p->a_rows * p->a_cols : 0);
+  route_lt_key_layout(&k, 1, CUDA_R_16F, p->b_rows, p->b_cols, p->b_rows, g->batch,
+                      p->b_members > 1 ? p->b_rows * p->b_cols : 0);
+  if (p->direct) {
+    route_lt_key_layout(&k, 2, F32, g->m, g->n, g->ldc, g->batch, g->stride_c);
+    route_lt_key_layout(&k, 3, F32, g->m, g->n, g->ldd, g->batch, g->stride_d);
+  } else {
+    route_lt_key_layout(&k, 2, F32, g->m, g->n, g->m, g->batch, g->m * g->n);
+    route_lt_key_layout(&k, 3, F32, g->m, g->n, g->m, g->batch, g->m * g->n);
+  }
+  k.align[0] = route_lt_alignment(A);
+  k.align[1] = route_lt_alignment(B);
+  k.align[2] = route_lt_alignment(C);
+  k.align[3] = route_lt_alignment(D);
+  k.workspace_size = g->workspace_size;
+  cublasLtHandle_t h = (cublasLtHandle_t)g->handle;
+  cublasStatus_t st;
+  const route_lt_plan *plan = route_lt_plan_get(h, &k, bias, &st, why);
+  if (!plan) return st;
+  st = route_lt_matmul(h, plan, alpha, A, B, beta, C, D, bias, g->workspace, g->workspace_size, g->stream);
+  route_lt_plan_put(plan);
+  return st;
+}
+
+/* ---- the route ------------------------------------------------------------------------ */
+static int fp16_decline(gs_call *c, const char *why) { return ROUTE_DECLINE(c, "fp16", "%s", why); }
+
+int route_fp16(gs_call *c) {
+  char why_buf[128];
+  fp16_plan p;
+  const char *why = plan(c, &p);
+  if (why) return fp16_decline(c, why);
+  if (!c->ctx || c->sm < 0) return fp16_decline(c, "the call's device is unknown");
+  /* GEMMSHIM_MODE=fp16 reaches any device; the route needs fp16 tensor
+   * cores (compute capability 7.0 and newer). */
+  if (c->sm < 70) {
+    snprintf(why_buf, sizeof why_buf, "the device (sm_%d.%d) has no fp16 tensor cores (7.0 or newer)", c->sm / 10,
+             c->sm % 10);
+    return fp16_decline(c, why_buf);
+  }
+  why = transient_capture_why(c);
+  if (why) return fp16_decline(c, why);
+  kernel_ctx kc = route_kernel_ctx(c);
+  const fp16_launch l = {&kc, (CUstream)c->g.stream, c->sm};
+  why = route_kernels_ready(&kc);
+  if (!why) why = fp16_kernels_ready(&l);
+  if (why) {
+    snprintf(why_buf, sizeof why_buf, "kernels not loaded (%s)", why);
+    return fp16_decline(c, why_buf);
+  }
+  gs_transient t;
+  why = transient_alloc(c, p.bytes, &t);
+  if (why) return fp16_decline(c, why);
+  call_work_begin(c, GS_ROUTE_FP16);
+  char *base = (char *)(uintptr_t)t.ptr;
+  CUresult r = scale_operands(c, &p, &l, base);
+  if (r != CUDA_SUCCESS) {
+    transient_release(&t);
+    snprintf(why_buf, sizeof why_buf, "scale kernel launch failed (CUresult %d)", (int)r);
+    return fp16_decline(c, why_buf);
+  }
+  if (c->gpu.on) gpu_time_mark(c, GS_GPU_EV_GEMM_BEGIN);
+  const char *plan_why = NULL;
+  cublasStatus_t s = c->g.api == GS_API_LT_MATMUL ? lt16(c, &p, base, &plan_why) : gemm_ex16(c, &p, base);
+  if (c->gpu.on) gpu_time_mark(c, GS_GPU_EV_GEMM_END);
+  if (s != CUBLAS_STATUS_SUCCESS) {
+    /* A failed cuBLAS call writes nothing, and nothing else has written
+     * the caller's memory: native gives the caller cuBLAS's own answer. */
+    transient_release(&t);
+    if (!plan_why) {
+      snprintf(why_buf, sizeof why_buf, "fp16 GEMM returned status %d", (int)s);
+      plan_why = why_buf;
+    }
+    return fp16_decline(c, plan_why);
+  }
+  if (!p.direct) {
+    r = write_output(c, &p, &l, base);
+    if (r != CUDA_SUCCESS) {
+      /* The product sits in the transient buffer; the caller's C is
+       * untouched, so native can still run the call. */
+      transient_release(&t);
+      snprintf(why_buf, sizeof why_buf, "output kernel launch failed (CUresult %d)", (int)r);
+      return fp16_decline(c, why_buf);
+    }
+  }
+  transient_release(&t);
+  c->route = GS_ROUTE_FP16;
+  c->backend = c->g.api == GS_API_LT_MATMUL ? "lt-fp16" : "cublas-fp16";
+  return CUBLAS_STATUS_SUCCESS;
+}
