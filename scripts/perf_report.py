@@ -400,15 +400,15 @@ def main():
     w("## Estimates: route time against native (not measured)\n")
     w("Figures used, each with its source:\n")
     figs = [
-        ("GTX 1080 fp32 GEMM", "6.76 TFLOP/s", "measured, torch 2.6 cu124, 4096^2 matmul (shared/REFERENCE.md)"),
-        ("GTX 1080 bf16 GEMM (native)", "3.64 TFLOP/s", "same measurement (shared/REFERENCE.md)"),
+        ("GTX 1080 fp32 GEMM", "6.76 TFLOP/s", "measured by a user, torch 2.6 cu124, 4096^2 matmul (not by this project)"),
+        ("GTX 1080 bf16 GEMM (native)", "3.64 TFLOP/s", "same measurement"),
         ("GTX 1080 DRAM bandwidth", "320 GB/s", "NVIDIA's specification (10 Gbps GDDR5X, 256-bit)"),
         ("streaming kernels' share of it", "80%", "assumption (no GPU measurement here)"),
-        ("H200 bf16 GEMM (native)", "790 TFLOP/s", "measured at 8192^3 on an H200 (shared/REFERENCE.md)"),
+        ("H200 bf16 GEMM (native)", "790 TFLOP/s", "estimate: torch bf16 8192^2 matmul on an H100, ~797 TFLOP/s (zzc0721/torch-performance-test-data #79); an H200 has the same SMs and clocks"),
         ("H200 fp8 GEMM (cuBLASLt)", "1580 TFLOP/s",
-         "assumption: the bf16 rate x 2, the dense-peak ratio 1979/989 (shared/REFERENCE.md); DeepGEMM's "
-         "~1550 TFLOP/s on H800 (same file) is of this order"),
-        ("H200 device bandwidth", "4.3 TB/s", "measured device-to-device copy (shared/REFERENCE.md)"),
+         "assumption: the bf16 rate x 2, NVIDIA's H100/H200 dense peaks 1979/989 TFLOP/s (datasheet); "
+         "DeepGEMM's ~1550 TFLOP/s fp8 on H800 (its README) is of this order"),
+        ("H200 device bandwidth", "4.3 TB/s", "estimate: ~90% of the H200's 4.8 TB/s nominal (NVIDIA datasheet); never measured by this project"),
         ("gap per dependent kernel launch", "5 us", "assumption (order of magnitude; not measured here)"),
         ("GEMM rate at the smaller anchor shapes", "as at the large one", "assumption (smaller GEMMs run "
          "below it, natively and routed alike)"),

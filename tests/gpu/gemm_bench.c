@@ -39,12 +39,14 @@
 #include "gpu_common.h"
 #include "kernel_trace.h"
 
-/* Napkin ceilings printed next to the numbers (REFERENCE.md's figures for an
- * H200; on another GPU they are only a scale). */
+/* Napkin ceilings printed next to the numbers, for an H200 (on another GPU
+ * only a scale): NVIDIA's dense peaks (datasheet), torch's bf16 8192^2
+ * matmul measured on an H100 by zzc0721/torch-performance-test-data #79,
+ * and ~90% of the 4.8 TB/s nominal bandwidth: estimates, not measurements. */
 #define PEAK_BF16_TFLOPS 989.0
-#define MEASURED_BF16_8192_TFLOPS 790.0
+#define H100_BF16_8192_TFLOPS 790.0
 #define PEAK_FP8_TFLOPS 1979.0
-#define MEASURED_COPY_TBS 4.3
+#define ESTIMATED_COPY_TBS 4.3
 
 typedef enum pair_kind { PAIR_FFMA_BF16, PAIR_FFMA_SGEMM, PAIR_FP8_BF16, PAIR_FP16_BF16 } pair_kind;
 
@@ -449,13 +451,13 @@ int main(int argc, char **argv) {
          "median of %d samples of ~%.0f ms after %d warm-up calls\n",
          p->name, p->label_a, p->label_b, p->b_fp32 ? " (B: fp32)" : "", op.reps, op.target_ms, op.warmup);
   printf("napkin: bf16 dense peak %.0f TFLOP/s (measured ~%.0f at 8192^3 on an H200), fp8 %.0f, copy ~%.1f TB/s\n",
-         PEAK_BF16_TFLOPS, MEASURED_BF16_8192_TFLOPS, PEAK_FP8_TFLOPS, MEASURED_COPY_TBS);
+         PEAK_BF16_TFLOPS, H100_BF16_8192_TFLOPS, PEAK_FP8_TFLOPS, ESTIMATED_COPY_TBS);
 
   if (op.trace) {
     st.copy_gbs = copy_bandwidth(&st, &op, (size_t)(op.copy_mib * 1048576.0));
     if (st.copy_gbs > 0.0)
       printf("device copy %.0f MiB: %.0f GB/s read+write (napkin ~%.0f)\n", op.copy_mib, st.copy_gbs,
-             MEASURED_COPY_TBS * 1000.0);
+             ESTIMATED_COPY_TBS * 1000.0);
     else
       printf("device copy: unavailable (driver lacks cuMemcpyDtoDAsync_v2)\n");
     if (st.json && st.copy_gbs > 0.0)
