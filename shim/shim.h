@@ -330,7 +330,7 @@ static inline int hooks_dlsym_enabled(void) { return gs_opt.dlsym_hook; }
 #define GS_DECLINED (-1)
 int route_run(gs_call *c);
 
-/* "route_checks.c": what every route asks first; NULL or the reason. */
+/* "routes/checks.c": what every route asks first; NULL or the reason. */
 void route_operand_shapes(const gs_gemm *g, int64_t *a_rows, int64_t *a_cols, int64_t *b_rows, int64_t *b_cols);
 const char *route_check_arguments(const gs_gemm *g);
 const char *route_check_lt(const gs_gemm *g); /* attributes, orders, epilogue, scales, bias, batch */
@@ -345,10 +345,10 @@ kernel_ctx route_kernel_ctx(const gs_call *c);
  * not found, or kernels_ready's reason). */
 const char *route_kernels_ready(kernel_ctx *kc);
 
-/* "route_ffma.c": bf16/fp16 GEMMs as fp32 GEMMs through the cast kernels. */
+/* "routes/ffma.c": bf16/fp16 GEMMs as fp32 GEMMs through the cast kernels. */
 int route_ffma(gs_call *c);
 
-/* "route_fp8.c": bf16/fp16/fp32 GEMMs with fp8 operands and delayed scaling
+/* "routes/fp8.c": bf16/fp16/fp32 GEMMs with fp8 operands and delayed scaling
  * per call site (fp8_sites.c), on cuBLASLt's fp8 GEMM or the shim's own. */
 int route_fp8(gs_call *c);
 
