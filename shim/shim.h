@@ -211,6 +211,8 @@ int options_read_policy(const char *path, policy_table *t, char *err, size_t err
  * whether it is a path (each pointer may be NULL); NULL past the end. */
 const char *options_describe(size_t i, const char **def, const char **meaning, int *is_path);
 int options_is_bool(size_t i); /* option i takes 1/0 (a bare flag in the launcher) */
+/* Option i's effective value as options_print shows it; -1 past the end. */
+int options_value(size_t i, char *buf, size_t len);
 /* Parse helpers shared by every option (and by tests). Each returns 0 on
  * success, -1 with a message in err naming var, what was expected and the
  * value used instead. */
