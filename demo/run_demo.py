@@ -55,7 +55,9 @@ def routes(log):
     counts = collections.Counter()
     with open(log, encoding="utf-8") as f:
         for line in f:
-            counts[json.loads(line).get("route", "?")] += 1
+            rec = json.loads(line)
+            if "header" not in rec:  # each process's first line
+                counts[rec.get("route", "?")] += 1
     return ", ".join(f"{route} {n}" for route, n in counts.most_common())
 
 

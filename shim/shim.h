@@ -213,6 +213,8 @@ int options_read_policy(const char *path, policy_table *t, char *err, size_t err
  * whether it is a path (each pointer may be NULL); NULL past the end. */
 const char *options_describe(size_t i, const char **def, const char **meaning, int *is_path);
 int options_is_bool(size_t i); /* option i takes 1/0 (a bare flag in the launcher) */
+/* Option i's effective value as options_print shows it; -1 past the end. */
+int options_value(size_t i, char *buf, size_t len);
 /* Parse helpers shared by every option (and by tests). Each returns 0 on
  * success, -1 with a message in err naming var, what was expected and the
  * value used instead. */
@@ -332,7 +334,7 @@ static inline int hooks_dlsym_enabled(void) { return gs_opt.dlsym_hook; }
 #define GS_DECLINED (-1)
 int route_run(gs_call *c);
 
-/* "route_checks.c": what every route asks first; NULL or the reason. */
+/* "routes/checks.c": what every route asks first; NULL or the reason. */
 void route_operand_shapes(const gs_gemm *g, int64_t *a_rows, int64_t *a_cols, int64_t *b_rows, int64_t *b_cols);
 const char *route_check_arguments(const gs_gemm *g);
 const char *route_check_lt(const gs_gemm *g); /* attributes, orders, epilogue, scales, bias, batch */
@@ -350,10 +352,10 @@ const char *route_kernels_ready(kernel_ctx *kc);
  * into *stride; NULL, or why it could not be read. */
 const char *route_lt_bias_stride(const gs_gemm *g, int64_t *stride);
 
-/* "route_ffma.c": bf16/fp16 GEMMs as fp32 GEMMs through the cast kernels. */
+/* "routes/ffma.c": bf16/fp16 GEMMs as fp32 GEMMs through the cast kernels. */
 int route_ffma(gs_call *c);
 
-/* "route_fp8.c": bf16/fp16/fp32 GEMMs with fp8 operands and delayed scaling
+/* "routes/fp8.c": bf16/fp16/fp32 GEMMs with fp8 operands and delayed scaling
  * per call site (fp8_sites.c), on cuBLASLt's fp8 GEMM or the shim's own. */
 int route_fp8(gs_call *c);
 

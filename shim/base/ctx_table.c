@@ -31,14 +31,19 @@ void ctx_table_lock(ctx_table *t) { pthread_mutex_lock(&t->lock); }
 void ctx_table_unlock(ctx_table *t) { pthread_mutex_unlock(&t->lock); }
 
 /* cuda.h, cuCtxGetId: CUDA_ERROR_CONTEXT_IS_DESTROYED is among its
- * results, so a context's handle can be asked after its end; a handle that
- * now names another context answers with another id (ids are "unique for
- * the life of the program"). Either way the context is gone. Without
- * cuCtxGetId (before CUDA 12.0) nothing can be told: kept. */
+ * results, so a context's handle can be asked after its end, and a
+ * released primary context's answers CUDA_ERROR_INVALID_CONTEXT; a handle
+ * that now names another context answers with another id (ids are "unique
+ * for the life of the program"). Those say the context is gone. Any other
+ * failure (the driver shutting down, an injected fault) says nothing about
+ * it: kept, since giving a live context's slot away would tear its state
+ * from under it. Without cuCtxGetId (before CUDA 12.0): kept. */
 int ctx_table_gone(const ctx_entry *e) {
   unsigned long long now = 0;
   if (!gs_sys.cuCtxGetId) return 0;
-  return GS_CALL(cuCtxGetId, (CUcontext)e->ctx, &now) != CUDA_SUCCESS || now != e->id;
+  CUresult r = GS_CALL(cuCtxGetId, (CUcontext)e->ctx, &now);
+  if (r == CUDA_SUCCESS) return now != e->id;
+  return r == CUDA_ERROR_CONTEXT_IS_DESTROYED || r == CUDA_ERROR_INVALID_CONTEXT;
 }
 
 int ctx_table_place(ctx_table *t, const void *ctx, ctx_entry **old) {

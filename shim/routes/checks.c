@@ -1,4 +1,4 @@
-/* route_checks.c: what every non-native route asks of a GEMM before it
+/* checks.c: what every non-native route asks of a GEMM before it
  * touches anything: arguments cuBLAS would accept, Lt descriptors in the
  * forms the routes rebuild, and the shim's kernels loaded in the call's
  * context. Each check returns NULL or the reason, in the words the routing

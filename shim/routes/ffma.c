@@ -1,4 +1,4 @@
-/* route_ffma.c: bf16/fp16 GEMMs with fp32 compute, run as fp32 GEMMs.
+/* ffma.c: bf16/fp16 GEMMs with fp32 compute, run as fp32 GEMMs.
  *
  * GPUs without bf16 tensor cores (sm_60-sm_75) run cuBLAS's bf16 GEMM
  * through a convert-then-multiply path about 1.85x slower than sgemm (GTX
@@ -211,7 +211,7 @@ static cublasStatus_t gemm_ex_fp32(const gs_call *c, const ffma_plan *p, char *b
 
 /* Lt: the same descriptor in fp32 (transposes, pointer mode, epilogue,
  * bias), fp32 layouts for the transient buffers, the caller's workspace.
- * The plan is kept (route_lt.c): its key holds every attribute, so a call
+ * The plan is kept (routes/lt.c): its key holds every attribute, so a call
  * in steady state makes only the matmul. The transient buffers' addresses
  * vary per call but not their alignment, which is all the plan holds. */
 static cublasStatus_t lt_fp32(const gs_call *c, const ffma_plan *p, char *base, void *ws, size_t wss,

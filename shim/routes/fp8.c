@@ -1,4 +1,4 @@
-/* route_fp8.c: GEMMs run with fp8 operands and delayed scaling.
+/* fp8.c: GEMMs run with fp8 operands and delayed scaling.
  *
  * For a bf16/fp16/fp32 GEMM with fp32 compute, A and B are quantized into
  * transient fp8 buffers (kernels/fp8.h: TN layout, k contiguous) with the
@@ -249,7 +249,7 @@ static const char *lt_unfit(const gs_call *c, const fp8_plan *p, const fp8_use *
 }
 
 /* op(A) = A8^T with A8 k x m (ld k), op(B) = B8 k x n (ld k): TN. The
- * plan (route_lt.c) is made on the site's first call for each of its two
+ * plan (routes/lt.c) is made on the site's first call for each of its two
  * scale slots and kept: its key holds every attribute, the scale pointers
  * of this call's parity included. The GemmEx family
  * lends the stream's persistent workspace; an Lt call lends its own. */

@@ -1,11 +1,11 @@
-/* route_lt.c: the cuBLASLt objects a route builds for its own matmul (the
+/* lt.c: the cuBLASLt objects a route builds for its own matmul (the
  * ffma route's fp32 copy of an Lt call, the fp8 route's cuBLASLt backend).
  *
  * Plans. A plan is a matmul descriptor, four layouts and the algorithm
  * cuBLASLt's heuristic chose for them, made on a problem's first call and
  * kept, so that a call in steady state makes cublasLtMatmul and no other
  * cuBLASLt call. Everything a plan's objects hold is in its key
- * (route_lt.h), per-call pointers included (the fp8 scale pointers, which
+ * (routes/lt.h), per-call pointers included (the fp8 scale pointers, which
  * alternate between a site's two scale slots: two plans per site), except
  * the bias pointer: the ffma route's widened bias lives in the call's
  * transient buffer, so route_lt_matmul sets it whenever it differs from
@@ -50,7 +50,7 @@
  * anything (it may be another stream's by now). So each device lends at
  * most ROUTE_LT_WORKSPACES (129 MiB of device memory at most) to the
  * streams of its live contexts, enough for every stream a PyTorch program
- * has (route_lt.h); a stream beyond that, or one whose allocation failed at
+ * has (routes/lt.h); a stream beyond that, or one whose allocation failed at
  * its first call (not tried again on every call), gets none and every call
  * on it says why in its reason. A context that is gone (a new id at its
  * address, or cuCtxGetId refusing it: ../base/ctx_table.h) gives its

@@ -222,6 +222,35 @@ static void test_without_context_ids(void **state) {
   assert_int_equal(ctx_destroy(c), CUDA_SUCCESS);
 }
 
+/* A cuCtxGetId that fails for another reason than the context's end (an
+ * injected fault: CUDA_ERROR_UNKNOWN) tells nothing: a full table of live
+ * contexts keeps them all, nothing is released, the newcomer gets no slot. */
+CTX_TABLE_DEFINE(faulted, 2, count_release);
+
+static void test_failed_query_is_not_gone(void **state) {
+  CUcontext a = new_ctx(), b = new_ctx(), c = new_ctx();
+  releases = 0;
+  check_value(get(&faulted, a, id_of(a)), a, id_of(a));
+  check_value(get(&faulted, b, id_of(b)), b, id_of(b));
+  gs_fault_arm(GS_SYS_cuCtxGetId, 1, 1);
+  assert_null(get(&faulted, c, 0x7777));
+  ctx_table_lock(&faulted);
+  assert_int_equal(ctx_table_sweep(&faulted), 0);
+  ctx_table_unlock(&faulted);
+  gs_fault_clear();
+  assert_int_equal(releases, 0);
+  check_value((value *)ctx_table_find(&faulted, a, id_of(a)), a, id_of(a));
+  check_value((value *)ctx_table_find(&faulted, b, id_of(b)), b, id_of(b));
+  /* Once b is destroyed, its answer says so and its slot goes to c. */
+  unsigned long long ida = id_of(a), idc = id_of(c);
+  assert_int_equal(ctx_destroy(b), CUDA_SUCCESS);
+  check_value(get(&faulted, c, idc), c, idc);
+  assert_int_equal(releases, 1);
+  check_value((value *)ctx_table_find(&faulted, a, ida), a, ida);
+  assert_int_equal(ctx_destroy(a), CUDA_SUCCESS);
+  assert_int_equal(ctx_destroy(c), CUDA_SUCCESS);
+}
+
 /* ---- churn ---------------------------------------------------------------- */
 /* Thousands of contexts made and destroyed, at addresses the stand-in
  * hands out again: POOL live at a time, of which at most SLOTS are in the
@@ -376,6 +405,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_address_and_id),
       cmocka_unit_test(test_without_context_ids),
+      cmocka_unit_test(test_failed_query_is_not_gone),
       cmocka_unit_test(test_churn_bounded),
       cmocka_unit_test(test_threads),
   };

@@ -26,6 +26,18 @@ NO_LOG = ("a run that made no cuBLAS call (a CPU-only framework, or a GEMM-free 
           "check GEMMSHIM_LOG's path and its %p/%r placeholders")
 
 
+
+def processes(bad):
+    """One row per process header the logs hold, in file order."""
+    out = []
+    for path, b in bad.items():
+        for h in b.headers:
+            devices = h.get("devices") if isinstance(h.get("devices"), list) else []
+            out.append({"file": path, "pid": h.get("pid"), "rank": str(h.get("rank", "")),
+                        "host": str(h.get("host", "")), "command": str(h.get("command", "")),
+                        "devices": [d for d in devices if isinstance(d, dict)]})
+    return out
+
 def process_name(path, index):
     return f"{os.path.basename(path)} (log {index})"
 
@@ -114,6 +126,7 @@ def main(argv=None):
     s["unreadable_files"] = unreadable
     s["bad_lines"] = {p: {"count": b.count, "first_line": b.first, "why": b.first_why} for p, b in bad.items() if b.count}
     s["records_lost"] = {p: b.lost for p, b in bad.items() if b.lost}
+    s["processes"] = processes(bad)
     if starts:
         s["steps"] = summary.steps_json()
 
@@ -133,6 +146,10 @@ def main(argv=None):
     out = sys.stderr if args.json == "-" else sys.stdout
     if args.json != "-":
         print_summary(out, s, files, bad, args.top, verdict_lines(s))
+        if len(s["processes"]) > 1:
+            print_table(out, "processes (the shim's header line of each):",
+                        [(p["file"], p["pid"], p["rank"], p["host"], p["command"][:60]) for p in s["processes"]],
+                        ("file", "pid", "rank", "host", "command"))
         if starts:
             print_table(out, "per training step:",
                         [(st["step"], st["calls"], " ".join(f"{k}={v}" for k, v in sorted(st["by_route"].items())),

@@ -95,7 +95,10 @@ def write_plot(path, summary, all_shapes, data, top):
     compare = summary["compare"]
     nrows = 3 if compare else 2
     fig, axes = plt.subplots(nrows, 1, figsize=(11, 4.2 * nrows), constrained_layout=True)
-    fig.suptitle(f"gemmshim: {summary['calls']} GEMM calls")
+    standin = any(str(d.get("name", "")).startswith("Standin")
+                  for p in summary.get("processes", ()) for d in p["devices"])
+    fig.suptitle(f"gemmshim: {summary['calls']} GEMM calls"
+                 + (" (times from the CPU stand-in, not a GPU)" if standin else ""))
 
     # 1. time by shape, one bar segment per route.
     ax = axes[0]

@@ -243,6 +243,17 @@ def print_summary(out, s, files, bad, top, verdict=()):
     """The header, the notes on each file's bad and lost lines, the verdict
     (its lines, verdict.py's), then the tables."""
     print(f"routing log: {s['calls']} calls from {len(files)} file(s)", file=out)
+    standin = sorted({str(d.get("name")) for p in s.get("processes", ()) for d in p["devices"]
+                      if str(d.get("name", "")).startswith("Standin")})
+    if standin:
+        print(f"  warning: these times come from the CPU stand-in ({', '.join(standin)}), not a GPU: they check "
+              "the machinery, not speed", file=out)
+    per_file = collections.Counter(p["file"] for p in s.get("processes", ()))
+    for path, n in per_file.items():
+        if n > 1:
+            pids = ", ".join(str(p["pid"]) for p in s["processes"] if p["file"] == path)
+            print(f"  {path}: records of {n} processes (pid {pids}): appended runs, or processes sharing the "
+                  "file; the tables pool them", file=out)
     for path, b in bad.items():
         if b.count:
             print(f"  {path}: {b.count} line(s) skipped, first at line {b.first} ({b.first_why})", file=out)
