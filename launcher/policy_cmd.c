@@ -228,11 +228,11 @@ static int explain(int argc, char **argv) {
     k.site = id;
   }
   int mode_id = 0; /* auto; the options table's names */
-  static const char *const modes[] = {"auto", "native", "ffma", "fp8"};
+  static const char *const modes[] = {"auto", "native", "ffma", "fp8", "fp16"};
   if (mode && *mode) {
-    for (mode_id = 0; mode_id < 4 && strcasecmp(mode, modes[mode_id]) != 0; mode_id++) {}
-    if (mode_id == 4) {
-      fprintf(stderr, CMD " explain: --mode '%s': expected auto, native, ffma or fp8\n", mode);
+    for (mode_id = 0; mode_id < 5 && strcasecmp(mode, modes[mode_id]) != 0; mode_id++) {}
+    if (mode_id == 5) {
+      fprintf(stderr, CMD " explain: --mode '%s': expected auto, native, ffma, fp8 or fp16\n", mode);
       return LAUNCH_EXIT_USAGE;
     }
   }
@@ -255,7 +255,7 @@ static int explain(int argc, char **argv) {
     printf("route: native (GEMMSHIM_MODE=native)\n");
     return 0;
   }
-  int mode_takes = app && (mode_id == 2 || (mode_id == 3 && (k.a_type == CUDA_R_16BF || k.a_type == CUDA_R_16F) &&
+  int mode_takes = app && (mode_id == 2 || mode_id == 4 || (mode_id == 3 && (k.a_type == CUDA_R_16BF || k.a_type == CUDA_R_16F) &&
                                                            k.b_type == k.a_type));
   int end = mode_takes ? table.n_file : table.n;
   int match = policy_match_in(&table, &k, 0, end);

@@ -167,7 +167,7 @@ void call_decide(gs_call *c) {
     device_unknown(c, device_of_call(c));
   } else if (gs_opt.mode == GS_MODE_FP16) {
     c->decided = GS_ROUTE_FP16;
-    if (hooks_timing()) reason_add(c, "GEMMSHIM_MODE=fp16");
+    if (!c->quiet) reason_add(c, "GEMMSHIM_MODE=fp16");
     device_unknown(c, device_of_call(c));
   } else if (gs_opt.mode == GS_MODE_FP8 && !c->g.decoded) {
     /* The types the mode goes by may be the ones that could not be read:
