@@ -88,7 +88,7 @@ def test_enable_after_cublas_is_loaded_refuses(built, standin, tmp_path):
 @pytest.mark.parametrize("kwargs, want", [
     ({"mdoe": "fp8"}, "raised TypeError enable() got an option the shim does not have: 'mdoe' (GEMMSHIM_MDOE is not "
                       "a variable the shim reads (did you mean GEMMSHIM_MODE?); it is ignored)"),
-    ({"mode": "fast"}, "raised ValueError GEMMSHIM_MODE='fast': expected auto, native, ffma or fp8"),
+    ({"mode": "fast"}, "raised ValueError GEMMSHIM_MODE='fast': expected auto, native, ffma, fp8 or fp16"),
     ({"fp8_history": 0}, "raised ValueError GEMMSHIM_FP8_HISTORY='0': expected a whole number from 1 to 4096"),
 ])
 def test_bad_options_raise_before_anything_is_loaded(built, standin, tmp_path, kwargs, want):
@@ -126,4 +126,4 @@ def test_jupyter_kernel_spec(built, standin, tmp_path):
                     "display_name": "Python 3 (gemmshim --mode fp8 --log gs-%p.jsonl)", "language": "python"}
     # Options are the launcher's, checked as before a run.
     r = harness.run([LAUNCHER, "jupyter", "install", "--prefix", str(tmp_path), "--mode", "fast"], standin[13])
-    assert r.returncode == 1 and "GEMMSHIM_MODE='fast': expected auto, native, ffma or fp8" in r.stderr, r.describe()
+    assert r.returncode == 1 and "GEMMSHIM_MODE='fast': expected auto, native, ffma, fp8 or fp16" in r.stderr, r.describe()

@@ -275,7 +275,7 @@ def test_check_subcommand(launcher, standin, tmp_path):
     assert r.stderr.splitlines() == [
         "gemmshim: warning: GEMMSHIM_MDOE is not a variable the shim reads (did you mean GEMMSHIM_MODE?); it is "
         "ignored",
-        "gemmshim: GEMMSHIM_MODE='fast': expected auto, native, ffma or fp8",
+        "gemmshim: GEMMSHIM_MODE='fast': expected auto, native, ffma, fp8 or fp16",
         f"gemmshim: GEMMSHIM_LOG='{tmp_path}': '{tmp_path}' is a directory; {EXPECTED_FILE}"], r.describe()
     r = launch(["check", "extra"], standin)
     assert r.returncode == 2 and r.stderr.startswith(
