@@ -431,6 +431,54 @@ def test_plot_is_a_png(tmp_path):
     assert len(data) > 10_000
 
 
+STANDIN_NOTE = "stand-in times (CPU emulation): they check the machinery, not GPU speed"
+
+
+def test_standin_times_are_never_called_gpu_times(tmp_path):
+    # --standin (make demo): the logs' gpu_ns are the CPU stand-in's time
+    # for each call's work. The report says so first and calls them
+    # stand-in times in every table; the speedup is a ratio of CPU times.
+    p0, p1 = known_logs(tmp_path)
+    out = report(p0, p1, "--standin").stdout
+    lines = out.splitlines()
+    assert lines[3:7] == [
+        STANDIN_NOTE,
+        "verdict:",
+        "  stand-in time by route (gpu_ns, 5 of 6 calls): ffma 83.3% (6.000 ms), fp8 9.7% (0.700 ms), "
+        "native 6.9% (0.500 ms)",
+        "  stand-in time ratio, native / route (CPU emulation, not a GPU speedup; over the same calls): "
+        "ffma 1.29x (2 compared calls), fp8 2.00x (1 compared call)"]
+    assert lines[lines.index("calls by entry point, route, backend:") + 1].split() == [
+        "api", "route", "backend", "calls", "host", "ms", "host", "us/call", "stand-in", "ms", "stand-in", "us/call"]
+    assert rows(out, "route vs native, the same calls measured both ways (stand-in us per call):")[0] == [
+        "ffma", "0", "6.1", "3", "2", "2100.0", "2700.0", "1.29x", "4096x4096x4096", "bf16"]
+    assert "calls without stand-in time: 1 graph capture" in lines
+    rest = out.replace(STANDIN_NOTE, "").replace("not a GPU speedup", "")
+    assert "GPU" not in rest and "gpu ms" not in rest and "gpu us" not in rest, out
+    # Without --standin nothing changes.
+    assert STANDIN_NOTE not in report(p0, p1).stdout
+
+
+def test_standin_plot_never_says_gpu(tmp_path, monkeypatch):
+    pytest.importorskip("matplotlib")
+    monkeypatch.syspath_prepend(str(PYDIR))
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from gemmshim import report as gemmshim_report
+    figures = []
+    monkeypatch.setattr(plt, "close", figures.append)  # keep the figure to read its words
+    p0, p1 = known_logs(tmp_path)
+    assert gemmshim_report.main([str(p0), str(p1), "--standin", "--plot", str(tmp_path / "p.png")]) == 0
+    (fig,) = [f for f in figures if getattr(f, "_suptitle", None) is not None]
+    title = fig._suptitle.get_text()
+    labels = [text for ax in fig.axes for text in (ax.get_title(), ax.get_xlabel(), ax.get_ylabel())]
+    assert title.endswith("\n" + STANDIN_NOTE), title
+    assert "stand-in us per call" in labels and "stand-in time, ms (total over the run)" in labels, labels
+    assert not any("GPU" in text.replace("not a GPU", "") for text in labels), labels
+    plt.close(fig)
+
+
 @pytest.mark.parametrize("prefix, base_prefix, executable, hint", [
     # A virtual environment (sys.prefix is not sys.base_prefix): its own pip.
     ("/tmp/venv", "/usr", "/tmp/venv/bin/python", "in this virtual environment: /tmp/venv/bin/python -m pip install "

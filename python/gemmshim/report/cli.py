@@ -36,6 +36,9 @@ def main(argv=None):
     ap.add_argument("--trace", metavar="OUT.json", help="write a Chrome trace event file (Perfetto, chrome://tracing)")
     ap.add_argument("--plot", metavar="OUT.png", help="write a picture of where the time went (matplotlib)")
     ap.add_argument("--json", metavar="OUT", help="write the summary as JSON to OUT ('-': stdout, no tables)")
+    ap.add_argument("--standin", action="store_true",
+                    help="the logs come from the CPU stand-in (make demo, the tests): their times are CPU emulation, "
+                         "and the tables and plot say so instead of calling them GPU times")
     ap.add_argument("--top", type=int, default=10, help="rows of the shape, site and reason tables (default 10)")
     ap.add_argument("--steps", metavar="TRAIN_JSON", help="train.py output whose summary line has step_start_ns")
     ap.add_argument("--expect", action="append", default=[], type=parse_expectation, metavar="API=ROUTE[/BACKEND]",
@@ -110,6 +113,7 @@ def main(argv=None):
         return 2
 
     s = summary.as_json(args.top)
+    s["standin"] = args.standin
     s["files"] = files
     s["unreadable_files"] = unreadable
     s["bad_lines"] = {p: {"count": b.count, "first_line": b.first, "why": b.first_why} for p, b in bad.items() if b.count}
