@@ -526,7 +526,7 @@ def test_steps_and_expectations(tmp_path):
 
 def test_records_lost_notices_are_counted_not_bad(tmp_path):
     # log.c writes {"event":"records_lost",...} where a writer that fell
-    # behind dropped records (README, "What the log guarantees").
+    # behind dropped records (docs/log.md, "What can be lost, and when").
     p = tmp_path / "log.jsonl"
     p.write_text(rec(seq=1, dur_ns=5) + "\n" +
                  '{"event":"records_lost","lost":7,"first_seq":2,"last_seq":8,"why":"x"}\n' + rec(seq=9, dur_ns=5) + "\n")
