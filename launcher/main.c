@@ -35,7 +35,7 @@ static void usage_line(FILE *f) {
           "       " PROG " policy check FILE\n"
           "       " PROG " policy explain --sm X.Y --ab TYPE --c TYPE --compute TYPE --api NAME [--shape MxNxK] [--policy FILE] ...\n"
           "       " PROG " report [args...]\n"
-          "       " PROG " check\n"
+          "       " PROG " check [options]\n"
           "       " PROG " jupyter install [--name NAME] [--display-name TEXT] [--prefix DIR] [options]\n"
           "       " PROG " --version | --help | --print-lib\n");
 }
@@ -70,8 +70,8 @@ static void print_help(void) {
          "  policy check FILE    parse a policy file as the shim does; list its rules in match order\n"
          "  policy explain ...   which rule a GEMM matches and why the rules before it do not\n"
          "  report [args...]     summarize routing logs (Python module gemmshim.report)\n"
-         "  check                check this environment's GEMMSHIM_* settings and files as the shim will\n"
-         "                       read them (exit 0: none wrong, 1: problems listed)\n"
+         "  check [options]      check these options and the environment's GEMMSHIM_* settings and files\n"
+         "                       as the shim will read them (exit 0: none wrong, 1: problems listed)\n"
          "  jupyter install ...  a Jupyter kernel whose Python runs under the shim with these options\n"
          "\nExit status: the command's own; 1 bad settings or policy file, 2 bad command line,\n"
          "126 command not runnable, 127 command not found.\n");
@@ -277,8 +277,15 @@ static int python_command(int argc, char **argv) {
 /* `gemmshim check`: what the launcher checks before a run, for a program
  * that loads the shim itself (gemmshim.enable() in Python). */
 static int check_command(int argc, char **argv) {
-  (void)argv;
-  if (argc > 1) return usage_error("check takes no arguments; it reads the environment's GEMMSHIM_* variables");
+  /* Options given here count as for a run, over the environment's. */
+  for (int i = 1; i < argc; i++) {
+    int used = strncmp(argv[i], "--", 2) == 0 ? take_option(argc, argv, i) : 0;
+    if (used < 0) return LAUNCH_EXIT_USAGE;
+    char q[GS_QUOTE_BUF];
+    if (used == 0)
+      return usage_error("check: unknown argument '%s'; expected options from " PROG " --help", gs_quote(argv[i], q));
+    i += used - 1;
+  }
   options_unknown(print_warning, NULL);
   int problems = options_check(print_problem, NULL);
   char path[sizeof gs_opt.log_path + 512];

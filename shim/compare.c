@@ -183,13 +183,13 @@ void compare_after_route(gs_call *c) {
   gs_transient t;
   if (!why) why = transient_alloc(c, bytes, &t);
   if (why) {
-    call_decline(c, c->route, "compare skipped: %s", why);
+    call_note(c, "compare skipped: %s", why);
     return;
   }
   /* The route's work ends here; the native run's after it. */
   gpu_time_mark(c, GS_GPU_EV_END);
   int st = c->gpu.on ? run_native(c, (void *)(uintptr_t)t.ptr) : -1;
   if (st == CUBLAS_STATUS_SUCCESS) gpu_time_mark(c, GS_GPU_EV_NATIVE_END);
-  else if (c->gpu.on) call_decline(c, c->route, "compare: native run returned status %d", st);
+  else if (c->gpu.on) call_note(c, "compare: native run returned status %d", st);
   transient_release(&t);
 }

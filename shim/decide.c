@@ -22,8 +22,10 @@ void decide_policy_loaded(void) {
   }
 }
 
-/* Append "; " (unless empty) and s, truncating at the buffer's end. */
+/* Append "; " (unless empty) and s, truncating at the buffer's end; not
+ * for a call nobody reads (c->quiet). */
 static void reason_add(gs_call *c, const char *s) {
+  if (c->quiet) return;
   size_t used = strnlen(c->reason, sizeof c->reason);
   size_t room = sizeof c->reason - 1 - used;
   if (used && room >= 2) {
@@ -36,19 +38,31 @@ static void reason_add(gs_call *c, const char *s) {
   c->reason[used + n] = '\0';
 }
 
-void call_decline(gs_call *c, gs_route ran, const char *fmt, ...) {
-  c->route = ran;
-  if (!hooks_timing()) return;
+static void reason_vadd(gs_call *c, const char *fmt, va_list ap) {
   char part[GS_REASON_MAX];
-  va_list ap;
-  va_start(ap, fmt);
   vsnprintf(part, sizeof part, fmt, ap);
-  va_end(ap);
   reason_add(c, part);
 }
 
+void call_decline(gs_call *c, const char *fmt, ...) {
+  c->route = GS_ROUTE_NATIVE;
+  if (c->quiet) return;
+  va_list ap;
+  va_start(ap, fmt);
+  reason_vadd(c, fmt, ap);
+  va_end(ap);
+}
+
+void call_note(gs_call *c, const char *fmt, ...) {
+  if (c->quiet) return;
+  va_list ap;
+  va_start(ap, fmt);
+  reason_vadd(c, fmt, ap);
+  va_end(ap);
+}
+
 static void device_unknown(gs_call *c, const char *why) {
-  if (!why || !hooks_timing()) return;
+  if (!why || c->quiet) return;
   reason_add(c, "device unknown");
   /* "device unknown: <why>" without a format: this can be every call. */
   size_t used = strlen(c->reason);
@@ -78,7 +92,7 @@ static int decide_by_file(gs_call *c) {
   int i = policy_match_in(&gs_policy, &k, 0, gs_policy.n_file);
   if (i < 0) return 0;
   c->decided = gs_policy.rules[i].route;
-  if (hooks_timing()) reason_add(c, rule_reason[i]);
+  if (!c->quiet) reason_add(c, rule_reason[i]);
   device_unknown(c, no_device);
   return 1;
 }
@@ -88,7 +102,7 @@ static void decide_by_policy(gs_call *c, gs_caller caller, const char *object) {
   policy_key k = key_of(c, caller);
   /* Nobody reads the reason: if no device-specific rule can claim this
    * GEMM, its device need not be found at all. */
-  if (!hooks_timing()) {
+  if (c->quiet) {
     int route = policy_route_without_sm(&gs_policy, &k);
     if (route >= 0) {
       c->decided = (gs_route)route;
@@ -100,7 +114,7 @@ static void decide_by_policy(gs_call *c, gs_caller caller, const char *object) {
   k.sm = c->sm < 0 ? POLICY_SM_UNKNOWN : c->sm;
   int i = policy_match(&gs_policy, &k);
   if (i >= 0) c->decided = gs_policy.rules[i].route;
-  if (hooks_timing()) {
+  if (!c->quiet) {
     /* Only rules that name a library's caller can match its calls: none
      * matching is the default, not a gap in the table. */
     if (caller != GS_CALLER_APP) {
@@ -127,11 +141,11 @@ static int fp8_mode_takes(const gs_gemm *g) {
 void call_decide(gs_call *c) {
   c->decided = c->route = GS_ROUTE_NATIVE;
   if (gs_opt.passthrough) {
-    if (hooks_timing()) reason_add(c, "pass-through: bad configuration (see the shim's first warning)");
+    reason_add(c, "pass-through: bad configuration (see the shim's first warning)");
     return;
   }
   if (gs_opt.mode == GS_MODE_NATIVE) {
-    if (!hooks_timing()) return;
+    if (c->quiet) return;
     reason_add(c, "GEMMSHIM_MODE=native");
     /* The log still says where the call ran. */
     device_of_call(c);
@@ -149,21 +163,21 @@ void call_decide(gs_call *c) {
     /* decided by the user's rule */
   } else if (gs_opt.mode == GS_MODE_FFMA) {
     c->decided = GS_ROUTE_FFMA;
-    if (hooks_timing()) reason_add(c, "GEMMSHIM_MODE=ffma");
+    reason_add(c, "GEMMSHIM_MODE=ffma");
     device_unknown(c, device_of_call(c));
   } else if (gs_opt.mode == GS_MODE_FP8 && !c->g.decoded) {
     /* The types the mode goes by may be the ones that could not be read:
      * the reason names the failed read (below), not a type mismatch. */
-    if (hooks_timing()) {
+    if (!c->quiet) {
       reason_add(c, "GEMMSHIM_MODE=fp8");
       device_of_call(c);
     }
   } else if (gs_opt.mode == GS_MODE_FP8 && fp8_mode_takes(&c->g)) {
     c->decided = GS_ROUTE_FP8;
-    if (hooks_timing()) reason_add(c, "GEMMSHIM_MODE=fp8");
+    reason_add(c, "GEMMSHIM_MODE=fp8");
     device_unknown(c, device_of_call(c));
   } else {
-    if (gs_opt.mode == GS_MODE_FP8 && hooks_timing()) {
+    if (gs_opt.mode == GS_MODE_FP8 && !c->quiet) {
       const char *a = gs_type_name(c->g.a_type), *b = gs_type_name(c->g.b_type);
       char why[GS_REASON_MAX];
       snprintf(why, sizeof why, "GEMMSHIM_MODE=fp8 takes bf16 and fp16 GEMMs, not %s x %s ones",
@@ -173,7 +187,7 @@ void call_decide(gs_call *c) {
     decide_by_policy(c, GS_CALLER_APP, NULL);
   }
   if (!c->g.decoded) {
-    if (hooks_timing()) {
+    if (!c->quiet) {
       char why[GS_REASON_MAX];
       decode_failure(&c->g, why, sizeof why);
       reason_add(c, why);
@@ -183,7 +197,7 @@ void call_decide(gs_call *c) {
 }
 
 void call_finish(gs_call *c) {
-  if (!hooks_timing()) return;
+  if (c->quiet) return;
   /* The fp8 route sets its own site id (fp8_sites.c): stable per layer,
    * where this one is the same for every layer of a shape. */
   if (!c->site) c->site = site_id(c->caller, &c->g);

@@ -50,7 +50,8 @@ static int call_begin(gs_call *c, gs_api api, const void *caller) {
   c->g.api = api;
   c->caller = caller;
   c->device = c->sm = -1;
-  if (hooks_timing()) {
+  c->quiet = !hooks_timing();
+  if (!c->quiet) {
     if (!thread_id) thread_id = (int)gettid();
     c->tid = thread_id;
     c->seq = atomic_fetch_add_explicit(&call_seq, 1, memory_order_relaxed) + 1;
@@ -63,7 +64,7 @@ static int call_begin(gs_call *c, gs_api api, const void *caller) {
 static cublasStatus_t call_end(gs_call *c, cublasStatus_t status) {
   call_work_end(c);
   c->status = status;
-  if (hooks_timing()) c->dur_ns = now_ns(CLOCK_MONOTONIC) - c->dur_ns;
+  if (!c->quiet) c->dur_ns = now_ns(CLOCK_MONOTONIC) - c->dur_ns;
   call_finish(c);
   call_depth--;
   cancel_leave();
@@ -73,7 +74,7 @@ static cublasStatus_t call_end(gs_call *c, cublasStatus_t status) {
 /* The real function could not be found: say so in the log, answer as
  * cuBLAS does for an unusable library. */
 static cublasStatus_t no_real(gs_call *c) {
-  call_decline(c, GS_ROUTE_NATIVE, "the real %s was not found in any loaded cuBLAS", gs_api_name(c->g.api));
+  call_note(c, "the real %s was not found in any loaded cuBLAS", gs_api_name(c->g.api));
   return call_end(c, CUBLAS_STATUS_NOT_INITIALIZED);
 }
 
@@ -212,7 +213,7 @@ GS_EXPORT cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_t
   decode_lt(&c.g, h, desc, alpha, A, ad, B, bd, beta, C, cd, D, dd, s);
   c.g.workspace = ws;
   c.g.workspace_size = wss;
-  if (hooks_timing()) decode_lt_rest(&c.g, 0);
+  if (!c.quiet) decode_lt_rest(&c.g, 0);
   DISPATCH(&c, GS_CALL(cublasLtMatmul, h, desc, alpha, A, ad, B, bd, beta, C, cd, D, dd, algo, ws, wss, s));
 }
 

@@ -10,7 +10,7 @@ int route_run(gs_call *c) {
   if (!c->g.decoded) {
     char why[GS_REASON_MAX];
     decode_failure(&c->g, why, sizeof why);
-    call_decline(c, GS_ROUTE_NATIVE, "%s; ran native", why);
+    call_decline(c, "%s; ran native", why);
     return GS_DECLINED;
   }
   /* The call's context and id, known from the device lookup, for its

@@ -10,7 +10,9 @@
  *   decide.c     mode + policy table -> route and reason
  *   site.c       call-site ids; which object a call comes from
  *   route_*.c    one file per route
- *   log.c        the per-call routing log (JSON lines) and exit summary
+ *   log.c        the per-call routing log (JSON lines): queue, flusher, files
+ *   log_format.c the log's record and its JSON (docs/log-format.md)
+ *   log_summary.c the exit summary's counters
  *   work.c       the stretch of a call that issues its device work
  *   nvtx.c       one NVTX range per call, when an NVTX tool is attached
  *   gpu_time.c   GPU time per call from events on its stream
@@ -132,6 +134,9 @@ typedef struct gs_call {
   gs_route route;      /* what actually ran */
   const char *backend; /* e.g. "cublas", "sgemm", "own"; NULL = none */
   int status;          /* cublasStatus_t returned to the caller */
+  int quiet;           /* nobody reads the call's reason, times or site: neither
+                        * the log nor the INFO summary is on (hooks_timing() at
+                        * call_begin); 0 in a zeroed gs_call, which explains itself */
   const void *caller;  /* return address of the hooked call */
   int work_begun;      /* call_work_begin ran: the call's device work started */
   int nvtx_open;       /* an NVTX range is open for the call (nvtx.c) */
@@ -227,8 +232,8 @@ void log_record(gs_call *c);          /* buffer one JSON line; waits at most 50 
 void log_flush(void);                 /* one write of what is buffered */
 void log_flush_before_exec(void);     /* log_flush, bounded as at exit (log.c) */
 void log_shutdown(void);              /* flush, summary to debug output */
-/* Format c as one JSON object plus '\n' into buf; returns the length, or
- * 0 if it did not fit. Exposed for the unit tests. */
+/* "log_format.c": c as one JSON object plus '\n' into buf; returns the
+ * length, or 0 if it did not fit. Exposed for the unit tests. */
 size_t log_format(const gs_call *c, char *buf, size_t len);
 
 /* ------------------------------------------------------------------------ */
@@ -305,9 +310,17 @@ void device_handle_destroyed(void *handle);
 /* "decide.c": mode and policy table -> c->decided and c->reason. */
 void decide_policy_loaded(void); /* gs_policy changed: prepare its reasons */
 void call_decide(gs_call *c);
-/* The route that ran is `ran`, and why (appended to the reason). */
-void call_decline(gs_call *c, gs_route ran, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
+/* A route declined the call, which runs native: c->route is native, and
+ * why is appended to the reason. */
+void call_decline(gs_call *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* A route's own decline helper: "<route> declined: <why>; ran native",
+ * route and fmt string literals; evaluates to GS_DECLINED. */
+#define ROUTE_DECLINE(c, route, fmt, ...) \
+  (call_decline((c), route " declined: " fmt "; ran native", ##__VA_ARGS__), GS_DECLINED)
+/* Something the reader of the log should know about the call (what the
+ * route that ran did, what went wrong around it): appended to the reason,
+ * the route unchanged. */
+void call_note(gs_call *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Site id and routing log, once the call returned. */
 void call_finish(gs_call *c);
 /* Per-call timing and bookkeeping are only paid for when someone reads them. */

@@ -37,7 +37,7 @@ def main(argv):
     args, options = inst.parse_known_args(argv[1:]) if argv[:1] == ["install"] else (p.parse_args(argv), [])
     exe = Path(args.launcher) if args.launcher else launcher_path()
     # The options are the launcher's own: it checks them, as before a run.
-    check = subprocess.run([str(exe), *options, "--", sys.executable, "-c", ""], capture_output=True, text=True)
+    check = subprocess.run([str(exe), "check", *options], capture_output=True, text=True)
     if check.returncode != 0:
         sys.stderr.write(check.stderr)
         return check.returncode

@@ -270,36 +270,26 @@ static cublasStatus_t lt_fp32(const gs_call *c, const ffma_plan *p, char *base, 
 }
 
 /* ---- the route ---------------------------------------------------------------- */
+/* Every decline of this route reads "ffma declined: <why>; ran native". */
+#define FFMA_DECLINE(c, ...) ROUTE_DECLINE((c), "ffma", __VA_ARGS__)
+
 int route_ffma(gs_call *c) {
   ffma_plan p;
   const char *why = plan(c, &p);
-  if (why) {
-    call_decline(c, GS_ROUTE_NATIVE, "ffma declined: %s; ran native", why);
-    return GS_DECLINED;
-  }
+  if (why) return FFMA_DECLINE(c, "%s", why);
   why = transient_capture_why(c);
-  if (why) {
-    call_decline(c, GS_ROUTE_NATIVE, "ffma declined: %s; ran native", why);
-    return GS_DECLINED;
-  }
+  if (why) return FFMA_DECLINE(c, "%s", why);
   why = kernels_ready(c->ctx);
-  if (why) {
-    call_decline(c, GS_ROUTE_NATIVE, "ffma declined: kernels not loaded (%s); ran native", why);
-    return GS_DECLINED;
-  }
+  if (why) return FFMA_DECLINE(c, "kernels not loaded (%s)", why);
   gs_transient t;
   why = transient_alloc(c, p.bytes, &t);
-  if (why) {
-    call_decline(c, GS_ROUTE_NATIVE, "ffma declined: %s; ran native", why);
-    return GS_DECLINED;
-  }
+  if (why) return FFMA_DECLINE(c, "%s", why);
   call_work_begin(c, GS_ROUTE_FFMA);
   char *base = (char *)(uintptr_t)t.ptr;
   CUresult r = casts_in(c, &p, base);
   if (r != CUDA_SUCCESS) {
     transient_release(&t);
-    call_decline(c, GS_ROUTE_NATIVE, "ffma declined: cast kernel launch failed (CUresult %d); ran native", (int)r);
-    return GS_DECLINED;
+    return FFMA_DECLINE(c, "cast kernel launch failed (CUresult %d)", (int)r);
   }
   if (c->gpu.on) gpu_time_mark(c, GS_GPU_EV_GEMM_BEGIN);
   const char *plan_why = NULL;
@@ -312,9 +302,8 @@ int route_ffma(gs_call *c) {
      * nothing, and with fp32 C it is the only writer. Native gives the
      * caller cuBLAS's own answer. */
     transient_release(&t);
-    if (plan_why) call_decline(c, GS_ROUTE_NATIVE, "ffma declined: %s; ran native", plan_why);
-    else call_decline(c, GS_ROUTE_NATIVE, "ffma declined: fp32 GEMM returned status %d; ran native", (int)s);
-    return GS_DECLINED;
+    if (plan_why) return FFMA_DECLINE(c, "%s", plan_why);
+    return FFMA_DECLINE(c, "fp32 GEMM returned status %d", (int)s);
   }
   if (p.own_out) {
     r = cast_out(c, &p, base);
@@ -322,9 +311,7 @@ int route_ffma(gs_call *c) {
       /* The caller's C is untouched (the result sits in the transient
        * buffer), so native can still run it. */
       transient_release(&t);
-      call_decline(c, GS_ROUTE_NATIVE, "ffma declined: narrowing kernel launch failed (CUresult %d); ran native",
-                   (int)r);
-      return GS_DECLINED;
+      return FFMA_DECLINE(c, "narrowing kernel launch failed (CUresult %d)", (int)r);
     }
   }
   transient_release(&t);

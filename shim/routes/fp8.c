@@ -328,42 +328,37 @@ static CUresult own_fp8(const gs_call *c, const fp8_plan *p, const fp8_use *u, c
 }
 
 /* ---- the route ---------------------------------------------------------------------- */
-static int decline(gs_call *c, const char *why) {
-  call_decline(c, GS_ROUTE_NATIVE, "fp8 declined: %s; ran native", why);
-  return GS_DECLINED;
-}
+/* Every decline of this route reads "fp8 declined: <why>; ran native". */
+#define FP8_DECLINE(c, ...) ROUTE_DECLINE((c), "fp8", __VA_ARGS__)
 
 static void describe_formats(gs_call *c, const fp8_use *u) {
   static const char *const grad[4] = {"", " (A: gradient)", " (B: gradient)", ""};
-  call_decline(c, GS_ROUTE_FP8, "fp8 %s x %s%s%s", fmt_name(u->fmt[0]), fmt_name(u->fmt[1]),
-               grad[u->gradient[0] | u->gradient[1] << 1],
-               u->needs_amax_init ? "; first call: scales from its own amax" : "");
+  call_note(c, "fp8 %s x %s%s%s", fmt_name(u->fmt[0]), fmt_name(u->fmt[1]),
+            grad[u->gradient[0] | u->gradient[1] << 1],
+            u->needs_amax_init ? "; first call: scales from its own amax" : "");
 }
 
 int route_fp8(gs_call *c) {
-  if (!c->ctx) return decline(c, "the call's device is unknown");
+  if (!c->ctx) return FP8_DECLINE(c, "the call's device is unknown");
   fp8_plan p;
   const char *why = plan(c, &p);
-  if (why) return decline(c, why);
+  if (why) return FP8_DECLINE(c, "%s", why);
   /* In capture, before the site is touched: a captured call would leave
    * its buffers' memory nodes in the graph (memory.h), and the site's
    * state must stay what eager calls and replays both see. */
   why = transient_capture_why(c);
-  if (why) return decline(c, why);
+  if (why) return FP8_DECLINE(c, "%s", why);
   why = kernels_ready((CUcontext)c->ctx);
-  if (why) {
-    call_decline(c, GS_ROUTE_NATIVE, "fp8 declined: kernels not loaded (%s); ran native", why);
-    return GS_DECLINED;
-  }
+  if (why) return FP8_DECLINE(c, "kernels not loaded (%s)", why);
 
   fp8_use u;
   why = fp8_site_acquire(c, 0, &u);
-  if (why) return decline(c, why);
+  if (why) return FP8_DECLINE(c, "%s", why);
   gs_transient t;
   why = transient_alloc(c, p.bytes, &t);
   if (why) {
     fp8_site_release(&u, 0);
-    return decline(c, why);
+    return FP8_DECLINE(c, "%s", why);
   }
   call_work_begin(c, GS_ROUTE_FP8);
   char *base = (char *)(uintptr_t)t.ptr;
@@ -372,8 +367,7 @@ int route_fp8(gs_call *c) {
   if (r != CUDA_SUCCESS) {
     transient_release(&t);
     fp8_site_release(&u, ran);
-    call_decline(c, GS_ROUTE_NATIVE, "fp8 declined: quantize kernel launch failed (CUresult %d); ran native", (int)r);
-    return GS_DECLINED;
+    return FP8_DECLINE(c, "quantize kernel launch failed (CUresult %d)", (int)r);
   }
 
   /* Nothing of the caller's is written until a GEMM succeeds: a cuBLASLt
@@ -408,8 +402,7 @@ int route_fp8(gs_call *c) {
     if (r != CUDA_SUCCESS) {
       transient_release(&t);
       fp8_site_release(&u, ran);
-      call_decline(c, GS_ROUTE_NATIVE, "fp8 declined: fp8 GEMM kernel launch failed (CUresult %d); ran native", (int)r);
-      return GS_DECLINED;
+      return FP8_DECLINE(c, "fp8 GEMM kernel launch failed (CUresult %d)", (int)r);
     }
   }
   if (c->gpu.on) gpu_time_mark(c, GS_GPU_EV_GEMM_END);
@@ -417,16 +410,17 @@ int route_fp8(gs_call *c) {
   describe_formats(c, &u);
   fp8_site_release(&u, ran);
 
+  c->route = GS_ROUTE_FP8;
   c->backend = lt ? "cublaslt-fp8" : mma ? "own-mma" : "own";
   if (lt && ws_why)
-    call_decline(c, GS_ROUTE_FP8, "%s", ws_why);
+    call_note(c, "%s", ws_why);
   else if (!lt && plan_why)
-    call_decline(c, GS_ROUTE_FP8, "cuBLASLt fp8: %s, ran the own kernel", plan_why);
+    call_note(c, "cuBLASLt fp8: %s, ran the own kernel", plan_why);
   else if (!lt && lt_status != CUBLAS_STATUS_SUCCESS)
-    call_decline(c, GS_ROUTE_FP8, "cuBLASLt fp8 returned status %d, ran the own kernel", (int)lt_status);
+    call_note(c, "cuBLASLt fp8 returned status %d, ran the own kernel", (int)lt_status);
   else if (mma_why[0])
-    call_decline(c, GS_ROUTE_FP8, "%s; ran the own kernel", mma_why);
+    call_note(c, "%s; ran the own kernel", mma_why);
   else if (!lt && gs_opt.fp8_backend != GS_FP8_BACKEND_OWN && gs_opt.fp8_backend != GS_FP8_BACKEND_OWN_MMA)
-    call_decline(c, GS_ROUTE_FP8, "own kernel: %s", own_why);
+    call_note(c, "own kernel: %s", own_why);
   return CUBLAS_STATUS_SUCCESS;
 }

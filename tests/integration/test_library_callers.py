@@ -99,8 +99,9 @@ def test_policy_routes_library_and_fp32_gemms_on_purpose(library_client, standin
                              {"STANDIN_CC": "9.0", "GEMMSHIM_MODE": "fp8", "GEMMSHIM_POLICY": "p.txt"})
     want = [
         ("fp8", FP8_FIRST),
-        ("fp8", f"{FP32_NOT_TAKEN}; policy: p.txt:2 (fp8 ab=fp32); fp8 e4m3 x e4m3; "
-                "first call: scales from its own amax"),
+        # The file's rules decide before the mode (which replaces the
+        # built-in rules only): the fp32 GEMM is the file's rule's.
+        ("fp8", "policy: p.txt:2 (fp8 ab=fp32); fp8 e4m3 x e4m3; first call: scales from its own amax"),
         ("fp8", "called from libcusolver.so.12; policy: p.txt:1 (fp8 caller=cusolver); fp8 e4m3 x e4m3; "
                 "first call: scales from its own amax"),
         ("fp8", "called from libcusolver.so.12; policy: p.txt:1 (fp8 caller=cusolver); fp8 e4m3 x e4m3; "

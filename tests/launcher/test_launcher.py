@@ -39,7 +39,7 @@ USAGE = (
     "       gemmshim policy check FILE\n"
     "       gemmshim policy explain --sm X.Y --ab TYPE --c TYPE --compute TYPE --api NAME [--shape MxNxK] [--policy FILE] ...\n"
     "       gemmshim report [args...]\n"
-    "       gemmshim check\n"
+    "       gemmshim check [options]\n"
     "       gemmshim jupyter install [--name NAME] [--display-name TEXT] [--prefix DIR] [options]\n"
     "       gemmshim --version | --help | --print-lib\n"
 )
@@ -262,6 +262,23 @@ def test_a_log_the_shim_would_refuse_is_refused_before_the_run(launcher, standin
             r = launch([opt, path, "true"], standin)
             assert (r.returncode, r.stdout) == (1, ""), r.describe()
             assert r.stderr == f"gemmshim: {var}='{path}': '{path}' is {what}; {EXPECTED_FILE}\n", r.describe()
+
+
+def test_check_subcommand(launcher, standin, tmp_path):
+    # What the launcher checks before a run, without a run (gemmshim.enable()
+    # and jupyter install call it): options given, then the environment's.
+    r = launch(["check", "--mode", "fp8", "--compare"], standin, env={"GEMMSHIM_FP8_FORMAT": "hybrid"})
+    assert (r.returncode, r.stdout, r.stderr) == (0, "", ""), r.describe()
+    r = launch(["check", "--mode", "fast", "--log", str(tmp_path)], standin, env={"GEMMSHIM_MDOE": "fp8"})
+    assert r.returncode == 1, r.describe()
+    assert r.stderr.splitlines() == [
+        "gemmshim: warning: GEMMSHIM_MDOE is not a variable the shim reads (did you mean GEMMSHIM_MODE?); it is "
+        "ignored",
+        "gemmshim: GEMMSHIM_MODE='fast': expected auto, native, ffma or fp8",
+        f"gemmshim: GEMMSHIM_LOG='{tmp_path}': '{tmp_path}' is a directory; {EXPECTED_FILE}"], r.describe()
+    r = launch(["check", "extra"], standin)
+    assert r.returncode == 2 and r.stderr.startswith(
+        "gemmshim: check: unknown argument 'extra'; expected options from gemmshim --help\n"), r.describe()
 
 
 def test_boolean_options_are_bare_flags(launcher, standin):
