@@ -80,6 +80,7 @@ include tests/fuzz/fuzz.mk
 include tests/faults/faults.mk
 include tests/valgrind/valgrind.mk
 include tests/lifecycle/lifecycle.mk
+include tests/layout/layout.mk
 include launcher/launcher.mk
 include packaging/install.mk
 include packaging/wheel.mk

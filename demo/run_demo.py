@@ -19,8 +19,8 @@ report`, python/gemmshim/report/), and one final line per run:
 where D is the difference from the native run on the same device. The
 runs log GPU time per call and compare routed calls with native
 (GEMMSHIM_LOG_GPU_TIME=1, GEMMSHIM_COMPARE=1; on the stand-in a "GPU" time is
-the CPU time of the work inline on the stream, so every report is run with
---standin and calls those times stand-in times). It ends with one report of
+the CPU time of the work inline on the stream: the report knows the stand-in
+from each log's header line and calls those times stand-in times). It ends with one report of
 all six runs, written with a Perfetto trace and a plot. Everything stays in
 OUT (default BUILD/demo): the routing logs <gpu>-<mode>.jsonl, report.json,
 trace.json, profile.png. Exit 1 when a run fails.
@@ -56,7 +56,9 @@ def routes(log):
     counts = collections.Counter()
     with open(log, encoding="utf-8") as f:
         for line in f:
-            counts[json.loads(line).get("route", "?")] += 1
+            rec = json.loads(line)
+            if "header" not in rec:  # each process's first line
+                counts[rec.get("route", "?")] += 1
     return ", ".join(f"{route} {n}" for route, n in counts.most_common())
 
 
@@ -99,7 +101,7 @@ def run_one(args, build, gpu, cc, mode, log):
 
 def profile(runs, out):
     """One report of every run's log, with a trace and a plot; False if it failed."""
-    argv = [sys.executable, "-m", "gemmshim.report", "--standin", "--top", "6", *(str(r["log"]) for r in runs),
+    argv = [sys.executable, "-m", "gemmshim.report", "--top", "6", *(str(r["log"]) for r in runs),
             "--json", str(out / "report.json"), "--trace", str(out / "trace.json")]
     try:
         import matplotlib  # noqa: F401  (the plot needs it; Debian python3-matplotlib)
@@ -167,7 +169,7 @@ def main(argv=None):
 
     for r in runs:
         print(f"routing, {r['label']} {r['mode']} ({os.path.relpath(r['log'])}):")
-        s = subprocess.run([sys.executable, "-m", "gemmshim.report", "--standin", "--top", "4", str(r["log"])],
+        s = subprocess.run([sys.executable, "-m", "gemmshim.report", "--top", "4", str(r["log"])],
                            capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT / "python")})
         failed |= s.returncode != 0
         sys.stdout.write("".join("  " + line + "\n" for line in (s.stdout + s.stderr).splitlines()))

@@ -11,7 +11,6 @@
 #include <library_types.h>
 #include <stdint.h>
 
-#include "../shim/resolve.h"
 #include "cast.h"
 #include "kernels.h"
 #include "module.h"
@@ -156,7 +155,7 @@ CUresult kernel_cast_plan(const kernel_cast_operand *ops, int n, int src, int ds
 }
 
 /* Operands of one kernel (src, dst elements): plan, then one launch. */
-static CUresult cast_launch(CUcontext ctx, CUstream stream, int src, int dst, const kernel_cast_operand *ops,
+static CUresult cast_launch(kernel_ctx *kc, CUstream stream, int src, int dst, const kernel_cast_operand *ops,
                             int n) {
   gs_kernel_id id;
   if (!cast_kernel(src, dst, &id)) return CUDA_ERROR_INVALID_VALUE;
@@ -165,16 +164,15 @@ static CUresult cast_launch(CUcontext ctx, CUstream stream, int src, int dst, co
   CUresult r = kernel_cast_plan(ops, n, src, dst, &a, grid);
   if (r != CUDA_SUCCESS || a.chunks == 0) return r;
   const unsigned block[3] = {GS_CAST_THREADS, 1, 1};
-  if (resolve_driver()) return CUDA_ERROR_NOT_INITIALIZED;
   CUfunction f;
   const char *why;
-  r = kernels_function(ctx, id, &f, &why);
+  r = kernels_function(kc, id, &f, &why);
   if (r != CUDA_SUCCESS) return r;
   void *params[] = {&a};
-  return kernels_launch(ctx, f, grid, block, stream, params);
+  return kernels_launch(kc, f, grid, block, stream, params);
 }
 
-CUresult kernel_widen_operands(CUcontext ctx, CUstream stream, const kernel_cast_operand *ops, int n) {
+CUresult kernel_widen_operands(kernel_ctx *kc, CUstream stream, const kernel_cast_operand *ops, int n) {
   if (n < 0 || n > GS_CAST_MAX_OPERANDS || (n > 0 && !ops)) return CUDA_ERROR_INVALID_VALUE;
   /* Everything is checked before anything is launched. */
   for (int i = 0; i < n; i++) {
@@ -189,55 +187,55 @@ CUresult kernel_widen_operands(CUcontext ctx, CUstream stream, const kernel_cast
     for (int i = 0; i < n; i++)
       if (elem_of(ops[i].src_type) == types[t]) same[k++] = ops[i];
     if (k == 0) continue;
-    CUresult r = cast_launch(ctx, stream, types[t], GS_ELEM_F32, same, k);
+    CUresult r = cast_launch(kc, stream, types[t], GS_ELEM_F32, same, k);
     if (r != CUDA_SUCCESS) return r;
   }
   return CUDA_SUCCESS;
 }
 
-CUresult kernel_widen(CUcontext ctx, CUstream stream, int src_type, const void *src, int64_t ld_src,
+CUresult kernel_widen(kernel_ctx *kc, CUstream stream, int src_type, const void *src, int64_t ld_src,
                       int64_t stride_src, float *dst, int64_t ld_dst, int64_t stride_dst,
                       int64_t rows, int64_t cols, int64_t batch) {
   int s = elem_of(src_type);
   if (s != GS_ELEM_BF16 && s != GS_ELEM_F16) return CUDA_ERROR_INVALID_VALUE;
   kernel_cast_operand o = {src_type, src, 0, ld_src, stride_src, dst, 0, ld_dst, stride_dst, rows, cols, batch};
-  return kernel_widen_operands(ctx, stream, &o, 1);
+  return kernel_widen_operands(kc, stream, &o, 1);
 }
 
-CUresult kernel_widen_ptrarray(CUcontext ctx, CUstream stream, int src_type,
+CUresult kernel_widen_ptrarray(kernel_ctx *kc, CUstream stream, int src_type,
                                const void *const *src_array, int64_t ld_src, float *dst,
                                int64_t ld_dst, int64_t stride_dst, int64_t rows, int64_t cols,
                                int64_t batch) {
   int s = elem_of(src_type);
   if (s != GS_ELEM_BF16 && s != GS_ELEM_F16) return CUDA_ERROR_INVALID_VALUE;
   kernel_cast_operand o = {src_type, src_array, 1, ld_src, 0, dst, 0, ld_dst, stride_dst, rows, cols, batch};
-  return kernel_widen_operands(ctx, stream, &o, 1);
+  return kernel_widen_operands(kc, stream, &o, 1);
 }
 
-static CUresult narrow(CUcontext ctx, CUstream stream, int dst_type, const kernel_cast_operand *o) {
+static CUresult narrow(kernel_ctx *kc, CUstream stream, int dst_type, const kernel_cast_operand *o) {
   int d = elem_of(dst_type);
   if (d != GS_ELEM_BF16 && d != GS_ELEM_F16) return CUDA_ERROR_INVALID_VALUE;
   if (operand_check(o, GS_ELEM_F32, d) < 0) return CUDA_ERROR_INVALID_VALUE;
-  return cast_launch(ctx, stream, GS_ELEM_F32, d, o, 1);
+  return cast_launch(kc, stream, GS_ELEM_F32, d, o, 1);
 }
 
-CUresult kernel_narrow(CUcontext ctx, CUstream stream, int dst_type, const float *src,
+CUresult kernel_narrow(kernel_ctx *kc, CUstream stream, int dst_type, const float *src,
                        int64_t ld_src, int64_t stride_src, void *dst, int64_t ld_dst,
                        int64_t stride_dst, int64_t rows, int64_t cols, int64_t batch) {
   kernel_cast_operand o = {CUDA_R_32F, src, 0, ld_src, stride_src, dst, 0, ld_dst, stride_dst, rows, cols, batch};
-  return narrow(ctx, stream, dst_type, &o);
+  return narrow(kc, stream, dst_type, &o);
 }
 
-CUresult kernel_narrow_ptrarray(CUcontext ctx, CUstream stream, int dst_type, const float *src,
+CUresult kernel_narrow_ptrarray(kernel_ctx *kc, CUstream stream, int dst_type, const float *src,
                                 int64_t ld_src, int64_t stride_src, void *const *dst_array,
                                 int64_t ld_dst, int64_t rows, int64_t cols, int64_t batch) {
   kernel_cast_operand o = {CUDA_R_32F, src, 0, ld_src, stride_src, (void *)dst_array, 1, ld_dst, 0, rows, cols, batch};
-  return narrow(ctx, stream, dst_type, &o);
+  return narrow(kc, stream, dst_type, &o);
 }
 
-CUresult kernel_widen_vector(CUcontext ctx, CUstream stream, int src_type, const void *src,
+CUresult kernel_widen_vector(kernel_ctx *kc, CUstream stream, int src_type, const void *src,
                              float *dst, int64_t n) {
   if (elem_of(src_type) < 0 || n < 0) return CUDA_ERROR_INVALID_VALUE;
   kernel_cast_operand o = {src_type, src, 0, n, 0, dst, 0, n, 0, n, 1, 1};
-  return kernel_widen_operands(ctx, stream, &o, 1);
+  return kernel_widen_operands(kc, stream, &o, 1);
 }

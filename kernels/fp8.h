@@ -33,6 +33,8 @@
 #include <cuda.h>
 #include <stdint.h>
 
+#include "kernels.h" /* kernel_ctx */
+
 enum { GS_FP8_E4M3 = 0, GS_FP8_E5M2 = 1 };
 #define GS_FP8_E4M3_MAX 448.0f
 #define GS_FP8_E5M2_MAX 57344.0f
@@ -64,7 +66,7 @@ static inline uint64_t gs_fp8_ring_bytes(unsigned history) {
  * `stride`; `trans` says whether the GEMM uses it transposed. For A
  * (is_b = 0), op(A) is m x k; for B (is_b = 1), op(B) is k x n. dst gets the
  * TN layout above. ring/parity as described at the top; fmt is the ring's. */
-CUresult fp8_quantize(CUcontext ctx, CUstream stream, int src_type, const void *src, int64_t rows,
+CUresult fp8_quantize(kernel_ctx *kc, CUstream stream, int src_type, const void *src, int64_t rows,
                       int64_t cols, int64_t ld, int64_t stride, int64_t batch, int trans, int is_b,
                       uint8_t *dst, gs_fp8_ring *ring, int parity);
 
@@ -81,14 +83,14 @@ typedef struct fp8_operand {
 /* A GEMM's A and B (n = 2; or one operand) quantized in one launch, each
  * with its own ring and fold, exactly as fp8_quantize would each; the rings
  * must differ. Operands of different source types take a launch each. */
-CUresult fp8_quantize_operands(CUcontext ctx, CUstream stream, const fp8_operand *ops, int n, int parity);
+CUresult fp8_quantize_operands(kernel_ctx *kc, CUstream stream, const fp8_operand *ops, int n, int parity);
 
 /* The same for fp8_amax_init. */
-CUresult fp8_amax_init_operands(CUcontext ctx, CUstream stream, const fp8_operand *ops, int n, int parity);
+CUresult fp8_amax_init_operands(kernel_ctx *kc, CUstream stream, const fp8_operand *ops, int n, int parity);
 
 /* First call of a site: amax of src, and scale[parity] published from it
  * (the history is left alone: the call's quantize enters the amax). */
-CUresult fp8_amax_init(CUcontext ctx, CUstream stream, int src_type, const void *src, int64_t rows,
+CUresult fp8_amax_init(kernel_ctx *kc, CUstream stream, int src_type, const void *src, int64_t rows,
                        int64_t cols, int64_t ld, int64_t stride, int64_t batch, gs_fp8_ring *ring,
                        int parity);
 
@@ -100,7 +102,7 @@ CUresult fp8_amax_init(CUcontext ctx, CUstream stream, int src_type, const void 
  * floats per pointer_mode (cuBLAS's values). C/D column-major with their ld
  * and batch strides; C may equal D; C is not read when beta is zero on the
  * host. fp32 accumulation; any shape, edges predicated. */
-CUresult fp8_gemm(CUcontext ctx, CUstream stream, int64_t m, int64_t n, int64_t k, int64_t batch,
+CUresult fp8_gemm(kernel_ctx *kc, CUstream stream, int64_t m, int64_t n, int64_t k, int64_t batch,
                   const uint8_t *A8, int fmt_a, const uint8_t *B8, int fmt_b, const float *scale_a,
                   const float *scale_b, const void *alpha, const void *beta, int pointer_mode,
                   int c_type, const void *C, int64_t ldc, int64_t stride_c, int d_type, void *D,
@@ -111,7 +113,7 @@ CUresult fp8_gemm(CUcontext ctx, CUstream stream, int64_t m, int64_t n, int64_t 
  * devices whose driver takes PTX ISA 8.4: elsewhere it launches nothing and
  * returns CUDA_ERROR_NOT_SUPPORTED, and the caller runs fp8_gemm. Opt-in
  * (GEMMSHIM_FP8_BACKEND=own-mma) until checked on a GPU. */
-CUresult fp8_gemm_mma(CUcontext ctx, CUstream stream, int64_t m, int64_t n, int64_t k, int64_t batch,
+CUresult fp8_gemm_mma(kernel_ctx *kc, CUstream stream, int64_t m, int64_t n, int64_t k, int64_t batch,
                       const uint8_t *A8, int fmt_a, const uint8_t *B8, int fmt_b, const float *scale_a,
                       const float *scale_b, const void *alpha, const void *beta, int pointer_mode,
                       int c_type, const void *C, int64_t ldc, int64_t stride_c, int d_type, void *D,

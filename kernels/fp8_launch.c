@@ -8,18 +8,15 @@
  * GS_FP8_KERNELS on the caller's stream, never synchronising.
  *
  * kernels.mk embeds each kernel file's PTX (gs_ptx_fp8_quantize,
- * gs_ptx_fp8_gemm). Until module.h's GS_KERNEL_FILES lists the fp8 files,
- * their modules are loaded here, once per context, into a cache of
- * module_launch.c's design: fixed slots filled once under a mutex, scanned
- * without a lock, keyed by context address and cuCtxGetId. Launches go
- * through kernels_launch (module.h), which makes the context current. */
+ * gs_ptx_fp8_gemm, ...); module.h's GS_KERNEL_FILES lists them, so they
+ * load with the cast kernels, once per context (module_launch.c). Launches
+ * go through kernels_launch (module.h), which makes the caller's context
+ * (kernel_ctx, kernels.h) current. */
 #include <library_types.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
 
-#include "../shim/resolve.h"
-#include "../shim/shim.h"
 #include "../shim/base/sys.h"
 #include "fp8.h"
 #include "fp8_kernels.h"
@@ -43,25 +40,24 @@ _Static_assert(GS_FP8_AMAX_SLOTS == GS_FP8_DEV_AMAX_SLOTS, "amax slot counts dif
 
 /* The fp8 kernels live in the shim's module cache with the cast kernels
  * (module.h): one load per context for all of them. */
-static CUresult fp8_launch_either(CUcontext ctx, CUstream stream, gs_kernel_id preferred, gs_kernel_id id,
+static CUresult fp8_launch_either(kernel_ctx *kc, CUstream stream, gs_kernel_id preferred, gs_kernel_id id,
                                   const unsigned grid[3], unsigned threads, void *args) {
-  if (resolve_driver()) return CUDA_ERROR_NOT_INITIALIZED;
-  if (!ctx) return CUDA_ERROR_INVALID_CONTEXT;
+  if (!kc->ctx) return CUDA_ERROR_INVALID_CONTEXT;
   CUfunction f;
   const char *why = NULL;
   /* An optional file's kernel that this context has not loaded (older
    * device, or its driver refused the PTX): the base kernel does the same. */
-  CUresult r = kernels_function(ctx, preferred, &f, &why);
-  if (r == CUDA_ERROR_NOT_SUPPORTED && preferred != id) r = kernels_function(ctx, id, &f, &why);
+  CUresult r = kernels_function(kc, preferred, &f, &why);
+  if (r == CUDA_ERROR_NOT_SUPPORTED && preferred != id) r = kernels_function(kc, id, &f, &why);
   if (r != CUDA_SUCCESS) return r;
   const unsigned block[3] = {threads, 1, 1};
   void *params[] = {args};
-  return kernels_launch(ctx, f, grid, block, stream, params);
+  return kernels_launch(kc, f, grid, block, stream, params);
 }
 
-static CUresult fp8_launch(CUcontext ctx, CUstream stream, gs_kernel_id id, const unsigned grid[3],
+static CUresult fp8_launch(kernel_ctx *kc, CUstream stream, gs_kernel_id id, const unsigned grid[3],
                            unsigned threads, void *args) {
-  return fp8_launch_either(ctx, stream, id, id, grid, threads, args);
+  return fp8_launch_either(kc, stream, id, id, grid, threads, args);
 }
 
 /* ---- argument checks ----------------------------------------------------- */
@@ -157,7 +153,7 @@ static CUresult operand_args(const fp8_operand *o, int quantize, gs_fp8_q_operan
 /* n operands (1 or 2), each with its own ring, in one launch when they
  * share their source type (a GEMM's A and B do), else one each. Everything
  * is checked before anything is launched. */
-static CUresult quantize_launch(CUcontext ctx, CUstream stream, const fp8_operand *ops, int n, int parity,
+static CUresult quantize_launch(kernel_ctx *kc, CUstream stream, const fp8_operand *ops, int n, int parity,
                                 int quantize) {
   if (n < 1 || n > 2 || !ops || (parity != 0 && parity != 1)) return CUDA_ERROR_INVALID_VALUE;
   gs_fp8_quantize_args q;
@@ -171,36 +167,36 @@ static CUresult quantize_launch(CUcontext ctx, CUstream stream, const fp8_operan
   if (n == 2 && ops[0].ring == ops[1].ring) return CUDA_ERROR_INVALID_VALUE;
   const gs_kernel_id *ids = quantize ? quantize_ids : amax_ids;
   if (n == 2 && ops[0].src_type != ops[1].src_type) {
-    CUresult r = quantize_launch(ctx, stream, &ops[0], 1, parity, quantize);
-    return r == CUDA_SUCCESS ? quantize_launch(ctx, stream, &ops[1], 1, parity, quantize) : r;
+    CUresult r = quantize_launch(kc, stream, &ops[0], 1, parity, quantize);
+    return r == CUDA_SUCCESS ? quantize_launch(kc, stream, &ops[1], 1, parity, quantize) : r;
   }
   q.operands = n;
   const unsigned grid[3] = {(unsigned)q.op[0].blocks + (n == 2 ? (unsigned)q.op[1].blocks : 0u), 1, 1};
   const int e = elem_of(ops[0].src_type);
-  return fp8_launch_either(ctx, stream, quantize ? quantize_sm89_ids[e] : ids[e], ids[e], grid, GS_FP8_Q_THREADS,
+  return fp8_launch_either(kc, stream, quantize ? quantize_sm89_ids[e] : ids[e], ids[e], grid, GS_FP8_Q_THREADS,
                            &q);
 }
 
-CUresult fp8_quantize_operands(CUcontext ctx, CUstream stream, const fp8_operand *ops, int n, int parity) {
-  return quantize_launch(ctx, stream, ops, n, parity, 1);
+CUresult fp8_quantize_operands(kernel_ctx *kc, CUstream stream, const fp8_operand *ops, int n, int parity) {
+  return quantize_launch(kc, stream, ops, n, parity, 1);
 }
 
-CUresult fp8_amax_init_operands(CUcontext ctx, CUstream stream, const fp8_operand *ops, int n, int parity) {
-  return quantize_launch(ctx, stream, ops, n, parity, 0);
+CUresult fp8_amax_init_operands(kernel_ctx *kc, CUstream stream, const fp8_operand *ops, int n, int parity) {
+  return quantize_launch(kc, stream, ops, n, parity, 0);
 }
 
-CUresult fp8_quantize(CUcontext ctx, CUstream stream, int src_type, const void *src, int64_t rows,
+CUresult fp8_quantize(kernel_ctx *kc, CUstream stream, int src_type, const void *src, int64_t rows,
                       int64_t cols, int64_t ld, int64_t stride, int64_t batch, int trans, int is_b,
                       uint8_t *dst, gs_fp8_ring *ring, int parity) {
   const fp8_operand o = {src_type, src, rows, cols, ld, stride, batch, trans, is_b, dst, ring};
-  return quantize_launch(ctx, stream, &o, 1, parity, 1);
+  return quantize_launch(kc, stream, &o, 1, parity, 1);
 }
 
-CUresult fp8_amax_init(CUcontext ctx, CUstream stream, int src_type, const void *src, int64_t rows,
+CUresult fp8_amax_init(kernel_ctx *kc, CUstream stream, int src_type, const void *src, int64_t rows,
                        int64_t cols, int64_t ld, int64_t stride, int64_t batch, gs_fp8_ring *ring,
                        int parity) {
   const fp8_operand o = {src_type, src, rows, cols, ld, stride, batch, 0, 0, NULL, ring};
-  return quantize_launch(ctx, stream, &o, 1, parity, 0);
+  return quantize_launch(kc, stream, &o, 1, parity, 0);
 }
 
 /* ---- GEMM ------------------------------------------------------------------ */
@@ -220,7 +216,7 @@ static int epilogue_flags(int epilogue) {
 
 /* fp8_gemm and fp8_gemm_mma: one contract, one argument block, one grid;
  * only the kernel differs. */
-static CUresult gemm_launch(gs_kernel_id kernel, CUcontext ctx, CUstream stream, int64_t m, int64_t n, int64_t k,
+static CUresult gemm_launch(gs_kernel_id kernel, kernel_ctx *kc, CUstream stream, int64_t m, int64_t n, int64_t k,
                             int64_t batch, const uint8_t *A8, int fmt_a, const uint8_t *B8, int fmt_b,
                             const float *scale_a, const float *scale_b, const void *alpha, const void *beta,
                             int pointer_mode, int c_type, const void *C, int64_t ldc, int64_t stride_c, int d_type,
@@ -299,25 +295,25 @@ static CUresult gemm_launch(gs_kernel_id kernel, CUcontext ctx, CUstream stream,
 
   const unsigned grid[3] = {(unsigned)min64(g.tiles_m, GRID_MAX), (unsigned)min64(g.tiles_n, GRID_MAX),
                             (unsigned)min64(batch, GRID_MAX)};
-  return fp8_launch(ctx, stream, kernel, grid, GS_FP8_G_THREADS, &g);
+  return fp8_launch(kc, stream, kernel, grid, GS_FP8_G_THREADS, &g);
 }
 
-CUresult fp8_gemm(CUcontext ctx, CUstream stream, int64_t m, int64_t n, int64_t k, int64_t batch,
+CUresult fp8_gemm(kernel_ctx *kc, CUstream stream, int64_t m, int64_t n, int64_t k, int64_t batch,
                   const uint8_t *A8, int fmt_a, const uint8_t *B8, int fmt_b, const float *scale_a,
                   const float *scale_b, const void *alpha, const void *beta, int pointer_mode,
                   int c_type, const void *C, int64_t ldc, int64_t stride_c, int d_type, void *D,
                   int64_t ldd, int64_t stride_d, int epilogue, const void *bias, int bias_type) {
-  return gemm_launch(GS_K_gs_fp8_gemm, ctx, stream, m, n, k, batch, A8, fmt_a, B8, fmt_b, scale_a, scale_b, alpha,
+  return gemm_launch(GS_K_gs_fp8_gemm, kc, stream, m, n, k, batch, A8, fmt_a, B8, fmt_b, scale_a, scale_b, alpha,
                      beta, pointer_mode, c_type, C, ldc, stride_c, d_type, D, ldd, stride_d, epilogue, bias,
                      bias_type);
 }
 
-CUresult fp8_gemm_mma(CUcontext ctx, CUstream stream, int64_t m, int64_t n, int64_t k, int64_t batch,
+CUresult fp8_gemm_mma(kernel_ctx *kc, CUstream stream, int64_t m, int64_t n, int64_t k, int64_t batch,
                       const uint8_t *A8, int fmt_a, const uint8_t *B8, int fmt_b, const float *scale_a,
                       const float *scale_b, const void *alpha, const void *beta, int pointer_mode,
                       int c_type, const void *C, int64_t ldc, int64_t stride_c, int d_type, void *D,
                       int64_t ldd, int64_t stride_d, int epilogue, const void *bias, int bias_type) {
-  return gemm_launch(GS_K_gs_fp8_gemm_mma, ctx, stream, m, n, k, batch, A8, fmt_a, B8, fmt_b, scale_a, scale_b,
+  return gemm_launch(GS_K_gs_fp8_gemm_mma, kc, stream, m, n, k, batch, A8, fmt_a, B8, fmt_b, scale_a, scale_b,
                      alpha, beta, pointer_mode, c_type, C, ldc, stride_c, d_type, D, ldd, stride_d, epilogue, bias,
                      bias_type);
 }

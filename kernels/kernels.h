@@ -6,7 +6,7 @@
  *
  * Every launcher is stream-ordered on `stream`, never synchronises, returns
  * the driver's CUresult (CUDA_SUCCESS when nothing needed launching, e.g. a
- * zero-sized matrix), and must be called with `ctx` the stream's context.
+ * zero-sized matrix), and must be called with kc->ctx the stream's context.
  *
  * Matrices are column-major: element (r, c) of batch member b lives at
  * base + b*stride + c*ld + r. rows/cols/ld/stride are in elements.
@@ -18,24 +18,37 @@
 #include <cuda.h>
 #include <stdint.h>
 
-/* Load the module for ctx if needed. NULL on success, else why not (static
- * string). Thread-safe; cached per context. */
-const char *kernels_ready(CUcontext ctx);
+/* What the loaders and launchers know of the context they work in, given
+ * by the caller: the routes fill it from the call's device lookup
+ * (device.c), so a launch asks the driver nothing the lookup already knew.
+ * A caller that knows only the context passes KERNEL_CTX(ctx): the id is
+ * then asked with cuCtxGetId at each load lookup, and the compute
+ * capability of the context's device when the modules are loaded.
+ *
+ * The thread's current context is asked at the first launch made with a
+ * kernel_ctx and kept in it: the caller must not change the current context
+ * while it uses one. A routed call keeps one for the call: the shim's own
+ * pushes are popped before it goes on, and the only foreign code it runs
+ * in between, the forwarded fp32 GEMM or cuBLASLt matmul, runs in whatever
+ * context is current without changing it (cuBLAS docs, "cuBLAS context":
+ * the handle's device must be the current one; a runtime that finds no
+ * current context makes the primary one current, and a launch that assumed
+ * "not current" pushes anyway). */
+typedef struct kernel_ctx {
+  CUcontext ctx;
+  unsigned long long ctx_id; /* its cuCtxGetId (0 where the driver has none) */
+  int id_known;              /* 0: ctx_id is asked of the driver */
+  int sm;                    /* its device's major*10 + minor; -1: asked of the driver */
+  int current_known;         /* set by the first launch: */
+  CUcontext current;         /* the thread's current context then */
+} kernel_ctx;
+#define KERNEL_CTX(c) (&(kernel_ctx){.ctx = (c), .sm = -1})
 
-/* While one routed call runs on this thread (route.c brackets it): its
- * context and that context's cuCtxGetId, as the device lookup found them
- * for the call's stream, so the loaders and launchers take the id from
- * here instead of asking the driver at every launch; and the thread's
- * current context, asked once at the call's first launch. That answer
- * stays true for the call: the shim's own pushes are popped before it goes
- * on, and the only foreign code it runs in between, the forwarded fp32
- * GEMM, runs in whatever context is current without changing it (cuBLAS
- * docs, "cuBLAS context": the handle's device must be the current one; a
- * runtime that finds no current context makes the primary one current, and
- * a launch that assumed "not current" pushes anyway). Outside a scope, and
- * for any other context, everything is asked as before. */
-void kernels_scope_begin(CUcontext ctx, unsigned long long ctx_id);
-void kernels_scope_end(void);
+/* Load the modules for kc->ctx if needed. NULL on success, else why not
+ * (static string). Thread-safe; cached per context. The driver's entries
+ * must have been looked up (resolve_driver): a missing one is a failure
+ * here, never a crash. */
+const char *kernels_ready(kernel_ctx *kc);
 
 /* One operand of a cast: element (r, c) of batch member b is at
  * src + b*stride_src + c*ld_src + r, or with src_array at
@@ -55,33 +68,33 @@ typedef struct kernel_cast_operand {
 /* Up to 4 operands (bf16/fp16/fp32, dst fp32 and strided) widened exactly,
  * in one launch per distinct source type: a GEMM's A, B, C and bias are
  * one launch. Every operand is checked before anything is launched. */
-CUresult kernel_widen_operands(CUcontext ctx, CUstream stream, const kernel_cast_operand *ops, int n);
+CUresult kernel_widen_operands(kernel_ctx *kc, CUstream stream, const kernel_cast_operand *ops, int n);
 
 /* bf16/fp16 -> fp32, widening exactly. */
-CUresult kernel_widen(CUcontext ctx, CUstream stream, int src_type, const void *src, int64_t ld_src,
+CUresult kernel_widen(kernel_ctx *kc, CUstream stream, int src_type, const void *src, int64_t ld_src,
                       int64_t stride_src, float *dst, int64_t ld_dst, int64_t stride_dst,
                       int64_t rows, int64_t cols, int64_t batch);
 
 /* The same, reading batch member b from the device array src_array[b]
  * (cublasGemmBatchedEx's pointer arrays, which live in device memory and
  * are never read on the host). dst is one strided buffer. */
-CUresult kernel_widen_ptrarray(CUcontext ctx, CUstream stream, int src_type,
+CUresult kernel_widen_ptrarray(kernel_ctx *kc, CUstream stream, int src_type,
                                const void *const *src_array, int64_t ld_src, float *dst,
                                int64_t ld_dst, int64_t stride_dst, int64_t rows, int64_t cols,
                                int64_t batch);
 
 /* fp32 -> bf16/fp16, round to nearest even, NaN kept, overflow to inf. */
-CUresult kernel_narrow(CUcontext ctx, CUstream stream, int dst_type, const float *src,
+CUresult kernel_narrow(kernel_ctx *kc, CUstream stream, int dst_type, const float *src,
                        int64_t ld_src, int64_t stride_src, void *dst, int64_t ld_dst,
                        int64_t stride_dst, int64_t rows, int64_t cols, int64_t batch);
 
 /* The same, writing batch member b to the device array dst_array[b]. */
-CUresult kernel_narrow_ptrarray(CUcontext ctx, CUstream stream, int dst_type, const float *src,
+CUresult kernel_narrow_ptrarray(kernel_ctx *kc, CUstream stream, int dst_type, const float *src,
                                 int64_t ld_src, int64_t stride_src, void *const *dst_array,
                                 int64_t ld_dst, int64_t rows, int64_t cols, int64_t batch);
 
 /* A vector of n elements (bias): bf16/fp16/fp32 -> fp32. */
-CUresult kernel_widen_vector(CUcontext ctx, CUstream stream, int src_type, const void *src,
+CUresult kernel_widen_vector(kernel_ctx *kc, CUstream stream, int src_type, const void *src,
                              float *dst, int64_t n);
 
 #endif

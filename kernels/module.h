@@ -10,6 +10,7 @@
 
 #include "cast.h"
 #include "fp8_kernels.h"
+#include "kernels.h"
 
 /* Every kernel file, X(file, its kernel list, its PTX target): kernels/<file>.cu
  * becomes the PTX image gs_ptx_<file> (kernels.mk, ptx_blob.S; .target
@@ -41,17 +42,18 @@ typedef enum gs_kernel_id { GS_KERNEL_FILES(GS_KERNEL_FILE_IDS) GS_KERNEL_COUNT 
 GS_KERNEL_FILES(GS_KERNEL_PTX_DECL)
 #undef GS_KERNEL_PTX_DECL
 
-/* Kernel id's function in ctx's copy of the modules, loading them on first
- * use. CUDA_SUCCESS, or the failing driver call's result with *why set
- * (static string); CUDA_ERROR_NOT_SUPPORTED with *why set for a kernel of an
- * optional file that this context has not loaded (module.h's
- * GS_KERNEL_FILES). The driver must be resolved (resolve_driver()). */
-CUresult kernels_function(CUcontext ctx, gs_kernel_id id, CUfunction *f, const char **why);
+/* Kernel id's function in kc->ctx's copy of the modules, loading them on
+ * first use. CUDA_SUCCESS, or the failing driver call's result with *why
+ * set (static string); CUDA_ERROR_NOT_SUPPORTED with *why set for a kernel
+ * of an optional file that this context has not loaded (module.h's
+ * GS_KERNEL_FILES). A driver entry it needs that was not looked up
+ * (resolve_driver) fails it with CUDA_ERROR_NOT_FOUND. */
+CUresult kernels_function(kernel_ctx *kc, gs_kernel_id id, CUfunction *f, const char **why);
 
-/* cuLaunchKernel on stream with ctx current (pushed around the call when it
- * is not: a function launches only in its module's context). No dynamic
+/* cuLaunchKernel on stream with kc->ctx current (pushed around the call when
+ * it is not: a function launches only in its module's context). No dynamic
  * shared memory. */
-CUresult kernels_launch(CUcontext ctx, CUfunction f, const unsigned grid[3],
+CUresult kernels_launch(kernel_ctx *kc, CUfunction f, const unsigned grid[3],
                         const unsigned block[3], CUstream stream, void **params);
 
 /* ---- the cast launchers' plan (cast_launch.c), for their tests ---------- */

@@ -3,30 +3,31 @@
  * Each kernel file's PTX (sm_61; sm_89 for the optional tensor-core file,
  * loaded only on such devices: module.h) is embedded in libgemmshim.so (ptx_blob.S);
  * at cuModuleLoadData the driver JIT-compiles it for the context's GPU,
- * once. Each context's functions are an immutable entry, found through a
- * table of slots, one per context address: readers scan it without a lock
- * (an entry is published by a release store of its pointer), loads
- * serialise on a mutex.
+ * once. Each context's functions are an immutable entry of the shim's
+ * per-context table (../shim/base/ctx_table.h): readers find it without a
+ * lock, loads serialise on the table's lock.
  *
  * An entry is keyed by the context's address and, where the driver has
  * cuCtxGetId (CUDA 12.0+), its id, which the driver documents as unique for
  * the life of the program: a context destroyed (or a primary context reset
  * by its last cuDevicePrimaryCtxRelease, or cuDevicePrimaryCtxReset) and
  * another created at the same address must not reuse the dead modules'
- * functions. The new context's entry replaces the old one in the address's
- * slot, so a program that resets its context over and over keeps one slot
- * and the scan stays as short as the number of context addresses. The old
- * entry is kept, not freed (a reader may still hold it): a few hundred
- * bytes per reset. Drivers without cuCtxGetId key by address alone. After
- * MODULE_SLOTS distinct addresses the launchers say so and the route runs
- * native. */
+ * functions. The new context's entry takes the old one's slot; the old
+ * entry is abandoned (a reader may still hold it; its modules went with its
+ * context): a few hundred bytes per reset. Drivers without cuCtxGetId key
+ * by address alone. With MODULE_SLOTS live contexts the launchers say so
+ * and the route runs native.
+ *
+ * What a load needs of its context (id, compute capability) comes from the
+ * caller's kernel_ctx (kernels.h); only what the caller did not know is
+ * asked of the driver. */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
 
-#include "../shim/resolve.h"
-#include "../shim/shim.h"
+#include "../shim/base/base.h"
+#include "../shim/base/ctx_table.h"
 #include "../shim/base/sys.h"
 #include "kernels.h"
 #include "module.h"
@@ -52,68 +53,33 @@ static const struct kernel_file {
 #undef GS_KERNEL_ONE
 
 typedef struct module_slot {
-  uintptr_t ctx;
-  unsigned long long ctx_id; /* 0 where the driver has no cuCtxGetId */
+  ctx_entry head;
   CUfunction fn[GS_KERNEL_COUNT];     /* NULL: an optional file's kernel, not loaded */
   const char *absent[GS_KERNEL_COUNT]; /* why fn is NULL */
-  const struct module_slot *older;    /* the dead context's entry this one replaced (kept) */
 } module_slot;
 
-/* Filled in order and never emptied: the first NULL ends a scan. */
-static _Atomic(const module_slot *) slots[MODULE_SLOTS];
-static pthread_mutex_t module_lock = PTHREAD_MUTEX_INITIALIZER;
+CTX_TABLE_DEFINE(modules, MODULE_SLOTS, NULL);
 static _Atomic int warned;
 
-/* module_lock is held across cuModuleLoadData: a thread may hold it when
- * the program forks, and the child (the forking thread alone) would wait
- * for it for ever. A load in flight then never completed in the child
- * (its entry was not published), so a fresh lock is all it needs. Registered
- * at load: a first use inside another fork handler must not call
- * pthread_atfork. */
-static void module_after_fork_child(void) { pthread_mutex_init(&module_lock, NULL); }
+/* The table's lock is held across cuModuleLoadData: a thread may hold it
+ * when the program forks, and the child (the forking thread alone) would
+ * wait for it for ever. A load in flight then never completed in the child
+ * (its entry was not published), so a fresh lock is all it needs.
+ * Registered at load: a first use inside another fork handler must not
+ * call pthread_atfork. */
+static void module_after_fork_child(void) { ctx_table_after_fork_child(&modules, 0); }
 
 __attribute__((constructor)) static void module_register_fork(void) {
   pthread_atfork(NULL, NULL, module_after_fork_child);
 }
 
-/* The routed call this thread is running (kernels.h). */
-typedef struct launch_scope {
-  CUcontext ctx;              /* NULL: no scope */
-  unsigned long long ctx_id;
-  int current_known;
-  CUcontext current;
-} launch_scope;
-static __thread launch_scope scope __attribute__((tls_model("initial-exec")));
-
-void kernels_scope_begin(CUcontext ctx, unsigned long long ctx_id) {
-  scope = (launch_scope){ctx, ctx_id, 0, NULL};
-}
-
-void kernels_scope_end(void) { scope = (launch_scope){0}; }
-
-/* The slot of address ctx (*found: its entry, whatever its id), or the
- * first empty one (*found NULL); -1 when every slot holds another address. */
-static int slot_of(CUcontext ctx, const module_slot **found) {
-  for (int i = 0; i < MODULE_SLOTS; i++) {
-    const module_slot *e = atomic_load_explicit(&slots[i], memory_order_acquire);
-    if (!e || e->ctx == (uintptr_t)ctx) {
-      *found = e;
-      return i;
-    }
-  }
-  *found = NULL;
-  return -1;
-}
-
 #define FILE_COUNT ((int)(sizeof kernel_files / sizeof kernel_files[0]))
 
-/* ctx's (current) compute capability as major*10 + minor; 0 where the
- * driver cannot say (optional files are then not loaded). The routes'
- * contexts are in device.c's cache already, so their loads make no extra
- * driver call. */
-static int current_sm(CUcontext ctx) {
-  int cached = device_cached_sm(ctx);
-  if (cached >= 0) return cached;
+/* The (current) context's compute capability as major*10 + minor; 0
+ * where the driver cannot say (optional files are then not loaded). The
+ * routes know it from the call's device lookup: no extra driver call. */
+static int current_sm(const kernel_ctx *kc) {
+  if (kc->sm >= 0) return kc->sm;
   CUdevice dev;
   int major = 0, minor = 0;
   if (!gs_sys.cuCtxGetDevice || !gs_sys.cuDeviceGetAttribute || GS_CALL(cuCtxGetDevice, &dev) != CUDA_SUCCESS ||
@@ -136,7 +102,8 @@ static void mark_absent(module_slot *s, int first, int count, const char *why) {
  * the restoring of the caller's context, which can fail on its own. An
  * optional file (target above GS_KERNEL_BASE_SM) is skipped on an older
  * device, and its failing to load is not the context's failure. */
-static CUresult slot_load(CUcontext ctx, module_slot *s, const char **why, CUresult *pop_result) {
+static CUresult slot_load(const kernel_ctx *kc, module_slot *s, const char **why, CUresult *pop_result) {
+  CUcontext ctx = kc->ctx;
   *pop_result = CUDA_SUCCESS;
   CUcontext cur = NULL;
   CUresult r = GS_CALL(cuCtxGetCurrent, &cur);
@@ -155,7 +122,7 @@ static CUresult slot_load(CUcontext ctx, module_slot *s, const char **why, CUres
   for (int i = 0; r == CUDA_SUCCESS && i < FILE_COUNT; id += kernel_files[i].count, i++) {
     const int optional = kernel_files[i].sm > GS_KERNEL_BASE_SM;
     if (optional) {
-      if (sm < 0) sm = current_sm(ctx);
+      if (sm < 0) sm = current_sm(kc);
       if (sm < kernel_files[i].sm) {
         mark_absent(s, id, kernel_files[i].count,
                     "the device's compute capability is below the kernel's PTX target");
@@ -214,7 +181,8 @@ static CUresult slot_function(const module_slot *s, gs_kernel_id id, CUfunction 
   return CUDA_SUCCESS;
 }
 
-CUresult kernels_function(CUcontext ctx, gs_kernel_id id, CUfunction *f, const char **why) {
+CUresult kernels_function(kernel_ctx *kc, gs_kernel_id id, CUfunction *f, const char **why) {
+  CUcontext ctx = kc->ctx;
   *why = NULL;
   if (!ctx) {
     *why = "no context";
@@ -227,8 +195,8 @@ CUresult kernels_function(CUcontext ctx, gs_kernel_id id, CUfunction *f, const c
     return load_failed(ctx, CUDA_ERROR_NOT_FOUND, *why);
   }
   unsigned long long ctx_id = 0;
-  if (scope.ctx && scope.ctx == ctx) {
-    ctx_id = scope.ctx_id;
+  if (kc->id_known) {
+    ctx_id = kc->ctx_id;
   } else if (gs_sys.cuCtxGetId) {
     CUresult r = GS_CALL(cuCtxGetId, ctx, &ctx_id);
     if (r != CUDA_SUCCESS) {
@@ -236,45 +204,36 @@ CUresult kernels_function(CUcontext ctx, gs_kernel_id id, CUfunction *f, const c
       return load_failed(ctx, r, *why);
     }
   }
-  const module_slot *found;
-  slot_of(ctx, &found);
-  if (found && found->ctx_id == ctx_id) return slot_function(found, id, f, why);
+  const module_slot *found = (const module_slot *)ctx_table_find(&modules, ctx, ctx_id);
+  if (found) return slot_function(found, id, f, why);
 
   CUresult r = CUDA_SUCCESS;
-  pthread_mutex_lock(&module_lock);
-  int i = slot_of(ctx, &found);
-  /* Full: a gone context's slot (device_ctx_gone; its modules went with
-   * it), replaced as a reset's is. */
-  for (int j = 0; i < 0 && j < MODULE_SLOTS; j++) {
-    const module_slot *d = atomic_load_explicit(&slots[j], memory_order_relaxed);
-    if (device_ctx_gone((void *)d->ctx, d->ctx_id)) i = j, found = d;
-  }
-  if (found && found->ctx == (uintptr_t)ctx && found->ctx_id == ctx_id) {
+  ctx_table_lock(&modules);
+  found = (const module_slot *)ctx_table_find(&modules, ctx, ctx_id);
+  ctx_entry *dead = NULL;
+  int i = found ? -1 : ctx_table_place(&modules, ctx, &dead);
+  if (found) {
     /* another thread loaded it meanwhile */
   } else if (i < 0) {
     *why = "kernel module cache full (too many live contexts)";
     r = CUDA_ERROR_OUT_OF_MEMORY;
   } else {
     /* A new context, or a new one at a dead context's address (its id
-     * changed): either way a fresh entry, published whole. */
-    const module_slot *dead = found;
+     * changed), or in a gone context's slot: a fresh entry, published whole. */
     module_slot *s = GS_CALL(calloc, 1, sizeof *s);
     CUresult pop_result = CUDA_SUCCESS;
     if (!s) {
       *why = "out of host memory for the kernel module table";
       r = CUDA_ERROR_OUT_OF_MEMORY;
     } else {
-      r = slot_load(ctx, s, why, &pop_result);
+      r = slot_load(kc, s, why, &pop_result);
     }
     if (r == CUDA_SUCCESS) {
-      s->ctx = (uintptr_t)ctx;
-      s->ctx_id = ctx_id;
-      s->older = dead;
-      atomic_store_explicit(&slots[i], s, memory_order_release);
+      ctx_table_publish(&modules, i, &s->head, ctx, ctx_id);
       found = s;
       GS_INFO("kernels: %d modules loaded for context %p (id %llu%s): %d kernels", FILE_COUNT, (void *)ctx,
-              ctx_id, !dead ? "" : dead->ctx == (uintptr_t)ctx ? ", replacing a destroyed context's at that address"
-                                                             : ", in a destroyed context's slot", (int)GS_KERNEL_COUNT);
+              ctx_id, !dead ? "" : dead->ctx == (void *)ctx ? ", replacing a destroyed context's at that address"
+                                                           : ", in a destroyed context's slot", (int)GS_KERNEL_COUNT);
     } else {
       free(s);
       found = NULL;
@@ -285,33 +244,29 @@ CUresult kernels_function(CUcontext ctx, gs_kernel_id id, CUfunction *f, const c
       r = pop_result;
     }
   }
-  pthread_mutex_unlock(&module_lock);
+  ctx_table_unlock(&modules);
   if (r != CUDA_SUCCESS) return load_failed(ctx, r, *why);
   return slot_function(found, id, f, why);
 }
 
-const char *kernels_ready(CUcontext ctx) {
-  const char *why = resolve_driver();
-  if (why) return why;
+const char *kernels_ready(kernel_ctx *kc) {
   CUfunction f;
-  if (kernels_function(ctx, (gs_kernel_id)0, &f, &why) != CUDA_SUCCESS) return why;
+  const char *why;
+  if (kernels_function(kc, (gs_kernel_id)0, &f, &why) != CUDA_SUCCESS) return why;
   return NULL;
 }
 
-CUresult kernels_launch(CUcontext ctx, CUfunction f, const unsigned grid[3],
+CUresult kernels_launch(kernel_ctx *kc, CUfunction f, const unsigned grid[3],
                         const unsigned block[3], CUstream stream, void **params) {
-  CUcontext cur = NULL;
+  CUcontext ctx = kc->ctx, cur = NULL;
   CUresult r = CUDA_SUCCESS;
-  const int scoped = scope.ctx && scope.ctx == ctx;
-  if (scoped && scope.current_known) {
-    cur = scope.current;
+  if (kc->current_known) {
+    cur = kc->current;
   } else {
     r = GS_CALL(cuCtxGetCurrent, &cur);
     if (r != CUDA_SUCCESS) return r;
-    if (scoped) {
-      scope.current = cur;
-      scope.current_known = 1;
-    }
+    kc->current = cur;
+    kc->current_known = 1;
   }
   int pushed = cur != ctx;
   if (pushed && (r = GS_CALL(cuCtxPushCurrent_v2, ctx)) != CUDA_SUCCESS) return r;

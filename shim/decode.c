@@ -227,7 +227,7 @@ static int read_scales(gs_gemm *g) {
  * result: SM_COUNT_TARGET (a heuristics hint). Read elsewhere: the types,
  * transposes, epilogue, bias, pointer mode, the fp8 scale and amax
  * pointers, FAST_ACCUM. BIAS_BATCH_STRIDE is reproduced by the routes that
- * take batched biases (route_ffma.c; route_fp8.c refuses batched biases).
+ * take batched biases (routes/ffma.c; routes/fp8.c refuses batched biases).
  * The ids from 31 on (and the layout's BATCH_MODE) are spelled out, with
  * CUDA 13's cublasLt.h values: older headers the shim also builds with
  * lack them (12.6 has none of them, 12.8 no BATCH_MODE, 12.9 no

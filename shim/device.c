@@ -28,6 +28,7 @@
 
 #include "resolve.h"
 #include "shim.h"
+#include "base/ctx_table.h"
 #include "base/sys.h"
 
 /* ---- dead handles ---------------------------------------------------------- */
@@ -94,20 +95,14 @@ static int handle_is_dead(void *handle) {
 }
 
 /* ---- per-context cache --------------------------------------------------- */
-/* Keyed by the context's address and cuCtxGetId: a context destroyed (or a
- * primary context reset) and another made at the same address, possibly on
- * another device, has a new id. A slot holds a pointer to an immutable
- * entry, replaced whole when its address comes back with a new id; the old
- * entry is never freed (a reader may still hold it; a few bytes per reset). */
-#define CTX_SLOTS 64
-typedef struct ctx_entry {
-  uintptr_t ctx;
-  unsigned long long id;
+/* The device and capability of each context (base/ctx_table.h): entries
+ * are immutable, and one a new context at the same address replaces is
+ * abandoned (a few bytes per reset; a reader may still hold it). */
+typedef struct ctx_entry_dev {
+  ctx_entry head;
   int device, sm;
-  const struct ctx_entry *older; /* the entry this one replaced (kept) */
-} ctx_entry;
-static _Atomic(ctx_entry *) ctx_cache[CTX_SLOTS];
-static pthread_mutex_t ctx_lock = PTHREAD_MUTEX_INITIALIZER;
+} ctx_entry_dev;
+CTX_TABLE_DEFINE(ctx_cache, 64, NULL);
 static pthread_mutex_t stream_lock = PTHREAD_MUTEX_INITIALIZER; /* the per-stream cache's writers */
 
 /* Both locks are held only for a table update, but a fork from another
@@ -116,7 +111,7 @@ static pthread_mutex_t stream_lock = PTHREAD_MUTEX_INITIALIZER; /* the per-strea
  * invisible. Registered at load, never inside a fork handler. */
 static void device_after_fork_child(void) {
   pthread_mutex_init(&dead_lock, NULL);
-  pthread_mutex_init(&ctx_lock, NULL);
+  ctx_table_after_fork_child(&ctx_cache, 0);
   pthread_mutex_init(&stream_lock, NULL);
 }
 
@@ -124,55 +119,25 @@ __attribute__((constructor)) static void device_register_fork(void) {
   pthread_atfork(NULL, NULL, device_after_fork_child);
 }
 
-/* The slot of address ctx (whatever its id), or the first empty one; -1: full. */
-static int ctx_slot(uintptr_t ctx, const ctx_entry **found) {
-  for (int i = 0; i < CTX_SLOTS; i++) {
-    const ctx_entry *e = atomic_load_explicit(&ctx_cache[i], memory_order_acquire);
-    if (!e || e->ctx == ctx) {
-      *found = e;
-      return i;
-    }
-  }
-  *found = NULL;
-  return -1;
-}
-
-static int ctx_lookup(uintptr_t ctx, unsigned long long id, int *device, int *sm) {
-  const ctx_entry *e;
-  if (ctx_slot(ctx, &e) < 0 || !e || e->id != id) return 0;
+static int ctx_lookup(void *ctx, unsigned long long id, int *device, int *sm) {
+  const ctx_entry_dev *e = (const ctx_entry_dev *)ctx_table_find(&ctx_cache, ctx, id);
+  if (!e) return 0;
   *device = e->device;
   *sm = e->sm;
   return 1;
 }
 
-/* cuda.h, cuCtxGetId: CUDA_ERROR_CONTEXT_IS_DESTROYED is among its
- * results, so a context's handle can be asked after its end; a handle that
- * now names another context answers with another id (ids are "unique for
- * the life of the program"). Either way the context a table kept is gone.
- * Without cuCtxGetId (before CUDA 12.0) nothing can be told: kept. */
-int device_ctx_gone(void *ctx, unsigned long long id) {
-  unsigned long long now = 0;
-  if (!gs_sys.cuCtxGetId) return 0;
-  return GS_CALL(cuCtxGetId, (CUcontext)ctx, &now) != CUDA_SUCCESS || now != id;
-}
-
-static void ctx_insert(uintptr_t ctx, unsigned long long id, int device, int sm) {
-  ctx_entry *n = GS_CALL(calloc, 1, sizeof *n);
+static void ctx_insert(void *ctx, unsigned long long id, int device, int sm) {
+  ctx_entry_dev *n = GS_CALL(calloc, 1, sizeof *n);
   if (!n) return; /* not cached: asked again next call */
-  pthread_mutex_lock(&ctx_lock);
-  const ctx_entry *e;
-  int i = ctx_slot(ctx, &e);
-  /* Full: the slot of a context that has gone since (a program that made
-   * and destroyed more contexts than the table holds, at addresses the
-   * driver did not hand out again). */
-  for (int j = 0; i < 0 && j < CTX_SLOTS; j++) {
-    const ctx_entry *d = atomic_load_explicit(&ctx_cache[j], memory_order_relaxed);
-    if (device_ctx_gone((void *)d->ctx, d->id)) i = j, e = d;
-  }
-  *n = (ctx_entry){ctx, id, device, sm, e};
-  if (i >= 0 && !(e && e->ctx == ctx && e->id == id)) atomic_store_explicit(&ctx_cache[i], n, memory_order_release);
+  n->device = device;
+  n->sm = sm;
+  ctx_table_lock(&ctx_cache);
+  ctx_entry *old;
+  int i = ctx_table_find(&ctx_cache, ctx, id) ? -1 : ctx_table_place(&ctx_cache, ctx, &old);
+  if (i >= 0) ctx_table_publish(&ctx_cache, i, &n->head, ctx, id);
   else free(n); /* there already, or a full cache: queried every time */
-  pthread_mutex_unlock(&ctx_lock);
+  ctx_table_unlock(&ctx_cache);
 }
 
 /* ---- per-stream cache ------------------------------------------------------ */
@@ -240,11 +205,6 @@ static const char *query_ctx(CUcontext ctx, int *device, int *sm) {
   return NULL;
 }
 
-int device_cached_sm(void *ctx) {
-  const ctx_entry *e;
-  return ctx && ctx_slot((uintptr_t)ctx, &e) >= 0 && e ? e->sm : -1;
-}
-
 const char *device_of_call(gs_call *c) {
   c->device = c->sm = -1;
   c->ctx = NULL;
@@ -291,11 +251,11 @@ const char *device_of_call(gs_call *c) {
   c->ctx = ctx;
   c->ctx_id = id;
   c->stream_id = sid;
-  if (ctx_lookup((uintptr_t)ctx, id, &c->device, &c->sm)) return NULL;
+  if (ctx_lookup(ctx, id, &c->device, &c->sm)) return NULL;
   int device, sm;
   why = query_ctx(ctx, &device, &sm);
   if (why) return why;
-  ctx_insert((uintptr_t)ctx, id, device, sm);
+  ctx_insert(ctx, id, device, sm);
   c->device = device;
   c->sm = sm;
   return NULL;

@@ -31,6 +31,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "log_header.h"
 #include "log_format.h"
 #include "log_summary.h"
 #include "shim.h"
@@ -108,6 +109,7 @@ static struct {
   uint64_t dropped; /* records longer than LOG_RECORD_MAX */
   int warned_too_long;
   int warned_reopened;
+  int header_done; /* this process's header line is written (the writer's) */
 } state = {.mu = PTHREAD_MUTEX_INITIALIZER, .out = GS_FILE_NONE};
 
 /* The per-call test: log on, or counting for the INFO summary. */
@@ -431,6 +433,12 @@ static void write_buffer(int b, size_t len, const volatile uint64_t *deadline) {
     }
     pthread_mutex_unlock(&state.mu);
     if (!ok) return;
+  }
+  if (!state.header_done) { /* best effort: the records' write says what fails */
+    char header[LOG_HEADER_MAX];
+    size_t header_len = log_header_format(header, sizeof header);
+    state.header_done = 1;
+    if (header_len) file_write(&state.out, header, header_len, deadline);
   }
   size_t carried = state.carry_len;
   size_t text_len = format_records(state.buf[b], len, __atomic_load_n(&state.late, __ATOMIC_RELAXED));
@@ -868,6 +876,7 @@ static void atfork_child(void) {
   state.dropped = 0;
   state.warned_too_long = 0;
   state.warned_reopened = 0;
+  state.header_done = 0;
   state.last_flush_ns = monotonic_ns();
   held.len = 0; /* the parent's records, as the buffers above; their events are the parent's */
   __atomic_store_n(&held_count, 0, __ATOMIC_RELAXED);

@@ -530,6 +530,12 @@ static void format_value(const opt_def *o, char *buf, size_t len) {
   }
 }
 
+int options_value(size_t i, char *buf, size_t len) {
+  if (i >= N_OPTIONS) return -1;
+  format_value(&options[i], buf, len);
+  return 0;
+}
+
 void options_print(void) {
   if (gs_debug_level < GS_LEVEL_INFO) return;
   char v[600];

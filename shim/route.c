@@ -1,7 +1,6 @@
 /* route.c: hands a call decided for a non-native route to that route's
  * file. A route that cannot run the call declines (reason recorded) and the
  * hook runs it native: never a wrong answer, never a lost call. */
-#include "../kernels/kernels.h"
 #include "shim.h"
 
 int route_run(gs_call *c) {
@@ -13,9 +12,6 @@ int route_run(gs_call *c) {
     call_decline(c, "%s; ran native", why);
     return GS_DECLINED;
   }
-  /* The call's context and id, known from the device lookup, for its
-   * kernel launches (kernels.h). */
-  kernels_scope_begin((CUcontext)c->ctx, c->ctx_id);
   int r = GS_DECLINED;
   switch (c->decided) {
     case GS_ROUTE_FFMA:
@@ -27,6 +23,5 @@ int route_run(gs_call *c) {
     default:
       break;
   }
-  kernels_scope_end();
   return r;
 }

@@ -28,6 +28,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "../kernels/kernels.h"
 #include "../policy/names.h"
 #include "../policy/policy.h"
 #include "base/base.h"
@@ -210,6 +211,8 @@ int options_read_policy(const char *path, policy_table *t, char *err, size_t err
  * whether it is a path (each pointer may be NULL); NULL past the end. */
 const char *options_describe(size_t i, const char **def, const char **meaning, int *is_path);
 int options_is_bool(size_t i); /* option i takes 1/0 (a bare flag in the launcher) */
+/* Option i's effective value as options_print shows it; -1 past the end. */
+int options_value(size_t i, char *buf, size_t len);
 /* Parse helpers shared by every option (and by tests). Each returns 0 on
  * success, -1 with a message in err naming var, what was expected and the
  * value used instead. */
@@ -297,12 +300,6 @@ void decode_failure(const gs_gemm *g, char *buf, size_t len);
  * cached per context. Never synchronises. Returns NULL when found (c->device
  * and c->sm set), else a static string saying why not (both left -1). */
 const char *device_of_call(gs_call *c);
-/* ctx's compute capability (major*10 + minor) if device_of_call has cached
- * it, else -1; makes no driver call. */
-int device_cached_sm(void *ctx);
-/* Whether the context a table kept as (ctx, id) has gone (destroyed, or its
- * handle now names another context): its slot may be given to another. */
-int device_ctx_gone(void *ctx, unsigned long long id);
 void device_handle_created(void *handle);
 void device_handle_destroyed(void *handle);
 
@@ -335,18 +332,25 @@ static inline int hooks_dlsym_enabled(void) { return gs_opt.dlsym_hook; }
 #define GS_DECLINED (-1)
 int route_run(gs_call *c);
 
-/* "route_checks.c": what every route asks first; NULL or the reason. */
+/* "routes/checks.c": what every route asks first; NULL or the reason. */
 void route_operand_shapes(const gs_gemm *g, int64_t *a_rows, int64_t *a_cols, int64_t *b_rows, int64_t *b_cols);
 const char *route_check_arguments(const gs_gemm *g);
 const char *route_check_lt(const gs_gemm *g); /* attributes, orders, epilogue, scales, bias, batch */
 /* The GemmEx family's handle math mode (cublasMath_t without its flag
  * bits) into *mode; NULL, or why it could not be read. */
 const char *route_handle_math(const gs_gemm *g, unsigned *mode);
+/* What the kernels need of call c's context (kernels.h), from its device
+ * lookup; a route makes one per call and passes it to every load and
+ * launch the call makes. */
+kernel_ctx route_kernel_ctx(const gs_call *c);
+/* The call's kernels loaded in its context: NULL, or why not (the driver
+ * not found, or kernels_ready's reason). */
+const char *route_kernels_ready(kernel_ctx *kc);
 
-/* "route_ffma.c": bf16/fp16 GEMMs as fp32 GEMMs through the cast kernels. */
+/* "routes/ffma.c": bf16/fp16 GEMMs as fp32 GEMMs through the cast kernels. */
 int route_ffma(gs_call *c);
 
-/* "route_fp8.c": bf16/fp16/fp32 GEMMs with fp8 operands and delayed scaling
+/* "routes/fp8.c": bf16/fp16/fp32 GEMMs with fp8 operands and delayed scaling
  * per call site (fp8_sites.c), on cuBLASLt's fp8 GEMM or the shim's own. */
 int route_fp8(gs_call *c);
 

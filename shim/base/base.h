@@ -118,5 +118,7 @@ size_t file_write(const gs_file *f, const char *buf, size_t len, const volatile 
  * does not fit. path_expand_here: for this process. */
 int path_expand(const char *pattern, long pid, char *out, size_t len, int *uses_pid);
 int path_expand_here(const char *pattern, char *out, size_t len);
+/* What %r becomes: RANK, else LOCAL_RANK, else "0" (each only when digits). */
+const char *path_rank(void);
 
 #endif

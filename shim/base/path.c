@@ -19,7 +19,7 @@ static int all_digits(const char *s) {
 
 /* Launchers set RANK (torchrun, most MPI wrappers through it) or only
  * LOCAL_RANK; anything that is not a plain number is ignored. */
-static const char *rank_string(void) {
+const char *path_rank(void) {
   const char *r = getenv("RANK");
   if (all_digits(r)) return r;
   r = getenv("LOCAL_RANK");
@@ -66,7 +66,7 @@ int path_expand(const char *pattern, long pid, char *out, size_t len, int *uses_
         break;
       case 'h': host_string(host, sizeof host), put(&o, host, strlen(host)); break;
       case 'r': {
-        const char *r = rank_string();
+        const char *r = path_rank();
         put(&o, r, strlen(r));
         break;
       }

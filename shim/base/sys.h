@@ -82,6 +82,8 @@
   X(cuCtxPushCurrent_v2, CUresult, CUDA_ERROR_UNKNOWN, (CUcontext c), (c))     \
   X(cuCtxPopCurrent_v2, CUresult, CUDA_ERROR_UNKNOWN, (CUcontext *c), (c))     \
   X(cuCtxGetDevice, CUresult, CUDA_ERROR_UNKNOWN, (CUdevice *d), (d))          \
+  X(cuDeviceGetCount, CUresult, CUDA_ERROR_UNKNOWN, (int *n), (n))              \
+  X(cuDeviceGetName, CUresult, CUDA_ERROR_UNKNOWN, (char *name, int len, CUdevice d), (name, len, d)) \
   X(cuDeviceGetAttribute, CUresult, CUDA_ERROR_UNKNOWN,                        \
     (int *v, CUdevice_attribute a, CUdevice d), (v, a, d))                     \
   X(cuStreamIsCapturing, CUresult, CUDA_ERROR_UNKNOWN,                         \

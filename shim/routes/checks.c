@@ -1,11 +1,26 @@
-/* route_checks.c: what every non-native route asks of a GEMM before it
- * touches anything: arguments cuBLAS would accept, and Lt descriptors in the
- * forms the routes rebuild. Each check returns NULL or the reason, in the
- * words the routing log shows. */
+/* checks.c: what every non-native route asks of a GEMM before it
+ * touches anything: arguments cuBLAS would accept, Lt descriptors in the
+ * forms the routes rebuild, and the shim's kernels loaded in the call's
+ * context. Each check returns NULL or the reason, in the words the routing
+ * log shows. */
 #include <cublasLt.h>
 
+#include "../../kernels/kernels.h"
+#include "../resolve.h"
 #include "../shim.h"
 #include "../base/sys.h"
+
+kernel_ctx route_kernel_ctx(const gs_call *c) {
+  return (kernel_ctx){.ctx = (CUcontext)c->ctx, .ctx_id = c->ctx_id, .id_known = 1, .sm = c->sm};
+}
+
+/* The device lookup loaded the driver where it found the call's context;
+ * asked here as well, so that a call whose lookup failed before that says
+ * why the driver could not be had. */
+const char *route_kernels_ready(kernel_ctx *kc) {
+  const char *why = resolve_driver();
+  return why ? why : kernels_ready(kc);
+}
 
 static int64_t max1(int64_t v) { return v > 1 ? v : 1; }
 

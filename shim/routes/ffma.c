@@ -1,4 +1,4 @@
-/* route_ffma.c: bf16/fp16 GEMMs with fp32 compute, run as fp32 GEMMs.
+/* ffma.c: bf16/fp16 GEMMs with fp32 compute, run as fp32 GEMMs.
  *
  * GPUs without bf16 tensor cores (sm_60-sm_75) run cuBLAS's bf16 GEMM
  * through a convert-then-multiply path about 1.85x slower than sgemm (GTX
@@ -149,7 +149,7 @@ static int is_ptr_array(gs_api api) { return api == GS_API_GEMM_BATCHED_EX || ap
 
 /* A, B, C (when read) and the bias share one type (check_types, check_lt):
  * one launch widens them all. */
-static CUresult casts_in(const gs_call *c, const ffma_plan *p, char *base) {
+static CUresult casts_in(const gs_call *c, kernel_ctx *kc, const ffma_plan *p, char *base) {
   const gs_gemm *g = &c->g;
   const int arr = is_ptr_array(g->api);
   kernel_cast_operand ops[4];
@@ -165,16 +165,16 @@ static CUresult casts_in(const gs_call *c, const ffma_plan *p, char *base) {
   if (p->own_bias)
     ops[n++] = (kernel_cast_operand){g->bias_type, g->bias, 0, g->m, p->bias_stride, base + p->off[BUF_BIAS], 0,
                                      g->m, g->m, g->m, 1, p->bias_stride ? g->batch : 1};
-  return kernel_widen_operands(c->ctx, g->stream, ops, n);
+  return kernel_widen_operands(kc, g->stream, ops, n);
 }
 
-static CUresult cast_out(const gs_call *c, const ffma_plan *p, char *base) {
+static CUresult cast_out(const gs_call *c, kernel_ctx *kc, const ffma_plan *p, char *base) {
   const gs_gemm *g = &c->g;
   const float *res = (const float *)(base + p->off[BUF_C]);
   if (is_ptr_array(g->api))
-    return kernel_narrow_ptrarray(c->ctx, g->stream, g->d_type, res, g->m, g->m * g->n, (void *const *)g->D,
+    return kernel_narrow_ptrarray(kc, g->stream, g->d_type, res, g->m, g->m * g->n, (void *const *)g->D,
                                   g->ldd, g->m, g->n, g->batch);
-  return kernel_narrow(c->ctx, g->stream, g->d_type, res, g->m, g->m * g->n, g->D, g->ldd, g->stride_d, g->m,
+  return kernel_narrow(kc, g->stream, g->d_type, res, g->m, g->m * g->n, g->D, g->ldd, g->stride_d, g->m,
                        g->n, g->batch);
 }
 
@@ -225,7 +225,7 @@ static cublasStatus_t gemm_ex_fp32(const gs_call *c, const ffma_plan *p, char *b
 
 /* Lt: the same descriptor in fp32 (transposes, pointer mode, epilogue,
  * bias), fp32 layouts for the transient buffers, the caller's workspace.
- * The plan is kept (route_lt.c): its key holds every attribute, so a call
+ * The plan is kept (routes/lt.c): its key holds every attribute, so a call
  * in steady state makes only the matmul. The transient buffers' addresses
  * vary per call but not their alignment, which is all the plan holds. */
 static cublasStatus_t lt_fp32(const gs_call *c, const ffma_plan *p, char *base, void *ws, size_t wss,
@@ -279,14 +279,15 @@ int route_ffma(gs_call *c) {
   if (why) return FFMA_DECLINE(c, "%s", why);
   why = transient_capture_why(c);
   if (why) return FFMA_DECLINE(c, "%s", why);
-  why = kernels_ready(c->ctx);
+  kernel_ctx kc = route_kernel_ctx(c);
+  why = route_kernels_ready(&kc);
   if (why) return FFMA_DECLINE(c, "kernels not loaded (%s)", why);
   gs_transient t;
   why = transient_alloc(c, p.bytes, &t);
   if (why) return FFMA_DECLINE(c, "%s", why);
   call_work_begin(c, GS_ROUTE_FFMA);
   char *base = (char *)(uintptr_t)t.ptr;
-  CUresult r = casts_in(c, &p, base);
+  CUresult r = casts_in(c, &kc, &p, base);
   if (r != CUDA_SUCCESS) {
     transient_release(&t);
     return FFMA_DECLINE(c, "cast kernel launch failed (CUresult %d)", (int)r);
@@ -306,7 +307,7 @@ int route_ffma(gs_call *c) {
     return FFMA_DECLINE(c, "fp32 GEMM returned status %d", (int)s);
   }
   if (p.own_out) {
-    r = cast_out(c, &p, base);
+    r = cast_out(c, &kc, &p, base);
     if (r != CUDA_SUCCESS) {
       /* The caller's C is untouched (the result sits in the transient
        * buffer), so native can still run it. */

@@ -1,4 +1,4 @@
-/* route_fp8.c: GEMMs run with fp8 operands and delayed scaling.
+/* fp8.c: GEMMs run with fp8 operands and delayed scaling.
  *
  * For a bf16/fp16/fp32 GEMM with fp32 compute, A and B are quantized into
  * transient fp8 buffers (kernels/fp8.h: TN layout, k contiguous) with the
@@ -30,6 +30,7 @@
 #include "lt.h"
 #include "../shim.h"
 #include "../work.h"
+#include "../base/ctx_table.h"
 #include "../base/sys.h"
 
 #define F32 CUDA_R_32F
@@ -140,9 +141,9 @@ static CUdeviceptr scale_ptr(const gs_fp8_ring *ring, int parity) {
 }
 
 /* ---- quantization ------------------------------------------------------------------- */
-static CUresult quantize_operands(const gs_call *c, const fp8_plan *p, const fp8_use *u, char *base, unsigned *ran) {
+static CUresult quantize_operands(const gs_call *c, kernel_ctx *kc, const fp8_plan *p, const fp8_use *u, char *base,
+                                  unsigned *ran) {
   const gs_gemm *g = &c->g;
-  CUcontext ctx = (CUcontext)c->ctx;
   CUstream s = (CUstream)g->stream;
   /* A and B in one launch, each with its own ring. */
   const fp8_operand ops[2] = {
@@ -153,11 +154,11 @@ static CUresult quantize_operands(const gs_call *c, const fp8_plan *p, const fp8
   };
   CUresult r = CUDA_SUCCESS;
   if (u->needs_amax_init) {
-    r = fp8_amax_init_operands(ctx, s, ops, 2, u->parity);
+    r = fp8_amax_init_operands(kc, s, ops, 2, u->parity);
     if (r != CUDA_SUCCESS) return r;
     *ran |= FP8_RAN_AMAX_INIT;
   }
-  r = fp8_quantize_operands(ctx, s, ops, 2, u->parity);
+  r = fp8_quantize_operands(kc, s, ops, 2, u->parity);
   if (r == CUDA_SUCCESS) *ran |= FP8_RAN_QUANTIZE;
   return r;
 }
@@ -165,47 +166,29 @@ static CUresult quantize_operands(const gs_call *c, const fp8_plan *p, const fp8
 /* ---- cuBLASLt's fp8 GEMM -------------------------------------------------------------- */
 /* One cuBLASLt handle per context for the GemmEx family, which brings no
  * handle of its own; made outside capture (creation may allocate) and kept
- * for the process. A context is its address and cuCtxGetId: a reset can
- * put a new context at the old address, whose handle must not be the dead
- * context's. A slot points to an immutable entry, replaced whole when its
- * address comes back with a new id; the old entry and handle are left
- * alone (a reader may hold the entry; destroying a handle of a dead
- * context could touch what went with it). */
-#define LT_HANDLES 64
+ * for the process (../base/ctx_table.h): a new context at the old address
+ * after a reset gets its own. A replaced entry and its handle are
+ * abandoned: a reader may hold the entry, and destroying a handle of a dead
+ * context could touch what went with it. */
 typedef struct lt_handle_entry {
-  void *ctx;
-  unsigned long long id;
+  ctx_entry head;
   cublasLtHandle_t handle;
-  const struct lt_handle_entry *older; /* the entry this one replaced (kept) */
 } lt_handle_entry;
-static _Atomic(lt_handle_entry *) lt_handles[LT_HANDLES];
-static pthread_mutex_t lt_handles_lock = PTHREAD_MUTEX_INITIALIZER;
+CTX_TABLE_DEFINE(lt_handles, 64, NULL);
 
-/* Held across cublasLtCreate: a child of a fork made while another thread
- * held it gets a fresh one (each entry is made whole, then published by one
- * atomic store). Registered at load, never inside a fork handler. */
-static void lt_handles_after_fork_child(void) { pthread_mutex_init(&lt_handles_lock, NULL); }
+/* The table's lock is held across cublasLtCreate: a child of a fork made
+ * while another thread held it gets a fresh one (each entry is made whole,
+ * then published by one atomic store). Registered at load, never inside a
+ * fork handler. */
+static void lt_handles_after_fork_child(void) { ctx_table_after_fork_child(&lt_handles, 0); }
 
 __attribute__((constructor)) static void lt_handles_register_fork(void) {
   pthread_atfork(NULL, NULL, lt_handles_after_fork_child);
 }
 
-/* The slot of address ctx (whatever its id), or the first empty one; -1: full. */
-static int lt_handle_slot(void *ctx, const lt_handle_entry **found) {
-  for (int i = 0; i < LT_HANDLES; i++) {
-    const lt_handle_entry *e = atomic_load_explicit(&lt_handles[i], memory_order_acquire);
-    if (!e || e->ctx == ctx) {
-      *found = e;
-      return i;
-    }
-  }
-  *found = NULL;
-  return -1;
-}
-
 static cublasLtHandle_t lt_handle_find(const gs_call *c) {
-  const lt_handle_entry *e;
-  return lt_handle_slot(c->ctx, &e) >= 0 && e && e->id == c->ctx_id ? e->handle : NULL;
+  const lt_handle_entry *e = (const lt_handle_entry *)ctx_table_find(&lt_handles, c->ctx, c->ctx_id);
+  return e ? e->handle : NULL;
 }
 
 static cublasLtHandle_t lt_handle_for(const gs_call *c, const char **why) {
@@ -216,16 +199,10 @@ static cublasLtHandle_t lt_handle_for(const gs_call *c, const char **why) {
     *why = "cublasLtCreate not found";
     return NULL;
   }
-  pthread_mutex_lock(&lt_handles_lock);
+  ctx_table_lock(&lt_handles);
   h = lt_handle_find(c);
-  const lt_handle_entry *old;
-  int slot = lt_handle_slot(c->ctx, &old);
-  /* Full: a gone context's slot (device_ctx_gone); its handle is kept, as
-   * at a reset (its context's memory went with the context). */
-  for (int i = 0; !h && slot < 0 && i < LT_HANDLES; i++) {
-    const lt_handle_entry *d = atomic_load_explicit(&lt_handles[i], memory_order_relaxed);
-    if (device_ctx_gone(d->ctx, d->id)) slot = i, old = d;
-  }
+  ctx_entry *old;
+  int slot = h ? -1 : ctx_table_place(&lt_handles, c->ctx, &old);
   lt_handle_entry *n = h || slot < 0 ? NULL : GS_CALL(calloc, 1, sizeof *n);
   if (!h && slot < 0) *why = "more live contexts than cuBLASLt handles kept (64)";
   else if (!h && !n) *why = "out of host memory for a cuBLASLt handle";
@@ -241,13 +218,13 @@ static cublasLtHandle_t lt_handle_for(const gs_call *c, const char **why) {
       GS_CALL(cuCtxPopCurrent_v2, &popped);
     }
     if (h) {
-      *n = (lt_handle_entry){c->ctx, c->ctx_id, h, old};
-      atomic_store_explicit(&lt_handles[slot], n, memory_order_release);
+      n->handle = h;
+      ctx_table_publish(&lt_handles, slot, &n->head, c->ctx, c->ctx_id);
     } else {
       free(n);
     }
   }
-  pthread_mutex_unlock(&lt_handles_lock);
+  ctx_table_unlock(&lt_handles);
   return h;
 }
 
@@ -276,7 +253,7 @@ static const char *lt_unfit(const gs_call *c, const fp8_plan *p, const fp8_use *
 }
 
 /* op(A) = A8^T with A8 k x m (ld k), op(B) = B8 k x n (ld k): TN. The
- * plan (route_lt.c) is made on the site's first call for each of its two
+ * plan (routes/lt.c) is made on the site's first call for each of its two
  * scale slots and kept: its key holds every attribute, the scale pointers
  * of this call's parity included. The GemmEx family
  * lends the stream's persistent workspace; an Lt call lends its own. */
@@ -318,9 +295,10 @@ static cublasStatus_t lt_fp8(const gs_call *c, const fp8_plan *p, const fp8_use 
   return s;
 }
 
-static CUresult own_fp8(const gs_call *c, const fp8_plan *p, const fp8_use *u, const char *base, int mma) {
+static CUresult own_fp8(const gs_call *c, kernel_ctx *kc, const fp8_plan *p, const fp8_use *u, const char *base,
+                        int mma) {
   const gs_gemm *g = &c->g;
-  return (mma ? fp8_gemm_mma : fp8_gemm)((CUcontext)c->ctx, (CUstream)g->stream, g->m, g->n, g->k, g->batch,
+  return (mma ? fp8_gemm_mma : fp8_gemm)(kc, (CUstream)g->stream, g->m, g->n, g->k, g->batch,
                   (const uint8_t *)(base + p->off[BUF_A8]), u->fmt[0], (const uint8_t *)(base + p->off[BUF_B8]),
                   u->fmt[1], &u->ring[0]->scale[u->parity], &u->ring[1]->scale[u->parity], g->alpha, g->beta,
                   g->pointer_mode, g->c_type, g->C, g->ldc, g->stride_c, g->d_type, g->D, g->ldd, g->stride_d,
@@ -348,7 +326,8 @@ int route_fp8(gs_call *c) {
    * state must stay what eager calls and replays both see. */
   why = transient_capture_why(c);
   if (why) return FP8_DECLINE(c, "%s", why);
-  why = kernels_ready((CUcontext)c->ctx);
+  kernel_ctx kc = route_kernel_ctx(c);
+  why = route_kernels_ready(&kc);
   if (why) return FP8_DECLINE(c, "kernels not loaded (%s)", why);
 
   fp8_use u;
@@ -363,7 +342,7 @@ int route_fp8(gs_call *c) {
   call_work_begin(c, GS_ROUTE_FP8);
   char *base = (char *)(uintptr_t)t.ptr;
   unsigned ran = 0;
-  CUresult r = quantize_operands(c, &p, &u, base, &ran);
+  CUresult r = quantize_operands(c, &kc, &p, &u, base, &ran);
   if (r != CUDA_SUCCESS) {
     transient_release(&t);
     fp8_site_release(&u, ran);
@@ -392,13 +371,13 @@ int route_fp8(gs_call *c) {
     if (c->sm < 89) {
       snprintf(mma_why, sizeof mma_why, "own-mma needs sm_89 or newer (device is sm_%d)", c->sm);
     } else {
-      r = own_fp8(c, &p, &u, base, 1);
+      r = own_fp8(c, &kc, &p, &u, base, 1);
       if (r == CUDA_SUCCESS) mma = 1;
       else snprintf(mma_why, sizeof mma_why, "own-mma kernel launch failed (CUresult %d)", (int)r);
     }
   }
   if (!lt && !mma) {
-    r = own_fp8(c, &p, &u, base, 0);
+    r = own_fp8(c, &kc, &p, &u, base, 0);
     if (r != CUDA_SUCCESS) {
       transient_release(&t);
       fp8_site_release(&u, ran);

@@ -89,6 +89,7 @@
 #include <string.h>
 
 #include "memory.h"
+#include "../base/ctx_table.h"
 #include "../base/sys.h"
 
 #define FP8_MAX_CTX 64
@@ -151,11 +152,10 @@ typedef struct seen_entry {
 } seen_entry;
 
 struct fp8_ctx {
-  void *ctx;
-  unsigned long long ctx_id; /* cuCtxGetId (0: the driver has none) */
+  ctx_entry head;      /* the context (../base/ctx_table.h); head.older: the
+                        * retired table this one replaced (kept, never freed) */
   int retired;         /* context lock: a new context took the address */
   int retired_held;    /* context lock: when retired, its sites calls still hold */
-  fp8_ctx *older;      /* the retired table this one replaced (kept, never freed) */
   int device;
   pthread_mutex_t lock;
   fp8_group **buckets; /* GROUP_BUCKETS; freed when retired */
@@ -174,8 +174,9 @@ struct fp8_ctx {
   CUevent order_event;
 };
 
-static _Atomic(fp8_ctx *) ctxs[FP8_MAX_CTX];
-static pthread_mutex_t ctxs_lock = PTHREAD_MUTEX_INITIALIZER;
+/* A replaced table is retired (ctx_retire), never freed. */
+static void ctx_retire_entry(ctx_entry *old);
+CTX_TABLE_DEFINE(ctxs, FP8_MAX_CTX, ctx_retire_entry);
 
 /* fork: a site's mu is held across the whole fp8 GEMM, and the context
  * lock across event calls, so another thread may hold either when the
@@ -185,8 +186,7 @@ static pthread_mutex_t ctxs_lock = PTHREAD_MUTEX_INITIALIZER;
  * child's calls anyway) and starts over at its first fp8 call. The
  * parent's tables are left allocated in the child, unreachable. */
 static void fp8_sites_after_fork_child(void) {
-  pthread_mutex_init(&ctxs_lock, NULL);
-  for (int i = 0; i < FP8_MAX_CTX; i++) atomic_store_explicit(&ctxs[i], NULL, memory_order_relaxed);
+  ctx_table_after_fork_child(&ctxs, 1);
 }
 
 /* At load: a first use inside another fork handler must not call
@@ -214,26 +214,6 @@ static uint64_t group_hash(const gs_call *c) {
 }
 
 /* ---- contexts ----------------------------------------------------------------- */
-/* The table of address ctx (whatever its id) and its slot, or the first
- * empty slot; -1: full. Tables are never freed (a reader may hold one), so
- * readers scan without a lock. */
-static int ctx_slot(void *ctx, fp8_ctx **found) {
-  for (int i = 0; i < FP8_MAX_CTX; i++) {
-    fp8_ctx *x = atomic_load_explicit(&ctxs[i], memory_order_acquire);
-    if (!x || x->ctx == ctx) {
-      *found = x;
-      return i;
-    }
-  }
-  *found = NULL;
-  return -1;
-}
-
-static fp8_ctx *ctx_find(void *ctx, unsigned long long id) {
-  fp8_ctx *x;
-  return ctx_slot(ctx, &x) >= 0 && x && x->ctx_id == id ? x : NULL;
-}
-
 static void site_free(fp8_site *s) {
   pthread_mutex_destroy(&s->mu);
   free(s);
@@ -292,6 +272,8 @@ static void ctx_retire(fp8_ctx *x) {
   pthread_mutex_unlock(&x->lock);
 }
 
+static void ctx_retire_entry(ctx_entry *old) { ctx_retire((fp8_ctx *)old); }
+
 /* Context lock held: one hold of s ends. 1 when s must be freed (its table
  * is retired and this was its last hold), after the lock is dropped. */
 static int site_unhold_locked(fp8_ctx *x, fp8_site *s) {
@@ -306,17 +288,12 @@ void fp8_sites_retired(uint64_t *tables, uint64_t *slabs_kept) {
 }
 
 static fp8_ctx *ctx_get(const gs_call *c, const char **why) {
-  fp8_ctx *x = ctx_find(c->ctx, c->ctx_id);
+  fp8_ctx *x = (fp8_ctx *)ctx_table_find(&ctxs, c->ctx, c->ctx_id);
   if (x) return x;
-  pthread_mutex_lock(&ctxs_lock);
-  fp8_ctx *old = NULL;
-  int slot = ctx_slot(c->ctx, &old);
-  if (old && old->ctx_id == c->ctx_id) x = old;
-  /* Full: a gone context's slot (device_ctx_gone), its table retired. */
-  for (int i = 0; !x && slot < 0 && i < FP8_MAX_CTX; i++) {
-    fp8_ctx *d = atomic_load_explicit(&ctxs[i], memory_order_relaxed);
-    if (device_ctx_gone(d->ctx, d->ctx_id)) slot = i, old = d;
-  }
+  ctx_table_lock(&ctxs);
+  x = (fp8_ctx *)ctx_table_find(&ctxs, c->ctx, c->ctx_id);
+  ctx_entry *old;
+  int slot = x ? -1 : ctx_table_place(&ctxs, c->ctx, &old);
   if (!x && slot < 0) *why = "more live CUDA contexts than the fp8 site table keeps (64)";
   if (!x && slot >= 0) {
     x = GS_CALL(calloc, 1, sizeof *x);
@@ -328,25 +305,23 @@ static fp8_ctx *ctx_get(const gs_call *c, const char **why) {
       x = NULL;
       *why = "out of host memory for the fp8 site table";
     } else {
-      x->ctx = c->ctx;
-      x->ctx_id = c->ctx_id;
       x->device = c->device;
       x->seen = seen;
       x->buckets = buckets;
       x->primary = shim_thread_number();
-      x->older = old;
       pthread_mutex_init(&x->lock, NULL);
-      atomic_store_explicit(&ctxs[slot], x, memory_order_release);
-      if (old) ctx_retire(old);
+      /* The table it replaces (a new context at the address, or a gone
+       * context's slot) is retired. */
+      ctx_table_publish(&ctxs, slot, &x->head, c->ctx, c->ctx_id);
     }
   }
-  pthread_mutex_unlock(&ctxs_lock);
+  ctx_table_unlock(&ctxs);
   return x;
 }
 
 /* Driver calls with the site's context current (memsets and event
  * records on the legacy stream act on the current context). */
-static CUresult ctx_push(const fp8_ctx *x) { return GS_CALL(cuCtxPushCurrent_v2, (CUcontext)x->ctx); }
+static CUresult ctx_push(const fp8_ctx *x) { return GS_CALL(cuCtxPushCurrent_v2, (CUcontext)x->head.ctx); }
 static void ctx_pop(void) {
   CUcontext popped;
   GS_CALL(cuCtxPopCurrent_v2, &popped);
@@ -902,8 +877,8 @@ void fp8_site_release(fp8_use *u, unsigned ran) {
 }
 
 size_t fp8_sites_live(void *ctx) {
-  fp8_ctx *x;
-  if (ctx_slot(ctx, &x) < 0 || !x) return 0;
+  fp8_ctx *x = (fp8_ctx *)ctx_table_newest(&ctxs, ctx);
+  if (!x) return 0;
   pthread_mutex_lock(&x->lock);
   size_t n = x->live;
   pthread_mutex_unlock(&x->lock);
@@ -911,8 +886,8 @@ size_t fp8_sites_live(void *ctx) {
 }
 
 uint64_t fp8_sites_ring_bytes(void *ctx) {
-  fp8_ctx *x;
-  if (ctx_slot(ctx, &x) < 0 || !x) return 0;
+  fp8_ctx *x = (fp8_ctx *)ctx_table_newest(&ctxs, ctx);
+  if (!x) return 0;
   pthread_mutex_lock(&x->lock);
   uint64_t n = x->ring_bytes;
   pthread_mutex_unlock(&x->lock);
@@ -920,8 +895,8 @@ uint64_t fp8_sites_ring_bytes(void *ctx) {
 }
 
 uint64_t fp8_sites_epoch(void *ctx) {
-  fp8_ctx *x;
-  if (ctx_slot(ctx, &x) < 0 || !x) return 0;
+  fp8_ctx *x = (fp8_ctx *)ctx_table_newest(&ctxs, ctx);
+  if (!x) return 0;
   pthread_mutex_lock(&x->lock);
   uint64_t e = x->epoch;
   pthread_mutex_unlock(&x->lock);

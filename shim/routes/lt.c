@@ -1,11 +1,11 @@
-/* route_lt.c: the cuBLASLt objects a route builds for its own matmul (the
+/* lt.c: the cuBLASLt objects a route builds for its own matmul (the
  * ffma route's fp32 copy of an Lt call, the fp8 route's cuBLASLt backend).
  *
  * Plans. A plan is a matmul descriptor, four layouts and the algorithm
  * cuBLASLt's heuristic chose for them, made on a problem's first call and
  * kept, so that a call in steady state makes cublasLtMatmul and no other
  * cuBLASLt call. Everything a plan's objects hold is in its key
- * (route_lt.h), per-call pointers included (the fp8 scale pointers, which
+ * (routes/lt.h), per-call pointers included (the fp8 scale pointers, which
  * alternate between a site's two scale slots: two plans per site), except
  * the bias pointer: the ffma route's widened bias lives in the call's
  * transient buffer, so route_lt_matmul sets it whenever it differs from
@@ -44,16 +44,18 @@
  * capture mode (memory.c, mem_alloc_relaxed), so it neither fails nor
  * breaks another thread's global-mode capture.
  *
- * A workspace is kept for the process's life: the shim does not hear of a
+ * A workspace is kept for its context's life: the shim does not hear of a
  * stream's destruction, a destroyed stream's last matmul may still be using
  * its workspace, and a handle of a destroyed stream cannot be asked
  * anything (it may be another stream's by now). So each device lends at
- * most ROUTE_LT_WORKSPACES (129 MiB of device memory at most), enough for
- * every stream a PyTorch program has (route_lt.h); a stream beyond that,
- * or one whose allocation failed at its first call (not tried again on
- * every call), gets none and every call on it says why in its reason. A
- * slot whose context id changed forgets its buffer without freeing it: it
- * went with the old context.
+ * most ROUTE_LT_WORKSPACES (129 MiB of device memory at most) to the
+ * streams of its live contexts, enough for every stream a PyTorch program
+ * has (routes/lt.h); a stream beyond that, or one whose allocation failed at
+ * its first call (not tried again on every call), gets none and every call
+ * on it says why in its reason. A context that is gone (a new id at its
+ * address, or cuCtxGetId refusing it: ../base/ctx_table.h) gives its
+ * workspaces' count back to its device without freeing them: they went
+ * with it.
  *
  * Everything fallible goes through the call table (sys.h), so tests can
  * make each step fail. */
@@ -64,6 +66,7 @@
 
 #include "memory.h"
 #include "lt.h"
+#include "../base/ctx_table.h"
 #include "../base/sys.h"
 
 #define ROUTE_LT_PLANS 4096
@@ -353,76 +356,119 @@ uint64_t route_lt_plans_built(void) {
 }
 
 /* ---- workspace ------------------------------------------------------------------------- */
-/* An open-addressing table keyed by (context id, stream id), never shrunk:
- * a slot is taken once and stays its stream's, or passes to a stream of a
- * new context at the same address (the old context, and its memory, are
- * gone). Slots are published by a release store of their stream id after
- * the rest; readers probe without a lock from the key's hash to the first
- * free slot. Slots are claimed under ws_lock. */
+/* Per context (../base/ctx_table.h): its device and how many workspaces
+ * it holds. A context that is gone (a new id at its address, or, when a
+ * device's workspaces or the stream table run out, cuCtxGetId refusing it)
+ * gives its count back to its device: its buffers went with it, nothing is
+ * freed. Records are recycled from ws_ctx_pool, which needs one more than
+ * the table (a record is made before the one it replaces is released);
+ * they are read and written only under the table's lock, which is also the
+ * lock of everything else here. */
+typedef struct ws_ctx {
+  ctx_entry head;
+  int device; /* -1: out of the workspace table's range */
+  int lent;   /* workspaces it holds */
+  int used;   /* taken from the pool */
+} ws_ctx;
+
+#define WS_CONTEXTS 64
+#define WS_DEVICES 64
+static void ws_ctx_release(ctx_entry *old);
+CTX_TABLE_DEFINE(ws_contexts, WS_CONTEXTS, ws_ctx_release);
+static ws_ctx ws_ctx_pool[WS_CONTEXTS + 1];
+static int ws_lent[WS_DEVICES]; /* workspaces lent, per device, by live contexts */
+
+static void ws_ctx_release(ctx_entry *old) {
+  ws_ctx *x = (ws_ctx *)old;
+  if (x->device >= 0) ws_lent[x->device] -= x->lent;
+  x->lent = 0;
+  x->used = 0;
+}
+
+/* Per stream: an open-addressing table keyed by (context, context id,
+ * stream id), never shrunk. A slot stays its stream's while its context
+ * is in the context table; then it passes in place to a new key whose
+ * probe path crosses it, which keeps every other key's path intact.
+ * Readers probe without a lock from the key's hash to the first free slot;
+ * each slot is a seqlock (written under the lock: seq odd, the fields, seq
+ * even), and a reader that sees one change treats the lookup as a miss and
+ * asks again under the lock. */
 typedef struct ws_slot {
-  _Atomic(unsigned long long) stream_id; /* 0: free; WS_FILLING: being filled */
+  _Atomic unsigned seq;
+  _Atomic(unsigned long long) stream_id; /* 0: free */
   _Atomic(uintptr_t) ctx;
   _Atomic(unsigned long long) ctx_id;
   _Atomic(CUdeviceptr) ptr; /* 0: the fill failed; why says so */
   _Atomic(const char *) why;
-  int device;               /* under ws_lock: the context's device, counted in ws_lent */
 } ws_slot;
 
 #define WS_TABLE 1024 /* a power of two */
-#define WS_DEVICES 64
 static ws_slot ws_slots[WS_TABLE];
-static int ws_lent[WS_DEVICES]; /* under ws_lock: slots with memory, per device */
-static pthread_mutex_t ws_lock = PTHREAD_MUTEX_INITIALIZER;
 
-static void ws_after_fork_child(void) { pthread_mutex_init(&ws_lock, NULL); }
+static void ws_after_fork_child(void) { ctx_table_after_fork_child(&ws_contexts, 0); }
 
 __attribute__((constructor)) static void ws_register_fork(void) { pthread_atfork(NULL, NULL, ws_after_fork_child); }
 
-/* Stream keys beside cuStreamGetId's ids (small counters on any driver;
- * an id this large gets no workspace): the legacy stream, which is its
- * context's (the context's address and id are part of every match), and a
- * slot being filled. */
+/* The legacy stream's key beside cuStreamGetId's ids (small counters on
+ * any driver; an id this large gets no workspace): it is its context's
+ * (the context's address and id are part of every match). */
 #define WS_LEGACY (~1ull)
-#define WS_FILLING (~0ull)
 
 static unsigned ws_hash(unsigned long long ctx_id, unsigned long long sid) {
   uint64_t h = (ctx_id * 0x9E3779B97F4A7C15ull) ^ (sid * 0xC2B2AE3D27D4EB4Full);
   return (unsigned)(h >> 54) & (WS_TABLE - 1);
 }
 
-/* The slot of (ctx, ctx_id, sid), or NULL; with *free_at the first free
- * slot on its probe path (WS_TABLE when the table is full). */
-static ws_slot *ws_find(void *ctx, unsigned long long ctx_id, unsigned long long sid, unsigned *free_at) {
+/* Looks up (ctx, ctx_id, sid): 1 found (*ptr, *why its slot's), 0 not
+ * there, -1 a slot changed while read (ask again under the lock). */
+static int ws_find(void *ctx, unsigned long long ctx_id, unsigned long long sid, CUdeviceptr *ptr, const char **why) {
   unsigned h = ws_hash(ctx_id, sid);
   for (unsigned i = 0; i < WS_TABLE; i++) {
     ws_slot *s = &ws_slots[(h + i) & (WS_TABLE - 1)];
-    unsigned long long id = atomic_load_explicit(&s->stream_id, memory_order_acquire);
-    if (id == 0) {
-      if (free_at) *free_at = (h + i) & (WS_TABLE - 1);
-      return NULL;
+    unsigned q = atomic_load_explicit(&s->seq, memory_order_acquire);
+    if (q & 1) return -1;
+    unsigned long long id = atomic_load_explicit(&s->stream_id, memory_order_relaxed);
+    uintptr_t c = atomic_load_explicit(&s->ctx, memory_order_relaxed);
+    unsigned long long cid = atomic_load_explicit(&s->ctx_id, memory_order_relaxed);
+    CUdeviceptr p = atomic_load_explicit(&s->ptr, memory_order_relaxed);
+    const char *w = atomic_load_explicit(&s->why, memory_order_relaxed);
+    atomic_thread_fence(memory_order_acquire);
+    if (atomic_load_explicit(&s->seq, memory_order_relaxed) != q) return -1;
+    if (id == 0) return 0;
+    if (id == sid && c == (uintptr_t)ctx && cid == ctx_id) {
+      *ptr = p;
+      *why = w;
+      return 1;
     }
-    if (id == sid && atomic_load_explicit(&s->ctx, memory_order_relaxed) == (uintptr_t)ctx &&
-        atomic_load_explicit(&s->ctx_id, memory_order_relaxed) == ctx_id)
+  }
+  return 0;
+}
+
+/* Under the lock: the slot for a key not in the table: the first on its
+ * probe path whose context is gone from the context table, else the free
+ * slot that ends the path; NULL when the table is full. */
+static ws_slot *ws_slot_for(unsigned long long ctx_id, unsigned long long sid) {
+  unsigned h = ws_hash(ctx_id, sid);
+  for (unsigned i = 0; i < WS_TABLE; i++) {
+    ws_slot *s = &ws_slots[(h + i) & (WS_TABLE - 1)];
+    if (atomic_load_explicit(&s->stream_id, memory_order_relaxed) == 0 ||
+        !ctx_table_find(&ws_contexts, (void *)atomic_load_explicit(&s->ctx, memory_order_relaxed),
+                        atomic_load_explicit(&s->ctx_id, memory_order_relaxed)))
       return s;
   }
-  if (free_at) *free_at = WS_TABLE;
   return NULL;
 }
 
-/* Under ws_lock: a slot of a context that died at ctx's address (another
- * id) on the probe path of the new key, or NULL. Its buffer went with that
- * context. Reusing it in place keeps every other key's probe path intact. */
-static ws_slot *ws_dead_on_path(void *ctx, unsigned long long ctx_id, unsigned long long sid) {
-  unsigned h = ws_hash(ctx_id, sid);
-  for (unsigned i = 0; i < WS_TABLE; i++) {
-    ws_slot *s = &ws_slots[(h + i) & (WS_TABLE - 1)];
-    unsigned long long id = atomic_load_explicit(&s->stream_id, memory_order_relaxed);
-    if (id == 0) return NULL;
-    if (id != WS_FILLING && atomic_load_explicit(&s->ctx, memory_order_relaxed) == (uintptr_t)ctx &&
-        atomic_load_explicit(&s->ctx_id, memory_order_relaxed) != ctx_id)
-      return s;
-  }
-  return NULL;
+static void ws_slot_write(ws_slot *t, const gs_call *c, unsigned long long sid, CUdeviceptr p, const char *why) {
+  unsigned q = atomic_load_explicit(&t->seq, memory_order_relaxed);
+  atomic_store_explicit(&t->seq, q + 1, memory_order_relaxed);
+  atomic_thread_fence(memory_order_release);
+  atomic_store_explicit(&t->stream_id, sid, memory_order_relaxed);
+  atomic_store_explicit(&t->ctx, (uintptr_t)c->ctx, memory_order_relaxed);
+  atomic_store_explicit(&t->ctx_id, c->ctx_id, memory_order_relaxed);
+  atomic_store_explicit(&t->ptr, p, memory_order_relaxed);
+  atomic_store_explicit(&t->why, why, memory_order_relaxed);
+  atomic_store_explicit(&t->seq, q + 2, memory_order_release);
 }
 
 /* The stream's key, or 0 when it gets no workspace. */
@@ -442,40 +488,77 @@ static unsigned long long ws_stream_key(const gs_call *c, unsigned long long *si
 #define WS_STR2(x) #x
 #define WS_STR(x) WS_STR2(x)
 
-/* Under ws_lock: fills slot t for the call's stream; a failure is kept
- * (the slot says why, for every later call on the stream) rather than
- * tried again on each call. */
-static void ws_fill(ws_slot *t, const gs_call *c, unsigned long long sid, int device) {
-  atomic_store_explicit(&t->stream_id, WS_FILLING, memory_order_relaxed);
+/* Under the lock: the record of c's context, made on its first call. */
+static ws_ctx *ws_ctx_of(const gs_call *c, const char **why) {
+  ws_ctx *x = (ws_ctx *)ctx_table_find(&ws_contexts, c->ctx, c->ctx_id);
+  if (x) return x;
+  ctx_entry *old;
+  int i = ctx_table_place(&ws_contexts, c->ctx, &old);
+  if (i < 0) {
+    *why = WS_NONE "more live CUDA contexts than the workspace table keeps (" WS_STR(WS_CONTEXTS) ")";
+    return NULL;
+  }
+  for (x = ws_ctx_pool; x->used; x++) {
+  }
+  x->used = 1;
+  x->lent = 0;
+  x->device = c->device >= 0 && c->device < WS_DEVICES ? c->device : -1;
+  ctx_table_publish(&ws_contexts, i, &x->head, c->ctx, c->ctx_id);
+  return x;
+}
+
+/* Under the lock: a workspace for c's stream (sid), kept in a slot with
+ * its reason when there is none, so that a failure is not tried again on
+ * each call. Contexts that are gone are swept out first when the device's
+ * workspaces or the table's slots run out: only live contexts' streams
+ * count. Returns the buffer (0: none, *why says why). */
+static CUdeviceptr ws_fill(const gs_call *c, unsigned long long sid, const char **why) {
+  *why = NULL;
+  int device = c->device;
+  int swept = 0;
+  if (device >= 0 && device < WS_DEVICES && ws_lent[device] >= ROUTE_LT_WORKSPACES) {
+    ctx_table_sweep(&ws_contexts);
+    swept = 1;
+  }
+  ws_ctx *x = ws_ctx_of(c, why);
+  ws_slot *t = x ? ws_slot_for(c->ctx_id, sid) : NULL;
+  if (x && !t && !swept) {
+    ctx_table_sweep(&ws_contexts); /* may have released x, if c's context is gone */
+    x = ws_ctx_of(c, why);
+    t = x ? ws_slot_for(c->ctx_id, sid) : NULL;
+  }
+  if (!x) return 0;
+  if (!t) {
+    *why = WS_NONE "the table of stream workspaces is full (" WS_STR(WS_TABLE) " streams)";
+    return 0;
+  }
   CUdeviceptr p = 0;
-  const char *why = NULL;
-  if (device < 0 || device >= WS_DEVICES) {
-    why = WS_NONE "the call's device ordinal is out of the workspace table's range";
+  if (x->device < 0) {
+    *why = WS_NONE "the call's device ordinal is out of the workspace table's range";
   } else if (ws_lent[device] >= ROUTE_LT_WORKSPACES) {
-    why = WS_NONE "the device's " WS_STR(ROUTE_LT_WORKSPACES) " stream workspaces are taken for the process's "
-          "life (PyTorch uses at most 4 x 32 pool streams and the default stream per device)";
+    *why = WS_NONE "the device's " WS_STR(ROUTE_LT_WORKSPACES) " stream workspaces are taken for the process's "
+           "life (PyTorch uses at most 4 x 32 pool streams and the default stream per device)";
   } else if (GS_CALL(cuCtxPushCurrent_v2, (CUcontext)c->ctx) != CUDA_SUCCESS) {
-    why = WS_NONE "cuCtxPushCurrent failed at the stream's first call (not tried again)";
+    *why = WS_NONE "cuCtxPushCurrent failed at the stream's first call (not tried again)";
   } else {
     int mode_failed;
     CUresult r = mem_alloc_relaxed(&p, ROUTE_LT_WORKSPACE, &mode_failed);
     CUcontext popped;
     GS_CALL(cuCtxPopCurrent_v2, &popped);
     if (mode_failed)
-      why = WS_NONE "cuThreadExchangeStreamCaptureMode failed at the stream's first call (not tried again)";
+      *why = WS_NONE "cuThreadExchangeStreamCaptureMode failed at the stream's first call (not tried again)";
     else if (r == CUDA_ERROR_OUT_OF_MEMORY)
-      why = WS_NONE "cuMemAlloc: out of device memory at the stream's first call (not tried again)";
+      *why = WS_NONE "cuMemAlloc: out of device memory at the stream's first call (not tried again)";
     else if (r != CUDA_SUCCESS)
-      why = WS_NONE "cuMemAlloc failed at the stream's first call (not tried again)";
+      *why = WS_NONE "cuMemAlloc failed at the stream's first call (not tried again)";
     if (r != CUDA_SUCCESS) p = 0;
   }
-  if (p) ws_lent[device]++;
-  t->device = p ? device : -1;
-  atomic_store_explicit(&t->ctx, (uintptr_t)c->ctx, memory_order_relaxed);
-  atomic_store_explicit(&t->ctx_id, c->ctx_id, memory_order_relaxed);
-  atomic_store_explicit(&t->ptr, p, memory_order_relaxed);
-  atomic_store_explicit(&t->why, why, memory_order_relaxed);
-  atomic_store_explicit(&t->stream_id, sid, memory_order_release);
+  if (p) {
+    ws_lent[device]++;
+    x->lent++;
+  }
+  ws_slot_write(t, c, sid, p, *why);
+  return p;
 }
 
 const char *route_lt_workspace(const gs_call *c, void **ws, size_t *size) {
@@ -483,22 +566,14 @@ const char *route_lt_workspace(const gs_call *c, void **ws, size_t *size) {
   *size = 0;
   unsigned long long sid;
   if (!c->ctx || !ws_stream_key(c, &sid)) return NULL;
-  ws_slot *s = ws_find(c->ctx, c->ctx_id, sid, NULL);
-  if (!s) {
-    pthread_mutex_lock(&ws_lock);
-    unsigned free_at;
-    s = ws_find(c->ctx, c->ctx_id, sid, &free_at);
-    if (!s) {
-      s = ws_dead_on_path(c->ctx, c->ctx_id, sid);
-      if (s && s->device >= 0) ws_lent[s->device]--;
-      if (!s && free_at < WS_TABLE) s = &ws_slots[free_at];
-      if (s) ws_fill(s, c, sid, c->device);
-    }
-    pthread_mutex_unlock(&ws_lock);
-    if (!s) return WS_NONE "the table of stream workspaces is full (" WS_STR(WS_TABLE) " streams)";
+  CUdeviceptr p = 0;
+  const char *why = NULL;
+  if (ws_find(c->ctx, c->ctx_id, sid, &p, &why) != 1) {
+    ctx_table_lock(&ws_contexts);
+    if (ws_find(c->ctx, c->ctx_id, sid, &p, &why) != 1) p = ws_fill(c, sid, &why);
+    ctx_table_unlock(&ws_contexts);
   }
-  CUdeviceptr p = atomic_load_explicit(&s->ptr, memory_order_relaxed);
-  if (!p) return atomic_load_explicit(&s->why, memory_order_relaxed);
+  if (!p) return why;
   *ws = (void *)(uintptr_t)p;
   *size = ROUTE_LT_WORKSPACE;
   return NULL;
@@ -506,8 +581,8 @@ const char *route_lt_workspace(const gs_call *c, void **ws, size_t *size) {
 
 size_t route_lt_workspaces_lent(int device) {
   if (device < 0 || device >= WS_DEVICES) return 0;
-  pthread_mutex_lock(&ws_lock);
+  ctx_table_lock(&ws_contexts);
   size_t n = (size_t)ws_lent[device];
-  pthread_mutex_unlock(&ws_lock);
+  ctx_table_unlock(&ws_contexts);
   return n;
 }

@@ -1,5 +1,5 @@
-/* route_lt.h: the cuBLASLt objects a route builds for its own matmul
- * (route_lt.c): plans made once per problem and kept, and the workspace
+/* lt.h: the cuBLASLt objects a route builds for its own matmul
+ * (routes/lt.c): plans made once per problem and kept, and the workspace
  * the GemmEx family's calls lend cuBLASLt. */
 #ifndef GEMMSHIM_ROUTE_LT_H
 #define GEMMSHIM_ROUTE_LT_H
@@ -69,7 +69,7 @@ cublasStatus_t route_lt_matmul(cublasLtHandle_t h, const route_lt_plan *p, const
  * tried again), or its device's ROUTE_LT_WORKSPACES are taken. Only
  * outside capture (the routes decline in capture first). */
 #define ROUTE_LT_WORKSPACE ((size_t)1 << 20)
-/* Per device, for the process's life (route_lt.c says why): PyTorch's
+/* Per device, for its live contexts (routes/lt.c says why): PyTorch's
  * streams of one device are the default stream and at most
  * max_compile_time_stream_priorities (4) x kStreamsPerPool (32) pool
  * streams, created once and never destroyed (c10/cuda/CUDAStream.h and
@@ -79,12 +79,12 @@ const char *route_lt_workspace(const gs_call *c, void **ws, size_t *size);
 
 /* ---- for tests ------------------------------------------------------------------------ */
 /* At most n plans kept from now on (0: the default, ROUTE_LT_PLANS in
- * route_lt.c); returns the limit it replaces. */
+ * routes/lt.c); returns the limit it replaces. */
 size_t route_lt_plans_set_limit(size_t n);
 /* Plans kept, and how many were ever built. */
 size_t route_lt_plans_live(void);
 uint64_t route_lt_plans_built(void);
-/* Workspaces lent on device d (slots holding memory). */
+/* Workspaces lent on device d by its live contexts. */
 size_t route_lt_workspaces_lent(int device);
 
 #endif

@@ -190,7 +190,7 @@ class Loop:
             m = REPORT.search(line)
             if m:
                 calls[m.group(1)] = int(m.group(4))
-        recs = [json.loads(l) for l in log_text.splitlines()]
+        recs = [x for x in (json.loads(l) for l in log_text.splitlines()) if "header" not in x]
         self.baselines[route] = (r, recs, counts, calls)
         return calls
 
@@ -232,7 +232,7 @@ class Loop:
         leak_note = "device memory left by the failed free" if name in FREES and live > base_live else None
         if log_text and not log_text.endswith("\n"):
             bad("partial last log line")
-        recs = [json.loads(l) for l in log_text.splitlines()]
+        recs = [x for x in (json.loads(l) for l in log_text.splitlines()) if "header" not in x]
 
         outcomes = [leak_note] if leak_note else []
         if r.returncode == 2:

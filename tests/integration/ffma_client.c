@@ -806,13 +806,19 @@ typedef struct options {
   const char *side_capture; /* NULL: none */
 } options;
 
-/* Until path holds `lines` lines, polled; dies after 60 s. */
+/* Until path holds `lines` record lines, polled; dies after 60 s. The
+ * shim's header line (one per process, first) is not a record. */
 static void wait_for_lines(const char *path, int lines) {
+  static const char header[] = "{\"header\":";
   for (int tries = 0; tries < 60000; tries++) {
     FILE *f = fopen(path, "r");
-    int n = 0, ch;
+    int n = 0, ch, at = 0, is_header = 1;
     if (f) {
-      while ((ch = fgetc(f)) != EOF) n += ch == '\n';
+      while ((ch = fgetc(f)) != EOF) {
+        if (at < (int)sizeof header - 1 && ch != header[at]) is_header = 0;
+        at++;
+        if (ch == '\n') n += !(is_header && at > (int)sizeof header - 1), at = 0, is_header = 1;
+      }
       fclose(f);
     }
     if (n >= lines) return;

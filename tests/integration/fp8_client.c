@@ -20,6 +20,11 @@
  * the handle, the stream and the weights are made again. The new context
  * usually has the old one's address; "reset step=S same_address=0|1" says.
  *
+ * --churn=N instead runs N times what cudaDeviceReset and JAX client
+ * rebuilds do around a GEMM: retain the primary context, make a cuBLAS
+ * handle and a stream, run one forward GEMM (step=i), destroy the handle
+ * and the stream and release the primary context to zero.
+ *
  * Prints one line per GEMM: "gemm step=S kind=fwd|dgrad|wgrad layer=L
  * status=N sqnr=DB", the SQNR of its output against a float64 reference of
  * the stored inputs, and exits 0 when every call returned 0. */
@@ -35,7 +40,7 @@
 #include "../../kernels/convert.h"
 #include "client.h"
 
-static int L = 4, STEPS = 3, H = 64, T = 32, RESET_BEFORE = -1;
+static int L = 4, STEPS = 3, H = 64, T = 32, RESET_BEFORE = -1, CHURN = 0;
 static const char *reset_kind = "primary";
 static CUdevice dev;
 static CUcontext ctx;
@@ -169,26 +174,40 @@ static int context_reset(int step) {
   return 0;
 }
 
+/* --churn: nothing of a round outlives its context. */
+static int churn(void) {
+  for (int i = 0; i < CHURN; i++) {
+    if (context_open()) return 2;
+    mat w = mat_new(H, H, 1.0f / sqrtf((float)H)), a = mat_new(H, T, 1.0f), y = mat_new(H, T, 0.0f);
+    gemm(i, "fwd", 0, CUBLAS_OP_T, CUBLAS_OP_N, &w, &a, &y);
+    free(w.host), free(a.host), free(y.host);
+    if (cublasDestroy(handle) || client_drv.cuStreamDestroy_v2(stream) || client_drv.cuDevicePrimaryCtxRelease_v2(dev))
+      return 2;
+  }
+  return failures ? 1 : 0;
+}
+
 int main(int argc, char **argv) {
   static char kind[16];
   for (int i = 1; i < argc; i++) {
     if (sscanf(argv[i], "--layers=%d", &L) == 1 || sscanf(argv[i], "--steps=%d", &STEPS) == 1 ||
         sscanf(argv[i], "--dim=%d", &H) == 1 || sscanf(argv[i], "--tokens=%d", &T) == 1 ||
-        sscanf(argv[i], "--reset-before=%d", &RESET_BEFORE) == 1)
+        sscanf(argv[i], "--reset-before=%d", &RESET_BEFORE) == 1 || sscanf(argv[i], "--churn=%d", &CHURN) == 1)
       continue;
     if (sscanf(argv[i], "--reset=%15s", kind) == 1 && (!strcmp(kind, "primary") || !strcmp(kind, "created") || !strcmp(kind, "device"))) {
       reset_kind = kind;
       continue;
     }
     fprintf(stderr, "usage: fp8_client [--layers=L] [--steps=S] [--dim=H] [--tokens=T] [--reset-before=S] "
-                    "[--reset=primary|device|created]\n");
+                    "[--reset=primary|device|created] [--churn=N]\n");
     return 2;
   }
   const char *why = client_driver_load();
-  if (why || client_drv.cuInit(0) || client_drv.cuDeviceGet(&dev, 0) || context_open()) {
+  if (why || client_drv.cuInit(0) || client_drv.cuDeviceGet(&dev, 0) || (!CHURN && context_open())) {
     fprintf(stderr, "fp8_client: set-up failed: %s\n", why ? why : "driver or cuBLAS");
     return 2;
   }
+  if (CHURN) return churn();
   W = calloc((size_t)L, sizeof *W);
   x = calloc((size_t)L + 1, sizeof *x);
   weights_new();

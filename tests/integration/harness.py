@@ -160,10 +160,21 @@ def run_ok(argv, libdir, shim=False, env=None, **kw):
 
 
 def read_log(path):
-    """The routing log: one JSON object per line, every line terminated."""
+    """The routing log's records: one JSON object per line, every line
+    terminated; each process's header line (docs/log-format.md) left out."""
+    return [r for r in read_log_lines(path) if "header" not in r]
+
+
+def read_log_lines(path):
+    """Every line of the routing log, headers included."""
     text = Path(path).read_text()
     assert text.endswith("\n"), f"{path}: last record not terminated"
     return [json.loads(line) for line in text.splitlines()]
+
+
+def read_log_headers(path):
+    """The header line of each process that wrote to the log, in order."""
+    return [r for r in read_log_lines(path) if "header" in r]
 
 
 def stable_lines(r):

@@ -15,7 +15,7 @@ GEMMEX_NULL_HANDLE = {
     "inv_gemm_null_handle", "inv_gemm64_null_handle", "inv_strided64_null_handle", "inv_batched_null_handle"}
 LT_NULL_DESCRIPTORS = {"inv_lt_null_matmul_desc", "inv_lt_null_layouts"}
 
-# Why the ffma route hands a call back (route_ffma.c), by the client's case.
+# Why the ffma route hands a call back (routes/ffma.c), by the client's case.
 FORWARDED_NEGATIVE = "negative size (forwarded for cuBLAS's own error)"
 FORWARDED_NULL = "NULL handle or pointer (forwarded for cuBLAS's own error)"
 DECLINE_BY_CASE = {

@@ -116,7 +116,8 @@ def test_times_are_called_the_stand_ins(demo):
     block = lines[start:lines.index("", start)]
     assert block[0] == ("profile of all six runs (stand-in times: the CPU time of each call's inline work, "
                         "not a GPU's):")
-    assert "  stand-in times (CPU emulation): they check the machinery, not GPU speed" in block
+    assert block[2] == ("    warning: these times come from the CPU stand-in (Standin GPU sm_61, Standin GPU sm_90), "
+                        "not a GPU: they check the machinery, not speed"), block
     assert not any("GPU time" in line or "gpu ms" in line or "GPU us" in line for line in block), block
 
 
@@ -168,9 +169,11 @@ def test_routing_log(demo, gpu, mode):
     start = next(i for i, line in enumerate(lines) if line.startswith(f"routing, {label} {mode} ("))
     block = lines[start:lines.index("", start)]
     assert f"  routing log: {STEPS * len(GEMMS)} calls from 1 file(s)" in block
-    # The stand-in's times are the CPU's: every report says so and never
-    # calls them GPU times (gemmshim report --standin).
-    assert "  stand-in times (CPU emulation): they check the machinery, not GPU speed" in block
+    # The stand-in's times are the CPU's: every report says so, from the
+    # log's header line (its device is the stand-in's), and never calls
+    # them GPU times.
+    assert block[2] == (f"    warning: these times come from the CPU stand-in (Standin GPU sm_{GPUS[gpu].replace('.', '')}), "
+                        "not a GPU: they check the machinery, not speed"), block
     assert not any("GPU time" in line or "gpu ms" in line or "GPU us" in line for line in block), block
     for api, calls in (("cublasGemmEx", 2), ("cublasGemmStridedBatchedEx", 2), ("cublasLtMatmul", 1)):
         _, backend, _ = expected(gpu, mode, api)

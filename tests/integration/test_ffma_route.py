@@ -675,7 +675,7 @@ def test_no_context_id_asked_again(client, standin, tmp_path):
     assert (res.counts["cuCtxGetId"], res.counts["cuStreamGetId"]) == (1, 3)
 
 
-# The plan's algorithm comes from cuBLASLt's heuristic (route_lt.c); a
+# The plan's algorithm comes from cuBLASLt's heuristic (routes/lt.c); a
 # failure there costs the plan its algorithm, never the call: cublasLtMatmul
 # then gets NULL and chooses itself.
 HEURISTIC_FAULTS = ["", "cublasLtMatmulPreferenceCreate:1", "cublasLtMatmulAlgoGetHeuristic:1",

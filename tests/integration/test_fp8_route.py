@@ -105,6 +105,35 @@ def test_context_reset(fp8_client, standin, tmp_path, cc, backend, reset):
     assert all(len(ids) == 1 for ids in sites.values()), sites
 
 
+def test_context_churn_keeps_stream_workspaces(fp8_client, standin, tmp_path):
+    """600 rounds of what cudaDeviceReset and JAX client rebuilds do around
+    a GEMM: the primary context retained, a cuBLAS handle and a stream
+    made, one bf16 cublasGemmEx run fp8 on cuBLASLt's fp8 GEMM (9.0), the
+    handle and stream destroyed, the primary context released to zero (the
+    CUDA Driver API, cuDevicePrimaryCtxRelease: "The context is
+    automatically reset once the last reference to it is released"). The
+    GemmEx family brings no workspace, so each stream gets one of the
+    device's ROUTE_LT_WORKSPACES (129); a released context's went with it
+    and must not count: every call gets its stream's workspace, whose
+    absence its reason would name ("no cuBLASLt workspace on this stream:
+    ..."). Counting dead contexts' workspaces, calls from the 141st on had
+    none."""
+    log = tmp_path / "gemms.jsonl"
+    rounds = 600
+    r = run_ok([fp8_client, f"--churn={rounds}"], standin[13], shim=True,
+               env={"STANDIN_CC": "9.0", "GEMMSHIM_MODE": "fp8", "GEMMSHIM_LOG": str(log)})
+    gemms = gemm_lines(r)
+    recs = read_log(log)
+    assert len(gemms) == len(recs) == rounds, r.describe()
+    for i, (g, rec) in enumerate(zip(gemms, recs)):
+        assert (g["step"], g["kind"], g["status"]) == (i, "fwd", 0), g
+        assert g["sqnr"] >= 25.0, (g, rec)
+        # Each round's context is new: a new site, measured at its first call.
+        got = (rec["status"], rec["decided"], rec["route"], rec["backend"], rec["reason"], rec.get("site_event"))
+        assert got == (0, "fp8", "fp8", "cublaslt-fp8",
+                       "GEMMSHIM_MODE=fp8; fp8 e4m3 x e4m3; first call: scales from its own amax", "new"), (i, rec)
+
+
 # ---- the margin ----------------------------------------------------------------------------
 @pytest.mark.parametrize("cc", ["9.0", "6.1"])
 def test_margin_is_headroom(fp8_client, standin, tmp_path, cc):

@@ -60,6 +60,12 @@ def run_shell(cmd, env, tmp_path):
     return run(["sh", "-c", cmd], tmp_path, shim=True, env=env, timeout=20, cwd=tmp_path)
 
 
+def records(lines):
+    """The records among log lines: each process's header line left out
+    (docs/log-format.md)."""
+    return [r for r in (json.loads(l) for l in lines) if "header" not in r]
+
+
 def shim_warnings(text):
     return [l for l in text.splitlines() if l.startswith("gemmshim ") and " WARN " in l]
 
@@ -90,7 +96,8 @@ def test_log_appends_whole_lines(client, standin, tmp_path):
         assert r.returncode == 0, r.describe()
     lines = log.read_text().splitlines()
     assert lines[0] == '{"earlier":1}'
-    assert [json.loads(l)["seq"] for l in lines[1:]] == [1, 2, 3, 1, 2, 3]
+    assert [x["seq"] for x in records(lines[1:])] == [1, 2, 3, 1, 2, 3]
+    assert sum('"header"' in l for l in lines) == 2  # one per run
 
 
 @pytest.mark.parametrize("dangling", [False, True])
@@ -214,7 +221,7 @@ def test_fifo_log(client, standin, tmp_path):
         text = os.read(reader, 1 << 20).decode()
     finally:
         os.close(reader)
-    assert [json.loads(l)["seq"] for l in text.splitlines()] == [1, 2, 3]
+    assert [x["seq"] for x in records(text.splitlines())] == [1, 2, 3]
 
 
 def test_named_descriptor_without_reader_no_sigpipe(client, standin, tmp_path):
@@ -310,7 +317,7 @@ def test_records_are_utf8_json(client, standin, tmp_path):
                    {"STANDIN_CC": "9.0", "GEMMSHIM_POLICY": os.fsdecode(name), "GEMMSHIM_LOG": str(log),
                     "GEMMSHIM_DEBUG": "INFO"})
     assert r.returncode == 0, r.describe()  # its stderr decoded as UTF-8 (text=True)
-    recs = [json.loads(l) for l in log.read_bytes().decode("utf-8").splitlines()]
+    recs = records(log.read_bytes().decode("utf-8").splitlines())
     assert [x["reason"] for x in recs] == [f"policy: {quote_ref(name)}:1 (native ab=bf16)"] * 3
     assert f"INFO GEMMSHIM_POLICY set by environment to {quote_ref(name)}\n" in r.stderr
 
@@ -333,7 +340,7 @@ def terminal_lines(data):
     """The records a terminal got: the line discipline turns each '\\n'
     into '\\r\\n' (termios(3), ONLCR); the last line may be cut."""
     lines = data.split(b"\r\n")
-    return [json.loads(l) for l in lines[:-1]]
+    return records(lines[:-1])
 
 
 @pytest.mark.parametrize("own", ["own", "shared"])
@@ -391,7 +398,7 @@ def test_unread_socket_never_hangs(client, standin, tmp_path):
                      shim_warnings(r.stderr)[-1]), r.stderr
     lines = data.split(b"\n")
     assert 0 < len(lines) - 1 < 2000
-    assert all("seq" in json.loads(l) or json.loads(l)["event"] == "records_lost" for l in lines[:-1])
+    assert all("seq" in x or x["event"] == "records_lost" for x in records(lines[:-1]))
 
 
 def test_file_size_limit_never_kills(client, standin, tmp_path):
@@ -426,12 +433,15 @@ def test_cut_line_never_glued(client, standin, tmp_path):
     r = run_client(client, standin, ["--calls=3"], {**ROUTES["native"][0], "GEMMSHIM_LOG": str(log)})
     assert r.returncode == 0 and r.stderr == "", r.describe()
     lines = log.read_text().split("\n")
-    assert lines[0].startswith(cut + '{"seq":1,') and lines[-1] == ""
-    assert [json.loads(l)["seq"] for l in lines[1:-1]] == [2, 3, 1]
-    assert lines[3] == lines[0][len(cut):]
+    # The process's first line is its header (docs/log-format.md): that is
+    # the one glued on, and written again whole after its write.
+    assert lines[0].startswith(cut + '{"header":') and lines[-1] == ""
+    assert lines[1] == lines[0][len(cut):]
+    assert [json.loads(l)["seq"] for l in lines[2:-1]] == [1, 2, 3]
     bad = BadLines()
-    assert [rec["seq"] for _, rec in read_records(log, bad)] == [2, 3, 1]
+    assert [rec["seq"] for _, rec in read_records(log, bad)] == [1, 2, 3]
     assert (bad.count, bad.first, bad.first_why) == (1, 1, "not JSON")
+    assert len(bad.headers) == 1
 
 
 def test_write_fault_still_warns(client, standin, tmp_path):
@@ -571,7 +581,7 @@ def run_on_full_pipe(client, standin, args, env, marker, timeout=60):
             p.wait()
         os.close(rd)
     assert data[:filled] == b"#" * filled
-    recs = [json.loads(l) for l in bytes(data[filled:]).decode().splitlines()]
+    recs = records(bytes(data[filled:]).decode().splitlines())
     return p.returncode, (out + rest).decode(), err.decode(), recs
 
 
@@ -621,7 +631,7 @@ def test_exec_keeps_buffered_records(client, standin, tmp_path, variant):
     probe = "from-envp" if variant in EXEC_WITH_ENVP else "inherited"
     assert r.stdout == f"zero|one|{probe}\n", r.describe()
     text = log.read_text() if log.exists() else ""
-    assert text.count("\n") == 20, f"{text.count(chr(10))} records of 20 in the log"
+    assert text.count("\n") == 21, f"{text.count(chr(10)) - 1} records of 20 in the log (and its header)"
     assert [x["seq"] for x in read_log(log)] == list(range(1, 21))
 
 

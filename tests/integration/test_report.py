@@ -431,18 +431,21 @@ def test_plot_is_a_png(tmp_path):
     assert len(data) > 10_000
 
 
-STANDIN_NOTE = "stand-in times (CPU emulation): they check the machinery, not GPU speed"
+STANDIN_WARNING = ("  warning: these times come from the CPU stand-in, not a GPU: they check the machinery, "
+                   "not speed")
 
 
 def test_standin_times_are_never_called_gpu_times(tmp_path):
-    # --standin (make demo): the logs' gpu_ns are the CPU stand-in's time
-    # for each call's work. The report says so first and calls them
-    # stand-in times in every table; the speedup is a ratio of CPU times.
+    # --standin (a log without header lines, written over the CPU stand-in):
+    # its gpu_ns are the stand-in's CPU time for each call's work. The
+    # report says so first and calls them stand-in times in every table;
+    # the speedup is a ratio of CPU times. (A log whose header names a
+    # stand-in device gets the same without the flag: test_log_header.py.)
     p0, p1 = known_logs(tmp_path)
     out = report(p0, p1, "--standin").stdout
     lines = out.splitlines()
-    assert lines[3:7] == [
-        STANDIN_NOTE,
+    assert lines[:2] == ["routing log: 6 calls from 2 file(s)", STANDIN_WARNING]
+    assert lines[4:7] == [
         "verdict:",
         "  stand-in time by route (gpu_ns, 5 of 6 calls): ffma 83.3% (6.000 ms), fp8 9.7% (0.700 ms), "
         "native 6.9% (0.500 ms)",
@@ -453,10 +456,10 @@ def test_standin_times_are_never_called_gpu_times(tmp_path):
     assert rows(out, "route vs native, the same calls measured both ways (stand-in us per call):")[0] == [
         "ffma", "0", "6.1", "3", "2", "2100.0", "2700.0", "1.29x", "4096x4096x4096", "bf16"]
     assert "calls without stand-in time: 1 graph capture" in lines
-    rest = out.replace(STANDIN_NOTE, "").replace("not a GPU speedup", "")
+    rest = out.replace(STANDIN_WARNING, "").replace("not a GPU speedup", "")
     assert "GPU" not in rest and "gpu ms" not in rest and "gpu us" not in rest, out
-    # Without --standin nothing changes.
-    assert STANDIN_NOTE not in report(p0, p1).stdout
+    # Without --standin (and no header naming the stand-in) nothing changes.
+    assert STANDIN_WARNING not in report(p0, p1).stdout
 
 
 def test_standin_plot_never_says_gpu(tmp_path, monkeypatch):
@@ -473,7 +476,7 @@ def test_standin_plot_never_says_gpu(tmp_path, monkeypatch):
     (fig,) = [f for f in figures if getattr(f, "_suptitle", None) is not None]
     title = fig._suptitle.get_text()
     labels = [text for ax in fig.axes for text in (ax.get_title(), ax.get_xlabel(), ax.get_ylabel())]
-    assert title.endswith("\n" + STANDIN_NOTE), title
+    assert title == "gemmshim: 6 GEMM calls (times from the CPU stand-in, not a GPU)", title
     assert "stand-in us per call" in labels and "stand-in time, ms (total over the run)" in labels, labels
     assert not any("GPU" in text.replace("not a GPU", "") for text in labels), labels
     plt.close(fig)

@@ -49,7 +49,8 @@ def whole_lines(path, killed=False):
         assert text[cut:].startswith('{"'), f"partial last line is not the start of a record: {text[cut:][:200]!r}"
         text = text[:cut]
     assert text == "" or text.endswith("\n"), f"partial last line: {text[-200:]!r}"
-    return [json.loads(line) for line in text.splitlines()]
+    # Each process's header line (docs/log-format.md) is not a record.
+    return [r for r in (json.loads(line) for line in text.splitlines()) if "header" not in r]
 
 
 def assert_quiet(stderr, may_lose=False):

@@ -184,9 +184,18 @@ static void test_errno_preserved(void **state) {
   GS_WARN("x");
   assert_int_equal(errno, ENOSPC);
   gs_fault_arm(GS_SYS_debug_write, 1, 0); /* even when the write itself fails */
+  char err[128];
+  capture_stderr("errno.stderr", err, sizeof err); /* where the failed file's output goes next */
   errno = ENOSPC;
   GS_WARN("lost");
   assert_int_equal(errno, ENOSPC);
+  restore_stderr();
+  char *got = read_file(err);
+  assert_non_null(got);
+  if (!strstr(got, " WARN GEMMSHIM_DEBUG_FILE: cannot write '") || !strstr(got, "errno.txt' (Input/output error); "
+      "debug output goes to stderr instead\n") || !strstr(got, " WARN lost\n"))
+    fail_msg("unexpected stderr: %s", got);
+  free(got);
 }
 
 static void test_file_placeholders(void **state) {

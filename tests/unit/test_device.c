@@ -16,6 +16,7 @@
 
 #include "resolve.h"
 #include "shim.h"
+#include "standin_driver.h"
 #include "sys.h"
 
 static CUcontext ctxs[2];
@@ -43,18 +44,7 @@ static CUresult counting_push(CUcontext c) {
 }
 
 static int setup(void **state) {
-  char path[4096];
-  ssize_t n = readlink("/proc/self/exe", path, sizeof path - 64);
-  if (n <= 0) return -1;
-  path[n] = 0;
-  strcpy(strrchr(path, '/'), "/../../standin/cu12/libcuda.so.1");
-  setenv("STANDIN_CC", "6.1,9.0", 1);
-  /* Loaded by path first, the soname lookup in resolve_driver finds it. */
-  if (!dlopen(path, RTLD_NOW | RTLD_GLOBAL)) {
-    fprintf(stderr, "test_device: cannot load %s: %s\n", path, dlerror());
-    return -1;
-  }
-  if (resolve_driver() || gs_sys.cuInit(0) != CUDA_SUCCESS) return -1;
+  if (standin_driver_load("test_device", "6.1,9.0")) return -1;
   CUresult (*retain)(CUcontext *, CUdevice) = (CUresult(*)(CUcontext *, CUdevice))dlsym(RTLD_DEFAULT, "cuDevicePrimaryCtxRetain");
   CUresult (*stream_create)(CUstream *, unsigned) = (CUresult(*)(CUstream *, unsigned))dlsym(RTLD_DEFAULT, "cuStreamCreate");
   for (int d = 0; d < 2; d++) {

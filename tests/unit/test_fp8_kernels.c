@@ -39,6 +39,7 @@
 #include <library_types.h>
 
 #include "../../kernels/fp8.h"
+#include "base.h"
 #include "../../kernels/fp8_convert.h"
 #include "../../kernels/fp8_kernels.h"
 #include "../../kernels/module.h"
@@ -144,6 +145,11 @@ static int setup(void **state) {
   }
   *(void **)&take_vector_accesses = dlsym(host_lib, "gs_emu_take_vector_accesses");
   if (!take_vector_accesses) return -1;
+  /* The driver faults these tests inject make the launchers warn, as
+   * they should; the warnings are not what the tests check, and would only
+   * read as trouble among make test's output. */
+  snprintf(gs_debug_file, sizeof gs_debug_file, "/dev/null");
+  debug_init();
   setenv("STANDIN_KERNELS", path, 1);
   setenv("STANDIN_CC", "6.1,9.0", 1);
   build_path(cuda, sizeof cuda, "standin/cu13/libcuda.so.1");
@@ -396,7 +402,7 @@ static unsigned long long quantize_case(int type, int is_b, int trans, const qsh
   ring->scale[parity] = m.scale[parity] = scale;
   uint8_t *dst = dst_alloc(q->rows * q->cols * q->batch);
   take_vector_accesses();
-  CUresult r = fp8_quantize(qctx, NULL, type, s.p, q->rows, q->cols, ld, stride, q->batch, trans, is_b, dst, ring,
+  CUresult r = fp8_quantize(KERNEL_CTX(qctx), NULL, type, s.p, q->rows, q->cols, ld, stride, q->batch, trans, is_b, dst, ring,
                             parity);
   unsigned long long vec = take_vector_accesses();
   char what[160];
@@ -457,7 +463,7 @@ static void test_quantize_many_blocks(void **state) {
     int parity = call % 2;
     int trans = call >= 2; /* transposing, then copying */
     memset(dst, FP8_POISON, 500 * 700 + GUARD);
-    assert_int_equal(fp8_quantize(qctx, NULL, CUDA_R_16BF, s.p, 500, 700, 504, 0, 1, trans, 0, dst, ring, parity),
+    assert_int_equal(fp8_quantize(KERNEL_CTX(qctx), NULL, CUDA_R_16BF, s.p, 500, 700, 504, 0, 1, trans, 0, dst, ring, parity),
                      CUDA_SUCCESS);
     float amax = smat_amax(&s);
     assert_true(gs_f32_bits(amax) == gs_f32_bits(gs_bf16_to_f32(gs_f32_to_bf16_rn(spike))));
@@ -485,7 +491,7 @@ static void test_quantize_specials(void **state) {
       gs_fp8_ring *ring = ring_new(&m, 4, fmt, 1.0f);
       ring->scale[0] = m.scale[0] = 0.5f;
       uint8_t *dst = dst_alloc(16 * 24);
-      assert_int_equal(fp8_quantize(qctx, NULL, CUDA_R_16BF, s.p, 16, 24, 16, 0, 1, trans, 1, dst, ring, 0),
+      assert_int_equal(fp8_quantize(KERNEL_CTX(qctx), NULL, CUDA_R_16BF, s.p, 16, 24, 16, 0, 1, trans, 1, dst, ring, 0),
                        CUDA_SUCCESS);
       check_quantized(&s, 1, trans, dst, 0.5f, fmt, "specials");
       int64_t at = trans ? 5 * 24 : 5; /* element (5, 0) of B as stored */
@@ -545,7 +551,7 @@ static void ring_run_end(ring_run *rr) { dev_free(rr->dst), dev_free(rr->ring), 
 
 static void ring_init(ring_run *rr, float amax) {
   fill_amax(&rr->s, amax);
-  assert_int_equal(fp8_amax_init(ctx, NULL, CUDA_R_32F, rr->s.p, 24, 40, 24, 0, 1, rr->ring, rr->parity), CUDA_SUCCESS);
+  assert_int_equal(fp8_amax_init(KERNEL_CTX(ctx), NULL, CUDA_R_32F, rr->s.p, 24, 40, 24, 0, 1, rr->ring, rr->parity), CUDA_SUCCESS);
   model_fold(&rr->m, smat_amax(&rr->s), rr->parity, 1);
   ring_check(rr->ring, &rr->m, "amax_init");
 }
@@ -556,7 +562,7 @@ static float ring_step(ring_run *rr, float amax) {
   if (!isnan(amax) && !isinf(amax)) fill_amax(&rr->s, amax);
   float used = rr->ring->scale[rr->parity];
   memset(rr->dst, FP8_POISON, 24 * 40 + GUARD);
-  assert_int_equal(fp8_quantize(qctx, NULL, CUDA_R_32F, rr->s.p, 24, 40, 24, 0, 1, 1, 0, rr->dst, rr->ring,
+  assert_int_equal(fp8_quantize(KERNEL_CTX(qctx), NULL, CUDA_R_32F, rr->s.p, 24, 40, 24, 0, 1, 1, 0, rr->dst, rr->ring,
                                 rr->parity),
                    CUDA_SUCCESS);
   check_quantized(&rr->s, 0, 1, rr->dst, used, (int)rr->ring->fmt, "ring step");
@@ -723,7 +729,7 @@ static void test_amax_init(void **state) {
       smat_make(&s, types[t], 300, 260, 301, 300 * 262, 2, 4.0); /* 5 x 5 x 2 = 50 blocks */
       ring_model m;
       gs_fp8_ring *ring = ring_new(&m, 16, t % 2, 1.0f);
-      assert_int_equal(fp8_amax_init(ctx, NULL, types[t], s.p, 300, 260, 301, 300 * 262, 2, ring, parity),
+      assert_int_equal(fp8_amax_init(KERNEL_CTX(ctx), NULL, types[t], s.p, 300, 260, 301, 300 * 262, 2, ring, parity),
                        CUDA_SUCCESS);
       model_fold(&m, smat_amax(&s), parity, 1);
       ring_check(ring, &m, "amax_init");
@@ -745,11 +751,11 @@ static void test_quantize_empty(void **state) {
   gs_fp8_ring *ring = ring_new(&m, 4, GS_FP8_E4M3, 1.0f);
   ring->scale[1] = m.scale[1] = 0.25f;
   ring->scale[0] = m.scale[0] = 7.0f;
-  assert_int_equal(fp8_quantize(ctx, NULL, CUDA_R_16BF, NULL, 16, 0, 16, 0, 1, 0, 0, NULL, ring, 1), CUDA_SUCCESS);
+  assert_int_equal(fp8_quantize(KERNEL_CTX(ctx), NULL, CUDA_R_16BF, NULL, 16, 0, 16, 0, 1, 0, 0, NULL, ring, 1), CUDA_SUCCESS);
   model_fold(&m, 0.0f, 1, 0);
   ring_check(ring, &m, "empty quantize");
   assert_true(ring->scale[0] == 0.25f);
-  assert_int_equal(fp8_amax_init(ctx, NULL, CUDA_R_32F, NULL, 0, 5, 1, 0, 3, ring, 0), CUDA_SUCCESS);
+  assert_int_equal(fp8_amax_init(KERNEL_CTX(ctx), NULL, CUDA_R_32F, NULL, 0, 5, 1, 0, 3, ring, 0), CUDA_SUCCESS);
   model_fold(&m, 0.0f, 0, 1);
   ring_check(ring, &m, "empty amax_init");
   dev_free(ring);
@@ -771,22 +777,22 @@ static void test_quantize_argument_checks(void **state) {
   uint16_t *src = dev_alloc(4096);
   uint8_t *dst = dev_alloc(4096);
   arm_driver_failures();
-  assert_int_equal(fp8_quantize(ctx, NULL, CUDA_R_16BF, src, -1, 4, 4, 0, 1, 0, 0, dst, ring, 0), BAD);
-  assert_int_equal(fp8_quantize(ctx, NULL, CUDA_R_16BF, src, 4, -4, 4, 0, 1, 0, 0, dst, ring, 0), BAD);
-  assert_int_equal(fp8_quantize(ctx, NULL, CUDA_R_16BF, src, 4, 4, 4, 0, -1, 0, 0, dst, ring, 0), BAD);
-  assert_int_equal(fp8_quantize(ctx, NULL, CUDA_R_16BF, src, 4, 4, 3, 0, 1, 0, 0, dst, ring, 0), BAD);
-  assert_int_equal(fp8_quantize(ctx, NULL, CUDA_R_16BF, src, 4, 4, 4, -16, 2, 0, 0, dst, ring, 0), BAD);
-  assert_int_equal(fp8_quantize(ctx, NULL, CUDA_R_64F, src, 4, 4, 4, 0, 1, 0, 0, dst, ring, 0), BAD);
-  assert_int_equal(fp8_quantize(ctx, NULL, CUDA_R_16BF, src, 4, 4, 4, 0, 1, 0, 0, dst, NULL, 0), BAD);
-  assert_int_equal(fp8_quantize(ctx, NULL, CUDA_R_16BF, src, 4, 4, 4, 0, 1, 0, 0, dst, ring, 2), BAD);
-  assert_int_equal(fp8_quantize(ctx, NULL, CUDA_R_16BF, NULL, 4, 4, 4, 0, 1, 0, 0, dst, ring, 0), BAD);
-  assert_int_equal(fp8_quantize(ctx, NULL, CUDA_R_16BF, src, 4, 4, 4, 0, 1, 0, 0, NULL, ring, 0), BAD);
-  assert_int_equal(fp8_quantize(ctx, NULL, CUDA_R_32F, (char *)src + 2, 4, 4, 4, 0, 1, 0, 0, dst, ring, 0), BAD);
-  assert_int_equal(fp8_quantize(ctx, NULL, CUDA_R_16BF, src, 4, INT64_MAX / 2, 4, 0, 1, 0, 0, dst, ring, 0), BAD);
-  assert_int_equal(fp8_amax_init(ctx, NULL, CUDA_R_16F, src, 4, 4, 2, 0, 1, ring, 0), BAD);
-  assert_int_equal(fp8_amax_init(ctx, NULL, CUDA_R_16F, src, 4, 4, 4, 0, 1, ring, -1), BAD);
+  assert_int_equal(fp8_quantize(KERNEL_CTX(ctx), NULL, CUDA_R_16BF, src, -1, 4, 4, 0, 1, 0, 0, dst, ring, 0), BAD);
+  assert_int_equal(fp8_quantize(KERNEL_CTX(ctx), NULL, CUDA_R_16BF, src, 4, -4, 4, 0, 1, 0, 0, dst, ring, 0), BAD);
+  assert_int_equal(fp8_quantize(KERNEL_CTX(ctx), NULL, CUDA_R_16BF, src, 4, 4, 4, 0, -1, 0, 0, dst, ring, 0), BAD);
+  assert_int_equal(fp8_quantize(KERNEL_CTX(ctx), NULL, CUDA_R_16BF, src, 4, 4, 3, 0, 1, 0, 0, dst, ring, 0), BAD);
+  assert_int_equal(fp8_quantize(KERNEL_CTX(ctx), NULL, CUDA_R_16BF, src, 4, 4, 4, -16, 2, 0, 0, dst, ring, 0), BAD);
+  assert_int_equal(fp8_quantize(KERNEL_CTX(ctx), NULL, CUDA_R_64F, src, 4, 4, 4, 0, 1, 0, 0, dst, ring, 0), BAD);
+  assert_int_equal(fp8_quantize(KERNEL_CTX(ctx), NULL, CUDA_R_16BF, src, 4, 4, 4, 0, 1, 0, 0, dst, NULL, 0), BAD);
+  assert_int_equal(fp8_quantize(KERNEL_CTX(ctx), NULL, CUDA_R_16BF, src, 4, 4, 4, 0, 1, 0, 0, dst, ring, 2), BAD);
+  assert_int_equal(fp8_quantize(KERNEL_CTX(ctx), NULL, CUDA_R_16BF, NULL, 4, 4, 4, 0, 1, 0, 0, dst, ring, 0), BAD);
+  assert_int_equal(fp8_quantize(KERNEL_CTX(ctx), NULL, CUDA_R_16BF, src, 4, 4, 4, 0, 1, 0, 0, NULL, ring, 0), BAD);
+  assert_int_equal(fp8_quantize(KERNEL_CTX(ctx), NULL, CUDA_R_32F, (char *)src + 2, 4, 4, 4, 0, 1, 0, 0, dst, ring, 0), BAD);
+  assert_int_equal(fp8_quantize(KERNEL_CTX(ctx), NULL, CUDA_R_16BF, src, 4, INT64_MAX / 2, 4, 0, 1, 0, 0, dst, ring, 0), BAD);
+  assert_int_equal(fp8_amax_init(KERNEL_CTX(ctx), NULL, CUDA_R_16F, src, 4, 4, 2, 0, 1, ring, 0), BAD);
+  assert_int_equal(fp8_amax_init(KERNEL_CTX(ctx), NULL, CUDA_R_16F, src, 4, 4, 4, 0, 1, ring, -1), BAD);
   /* The control: valid work reaches the (failing) driver. */
-  assert_int_not_equal(fp8_quantize(ctx, NULL, CUDA_R_16BF, src, 4, 4, 4, 0, 1, 0, 0, dst, ring, 0), CUDA_SUCCESS);
+  assert_int_not_equal(fp8_quantize(KERNEL_CTX(ctx), NULL, CUDA_R_16BF, src, 4, 4, 4, 0, 1, 0, 0, dst, ring, 0), CUDA_SUCCESS);
   gs_fault_clear();
   dev_free(src), dev_free(dst), dev_free(ring);
 }
@@ -875,7 +881,7 @@ static CUresult golden_quantize_pair(CUcontext c, const golden_operand *const g[
   golden_launch_real = gs_sys.cuLaunchKernel;
   gs_sys.cuLaunchKernel = golden_launch;
   golden_launches = 0;
-  CUresult r = fp8_quantize_operands(c, NULL, ops, 2, parity);
+  CUresult r = fp8_quantize_operands(KERNEL_CTX(c), NULL, ops, 2, parity);
   gs_sys.cuLaunchKernel = golden_launch_real;
   if (r == CUDA_SUCCESS) assert_int_equal(golden_launches, 1);
   return r;
@@ -945,7 +951,7 @@ static void test_quantize_golden(void **state) {
       const int type = golden_cases[i].a.type;
       CUfunction want;
       const char *why;
-      assert_int_equal(kernels_function(*where[w].ctx, where[w].expect[type == CUDA_R_16BF ? 0 : type == CUDA_R_16F ? 1 : 2],
+      assert_int_equal(kernels_function(KERNEL_CTX(*where[w].ctx), where[w].expect[type == CUDA_R_16BF ? 0 : type == CUDA_R_16F ? 1 : 2],
                                         &want, &why),
                        CUDA_SUCCESS);
       assert_ptr_equal(golden_last_fn, want);
@@ -1024,7 +1030,7 @@ static void test_quantize_geometry(void **state) {
          rings[1]},
     };
     golden_launches = 0;
-    assert_int_equal(fp8_quantize_operands(ctx, NULL, ops, 2, 0), CUDA_SUCCESS);
+    assert_int_equal(fp8_quantize_operands(KERNEL_CTX(ctx), NULL, ops, 2, 0), CUDA_SUCCESS);
     assert_int_equal(golden_launches, 1);
     assert_int_equal(q_args.operands, 2);
     assert_int_equal(q_block[0], GS_FP8_Q_THREADS);
@@ -1151,8 +1157,7 @@ static unsigned long long gemm_run(const gemm_case *g) {
   }
 
   take_vector_accesses();
-  CUresult r = (gemm_use_mma ? fp8_gemm_mma : fp8_gemm)(
-      ctx, NULL, m, n, k, batch, a8, g->fmt_a, b8, g->fmt_b, &scales[0], &scales[1], alpha, beta, g->pointer_mode,
+  CUresult r = (gemm_use_mma ? fp8_gemm_mma : fp8_gemm)(KERNEL_CTX(ctx), NULL, m, n, k, batch, a8, g->fmt_a, b8, g->fmt_b, &scales[0], &scales[1], alpha, beta, g->pointer_mode,
       g->c_type, c, ldc, stride_c, g->d_type, d, ldd, stride_d, g->epilogue, bias, g->bias_type);
   unsigned long long vec = take_vector_accesses();
   if (r != CUDA_SUCCESS) fail_msg("%s: %s CUresult %d", g->name, gemm_use_mma ? "fp8_gemm_mma" : "fp8_gemm", (int)r);
@@ -1287,7 +1292,7 @@ static void test_gemm_pointer_modes(void **state) {
     uint16_t *cm = dev_alloc(256 * 2), *dm = dev_alloc(256 * 2);
     for (int i = 0; i < 256; i++) cm[i] = 0x7FC1, dm[i] = 0x7FC1;
     const void *al = mode ? (void *)&sc[2] : (void *)&host_ab[0], *be = mode ? (void *)&sc[3] : (void *)&host_ab[1];
-    assert_int_equal(fp8_gemm(ctx, NULL, 16, 16, 16, 1, a8, E4, b8, E4, &sc[0], &sc[1], al, be, mode, BF, cm, 16, 0,
+    assert_int_equal(fp8_gemm(KERNEL_CTX(ctx), NULL, 16, 16, 16, 1, a8, E4, b8, E4, &sc[0], &sc[1], al, be, mode, BF, cm, 16, 0,
                               BF, dm, 16, 0, -1, NULL, 0),
                      CUDA_SUCCESS);
     for (int i = 0; i < 256; i++) assert_false(isnan(gs_bf16_to_f32(dm[i])));
@@ -1340,11 +1345,11 @@ static double sqnr_case(int64_t m, int64_t n, int64_t k, int64_t batch, int ta, 
   float *d = dev_alloc((size_t)(m * n * batch) * sizeof(float));
   for (int64_t i = 0; i < m * n * batch; i++) put_nan(FL, d, i);
   const int parity = 0;
-  assert_int_equal(fp8_amax_init(ctx, NULL, BF, a.p, a.rows, a.cols, a.ld, a.stride, batch, ra, parity), CUDA_SUCCESS);
-  assert_int_equal(fp8_amax_init(ctx, NULL, BF, b.p, b.rows, b.cols, b.ld, b.stride, batch, rb, parity), CUDA_SUCCESS);
-  assert_int_equal(fp8_quantize(ctx, NULL, BF, a.p, a.rows, a.cols, a.ld, a.stride, batch, ta, 0, a8, ra, parity),
+  assert_int_equal(fp8_amax_init(KERNEL_CTX(ctx), NULL, BF, a.p, a.rows, a.cols, a.ld, a.stride, batch, ra, parity), CUDA_SUCCESS);
+  assert_int_equal(fp8_amax_init(KERNEL_CTX(ctx), NULL, BF, b.p, b.rows, b.cols, b.ld, b.stride, batch, rb, parity), CUDA_SUCCESS);
+  assert_int_equal(fp8_quantize(KERNEL_CTX(ctx), NULL, BF, a.p, a.rows, a.cols, a.ld, a.stride, batch, ta, 0, a8, ra, parity),
                    CUDA_SUCCESS);
-  assert_int_equal(fp8_quantize(ctx, NULL, BF, b.p, b.rows, b.cols, b.ld, b.stride, batch, tb, 1, b8, rb, parity),
+  assert_int_equal(fp8_quantize(KERNEL_CTX(ctx), NULL, BF, b.p, b.rows, b.cols, b.ld, b.stride, batch, tb, 1, b8, rb, parity),
                    CUDA_SUCCESS);
   check_quantized(&a, 0, ta, a8, ra->scale[parity], fmt, "pipeline A");
   check_quantized(&b, 1, tb, b8, rb->scale[parity], fmt, "pipeline B");
@@ -1368,7 +1373,7 @@ static double sqnr_case(int64_t m, int64_t n, int64_t k, int64_t batch, int ta, 
   printf("  %s cast SQNR: A %.1f dB, B %.1f dB\n", fmt ? "e5m2" : "e4m3", cast_db[0], cast_db[1]);
   assert_true(cast_db[0] >= (fmt ? 18.0 : 25.0) && cast_db[1] >= (fmt ? 18.0 : 25.0));
   const float one = 1.0f, zero = 0.0f;
-  assert_int_equal((gemm_use_mma ? fp8_gemm_mma : fp8_gemm)(ctx, NULL, m, n, k, batch, a8, fmt, b8, fmt,
+  assert_int_equal((gemm_use_mma ? fp8_gemm_mma : fp8_gemm)(KERNEL_CTX(ctx), NULL, m, n, k, batch, a8, fmt, b8, fmt,
                                                             &ra->scale[parity], &rb->scale[parity], &one, &zero, 0, FL,
                                                             NULL, m, m * n, FL, d, m, m * n, CUBLASLT_EPILOGUE_DEFAULT,
                                                             NULL, 0),
@@ -1408,7 +1413,7 @@ static void test_gemm_argument_checks(void **state) {
   float *sc = dev_alloc(16), *d = dev_alloc(4096);
   const float one = 1.0f, zero = 0.0f;
 #define G(m, n, k, batch, A, fa, B, fb, al, be, pm, C, ldc, D, ldd, sd, epi, bias) \
-  fp8_gemm(ctx, NULL, m, n, k, batch, A, fa, B, fb, &sc[0], &sc[1], al, be, pm, FL, C, ldc, 0, FL, D, ldd, sd, epi, bias, FL)
+  fp8_gemm(KERNEL_CTX(ctx), NULL, m, n, k, batch, A, fa, B, fb, &sc[0], &sc[1], al, be, pm, FL, C, ldc, 0, FL, D, ldd, sd, epi, bias, FL)
   arm_driver_failures();
   assert_int_equal(G(-1, 4, 4, 1, a8, E4, b8, E4, &one, &zero, 0, NULL, 4, d, 4, 0, -1, NULL), BAD);
   assert_int_equal(G(4, -4, 4, 1, a8, E4, b8, E4, &one, &zero, 0, NULL, 4, d, 4, 0, -1, NULL), BAD);
@@ -1499,7 +1504,7 @@ typedef struct first_use {
 
 static void *first_use_thread(void *arg) {
   first_use *u = arg;
-  u->r = fp8_quantize(ctx, NULL, CUDA_R_16BF, u->s.p, u->s.rows, u->s.cols, u->s.ld, 0, 1, 0, 0, u->dst, u->ring, 0);
+  u->r = fp8_quantize(KERNEL_CTX(ctx), NULL, CUDA_R_16BF, u->s.p, u->s.rows, u->s.cols, u->s.ld, 0, 1, 0, 0, u->dst, u->ring, 0);
   return NULL;
 }
 
@@ -1657,11 +1662,11 @@ static void test_mma_absent_below_sm89(void **state) {
   sc[0] = sc[1] = 1.0f;
   for (int i = 0; i < 32 * 32; i++) put_nan(FL, d, i);
   const float one = 1.0f, zero = 0.0f;
-  assert_int_equal(fp8_gemm_mma(ctx, NULL, 32, 32, 32, 1, a8, E4, b8, E4, &sc[0], &sc[1], &one, &zero, 0, FL, NULL, 32,
+  assert_int_equal(fp8_gemm_mma(KERNEL_CTX(ctx), NULL, 32, 32, 32, 1, a8, E4, b8, E4, &sc[0], &sc[1], &one, &zero, 0, FL, NULL, 32,
                                 0, FL, d, 32, 0, -1, NULL, 0),
                    CUDA_ERROR_NOT_SUPPORTED);
   for (int i = 0; i < 32 * 32; i++) assert_int_equal(get_bits(FL, d, i), nan_bits(FL));
-  assert_int_equal(fp8_gemm(ctx, NULL, 32, 32, 32, 1, a8, E4, b8, E4, &sc[0], &sc[1], &one, &zero, 0, FL, NULL, 32, 0,
+  assert_int_equal(fp8_gemm(KERNEL_CTX(ctx), NULL, 32, 32, 32, 1, a8, E4, b8, E4, &sc[0], &sc[1], &one, &zero, 0, FL, NULL, 32, 0,
                             FL, d, 32, 0, -1, NULL, 0),
                    CUDA_SUCCESS);
   for (int i = 0; i < 32 * 32; i++) assert_false(isnan(d[i]));

@@ -40,6 +40,7 @@
 #include "../../kernels/kernels.h"
 #include "../../kernels/module.h"
 #include "../standin/standin_kernel.h"
+#include "base.h"
 #include "resolve.h"
 #include "sys.h"
 
@@ -240,6 +241,11 @@ static int setup(void **state) {
   take_vector_accesses = (unsigned long long (*)(void))dlsym(host_lib, "gs_emu_take_vector_accesses");
   if (!take_vector_accesses) return -1;
 
+  /* The driver faults these tests inject make the launchers warn, as
+   * they should; the warnings are not what the tests check, and would only
+   * read as trouble among make test's output. */
+  snprintf(gs_debug_file, sizeof gs_debug_file, "/dev/null");
+  debug_init();
   setenv("STANDIN_KERNELS", path, 1);
   setenv("STANDIN_CC", "6.1,5.2,9.0", 1);
   build_path(cuda, sizeof cuda, "standin/cu13/libcuda.so.1");
@@ -561,47 +567,47 @@ static void test_launcher_argument_checks(void **state) {
   void *darr[2] = {h, h};
   const CUresult BAD = CUDA_ERROR_INVALID_VALUE, OK = CUDA_SUCCESS;
   /* negative sizes */
-  assert_int_equal(kernel_widen(ctx, NULL, CUDA_R_16BF, h, 4, 0, f, 4, 0, -1, 2, 1), BAD);
-  assert_int_equal(kernel_widen(ctx, NULL, CUDA_R_16BF, h, 4, 0, f, 4, 0, 4, -2, 1), BAD);
-  assert_int_equal(kernel_widen(ctx, NULL, CUDA_R_16BF, h, 4, 0, f, 4, 0, 4, 2, -1), BAD);
-  assert_int_equal(kernel_narrow(ctx, NULL, CUDA_R_16F, f, 4, 0, h, 4, 0, -4, 2, 1), BAD);
-  assert_int_equal(kernel_widen_vector(ctx, NULL, CUDA_R_16BF, h, f, -1), BAD);
+  assert_int_equal(kernel_widen(KERNEL_CTX(ctx), NULL, CUDA_R_16BF, h, 4, 0, f, 4, 0, -1, 2, 1), BAD);
+  assert_int_equal(kernel_widen(KERNEL_CTX(ctx), NULL, CUDA_R_16BF, h, 4, 0, f, 4, 0, 4, -2, 1), BAD);
+  assert_int_equal(kernel_widen(KERNEL_CTX(ctx), NULL, CUDA_R_16BF, h, 4, 0, f, 4, 0, 4, 2, -1), BAD);
+  assert_int_equal(kernel_narrow(KERNEL_CTX(ctx), NULL, CUDA_R_16F, f, 4, 0, h, 4, 0, -4, 2, 1), BAD);
+  assert_int_equal(kernel_widen_vector(KERNEL_CTX(ctx), NULL, CUDA_R_16BF, h, f, -1), BAD);
   /* ld < rows, either side */
-  assert_int_equal(kernel_widen(ctx, NULL, CUDA_R_16BF, h, 3, 0, f, 4, 0, 4, 2, 1), BAD);
-  assert_int_equal(kernel_widen(ctx, NULL, CUDA_R_16BF, h, 4, 0, f, 3, 0, 4, 2, 1), BAD);
-  assert_int_equal(kernel_narrow(ctx, NULL, CUDA_R_16BF, f, 2, 0, h, 4, 0, 4, 2, 1), BAD);
-  assert_int_equal(kernel_widen_ptrarray(ctx, NULL, CUDA_R_16F, arr, 2, f, 4, 8, 4, 2, 2), BAD);
-  assert_int_equal(kernel_narrow_ptrarray(ctx, NULL, CUDA_R_16F, f, 4, 8, darr, 3, 4, 2, 2), BAD);
+  assert_int_equal(kernel_widen(KERNEL_CTX(ctx), NULL, CUDA_R_16BF, h, 3, 0, f, 4, 0, 4, 2, 1), BAD);
+  assert_int_equal(kernel_widen(KERNEL_CTX(ctx), NULL, CUDA_R_16BF, h, 4, 0, f, 3, 0, 4, 2, 1), BAD);
+  assert_int_equal(kernel_narrow(KERNEL_CTX(ctx), NULL, CUDA_R_16BF, f, 2, 0, h, 4, 0, 4, 2, 1), BAD);
+  assert_int_equal(kernel_widen_ptrarray(KERNEL_CTX(ctx), NULL, CUDA_R_16F, arr, 2, f, 4, 8, 4, 2, 2), BAD);
+  assert_int_equal(kernel_narrow_ptrarray(KERNEL_CTX(ctx), NULL, CUDA_R_16F, f, 4, 8, darr, 3, 4, 2, 2), BAD);
   /* ld < rows is invalid even when another size is zero */
-  assert_int_equal(kernel_widen(ctx, NULL, CUDA_R_16BF, h, 3, 0, f, 4, 0, 4, 0, 1), BAD);
+  assert_int_equal(kernel_widen(KERNEL_CTX(ctx), NULL, CUDA_R_16BF, h, 3, 0, f, 4, 0, 4, 0, 1), BAD);
   /* types: widen takes bf16/fp16, the vector also fp32 */
-  assert_int_equal(kernel_widen(ctx, NULL, CUDA_R_32F, h, 4, 0, f, 4, 0, 4, 2, 1), BAD);
-  assert_int_equal(kernel_widen(ctx, NULL, CUDA_R_8I, h, 4, 0, f, 4, 0, 4, 2, 1), BAD);
-  assert_int_equal(kernel_narrow(ctx, NULL, CUDA_R_32F, f, 4, 0, h, 4, 0, 4, 2, 1), BAD);
-  assert_int_equal(kernel_widen_vector(ctx, NULL, CUDA_R_64F, h, f, 4), BAD);
+  assert_int_equal(kernel_widen(KERNEL_CTX(ctx), NULL, CUDA_R_32F, h, 4, 0, f, 4, 0, 4, 2, 1), BAD);
+  assert_int_equal(kernel_widen(KERNEL_CTX(ctx), NULL, CUDA_R_8I, h, 4, 0, f, 4, 0, 4, 2, 1), BAD);
+  assert_int_equal(kernel_narrow(KERNEL_CTX(ctx), NULL, CUDA_R_32F, f, 4, 0, h, 4, 0, 4, 2, 1), BAD);
+  assert_int_equal(kernel_widen_vector(KERNEL_CTX(ctx), NULL, CUDA_R_64F, h, f, 4), BAD);
   /* strides: negative, overlapping destination members */
-  assert_int_equal(kernel_widen(ctx, NULL, CUDA_R_16BF, h, 4, -8, f, 4, 8, 4, 2, 2), BAD);
-  assert_int_equal(kernel_widen(ctx, NULL, CUDA_R_16BF, h, 4, 8, f, 4, 7, 4, 2, 2), BAD);
-  assert_int_equal(kernel_narrow(ctx, NULL, CUDA_R_16BF, f, 4, 8, h, 4, 0, 4, 2, 2), BAD);
+  assert_int_equal(kernel_widen(KERNEL_CTX(ctx), NULL, CUDA_R_16BF, h, 4, -8, f, 4, 8, 4, 2, 2), BAD);
+  assert_int_equal(kernel_widen(KERNEL_CTX(ctx), NULL, CUDA_R_16BF, h, 4, 8, f, 4, 7, 4, 2, 2), BAD);
+  assert_int_equal(kernel_narrow(KERNEL_CTX(ctx), NULL, CUDA_R_16BF, f, 4, 8, h, 4, 0, 4, 2, 2), BAD);
   /* offsets past int64 */
-  assert_int_equal(kernel_widen(ctx, NULL, CUDA_R_16BF, h, INT64_MAX / 2, 0, f, 4, 0, 4, 3, 1), BAD);
-  assert_int_equal(kernel_widen(ctx, NULL, CUDA_R_16BF, h, 4, INT64_MAX / 2, f, 4, 8, 4, 2, 3), BAD);
+  assert_int_equal(kernel_widen(KERNEL_CTX(ctx), NULL, CUDA_R_16BF, h, INT64_MAX / 2, 0, f, 4, 0, 4, 3, 1), BAD);
+  assert_int_equal(kernel_widen(KERNEL_CTX(ctx), NULL, CUDA_R_16BF, h, 4, INT64_MAX / 2, f, 4, 8, 4, 2, 3), BAD);
   /* NULL or misaligned pointers with work to do */
-  assert_int_equal(kernel_widen(ctx, NULL, CUDA_R_16BF, NULL, 4, 0, f, 4, 0, 4, 2, 1), BAD);
-  assert_int_equal(kernel_widen(ctx, NULL, CUDA_R_16BF, (char *)h + 1, 4, 0, f, 4, 0, 4, 2, 1), BAD);
-  assert_int_equal(kernel_narrow(ctx, NULL, CUDA_R_16BF, (float *)((char *)f + 2), 4, 0, h, 4, 0, 4, 2, 1), BAD);
-  assert_int_equal(kernel_narrow_ptrarray(ctx, NULL, CUDA_R_16BF, f, 4, 8, NULL, 4, 4, 2, 2), BAD);
+  assert_int_equal(kernel_widen(KERNEL_CTX(ctx), NULL, CUDA_R_16BF, NULL, 4, 0, f, 4, 0, 4, 2, 1), BAD);
+  assert_int_equal(kernel_widen(KERNEL_CTX(ctx), NULL, CUDA_R_16BF, (char *)h + 1, 4, 0, f, 4, 0, 4, 2, 1), BAD);
+  assert_int_equal(kernel_narrow(KERNEL_CTX(ctx), NULL, CUDA_R_16BF, (float *)((char *)f + 2), 4, 0, h, 4, 0, 4, 2, 1), BAD);
+  assert_int_equal(kernel_narrow_ptrarray(KERNEL_CTX(ctx), NULL, CUDA_R_16BF, f, 4, 8, NULL, 4, 4, 2, 2), BAD);
   /* nothing to do: success, no driver call (every one would fail) */
-  assert_int_equal(kernel_widen(ctx, NULL, CUDA_R_16BF, h, 4, 0, f, 4, 0, 0, 2, 1), OK);
-  assert_int_equal(kernel_widen(ctx, NULL, CUDA_R_16BF, h, 4, 0, f, 4, 0, 4, 0, 1), OK);
-  assert_int_equal(kernel_widen(ctx, NULL, CUDA_R_16BF, h, 4, 0, f, 4, 0, 4, 2, 0), OK);
-  assert_int_equal(kernel_widen(ctx, NULL, CUDA_R_16BF, NULL, 0, 0, NULL, 0, 0, 0, 0, 0), OK);
-  assert_int_equal(kernel_widen_ptrarray(ctx, NULL, CUDA_R_16F, NULL, 4, NULL, 4, 8, 4, 2, 0), OK);
-  assert_int_equal(kernel_narrow(ctx, NULL, CUDA_R_16F, f, 4, 0, h, 4, 0, 4, 0, 1), OK);
-  assert_int_equal(kernel_narrow_ptrarray(ctx, NULL, CUDA_R_16F, f, 4, 8, darr, 4, 0, 2, 2), OK);
-  assert_int_equal(kernel_widen_vector(ctx, NULL, CUDA_R_32F, NULL, NULL, 0), OK);
+  assert_int_equal(kernel_widen(KERNEL_CTX(ctx), NULL, CUDA_R_16BF, h, 4, 0, f, 4, 0, 0, 2, 1), OK);
+  assert_int_equal(kernel_widen(KERNEL_CTX(ctx), NULL, CUDA_R_16BF, h, 4, 0, f, 4, 0, 4, 0, 1), OK);
+  assert_int_equal(kernel_widen(KERNEL_CTX(ctx), NULL, CUDA_R_16BF, h, 4, 0, f, 4, 0, 4, 2, 0), OK);
+  assert_int_equal(kernel_widen(KERNEL_CTX(ctx), NULL, CUDA_R_16BF, NULL, 0, 0, NULL, 0, 0, 0, 0, 0), OK);
+  assert_int_equal(kernel_widen_ptrarray(KERNEL_CTX(ctx), NULL, CUDA_R_16F, NULL, 4, NULL, 4, 8, 4, 2, 0), OK);
+  assert_int_equal(kernel_narrow(KERNEL_CTX(ctx), NULL, CUDA_R_16F, f, 4, 0, h, 4, 0, 4, 0, 1), OK);
+  assert_int_equal(kernel_narrow_ptrarray(KERNEL_CTX(ctx), NULL, CUDA_R_16F, f, 4, 8, darr, 4, 0, 2, 2), OK);
+  assert_int_equal(kernel_widen_vector(KERNEL_CTX(ctx), NULL, CUDA_R_32F, NULL, NULL, 0), OK);
   /* The control: valid work does reach the (failing) driver. */
-  assert_int_not_equal(kernel_widen(ctx, NULL, CUDA_R_16BF, h, 4, 0, f, 4, 0, 4, 2, 1), OK);
+  assert_int_not_equal(kernel_widen(KERNEL_CTX(ctx), NULL, CUDA_R_16BF, h, 4, 0, f, 4, 0, 4, 2, 1), OK);
   gs_fault_clear();
 }
 
@@ -729,11 +735,11 @@ static void test_launch_results(void **state) {
   /* ld > rows on the source, contiguous destination: no folding. */
   dmat_make(&s, ctx, GS_ELEM_BF16, 0, 45, 7, 3, 48, 48 * 7 + 5, 1);
   dmat_make(&w, ctx, GS_ELEM_F32, 0, 45, 7, 3, 45, 45 * 7, 0);
-  assert_int_equal(kernel_widen(ctx, NULL, CUDA_R_16BF, s.base[0], s.ld, s.stride, w.base[0], w.ld,
+  assert_int_equal(kernel_widen(KERNEL_CTX(ctx), NULL, CUDA_R_16BF, s.base[0], s.ld, s.stride, w.base[0], w.ld,
                                 w.stride, 45, 7, 3), CUDA_SUCCESS);
   dmat_check(&s, &w, "kernel_widen bf16");
   dmat_make(&n, ctx, GS_ELEM_BF16, 0, 45, 7, 3, 50, 50 * 7, 0);
-  assert_int_equal(kernel_narrow(ctx, NULL, CUDA_R_16BF, w.base[0], w.ld, w.stride, n.base[0], n.ld,
+  assert_int_equal(kernel_narrow(KERNEL_CTX(ctx), NULL, CUDA_R_16BF, w.base[0], w.ld, w.stride, n.base[0], n.ld,
                                  n.stride, 45, 7, 3), CUDA_SUCCESS);
   dmat_check(&w, &n, "kernel_narrow bf16");
   dmat_free(&s, ctx), dmat_free(&w, ctx), dmat_free(&n, ctx);
@@ -741,13 +747,13 @@ static void test_launch_results(void **state) {
   /* Contiguous both sides, members back to back: folded into one column. */
   dmat_make(&s, ctx, GS_ELEM_F16, 0, 33, 5, 4, 33, 33 * 5, 1);
   dmat_make(&w, ctx, GS_ELEM_F32, 0, 33, 5, 4, 33, 33 * 5, 0);
-  assert_int_equal(kernel_widen(ctx, NULL, CUDA_R_16F, s.base[0], 33, 165, w.base[0], 33, 165, 33, 5, 4),
+  assert_int_equal(kernel_widen(KERNEL_CTX(ctx), NULL, CUDA_R_16F, s.base[0], 33, 165, w.base[0], 33, 165, 33, 5, 4),
                    CUDA_SUCCESS);
   dmat_check(&s, &w, "kernel_widen fp16 (folded)");
   dmat_free(&s, ctx);
   dmat_make(&s, ctx, GS_ELEM_F32, 0, 33, 5, 4, 33, 33 * 5, 1);
   dmat_make(&n, ctx, GS_ELEM_F16, 0, 33, 5, 4, 33, 33 * 5, 0);
-  assert_int_equal(kernel_narrow(ctx, NULL, CUDA_R_16F, s.base[0], 33, 165, n.base[0], 33, 165, 33, 5, 4),
+  assert_int_equal(kernel_narrow(KERNEL_CTX(ctx), NULL, CUDA_R_16F, s.base[0], 33, 165, n.base[0], 33, 165, 33, 5, 4),
                    CUDA_SUCCESS);
   dmat_check(&s, &n, "kernel_narrow fp16 (folded)");
   dmat_free(&s, ctx), dmat_free(&w, ctx), dmat_free(&n, ctx);
@@ -756,7 +762,7 @@ static void test_launch_results(void **state) {
    * columns fold, the batch must not. */
   dmat_make(&s, ctx, GS_ELEM_BF16, 0, 33, 5, 4, 33, 33 * 5, 1);
   dmat_make(&w, ctx, GS_ELEM_F32, 0, 33, 5, 4, 33, 33 * 5 + 7, 0);
-  assert_int_equal(kernel_widen(ctx, NULL, CUDA_R_16BF, s.base[0], 33, 165, w.base[0], 33, 172, 33, 5, 4),
+  assert_int_equal(kernel_widen(KERNEL_CTX(ctx), NULL, CUDA_R_16BF, s.base[0], 33, 165, w.base[0], 33, 172, 33, 5, 4),
                    CUDA_SUCCESS);
   dmat_check(&s, &w, "kernel_widen bf16 (columns folded)");
   dmat_free(&s, ctx), dmat_free(&w, ctx);
@@ -765,13 +771,13 @@ static void test_launch_results(void **state) {
   dmat_make(&s, ctx, GS_ELEM_BF16, 1, 29, 6, 5, 29, 0, 1);
   dmat_make(&w, ctx, GS_ELEM_F32, 0, 29, 6, 5, 31, 31 * 6 + 1, 0);
   void **arr = dmat_ptr_array(&s, ctx);
-  assert_int_equal(kernel_widen_ptrarray(ctx, NULL, CUDA_R_16BF, (const void *const *)arr, 29, w.base[0],
+  assert_int_equal(kernel_widen_ptrarray(KERNEL_CTX(ctx), NULL, CUDA_R_16BF, (const void *const *)arr, 29, w.base[0],
                                          31, w.stride, 29, 6, 5), CUDA_SUCCESS);
   dmat_check(&s, &w, "kernel_widen_ptrarray bf16");
   dev_free(ctx, arr);
   dmat_make(&n, ctx, GS_ELEM_F16, 1, 29, 6, 5, 30, 0, 0);
   arr = dmat_ptr_array(&n, ctx);
-  assert_int_equal(kernel_narrow_ptrarray(ctx, NULL, CUDA_R_16F, w.base[0], 31, w.stride, arr, 30, 29, 6, 5),
+  assert_int_equal(kernel_narrow_ptrarray(KERNEL_CTX(ctx), NULL, CUDA_R_16F, w.base[0], 31, w.stride, arr, 30, 29, 6, 5),
                    CUDA_SUCCESS);
   dmat_check(&w, &n, "kernel_narrow_ptrarray fp16");
   dev_free(ctx, arr);
@@ -783,7 +789,7 @@ static void test_launch_results(void **state) {
   for (int t = 0; t < 3; t++) {
     dmat_make(&s, ctx, elems[t], 0, 1001, 1, 1, 1001, 0, 1);
     dmat_make(&w, ctx, GS_ELEM_F32, 0, 1001, 1, 1, 1001, 0, 0);
-    assert_int_equal(kernel_widen_vector(ctx, NULL, types[t], s.base[0], w.base[0], 1001), CUDA_SUCCESS);
+    assert_int_equal(kernel_widen_vector(KERNEL_CTX(ctx), NULL, types[t], s.base[0], w.base[0], 1001), CUDA_SUCCESS);
     dmat_check(&s, &w, "kernel_widen_vector");
     dmat_free(&s, ctx), dmat_free(&w, ctx);
   }
@@ -884,7 +890,7 @@ static void test_launch_geometry(void **state) {
       elements += ops[k].rows * ops[k].cols * ops[k].batch;
     }
     launches = 0;
-    assert_int_equal(kernel_widen_operands(ctx, NULL, ops, cases[i].n), CUDA_SUCCESS);
+    assert_int_equal(kernel_widen_operands(KERNEL_CTX(ctx), NULL, ops, cases[i].n), CUDA_SUCCESS);
     assert_int_equal(launches, 1);
     assert_int_equal(last_block[0], GS_CAST_THREADS);
     assert_int_equal(last_block[1] * last_block[2] * last_grid[1] * last_grid[2], 1);
@@ -899,11 +905,11 @@ static void test_launch_geometry(void **state) {
   }
   /* The narrowing launch: one operand, the same rule. */
   launches = 0;
-  assert_int_equal(kernel_narrow(ctx, NULL, CUDA_R_16BF, (float *)p, 4096, 0, q, 4096, 0, 4096, 4096, 1), 0);
+  assert_int_equal(kernel_narrow(KERNEL_CTX(ctx), NULL, CUDA_R_16BF, (float *)p, 4096, 0, q, 4096, 0, 4096, 4096, 1), 0);
   assert_int_equal(launches, 1);
   assert_int_equal(last_grid[0], 4096 * 4096 / 8 / GS_CAST_THREADS);
   launches = 0;
-  assert_int_equal(kernel_narrow_ptrarray(ctx, NULL, CUDA_R_16F, (float *)p, 1000, 20000, (void *const *)q, 1000,
+  assert_int_equal(kernel_narrow_ptrarray(KERNEL_CTX(ctx), NULL, CUDA_R_16F, (float *)p, 1000, 20000, (void *const *)q, 1000,
                                           1000, 20, 3), 0);
   assert_int_equal(launches, 1);
   assert_int_equal(last_grid[0], (3 * ((20000 + 3 + 7) / 8) + 255) / 256); /* columns fold, members never */
@@ -912,10 +918,10 @@ static void test_launch_geometry(void **state) {
                                   {CUDA_R_32F, r, 0, 64, 0, t, 0, 64, 0, 64, 1, 1},
                                   {CUDA_R_16F, p + 0x10000, 0, 64, 0, q + 0x10000, 0, 64, 0, 64, 64, 1}};
   launches = 0;
-  assert_int_equal(kernel_widen_operands(ctx, NULL, mixed, 3), 0);
+  assert_int_equal(kernel_widen_operands(KERNEL_CTX(ctx), NULL, mixed, 3), 0);
   assert_int_equal(launches, 2);
   /* A grid of 2^29 blocks: no cap below the hardware's 2^31 - 1. */
-  assert_int_equal(kernel_widen_vector(ctx, NULL, CUDA_R_32F, p, (float *)q, (int64_t)1 << 40), 0);
+  assert_int_equal(kernel_widen_vector(KERNEL_CTX(ctx), NULL, CUDA_R_32F, p, (float *)q, (int64_t)1 << 40), 0);
   assert_int_equal(last_grid[0], 1u << 29);
   gs_sys.cuLaunchKernel = real_sys.cuLaunchKernel;
 }
@@ -991,7 +997,7 @@ static void test_launch_operands(void **state) {
   counted_launch_real = gs_sys.cuLaunchKernel;
   gs_sys.cuLaunchKernel = counted_launch;
   launches = 0;
-  assert_int_equal(kernel_widen_operands(ctx, NULL, ops, 4), CUDA_SUCCESS);
+  assert_int_equal(kernel_widen_operands(KERNEL_CTX(ctx), NULL, ops, 4), CUDA_SUCCESS);
   gs_sys.cuLaunchKernel = counted_launch_real;
   assert_int_equal(launches, 1);
   static const char *const what[4] = {"A", "B", "C", "bias"};
@@ -1000,8 +1006,8 @@ static void test_launch_operands(void **state) {
   ops[2].ld_src = 3;
   gs_sys.cuLaunchKernel = record_launch;
   launches = 0;
-  assert_int_equal(kernel_widen_operands(ctx, NULL, ops, 4), CUDA_ERROR_INVALID_VALUE);
-  assert_int_equal(kernel_widen_operands(ctx, NULL, ops, 5), CUDA_ERROR_INVALID_VALUE);
+  assert_int_equal(kernel_widen_operands(KERNEL_CTX(ctx), NULL, ops, 4), CUDA_ERROR_INVALID_VALUE);
+  assert_int_equal(kernel_widen_operands(KERNEL_CTX(ctx), NULL, ops, 5), CUDA_ERROR_INVALID_VALUE);
   assert_int_equal(launches, 0);
   gs_sys.cuLaunchKernel = counted_launch_real;
   for (int i = 0; i < 4; i++) dmat_free((dmat *)src[i], ctx), dmat_free((dmat *)dst[i], ctx);
@@ -1035,7 +1041,7 @@ static CUresult small_widen(CUcontext ctx, int check) {
   dmat s, w;
   dmat_make(&s, ctx, GS_ELEM_BF16, 0, 10, 3, 2, 12, 36, 1);
   dmat_make(&w, ctx, GS_ELEM_F32, 0, 10, 3, 2, 11, 33, 0);
-  CUresult r = kernel_widen(ctx, NULL, CUDA_R_16BF, s.base[0], 12, 36, w.base[0], 11, 33, 10, 3, 2);
+  CUresult r = kernel_widen(KERNEL_CTX(ctx), NULL, CUDA_R_16BF, s.base[0], 12, 36, w.base[0], 11, 33, 10, 3, 2);
   if (check) dmat_check(&s, &w, "small widen");
   dmat_free(&s, ctx), dmat_free(&w, ctx);
   return r;
@@ -1047,7 +1053,7 @@ static void test_launch_other_context(void **state) {
   CUcontext a = new_context(DEV_61), b = new_context(DEV_90), popped;
   assert_int_equal(gs_sys.cuCtxPushCurrent_v2(a), CUDA_SUCCESS);
   count_modules(1);
-  assert_null(kernels_ready(b));
+  assert_null(kernels_ready(KERNEL_CTX(b)));
   assert_ptr_equal(current(), a);
   assert_int_equal(small_widen(b, 1), CUDA_SUCCESS);
   assert_ptr_equal(current(), a);
@@ -1064,7 +1070,7 @@ static void test_module_once_per_context(void **state) {
   count_modules(1);
   for (int i = 0; i < 3; i++) assert_int_equal(small_widen(a, 1), CUDA_SUCCESS);
   assert_int_equal(loads, module_files);
-  assert_null(kernels_ready(a));
+  assert_null(kernels_ready(KERNEL_CTX(a)));
   assert_int_equal(small_widen(b, 1), CUDA_SUCCESS);
   assert_int_equal(loads, 2 * module_files);
   assert_int_equal(unloads, 0);
@@ -1083,7 +1089,7 @@ static pthread_barrier_t first_use_start;
 static void *first_use_thread(void *arg) {
   first_use *u = arg;
   pthread_barrier_wait(&first_use_start);
-  u->r = kernel_widen_vector(u->ctx, NULL, CUDA_R_16F, u->in, u->out, 300);
+  u->r = kernel_widen_vector(KERNEL_CTX(u->ctx), NULL, CUDA_R_16F, u->in, u->out, 300);
   return NULL;
 }
 
@@ -1144,7 +1150,7 @@ static void test_module_keyed_by_context_id(void **state) {
 static void test_device_too_old(void **state) {
   (void)state;
   CUcontext ctx = new_context(DEV_52);
-  const char *why = kernels_ready(ctx);
+  const char *why = kernels_ready(KERNEL_CTX(ctx));
   assert_non_null(why);
   assert_non_null(strstr(why, "cuModuleLoadData"));
   assert_int_equal(small_widen(ctx, 0), CUDA_ERROR_INVALID_PTX);
@@ -1175,7 +1181,7 @@ static void test_driver_failures(void **state) {
       dmat_make(&w, ctx, GS_ELEM_F32, 0, 10, 3, 1, 10, 0, 0);
       count_modules(1);
       gs_fault_arm(entries[e], n, 0);
-      CUresult r = kernel_widen(ctx, NULL, CUDA_R_16BF, s.base[0], 12, 0, w.base[0], 10, 0, 10, 3, 1);
+      CUresult r = kernel_widen(KERNEL_CTX(ctx), NULL, CUDA_R_16BF, s.base[0], 12, 0, w.base[0], 10, 0, 10, 3, 1);
       gs_fault_clear();
       if (r == CUDA_SUCCESS) {
         dmat_check(&s, &w, "widen under a fault that missed");
@@ -1186,7 +1192,7 @@ static void test_driver_failures(void **state) {
       if (entries[e] == GS_SYS_cuCtxPopCurrent_v2 && current() == ctx)
         assert_int_equal(gs_sys.cuCtxPopCurrent_v2(&popped), CUDA_SUCCESS);
       assert_ptr_equal(current(), base);
-      assert_int_equal(kernel_widen(ctx, NULL, CUDA_R_16BF, s.base[0], 12, 0, w.base[0], 10, 0, 10, 3, 1),
+      assert_int_equal(kernel_widen(KERNEL_CTX(ctx), NULL, CUDA_R_16BF, s.base[0], 12, 0, w.base[0], 10, 0, 10, 3, 1),
                        CUDA_SUCCESS);
       dmat_check(&s, &w, "widen retried after a fault");
       assert_ptr_equal(current(), base);

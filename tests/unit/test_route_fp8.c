@@ -820,18 +820,23 @@ static CUresult counting_mem_alloc(CUdeviceptr *p, size_t n) {
   return real_mem_alloc(p, n);
 }
 
-static void *ws_of(CUcontext ctx, void *stream, size_t *size) {
+static void *ws_on(CUcontext ctx, int device, void *stream, size_t *size) {
   gs_call c;
   memset(&c, 0, sizeof c);
   c.ctx = ctx;
-  c.device = -1;
-  for (int d = 0; d < 3; d++)
-    if (ctxs[d] == ctx) c.device = d; /* STANDIN_CC order: the ordinal */
+  c.device = device;
   assert_int_equal(gs_sys.cuCtxGetId(ctx, &c.ctx_id), CUDA_SUCCESS);
   c.g.stream = stream;
   void *ws;
   ws_why = route_lt_workspace(&c, &ws, size);
   return ws;
+}
+
+static void *ws_of(CUcontext ctx, void *stream, size_t *size) {
+  int device = -1;
+  for (int d = 0; d < 3; d++)
+    if (ctxs[d] == ctx) device = d; /* STANDIN_CC order: the ordinal */
+  return ws_on(ctx, device, stream, size);
 }
 
 /* One workspace per stream, kept; a stream is its cuStreamGetId: a stream
@@ -969,6 +974,67 @@ static void test_lt_workspace_cap(void **state) {
   assert_null(ws_why);
   assert_int_equal(stream_destroy(other), CUDA_SUCCESS);
   pop();
+}
+
+/* Contexts destroyed take their workspaces with them: a device whose 129
+ * are held by contexts that are gone, at addresses no new context has
+ * taken, still lends one to a live context's new stream (a program that
+ * rebuilds its contexts, as JAX rebuilding its client does, would
+ * otherwise run out for good). The bound is only reached once those
+ * contexts are gone; then the count is of live contexts' streams. */
+static void test_lt_workspace_gone_contexts(void **state) {
+  CUresult (*ctx_create)(CUcontext *, CUctxCreateParams *, unsigned, CUdevice);
+  CUresult (*ctx_destroy)(CUcontext);
+  CUresult (*stream_create)(CUstream *, unsigned);
+  *(void **)&ctx_create = standin_sym("cuCtxCreate_v4");
+  *(void **)&ctx_destroy = standin_sym("cuCtxDestroy_v2");
+  *(void **)&stream_create = standin_sym("cuStreamCreate");
+  enum { STREAMS = 4, MAX_CTX = 40 };
+  static CUcontext made[MAX_CTX];
+  const size_t before = route_lt_workspaces_lent(DEV_61);
+  size_t sz, lent = before;
+  int n = 0, full = 0;
+  CUcontext popped;
+  while (!full) {
+    assert_true(n < MAX_CTX);
+    assert_int_equal(ctx_create(&made[n], NULL, 0, DEV_61), CUDA_SUCCESS);
+    for (int i = 0; i < STREAMS && !full; i++) {
+      CUstream s;
+      assert_int_equal(stream_create(&s, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+      if (ws_on(made[n], DEV_61, s, &sz)) {
+        assert_null(ws_why);
+        lent++;
+      } else {
+        assert_string_equal(ws_why, "no cuBLASLt workspace on this stream: the device's 129 stream workspaces are "
+                                    "taken for the process's life (PyTorch uses at most 4 x 32 pool streams and the "
+                                    "default stream per device)");
+        full = 1;
+      }
+      assert_int_equal(route_lt_workspaces_lent(DEV_61), lent);
+    }
+    assert_int_equal(gs_sys.cuCtxPopCurrent_v2(&popped), CUDA_SUCCESS);
+    n++;
+  }
+  assert_int_equal(lent, ROUTE_LT_WORKSPACES);
+  /* A live context made while they lived (at an address of its own),
+   * then every one of them destroyed. */
+  CUcontext live;
+  CUstream s;
+  assert_int_equal(ctx_create(&live, NULL, 0, DEV_61), CUDA_SUCCESS);
+  assert_int_equal(stream_create(&s, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+  assert_int_equal(gs_sys.cuCtxPopCurrent_v2(&popped), CUDA_SUCCESS);
+  for (int i = 0; i < n; i++) {
+    assert_ptr_not_equal(made[i], live);
+    assert_int_equal(ctx_destroy(made[i]), CUDA_SUCCESS);
+  }
+  void *w = ws_on(live, DEV_61, s, &sz);
+  assert_non_null(w);
+  assert_null(ws_why);
+  assert_int_equal(sz, ROUTE_LT_WORKSPACE);
+  assert_ptr_equal(ws_on(live, DEV_61, s, &sz), w);
+  /* What earlier tests' live contexts hold, and this one. */
+  assert_int_equal(route_lt_workspaces_lent(DEV_61), before + 1);
+  assert_int_equal(ctx_destroy(live), CUDA_SUCCESS);
 }
 
 /* ---- declines ------------------------------------------------------------------------------- */
@@ -1207,6 +1273,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_lt_plan_follows_alignment, test_setup, test_teardown),
       cmocka_unit_test_setup_teardown(test_lt_workspace_per_stream, test_setup, test_teardown),
       cmocka_unit_test_setup_teardown(test_lt_workspace_cap, test_setup, test_teardown),
+      cmocka_unit_test_setup_teardown(test_lt_workspace_gone_contexts, test_setup, test_teardown),
       cmocka_unit_test_setup_teardown(test_declines, test_setup, test_teardown),
       cmocka_unit_test_setup_teardown(test_declines_arguments, test_setup, test_teardown),
       cmocka_unit_test_setup_teardown(test_each_launch_failing, test_setup, test_teardown),

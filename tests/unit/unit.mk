@@ -6,7 +6,7 @@ UNIT_BIN  := $(patsubst tests/unit/%.c,$(BUILD)/tests/unit/%,$(UNIT_SRC))
 SHIM_HOOK_OBJ := $(BUILD)/obj/shim/hooks.o $(BUILD)/obj/shim/exec.o $(patsubst %.S,$(BUILD)/obj/%.o,$(SHIM_ASM))
 SHIM_CORE_OBJ := $(filter-out $(SHIM_HOOK_OBJ),$(SHIM_OBJ))
 
-$(BUILD)/tests/unit/%: tests/unit/%.c $(SHIM_CORE_OBJ) $(wildcard tests/unit/*.h)
+$(BUILD)/tests/unit/%: tests/unit/%.c $(SHIM_CORE_OBJ) $(wildcard tests/unit/*.h) | $(STANDIN_LIBS_CU12) $(STANDIN_LIBS_CU13)
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -Ishim -Ishim/base -Ishim/routes -Ipolicy -o $@ $< $(SHIM_CORE_OBJ) $(LDFLAGS_SAN) $(UNIT_LIBS_$*) -lcmocka -ldl -lpthread -lm
 

@@ -24,7 +24,9 @@ the native run's (`native_gpu_ns`).
   --standin          the logs were written over the CPU stand-in (make demo,
                      the tests), whose "GPU" times are the CPU's time for each
                      call's work: the report says so first, and its tables and
-                     plot call them stand-in times, never GPU times
+                     plot call them stand-in times, never GPU times. A log
+                     whose header line names a stand-in device ("Standin GPU")
+                     is treated so without it.
 
 The logs are read one line at a time: without --plot, memory stays bounded
 by the number of distinct shapes, sites and reasons, not by the log's size.

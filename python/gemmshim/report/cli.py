@@ -15,7 +15,7 @@ from . import __doc__ as USAGE
 from .expect import Expectations, count_failures, parse_expectation, step_starts
 from .plot import PlotData, install_hint, write_plot
 from .read import BadLines, expand_logs, read_records
-from .summary import Summary, print_summary, print_table
+from .summary import Summary, print_summary, print_table, standin_devices
 from .trace import TraceWriter, trace_origin
 from .verdict import verdict_lines
 
@@ -25,6 +25,18 @@ PROG = "gemmshim report"
 NO_LOG = ("a run that made no cuBLAS call (a CPU-only framework, or a GEMM-free program) writes no log; "
           "check GEMMSHIM_LOG's path and its %p/%r placeholders")
 
+
+
+def processes(bad):
+    """One row per process header the logs hold, in file order."""
+    out = []
+    for path, b in bad.items():
+        for h in b.headers:
+            devices = h.get("devices") if isinstance(h.get("devices"), list) else []
+            out.append({"file": path, "pid": h.get("pid"), "rank": str(h.get("rank", "")),
+                        "host": str(h.get("host", "")), "command": str(h.get("command", "")),
+                        "devices": [d for d in devices if isinstance(d, dict)]})
+    return out
 
 def process_name(path, index):
     return f"{os.path.basename(path)} (log {index})"
@@ -37,8 +49,8 @@ def main(argv=None):
     ap.add_argument("--plot", metavar="OUT.png", help="write a picture of where the time went (matplotlib)")
     ap.add_argument("--json", metavar="OUT", help="write the summary as JSON to OUT ('-': stdout, no tables)")
     ap.add_argument("--standin", action="store_true",
-                    help="the logs come from the CPU stand-in (make demo, the tests): their times are CPU emulation, "
-                         "and the tables and plot say so instead of calling them GPU times")
+                    help="the logs come from the CPU stand-in (make demo, the tests) though they have no header line "
+                         "saying so: their times are CPU emulation, and the tables and plot say so")
     ap.add_argument("--top", type=int, default=10, help="rows of the shape, site and reason tables (default 10)")
     ap.add_argument("--steps", metavar="TRAIN_JSON", help="train.py output whose summary line has step_start_ns")
     ap.add_argument("--expect", action="append", default=[], type=parse_expectation, metavar="API=ROUTE[/BACKEND]",
@@ -113,11 +125,12 @@ def main(argv=None):
         return 2
 
     s = summary.as_json(args.top)
-    s["standin"] = args.standin
     s["files"] = files
     s["unreadable_files"] = unreadable
     s["bad_lines"] = {p: {"count": b.count, "first_line": b.first, "why": b.first_why} for p, b in bad.items() if b.count}
     s["records_lost"] = {p: b.lost for p, b in bad.items() if b.lost}
+    s["processes"] = processes(bad)
+    s["standin"] = args.standin or bool(standin_devices(s["processes"]))
     if starts:
         s["steps"] = summary.steps_json()
 
@@ -137,6 +150,10 @@ def main(argv=None):
     out = sys.stderr if args.json == "-" else sys.stdout
     if args.json != "-":
         print_summary(out, s, files, bad, args.top, verdict_lines(s))
+        if len(s["processes"]) > 1:
+            print_table(out, "processes (the shim's header line of each):",
+                        [(p["file"], p["pid"], p["rank"], p["host"], p["command"][:60]) for p in s["processes"]],
+                        ("file", "pid", "rank", "host", "command"))
         if starts:
             print_table(out, "per training step:",
                         [(st["step"], st["calls"], " ".join(f"{k}={v}" for k, v in sorted(st["by_route"].items())),

@@ -10,7 +10,7 @@ import os
 import sys
 
 from .read import num
-from .summary import STANDIN_NOTE, device_word
+from .summary import STANDIN_TITLE, device_word
 
 
 class PlotData:
@@ -98,7 +98,7 @@ def write_plot(path, summary, all_shapes, data, top):
     compare = summary["compare"]
     nrows = 3 if compare else 2
     fig, axes = plt.subplots(nrows, 1, figsize=(11, 4.2 * nrows), constrained_layout=True)
-    fig.suptitle(f"gemmshim: {summary['calls']} GEMM calls" + (f"\n{STANDIN_NOTE}" if standin else ""))
+    fig.suptitle(f"gemmshim: {summary['calls']} GEMM calls" + (f" ({STANDIN_TITLE})" if standin else ""))
 
     # 1. time by shape, one bar segment per route.
     ax = axes[0]

@@ -32,6 +32,7 @@ class BadLines:
         self.first = None
         self.first_why = None
         self.lost = 0
+        self.headers = []  # the shim's {"header": ...} lines, one per process that wrote here
 
     def add(self, lineno, why):
         self.count += 1
@@ -199,6 +200,9 @@ def read_records(path, bad):
                 continue
             if g("event") == "records_lost" and g("lost").__class__ is int and rec["lost"] >= 0:
                 bad.lost += rec["lost"]
+                continue
+            if g("header").__class__ is str:  # a process's first line (docs/log-format.md)
+                bad.headers.append(rec)
                 continue
             if g("api").__class__ is not str or g("route").__class__ is not str:
                 bad.add(lineno, "not a routing record (no api or route)")

@@ -237,15 +237,23 @@ def time_cols(d):
 
 
 TIME_HDR = ("host ms", "host us/call", "gpu ms", "gpu us/call")
-# --standin: logs written over the CPU stand-in (make demo, the tests), whose
-# "GPU" times are the CPU's time for each call's work: said first, and no
-# table calls them GPU times.
-STANDIN_NOTE = "stand-in times (CPU emulation): they check the machinery, not GPU speed"
+# Logs written over the CPU stand-in (make demo, the tests): their "GPU"
+# times are the CPU's time for each call's work. The report says so first,
+# and no table or axis calls them GPU times. Known from the header line of
+# the process that wrote them (a device named "Standin GPU ..."), or said
+# with --standin for a log without headers.
+STANDIN_TITLE = "times from the CPU stand-in, not a GPU"
 STANDIN_TIME_HDR = ("host ms", "host us/call", "stand-in ms", "stand-in us/call")
 
 
+def standin_devices(processes):
+    """The stand-in's device names in the processes' header lines."""
+    return sorted({str(d.get("name")) for p in processes for d in p["devices"]
+                   if str(d.get("name", "")).startswith("Standin")})
+
+
 def device_word(s):
-    """What the report calls the time in gpu_ns: 'GPU', or 'stand-in' (--standin)."""
+    """What the report calls the time in gpu_ns: 'GPU', or 'stand-in'."""
     return "stand-in" if s.get("standin") else "GPU"
 
 
@@ -253,13 +261,22 @@ def print_summary(out, s, files, bad, top, verdict=()):
     """The header, the notes on each file's bad and lost lines, the verdict
     (its lines, verdict.py's), then the tables."""
     print(f"routing log: {s['calls']} calls from {len(files)} file(s)", file=out)
+    standin = standin_devices(s.get("processes", ()))
+    if standin or s.get("standin"):
+        names = f" ({', '.join(standin)})" if standin else ""
+        print(f"  warning: these times come from the CPU stand-in{names}, not a GPU: they check "
+              "the machinery, not speed", file=out)
+    per_file = collections.Counter(p["file"] for p in s.get("processes", ()))
+    for path, n in per_file.items():
+        if n > 1:
+            pids = ", ".join(str(p["pid"]) for p in s["processes"] if p["file"] == path)
+            print(f"  {path}: records of {n} processes (pid {pids}): appended runs, or processes sharing the "
+                  "file; the tables pool them", file=out)
     for path, b in bad.items():
         if b.count:
             print(f"  {path}: {b.count} line(s) skipped, first at line {b.first} ({b.first_why})", file=out)
         if b.lost:
             print(f"  {path}: the shim's log writer lost {b.lost} record(s) (records_lost lines)", file=out)
-    if s.get("standin"):
-        print(STANDIN_NOTE, file=out)
     if verdict:
         print("verdict:", file=out)
         for line in verdict:
@@ -288,7 +305,7 @@ def print_summary(out, s, files, bad, top, verdict=()):
                 [(d["site"], d["route"], d["api"], d["calls"], *time_cols(d), d["shape"]) for d in s["top_sites"]],
                 ("site", "route", "api", "calls", *hdr, "shape"))
     if s["time_sorted_by"] != "gpu_ns":
-        print(f"{dev} time: not in the log (run with GEMMSHIM_LOG_GPU_TIME=1)", file=out)
+        print("GPU time: not in the log (run with GEMMSHIM_LOG_GPU_TIME=1)", file=out)
     elif s["gpu_not_measured"]:
         print(f"calls without {dev} time: " + ", ".join(f"{n} {why}"
                                                         for why, n in sorted(s["gpu_not_measured"].items())),
