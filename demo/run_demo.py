@@ -18,8 +18,9 @@ report`, python/gemmshim/report/), and one final line per run:
 
 where D is the difference from the native run on the same device. The
 runs log GPU time per call and compare routed calls with native
-(GEMMSHIM_LOG_GPU_TIME=1, GEMMSHIM_COMPARE=1; on the stand-in a GPU time is
-the CPU time of the work inline on the stream). It ends with one report of
+(GEMMSHIM_LOG_GPU_TIME=1, GEMMSHIM_COMPARE=1; on the stand-in a "GPU" time is
+the CPU time of the work inline on the stream: the report knows the stand-in
+from each log's header line and calls those times stand-in times). It ends with one report of
 all six runs, written with a Perfetto trace and a plot. Everything stays in
 OUT (default BUILD/demo): the routing logs <gpu>-<mode>.jsonl, report.json,
 trace.json, profile.png. Exit 1 when a run fails.
@@ -74,7 +75,7 @@ def run_one(args, build, gpu, cc, mode, log):
         # The demo's GEMMs are small (a few MFLOP); at the default threshold
         # (2^28 flops) the ffma route would leave them all native.
         "GEMMSHIM_FFMA_MIN_FLOPS": "0",
-        # The profiling pipeline (README, "Profiling"): GPU time per call and
+        # The profiling pipeline (docs/profiling.md): GPU time per call and
         # native runs of the routed GEMMs to compare with.
         "GEMMSHIM_LOG_GPU_TIME": "1",
         "GEMMSHIM_COMPARE": "1",
@@ -108,7 +109,7 @@ def profile(runs, out):
         plot_note = None
     except ImportError:
         plot_note = f"no plot: {sys.executable} cannot import matplotlib (Debian: python3-matplotlib)"
-    print("profile of all six runs (GPU times are the stand-in's: the CPU time of each call's inline work):")
+    print("profile of all six runs (stand-in times: the CPU time of each call's inline work, not a GPU's):")
     s = subprocess.run(argv, capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT / "python")})
     sys.stdout.write("".join("  " + line + "\n" for line in (s.stdout + s.stderr).splitlines()))
     if plot_note:
@@ -137,8 +138,9 @@ def main(argv=None):
     print("  backward: cublasGemmEx (grad-input, grad-weight), cublasGemmStridedBatchedEx (grad-weight)")
     print("  GEMMSHIM_FFMA_MIN_FLOPS=0, since the demo's GEMMs are far below the default threshold")
     print("The stand-in computes a native bf16 GEMM and the ffma route's fp32 GEMM alike (exact products,")
-    print("fp32 accumulation in k order, one rounding), so their losses agree to the bit here. Times are")
-    print("the CPU's: they say nothing about a GPU.\n")
+    print("fp32 accumulation in k order, one rounding), so their losses agree to the bit here.")
+    print("stand-in times (CPU emulation): they check the machinery, not GPU speed. Every time and")
+    print("ratio below is the CPU's; what to expect on a GPU: README, \"Which GPU gets which route\".\n")
 
     runs = []
     failed = False

@@ -50,20 +50,25 @@ static const char *const fp8_backend_names[] = {"auto", "own", "cublaslt", "own-
  * variable the shim reads is listed in one place. */
 static const opt_def options[] = {
     {"GEMMSHIM_MODE", OPT_ENUM, "auto",
-     "auto: the policy table decides; native: pass everything through (still logged); ffma/fp8/fp16: that route wherever it applies",
+     "auto: the policy table decides; native: pass everything through (still logged); ffma, fp16: that route "
+     "wherever it applies; fp8: that route for bf16 and fp16 GEMMs. A policy file's rules decide before the mode",
      &gs_opt.mode, mode_names, 0, 0},
     {"GEMMSHIM_POLICY", OPT_PATH, "",
-     "policy file whose rules go before the built-in ones (see README)", gs_opt.policy_path, NULL, 0, 0},
+     "policy file whose rules go before the built-in ones and before GEMMSHIM_MODE (docs/policy.md)",
+     gs_opt.policy_path, NULL, 0, 0},
     {"GEMMSHIM_LOG", OPT_PATH, "",
-     "routing log path, one JSON line per call; %p pid, %h host, %r rank", gs_opt.log_path, NULL, 0, 0},
+     "routing log path, one JSON line per call; %p pid, %h host, %r rank, %% a percent sign", gs_opt.log_path,
+     NULL, 0, 0},
     {"GEMMSHIM_LOG_WAIT", OPT_BOOL, "0",
      "1: a call waits for a routing log writer that fell behind, however long; 0: it waits at most 50 ms, then the "
      "record is dropped, counted in the log and at exit",
      &gs_opt.log_wait, NULL, 0, 1},
-    {"GEMMSHIM_DEBUG", OPT_ENUM, "WARN", "debug output level: WARN, INFO or TRACE",
+    {"GEMMSHIM_DEBUG", OPT_ENUM, "WARN",
+     "debug output level: WARN, INFO (every effective option once at load, a summary at exit, each transient pool's "
+     "peak and what it kept) or TRACE",
      &gs_debug_level, level_names, 0, 0},
     {"GEMMSHIM_DEBUG_FILE", OPT_PATH, "",
-     "debug output file instead of stderr; %h host, %p pid", gs_debug_file, NULL, 0, 0},
+     "debug output file instead of stderr; %h host, %p pid, %r rank", gs_debug_file, NULL, 0, 0},
     {"GEMMSHIM_FFMA_MAX_BYTES", OPT_SIZE, "1G",
      "most transient device memory one ffma call may take; a call needing more runs native",
      &gs_opt.ffma_max_bytes, NULL, 0, UINT64_MAX},

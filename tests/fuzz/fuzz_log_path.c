@@ -2,7 +2,7 @@
  * expansion (path_expand_here, shim/log.c). Input: two bytes of output
  * buffer size (0..1023), then the pattern (cut at a NUL byte).
  *
- * The expected expansion is computed here from the README's rules, not from
+ * The expected expansion is computed here from the rules docs/environment.md states, not from
  * the shim's code: %p the pid, %h the host name up to its first dot (as
  * NCCL_DEBUG_FILE's %h), %r $RANK (set to 3 here), %% one percent; any other
  * "%x", and a trailing "%", stay as written. A result that fits (with its

@@ -7,7 +7,7 @@
  * optional. The selector picks the variable (below); each value is also fed
  * to options_parse_u64 and options_parse_size directly.
  *
- * What a value must give is decided here, from the README's options table
+ * What a value must give is decided here, from the options table of docs/environment.md
  * (names, choices, bounds, "a whole number", "a size ... with K, M, G or T"),
  * not from the shim's code:
  *   - a value the rules accept sets the option to the value they give, and
@@ -87,7 +87,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
   return 0;
 }
 
-/* ---- the rules, as the README states them ---------------------------------- */
+/* ---- the rules, as docs/environment.md states them ---------------------------------- */
 static int all_digits(const char *s, const char **end) {
   const char *p = s;
   while (*p >= '0' && *p <= '9') p++;
@@ -158,7 +158,7 @@ static int ref_fault(const char *s) {
     if (dend < end && *dend == '+') dend++;
     if (dend != end) return -1;
     if (!comma) return 0;
-    p = comma + 1; /* an empty entry after it (a trailing comma) is refused: the README's form is name:N[+],... */
+    p = comma + 1; /* an empty entry after it (a trailing comma) is refused: docs/environment.md's form is name:N[+],... */
   }
 }
 

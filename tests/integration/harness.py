@@ -216,7 +216,7 @@ def assert_record_matches_call(rec, call):
         expect["bias_type"] = call["c"] if "bias" in call["epilogue"] else None
         assert "algo" not in rec, rec
     else:
-        # The GemmEx family writes C: no separate D (README: "d_type only
+        # The GemmEx family writes C: no separate D (docs/log.md: "d_type only
         # where D is separate", "ldd for Lt"), no epilogue, bias or scale type.
         for key in ("d_type", "ldd", "epilogue", "scale_type", "bias_type"):
             assert key not in rec, (key, rec)

@@ -30,7 +30,7 @@ GEMMS = [
 ]
 
 # The route each run must take for every call, with its backend and reason.
-# Built-in policy (README, "The policy table"): rule 1 is
+# Built-in policy (docs/policy.md): rule 1 is
 # `fp16 sm=7.0-7.5 ab=bf16 compute=32f`, rule 2 `ffma sm=6.0-6.9 ab=bf16
 # compute=32f`, rule 3 `native`. The fp8 backend
 # (docs/fp8-sites.md, "Backends"): cuBLASLt's fp8 GEMM on sm_89 and newer
@@ -109,6 +109,19 @@ def test_losses_fall(demo):
         assert abs(fp8[-1] - native[-1]) <= 0.1 * native[-1], (gpu, fp8, native)
 
 
+def test_times_are_called_the_stand_ins(demo):
+    out, stdout = demo
+    lines = stdout.splitlines()
+    assert "stand-in times (CPU emulation): they check the machinery, not GPU speed. Every time and" in lines
+    start = next(i for i, line in enumerate(lines) if line.startswith("profile of all six runs"))
+    block = lines[start:lines.index("", start)]
+    assert block[0] == ("profile of all six runs (stand-in times: the CPU time of each call's inline work, "
+                        "not a GPU's):")
+    assert block[2] == ("    warning: these times come from the CPU stand-in (Standin GPU sm_61, Standin GPU sm_90), "
+                        "not a GPU: they check the machinery, not speed"), block
+    assert not any("GPU time" in line or "gpu ms" in line or "GPU us" in line for line in block), block
+
+
 def test_final_lines(demo):
     out, stdout = demo
     finals = [FINAL.match(line) for line in stdout.splitlines() if line.startswith("final ")]
@@ -157,6 +170,12 @@ def test_routing_log(demo, gpu, mode):
     start = next(i for i, line in enumerate(lines) if line.startswith(f"routing, {label} {mode} ("))
     block = lines[start:lines.index("", start)]
     assert f"  routing log: {STEPS * len(GEMMS)} calls from 1 file(s)" in block
+    # The stand-in's times are the CPU's: every report says so, from the
+    # log's header line (its device is the stand-in's), and never calls
+    # them GPU times.
+    assert block[2] == (f"    warning: these times come from the CPU stand-in (Standin GPU sm_{GPUS[gpu].replace('.', '')}), "
+                        "not a GPU: they check the machinery, not speed"), block
+    assert not any("GPU time" in line or "gpu ms" in line or "GPU us" in line for line in block), block
     for api, calls in (("cublasGemmEx", 2), ("cublasGemmStridedBatchedEx", 2), ("cublasLtMatmul", 1)):
         _, backend, _ = expected(gpu, mode, api)
         row = [api, expected(gpu, mode, api)[0], backend or "-", str(calls * STEPS)]

@@ -112,7 +112,7 @@ def test_work_done_before_exit_is_timed_by_the_last_flush(client, standin, tmp_p
 def test_records_pending_at_exit_are_all_written(client, standin, tmp_path, shim):
     # No synchronisation, no waiting: at exit the records are in the buffer
     # or held, their events pending. The last flush polls them for at most
-    # half the exit's write budget (README, GEMMSHIM_LOG_WAIT), so whether a
+    # half the exit's write budget (docs/profiling.md, "Costs"), so whether a
     # record gets its time depends on the machine's pace; what is
     # guaranteed: every record is written, once, in order, each with its
     # GPU time or saying it had none when the log closed.

@@ -1,5 +1,5 @@
 """What the preloaded shim must never do to the processes it runs in and the
-files around them (README, "Routing log"): truncate or follow a link to a
+files around them (docs/log.md, "What the log guarantees"): truncate or follow a link to a
 file, block in open() on a FIFO, kill the host with SIGPIPE, write into a
 descriptor the program reused, or hang a forked child. proc_client_cu13
 makes bf16 GEMMs on threads while it forks or closes every descriptor;

@@ -431,6 +431,57 @@ def test_plot_is_a_png(tmp_path):
     assert len(data) > 10_000
 
 
+STANDIN_WARNING = ("  warning: these times come from the CPU stand-in, not a GPU: they check the machinery, "
+                   "not speed")
+
+
+def test_standin_times_are_never_called_gpu_times(tmp_path):
+    # --standin (a log without header lines, written over the CPU stand-in):
+    # its gpu_ns are the stand-in's CPU time for each call's work. The
+    # report says so first and calls them stand-in times in every table;
+    # the speedup is a ratio of CPU times. (A log whose header names a
+    # stand-in device gets the same without the flag: test_log_header.py.)
+    p0, p1 = known_logs(tmp_path)
+    out = report(p0, p1, "--standin").stdout
+    lines = out.splitlines()
+    assert lines[:2] == ["routing log: 6 calls from 2 file(s)", STANDIN_WARNING]
+    assert lines[4:7] == [
+        "verdict:",
+        "  stand-in time by route (gpu_ns, 5 of 6 calls): ffma 83.3% (6.000 ms), fp8 9.7% (0.700 ms), "
+        "native 6.9% (0.500 ms)",
+        "  stand-in time ratio, native / route (CPU emulation, not a GPU speedup; over the same calls): "
+        "ffma 1.29x (2 compared calls), fp8 2.00x (1 compared call)"]
+    assert lines[lines.index("calls by entry point, route, backend:") + 1].split() == [
+        "api", "route", "backend", "calls", "host", "ms", "host", "us/call", "stand-in", "ms", "stand-in", "us/call"]
+    assert rows(out, "route vs native, the same calls measured both ways (stand-in us per call):")[0] == [
+        "ffma", "0", "6.1", "3", "2", "2100.0", "2700.0", "1.29x", "4096x4096x4096", "bf16"]
+    assert "calls without stand-in time: 1 graph capture" in lines
+    rest = out.replace(STANDIN_WARNING, "").replace("not a GPU speedup", "")
+    assert "GPU" not in rest and "gpu ms" not in rest and "gpu us" not in rest, out
+    # Without --standin (and no header naming the stand-in) nothing changes.
+    assert STANDIN_WARNING not in report(p0, p1).stdout
+
+
+def test_standin_plot_never_says_gpu(tmp_path, monkeypatch):
+    pytest.importorskip("matplotlib")
+    monkeypatch.syspath_prepend(str(PYDIR))
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from gemmshim import report as gemmshim_report
+    figures = []
+    monkeypatch.setattr(plt, "close", figures.append)  # keep the figure to read its words
+    p0, p1 = known_logs(tmp_path)
+    assert gemmshim_report.main([str(p0), str(p1), "--standin", "--plot", str(tmp_path / "p.png")]) == 0
+    (fig,) = [f for f in figures if getattr(f, "_suptitle", None) is not None]
+    title = fig._suptitle.get_text()
+    labels = [text for ax in fig.axes for text in (ax.get_title(), ax.get_xlabel(), ax.get_ylabel())]
+    assert title == "gemmshim: 6 GEMM calls (times from the CPU stand-in, not a GPU)", title
+    assert "stand-in us per call" in labels and "stand-in time, ms (total over the run)" in labels, labels
+    assert not any("GPU" in text.replace("not a GPU", "") for text in labels), labels
+    plt.close(fig)
+
+
 @pytest.mark.parametrize("prefix, base_prefix, executable, hint", [
     # A virtual environment (sys.prefix is not sys.base_prefix): its own pip.
     ("/tmp/venv", "/usr", "/tmp/venv/bin/python", "in this virtual environment: /tmp/venv/bin/python -m pip install "
@@ -478,7 +529,7 @@ def test_steps_and_expectations(tmp_path):
 
 def test_records_lost_notices_are_counted_not_bad(tmp_path):
     # log.c writes {"event":"records_lost",...} where a writer that fell
-    # behind dropped records (README, "What the log guarantees").
+    # behind dropped records (docs/log.md, "What can be lost, and when").
     p = tmp_path / "log.jsonl"
     p.write_text(rec(seq=1, dur_ns=5) + "\n" +
                  '{"event":"records_lost","lost":7,"first_seq":2,"last_seq":8,"why":"x"}\n' + rec(seq=9, dur_ns=5) + "\n")

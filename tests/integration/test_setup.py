@@ -68,11 +68,11 @@ def fake(tmp_path):
     return run
 
 
-def readme_packages():
-    """The packages the README's opening says the set-up installs."""
-    text = (ROOT / "README.md").read_text()
+def documented_packages():
+    """The packages docs/setup-and-tests.md ("Set-up") says the set-up installs."""
+    text = (ROOT / "docs" / "setup-and-tests.md").read_text()
     m = re.search(r"installs the Debian packages that are missing\n\(`([^`]*)`\)", text)
-    assert m, "README: the set-up's package list is not where the opening names it"
+    assert m, "docs/setup-and-tests.md: the set-up's package list is not where its Set-up section names it"
     return m[1].split()
 
 
@@ -89,9 +89,9 @@ def toolkit_present():
 def test_everything_present(fake):
     r, queried, apt = fake()
     assert (r.returncode, r.stdout, r.stderr) == (0, "", ""), r
-    # Every package is checked once, and the README names the same ones.
+    # Every package is checked once, and docs/setup-and-tests.md names the same ones.
     assert len(set(queried)) == len(queried)
-    assert sorted(queried) == sorted(readme_packages())
+    assert sorted(queried) == sorted(documented_packages())
     assert apt == []
     assert fake.stamp.read_text() == stamp_text()
 
@@ -112,7 +112,7 @@ def test_stamp_is_per_interpreter(fake):
     assert fake()[0].returncode == 0
     # Another interpreter: checked again (and refused: it lacks pytest).
     r, queried, _ = fake(python=fake.bindir / "python-without-pytest")
-    assert r.returncode == 1 and sorted(queried) == sorted(readme_packages())
+    assert r.returncode == 1 and sorted(queried) == sorted(documented_packages())
 
 
 def test_not_root_prints_the_command(fake):

@@ -56,7 +56,7 @@ def whole_lines(path, killed=False):
 def assert_quiet(stderr, may_lose=False):
     """Nothing from the stand-in (where a GPU would fault) or the shim, but
     (may_lose) the one warning at exit that counts the records dropped
-    (README, "What the log guarantees"). Returns that count."""
+    (docs/log.md, "What can be lost, and when"). Returns that count."""
     assert "standin:" not in stderr, stderr
     lines = [l for l in stderr.splitlines() if "gemmshim " in l]
     if not lines:
@@ -69,7 +69,7 @@ def assert_quiet(stderr, may_lose=False):
 def split_log(recs):
     """Call records, and the seq numbers the log says it lost: a writer that
     fell behind drops records and writes {"event":"records_lost","lost":N,
-    "first_seq":A,"last_seq":B} in their place (README)."""
+    "first_seq":A,"last_seq":B} in their place (docs/log.md)."""
     calls = [x for x in recs if "event" not in x]
     lost, total = set(), 0
     for x in recs:

@@ -1,5 +1,5 @@
 /* Which routed calls GEMMSHIM_COMPARE runs native as well (compare.c's
- * compare_due): a site's first call and then every Nth (README's options
+ * compare_due): a site's first call and then every Nth (docs/environment.md's options
  * table), and, where sites share a set of the table, no more than the
  * bound compare.c states (2C/N + sets * (ways + 1) over C calls), never
  * every call. Exact counts, with sites chosen to share one set. */

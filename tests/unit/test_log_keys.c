@@ -1,7 +1,8 @@
 /* test_log_keys.c: the keys the routing log's format page
- * (docs/log-format.md) and the README's key table list are the log's own,
- * GS_LOG_FIELDS (log_format.h), in its order: the code holds the one list,
- * and a key added, removed or moved there without the pages fails here.
+ * (docs/log-format.md) lists are the log's own, GS_LOG_FIELDS
+ * (log_format.h), in its order, and those docs/log.md explains are some of
+ * them, in the same order: the code holds the one list, and a key added,
+ * removed or moved there without the pages fails here.
  * Each page is read from the source tree (the test runs from its root);
  * the keys are the backquoted names in the first column of the table's
  * rows, in the order they stand. */
@@ -77,9 +78,20 @@ static void test_format_page_lists_every_key_in_order(void **state) {
   check_page("docs/log-format.md", "## Keys");
 }
 
-static void test_readme_lists_every_key_in_order(void **state) {
+/* docs/log.md explains some keys and links the format page for all of
+ * them: each key it names is one the log writes, in the log's order. */
+static void test_log_page_names_log_keys_in_order(void **state) {
   (void)state;
-  check_page("README.md", "## The routing log");
+  char keys[64][32];
+  size_t n = table_keys("docs/log.md", "## Fields", keys, 64), at = 0;
+  if (n == 0 || n > 64) fail_msg("docs/log.md: %zu keys in the table under '## Fields'; expected 1 to 64", n);
+  for (size_t i = 0; i < n; i++) {
+    while (at < N_KEYS && strcmp(log_keys[at], keys[i]) != 0) at++;
+    if (at == N_KEYS)
+      fail_msg("docs/log.md: key %zu '%s' is not a key the log writes, or stands out of its order (GS_LOG_FIELDS)",
+               i + 1, keys[i]);
+    at++;
+  }
 }
 
 /* The list itself: 44 keys, the first one always written (format_body
@@ -97,7 +109,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_key_list),
       cmocka_unit_test(test_format_page_lists_every_key_in_order),
-      cmocka_unit_test(test_readme_lists_every_key_in_order),
+      cmocka_unit_test(test_log_page_names_log_keys_in_order),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,7 +1,7 @@
 """gemmshim report: what a routing log (GEMMSHIM_LOG) says about where GEMM time went.
 
   gemmshim report LOG [LOG ...] [--trace OUT.json] [--plot OUT.png] [--json OUT]
-                  [--top N] [--steps TRAIN_JSON] [expectations]
+                  [--top N] [--steps TRAIN_JSON] [--standin] [expectations]
 
 LOG may be a glob ('/tmp/gs-*.jsonl'): one file per process, as `%p` or `%r`
 in GEMMSHIM_LOG gives for every rank of a torchrun job. Without options it
@@ -21,6 +21,12 @@ the native run's (`native_gpu_ns`).
   --plot OUT.png     time by route and shape, time per call over the run,
                      and each route's measured speedup (GEMMSHIM_COMPARE)
   --json OUT         the summary as JSON ('-': on stdout, tables not printed)
+  --standin          the logs were written over the CPU stand-in (make demo,
+                     the tests), whose "GPU" times are the CPU's time for each
+                     call's work: the report says so first, and its tables and
+                     plot call them stand-in times, never GPU times. A log
+                     whose header line names a stand-in device ("Standin GPU")
+                     is treated so without it.
 
 The logs are read one line at a time: without --plot, memory stays bounded
 by the number of distinct shapes, sites and reasons, not by the log's size.

@@ -15,7 +15,7 @@ from . import __doc__ as USAGE
 from .expect import Expectations, count_failures, parse_expectation, step_starts
 from .plot import PlotData, install_hint, write_plot
 from .read import BadLines, expand_logs, read_records
-from .summary import Summary, print_summary, print_table
+from .summary import Summary, print_summary, print_table, standin_devices
 from .trace import TraceWriter, trace_origin
 from .verdict import verdict_lines
 
@@ -48,6 +48,9 @@ def main(argv=None):
     ap.add_argument("--trace", metavar="OUT.json", help="write a Chrome trace event file (Perfetto, chrome://tracing)")
     ap.add_argument("--plot", metavar="OUT.png", help="write a picture of where the time went (matplotlib)")
     ap.add_argument("--json", metavar="OUT", help="write the summary as JSON to OUT ('-': stdout, no tables)")
+    ap.add_argument("--standin", action="store_true",
+                    help="the logs come from the CPU stand-in (make demo, the tests) though they have no header line "
+                         "saying so: their times are CPU emulation, and the tables and plot say so")
     ap.add_argument("--top", type=int, default=10, help="rows of the shape, site and reason tables (default 10)")
     ap.add_argument("--steps", metavar="TRAIN_JSON", help="train.py output whose summary line has step_start_ns")
     ap.add_argument("--expect", action="append", default=[], type=parse_expectation, metavar="API=ROUTE[/BACKEND]",
@@ -127,6 +130,7 @@ def main(argv=None):
     s["bad_lines"] = {p: {"count": b.count, "first_line": b.first, "why": b.first_why} for p, b in bad.items() if b.count}
     s["records_lost"] = {p: b.lost for p, b in bad.items() if b.lost}
     s["processes"] = processes(bad)
+    s["standin"] = args.standin or bool(standin_devices(s["processes"]))
     if starts:
         s["steps"] = summary.steps_json()
 

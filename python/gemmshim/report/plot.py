@@ -10,6 +10,7 @@ import os
 import sys
 
 from .read import num
+from .summary import STANDIN_TITLE, device_word
 
 
 class PlotData:
@@ -91,14 +92,13 @@ def write_plot(path, summary, all_shapes, data, top):
     import numpy as np
 
     by_gpu = summary["time_sorted_by"] == "gpu_ns"
-    what = "GPU time" if by_gpu else "host time (no gpu_ns in the log)"
+    standin = summary.get("standin", False)
+    dev = device_word(summary)
+    what = f"{dev} time" if by_gpu else "host time (no gpu_ns in the log)"
     compare = summary["compare"]
     nrows = 3 if compare else 2
     fig, axes = plt.subplots(nrows, 1, figsize=(11, 4.2 * nrows), constrained_layout=True)
-    standin = any(str(d.get("name", "")).startswith("Standin")
-                  for p in summary.get("processes", ()) for d in p["devices"])
-    fig.suptitle(f"gemmshim: {summary['calls']} GEMM calls"
-                 + (" (times from the CPU stand-in, not a GPU)" if standin else ""))
+    fig.suptitle(f"gemmshim: {summary['calls']} GEMM calls" + (f" ({STANDIN_TITLE})" if standin else ""))
 
     # 1. time by shape, one bar segment per route.
     ax = axes[0]
@@ -152,7 +152,7 @@ def write_plot(path, summary, all_shapes, data, top):
         ax.set_yscale("log")
         ax.legend(title="route")
     ax.set_xlabel("seconds since the first call")
-    ax.set_ylabel(f"{'GPU' if by_gpu else 'host'} us per call")
+    ax.set_ylabel(f"{dev if by_gpu else 'host'} us per call")
     ax.set_title(f"{what} per call over the run")
 
     # 3. measured speedup per shape (GEMMSHIM_COMPARE=1).
@@ -166,7 +166,8 @@ def write_plot(path, summary, all_shapes, data, top):
         positive = [v for v in vals if v > 0]
         if positive and max(positive + [1.0]) / min(positive + [1.0]) > 20:
             ax.set_xscale("log")
-        ax.set_xlabel("native GPU time / route GPU time (>1: the route is faster); n: compared calls")
+        ax.set_xlabel(f"native {dev} time / route {dev} time (>1: the route is faster"
+                      f"{' on the stand-in, not a GPU' if standin else ''}); n: compared calls")
         ax.set_title(title)
     fig.savefig(path, dpi=110)
     plt.close(fig)

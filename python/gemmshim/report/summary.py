@@ -237,16 +237,34 @@ def time_cols(d):
 
 
 TIME_HDR = ("host ms", "host us/call", "gpu ms", "gpu us/call")
+# Logs written over the CPU stand-in (make demo, the tests): their "GPU"
+# times are the CPU's time for each call's work. The report says so first,
+# and no table or axis calls them GPU times. Known from the header line of
+# the process that wrote them (a device named "Standin GPU ..."), or said
+# with --standin for a log without headers.
+STANDIN_TITLE = "times from the CPU stand-in, not a GPU"
+STANDIN_TIME_HDR = ("host ms", "host us/call", "stand-in ms", "stand-in us/call")
+
+
+def standin_devices(processes):
+    """The stand-in's device names in the processes' header lines."""
+    return sorted({str(d.get("name")) for p in processes for d in p["devices"]
+                   if str(d.get("name", "")).startswith("Standin")})
+
+
+def device_word(s):
+    """What the report calls the time in gpu_ns: 'GPU', or 'stand-in'."""
+    return "stand-in" if s.get("standin") else "GPU"
 
 
 def print_summary(out, s, files, bad, top, verdict=()):
     """The header, the notes on each file's bad and lost lines, the verdict
     (its lines, verdict.py's), then the tables."""
     print(f"routing log: {s['calls']} calls from {len(files)} file(s)", file=out)
-    standin = sorted({str(d.get("name")) for p in s.get("processes", ()) for d in p["devices"]
-                      if str(d.get("name", "")).startswith("Standin")})
-    if standin:
-        print(f"  warning: these times come from the CPU stand-in ({', '.join(standin)}), not a GPU: they check "
+    standin = standin_devices(s.get("processes", ()))
+    if standin or s.get("standin"):
+        names = f" ({', '.join(standin)})" if standin else ""
+        print(f"  warning: these times come from the CPU stand-in{names}, not a GPU: they check "
               "the machinery, not speed", file=out)
     per_file = collections.Counter(p["file"] for p in s.get("processes", ()))
     for path, n in per_file.items():
@@ -263,15 +281,17 @@ def print_summary(out, s, files, bad, top, verdict=()):
         print("verdict:", file=out)
         for line in verdict:
             print(f"  {line}", file=out)
-    by = "GPU" if s["time_sorted_by"] == "gpu_ns" else "host"
+    dev = device_word(s)
+    hdr = STANDIN_TIME_HDR if s.get("standin") else TIME_HDR
+    by = dev if s["time_sorted_by"] == "gpu_ns" else "host"
     print_table(out, "calls by entry point, route, backend:",
                 [(d["api"], d["route"], d["backend"] or "-", d["calls"], *time_cols(d))
                  for d in s["by_api_route_backend"]],
-                ("api", "route", "backend", "calls", *TIME_HDR))
+                ("api", "route", "backend", "calls", *hdr))
     print_table(out, "reasons (route that ran, and why):",
                 [(d["route"], d["backend"] or "-", d["calls"], *time_cols(d), d["reason"])
                  for d in s["by_route_reason"][:top]],
-                ("route", "backend", "calls", *TIME_HDR, "reason"))
+                ("route", "backend", "calls", *hdr, "reason"))
     print_table(out, "declined (decided one route, ran another):",
                 [(d["api"], d["decided"], d["ran"], d["calls"], d["reason"]) for d in s["declines"][:top]],
                 ("api", "decided", "ran", "calls", "reason"))
@@ -280,20 +300,22 @@ def print_summary(out, s, files, bad, top, verdict=()):
     print_table(out, f"top shapes by {by} time:",
                 [(d["route"], d["calls"], d["sites"], *time_cols(d),
                   ms(d["gpu_ns_kernels"]) if d["gpu_calls"] else "-", d["shape"]) for d in s["shapes"]],
-                ("route", "calls", "sites", *TIME_HDR, "shim kernels ms", "shape"))
+                ("route", "calls", "sites", *hdr, "shim kernels ms", "shape"))
     print_table(out, f"top call sites by {by} time:",
                 [(d["site"], d["route"], d["api"], d["calls"], *time_cols(d), d["shape"]) for d in s["top_sites"]],
-                ("site", "route", "api", "calls", *TIME_HDR, "shape"))
+                ("site", "route", "api", "calls", *hdr, "shape"))
     if s["time_sorted_by"] != "gpu_ns":
         print("GPU time: not in the log (run with GEMMSHIM_LOG_GPU_TIME=1)", file=out)
     elif s["gpu_not_measured"]:
-        print("calls without GPU time: " + ", ".join(f"{n} {why}" for why, n in sorted(s["gpu_not_measured"].items())),
+        print(f"calls without {dev} time: " + ", ".join(f"{n} {why}"
+                                                        for why, n in sorted(s["gpu_not_measured"].items())),
               file=out)
     if s["compare"]:
-        print_table(out, "route vs native, the same calls measured both ways (GPU us per call):",
+        print_table(out, f"route vs native, the same calls measured both ways ({dev} us per call):",
                     [(d["route"], "-" if d["device"] is None else d["device"], d["sm"] or "-", d["calls"], d["pairs"],
                       f"{d['route_gpu_ns_mean'] / 1e3:.1f}", f"{d['native_gpu_ns_mean'] / 1e3:.1f}",
                       speedup_text(d["speedup"]), d["shape"]) for d in s["compare"]],
-                    ("route", "device", "sm", "calls", "compared", "route us", "native us", "speedup", "shape"))
+                    ("route", "device", "sm", "calls", "compared", "route us", "native us",
+                     "ratio" if s.get("standin") else "speedup", "shape"))
     elif s["time_sorted_by"] == "gpu_ns":
         print("route vs native: no native measurements in the log (run with GEMMSHIM_COMPARE=1)", file=out)

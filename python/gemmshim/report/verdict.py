@@ -9,7 +9,7 @@ were none to compare.
 
 import collections
 
-from .summary import ms, speedup_text
+from .summary import device_word, ms, speedup_text
 
 NO_COMPARED = "speedup over native: no compared calls (run with GEMMSHIM_COMPARE=1 to measure speedup)"
 
@@ -31,7 +31,7 @@ def time_share_line(s):
     if s["time_sorted_by"] == "gpu_ns":
         timed = sum(r[2] for r in routes.values())
         which = f"all {s['calls']} calls" if timed == s["calls"] else f"{timed} of {s['calls']} calls"
-        what, i = f"GPU time by route (gpu_ns, {which})", 3
+        what, i = f"{device_word(s)} time by route (gpu_ns, {which})", 3
     else:
         what, i = "host time by route (dur_ns; the log has no gpu_ns)", 1
     total = sum(r[i] for r in routes.values())
@@ -43,11 +43,12 @@ def time_share_line(s):
         for route, r in sorted(routes.items(), key=lambda kv: (-kv[1][i], kv[0])))
 
 
-def speedup_line(compare):
+def speedup_line(compare, standin=False):
     """Each route's speedup over native: the native GPU time of its compared
     calls over the route's, summed over the compare table's rows (shapes),
     per GPU where the logs come from more than one (device and sm), as the
-    table is: 'speedup over native (...): ffma 1.29x (2 compared calls)'."""
+    table is: 'speedup over native (...): ffma 1.29x (2 compared calls)'.
+    Over the stand-in (standin) it is a ratio of CPU times, and says so."""
     if not compare:
         return NO_COMPARED
     several = len({(d["device"], d["sm"]) for d in compare}) > 1
@@ -63,6 +64,9 @@ def speedup_line(compare):
         where = f" on device {'-' if device is None else device} sm {sm or '-'}" if several else ""
         parts.append(f"{route}{where} {speedup_text(native_ns / route_ns if route_ns else None)} "
                      f"({calls_text(pairs, 'compared call')})")
+    if standin:
+        return ("stand-in time ratio, native / route (CPU emulation, not a GPU speedup; over the same calls): "
+                + ", ".join(parts))
     return "speedup over native (native GPU time / the route's, over the same calls): " + ", ".join(parts)
 
 
@@ -71,4 +75,4 @@ def verdict_lines(s):
     with the tables' keys)."""
     if not s["calls"]:
         return ["no calls in the log"]
-    return [time_share_line(s), speedup_line(s["compare"])]
+    return [time_share_line(s), speedup_line(s["compare"], s.get("standin", False))]
