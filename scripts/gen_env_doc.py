@@ -131,7 +131,7 @@ NOTES = {
     "GEMMSHIM_MODE": """\
 `fp8` takes bf16 and fp16 GEMMs: fp32 and other types follow the policy
 table (reason `GEMMSHIM_MODE=fp8 takes bf16 and fp16 GEMMs, not fp32 x
-fp32 ones; policy: built-in rule 2 (native)`) unless a rule such as `fp8
+fp32 ones; policy: built-in rule 3 (native)`) unless a rule such as `fp8
 ab=fp32` asks for them. With `ffma` and `fp8`, GEMMs that NVIDIA libraries
 make inside themselves still follow the policy table
 ([policy.md](policy.md#gemms-inside-nvidia-libraries)). The mode replaces
