@@ -87,6 +87,14 @@ ROUTES = OrderedDict(
     ]
 )
 
+# With GPU time on, a call takes its events from a pool the log's writer
+# refills as it reads them (shim/gpu_time.c): how many events a run creates,
+# and so how many contexts it pushes and pops to create them, depends on
+# when the writer ran. For these entries on that route the count is not
+# fixed: the loop checks every fault it reaches, and the table names the
+# outcomes without counting them.
+POOL_TIMED = {("ffma gpu-time", name) for name in ("cuCtxPushCurrent_v2", "cuCtxPopCurrent_v2", "cuEventCreate")}
+
 # The calls the routing log itself makes (looking at its name, opening and
 # checking its file, its buffers, its flusher thread, %h, writing): failing
 # them may lose records.
@@ -319,7 +327,11 @@ class Loop:
                 if n > N_MAX:
                     result["errors"].append(f"[{route}] {entry[0]}: still reached at N={n}")
                     break
-            if n - 1 != calls and not result["errors"]:
+            if (route, entry[0]) in POOL_TIMED:
+                if n - 1 > calls + N_POOL_SLACK and not result["errors"]:
+                    result["errors"].append(f"[{route}] {entry[0]}: reached up to N={n - 1}, far past the "
+                                            f"{calls} calls of the baseline")
+            elif n - 1 != calls and not result["errors"]:
                 result["errors"].append(f"[{route}] {entry[0]}{'+' if persistent else ''}: "
                                         f"reached up to N={n - 1}, but the operation makes {calls} calls")
         return result
@@ -338,6 +350,9 @@ class Loop:
         return results
 
 
+N_POOL_SLACK = 64
+
+
 def markdown(results, routes, table):
     out = ["| call | route | calls made | faults tried | outcomes (runs) |", "|---|---|---|---|---|"]
     unreached = OrderedDict((route, []) for route in routes)
@@ -347,6 +362,10 @@ def markdown(results, routes, table):
             if res["calls"] == 0:
                 unreached[route].append(f"`{name}`")
                 continue
+            if (route, name) in POOL_TIMED:  # counts vary with the log writer's timing (above)
+                outs = "; ".join(sorted(res["outcomes"]))
+                out.append(f"| `{name}` | {route} | varies | varies | {outs.replace('|', '/')} |")
+                continue
             outs = "; ".join(f"{o} ({c})" for o, c in sorted(res["outcomes"].items(), key=lambda x: (-x[1], x[0])))
             out.append(f"| `{name}` | {route} | {res['calls']} | {res['runs']} | {outs.replace('|', '/')} |")
     out.append("")
@@ -354,9 +373,9 @@ def markdown(results, routes, table):
     out.append("")
     for route, names in unreached.items():
         out.append(f"- {route}: {', '.join(names) if names else 'none'}")
-    total = sum(res["runs"] for res in results.values())
+    total = sum(res["runs"] for (name, route), res in results.items() if (route, name) not in POOL_TIMED)
     out.append("")
-    out.append(f"{total} runs in all.")
+    out.append(f"{total} runs in all, besides those of the entries marked varies.")
     return "\n".join(out) + "\n"
 
 
