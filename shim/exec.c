@@ -68,8 +68,8 @@ static int own_memory(void) {
  * forever. Every entry into the shim's code on a program thread is inside
  * cancel_enter/cancel_leave (cancel.c), so a thread already inside one
  * has interrupted the shim: its exec goes straight to libc's function, and
- * what the log still buffers is lost, as it was before this wrapper. A
- * lock another thread holds is released within the flush's bound. */
+ * what the log still buffers is lost, as it would be without the wrapper.
+ * A lock another thread holds is released within the flush's bound. */
 static int before_exec(void) {
   if (!own_memory()) return 0;
   if (cancel_inside()) return 1;
