@@ -6,31 +6,16 @@
  * or pointer-array batches.
  *
  * The work is pure bandwidth: per element one load, a few integer ops, one
- * store. Work is handed out in chunks of GS_CAST_CHUNK = 8 consecutive
- * elements of one column, numbered across columns, batch members and
- * operands, one chunk per thread of a one-dimensional grid: every launched
- * thread but those of the last block has a chunk, whatever the shape, so
- * no shape leaves warps idle. (gridDim.x reaches 2^31 - 1 blocks, 2^42
- * elements; no loop, so nothing is kept live across chunks.)
- * Finding a chunk's column and member takes two divisions by launch
- * constants, done as multiplies (divide.h).
+ * store. Each thread of a one-dimensional grid takes one chunk of
+ * GS_CAST_CHUNK = 8 consecutive elements of a column, so no shape leaves
+ * warps idle, moved as two 4-element vector accesses with both loads
+ * issued before either store (16 bytes on the fp32 side, 8 on the 16-bit
+ * side: whole 32-byte sectors per warp). 6 blocks of 256 threads per SM
+ * keep 16-24 KB of loads in flight, above the ~8 KB that a GTX 1080's
+ * 320 GB/s at an assumed ~500 ns over 20 SMs asks for.
  *
- * A chunk starts at a 4-element boundary of memory and is moved as two
- * 4-element vector accesses, both loads issued before either store: on the
- * fp32 side 16-byte accesses (the widest a thread has), on the 16-bit side
- * 8 bytes, so a warp touches whole 32-byte sectors and each thread has two
- * loads in flight. Eight-element accesses would need 16-byte alignment of
- * the 16-bit side, which fewer matrices meet. A column whose source and
- * destination do not share their offset mod 4 goes element by element
- * (still coalesced), as do the partial groups at a column's ends.
- *
- * ptxas gives these kernels 26-40 registers and no spills on sm_61 (ptxas
- * 12.9) and sm_90 (ptxas 13): 6 blocks of 256 threads fit an SM's 64K
- * registers there, 4 on sm_75 (1024 threads an SM), so each SM keeps 16-24
- * KB of loads in flight widening (twice that narrowing), above the ~8 KB
- * that a GTX 1080's 320 GB/s at an assumed ~500 ns over 20 SMs asks for. Asking for 8 blocks (launch_bounds(256, 8),
- * 32 registers) made ptxas spill. `make perf-report` records the figures
- * per target (docs/perf-static.md). */
+ * Chunks, alignment and register figures: docs/ffma.md, "cast.cu: chunks,
+ * vectors and registers". */
 #include "device.h"
 
 #include "cast.h"

@@ -9,24 +9,12 @@
  * synchronisation. The GEMM of the same call reads scale[parity], the step
  * its operand was quantized with. The host flips parity per call.
  *
- * Rules the fold follows (TransformerEngine's, in AstrAI's step form):
- *   next = max(history) * 2^margin / fmt_max for any finite positive amax
- *   (TE: scale = fmt_max * 2^-margin / amax; the margin is headroom), and a
- *   step too small for a finite reciprocal becomes the smallest one that
- *   has it (TE: an inf scale becomes FLT_MAX);
- *   an amax of 0, inf or NaN is not entered and the scale is kept (TE
- *   enters it: docs/fp8.md says how that differs).
- * A site's first call has no history: gs_fp8_amax_init runs one reduction
- * pass first and publishes scale[parity] from the current amax, so the
- * first quantization is not a guess; it enters nothing in the history (the
- * call's quantize does, once).
+ * The fold follows TransformerEngine's rules in step form, except that an
+ * amax of 0, inf or NaN is not entered. Operands are written in the "TN"
+ * layout, the only one cuBLASLt fp8 accepts.
  *
- * Operands are written in the layout both GEMM backends take ("TN", the
- * only one cuBLASLt fp8 accepts): op(A) as k x m with k contiguous
- * (ld = k), op(B) as k x n with k contiguous (ld = k), batch members
- * k*m (k*n) apart. The quantize kernel transposes where the source's
- * contiguous dimension is not k.
- */
+ * Fold rules, the first call and the layout: docs/fp8.md, "fp8.h: the
+ * fold and the layout". */
 #ifndef GEMMSHIM_FP8_H
 #define GEMMSHIM_FP8_H
 

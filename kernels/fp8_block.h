@@ -2,37 +2,19 @@
  * device.h: __shared__ memory, __syncthreads(), 32-bit atomics and
  * __threadfence(). On the GPU they are the hardware's, through clang's NVPTX
  * builtins (no CUDA headers). In the host build (GS_EMU) a block's threads
- * run as fibers on the calling thread, so a barrier is a real barrier:
+ * run as fibers on the calling thread, so a barrier is a real barrier.
  *
- *   - every thread of a block is a ucontext fiber with its own stack; the
- *     scheduler resumes each runnable fiber until it reaches __syncthreads()
- *     or returns; when all have, the barrier opens. Between two barriers the
- *     threads run in ascending thread order, then descending, alternately,
- *     so that a missing barrier is seen from both sides. Blocks run one
- *     after another, as emu.h runs them.
- *   - __shared__ is `static thread_local`: one copy per host thread, which
- *     all fibers of the running block share (a launch stays on its host
- *     thread, so concurrent launches from different threads do not mix).
- *   - a barrier that not every live thread reaches (one thread returned, or
- *     threads sit at different barrier counts) is a kernel bug that would
- *     hang or misbehave on a GPU; the launch fails with
- *     CUDA_ERROR_LAUNCH_FAILED and a line on stderr.
- *   - faults detected by emu.h's checked accesses (misalignment) end the
- *     launch with that CUresult, as in emu.h.
- *   - fibers switch with sanitizer annotations (ASan's fake stacks, TSan's
- *     fibers), so `make asan` / `make tsan` run the same kernels (ASan
- *     still prints its one warning that swapcontext is not fully
- *     supported; the annotations are what it asks for). TSan
- *     orders every switch, so it reports no races between a block's threads:
- *     two fixed interleavings are all this emulation shows.
- *   - the stacks (256 KiB a thread, touched pages only) and TSan's fibers
- *     are kept per host thread for its next launch; a launch from inside a
- *     running kernel is refused (CUDA_ERROR_NOT_SUPPORTED).
+ * Why: emu.h (the cast kernels' emulation) runs a block's threads one
+ * after another and rejects __syncthreads(); the fp8 kernels need a
+ * barrier, so this file adds a fiber launcher next to it and replaces the
+ * name. Kernels register with GS_FP8_EMU_ENTRY instead of GS_EMU_ENTRY.
+ * Between two barriers the threads run in ascending, then descending
+ * order, so a missing barrier is seen from both sides; a barrier that not
+ * every live thread reaches fails the launch, as it would hang or
+ * misbehave on a GPU.
  *
- * emu.h (the cast kernels' emulation) runs a block's threads one after
- * another and rejects __syncthreads(); this file adds the fiber launcher
- * next to it and replaces the name, so kernels that include it get the
- * barrier. Kernels register with GS_FP8_EMU_ENTRY instead of GS_EMU_ENTRY. */
+ * Fibers, shared memory, sanitizers and stacks: docs/fp8.md, "fp8_block.h:
+ * the host emulation". */
 #ifndef GEMMSHIM_FP8_BLOCK_H
 #define GEMMSHIM_FP8_BLOCK_H
 

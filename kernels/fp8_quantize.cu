@@ -6,35 +6,16 @@
  * publishes the next scale into scale[parity ^ 1]. The amax kernels run the
  * same pass without writing (a site's first call).
  *
- * Bandwidth is the limit: 2 (or 4) bytes in, 1 out per element, against a
- * division and a handful of integer ops. A block takes a 64 x 64 tile of
- * the source as stored; each of its 256 threads moves 2 groups of 8
- * consecutive elements along a column: one 16-byte load (two for fp32,
- * LDG.128, whole 32-byte sectors for a warp of 4 columns x 8 groups) and
- * one 8-byte store. When the source's contiguous dimension is not k, the
- * tile's codes go through shared memory (64 columns x 68 bytes: the 4-byte
- * pad keeps the transposed reads to 2-way bank conflicts) and leave as
- * 8-byte stores along k, a warp writing 4 rows of 64 contiguous bytes.
- * Both groups' loads are issued before either is encoded: 32 bytes (64 for
- * fp32) in flight per thread. Built for 3 blocks per SM
- * (launch_bounds(256, 3): at most 80 registers, which ptxas keeps to with
- * a few bytes of spills on some targets; its figures per target are in
- * docs/perf-static.md): 24-48 KB in flight, above
- * the ~23 KB per SM that an H200's 4.3 TB/s at ~700 ns latency asks for.
- * A GEMM's A and B share one launch: the grid's first blocks take A, the
- * rest B, each operand with its own ring and fold. A grid-stride loop
- * over tiles keeps the grid within limits and the amax in registers until
- * the block's end.
+ * Bandwidth is the limit: 2 (or 4) bytes in, 1 out per element. A block
+ * takes a 64 x 64 tile; each of its 256 threads moves 2 groups of 8
+ * elements along a column (16-byte loads, 8-byte stores, whole sectors per
+ * warp), transposing through padded shared memory when k is not the
+ * contiguous dimension. At 3 blocks per SM that is 24-48 KB in flight,
+ * above the ~23 KB per SM that an H200's 4.3 TB/s at ~700 ns asks for.
+ * The amax fold runs in the last block to finish: no host round trip.
  *
- * The fold: a block's amax goes to one of GS_FP8_AMAX_SLOTS slots (one slot
- * would serialise tens of thousands of blocks' atomics), then a fenced
- * atomic counter names the last block, which takes the slots (exchanging
- * them to 0), enters the amax in the history unless it is 0, inf or NaN,
- * computes max(history) * 2^margin / fmt_max (or keeps the scale) and
- * re-arms the counter. The amax kernels (a site's
- * first call) publish the step of their amax without entering it: the
- * same call's quantize enters it, once. All in-kernel: no host round
- * trip, and the next launch on the stream sees a clean ring. */
+ * Tile, registers and the fold step by step: docs/fp8.md,
+ * "fp8_quantize.cu: tiles and the fold". */
 #include "fp8_block.h"
 #include "fp8_convert.h"
 #include "fp8_kernels.h"

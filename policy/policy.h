@@ -3,37 +3,14 @@
  * the first rule that matches names the route. Pure C: no CUDA calls, no
  * allocation on the matching path, no global state; the shim owns one table.
  *
- * Policy file format (GEMMSHIM_POLICY=path), one rule per line:
+ * Why a table: which route is right for a GEMM depends on its device (an
+ * sm_60-sm_75 GPU has no bf16 tensor cores) and on the GEMM itself, and a
+ * user changes that choice per GPU, shape, caller or call site with a
+ * policy file (GEMMSHIM_POLICY=path), without rebuilding. GEMMs inside
+ * NVIDIA libraries match only rules that name them.
  *
- *     # comment; blank lines are ignored
- *     <route> [key=value ...]          route: native | ffma | fp8 | fp16
- *     builtin off                      drop the built-in rules
- *
- * Keys, each optional (absent = any), each at most once per line:
- *     sm=6.1 | sm=6.0-7.5 | sm=8.9- | sm=-7.5 | sm=any   compute capability
- *                         (sm=any is the same as no sm key)
- *     ab=bf16[,fp16...]   both A and B have a type in the list
- *     c=fp32[,bf16...]    C (and D) type
- *     compute=32f[,...]   cublasComputeType_t (names as in names.h)
- *     api=cublasGemmEx[,cublasLtMatmul...]
- *     caller=app|cusolver[,cublas...]   who made the call (names.h, gs_caller):
- *                         app, the program and its own libraries, or an
- *                         NVIDIA library making GEMMs inside itself.
- *                         Absent = app: GEMMs inside NVIDIA libraries match
- *                         only rules that name them (or caller=any).
- *     m=50257 | k=1024- | n=-64 | batch=2-8   the GEMM's sizes as cuBLAS
- *                         takes them (m rows of op(A) and C; batch 1 for
- *                         the non-batched calls): a value or a range
- *     site=0123456789abcdef[,...]   call-site ids as the routing log prints
- *                         them (at most POLICY_SITES_MAX per rule)
- * A list may be "any" (or "*"). Rules from the file are matched before the
- * built-in ones, unless the file says "builtin off".
- *
- * Built-in rules:
- *     fp16 sm=7.0-7.5 ab=bf16 compute=32f
- *     ffma sm=6.0-6.9 ab=bf16 compute=32f
- *     native
- */
+ * File format, keys and built-in rules: docs/policy.md, "policy.h: the
+ * file format". */
 #ifndef GEMMSHIM_POLICY_H
 #define GEMMSHIM_POLICY_H
 

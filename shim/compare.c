@@ -8,32 +8,15 @@
  * the measured speedup per shape. Which calls: the first of each call site
  * (return address and shape, site.c) and then every GEMMSHIM_COMPARE_EVERY-th.
  *
- * The caller's results are the route's, untouched: the native run writes
- * only the scratch output (C of the GemmEx family, D of cuBLASLt; C is
- * read as the caller's for cuBLASLt, a scratch copy of nothing for GemmEx,
- * whose values do not change a GEMM's time). Calls whose native run would
- * write anything else of the caller's are never compared: pointer-array
- * batches, cuBLASLt epilogues with an auxiliary output, an amax output.
+ * Why a native run beside the route: a route's speedup is measured on the
+ * same GPU, shapes and run. The caller's results stay the route's: the
+ * native run writes only scratch output, and calls whose native run would
+ * write anything else of the caller's are never compared. The number of
+ * compared calls stays bounded even when sites evict each other from the
+ * table.
  *
- * Cost: one more native GEMM per compared call (the first call of each
- * site and 1 in N after), and scratch memory the size of the output,
- * stream-ordered and bounded by the route's own GEMMSHIM_*_MAX_BYTES.
- *
- * Which calls, exactly (compare_due): a site's calls are counted in a
- * table of COMPARE_SETS sets of COMPARE_WAYS sites each, its set chosen by
- * its id. While a site keeps its place, its calls 1, N+1, 2N+1, ... are
- * compared. A site new to a set with no free place takes the place of the
- * set's least recently called site, and is compared only if no such
- * newcomer was in the set's last N calls: sites that keep evicting each
- * other (more than COMPARE_WAYS busy sites in one set) cannot make each
- * other compare on every call. Worst case, over a run of C routed calls:
- * at most 2C/N + COMPARE_SETS * (COMPARE_WAYS + 1) compared calls (per
- * set: a kept site's compare follows N calls of its own, at most one
- * newcomer's in N calls of the set plus the first, and the first call of
- * each free place), against C/N plus one per site without evictions.
- * The price: the first call of a site that arrives in a full set just
- * after another newcomer is not compared (its N+1-th call is, if it keeps
- * its place). */
+ * Outputs, cost and the worst-case bound: docs/profiling.md,
+ * "compare.c: which calls, at what cost". */
 #define _GNU_SOURCE
 #include <pthread.h>
 #include <stdint.h>

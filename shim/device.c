@@ -232,7 +232,7 @@ const char *device_of_call(gs_call *c) {
   void *cached = NULL;
   unsigned long long id = 0;
   /* A failed cuStreamGetId is not the call's failure: the stream is then
-   * asked for its context as before. */
+   * asked for its context (cuStreamGetCtx), as a stream without an id is. */
   if (!special_stream(g->stream) && gs_sys.cuStreamGetId &&
       (GS_CALL(cuStreamGetId, (CUstream)g->stream, &sid) != CUDA_SUCCESS))
     sid = 0;

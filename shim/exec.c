@@ -1,39 +1,16 @@
 /* exec.c: the exec family, wrapped so that the routing log's buffered
  * records reach the file before the process image is replaced.
  *
- * execve and its relatives replace the image without running atexit
+ * Why: execve and its relatives replace the image without running atexit
  * handlers or destructors (execve(2)), so whatever log.c still buffers (up
- * to a second of records) would go with it. Each wrapper flushes the log
- * (log_flush_before_exec: bounded as at exit, so a reader that stopped
- * cannot hold the exec up for good) with cancellation off (cancel.c), gives
- * the caller's errno back, and calls libc's function of the same name with
- * the same arguments: its return value and errno are the caller's, and
- * nothing else differs. The debug output is not buffered (each message is
- * one write, debug.c): nothing to flush there. The variadic execl, execlp
- * and execle build their argument array as glibc does (posix/execl.c: on
- * the stack, E2BIG past INT_MAX arguments) and call execv, execvp and
- * execve.
+ * to a second of records) would go with it. Each wrapper flushes the log,
+ * bounded and with cancellation off, then calls libc's function of the
+ * same name: its return value and errno are the caller's. A child of vfork
+ * or clone(CLONE_VM) (whose memory is its parent's), or of a fork that ran
+ * no fork handlers (whose buffers hold its parent's records), goes
+ * straight to libc: it takes no lock and writes nothing.
  *
- * A child of vfork, or of clone(CLONE_VM) (posix_spawn's), shares its
- * parent's memory: the shim's locks, buffers and the parent thread's
- * cancellation state. It must take no lock (another thread of the parent may
- * hold it, or wait for a write that never ends) and write nothing, and vfork
- * runs no fork handler to tell the shim. Such a child has a pid of its own
- * while the shim's memory still holds the parent's (exec_pid, noted at load
- * and by the fork handler in a forked child): then the wrapper goes straight
- * to libc's function, reading memory and writing none. So does a child of a
- * fork that ran no fork handlers (_Fork, a raw clone): its buffers hold its
- * parent's records, which are not its to write.
- *
- * glibc's own callers of exec do not come here: posix_spawn (and system,
- * which uses it) run their child through __execve / __execvpex, and execvp,
- * execvpe, execl and friends call __execve, all internal to libc
- * (sysdeps/unix/sysv/linux/spawni.c, posix/execl.c): a spawned child never
- * flushes the parent's memory, and no exec is flushed twice.
- *
- * libc's functions are found at load (exec_init) with dlsym(RTLD_NEXT):
- * the names here are the shim's own, so a static binding in sys.c would
- * find these wrappers. */
+ * Guarantees: docs/reliability.md, "Exec". */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <errno.h>
@@ -91,8 +68,8 @@ static int own_memory(void) {
  * forever. Every entry into the shim's code on a program thread is inside
  * cancel_enter/cancel_leave (cancel.c), so a thread already inside one
  * has interrupted the shim: its exec goes straight to libc's function, and
- * what the log still buffers is lost, as it was before this wrapper. A
- * lock another thread holds is released within the flush's bound. */
+ * what the log still buffers is lost, as it would be without the wrapper.
+ * A lock another thread holds is released within the flush's bound. */
 static int before_exec(void) {
   if (!own_memory()) return 0;
   if (cancel_inside()) return 1;

@@ -9,48 +9,15 @@
  * queries the events (cuEventQuery), never waits on the caller's stream,
  * and holds a record whose work has not finished until it has.
  *
- * Events come from a pool per context: a call takes two (four when a route
- * marks its GEMM, one more for a GEMMSHIM_COMPARE run) and the flusher gives
- * them back once read, so in steady state no event is created. A context
- * that goes away (reset) leaves its pool slot and events behind; its
- * successor, with a new context id, gets a new slot, and past POOL_CTXS
- * contexts events are created and destroyed per call. They are created with default flags (timing
- * on, no blocking sync).
+ * Events come from a pool per context, so in steady state none is
+ * created. Events of a destroyed or reset context are never queried (their
+ * handles may belong to new events, possibly the program's), nothing is
+ * recorded under graph capture (it would change the user's graph), and
+ * events are read in RELAXED capture mode, so a read never invalidates
+ * another thread's capture.
  *
- * A context destroyed or reset before the writer read a call's events took
- * them with it (cuCtxDestroy: "all resources allocated in the context are
- * destroyed"), and their handles may already belong to events created
- * since, possibly the program's own. So the writer first asks whether the
- * call's context still is the one with the call's context id (cuCtxGetId:
- * a new context at the same address has a new id) and otherwise neither
- * queries nor destroys the events: the record says "context destroyed
- * before its events were read". A context destroyed between that check
- * and the query is not caught; the query then fails as with any other
- * handle the driver no longer knows. Under graph capture nothing is recorded: an event
- * recorded during capture becomes a node of the graph (CUDA driver API,
- * cuEventRecord), which would change the user's graph; the record says
- * "graph capture" instead.
- *
- * Reading events while another thread captures a graph: cuEventQuery is a
- * "potentially unsafe" call, which a thread in the default GLOBAL capture
- * mode may not make while any other thread has a capture begun in GLOBAL
- * mode (cuda.h, cuThreadExchangeStreamCaptureMode); made, it fails and
- * invalidates that capture: the user's graph. A thread in RELAXED mode "is
- * not prohibited from potentially unsafe API calls" (the events read here
- * were never recorded in a capture: record() skips capturing streams, and
- * RELAXED still refuses those). So the log's writer thread puts itself in
- * RELAXED mode once, for its life (the mode is per thread), and any other
- * thread that reads events (a flush on a recording thread) does so in
- * RELAXED mode and then restores its own, as PyTorch's NCCL watchdog does
- * around its event queries (pytorch pull requests 105182, 148594).
- *
- * Semantics relied on (CUDA driver API reference, event management):
- * cuEventRecord captures the stream's work so far and completes when that
- * work has; cuEventQuery returns CUDA_SUCCESS once it has and
- * CUDA_ERROR_NOT_READY before; cuEventElapsedTime gives milliseconds
- * between two completed events (about 0.5 us resolution) and
- * CUDA_ERROR_NOT_READY if either has not completed; re-recording an event
- * replaces its previous capture. */
+ * Pool, contexts, capture and event semantics: docs/profiling.md,
+ * "gpu_time.c: events". */
 #define _GNU_SOURCE
 #include <pthread.h>
 #include <stdlib.h>

@@ -10,20 +10,12 @@
  * matched to its routing-log record. The name's shape and types are written
  * as `gemmshim report` writes them (python/gemmshim/report/read.py, shape_text).
  *
- * NVTX v3 is header-only: nothing is linked. Its first call looks for a
- * tool through NVTX_INJECTION64_PATH and dlopens it; without one, every
- * NVTX function becomes a no-op. The shim goes further: unless that
- * variable is set when the library loads, it makes no NVTX call at all, so
- * a call without a tool pays one test of a flag. (A tool linked statically
- * into a program, the header's other way in, cannot reach the shim's
- * private copy of the NVTX state anyway: exports.map keeps it local.)
+ * NVTX v3 is header-only; unless NVTX_INJECTION64_PATH is set when the
+ * library loads, the shim makes no NVTX call at all, so a call without a
+ * tool pays one test of a flag.
  *
- * The range opens where the call's work starts (nvtx_call_begin, from
- * call_work_begin): once a route has its transient memory, before its first
- * launch; or before the native call. A route that declines before that
- * (the common case: a check failed, the memory bound was hit) leaves no
- * range of its own; one that fails after (a launch failure) keeps its
- * range's name while native runs inside it, and the log says why. */
+ * Tool lookup and where the range opens: docs/profiling.md, "nvtx.c:
+ * ranges". */
 #define _GNU_SOURCE
 #include <inttypes.h>
 #include <pthread.h>

@@ -31,11 +31,11 @@ static uint64_t fnv(uint64_t h, const void *data, size_t n) {
  *
  * 8 sets of 4, most recent first, the set chosen by a multiplicative hash
  * of the address: a program's few hot callers may lie any distance apart
- * (a direct-mapped table indexed by address bits put two callers 512 bytes
- * apart in one slot, and asked the loader on every call). Five hot callers
- * in one set still miss; with a uniform hash, 6 callers do so with a
- * chance of about 0.15%, 8 about 1% (estimates). 768 bytes of static TLS,
- * as before. */
+ * (a direct-mapped table indexed by address bits would put two callers 512
+ * bytes apart in one slot, and ask the loader on every call). Five hot
+ * callers in one set still miss; with a uniform hash, 6 callers do so with
+ * a chance of about 0.15%, 8 about 1% (estimates). 768 bytes of static
+ * TLS. */
 #define CALLER_SETS 8
 #define CALLER_WAYS 4
 typedef struct caller_entry {

@@ -1,38 +1,17 @@
 /* cancel.c: the shim's own code runs with thread cancellation disabled.
  *
- * A thread of the program cancelled with pthread_cancel (deferred
- * cancellation, the default) acts on the request at the next cancellation
- * point it reaches (pthreads(7), "Cancellation points"): write, poll, open,
- * close, pthread_cond_wait and pthread_cond_timedwait, pthread_join, ...
- * The shim makes such calls while it holds its locks (the routing log's
- * mutex, which a condition wait re-acquires before the thread unwinds; the
- * debug output's lock; a scratch slot's lock), and a thread that unwound
- * there would leave the lock held: every later GEMM or message of the
- * process would wait for it forever. So every entry into the shim's code on
- * a thread of the program (the hooked calls, the handle and dlsym hooks,
- * load and exit, the fork handlers, debug messages, the exec wrappers) is
- * bracketed by cancel_enter and cancel_leave: the outermost enter disables
- * cancellation (pthread_setcancelstate(PTHREAD_CANCEL_DISABLE)), the
- * matching leave gives the thread back the state it had. A request made
- * meanwhile stays pending and acts at the thread's next cancellation point
- * once the state is enabled again (POSIX, pthread_setcancelstate): in the
- * program's own code, after the shim's call has returned. (A thread of the
- * asynchronous type acts on it in cancel_leave, after everything else, as
- * a cancelled thread: see there.)
+ * Why: a thread cancelled with pthread_cancel acts on the request at its
+ * next cancellation point (write, poll, open, pthread_cond_wait, ...), and
+ * the shim makes such calls while it holds its locks (the routing log's
+ * mutex, the debug output's lock, a scratch slot's lock). A thread that
+ * unwound there would leave the lock held, and every later GEMM or message
+ * of the process would wait for it forever. So every entry into the
+ * shim's code on a program thread is bracketed by cancel_enter and
+ * cancel_leave, counted per thread: the outermost pair disables
+ * cancellation and gives the thread back its own state; a request made
+ * meanwhile acts in the program's own code.
  *
- * Nesting is counted per thread: a hooked call cuBLAS makes inside a call
- * the shim forwards, a message from inside a call, the fork handlers of a
- * fork. Only the outermost pair changes the state, so an inner leave never
- * enables cancellation while the shim's code still runs.
- *
- * Failure. pthread_setcancelstate has none for valid arguments (POSIX lists
- * EINVAL for an invalid state only); the fault loop injects one. A failed
- * disabling call leaves the thread's state as the program set it: the
- * shim's code runs as it did before this file existed, and the matching
- * leave changes nothing. The restoring call uses the table's binding but
- * not fault injection: it undoes the shim's own change, and a failure
- * there would leave the program's thread unable to be cancelled for good.
- * errno is the caller's on return from either. */
+ * Guarantees: docs/reliability.md, "Cancellation". */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <pthread.h>

@@ -104,10 +104,10 @@ static int write_line(const gs_file *f, const char *buf, size_t len) {
 
 static void warn_stderr(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
-/* The debug file refused a line: every message from now on goes to
- * stderr, this one included, after one warning there (the warning used to
- * be lost with the rest). The descriptor is left open: another thread may
- * be writing its copy of it. */
+/* The debug file refused a line: every later message goes to stderr, this
+ * one included, after one warning there, so that the refusal itself is
+ * seen where the messages go. The descriptor is left open: another thread
+ * may be writing its copy of it. */
 static void file_refused(const gs_file *f, const char *line, size_t len, int err) {
   pthread_mutex_lock(&debug_lock);
   char q[GS_QUOTE_BUF], ebuf[128];

@@ -25,8 +25,8 @@ int gs_sys_lookup(const char *name, size_t len) {
  * The whole value is checked before anything is armed: a value refused
  * (pass-through) arms nothing, so a typo in its second entry does not leave
  * its first one failing calls. A name given twice is refused: which count
- * was meant cannot be told, and the later one used to replace the first
- * silently. */
+ * was meant cannot be told, and keeping either would silently drop the
+ * other. */
 int gs_fault_parse(const char *spec, char *err, size_t errlen) {
   unsigned want_n[GS_SYS_COUNT] = {0};
   int want_persistent[GS_SYS_COUNT] = {0};

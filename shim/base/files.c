@@ -1,78 +1,17 @@
 /* files.c: how the shim opens and writes the files a user names for it
  * (the routing log, the debug output) and waits on the ones it reads.
  *
- * The shim runs in every process a job starts (shells, compilers, daemons
- * that close every descriptor), so a file it writes must never cost the
- * host anything or touch a file the user did not mean:
+ * Why: the shim runs in every process a job starts (shells, compilers,
+ * daemons that close every descriptor), so a file it writes must never
+ * cost the host anything or touch a file the user did not mean. So a file
+ * is only appended to, in whole lines, never truncated; only regular
+ * files, FIFOs, terminals and a few named devices are opened (opening a
+ * device runs its driver's open); a descriptor the user names is
+ * duplicated, checked before each write, and never blocks the program;
+ * SIGPIPE and SIGXFSZ never end the host; a line cut short by a full disk
+ * is made one bad line, and its record is written again.
  *
- *  - Opened O_NOFOLLOW (a final symbolic link is refused: it could point
- *    at anything), O_CLOEXEC, O_NONBLOCK (a FIFO with no reader fails at
- *    once with ENXIO instead of blocking in open), O_APPEND and never
- *    O_TRUNC: a file is only ever added to, in whole lines, so a process
- *    cannot wipe what another wrote, whichever of them created it.
- *  - Found without being opened (O_PATH) and looked at first, then opened
- *    only when it is a regular file (or nothing yet, then created), a
- *    FIFO, a terminal, /dev/null, /dev/full or /dev/kmsg: the user named
- *    it, so writing lines to it is what was asked. Anything else is
- *    refused unopened: a directory, a socket, a symbolic link, a block
- *    device, and any other character device, since opening a device runs
- *    its driver's open, which acts on it (a tape rewinds at close, a
- *    watchdog arms, /dev/ptmx makes a new terminal). The file checked is
- *    the file opened (open_by_name). O_NOCTTY: a terminal opened by a
- *    process without a controlling terminal would otherwise become its
- *    controlling terminal (open(2)), so the program's job control would
- *    change.
- *  - /dev/stdout, /dev/stderr, /dev/fd/N and /proc/self/fd/N are links by
- *    nature and name a descriptor the user plainly means: that descriptor
- *    is duplicated rather than the link followed, so a regular file behind
- *    it shares the program's offset and neither overwrites the other. The
- *    number is resolved once, at the first open (gs_file.named): once the
- *    program has closed it, the number may be any file of the program's,
- *    so the log is never opened by that number again.
- *  - Before each write, fstat checks the descriptor still is the file that
- *    was opened (device and inode). A program that closed it and opened a
- *    file of its own under the same number gets nothing written into it.
- *    (A close and reopen between the check and the write cannot be seen;
- *    the window is one system call.)
- *  - SIGPIPE and SIGXFSZ are blocked on the writing thread around each
- *    write, and one the write raised is taken back: a reader that went away
- *    is EPIPE for the shim, a file past the size limit (ulimit -f) is EFBIG
- *    (signal(7): with SIGXFSZ blocked the write fails with EFBIG), never
- *    the end of the host (the default action of both is to end it, losing
- *    its buffered output).
- *  - A write never blocks. A file opened by name has its own open file
- *    description, opened O_NONBLOCK. A duplicated descriptor shares the
- *    program's description and its flags (fcntl(2): O_NONBLOCK is a flag
- *    of the description), so setting O_NONBLOCK on it would change how the
- *    program's own writes behave; instead:
- *      - a pipe, FIFO or pseudo-terminal gets a description of its own,
- *        opened O_NONBLOCK through /proc/self/fd (proc(5): opening that
- *        link opens the file itself, a new description of the same pipe
- *        or terminal);
- *      - a socket is written with send(MSG_DONTWAIT | MSG_NOSIGNAL), which
- *        does not block (send(2)) whatever the description's flags;
- *      - a regular file does not block on write;
- *      - what remains (no /proc, another kind of terminal) is written after
- *        poll() in pieces of at most PIPE_BUF bytes: a pipe with room for
- *        one takes it at once (pipe(7)); a terminal that stops reading can
- *        still block the flusher thread, and the exit then waits for it at
- *        most its budget (log.c).
- *  - A pipe, FIFO or terminal is written in whole lines of at most PIPE_BUF
- *    bytes: such a write to a pipe is atomic (POSIX write(2)), so it never
- *    interleaves with another process's line.
- *  - A write to a regular file that stopped short (a full disk, the size
- *    limit: POSIX write(2) writes what fits, then fails) leaves the file
- *    ending inside a line, and nothing is ever truncated back. The next
- *    writer's first line lands on the end of it. For the routing log (one
- *    write at a time per description: gs_file.tail) the writer looks, after
- *    its write, at the byte before where its write landed; that byte is
- *    final (O_APPEND: no other write comes between the seek to the end and
- *    the write, POSIX write(2)), so
- *    there is no race with another process's write in progress. If it is
- *    not a newline, the glued line is one bad line (readers skip and count
- *    it) and its record is written again, whole, after the rest. The debug
- *    file, written by many threads at once, looks once, when it is opened
- *    (file_end_cut_line): a newline ends a cut line left there. */
+ * Guarantees: docs/reliability.md, "Files". */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>

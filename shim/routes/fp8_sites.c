@@ -1,83 +1,23 @@
 /* fp8_sites.c: which fp8 call site a GEMM belongs to, and that site's
  * delayed-scaling state.
  *
- * Identity. Delayed scaling carries an amax history from one call of a
- * layer to the next, so a site must name one layer's GEMM and keep naming
- * it across training steps. The return address cannot: every PyTorch GEMM
- * comes through the same one. So calls are first put in a *group*: same
- * caller (object-relative return address), api, shape, types, transposes,
- * compute type, epilogue and device (site.c's id plus D's type and the
- * device). A group holds every layer of that shape; within it a call is
- * matched to a site by, in this order:
- *   1. a key pointer: an operand pointer (A, B or D) equal to the one the
- *      site recorded for the same role, where that role's pointer was
- *      already the same on the site's previous call. Weights are key
- *      pointers from the second step on (they never move); so are
- *      activations and gradients when the caching allocator hands out the
- *      same addresses each step.
- *   2. the ordinal: the call's position within its group since the group's
- *      round began (rounds below), which names the layer when pointers move,
- *      as they do for activations: frameworks run the same layers in the
- *      same order each step. A site whose key pointer contradicts the call
- *      is skipped.
- *   3. a plain pointer match (a role equal to the site's last one), for a
- *      site not used yet in this round.
- *   4. a repeat: a site already used in this round matched on A (weights in
- *      forward and grad-input GEMMs, saved activations in weight-gradient
- *      GEMMs: tensors that are all alive during a step, so A cannot repeat
- *      by address reuse), or on B from a forward thread. The group starts a
- *      new round at that site.
- *   5. otherwise a new site, at the group's current ordinal.
- * A round ends when the group repeats (4, or a key match on a site used in
- * the round), and at every new step ("epoch") of the context. A step
- * begins at the first forward-thread call after backward-thread calls (a
- * training loop: PyTorch runs backward on its autograd threads), or when
- * the anchor site repeats on a forward thread (loops without a backward:
- * the anchor is the first site ever to repeat, normally the first layer's
- * forward GEMM). Site ids are (group, ordinal) hashed, so the same program
- * gets the same ids in every run, and a layer keeps its id across steps.
+ * Why sites: delayed scaling carries an amax history from one call of a
+ * layer to the next, so a site must name one layer's GEMM across training
+ * steps, and the return address cannot (every PyTorch GEMM comes through
+ * the same one). Calls are grouped by caller, api, shape, types and device,
+ * and within a group matched to a site by key pointer, ordinal in the step,
+ * plain pointer or repeat, so a program gets the same site ids in every
+ * run. The hybrid format puts gradients in E5M2, and the shim is not told
+ * which operand is one: it tells from the calling thread and the step's
+ * forward tensors.
  *
- * Gradients (GEMMSHIM_FP8_FORMAT=hybrid: E5M2 for gradients). The shim is
- * not told which operand is a gradient. A call is from a backward thread
- * when its thread is named "pt_autograd_<device>" (PyTorch's autograd
- * workers), or, in a process where no such thread has called, when its
- * thread is not the first one that called in the context. Forward-thread
- * calls record their A and B pointers with the current step, counting
- * uses; each backward use takes one back (a forward tensor is used once in
- * backward per forward use, then freed, and its memory often returns as a
- * gradient). In a backward-thread call, the operand no forward call of
- * this step used, beside one with a use left, is the gradient: PyTorch's
- * backward GEMMs take a forward tensor (the weight for grad-input, the
- * saved activation for grad-weight) and the incoming gradient. Anything
- * else (both seen, neither seen) is E4M3. The format is fixed when the
- * site is made: its rings are of one format.
+ * Each site keeps its rings in device memory of one CUDA context and is
+ * held by one call at a time: a call's quantize kernel and the previous
+ * call's GEMM share the scale slots. Lock order: site mutex, then context
+ * lock.
  *
- * State. Each site has one gs_fp8_ring per operand (kernels/fp8.h) in
- * device memory: a "slot" of two rings, carved from slabs allocated with
- * cuMemAlloc outside graph capture. An evicted site's slot goes on a free
- * list instead of being freed (cuMemFree would synchronise) and is reused
- * by a new site: directly when it is fresh or last ran on the new site's
- * stream, else after the new stream waits for an event recorded on the old
- * one (outside capture only). A site's rings are initialised by memsets on
- * the call's stream before their first use. A site is held by one call at
- * a time (its mutex) from lookup until its kernels are enqueued, because the
- * quantize kernel of a call and the GEMM of the previous one share the
- * scale slots; a site moving to another stream first makes the new stream
- * wait for the old one, or, where it cannot (during capture, without the
- * event API, another thread's per-thread stream), starts over on a fresh
- * ring. Sites used during capture are pinned (a graph holds their rings)
- * and never evicted. Everything here is per CUDA context: a ring lives on
- * one device. A context is known by its address and cuCtxGetId: a device
- * reset (the primary context released and retained again) or cuCtxDestroy
- * + cuCtxCreate can give a new context at the old address with none of the
- * old memory, so a new id there retires the old table (its host memory is
- * freed as far as no call holds it; its device memory went with the old
- * context) and the new context's sites start over.
- *
- * Locks: the context's lock guards its tables and the order event; a
- * site's mutex guards its ring use. Order: site mutex, then context lock.
- * The table never evicts a site whose busy count (taken under the context
- * lock before waiting on its mutex) is nonzero. */
+ * Identity, gradients, state and locks: docs/fp8-sites.md,
+ * "fp8_sites.c: identity, gradients, state and locks". */
 #define _GNU_SOURCE
 #include "fp8_sites.h"
 

@@ -1,64 +1,23 @@
 /* lt.c: the cuBLASLt objects a route builds for its own matmul (the
  * ffma route's fp32 copy of an Lt call, the fp8 route's cuBLASLt backend).
  *
- * Plans. A plan is a matmul descriptor, four layouts and the algorithm
- * cuBLASLt's heuristic chose for them, made on a problem's first call and
- * kept, so that a call in steady state makes cublasLtMatmul and no other
- * cuBLASLt call. Everything a plan's objects hold is in its key
- * (routes/lt.h), per-call pointers included (the fp8 scale pointers, which
- * alternate between a site's two scale slots: two plans per site), except
- * the bias pointer: the ffma route's widened bias lives in the call's
- * transient buffer, so route_lt_matmul sets it whenever it differs from
- * the one the descriptor holds (never, where the pointer is stable). A
- * plan is held by one call at a time, so that attribute is never changed
- * under another thread's matmul; a thread that finds every plan of its key
- * held builds another. The least recently used plan is evicted past
- * ROUTE_LT_PLANS, destroyed at once or when its holder lets go.
- * Descriptors are host objects: destroying one of a dead context's plans
- * touches no device state.
+ * Why plans: a call in steady state makes cublasLtMatmul and no other
+ * cuBLASLt call, so the descriptors, layouts and the heuristic's algorithm
+ * are made on a problem's first call and kept. The heuristic is asked as
+ * PyTorch asks it (workspace size, operand alignments), so an algorithm
+ * that needs more alignment than a call's pointers have is never chosen.
  *
- * The heuristic is asked as PyTorch asks it (aten/src/ATen/cuda/CUDABlas.cpp,
- * gemm_and_bias and scaled_gemm): the workspace the matmul will get as
- * MAX_WORKSPACE_BYTES, and each operand's actual pointer alignment (up to
- * 256, the preference's documented default) as MIN_ALIGNMENT_*, so an
- * algorithm that needs more alignment than a call's pointers have is never
- * chosen for it; the alignments are in the key. A heuristic that answers
- * nothing leaves the plan without an algorithm: the matmul then gets NULL
- * and chooses itself, as it did when every call built its descriptors.
- *
- * Workspace. The GemmEx family brings no workspace, and without one
- * cuBLASLt may only pick algorithms that need none (on Hopper that excludes
- * many). Each stream gets one of ROUTE_LT_WORKSPACE bytes, PyTorch's
- * cuBLASLt default (CUBLASLT_WORKSPACE_SIZE, 1024 KiB: CublasHandlePool.cpp,
- * parseCUDABlasLtWorkspaceSize), allocated once with cuMemAlloc in its
- * context and kept: work on one stream runs in order, so consecutive
- * matmuls never use it at the same time, and a workspace is never shared
- * between streams (PyTorch keys its workspaces by handle and stream for the
- * same reason). A stream is known by cuStreamGetId, not its address: a
- * destroyed stream's address may come back for a new stream (of any
- * context) while the old one's last work still runs ("resources ... will be
- * released automatically once the device has completed all work": cuda.h,
- * cuStreamDestroy). The legacy NULL stream is its context's for the
- * context's life (context id). CU_STREAM_PER_THREAD and drivers without
- * cuStreamGetId get no workspace. The allocation is made in relaxed
- * capture mode (memory.c, mem_alloc_relaxed), so it neither fails nor
- * breaks another thread's global-mode capture.
- *
- * A workspace is kept for its context's life: the shim does not hear of a
- * stream's destruction, a destroyed stream's last matmul may still be using
- * its workspace, and a handle of a destroyed stream cannot be asked
- * anything (it may be another stream's by now). So each device lends at
- * most ROUTE_LT_WORKSPACES (129 MiB of device memory at most) to the
- * streams of its live contexts, enough for every stream a PyTorch program
- * has (routes/lt.h); a stream beyond that, or one whose allocation failed at
- * its first call (not tried again on every call), gets none and every call
- * on it says why in its reason. A context that is gone (a new id at its
- * address, or cuCtxGetId refusing it: ../base/ctx_table.h) gives its
- * workspaces' count back to its device without freeing them: they went
- * with it.
+ * Why a workspace per stream: the GemmEx family brings none, and without
+ * one cuBLASLt may only pick algorithms that need none (on Hopper that
+ * excludes many). Matmuls on one stream run in order, so they never use it
+ * at once; it is kept for its context's life, since the shim does not hear
+ * of a stream's destruction.
  *
  * Everything fallible goes through the call table (sys.h), so tests can
- * make each step fail. */
+ * make each step fail.
+ *
+ * Plans, heuristic and workspaces: docs/overhead.md, "lt.c: plans and
+ * workspaces". */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>

@@ -5,68 +5,18 @@
  * caller's stream and frees with cuMemFreeAsync right after the last kernel
  * that uses it is enqueued: no synchronisation.
  *
- * Why a pool of our own. A pool gives memory back to the system when it
- * holds more than its release threshold, "on the next call to stream,
- * event or context synchronize" (cuda.h, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD),
- * and the device's default pool has threshold 0: a training step that ends
- * in a synchronisation (loss.item()) would map every transient buffer
- * again in the next step. Raising the default pool's threshold instead
- * would change the framework's memory too wherever the framework allocates
- * from that pool, and overwrite what the framework set there itself:
- * PyTorch with PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync sets it to
- * UINT64_MAX (c10/cuda/CUDAMallocAsyncAllocator.cpp, lazy_init_device),
- * TensorFlow/XLA's TF_GPU_ALLOCATOR=cuda_malloc_async to its pool size.
- * So the shim's pool keeps GEMMSHIM_POOL_KEEP_BYTES mapped (its release
- * threshold, set once), and nothing else is touched.
- * Memory kept there is memory the framework's own allocator cannot have,
- * hence a default well below the per-call caps, and when one of our
- * allocations fails the pool first gives back all it holds unused
- * (cuMemPoolTrimTo 0) and tries once more before the call runs native. At
- * exit, at INFO, each pool's peak and what it kept are reported.
+ * Why a pool of the shim's own: the device's default pool gives memory
+ * back at every synchronisation (threshold 0), so each training step would
+ * map its buffers again, and raising that threshold would change the
+ * framework's memory too. Nothing is handed out during graph capture: a
+ * graph holding alloc/free nodes cannot be cloned, embedded or
+ * instantiated more than once. Without pools, each (context, stream) gets
+ * a kept scratch buffer: work on one stream runs in order. A slot is never
+ * freed for being idle (the shim does not hear of a stream's end); it
+ * passes to another stream ordered on the device. A forked child
+ * re-initialises every lock.
  *
- * Nothing is handed out during graph capture (GS_CAPTURE_DECLINE): there
- * the pool calls would become memory alloc/free nodes, and a graph holding
- * them cannot be cloned, embedded as a child graph (what XLA's command
- * buffers do with captured cuBLAS work) or instantiated more than once;
- * the scratch buffers below would be shared between the graph's replays
- * and eager work on other streams.
- *
- * Devices or drivers without pools get a per-(context, stream) scratch
- * buffer from cuMemAlloc, kept and reused: work on one stream runs in
- * order, so the next call's kernels cannot overtake the last call's. The
- * slot stays locked from alloc to release so two host threads sharing a
- * stream cannot interleave their kernels on it. Growing a scratch buffer
- * frees the old one with cuMemFree, which waits for the device: that
- * happens only when a larger GEMM than any before arrives.
- *
- * A slot's context is known by its address and, where the driver has
- * cuCtxGetId, its id, "unique for the life of the program": a primary
- * context released and retained again (a device reset) keeps its address
- * but not its memory, so the slots of an id that is no longer the one at
- * that address belong to a dead context and are free again (their buffers
- * went with it). CU_STREAM_PER_THREAD is a different stream in every
- * thread: its slots are per thread as well.
- *
- * Streams are destroyed and threads exit without the shim hearing of it,
- * and a stream's work may still be running when it is destroyed
- * (cuStreamDestroy returns at once; the work completes), and a new stream
- * may get a destroyed one's address. So a slot is never freed for being
- * idle: when every slot is taken, the one of the call's context used
- * longest ago that no call holds passes to the new stream, ordered on the
- * device: each call records the slot's event after its last work, and
- * every later call waits for that event (cuStreamWaitEvent) before its
- * first kernel. No host synchronisation, and a live stream that comes back
- * takes a slot the same way.
- *
- * fork: a slot lock is held across driver calls, so another thread may
- * hold one when the program forks; the child, whose only thread is the
- * forking one, would then wait for it for ever at its first call on that
- * stream. The child re-initialises every lock here (atfork child handler)
- * rather than the parent taking them all before the fork, which would make
- * fork wait for GEMMs in flight and could deadlock against a driver that
- * takes its own locks in its fork handlers. The buffers and pools are the
- * parent's (a real driver refuses a forked child's calls anyway): the child
- * starts with empty slots and no pools, and leaves the parent's alone. */
+ * Details: docs/ffma.md, "memory.c: pools, scratch slots and fork". */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
