@@ -100,8 +100,9 @@ def enable(mode=None, log=None, *, library=None, launcher=None, **options):
     cublas = _mapped(CUDA_LIBS)
     if cublas:
         raise EnableError(f"cuBLAS is already loaded ({cublas[0]}), so the shim would catch none of its calls; "
-                          "call gemmshim.enable() before `import torch` (or any library that loads CUDA), or start "
-                          "the program under the launcher: gemmshim [options] -- python train.py")
+                          "restart the process (the notebook's kernel) and call gemmshim.enable() before `import "
+                          "torch` (or any library that loads CUDA), or start the program under the launcher: "
+                          "gemmshim [options] -- python train.py")
     env = dict(os.environ, **wanted)
     ok, problems, warned = check(env, exe)
     mine = {f"GEMMSHIM_{k.upper()}" for k in options} | set(wanted)

@@ -80,8 +80,9 @@ def test_enable_after_cublas_is_loaded_refuses(built, standin, tmp_path):
     r = harness.run(program(tmp_path, {"mode": "ffma", "log": str(log)}, before=cublas), standin[13])
     assert r.returncode == 3, r.describe()
     assert r.stdout == (f"raised EnableError cuBLAS is already loaded ({cublas}), so the shim would catch none of its "
-                        "calls; call gemmshim.enable() before `import torch` (or any library that loads CUDA), or "
-                        "start the program under the launcher: gemmshim [options] -- python train.py\n"), r.describe()
+                        "calls; restart the process (the notebook's kernel) and call gemmshim.enable() before "
+                        "`import torch` (or any library that loads CUDA), or start the program under the launcher: "
+                        "gemmshim [options] -- python train.py\n"), r.describe()
     assert not log.exists()
 
 

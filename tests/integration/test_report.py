@@ -191,7 +191,7 @@ def test_tables_of_a_known_log(tmp_path):
 
 
 # ---- the verdict the report opens with ----
-NO_COMPARED = "  speedup over native: no compared calls (run with GEMMSHIM_COMPARE=1 to measure speedup)"
+NO_COMPARED = "  speedup over native: no compared calls (run with --compare, or GEMMSHIM_COMPARE=1, to measure speedup)"
 SPEEDUP = "  speedup over native (native GPU time / the route's, over the same calls): "
 
 

@@ -11,7 +11,7 @@ import collections
 
 from .summary import device_word, ms, speedup_text
 
-NO_COMPARED = "speedup over native: no compared calls (run with GEMMSHIM_COMPARE=1 to measure speedup)"
+NO_COMPARED = "speedup over native: no compared calls (run with --compare, or GEMMSHIM_COMPARE=1, to measure speedup)"
 
 
 def calls_text(n, what="call"):
