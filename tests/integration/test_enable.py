@@ -113,8 +113,12 @@ def test_enable_twice(built, standin, tmp_path):
 
 
 def test_jupyter_kernel_spec(built, standin, tmp_path):
+    # The launcher runs the package's Python: without a sanitizer runtime
+    # preloaded (an uninstrumented interpreter under one crashes; a
+    # sanitizer build's launcher links its own).
+    bare = {"LD_PRELOAD": ""}
     r = harness.run([LAUNCHER, "jupyter", "install", "--prefix", str(tmp_path), "--name", "gs-test", "--mode", "fp8",
-                     "--log", "gs-%p.jsonl"], standin[13])
+                     "--log", "gs-%p.jsonl"], standin[13], env=bare)
     assert r.returncode == 0, r.describe()
     spec_path = tmp_path / "share" / "jupyter" / "kernels" / "gs-test" / "kernel.json"
     assert r.stdout == f"gemmshim: kernel 'gs-test' installed in {spec_path.parent}\n", r.describe()
@@ -126,5 +130,5 @@ def test_jupyter_kernel_spec(built, standin, tmp_path):
                              "ipykernel_launcher", "-f", "{connection_file}"],
                     "display_name": "Python 3 (gemmshim --mode fp8 --log gs-%p.jsonl)", "language": "python"}
     # Options are the launcher's, checked as before a run.
-    r = harness.run([LAUNCHER, "jupyter", "install", "--prefix", str(tmp_path), "--mode", "fast"], standin[13])
+    r = harness.run([LAUNCHER, "jupyter", "install", "--prefix", str(tmp_path), "--mode", "fast"], standin[13], env=bare)
     assert r.returncode == 1 and "GEMMSHIM_MODE='fast': expected auto, native, ffma, fp8 or fp16" in r.stderr, r.describe()
