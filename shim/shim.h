@@ -338,6 +338,11 @@ int route_run(gs_call *c);
 void route_operand_shapes(const gs_gemm *g, int64_t *a_rows, int64_t *a_cols, int64_t *b_rows, int64_t *b_cols);
 const char *route_check_arguments(const gs_gemm *g);
 const char *route_check_lt(const gs_gemm *g); /* attributes, orders, epilogue, scales, bias, batch */
+/* route_check_lt, and alpha/beta as scalars by value or pointer: for a
+ * route that builds descriptors of its own (vector pointer modes are not
+ * reproduced; what cuBLASLt refuses in the caller's is forwarded by
+ * route_check_arguments for cuBLASLt's own error). */
+const char *route_check_lt_scalars(const gs_gemm *g);
 /* The GemmEx family's handle math mode (cublasMath_t without its flag
  * bits) into *mode; NULL, or why it could not be read. */
 const char *route_handle_math(const gs_gemm *g, unsigned *mode);

@@ -140,3 +140,11 @@ const char *route_lt_bias_stride(const gs_gemm *g, int64_t *stride) {
   if (*stride < 0) return "negative bias batch stride";
   return NULL;
 }
+
+const char *route_check_lt_scalars(const gs_gemm *g) {
+  const char *why = route_check_lt(g);
+  if (why) return why;
+  if (g->pointer_mode != CUBLASLT_POINTER_MODE_HOST && g->pointer_mode != CUBLASLT_POINTER_MODE_DEVICE)
+    return "alpha/beta pointer mode is a vector mode";
+  return NULL;
+}

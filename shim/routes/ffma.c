@@ -67,18 +67,6 @@ static const char *check_types(const gs_gemm *g) {
   return NULL;
 }
 
-/* What route_check_lt leaves: fp32 alpha/beta by value or pointer. The
- * route builds descriptors of its own, so whatever cuBLASLt would refuse in
- * the caller's (scale and bias types, in-place layouts) is refused and
- * forwarded by route_check_arguments, or the caller would get a result
- * where cuBLASLt gives an error. */
-static const char *check_lt(const gs_gemm *g) {
-  const char *why = route_check_lt(g);
-  if (why) return why;
-  if (g->pointer_mode != CUBLASLT_POINTER_MODE_HOST && g->pointer_mode != CUBLASLT_POINTER_MODE_DEVICE)
-    return "alpha/beta pointer mode is a vector mode";
-  return NULL;
-}
 
 /* CUBLAS_TENSOR_OP_MATH lets cuBLAS run an fp32 GEMM as COMPUTE_32F_FAST_16F:
  * the widened inputs rounded to fp16, so bf16 values beyond fp16's range
@@ -103,7 +91,7 @@ static const char *plan(const gs_call *c, ffma_plan *p) {
   route_operand_shapes(g, &p->a_rows, &p->a_cols, &p->b_rows, &p->b_cols);
   const char *why = check_types(g);
   /* Layout orders first: the leading-dimension checks assume column-major. */
-  if (!why && g->api == GS_API_LT_MATMUL) why = check_lt(g);
+  if (!why && g->api == GS_API_LT_MATMUL) why = route_check_lt_scalars(g);
   if (!why) why = route_check_arguments(g);
   if (why) return why;
   if (g->m == 0 || g->n == 0 || g->k == 0 || g->batch == 0) return "empty GEMM: nothing to cast";

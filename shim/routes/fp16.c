@@ -85,16 +85,6 @@ static const char *check_math_mode(const gs_gemm *g) {
   return NULL;
 }
 
-/* As the ffma route: the descriptor is rebuilt, so cuBLASLt's own refusals
- * are forwarded by route_check_arguments; vector pointer modes are not
- * reproduced. */
-static const char *check_lt(const gs_gemm *g) {
-  const char *why = route_check_lt(g);
-  if (why) return why;
-  if (g->pointer_mode != CUBLASLT_POINTER_MODE_HOST && g->pointer_mode != CUBLASLT_POINTER_MODE_DEVICE)
-    return "alpha/beta pointer mode is a vector mode";
-  return NULL;
-}
 
 /* A strided operand with stride 0 is one matrix for every member: cast once. */
 static int64_t members_of(const gs_gemm *g, int64_t stride) {
@@ -107,7 +97,7 @@ static const char *plan(const gs_call *c, fp16_plan *p) {
   route_operand_shapes(g, &p->a_rows, &p->a_cols, &p->b_rows, &p->b_cols);
   const char *why = check_types(g);
   /* Layout orders first: the leading-dimension checks assume column-major. */
-  if (!why && g->api == GS_API_LT_MATMUL) why = check_lt(g);
+  if (!why && g->api == GS_API_LT_MATMUL) why = route_check_lt_scalars(g);
   if (!why) why = route_check_arguments(g);
   if (why) return why;
   if (g->api != GS_API_LT_MATMUL && g->pointer_mode != CUBLAS_POINTER_MODE_HOST &&
