@@ -104,6 +104,9 @@ gpu-check-standin: all
 test: setup
 	@$(MAKE) --no-print-directory test-steps
 
+# Everything the test steps need, built but not run.
+test-deps: all $(TEST_DEPS)
+
 test-steps: all $(TEST_DEPS)
 	@set -e; for step in $(TEST_STEPS); do $(MAKE) --no-print-directory $$step; done
 	@echo "gemmshim: all test steps passed ($(words $(TEST_STEPS)) steps, BUILD=$(BUILD))"
