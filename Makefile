@@ -18,6 +18,10 @@ CC       ?= gcc
 # a venv), which may lack it.
 PYTHON   ?= /usr/bin/python3
 BUILD    ?= build
+# The long pytest steps (integration, lifecycle) run their tests this many at
+# a time (pytest-xdist, python3-pytest-xdist); 1 runs them in one process.
+PYTEST_JOBS ?= 2
+PYTEST_PAR  := $(if $(filter-out 0 1,$(PYTEST_JOBS)),-n $(PYTEST_JOBS))
 SAN      ?=
 
 SAN_FLAGS_asan := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined

@@ -86,6 +86,8 @@ $(BUILD)/tests/unit/test_kernels: $(KERNELS_HOST_SO) $(BUILD)/standin/cu13/libcu
 # KERNELS_PTX_CHECK_ARCHS="sm_61 sm_90" checks only those (each must be one
 # this ptxas lists): a quicker second check with another ptxas.
 KERNELS_PTX_CHECK_ARCHS ?=
+# ptxas runs for one file's targets at once, this many at a time.
+KERNELS_PTX_CHECK_JOBS ?= 2
 .PHONY: kernels-ptx-check
 kernels-ptx-check: $(KERNELS_PTX)
 	@if [ ! -x "$(PTXAS)" ]; then \
@@ -104,12 +106,15 @@ kernels-ptx-check: $(KERNELS_PTX)
 	  min=$(subst sm_,,$(call kernels_target,$f)); archs=""; \
 	  for a in $$all; do if [ $${a#sm_} -ge $$min ]; then archs="$$archs $$a"; fi; done; \
 	  if [ -z "$$archs" ]; then echo "kernels-ptx-check: FAILED: $(PTXAS) lists no target for $$ptx"; exit 1; fi; \
-	  for a in $$archs; do \
-	    $(PTXAS) -arch=$$a -o $${ptx%.ptx}.$$a.cubin $$ptx || { \
-	      echo "kernels-ptx-check: FAILED: $(PTXAS) -arch=$$a $$ptx"; exit 1; }; \
-	  done; \
+	  export ptx; printf '%s\n' $$archs | xargs -P $(KERNELS_PTX_CHECK_JOBS) -I'{}' sh -c \
+	    '$(PTXAS) -arch={} -o "$${ptx%.ptx}.{}.cubin" "$$ptx" || { echo "kernels-ptx-check: FAILED: $(PTXAS) -arch={} $$ptx"; exit 1; }' \
+	    || exit 1; \
 	  echo "kernels-ptx-check: $$ptx (PTX ISA $(call kernels_isa,$f), .target $(call kernels_target,$f)) assembles for$$archs";)
+# The PTX does not depend on the sanitizer (KERNELS_CUDA_FLAGS carry none):
+# checked once, in the plain build.
+ifeq ($(SAN),)
 TEST_STEPS += kernels-ptx-check
+endif
 
 # ---- perf-report ------------------------------------------------------------
 # `make perf-report` writes docs/perf-static.md (scripts/perf_report.py):

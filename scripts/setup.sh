@@ -32,6 +32,7 @@ PACKAGES=(
   valgrind              # callgrind instruction counts (make bench); memcheck (make valgrind)
   strace                # system calls per call (make bench)
   python3 python3-pytest python3-venv # integration tests; venvs for packaging tests
+  python3-pytest-xdist  # the long pytest steps run two tests at a time (PYTEST_JOBS)
   python3-pip           # installs into the packaging tests' venvs (pip --python)
   python3-matplotlib    # plots of logs and benchmarks
 )
@@ -93,15 +94,18 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 
 # 3. The tests' interpreter.
-if ! "$PYTHON" -c 'import pytest' >/dev/null 2>&1; then
-  if [ "$PYTHON" = /usr/bin/python3 ]; then
-    echo "setup: /usr/bin/python3 cannot import pytest although python3-pytest is installed" >&2
-  else
-    echo "setup: PYTHON=$PYTHON cannot import pytest; the tests need it (leave PYTHON unset to use" \
-         "Debian's /usr/bin/python3 with python3-pytest)" >&2
+for mod in pytest xdist; do
+  if ! "$PYTHON" -c "import $mod" >/dev/null 2>&1; then
+    if [ "$PYTHON" = /usr/bin/python3 ]; then
+      echo "setup: /usr/bin/python3 cannot import $mod although python3-pytest and" \
+           "python3-pytest-xdist are installed" >&2
+    else
+      echo "setup: PYTHON=$PYTHON cannot import $mod; the tests need it (leave PYTHON unset to use" \
+           "Debian's /usr/bin/python3 with python3-pytest and python3-pytest-xdist)" >&2
+    fi
+    exit 1
   fi
-  exit 1
-fi
+done
 
 mkdir -p "$BUILD"
 echo "$want_stamp" > "$STAMP"

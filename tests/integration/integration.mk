@@ -104,4 +104,4 @@ INTEG_ENV = GSTEST_BUILD=$(BUILD) \
   GSTEST_PRELOAD_PREFIX=$(INTEG_SAN_RUNTIME_$(SAN)) $(INTEG_SAN_ENV_$(SAN))
 
 integration: $(SHIM_SO) $(INTEG_BIN) $(STANDIN_LIBS_CU12) $(STANDIN_LIBS_CU13) $(KERNELS_HOST_SO)
-	$(INTEG_ENV) $(PYTHON) -m pytest -q tests/integration tests/real
+	$(INTEG_ENV) $(PYTHON) -m pytest -q $(PYTEST_PAR) tests/integration tests/real

@@ -17,7 +17,7 @@ $(LIFECYCLE_CLIENT): $(INTEG_DIR)/obj/lifecycle_client.o $(INTEG_DIR)/obj/client
 
 .PHONY: lifecycle
 lifecycle: $(SHIM_SO) $(LIFECYCLE_CLIENT) $(STANDIN_LIBS_CU13) $(KERNELS_HOST_SO)
-	$(INTEG_ENV) $(PYTHON) -m pytest -q tests/lifecycle
+	$(INTEG_ENV) $(PYTHON) -m pytest -q $(PYTEST_PAR) tests/lifecycle
 
 TEST_DEPS  += $(LIFECYCLE_CLIENT)
 TEST_STEPS += lifecycle
