@@ -37,6 +37,11 @@ echo "${FAKE_UID:-0}"
     "python-without-pytest": """#!/bin/sh
 exit 1
 """,
+    # Imports pytest, not xdist (`-c "import xdist"` is its last argument).
+    "python-without-xdist": """#!/bin/sh
+for a; do :; done
+[ "$a" = "import pytest" ]
+""",
 }
 
 
@@ -142,7 +147,17 @@ def test_python_without_pytest(fake):
     r, _, apt = fake(python=python)
     assert r.returncode == 1
     assert r.stderr == (f"setup: PYTHON={python} cannot import pytest; the tests need it (leave PYTHON unset to use "
-                        "Debian's /usr/bin/python3 with python3-pytest)\n")
+                        "Debian's /usr/bin/python3 with python3-pytest and python3-pytest-xdist)\n")
+    assert not fake.stamp.exists()
+
+
+def test_python_without_xdist(fake):
+    # The integration and lifecycle steps run under pytest-xdist (-n).
+    python = fake.bindir / "python-without-xdist"
+    r, _, apt = fake(python=python)
+    assert r.returncode == 1
+    assert r.stderr == (f"setup: PYTHON={python} cannot import xdist; the tests need it (leave PYTHON unset to use "
+                        "Debian's /usr/bin/python3 with python3-pytest and python3-pytest-xdist)\n")
     assert not fake.stamp.exists()
 
 
