@@ -199,36 +199,59 @@ static __device__ __forceinline__ float fp16_gelu(float x) {
   return 0.5f * x * (1.0f + (u < 0.0f ? -t : t));
 }
 
-/* Element (i, j) of member b's op(A) op(B), recomputed from the bf16
- * operands in fp32: one product and one sum per step, in order of l, as
+/* One element of op(A) op(B), recomputed from the bf16 operands (row x,
+ * column y, k values each, x_step and y_step apart) in fp32: one product and one sum per step, in order of l, as
  * native's fp32 arithmetic. The device build contracts them into FFMA (the
  * CUDA compiler's default, and what cuBLAS's fp32 kernels run); the host
  * build keeps them apart (x86-64 without -mfma has no fused multiply-add),
- * as the stand-in's reference GEMM does. */
-static __device__ __forceinline__ float fp16_recompute(const gs_fp16_out_args &a, uint64_t b, int64_t i, int64_t j) {
-  const gs_fp16_lines &LA = a.line[0], &LB = a.line[1];
-  const uint16_t *x = fp16_line(LA, LA.members > 1 ? b : 0, i), *y = fp16_line(LB, LB.members > 1 ? b : 0, j);
+ * as the stand-in's reference GEMM does. Not inlined: inlined, the rare
+ * path's loop sits four times in the output kernel's unrolled group and
+ * costs every thread registers (ptxas for sm_75: 100 a thread inlined, 80
+ * not; docs/perf-static.md has every target's). */
+static __device__ __attribute__((noinline)) float fp16_recompute(const uint16_t *x, int64_t x_step,
+                                                                 const uint16_t *y, int64_t y_step, int64_t k) {
   float acc = 0.0f;
-  for (int64_t l = 0; l < LA.length; l++)
-    acc = acc + gs_bf16_to_f32(x[l * LA.elem_step]) * gs_bf16_to_f32(y[l * LB.elem_step]);
+  for (int64_t l = 0; l < k; l++) acc = acc + gs_bf16_to_f32(x[l * x_step]) * gs_bf16_to_f32(y[l * y_step]);
   return acc;
 }
 
-/* op(A) op(B) at (i, j) of member b from the scaled product t: unscaled by
- * the row's and column's shifts, or recomputed where the scaled GEMM could
- * not get it right (see the top). Both amaxes below 2^(ea+1) and 2^(eb+1):
- * k products sum below 2^(ea + eb + 2 + k_log2), which stays below 2^127
- * (finite, native cannot overflow) unless the test says otherwise. */
+/* A column of op(B) as the output kernel needs it once per group: its
+ * word's flag, shift and amax exponent (-1000 for a column of zeros). */
+typedef struct fp16_col {
+  const uint16_t *y;
+  int unsafe, shift, e;
+} fp16_col;
+
+static __device__ __forceinline__ int fp16_line_e(uint32_t w) {
+  return (w & GS_FP16_AMAX_BITS) ? fp16_ilogb_bf16(w & GS_FP16_AMAX_BITS) : -1000;
+}
+
+static __device__ __forceinline__ fp16_col fp16_col_of(const gs_fp16_out_args &a, uint64_t b, int64_t j) {
+  const gs_fp16_lines &LB = a.line[1];
+  const uint64_t mb = LB.members > 1 ? b : 0;
+  const uint32_t w = LB.info[(int64_t)mb * LB.lines + j];
+  fp16_col c;
+  c.y = fp16_line(LB, mb, j);
+  c.unsafe = (w & GS_FP16_UNSAFE) != 0;
+  c.shift = fp16_shift_of(w);
+  c.e = fp16_line_e(w);
+  return c;
+}
+
+/* op(A) op(B) at (i, col) of member b from the scaled product t: unscaled
+ * by the row's and column's shifts, or recomputed where the scaled GEMM
+ * could not get it right (see the top). Amaxes below 2^(ea+1) and
+ * 2^(eb+1): k products sum below 2^(ea + eb + 2 + k_log2), which stays
+ * below 2^127 (finite: native cannot overflow) unless the test says
+ * otherwise. */
 static __device__ __forceinline__ float fp16_dot(const gs_fp16_out_args &a, float t, uint64_t b, int64_t i,
-                                                 int64_t j) {
-  const gs_fp16_lines &LA = a.line[0], &LB = a.line[1];
-  const uint32_t wa = LA.info[(LA.members > 1 ? (int64_t)b : 0) * LA.lines + i];
-  const uint32_t wb = LB.info[(LB.members > 1 ? (int64_t)b : 0) * LB.lines + j];
-  const uint32_t ma = wa & GS_FP16_AMAX_BITS, mb = wb & GS_FP16_AMAX_BITS;
-  int redo = ((wa | wb) & GS_FP16_UNSAFE) != 0;
-  if (!redo && ma && mb) redo = fp16_ilogb_bf16(ma) + fp16_ilogb_bf16(mb) + 2 + a.k_log2 > 127;
-  if (redo) return fp16_recompute(a, b, i, j);
-  return fp16_unscale(t, -(fp16_shift_of(wa) + fp16_shift_of(wb)));
+                                                 const fp16_col &c) {
+  const gs_fp16_lines &LA = a.line[0];
+  const uint64_t ma = LA.members > 1 ? b : 0;
+  const uint32_t w = LA.info[(int64_t)ma * LA.lines + i];
+  if (c.unsafe || (w & GS_FP16_UNSAFE) || fp16_line_e(w) + c.e + 2 + a.k_log2 > 127)
+    return fp16_recompute(fp16_line(LA, ma, i), LA.elem_step, c.y, a.line[1].elem_step, LA.length);
+  return fp16_unscale(t, -(fp16_shift_of(w) + c.shift));
 }
 
 static __device__ __forceinline__ float fp16_out_value(const gs_fp16_out_args &a, float dot, float alpha,
@@ -270,11 +293,12 @@ extern "C" __global__ void __launch_bounds__(GS_FP16_THREADS) gs_fp16_out(gs_fp1
       for (int i = 0; i < GS_FP16_VEC; i++) tv[i] = i < n ? tc[r0 + i] : 0.0f;
     }
     const void *cc = beta != 0.0f ? fp16_elem_column(a.c, a.c_elem, b, col) : (const void *)0;
+    const fp16_col bc = fp16_col_of(a, b, col);
     void *dc = (void *)fp16_elem_column(a.d, a.d_elem, b, col);
     GS_FP8_UNROLL
     for (int i = 0; i < GS_FP16_VEC; i++)
       if (i < n)
-        fp8_store_elem(dc, r0 + i, a.d_elem, fp16_out_value(a, fp16_dot(a, tv[i], b, r0 + i, col), alpha, beta, cc,
+        fp8_store_elem(dc, r0 + i, a.d_elem, fp16_out_value(a, fp16_dot(a, tv[i], b, r0 + i, bc), alpha, beta, cc,
                                                             r0 + i, b));
   }
 }
