@@ -352,9 +352,9 @@ static void test_unsafe_lines(void **state) {
 /* Normal data flag nothing: standard normal values (Box-Muller), rounded
  * to bf16. A line is flagged only by a nonzero value 2^29 below its
  * largest: for N(0,1) that needs |x| < ~4 * 2^-29 ~ 7.5e-9, probability
- * 2 * 7.5e-9 / sqrt(2 pi) ~ 6e-9 per value, so 256 lines of 1024 (2.6e5
- * values) flag one with probability ~1.6e-3; the test draws fixed data
- * (its own seed) so it cannot flake. */
+ * 2 * 7.5e-9 / sqrt(2 pi) ~ 6e-9 per value, so A's 256 rows of 1024 and
+ * B's 64 columns of 1024 (3.3e5 values) flag one with probability ~2e-3;
+ * the test draws fixed data (its own seed) so it cannot flake. */
 static void test_gaussian_flags_nothing(void **state) {
   (void)state;
   const uint64_t saved = rng_state;
