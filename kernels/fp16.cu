@@ -200,14 +200,15 @@ static __device__ __forceinline__ float fp16_gelu(float x) {
 }
 
 /* One element of op(A) op(B), recomputed from the bf16 operands (row x,
- * column y, k values each, x_step and y_step apart) in fp32: one product and one sum per step, in order of l, as
- * native's fp32 arithmetic. The device build contracts them into FFMA (the
- * CUDA compiler's default, and what cuBLAS's fp32 kernels run); the host
- * build keeps them apart (x86-64 without -mfma has no fused multiply-add),
- * as the stand-in's reference GEMM does. Not inlined: inlined, the rare
- * path's loop sits four times in the output kernel's unrolled group and
- * costs every thread registers (ptxas for sm_75: 100 a thread inlined, 80
- * not; docs/perf-static.md has every target's). */
+ * column y, k values each, x_step and y_step apart) in fp32: one product
+ * and one sum per step, in order of l, as native's fp32 arithmetic. The
+ * device build contracts them into FFMA (clang's default for CUDA, and what
+ * cuBLAS's fp32 kernels run: fma.rn.f32 in build/kernels/fp16.ptx); the
+ * host build keeps them apart (x86-64 without -mfma has no fused
+ * multiply-add), as the stand-in's reference GEMM does. Not inlined:
+ * inlined, the rare path's loop sits four times in the output kernel's
+ * unrolled group and costs every thread registers (ptxas for sm_75: 100 a
+ * thread inlined, 80 not; docs/perf-static.md has every target's). */
 static __device__ __attribute__((noinline)) float fp16_recompute(const uint16_t *x, int64_t x_step,
                                                                  const uint16_t *y, int64_t y_step, int64_t k) {
   float acc = 0.0f;
