@@ -86,17 +86,27 @@ static __device__ __forceinline__ const uint16_t *fp16_line(const gs_fp16_lines 
  * reverse, against values it flushed), or a nonzero value more than
  * GS_FP16_SAFE_SPAN binades below the largest (scaled below 2^-14 it
  * loses bits or becomes 0). Magnitudes compare as their bits. */
+static __device__ __forceinline__ void fp16_line_take(uint32_t h, uint32_t *hi, uint32_t *lo, uint32_t *special) {
+  const uint32_t mag = h & 0x7fffu;
+  if (mag >= 0x7f80u) *special = 1;
+  else if (mag) {
+    *hi = mag > *hi ? mag : *hi;
+    *lo = mag < *lo ? mag : *lo;
+  }
+}
+
 static __device__ __forceinline__ uint32_t fp16_line_word(const gs_fp16_lines &L, uint64_t b, int64_t i) {
   const uint16_t *p = fp16_line(L, b, i);
   uint32_t hi = 0, lo = 0x7f80u, special = 0;
-  for (int64_t l = 0; l < L.length; l++) {
-    const uint32_t mag = p[l * L.elem_step] & 0x7fffu;
-    if (mag >= 0x7f80u) special = 1;
-    else if (mag) {
-      hi = mag > hi ? mag : hi;
-      lo = mag < lo ? mag : lo;
+  int64_t l = 0;
+  /* A stored column whose start is 8-byte aligned (the matrix's vec:
+   * aligned base, ld and stride multiples of 4): four values a load. */
+  if (L.elem_step == 1 && L.src.vec)
+    for (; l + GS_FP16_VEC <= L.length; l += GS_FP16_VEC) {
+      const uint64_t v = gs_ld8(p + l);
+      for (int q = 0; q < GS_FP16_VEC; q++) fp16_line_take((uint32_t)(v >> (16 * q)) & 0xffffu, &hi, &lo, &special);
     }
-  }
+  for (; l < L.length; l++) fp16_line_take(p[l * L.elem_step], &hi, &lo, &special);
   if (hi && fp16_ilogb_bf16(lo) < fp16_ilogb_bf16(hi) - GS_FP16_SAFE_SPAN) special = 1;
   return hi | (special ? GS_FP16_UNSAFE : 0u);
 }

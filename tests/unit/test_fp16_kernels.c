@@ -306,6 +306,8 @@ static void test_scale_lines(void **state) {
     scale_case(13, 7, 5, 4, 1, 1, 1, amps[i][0], amps[i][1]);   /* pointer arrays, backwards */
   }
   scale_case(3, 1, 1, 1, 0, 0, 0, 1, 1);
+  /* B's columns aligned for vector loads, 30 long: 7 loads and a tail of 2. */
+  scale_case(20, 30, 12, 1, 0, 0, 0, 1e-5, 1e5);
   /* More lines and groups than one block: each kernel loops or spreads. */
   scale_case(1024, 40, 300, 1, 0, 1, 0, 1e-3, 7);
 }
