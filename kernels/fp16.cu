@@ -6,20 +6,21 @@
  * are exact, so the one rounding is the final fp32 -> fp16 conversion
  * (convert.h, round to nearest even), and it rounds nothing for results of
  * 2^-14 and above (fp16's normal range holds 11 significant bits, bf16 has
- * 8). Inf and NaN stay Inf and NaN. The fp32 sum of products of scaled
- * operands is 2^(shift_a + shift_b) times the sum of the unscaled ones,
- * rounding for rounding, as long as neither sum leaves fp32's normal
- * range; the native sum is the one that can (its products are the small
- * ones), so the route is as exact as native bf16 wherever native is exact.
- * gs_fp16_out unscales with one multiply by a power of two (exact in the
- * normal range, one rounding into subnormals) when the power is a normal
- * fp32, else in double (exact) and one rounding to fp32; then alpha, beta
- * * C, bias and activation in fp32, in cuBLASLt's order, and one rounding
- * to D's type.
+ * 8). A line (row of op(A), column of op(B)) that is not unsafe converts
+ * every value exactly, to 0 or to [2^-14, 2^16): its products with the
+ * other operand's are exact in fp32 (11 + 11 significant bits) and lie in
+ * [2^-28, 2^32), so neither they nor k of them summed can leave fp32's
+ * normal range. The fp32 sum for element (i, j) is then 2^(sa_i + sb_j)
+ * times native's sum, rounding for rounding, wherever native's stays
+ * normal, and gs_fp16_out unscales it with one rounding (none unless it
+ * leaves fp32's range, where native's own sum would too). Elements whose
+ * row or column is unsafe, or whose row's and column's amaxes could
+ * overflow an fp32 sum of k products (native then gives Inf or NaN, the
+ * scaled sum would not), are recomputed from the bf16 operands in fp32,
+ * one product and one sum per step, as native's fp32 arithmetic does.
  *
- * The amax and cast kernels need a block-wide maximum: __shared__ memory
- * and two barriers, from fp8_block.h (fibers in the host build). The
- * output kernel's threads are independent (emu.h's plain loop). */
+ * Every thread owns the outputs it writes and no kernel needs a barrier
+ * (emu.h's plain loop in the host build). */
 #include "fp8_gemm_epilogue.h"
 
 #include "convert.h"
@@ -56,68 +57,7 @@ static __device__ __forceinline__ int fp16_load4(const uint16_t *p, int vec, int
   return n;
 }
 
-/* ---- block maximum -------------------------------------------------------------- */
-/* The maximum of every thread's (x, y) over the block (blockDim.x ==
- * GS_FP16_THREADS), in every thread: two barriers; every thread must call. */
-static __device__ __forceinline__ void fp16_block_max2(uint32_t *x, uint32_t *y) {
-  __shared__ uint32_t all[2][GS_FP16_THREADS];
-  __shared__ uint32_t part[2][16];
-  const unsigned t = threadIdx.x;
-  all[0][t] = *x;
-  all[1][t] = *y;
-  __syncthreads();
-  if (t < 32) {
-    const unsigned w = t / 16, i0 = (t % 16) * 16;
-    uint32_t m = 0;
-    for (unsigned i = 0; i < 16; i++) m = all[w][i0 + i] > m ? all[w][i0 + i] : m;
-    part[w][t % 16] = m;
-  }
-  __syncthreads();
-  uint32_t mx = 0, my = 0;
-  for (unsigned i = 0; i < 16; i++) {
-    mx = part[0][i] > mx ? part[0][i] : mx;
-    my = part[1][i] > my ? part[1][i] : my;
-  }
-  *x = mx;
-  *y = my;
-}
-
-/* ---- amax ----------------------------------------------------------------------- */
-/* |x| of a bf16 as its 15 magnitude bits, 0 for Inf and NaN (they keep
- * their own meaning in fp16; the scale is for the finite values). For
- * non-negative floats the order of the bits is the order of the values. */
-static __device__ __forceinline__ uint32_t fp16_finite_mag(uint16_t h) {
-  const uint32_t mag = h & 0x7fffu;
-  return mag < 0x7f80u ? mag : 0u;
-}
-
-static __device__ __forceinline__ uint32_t fp16_operand_amax(const gs_fp16_operand &op, int32_t blocks) {
-  uint32_t m = 0;
-  const uint64_t step = (uint64_t)blocks * blockDim.x;
-  for (uint64_t g = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x; g < (uint64_t)op.span.groups; g += step) {
-    int64_t r0, col;
-    uint64_t b;
-    fp16_locate(op.span, g, &r0, &col, &b);
-    uint16_t v[GS_FP16_VEC];
-    fp16_load4(fp16_column<const uint16_t>(op.src, b, col), op.src.vec, r0, op.span.rows, v);
-    for (int i = 0; i < GS_FP16_VEC; i++) m = fp16_finite_mag(v[i]) > m ? fp16_finite_mag(v[i]) : m;
-  }
-  return m;
-}
-
-extern "C" __global__ void __launch_bounds__(GS_FP16_THREADS) gs_fp16_amax(gs_fp16_amax_args a) {
-  /* Fixed indices into the parameter block (a computed one would copy it
-   * to local memory). A block with no partial to write leaves whole, before
-   * any barrier. */
-  const int second = blockIdx.y != 0;
-  if ((int32_t)blockIdx.x >= (second ? a.blocks[1] : a.blocks[0])) return;
-  uint32_t m = second ? fp16_operand_amax(a.op[1], a.blocks[1]) : fp16_operand_amax(a.op[0], a.blocks[0]);
-  uint32_t unused = 0;
-  fp16_block_max2(&m, &unused);
-  if (threadIdx.x == 0) a.partials[(second ? GS_FP16_PARTIALS : 0) + blockIdx.x] = m;
-}
-
-/* ---- scales --------------------------------------------------------------------- */
+/* ---- lines ----------------------------------------------------------------------- */
 /* floor(log2 |x|) of a finite nonzero float's bits (subnormals too). */
 static __device__ __forceinline__ int fp16_ilogb_bits(uint32_t bits) {
   const uint32_t e = (bits >> 23) & 0xffu, man = bits & 0x7fffffu;
@@ -125,12 +65,69 @@ static __device__ __forceinline__ int fp16_ilogb_bits(uint32_t bits) {
   return 31 - __builtin_clz(man) - 149;
 }
 
-/* The shift that puts a bf16 magnitude (15 bits) into [2^15, 2^16); 0 for 0. */
-static __device__ __forceinline__ int fp16_shift_for(uint32_t mag) {
-  if (!mag) return 0;
-  return GS_FP16_TOP_EXPONENT - fp16_ilogb_bits(mag << 16);
+/* floor(log2) of a nonzero finite bf16 magnitude (15 bits). */
+static __device__ __forceinline__ int fp16_ilogb_bf16(uint32_t mag) { return fp16_ilogb_bits(mag << 16); }
+
+/* The shift that puts a line's amax (its word's magnitude bits) into
+ * [2^15, 2^16); 0 for a line of zeros. */
+static __device__ __forceinline__ int fp16_shift_of(uint32_t word) {
+  const uint32_t mag = word & GS_FP16_AMAX_BITS;
+  return mag ? GS_FP16_TOP_EXPONENT - fp16_ilogb_bf16(mag) : 0;
 }
 
+/* Member b's line i as stored: its first element. */
+static __device__ __forceinline__ const uint16_t *fp16_line(const gs_fp16_lines &L, uint64_t b, int64_t i) {
+  return fp16_column<const uint16_t>(L.src, b, 0) + i * L.line_step;
+}
+
+/* ---- amax ----------------------------------------------------------------------- */
+/* One line: its largest finite magnitude and whether it is unsafe: an Inf
+ * or NaN (the scaled GEMM would give NaN where native gives Inf, or the
+ * reverse, against values it flushed), or a nonzero value more than
+ * GS_FP16_SAFE_SPAN binades below the largest (scaled below 2^-14 it
+ * loses bits or becomes 0). Magnitudes compare as their bits. */
+static __device__ __forceinline__ void fp16_line_take(uint32_t h, uint32_t *hi, uint32_t *lo, uint32_t *special) {
+  const uint32_t mag = h & 0x7fffu;
+  if (mag >= 0x7f80u) *special = 1;
+  else if (mag) {
+    *hi = mag > *hi ? mag : *hi;
+    *lo = mag < *lo ? mag : *lo;
+  }
+}
+
+static __device__ __forceinline__ uint32_t fp16_line_word(const gs_fp16_lines &L, uint64_t b, int64_t i) {
+  const uint16_t *p = fp16_line(L, b, i);
+  uint32_t hi = 0, lo = 0x7f80u, special = 0;
+  int64_t l = 0;
+  /* A stored column whose start is 8-byte aligned (the matrix's vec:
+   * aligned base, ld and stride multiples of 4): four values a load. */
+  if (L.elem_step == 1 && L.src.vec)
+    for (; l + GS_FP16_VEC <= L.length; l += GS_FP16_VEC) {
+      const uint64_t v = gs_ld8(p + l);
+      for (int q = 0; q < GS_FP16_VEC; q++) fp16_line_take((uint32_t)(v >> (16 * q)) & 0xffffu, &hi, &lo, &special);
+    }
+  for (; l < L.length; l++) fp16_line_take(p[l * L.elem_step], &hi, &lo, &special);
+  if (hi && fp16_ilogb_bf16(lo) < fp16_ilogb_bf16(hi) - GS_FP16_SAFE_SPAN) special = 1;
+  return hi | (special ? GS_FP16_UNSAFE : 0u);
+}
+
+extern "C" __global__ void __launch_bounds__(GS_FP16_THREADS) gs_fp16_amax(gs_fp16_amax_args a) {
+  const uint64_t step = (uint64_t)gridDim.x * blockDim.x;
+  const uint64_t first = (uint64_t)(a.line[0].lines * a.line[0].members);
+  for (uint64_t g = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x; g < (uint64_t)a.total; g += step) {
+    /* Fixed indices into the parameter block (a computed one would copy it
+     * to local memory). */
+    if (g < first) {
+      const uint64_t b = g / (uint64_t)a.line[0].lines, i = g - b * (uint64_t)a.line[0].lines;
+      a.line[0].info[g] = fp16_line_word(a.line[0], b, (int64_t)i);
+    } else {
+      const uint64_t h = g - first, b = h / (uint64_t)a.line[1].lines, i = h - b * (uint64_t)a.line[1].lines;
+      a.line[1].info[h] = fp16_line_word(a.line[1], b, (int64_t)i);
+    }
+  }
+}
+
+/* ---- scales --------------------------------------------------------------------- */
 /* 2^e as a float, e in [-126, 127]. */
 static __device__ __forceinline__ float fp16_pow2(int e) { return gs_f32_from_bits((uint32_t)(e + 127) << 23); }
 
@@ -150,76 +147,52 @@ static __device__ __forceinline__ float fp16_unscale(float v, int e) {
   return (float)((double)v * fp16_pow2_double(e));
 }
 
-/* For a GEMM whose alpha is alpha_eff = alpha * 2^-(sa + sb): keep it a
- * normal fp32 (so it is exact) by scaling less where the operands' shifts
- * would make it too small; the larger shift gives way first. Scaling less
- * never makes a value overflow fp16. An alpha_eff too large for fp32 has no
- * such remedy (scaling more would overflow fp16): it happens only where
- * |alpha| amax(A) amax(B) is past about 2^158, where the largest products
- * overflow fp32 natively too; docs/fp16.md says what then differs. */
-static __device__ __forceinline__ void fp16_keep_alpha_normal(float alpha, int *sa, int *sb) {
-  const uint32_t bits = gs_f32_bits(alpha) & 0x7fffffffu;
-  if (bits == 0 || bits >= 0x7f800000u) return;
-  int over = *sa + *sb - (fp16_ilogb_bits(bits) + 126);
-  if (over <= 0) return;
-  const int diff = *sa >= *sb ? *sa - *sb : *sb - *sa;
-  const int d = over < diff ? over : diff;
-  if (*sa >= *sb) *sa -= d;
-  else *sb -= d;
-  over -= d;
-  *sa -= (over + 1) / 2;
-  *sb -= over / 2;
-}
-
 /* x * 2^shift, computed exactly (see the top), as fp16 bits. */
 static __device__ __forceinline__ uint16_t fp16_scaled(uint16_t x, int shift) {
   const int s1 = shift / 2, s2 = shift - s1;
   return gs_f32_to_f16_rn(gs_bf16_to_f32(x) * fp16_pow2(s1) * fp16_pow2(s2));
 }
 
-static __device__ __forceinline__ void fp16_cast_group(const gs_fp16_operand &op, uint64_t g, int shift) {
+/* The shift of stored element (r, col) of member b: its line's. */
+static __device__ __forceinline__ int fp16_shift_at(const gs_fp16_lines &L, uint64_t b, int64_t r, int64_t col) {
+  return fp16_shift_of(L.info[(int64_t)b * L.lines + (L.by_row ? r : col)]);
+}
+
+static __device__ __forceinline__ void fp16_cast_group(const gs_fp16_operand &op, const gs_fp16_lines &L,
+                                                       uint64_t g) {
   int64_t r0, col;
   uint64_t b;
   fp16_locate(op.span, g, &r0, &col, &b);
   uint16_t v[GS_FP16_VEC];
   const int n = fp16_load4(fp16_column<const uint16_t>(op.src, b, col), op.src.vec, r0, op.span.rows, v);
   uint16_t *d = (uint16_t *)op.dst + (int64_t)b * op.span.rows * (int64_t)op.span.per_member.d + col * op.span.rows;
+  int shift[GS_FP16_VEC];
+  GS_FP8_UNROLL
+  for (int i = 0; i < GS_FP16_VEC; i++) shift[i] = i < n ? fp16_shift_at(L, b, r0 + i, col) : 0;
   if (op.dst_vec && n == GS_FP16_VEC) {
     uint64_t w = 0;
     GS_FP8_UNROLL
-    for (int i = 0; i < GS_FP16_VEC; i++) w |= (uint64_t)fp16_scaled(v[i], shift) << (16 * i);
+    for (int i = 0; i < GS_FP16_VEC; i++) w |= (uint64_t)fp16_scaled(v[i], shift[i]) << (16 * i);
     gs_st8(d + r0, w);
   } else {
     GS_FP8_UNROLL
     for (int i = 0; i < GS_FP16_VEC; i++)
-      if (i < n) d[r0 + i] = fp16_scaled(v[i], shift);
+      if (i < n) d[r0 + i] = fp16_scaled(v[i], shift[i]);
   }
 }
 
 extern "C" __global__ void __launch_bounds__(GS_FP16_THREADS) gs_fp16_cast(gs_fp16_cast_args a) {
   const unsigned t = threadIdx.x;
-  uint32_t ma = (int32_t)t < a.blocks[0] ? a.partials[t] : 0u;
-  uint32_t mb = (int32_t)t < a.blocks[1] ? a.partials[GS_FP16_PARTIALS + t] : 0u;
-  fp16_block_max2(&ma, &mb);
-  int sa = fp16_shift_for(ma), sb = fp16_shift_for(mb);
-  const float alpha = a.alpha_ptr ? gs_fp8_load_const(a.alpha_ptr) : a.alpha;
-  if (a.direct) fp16_keep_alpha_normal(alpha, &sa, &sb);
   if (blockIdx.x == 0 && t == 0) {
-    gs_fp16_scales s;
-    s.shift[0] = sa;
-    s.shift[1] = sb;
-    s.alpha_eff = fp16_unscale(alpha, -(sa + sb));
-    s.beta = a.beta_ptr ? gs_fp8_load_const(a.beta_ptr) : a.beta;
-    s.one = 1.0f;
-    s.zero = 0.0f;
-    s.amax[0] = gs_f32_from_bits(ma << 16);
-    s.amax[1] = gs_f32_from_bits(mb << 16);
-    *a.scales = s;
+    gs_fp16_record r;
+    r.one = 1.0f;
+    r.zero = 0.0f;
+    *a.record = r;
   }
   const uint64_t step = (uint64_t)gridDim.x * blockDim.x;
   for (uint64_t g = (uint64_t)blockIdx.x * blockDim.x + t; g < (uint64_t)a.groups; g += step) {
-    if (g < (uint64_t)a.op[1].span.first) fp16_cast_group(a.op[0], g, sa);
-    else fp16_cast_group(a.op[1], g - (uint64_t)a.op[1].span.first, sb);
+    if (g < (uint64_t)a.op[1].span.first) fp16_cast_group(a.op[0], a.line[0], g);
+    else fp16_cast_group(a.op[1], a.line[1], g - (uint64_t)a.op[1].span.first);
   }
 }
 
@@ -236,9 +209,65 @@ static __device__ __forceinline__ float fp16_gelu(float x) {
   return 0.5f * x * (1.0f + (u < 0.0f ? -t : t));
 }
 
-static __device__ __forceinline__ float fp16_out_value(const gs_fp16_out_args &a, float t, int e, float alpha,
+/* One element of op(A) op(B), recomputed from the bf16 operands (row x,
+ * column y, k values each, x_step and y_step apart) in fp32: one product
+ * and one sum per step, in order of l, as native's fp32 arithmetic. The
+ * device build contracts them into FFMA (clang's default for CUDA, and what
+ * cuBLAS's fp32 kernels run: fma.rn.f32 in build/kernels/fp16.ptx); the
+ * host build keeps them apart (x86-64 without -mfma has no fused
+ * multiply-add), as the stand-in's reference GEMM does. Not inlined:
+ * inlined, the rare path's loop sits four times in the output kernel's
+ * unrolled group and costs every thread registers (ptxas for sm_75: 100 a
+ * thread inlined, 80 not; docs/perf-static.md has every target's). */
+static __device__ __attribute__((noinline)) float fp16_recompute(const uint16_t *x, int64_t x_step,
+                                                                 const uint16_t *y, int64_t y_step, int64_t k) {
+  float acc = 0.0f;
+  for (int64_t l = 0; l < k; l++) acc = acc + gs_bf16_to_f32(x[l * x_step]) * gs_bf16_to_f32(y[l * y_step]);
+  return acc;
+}
+
+/* A column of op(B) as the output kernel needs it once per group: its
+ * word's flag, shift and amax exponent (-1000 for a column of zeros). */
+typedef struct fp16_col {
+  const uint16_t *y;
+  int unsafe, shift, e;
+} fp16_col;
+
+static __device__ __forceinline__ int fp16_line_e(uint32_t w) {
+  return (w & GS_FP16_AMAX_BITS) ? fp16_ilogb_bf16(w & GS_FP16_AMAX_BITS) : -1000;
+}
+
+static __device__ __forceinline__ fp16_col fp16_col_of(const gs_fp16_out_args &a, uint64_t b, int64_t j) {
+  const gs_fp16_lines &LB = a.line[1];
+  const uint64_t mb = LB.members > 1 ? b : 0;
+  const uint32_t w = LB.info[(int64_t)mb * LB.lines + j];
+  fp16_col c;
+  c.y = fp16_line(LB, mb, j);
+  c.unsafe = (w & GS_FP16_UNSAFE) != 0;
+  c.shift = fp16_shift_of(w);
+  c.e = fp16_line_e(w);
+  return c;
+}
+
+/* op(A) op(B) at (i, col) of member b from the scaled product t: unscaled
+ * by the row's and column's shifts, or recomputed where the scaled GEMM
+ * could not get it right (see the top). Amaxes below 2^(ea+1) and
+ * 2^(eb+1): k products sum below 2^(ea + eb + 2 + k_log2), which stays
+ * below 2^127 (finite: native cannot overflow) unless the test says
+ * otherwise. */
+static __device__ __forceinline__ float fp16_dot(const gs_fp16_out_args &a, float t, uint64_t b, int64_t i,
+                                                 const fp16_col &c) {
+  const gs_fp16_lines &LA = a.line[0];
+  const uint64_t ma = LA.members > 1 ? b : 0;
+  const uint32_t w = LA.info[(int64_t)ma * LA.lines + i];
+  if (c.unsafe || (w & GS_FP16_UNSAFE) || fp16_line_e(w) + c.e + 2 + a.k_log2 > 127)
+    return fp16_recompute(fp16_line(LA, ma, i), LA.elem_step, c.y, a.line[1].elem_step, LA.length);
+  return fp16_unscale(t, -(fp16_shift_of(w) + c.shift));
+}
+
+static __device__ __forceinline__ float fp16_out_value(const gs_fp16_out_args &a, float dot, float alpha,
                                                        float beta, const void *c_col, int64_t r, uint64_t b) {
-  float v = alpha * fp16_unscale(t, e);
+  float v = alpha * dot;
   if (beta != 0.0f) v = v + beta * fp8_load_elem(c_col, r, a.c_elem);
   if (a.epilogue & GS_FP16_EPI_BIAS)
     v = v + fp8_load_elem(a.bias, (int64_t)b * a.bias_stride + r, a.bias_elem);
@@ -256,7 +285,6 @@ static __device__ __forceinline__ const void *fp16_elem_column(const gs_fp16_mat
 }
 
 extern "C" __global__ void __launch_bounds__(GS_FP16_THREADS) gs_fp16_out(gs_fp16_out_args a) {
-  const int e = -(a.scales->shift[0] + a.scales->shift[1]);
   const float alpha = a.alpha_ptr ? gs_fp8_load_const(a.alpha_ptr) : a.alpha;
   /* beta == 0 never reads C, as cuBLAS's documentation has it. */
   const float beta = !a.read_c ? 0.0f : a.beta_ptr ? gs_fp8_load_const(a.beta_ptr) : a.beta;
@@ -276,15 +304,18 @@ extern "C" __global__ void __launch_bounds__(GS_FP16_THREADS) gs_fp16_out(gs_fp1
       for (int i = 0; i < GS_FP16_VEC; i++) tv[i] = i < n ? tc[r0 + i] : 0.0f;
     }
     const void *cc = beta != 0.0f ? fp16_elem_column(a.c, a.c_elem, b, col) : (const void *)0;
+    const fp16_col bc = fp16_col_of(a, b, col);
     void *dc = (void *)fp16_elem_column(a.d, a.d_elem, b, col);
     GS_FP8_UNROLL
     for (int i = 0; i < GS_FP16_VEC; i++)
-      if (i < n) fp8_store_elem(dc, r0 + i, a.d_elem, fp16_out_value(a, tv[i], e, alpha, beta, cc, r0 + i, b));
+      if (i < n)
+        fp8_store_elem(dc, r0 + i, a.d_elem, fp16_out_value(a, fp16_dot(a, tv[i], b, r0 + i, bc), alpha, beta, cc,
+                                                            r0 + i, b));
   }
 }
 
 #if defined(GS_EMU)
-GS_FP8_EMU_ENTRY(gs_fp16_amax)
-GS_FP8_EMU_ENTRY(gs_fp16_cast)
+GS_EMU_ENTRY(gs_fp16_amax)
+GS_EMU_ENTRY(gs_fp16_cast)
 GS_EMU_ENTRY(gs_fp16_out)
 #endif

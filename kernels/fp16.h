@@ -32,40 +32,41 @@ typedef struct fp16_launch {
  * kernels load without it). */
 const char *fp16_kernels_ready(const fp16_launch *l);
 
-/* One bf16 operand, rows x cols per member: member b at src + b*stride
- * (stride 0: one matrix for every member), or, with src_array, at the
- * device pointer src[b]. Its fp16 copy goes to dst, dense (ld = rows,
- * members rows*cols apart), batch members of it. */
+/* One bf16 operand, rows x cols per member as stored: member b at src +
+ * b*stride (stride 0: one matrix for every member), or, with src_array, at
+ * the device pointer src[b]. Its lines (the rows of op(A), the columns of
+ * op(B)) are its stored rows (by_row) or its stored columns; their words
+ * go to info (lines x batch uint32), its fp16 copy to dst, dense (ld =
+ * rows, members rows*cols apart), batch members of it. */
 typedef struct fp16_operand {
   const void *src;
   int src_array;
   int64_t ld, stride;
   int64_t rows, cols, batch;
   void *dst;
+  int by_row;
+  uint32_t *info;
 } fp16_operand;
 
-/* Device memory fp16_scale_operands needs besides the scales: the partial
- * maxima. */
-#define FP16_SCRATCH_BYTES ((uint64_t)2 * GS_FP16_PARTIALS * sizeof(uint32_t))
-
-/* A and B measured, their shifts and the call's record written to
- * *scales, and their fp16 copies made: two launches (gs_fp16_amax,
- * gs_fp16_cast). alpha and beta are host floats, or with device_scalars
- * device pointers read by the kernel; direct: the GEMM will take
- * scales->alpha_eff as its alpha (fp16_kernels.h). */
+/* The words of A's and B's lines measured (gs_fp16_amax), then A and B
+ * scaled line by line into their fp16 copies, and the record of device
+ * constants written (gs_fp16_cast): two launches. A's and B's lines must
+ * be as long (k). */
 CUresult fp16_scale_operands(const fp16_launch *l, const fp16_operand *a, const fp16_operand *b,
-                             uint32_t *scratch, gs_fp16_scales *scales, const void *alpha, const void *beta,
-                             int device_scalars, int direct);
+                             gs_fp16_record *record);
 
 /* The caller's D from the scaled fp32 product t (m x n x batch, ld m,
- * members m*n apart): unscaled by scales' shifts, then alpha * t + beta *
- * C (C not read where beta is 0), the epilogue (cublasLtEpilogue_t
- * DEFAULT, RELU, BIAS, RELU_BIAS, GELU, GELU_BIAS; -1 for none) with a bias
- * of m per member, bias_stride apart, and D's type (bf16 or fp32). C and D
- * may be the same matrix, and either pointer arrays (c_array, d_array). */
+ * members m*n apart) and the operands' words (a and b as given to
+ * fp16_scale_operands; their fp16 copies are not read): each element
+ * unscaled by its row's and column's shifts, or recomputed from the bf16
+ * operands where they say so, then alpha * t + beta * C (C not read where
+ * beta is 0), the epilogue (cublasLtEpilogue_t DEFAULT, RELU, BIAS,
+ * RELU_BIAS, GELU, GELU_BIAS; -1 for none) with a bias of m per member,
+ * bias_stride apart, and D's type (bf16 or fp32). C and D may be the same
+ * matrix, and either pointer arrays (c_array, d_array). */
 typedef struct fp16_output {
   const float *t;
-  const gs_fp16_scales *scales;
+  const fp16_operand *a, *b;
   const void *alpha, *beta;
   int device_scalars;
   int c_type, c_array;
@@ -85,8 +86,7 @@ CUresult fp16_write_output(const fp16_launch *l, const fp16_output *o);
 /* ---- for tests ------------------------------------------------------------------ */
 /* The argument blocks and grids the launchers would use: CUDA_SUCCESS, or
  * what the launcher would return without launching. */
-CUresult fp16_plan_scale(const fp16_operand *a, const fp16_operand *b, uint32_t *scratch, gs_fp16_scales *scales,
-                         const void *alpha, const void *beta, int device_scalars, int direct,
+CUresult fp16_plan_scale(const fp16_operand *a, const fp16_operand *b, gs_fp16_record *record,
                          gs_fp16_amax_args *amax, unsigned amax_grid[3], gs_fp16_cast_args *cast,
                          unsigned cast_grid[3]);
 CUresult fp16_plan_output(const fp16_output *o, gs_fp16_out_args *out, unsigned grid[3]);

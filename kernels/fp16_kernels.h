@@ -1,27 +1,31 @@
 /* fp16_kernels.h: what the fp16 route's kernels (fp16.cu) and their
- * launchers (fp16_launch.c) share: the argument blocks, the record of one
- * call's scales, and the list of kernels. C and C++.
+ * launchers (fp16_launch.c) share: the argument blocks, the per-line
+ * records, and the list of kernels. C and C++.
  *
- * The route multiplies bf16 A and B on fp16 tensor cores. Each operand is
- * scaled by a power of two, 2^shift, chosen from its own amax so that its
- * largest finite magnitude lands in [2^15, 2^16): inside fp16's range
- * (65504) and at its top. A bf16 value has 8 significant bits, fp16 11, so
- * every value the scale brings to 2^-14 or above converts exactly; only
- * values more than about 2^32 below the operand's largest lose bits (and
- * below about 2^-40 of it they become 0). Three kernels a call:
+ * The route multiplies bf16 A and B on fp16 tensor cores. Every row of
+ * op(A) and every column of op(B) (a "line": the k values one dot product
+ * takes from that operand) is scaled by its own power of two, 2^shift,
+ * chosen from the line's own largest finite magnitude so that it lands in
+ * [2^15, 2^16): inside fp16's range (65504) and at its top. A bf16 value
+ * has 8 significant bits, fp16 11, so every value the scale brings to
+ * 2^-14 (fp16's smallest normal) or above converts exactly. Three kernels
+ * a call:
  *
- *   gs_fp16_amax  the largest finite |x| of A and of B, as partial maxima,
- *                 one per block (no atomics, so nothing to zero first);
- *   gs_fp16_cast  every block folds the partials (a few KiB, from L2) into
- *                 the two shifts; block 0 writes the call's gs_fp16_scales;
- *                 then A and B are scaled and written in fp16;
- *   gs_fp16_out   (when the GEMM wrote a transient fp32 product) the
- *                 caller's D: the product unscaled exactly, then alpha,
- *                 beta * C, bias, relu/gelu, in D's type.
+ *   gs_fp16_amax  one thread per line: its largest finite magnitude and
+ *                 whether it is unsafe (holds an Inf or NaN, or a nonzero
+ *                 value the scale would take below 2^-14), as one word;
+ *   gs_fp16_cast  A and B scaled line by line and written in fp16; block 0
+ *                 also writes the record of device constants (1 and 0);
+ *   gs_fp16_out   the caller's D from the fp32 product: each element
+ *                 unscaled by its own row's and column's shifts, or, where
+ *                 its row or column is unsafe or the two amaxes could
+ *                 overflow fp32, recomputed in fp32 from the bf16 operands;
+ *                 then alpha, beta * C, bias, relu/gelu, in D's type.
  *
- * Work is numbered in groups of GS_FP16_VEC consecutive rows of one column,
- * column by column, batch member by member (gs_fp16_span); a group whose
- * column starts at a multiple of 4 elements moves as one vector access. */
+ * The cast and output kernels number their work in groups of GS_FP16_VEC
+ * consecutive rows of one column, column by column, batch member by member
+ * (gs_fp16_span); a group whose column starts at a multiple of 4 elements
+ * moves as one vector access. */
 #ifndef GEMMSHIM_FP16_KERNELS_H
 #define GEMMSHIM_FP16_KERNELS_H
 
@@ -31,13 +35,20 @@
 
 #define GS_FP16_THREADS 256
 #define GS_FP16_VEC 4
-/* Partial maxima per operand: the amax grid's x extent at most. */
-#define GS_FP16_PARTIALS 256
-/* The cast kernel's grid at most (it loops): each block folds the partials
- * once, so fewer, longer-lived blocks read them less. */
+/* The cast kernel's grid at most (it loops). */
 #define GS_FP16_CAST_BLOCKS 1024
-/* A scaled operand's largest magnitude lies in [2^15, 2^16). */
+/* A scaled line's largest magnitude lies in [2^15, 2^16). */
 #define GS_FP16_TOP_EXPONENT 15
+/* fp16's smallest normal is 2^-14: a value scaled to it or above converts
+ * exactly; one more than 15 + 14 = 29 binades below its line's largest
+ * would not, and makes the line unsafe. */
+#define GS_FP16_SAFE_SPAN 29
+
+/* A line's word (gs_fp16_lines.info): bits 0-14 its largest finite
+ * magnitude as bf16 bits (0: none), GS_FP16_UNSAFE when the scaled GEMM
+ * cannot get its dot products right. */
+#define GS_FP16_AMAX_BITS 0x7fffu
+#define GS_FP16_UNSAFE 0x10000u
 
 /* The epilogue gs_fp16_out applies (cuBLASLt's, in its order). */
 #define GS_FP16_EPI_BIAS 1
@@ -73,39 +84,41 @@ typedef struct gs_fp16_operand {
   int32_t dst_vec, reserved;
 } gs_fp16_operand;
 
-/* One call's scales, written by gs_fp16_cast's block 0 into the call's
- * transient memory and read by what follows on the stream: A16 = A *
- * 2^shift[0], B16 = B * 2^shift[1]. alpha_eff = alpha * 2^-(shift[0] +
- * shift[1]), exact (a power of two times alpha, kept a normal fp32 where
- * direct), for a GEMM that writes the caller's fp32 D itself; beta, one and
- * zero are there for GEMMs whose scalars must be device pointers. amax: the
- * measured largest finite magnitudes (bf16 values as fp32). */
-typedef struct gs_fp16_scales {
-  int32_t shift[2];
-  float alpha_eff, beta, one, zero;
-  float amax[2];
-} gs_fp16_scales;
+/* Device constants for GEMMs whose scalars must be device pointers (the
+ * GemmEx family in device pointer mode): written by gs_fp16_cast's block 0
+ * into the call's transient memory, read by the GEMM after it. */
+typedef struct gs_fp16_record {
+  float one, zero;
+} gs_fp16_record;
+
+/* The lines of one operand as the caller stores it (bf16): element l of
+ * line i of member b at src(b) + i*line_step + l*elem_step, `lines` lines
+ * of `length` elements per member, `members` members measured (1 for a
+ * strided operand with stride 0). Their words: info[b*lines + i]. by_row:
+ * a line is a stored row (line_step 1), else a stored column. */
+typedef struct gs_fp16_lines {
+  gs_fp16_matrix src;
+  int64_t line_step, elem_step;
+  int64_t lines, length, members;
+  uint32_t *info;
+  int32_t by_row, reserved;
+} gs_fp16_lines;
 
 typedef struct gs_fp16_amax_args {
-  gs_fp16_operand op[2];
-  uint32_t *partials; /* [2][GS_FP16_PARTIALS]: bf16 magnitudes */
-  int32_t blocks[2];  /* partials written per operand (the grid's x extent it uses) */
+  gs_fp16_lines line[2]; /* rows of op(A), columns of op(B) */
+  int64_t total;         /* both operands' lines (one thread each) */
 } gs_fp16_amax_args;
 
 typedef struct gs_fp16_cast_args {
   gs_fp16_operand op[2];
-  const uint32_t *partials;
-  gs_fp16_scales *scales;
-  const float *alpha_ptr, *beta_ptr; /* device pointer mode; NULL: alpha, beta */
-  float alpha, beta;
-  int32_t blocks[2];
-  int32_t direct, reserved; /* direct: the GEMM's alpha is alpha_eff */
-  int64_t groups;           /* both operands' */
+  gs_fp16_lines line[2]; /* where each element's shift comes from */
+  gs_fp16_record *record;
+  int64_t groups; /* both operands' */
 } gs_fp16_cast_args;
 
 typedef struct gs_fp16_out_args {
   const float *t; /* the scaled product, m x n x batch, ld m, members m*n apart */
-  const gs_fp16_scales *scales;
+  gs_fp16_lines line[2]; /* for the shifts, the flags and the recomputation */
   const float *alpha_ptr, *beta_ptr;
   float alpha, beta;
   gs_fp16_matrix c, d; /* d.ptr is written */
@@ -114,6 +127,7 @@ typedef struct gs_fp16_out_args {
   const void *bias;
   int64_t bias_stride;
   int32_t bias_elem, t_vec; /* t_vec: m % 4 == 0 */
+  int32_t k_log2, reserved; /* ceil(log2 k) */
   gs_fp16_span span;        /* D's groups: rows m, n columns, batch members */
 } gs_fp16_out_args;
 
@@ -126,12 +140,16 @@ typedef struct gs_fp16_out_args {
 /* Laid out alike by gcc (launchers), clang (device) and g++ (host kernels). */
 #if defined(__cplusplus)
 static_assert(sizeof(gs_fp16_operand) == 120, "gs_fp16_operand has padding");
-static_assert(sizeof(gs_fp16_cast_args) == 304, "gs_fp16_cast_args has padding");
-static_assert(sizeof(gs_fp16_out_args) == 216, "gs_fp16_out_args has padding");
+static_assert(sizeof(gs_fp16_lines) == 88, "gs_fp16_lines has padding");
+static_assert(sizeof(gs_fp16_amax_args) == 184, "gs_fp16_amax_args has padding");
+static_assert(sizeof(gs_fp16_cast_args) == 432, "gs_fp16_cast_args has padding");
+static_assert(sizeof(gs_fp16_out_args) == 392, "gs_fp16_out_args has padding");
 #else
 _Static_assert(sizeof(gs_fp16_operand) == 120, "gs_fp16_operand has padding");
-_Static_assert(sizeof(gs_fp16_cast_args) == 304, "gs_fp16_cast_args has padding");
-_Static_assert(sizeof(gs_fp16_out_args) == 216, "gs_fp16_out_args has padding");
+_Static_assert(sizeof(gs_fp16_lines) == 88, "gs_fp16_lines has padding");
+_Static_assert(sizeof(gs_fp16_amax_args) == 184, "gs_fp16_amax_args has padding");
+_Static_assert(sizeof(gs_fp16_cast_args) == 432, "gs_fp16_cast_args has padding");
+_Static_assert(sizeof(gs_fp16_out_args) == 392, "gs_fp16_out_args has padding");
 #endif
 
 #endif

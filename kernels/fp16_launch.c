@@ -78,14 +78,31 @@ static int matrix_plan(const void *ptr, int array, int64_t ld, int64_t stride, i
   return 1;
 }
 
-static CUresult operand_plan(const fp16_operand *o, int64_t first, gs_fp16_operand *p) {
+/* The operand's lines as the kernels take them (fp16_kernels.h). */
+static void lines_plan(const fp16_operand *o, const gs_fp16_matrix *src, gs_fp16_lines *L) {
+  memset(L, 0, sizeof *L);
+  L->src = *src;
+  L->by_row = o->by_row != 0;
+  L->line_step = o->by_row ? 1 : o->ld;
+  L->elem_step = o->by_row ? o->ld : 1;
+  L->lines = o->by_row ? o->rows : o->cols;
+  L->length = o->by_row ? o->cols : o->rows;
+  L->members = o->batch;
+  L->info = o->info;
+}
+
+static CUresult operand_plan(const fp16_operand *o, int64_t first, gs_fp16_operand *p, gs_fp16_lines *L) {
   memset(p, 0, sizeof *p);
   if (!o || o->rows < 0 || o->cols < 0 || o->batch < 0) return CUDA_ERROR_INVALID_VALUE;
   if (!matrix_plan(o->src, o->src_array, o->ld, o->stride, o->rows, o->cols, o->batch, 2, 0, &p->src) ||
-      !span_plan(o->rows, o->cols, o->batch, first, &p->span) || !o->dst || !aligned(o->dst, 2))
+      !span_plan(o->rows, o->cols, o->batch, first, &p->span) || !o->dst || !aligned(o->dst, 2) || !o->info ||
+      !aligned(o->info, 4))
     return CUDA_ERROR_INVALID_VALUE;
+  int64_t words;
+  if (__builtin_mul_overflow(o->by_row ? o->rows : o->cols, o->batch, &words)) return CUDA_ERROR_INVALID_VALUE;
   p->dst = o->dst;
   p->dst_vec = aligned(o->dst, 2 * GS_FP16_VEC) && o->rows % GS_FP16_VEC == 0;
+  lines_plan(o, &p->src, L);
   return CUDA_SUCCESS;
 }
 
@@ -99,42 +116,31 @@ static int scalars_ok(const void *alpha, const void *beta, int device_scalars) {
   return !device_scalars || (aligned(alpha, 4) && aligned(beta, 4));
 }
 
-CUresult fp16_plan_scale(const fp16_operand *a, const fp16_operand *b, uint32_t *scratch, gs_fp16_scales *scales,
-                         const void *alpha, const void *beta, int device_scalars, int direct,
+/* The amax kernel's grid at most (it loops past it). */
+#define FP16_AMAX_BLOCKS (1u << 16)
+
+CUresult fp16_plan_scale(const fp16_operand *a, const fp16_operand *b, gs_fp16_record *record,
                          gs_fp16_amax_args *amax, unsigned amax_grid[3], gs_fp16_cast_args *cast,
                          unsigned cast_grid[3]) {
   memset(amax, 0, sizeof *amax);
   memset(cast, 0, sizeof *cast);
-  if (!scratch || !aligned(scratch, 4) || !scales || !aligned(scales, 4) || !scalars_ok(alpha, beta, device_scalars))
-    return CUDA_ERROR_INVALID_VALUE;
-  CUresult r = operand_plan(a, 0, &amax->op[0]);
-  if (r == CUDA_SUCCESS) r = operand_plan(b, amax->op[0].span.groups, &amax->op[1]);
+  if (!record || !aligned(record, 4)) return CUDA_ERROR_INVALID_VALUE;
+  CUresult r = operand_plan(a, 0, &cast->op[0], &cast->line[0]);
+  if (r == CUDA_SUCCESS) r = operand_plan(b, cast->op[0].span.groups, &cast->op[1], &cast->line[1]);
   if (r != CUDA_SUCCESS) return r;
-  int64_t groups;
-  if (__builtin_add_overflow(amax->op[0].span.groups, amax->op[1].span.groups, &groups))
+  /* Every dot product takes k values from each: lines as long. */
+  if (cast->line[0].length != cast->line[1].length) return CUDA_ERROR_INVALID_VALUE;
+  int64_t groups, total;
+  if (__builtin_add_overflow(cast->op[0].span.groups, cast->op[1].span.groups, &groups) ||
+      __builtin_add_overflow(cast->line[0].lines * cast->line[0].members,
+                             cast->line[1].lines * cast->line[1].members, &total))
     return CUDA_ERROR_INVALID_VALUE;
-  amax->partials = scratch;
-  for (int i = 0; i < 2; i++)
-    amax->blocks[i] = amax->op[i].span.groups ? (int32_t)blocks_for(amax->op[i].span.groups, GS_FP16_PARTIALS) : 0;
-  amax_grid[0] = (unsigned)(amax->blocks[0] > amax->blocks[1] ? amax->blocks[0] : amax->blocks[1]);
-  if (!amax_grid[0]) amax_grid[0] = 1;
-  amax_grid[1] = 2;
-  amax_grid[2] = 1;
-
-  cast->op[0] = amax->op[0];
-  cast->op[1] = amax->op[1];
-  cast->partials = scratch;
-  cast->scales = scales;
-  cast->blocks[0] = amax->blocks[0];
-  cast->blocks[1] = amax->blocks[1];
-  if (device_scalars) {
-    cast->alpha_ptr = (const float *)alpha;
-    cast->beta_ptr = (const float *)beta;
-  } else {
-    memcpy(&cast->alpha, alpha, sizeof cast->alpha);
-    memcpy(&cast->beta, beta, sizeof cast->beta);
-  }
-  cast->direct = direct != 0;
+  amax->line[0] = cast->line[0];
+  amax->line[1] = cast->line[1];
+  amax->total = total;
+  amax_grid[0] = blocks_for(total, FP16_AMAX_BLOCKS);
+  amax_grid[1] = amax_grid[2] = 1;
+  cast->record = record;
   cast->groups = groups;
   cast_grid[0] = blocks_for(groups, GS_FP16_CAST_BLOCKS);
   cast_grid[1] = cast_grid[2] = 1;
@@ -162,9 +168,17 @@ CUresult fp16_plan_output(const fp16_output *o, gs_fp16_out_args *out, unsigned 
   const int flags = epilogue_flags(o->epilogue);
   if (flags < 0) return CUDA_ERROR_NOT_SUPPORTED;
   const int d_elem = out_elem(o->d_type), c_elem = out_elem(o->c_type);
-  if (d_elem < 0 || c_elem < 0 || !o->t || !aligned(o->t, 4) || !o->scales || !aligned(o->scales, 4) ||
-      !scalars_ok(o->alpha, o->beta, o->device_scalars))
+  if (d_elem < 0 || c_elem < 0 || !o->t || !aligned(o->t, 4) || !scalars_ok(o->alpha, o->beta, o->device_scalars))
     return CUDA_ERROR_INVALID_VALUE;
+  /* The operands' lines: the rows of op(A) are D's rows, the columns of
+   * op(B) its columns, and every member has its own or shares one. */
+  gs_fp16_operand pa, pb;
+  if (operand_plan(o->a, 0, &pa, &out->line[0]) != CUDA_SUCCESS ||
+      operand_plan(o->b, 0, &pb, &out->line[1]) != CUDA_SUCCESS || out->line[0].lines != o->m ||
+      out->line[1].lines != o->n || out->line[0].length != out->line[1].length ||
+      (o->a->batch != 1 && o->a->batch != o->batch) || (o->b->batch != 1 && o->b->batch != o->batch))
+    return CUDA_ERROR_INVALID_VALUE;
+  while (out->k_log2 < 62 && ((int64_t)1 << out->k_log2) < out->line[0].length) out->k_log2++;
   if (!span_plan(o->m, o->n, o->batch, 0, &out->span)) return CUDA_ERROR_INVALID_VALUE;
   const size_t dsz = d_elem == GS_ELEM_F32 ? 4 : 2, csz = c_elem == GS_ELEM_F32 ? 4 : 2;
   if (!matrix_plan(o->d, o->d_array, o->ldd, o->stride_d, o->m, o->n, o->batch, dsz, 1, &out->d))
@@ -186,7 +200,6 @@ CUresult fp16_plan_output(const fp16_output *o, gs_fp16_out_args *out, unsigned 
     out->bias_stride = o->batch > 1 ? o->bias_stride : 0;
   }
   out->t = o->t;
-  out->scales = o->scales;
   if (o->device_scalars) {
     out->alpha_ptr = (const float *)o->alpha;
     out->beta_ptr = (const float *)o->beta;
@@ -231,16 +244,14 @@ const char *fp16_kernels_ready(const fp16_launch *l) {
 }
 
 CUresult fp16_scale_operands(const fp16_launch *l, const fp16_operand *a, const fp16_operand *b,
-                             uint32_t *scratch, gs_fp16_scales *scales, const void *alpha, const void *beta,
-                             int device_scalars, int direct) {
+                             gs_fp16_record *record) {
   CUresult r = launch_check(l);
   if (r != CUDA_SUCCESS) return r;
   gs_fp16_amax_args amax;
   gs_fp16_cast_args cast;
   unsigned amax_grid[3], cast_grid[3];
-  r = fp16_plan_scale(a, b, scratch, scales, alpha, beta, device_scalars, direct, &amax, amax_grid, &cast,
-                      cast_grid);
-  if (r == CUDA_SUCCESS) r = launch(l, GS_K_gs_fp16_amax, amax_grid, &amax);
+  r = fp16_plan_scale(a, b, record, &amax, amax_grid, &cast, cast_grid);
+  if (r == CUDA_SUCCESS && amax.total) r = launch(l, GS_K_gs_fp16_amax, amax_grid, &amax);
   if (r == CUDA_SUCCESS) r = launch(l, GS_K_gs_fp16_cast, cast_grid, &cast);
   return r;
 }

@@ -399,7 +399,7 @@ step_correctness() {
 
   if fp16_device; then
     mapfile -t renv < <(shim_env route-fp16)
-    run_step route-fp16 120 env "${penv[@]}" "${renv[@]}" "${FP16_ENV[@]}" "$GPU_BIN/route_check" --set=aligned,odd \
+    run_step route-fp16 120 env "${penv[@]}" "${renv[@]}" "${FP16_ENV[@]}" "$GPU_BIN/route_check" --set=aligned,odd,span \
       --tol=exact
     routes_step route-fp16 --expect '*=fp16'
     if [ "$suite_ok" = 1 ] || [ "$MODE" = dry ]; then

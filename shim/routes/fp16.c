@@ -2,23 +2,18 @@
  *
  * Volta and Turing (sm_70-sm_75) have no bf16 tensor cores but fp16 ones
  * with fp32 accumulation, 5-18x their bf16 GEMM rate. A bf16 value is an
- * fp16 value whenever it lies in fp16's range, and a power of two per
- * operand moves the operand's range there without touching a significand
- * bit: A and B are measured (their largest finite magnitude, on the device,
- * in this call), scaled into the top of fp16's range and written in fp16
- * into transient buffers (kernels/fp16.cu: two launches), multiplied by
- * cuBLAS in fp16 with fp32 accumulation, and unscaled exactly. The scale is
- * per tensor, over all batch members: one scale keeps one alpha, so the GEMM
- * can write an fp32 D itself; a member more than ~2^32 below the tensor's
- * largest value loses low bits (docs/fp16.md).
- *
- * Where the GEMM writes: an fp32 D that cuBLAS can take with alpha on the
- * device (cuBLASLt, whose descriptor is the route's own; the GemmEx family
- * in device pointer mode) gets alpha * 2^-(shifts) as alpha, beta * C and
- * the epilogue from cuBLAS itself. Anything else (bf16 D, a handle in host
- * pointer mode, pointer-array batches) goes to a transient fp32 product,
- * and the output kernel writes D: unscaled, alpha, beta * C, bias and
- * activation, D's type. No host synchronisation, no host round trip.
+ * fp16 value whenever it lies in fp16's range, and a power of two moves a
+ * value's range there without touching a significand bit. Each row of
+ * op(A) and each column of op(B) is measured (its largest finite magnitude
+ * and whether it is unsafe, on the device, in this call), scaled into the
+ * top of fp16's range and written in fp16 into transient buffers
+ * (kernels/fp16.cu: two launches), multiplied by cuBLAS in fp16 with fp32
+ * accumulation into a transient fp32 product, and the output kernel
+ * unscales each element by its own row's and column's powers of two, or
+ * recomputes it in fp32 from the bf16 operands where the scaled GEMM could
+ * not be exact, then applies alpha, beta * C, bias and activation and
+ * writes D in its type (docs/fp16.md). No host synchronisation, no host
+ * round trip.
  *
  * Anything this file does not handle declines before touching the caller's
  * memory and runs native with the reason logged. */
@@ -36,20 +31,19 @@
 
 #define F32 CUDA_R_32F
 
-/* The plan of one call: operand shapes as stored, members cast, where the
- * GEMM writes, and the transient buffer's parts. */
+/* The plan of one call: operand shapes as stored, members cast, and the
+ * transient buffer's parts. */
 typedef struct fp16_plan {
   int64_t a_rows, a_cols, b_rows, b_cols;
   int64_t a_members, b_members; /* 1 for a strided operand broadcast with stride 0 */
-  int direct;                   /* the GEMM writes the caller's fp32 D */
   int64_t bias_stride;          /* Lt: the caller's bias batch stride */
-  size_t off[4];
+  size_t off[6];
   size_t bytes;
 } fp16_plan;
 
-enum { BUF_SCALES, BUF_A16, BUF_B16, BUF_T };
-/* The scales record, then the partial maxima, in the first part. */
-#define SCRATCH_OFFSET 256
+/* The record of device constants, the words of A's rows and B's columns
+ * (one uint32 per line and member), A and B in fp16, the fp32 product. */
+enum { BUF_RECORD, BUF_INFO_A, BUF_INFO_B, BUF_A16, BUF_B16, BUF_T, BUF_PARTS };
 
 static const float host_one = 1.0f, host_zero = 0.0f;
 
@@ -111,41 +105,56 @@ static const char *plan(const gs_call *c, fp16_plan *p) {
 
   p->a_members = members_of(g, g->stride_a);
   p->b_members = members_of(g, g->stride_b);
-  p->direct = g->c_type == F32 && !is_ptr_array(g->api) &&
-              (g->api == GS_API_LT_MATMUL || g->pointer_mode == CUBLAS_POINTER_MODE_DEVICE);
-  const transient_part parts[4] = {
-      {1, 1, 1, SCRATCH_OFFSET + FP16_SCRATCH_BYTES},
+  /* Every D goes through the output kernel: each element has its own
+   * unscale, so no one alpha could hand it to cuBLAS. */
+  const transient_part parts[BUF_PARTS] = {
+      {1, 1, 1, sizeof(gs_fp16_record)},
+      {g->m, 1, p->a_members, sizeof(uint32_t)},
+      {g->n, 1, p->b_members, sizeof(uint32_t)},
       {p->a_rows, p->a_cols, p->a_members, 2},
       {p->b_rows, p->b_cols, p->b_members, 2},
-      {g->m, g->n, p->direct ? 0 : g->batch, 4},
+      {g->m, g->n, g->batch, 4},
   };
-  return transient_plan(parts, 4, gs_opt.fp16_max_bytes, "needs more transient memory than GEMMSHIM_FP16_MAX_BYTES",
-                        p->off, &p->bytes);
+  return transient_plan(parts, BUF_PARTS, gs_opt.fp16_max_bytes,
+                        "needs more transient memory than GEMMSHIM_FP16_MAX_BYTES", p->off, &p->bytes);
 }
 
 /* ---- the pieces of the call ------------------------------------------------------ */
-static gs_fp16_scales *scales_of(const fp16_plan *p, char *base) { return (gs_fp16_scales *)(base + p->off[BUF_SCALES]); }
+static gs_fp16_record *record_of(const fp16_plan *p, char *base) {
+  return (gs_fp16_record *)(base + p->off[BUF_RECORD]);
+}
 
 static int device_scalars(const gs_gemm *g) {
   return g->pointer_mode == (g->api == GS_API_LT_MATMUL ? CUBLASLT_POINTER_MODE_DEVICE : CUBLAS_POINTER_MODE_DEVICE);
 }
 
-static CUresult scale_operands(const gs_call *c, const fp16_plan *p, const fp16_launch *l, char *base) {
+/* A and B as the kernels take them: the rows of op(A) are A's stored rows
+ * when A is not transposed, the columns of op(B) B's stored rows when B
+ * is (CUBLAS_OP_C is CUBLAS_OP_T for real types). */
+static void operands_of(const gs_call *c, const fp16_plan *p, char *base, fp16_operand *a, fp16_operand *b) {
   const gs_gemm *g = &c->g;
   const int arr = is_ptr_array(g->api);
-  const fp16_operand a = {g->A, arr, g->lda, g->stride_a, p->a_rows, p->a_cols, p->a_members, base + p->off[BUF_A16]};
-  const fp16_operand b = {g->B, arr, g->ldb, g->stride_b, p->b_rows, p->b_cols, p->b_members, base + p->off[BUF_B16]};
-  uint32_t *scratch = (uint32_t *)(base + p->off[BUF_SCALES] + SCRATCH_OFFSET);
-  return fp16_scale_operands(l, &a, &b, scratch, scales_of(p, base), g->alpha, g->beta, device_scalars(g),
-                             p->direct);
+  *a = (fp16_operand){g->A, arr, g->lda, g->stride_a, p->a_rows, p->a_cols, p->a_members, base + p->off[BUF_A16],
+                      g->transa == CUBLAS_OP_N, (uint32_t *)(base + p->off[BUF_INFO_A])};
+  *b = (fp16_operand){g->B, arr, g->ldb, g->stride_b, p->b_rows, p->b_cols, p->b_members, base + p->off[BUF_B16],
+                      g->transb != CUBLAS_OP_N, (uint32_t *)(base + p->off[BUF_INFO_B])};
+}
+
+static CUresult scale_operands(const gs_call *c, const fp16_plan *p, const fp16_launch *l, char *base) {
+  fp16_operand a, b;
+  operands_of(c, p, base, &a, &b);
+  return fp16_scale_operands(l, &a, &b, record_of(p, base));
 }
 
 static CUresult write_output(const gs_call *c, const fp16_plan *p, const fp16_launch *l, char *base) {
   const gs_gemm *g = &c->g;
   const int arr = is_ptr_array(g->api), lt = g->api == GS_API_LT_MATMUL;
+  fp16_operand a, b;
+  operands_of(c, p, base, &a, &b);
   const fp16_output o = {
       .t = (const float *)(base + p->off[BUF_T]),
-      .scales = scales_of(p, base),
+      .a = &a,
+      .b = &b,
       .alpha = g->alpha,
       .beta = g->beta,
       .device_scalars = device_scalars(g),
@@ -173,10 +182,9 @@ static CUresult write_output(const gs_call *c, const fp16_plan *p, const fp16_la
 /* ---- the fp16 GEMM ------------------------------------------------------------------ */
 /* The GemmEx family on the caller's handle (its stream, workspace and math
  * mode), with fp16 A and B. Pointer-array batches run as strided ones over
- * the fp16 copies. The scalars follow the handle's pointer mode: into a
- * transient product 1 and 0 (host floats, or the scales record's on the
- * device); into the caller's fp32 C (device mode only) alpha_eff and the
- * caller's own beta. */
+ * the fp16 copies, into the transient fp32 product with alpha 1 and beta
+ * 0, in the handle's pointer mode (host floats, or the record's on the
+ * device). */
 static cublasStatus_t gemm_ex16(const gs_call *c, const fp16_plan *p, char *base) {
   const gs_gemm *g = &c->g;
   static const gs_sys_id entry[] = {
@@ -189,13 +197,13 @@ static cublasStatus_t gemm_ex16(const gs_call *c, const fp16_plan *p, char *base
   };
   if ((unsigned)g->api >= sizeof entry / sizeof entry[0] || !resolve_hooked(entry[g->api]))
     return CUBLAS_STATUS_NOT_SUPPORTED;
-  const gs_fp16_scales *s = scales_of(p, base);
+  const gs_fp16_record *r = record_of(p, base);
   const int dev = device_scalars(g);
-  const void *alpha = p->direct ? (const void *)&s->alpha_eff : dev ? (const void *)&s->one : &host_one;
-  const void *beta = p->direct ? g->beta : dev ? (const void *)&s->zero : &host_zero;
+  const void *alpha = dev ? (const void *)&r->one : &host_one;
+  const void *beta = dev ? (const void *)&r->zero : &host_zero;
   const void *A = base + p->off[BUF_A16], *B = base + p->off[BUF_B16];
-  void *C = p->direct ? g->D : (void *)(base + p->off[BUF_T]);
-  const int64_t ldc = p->direct ? g->ldc : g->m, sc = p->direct ? g->stride_c : g->m * g->n;
+  void *C = base + p->off[BUF_T];
+  const int64_t ldc = g->m, sc = g->m * g->n;
   const int64_t sa = p->a_members > 1 ? p->a_rows * p->a_cols : 0, sb = p->b_members > 1 ? p->b_rows * p->b_cols : 0;
   cublasHandle_t h = (cublasHandle_t)g->handle;
   cublasOperation_t ta = (cublasOperation_t)g->transa, tb = (cublasOperation_t)g->transb;
@@ -221,44 +229,29 @@ static cublasStatus_t gemm_ex16(const gs_call *c, const fp16_plan *p, char *base
 
 /* cublasLtMatmul with the route's own descriptor, kept as a plan (lt.c:
  * its key holds every attribute, so a call in steady state makes only the
- * matmul). Into the caller's fp32 D: device pointer mode, alpha_eff, beta
- * (the caller's device pointer, or the record's copy of a host beta), and
- * the caller's epilogue and bias; into the transient product: host 1 and 0,
- * no epilogue (the output kernel applies it). The caller's workspace. */
+ * matmul), into the transient product: host 1 and 0, no epilogue (the
+ * output kernel applies it). The caller's workspace. */
 static cublasStatus_t lt16(const gs_call *c, const fp16_plan *p, char *base, const char **why) {
   const gs_gemm *g = &c->g;
   if (!route_lt_available()) return CUBLAS_STATUS_NOT_SUPPORTED;
-  const gs_fp16_scales *s = scales_of(p, base);
   const void *A = base + p->off[BUF_A16], *B = base + p->off[BUF_B16];
-  void *D = p->direct ? g->D : (void *)(base + p->off[BUF_T]);
-  const void *C = p->direct ? g->C : D;
-  const void *alpha = p->direct ? (const void *)&s->alpha_eff : &host_one;
-  const void *beta = !p->direct ? (const void *)&host_zero : device_scalars(g) ? g->beta : (const void *)&s->beta;
-  const void *bias = p->direct ? g->bias : NULL;
+  void *D = base + p->off[BUF_T];
+  const void *C = D;
+  const void *alpha = &host_one, *beta = &host_zero;
   route_lt_key k;
   route_lt_key_init(&k, c);
   k.compute = CUBLAS_COMPUTE_32F;
   k.scale = F32;
   k.transa = g->transa;
   k.transb = g->transb;
-  k.pointer_mode = p->direct ? CUBLASLT_POINTER_MODE_DEVICE : CUBLASLT_POINTER_MODE_HOST;
-  k.epilogue = p->direct ? (uint32_t)g->epilogue : CUBLASLT_EPILOGUE_DEFAULT;
-  if (bias) {
-    k.has_bias = 1;
-    k.bias_type = F32;
-    k.bias_stride = p->bias_stride;
-  }
+  k.pointer_mode = CUBLASLT_POINTER_MODE_HOST;
+  k.epilogue = CUBLASLT_EPILOGUE_DEFAULT;
   route_lt_key_layout(&k, 0, CUDA_R_16F, p->a_rows, p->a_cols, p->a_rows, g->batch,
                       p->a_members > 1 ? p->a_rows * p->a_cols : 0);
   route_lt_key_layout(&k, 1, CUDA_R_16F, p->b_rows, p->b_cols, p->b_rows, g->batch,
                       p->b_members > 1 ? p->b_rows * p->b_cols : 0);
-  if (p->direct) {
-    route_lt_key_layout(&k, 2, F32, g->m, g->n, g->ldc, g->batch, g->stride_c);
-    route_lt_key_layout(&k, 3, F32, g->m, g->n, g->ldd, g->batch, g->stride_d);
-  } else {
-    route_lt_key_layout(&k, 2, F32, g->m, g->n, g->m, g->batch, g->m * g->n);
-    route_lt_key_layout(&k, 3, F32, g->m, g->n, g->m, g->batch, g->m * g->n);
-  }
+  route_lt_key_layout(&k, 2, F32, g->m, g->n, g->m, g->batch, g->m * g->n);
+  route_lt_key_layout(&k, 3, F32, g->m, g->n, g->m, g->batch, g->m * g->n);
   k.align[0] = route_lt_alignment(A);
   k.align[1] = route_lt_alignment(B);
   k.align[2] = route_lt_alignment(C);
@@ -266,9 +259,9 @@ static cublasStatus_t lt16(const gs_call *c, const fp16_plan *p, char *base, con
   k.workspace_size = g->workspace_size;
   cublasLtHandle_t h = (cublasLtHandle_t)g->handle;
   cublasStatus_t st;
-  const route_lt_plan *plan = route_lt_plan_get(h, &k, bias, &st, why);
+  const route_lt_plan *plan = route_lt_plan_get(h, &k, NULL, &st, why);
   if (!plan) return st;
-  st = route_lt_matmul(h, plan, alpha, A, B, beta, C, D, bias, g->workspace, g->workspace_size, g->stream);
+  st = route_lt_matmul(h, plan, alpha, A, B, beta, C, D, NULL, g->workspace, g->workspace_size, g->stream);
   route_lt_plan_put(plan);
   return st;
 }
@@ -324,15 +317,13 @@ int route_fp16(gs_call *c) {
     }
     return fp16_decline(c, plan_why);
   }
-  if (!p.direct) {
-    r = write_output(c, &p, &l, base);
-    if (r != CUDA_SUCCESS) {
-      /* The product sits in the transient buffer; the caller's C is
-       * untouched, so native can still run the call. */
-      transient_release(&t);
-      snprintf(why_buf, sizeof why_buf, "output kernel launch failed (CUresult %d)", (int)r);
-      return fp16_decline(c, why_buf);
-    }
+  r = write_output(c, &p, &l, base);
+  if (r != CUDA_SUCCESS) {
+    /* The product sits in the transient buffer; the caller's C is
+     * untouched, so native can still run the call. */
+    transient_release(&t);
+    snprintf(why_buf, sizeof why_buf, "output kernel launch failed (CUresult %d)", (int)r);
+    return fp16_decline(c, why_buf);
   }
   transient_release(&t);
   c->route = GS_ROUTE_FP16;

@@ -64,6 +64,7 @@ static int is_ptr_array(check_api a) { return a == API_BATCHED || a == API_BATCH
 #define SET_ALIGNED 1u /* m, n, k multiples of 16: every fp8 backend takes them */
 #define SET_ODD 2u     /* edges everywhere: the shim's own kernels only */
 #define SET_SMALL 4u   /* tiny: for compute-sanitizer, where every access is checked */
+#define SET_SPAN 8u    /* every other row of op(A) 2^row_exp apart: per-row scales (the fp16 route) */
 
 #define OP_N CUBLAS_OP_N
 #define OP_T CUBLAS_OP_T
@@ -81,31 +82,38 @@ typedef struct check_case {
   int bias;             /* Lt: bias epilogue, bias in C's type (PyTorch's addmm) */
   float scale_a, scale_b;
   unsigned sets;
+  int row_exp;          /* odd rows of op(A) times 2^row_exp (0: none) */
 } check_case;
 
 /* The layouts PyTorch produces (TN for Linear's forward, NN and NT for its
  * backward, batched for attention's bmm, Lt with a bias for addmm), plus
  * transposes and output types that take the routes' other paths. */
 static const check_case cases[] = {
-    {"gemm_tn_scaled", API_GEMM_EX, OP_T, OP_N, 512, 384, 1024, 1, BF16, 8, 1.0f, 0.0f, 0, 0.002f, 1000.0f, SET_ALIGNED},
-    {"gemm_nn", API_GEMM_EX, OP_N, OP_N, 256, 512, 768, 1, BF16, 0, 1.0f, 0.0f, 0, 1.0f, 1.0f, SET_ALIGNED},
-    {"gemm_nt_f32out_beta", API_GEMM_EX, OP_N, OP_T, 384, 256, 512, 1, F32, 16, 1.5f, 0.5f, 0, 1.0f, 1.0f, SET_ALIGNED},
-    {"gemm_tt", API_GEMM_EX, OP_T, OP_T, 256, 256, 256, 1, BF16, 8, 1.0f, 0.0f, 0, 4.0f, 0.25f, SET_ALIGNED},
-    {"gemm64_tn", API_GEMM_EX_64, OP_T, OP_N, 512, 256, 1024, 1, BF16, 0, 1.0f, 0.0f, 0, 1.0f, 1.0f, SET_ALIGNED},
-    {"strided_tn", API_STRIDED, OP_T, OP_N, 256, 128, 512, 3, BF16, 8, 1.0f, 0.0f, 0, 1.0f, 1.0f, SET_ALIGNED},
-    {"strided64_nn", API_STRIDED_64, OP_N, OP_N, 128, 256, 256, 2, BF16, 0, 1.0f, 0.0f, 0, 1.0f, 1.0f, SET_ALIGNED},
-    {"batched_tn", API_BATCHED, OP_T, OP_N, 256, 128, 384, 2, BF16, 8, 1.0f, 0.0f, 0, 1.0f, 1.0f, SET_ALIGNED},
-    {"batched64_tn", API_BATCHED_64, OP_T, OP_N, 128, 128, 256, 3, BF16, 0, 1.0f, 0.0f, 0, 1.0f, 1.0f, SET_ALIGNED},
-    {"lt_tn_bias", API_LT, OP_T, OP_N, 512, 384, 768, 1, BF16, 0, 1.0f, 0.0f, 1, 1.0f, 1.0f, SET_ALIGNED},
-    {"lt_nn", API_LT, OP_N, OP_N, 256, 256, 512, 1, BF16, 8, 1.0f, 0.0f, 0, 0.002f, 1000.0f, SET_ALIGNED},
-    {"gemm_tn_odd", API_GEMM_EX, OP_T, OP_N, 333, 257, 509, 1, BF16, 3, 1.0f, 0.0f, 0, 1.0f, 1.0f, SET_ODD},
-    {"gemm_nn_odd_beta", API_GEMM_EX, OP_N, OP_N, 129, 65, 200, 1, BF16, 1, 1.0f, 0.25f, 0, 1.0f, 1.0f, SET_ODD},
-    {"strided_tt_odd", API_STRIDED, OP_T, OP_T, 77, 45, 131, 2, BF16, 5, 1.0f, 0.0f, 0, 1.0f, 1.0f, SET_ODD},
-    {"lt_tn_bias_odd", API_LT, OP_T, OP_N, 200, 99, 143, 1, BF16, 0, 1.0f, 0.0f, 1, 1.0f, 1.0f, SET_ODD},
-    {"gemm_tn_small", API_GEMM_EX, OP_T, OP_N, 64, 48, 96, 1, BF16, 8, 1.0f, 0.0f, 0, 1.0f, 1.0f, SET_SMALL},
-    {"strided_nn_small", API_STRIDED, OP_N, OP_N, 32, 32, 64, 2, BF16, 0, 1.0f, 0.0f, 0, 1.0f, 1.0f, SET_SMALL},
-    {"batched_tn_small", API_BATCHED, OP_T, OP_N, 32, 16, 48, 2, BF16, 0, 1.0f, 0.0f, 0, 1.0f, 1.0f, SET_SMALL},
-    {"lt_tn_bias_small", API_LT, OP_T, OP_N, 48, 32, 64, 1, BF16, 0, 1.0f, 0.0f, 1, 1.0f, 1.0f, SET_SMALL},
+    {"gemm_tn_scaled", API_GEMM_EX, OP_T, OP_N, 512, 384, 1024, 1, BF16, 8, 1.0f, 0.0f, 0, 0.002f, 1000.0f, SET_ALIGNED, 0},
+    {"gemm_nn", API_GEMM_EX, OP_N, OP_N, 256, 512, 768, 1, BF16, 0, 1.0f, 0.0f, 0, 1.0f, 1.0f, SET_ALIGNED, 0},
+    {"gemm_nt_f32out_beta", API_GEMM_EX, OP_N, OP_T, 384, 256, 512, 1, F32, 16, 1.5f, 0.5f, 0, 1.0f, 1.0f, SET_ALIGNED, 0},
+    {"gemm_tt", API_GEMM_EX, OP_T, OP_T, 256, 256, 256, 1, BF16, 8, 1.0f, 0.0f, 0, 4.0f, 0.25f, SET_ALIGNED, 0},
+    {"gemm64_tn", API_GEMM_EX_64, OP_T, OP_N, 512, 256, 1024, 1, BF16, 0, 1.0f, 0.0f, 0, 1.0f, 1.0f, SET_ALIGNED, 0},
+    {"strided_tn", API_STRIDED, OP_T, OP_N, 256, 128, 512, 3, BF16, 8, 1.0f, 0.0f, 0, 1.0f, 1.0f, SET_ALIGNED, 0},
+    {"strided64_nn", API_STRIDED_64, OP_N, OP_N, 128, 256, 256, 2, BF16, 0, 1.0f, 0.0f, 0, 1.0f, 1.0f, SET_ALIGNED, 0},
+    {"batched_tn", API_BATCHED, OP_T, OP_N, 256, 128, 384, 2, BF16, 8, 1.0f, 0.0f, 0, 1.0f, 1.0f, SET_ALIGNED, 0},
+    {"batched64_tn", API_BATCHED_64, OP_T, OP_N, 128, 128, 256, 3, BF16, 0, 1.0f, 0.0f, 0, 1.0f, 1.0f, SET_ALIGNED, 0},
+    {"lt_tn_bias", API_LT, OP_T, OP_N, 512, 384, 768, 1, BF16, 0, 1.0f, 0.0f, 1, 1.0f, 1.0f, SET_ALIGNED, 0},
+    {"lt_nn", API_LT, OP_N, OP_N, 256, 256, 512, 1, BF16, 8, 1.0f, 0.0f, 0, 0.002f, 1000.0f, SET_ALIGNED, 0},
+    {"gemm_tn_odd", API_GEMM_EX, OP_T, OP_N, 333, 257, 509, 1, BF16, 3, 1.0f, 0.0f, 0, 1.0f, 1.0f, SET_ODD, 0},
+    {"gemm_nn_odd_beta", API_GEMM_EX, OP_N, OP_N, 129, 65, 200, 1, BF16, 1, 1.0f, 0.25f, 0, 1.0f, 1.0f, SET_ODD, 0},
+    {"strided_tt_odd", API_STRIDED, OP_T, OP_T, 77, 45, 131, 2, BF16, 5, 1.0f, 0.0f, 0, 1.0f, 1.0f, SET_ODD, 0},
+    {"lt_tn_bias_odd", API_LT, OP_T, OP_N, 200, 99, 143, 1, BF16, 0, 1.0f, 0.0f, 1, 1.0f, 1.0f, SET_ODD, 0},
+    {"gemm_tn_small", API_GEMM_EX, OP_T, OP_N, 64, 48, 96, 1, BF16, 8, 1.0f, 0.0f, 0, 1.0f, 1.0f, SET_SMALL, 0},
+    {"strided_nn_small", API_STRIDED, OP_N, OP_N, 32, 32, 64, 2, BF16, 0, 1.0f, 0.0f, 0, 1.0f, 1.0f, SET_SMALL, 0},
+    {"batched_tn_small", API_BATCHED, OP_T, OP_N, 32, 16, 48, 2, BF16, 0, 1.0f, 0.0f, 0, 1.0f, 1.0f, SET_SMALL, 0},
+    {"lt_tn_bias_small", API_LT, OP_T, OP_N, 48, 32, 64, 1, BF16, 0, 1.0f, 0.0f, 1, 1.0f, 1.0f, SET_SMALL, 0},
+    /* Rows 2^44 apart: one scale per tensor would flush the small rows
+     * (2^-44 x 2^15 is below fp16's smallest subnormal, 2^-24); a bias
+     * would hide the small rows' errors, so the Lt case makes them large. */
+    {"gemm_tn_span", API_GEMM_EX, OP_T, OP_N, 256, 128, 512, 1, BF16, 8, 1.0f, 0.0f, 0, 1.0f, 1.0f, SET_SPAN, -44},
+    {"batched_nn_span", API_BATCHED, OP_N, OP_N, 128, 128, 256, 2, F32, 0, 1.0f, 0.0f, 0, 1.0f, 1.0f, SET_SPAN, -44},
+    {"lt_tn_bias_span", API_LT, OP_T, OP_N, 256, 192, 384, 1, BF16, 0, 1.0f, 0.0f, 1, 1.0f, 1.0f, SET_SPAN, 44},
 };
 #define N_CASES ((int)(sizeof cases / sizeof cases[0]))
 
@@ -194,6 +202,13 @@ static void make_operands(const check_case *cs, const geometry *g, uint64_t seed
   }
   gpu_fill_bf16(o->a, NULL, g->na, &rng, cs->scale_a);
   gpu_fill_bf16(o->b, NULL, g->nb, &rng, cs->scale_b);
+  if (cs->row_exp)
+    for (int64_t b = 0; b < cs->batch; b++)
+      for (int64_t i = 1; i < cs->m; i += 2)
+        for (int64_t l = 0; l < cs->k; l++) {
+          const size_t at = (size_t)(b * g->sa + (cs->ta == OP_N ? i + l * g->lda : l + i * g->lda));
+          o->a[at] = gpu_f32_to_bf16(ldexpf(gpu_bf16_to_f32(o->a[at]), cs->row_exp));
+        }
   for (size_t i = 0; i < g->nc; i++) {
     /* Poison when C must not be read: a quiet NaN with a recognisable
      * payload; otherwise random values that the result adds to. */
@@ -456,7 +471,7 @@ static int run_call(check_ctx *x, const check_opts *op, const check_case *cs, in
 static void usage(void) {
   fprintf(stderr,
           "usage: route_check [options]\n"
-          "  --set=aligned,odd,small  which cases (default aligned,odd)\n"
+          "  --set=aligned,odd,small,span  which cases (default aligned,odd)\n"
           "  --tol=exact|fp8          tolerance of the route under test (default exact)\n"
           "  --sqnr-min=DB            fp8: lowest SQNR a call may have (default 25)\n"
           "  --iters=N                calls per case, fresh operands each (default 2)\n"
@@ -481,6 +496,7 @@ static int parse(int argc, char **argv, check_opts *op) {
       if (strstr(a + 6, "aligned")) op->sets |= SET_ALIGNED;
       if (strstr(a + 6, "odd")) op->sets |= SET_ODD;
       if (strstr(a + 6, "small")) op->sets |= SET_SMALL;
+      if (strstr(a + 6, "span")) op->sets |= SET_SPAN;
       if (!op->sets) return fprintf(stderr, "route_check: no known set in %s\n", a), -1;
     } else if (!strcmp(a, "--tol=exact")) {
       op->fp8_tol = 0;
@@ -497,9 +513,9 @@ static int parse(int argc, char **argv, check_opts *op) {
       op->only = a + 7;
     } else if (!strcmp(a, "--list")) {
       for (int k = 0; k < N_CASES; k++)
-        printf("case %s api=%s sets=%s%s%s\n", cases[k].name, api_names[cases[k].api],
+        printf("case %s api=%s sets=%s%s%s%s\n", cases[k].name, api_names[cases[k].api],
                cases[k].sets & SET_ALIGNED ? "aligned" : "", cases[k].sets & SET_ODD ? "odd" : "",
-               cases[k].sets & SET_SMALL ? "small" : "");
+               cases[k].sets & SET_SMALL ? "small" : "", cases[k].sets & SET_SPAN ? " span" : "");
       exit(0);
     } else {
       fprintf(stderr, "route_check: unknown option %s\n", a);

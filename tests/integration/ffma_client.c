@@ -41,6 +41,16 @@
  *   special, specialb         inf ninf nan: A's (B's) first stored element
  *                             is that value [none]
  *   ampb                      magnitude of B's elements alone [amp]
+ *   apat, bpat=V0:V1:...      explicit values (up to 8): element (i, l) of
+ *                             op(A) is V[(i*k + l) % count], element (l, j)
+ *                             of op(B) V[(j*k + l) % count], in every member
+ *                             [random]
+ *   rowexp, colexp=E0:E1:...  row i of op(A) (column j of op(B)) times
+ *                             2^E[i % count] (up to 8) [none]
+ *   dump=PATH                 write every result element, member by member,
+ *                             column by column, as three float64s: the
+ *                             result, the float64 reference and its bound
+ *                             (NaN where the reference is not finite)
  *   seed                      the data's seed (same seed, same data) [the
  *                             run's --seed plus the call's index]
  *   Arguments cuBLAS may refuse (the buffers stay as the keys above size
@@ -261,7 +271,26 @@ typedef struct spec {
   int ptr_array_mode;                          /* Lt: BATCH_MODE = POINTER_ARRAY */
   double span_lo, span_hi;                     /* span_hi > 0: log-uniform magnitudes */
   double special[2];                           /* A's, B's first element; 0: none */
+  double pat[2][8];                            /* apat, bpat */
+  int npat[2];                                 /* 0: random values */
+  int lexp[2][8];                              /* rowexp, colexp */
+  int nlexp[2];
+  char dump[512];                              /* "": no dump */
 } spec;
+
+/* "X0:X1:..." into at most 8 doubles; the count, or -1 when bad. */
+static int parse_list(const char *v, double out[8]) {
+  int n = 0;
+  char *end;
+  for (;;) {
+    if (n == 8) return -1;
+    out[n++] = strtod(v, &end);
+    if (end == v) return -1;
+    if (*end == 0) return n;
+    if (*end != ':') return -1;
+    v = end + 1;
+  }
+}
 
 static int is_ptr_array(int api) { return api == API_BATCHED || api == API_BATCHED64; }
 static int is_strided(int api) { return api == API_STRIDED || api == API_STRIDED64; }
@@ -397,6 +426,18 @@ static int parse_spec(const char *text, int index, spec *s) {
       double x = !strcmp(v, "inf") ? INFINITY : !strcmp(v, "ninf") ? -INFINITY : !strcmp(v, "nan") ? NAN : 0;
       bad = x == 0;
       s->special[kv[7] == 'b'] = x;
+    } else if (!strcmp(kv, "apat") || !strcmp(kv, "bpat")) {
+      int w = kv[0] == 'b';
+      s->npat[w] = parse_list(v, s->pat[w]);
+      bad = s->npat[w] < 1;
+    } else if (!strcmp(kv, "rowexp") || !strcmp(kv, "colexp")) {
+      int w = kv[0] == 'c';
+      double e[8];
+      s->nlexp[w] = parse_list(v, e);
+      bad = s->nlexp[w] < 1;
+      for (int i = 0; i < s->nlexp[w] && !bad; i++) s->lexp[w][i] = (int)e[i];
+    } else if (!strcmp(kv, "dump")) {
+      snprintf(s->dump, sizeof s->dump, "%s", v);
     } else if (!strcmp(kv, "lmode")) {
       s->ptr_array_mode = !strcmp(v, "ptr");
       bad = !s->ptr_array_mode && strcmp(v, "strided");
@@ -562,6 +603,28 @@ static double operand_value(const spec *s, double amp, uint64_t *rng) {
   return u < 0 ? -mag : mag;
 }
 
+/* apat/bpat and rowexp/colexp over the random values, line by line of
+ * op(A) and op(B), every stored member. */
+static void shape_operands(gemm *g) {
+  const spec *s = &g->s;
+  for (int w = 0; w < 2; w++) {
+    if (!s->npat[w] && !s->nlexp[w]) continue;
+    const int64_t lines = w ? s->n : s->m;
+    const int trans = (w ? s->tb : s->ta) != CUBLAS_OP_N;
+    for (int64_t bm = 0; bm < s->batch; bm++)
+      for (int64_t i = 0; i < lines; i++)
+        for (int64_t l = 0; l < s->k; l++) {
+          /* op(A)(i, l) is A(i, l) or A(l, i); op(B)(l, j) is B(l, j) or B(j, l). */
+          size_t idx = w == 0 ? (trans ? at(g, bm, g->sa, g->lda, l, i) : at(g, bm, g->sa, g->lda, i, l))
+                              : (trans ? at(g, bm, g->sb, g->ldb, i, l) : at(g, bm, g->sb, g->ldb, l, i));
+          void *mem = w ? g->b.host : g->a.host;
+          double v = s->npat[w] ? s->pat[w][(i * s->k + l) % s->npat[w]] : get(s->ab, mem, idx);
+          if (s->nlexp[w]) v = ldexp(v, s->lexp[w][i % s->nlexp[w]]);
+          put(s->ab, mem, idx, v);
+        }
+  }
+}
+
 /* Buffers, data and descriptors; nosync: stream-ordered fills, no copies. */
 static void gemm_prepare(gemm *g, const spec *s, uint64_t seed, CUstream stream, int nosync) {
   memset(g, 0, sizeof *g);
@@ -593,6 +656,7 @@ static void gemm_prepare(gemm *g, const spec *s, uint64_t seed, CUstream stream,
     double ampb = s->ampb < 0 ? s->amp : s->ampb;
     for (size_t i = 0; i < g->na; i++) put(s->ab, g->a.host, i, operand_value(s, s->amp, &rng));
     for (size_t i = 0; i < g->nb; i++) put(s->ab, g->b.host, i, operand_value(s, ampb, &rng));
+    shape_operands(g);
     if (s->special[0] != 0) put(s->ab, g->a.host, 0, s->special[0]);
     if (s->special[1] != 0) put(s->ab, g->b.host, 0, s->special[1]);
     /* C: values where beta may be read, NaN everywhere when it must not be. */
@@ -767,6 +831,8 @@ static void gemm_check(gemm *g) {
   } else {
     char *is_result = calloc(no, 1);
     if (!is_result) die("calloc", 0);
+    FILE *dump = s->dump[0] ? fopen(s->dump, "wb") : NULL;
+    if (s->dump[0] && !dump) die("fopen dump", 0);
     g->ok = 1;
     g->maxerr = 0;
     g->nonfinite = 0;
@@ -810,6 +876,10 @@ static void gemm_check(gemm *g) {
           double got = get(s->c, out, oi);
           g->nonfinite += !isfinite(got);
           is_result[oi] = 1;
+          if (dump) {
+            const double rec[3] = {got, ref, isfinite(ref) ? bound(s->c, K, ref, mag) : NAN};
+            if (fwrite(rec, sizeof rec, 1, dump) != 1) die("fwrite dump", 0);
+          }
           if (!isfinite(ref)) {
             /* Inf or NaN in the operands: the same Inf, or a NaN. */
             if (isnan(ref) ? !isnan(got) : got != ref) g->ok = 0;
@@ -821,6 +891,7 @@ static void gemm_check(gemm *g) {
           noise += err * err;
           if (isnan(err) || err > g->maxerr) g->maxerr = err;
         }
+    if (dump && fclose(dump)) die("fclose dump", 0);
     g->sqnr = noise > 0 ? 10.0 * log10(signal / noise) : INFINITY;
     if (fp8_tolerance && noise > 0 && !(g->sqnr >= 25.0)) g->ok = 0;
     size_t es = tsize(s->c);
