@@ -337,6 +337,9 @@ int route_run(gs_call *c);
 /* "routes/checks.c": what every route asks first; NULL or the reason. */
 void route_operand_shapes(const gs_gemm *g, int64_t *a_rows, int64_t *a_cols, int64_t *b_rows, int64_t *b_cols);
 const char *route_check_arguments(const gs_gemm *g);
+/* A strided batch whose D members overlap: the reason, else NULL. */
+const char *route_check_output_members(const gs_gemm *g);
+int route_is_ptr_array(gs_api api); /* cublasGemmBatchedEx(_64): device arrays of member pointers */
 const char *route_check_lt(const gs_gemm *g); /* attributes, orders, epilogue, scales, bias, batch */
 /* route_check_lt, and alpha/beta as scalars by value or pointer: for a
  * route that builds descriptors of its own (vector pointer modes are not

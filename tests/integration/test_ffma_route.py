@@ -318,6 +318,26 @@ def test_max_bytes_boundary(client, standin, tmp_path, api, spec):
     assert res.counts["cuMemAllocFromPoolAsync"] == 0
 
 
+OVERLAP = "D's batch members overlap (stride below ldd x (n - 1) + m): an element would have two writers"
+
+
+@pytest.mark.parametrize("mode,cc", [("ffma", "6.1"), ("fp16", "7.5")])
+@pytest.mark.parametrize("api", ["strided", "strided64", "lt"])
+def test_overlapping_output_members_decline_first(client, standin, tmp_path, api, mode, cc):
+    """A strided batch whose D members overlap (batch stride 40 elements
+    below one member's span), for which cuBLAS defines no result: the
+    routes' output kernels give every element one writer, so each route
+    declines before allocating or launching anything, and the call runs
+    native (whose result the client's check does not accept: exit 1 either
+    way)."""
+    res = run_client(client, standin, tmp_path, [gemm("ovl", api, batch=2, spad=-40, beta=0)], rc=1,
+                     env={"GEMMSHIM_MODE": mode, "STANDIN_CC": cc})
+    rec = res.recs[0]
+    assert (rec["decided"], rec["route"], rec["reason"]) == \
+        (mode, "native", f"GEMMSHIM_MODE={mode}; {mode} declined: {OVERLAP}; ran native"), rec
+    assert res.counts["cuMemAllocFromPoolAsync"] == res.counts["cuLaunchKernel"] == 0
+
+
 @pytest.mark.parametrize("mode,cc,option", [("ffma", "6.1", "GEMMSHIM_FFMA_MAX_BYTES"),
                                              ("fp8", "9.0", "GEMMSHIM_FP8_MAX_BYTES")])
 @pytest.mark.parametrize("batch", [2**40, 2**40 + 1])
