@@ -19,6 +19,7 @@
  * Identity, gradients, state and locks: docs/fp8-sites.md,
  * "fp8_sites.c: identity, gradients, state and locks". */
 #define _GNU_SOURCE
+#include "fp8_ring.h"
 #include "fp8_sites.h"
 
 #include <limits.h>
@@ -654,35 +655,8 @@ static const char *site_create(fp8_ctx *x, fp8_group *g, gs_call *c, int capturi
 }
 
 /* ---- ring initialisation ---------------------------------------------------------- */
-static CUresult set_u32(CUdeviceptr p, uint32_t v, CUstream stream) {
-  if (gs_sys.cuMemsetD32Async) return GS_CALL(cuMemsetD32Async, p, v, 1, stream);
-  /* Byte by byte where the driver has no 32-bit memset (little endian). */
-  CUresult r = CUDA_SUCCESS;
-  for (int i = 0; i < 4 && r == CUDA_SUCCESS; i++)
-    r = GS_CALL(cuMemsetD8Async, p + (CUdeviceptr)i, (unsigned char)(v >> (8 * i)), 1, stream);
-  return r;
-}
-
-static uint32_t f32_bits(float f) {
-  uint32_t u;
-  memcpy(&u, &f, sizeof u);
-  return u;
-}
-
-/* A ring as fp8.h wants it new: zero, scale[0] = scale[1] = 1, history
- * length, format and 2^margin. Memsets only: legal during capture, and
- * ordered on the stream before the ring's first use. */
 static CUresult ring_init(CUdeviceptr ring, int fmt, CUstream stream) {
-  if (!gs_sys.cuMemsetD8Async) return CUDA_ERROR_NOT_SUPPORTED;
-  unsigned history = (unsigned)gs_opt.fp8_history;
-  uint32_t margin_pow2 = (uint32_t)(127 + gs_opt.fp8_margin) << 23; /* 2^margin, margin <= 64 */
-  CUresult r = GS_CALL(cuMemsetD8Async, ring, 0, (size_t)gs_fp8_ring_bytes(history), stream);
-  if (r == CUDA_SUCCESS) r = set_u32(ring + offsetof(gs_fp8_ring, scale[0]), f32_bits(1.0f), stream);
-  if (r == CUDA_SUCCESS) r = set_u32(ring + offsetof(gs_fp8_ring, scale[1]), f32_bits(1.0f), stream);
-  if (r == CUDA_SUCCESS) r = set_u32(ring + offsetof(gs_fp8_ring, history), history, stream);
-  if (r == CUDA_SUCCESS) r = set_u32(ring + offsetof(gs_fp8_ring, fmt), (uint32_t)fmt, stream);
-  if (r == CUDA_SUCCESS) r = set_u32(ring + offsetof(gs_fp8_ring, margin_pow2), margin_pow2, stream);
-  return r;
+  return fp8_ring_init(ring, fmt, (unsigned)gs_opt.fp8_history, (unsigned)gs_opt.fp8_margin, stream);
 }
 
 /* With s held: put its rings on c's stream and initialise them if needed. */
