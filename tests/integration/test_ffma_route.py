@@ -854,6 +854,8 @@ def test_hundreds_of_context_resets_keep_routing(client, standin, tmp_path, mode
     args = ["--stream=legacy", "--reset-every=1"] + [gemm(f"g{i}", "ex", m=16, n=16, k=16, seed=7)
                                                       for i in range(calls)]
     env = {"STANDIN_CC": cc, "GEMMSHIM_MODE": mode}
+    if mode == "fp8":
+        env["GEMMSHIM_FP8_RECIPE"] = "delayed"  # the recipe with per-context state
     # The client's tolerance is ffma's: fp8 results fail it (exit 1).
     res = run_client(client, standin, tmp_path, args, env=env, rc=0 if mode == "ffma" else 1)
     assert len(res.run.lines("reset")) == calls - 1
