@@ -525,7 +525,13 @@ static int contradicted(const fp8_site *s, const void *const ptr[FP8_ROLES]) {
 }
 
 /* Steps 1-4 of the matching at the top of this file; NULL: a new site. */
-static fp8_site *group_match(const fp8_group *g, const void *const ptr[FP8_ROLES], int backward) {
+/* An ordinal names a layer only among calls of one stream: calls on
+ * different streams with no pointer in common are independent work (each
+ * thread of a program with its own stream and buffers, say), and must not
+ * read each other's histories. */
+static int site_on_call_stream(const fp8_site *s, const gs_call *c) { return !s->slot || slot_on_stream(s->slot, c); }
+
+static fp8_site *group_match(const fp8_group *g, const gs_call *c, const void *const ptr[FP8_ROLES], int backward) {
   /* A before D before B: A holds weights and saved activations, D the
    * weight gradients, B the most short-lived tensors. */
   static const int role_rank[FP8_ROLES] = {0, 2, 1};
@@ -534,7 +540,8 @@ static fp8_site *group_match(const fp8_group *g, const void *const ptr[FP8_ROLES
   for (fp8_site *s = g->sites; s; s = s->group_next) {
     int unused = s->round != g->round;
     int contra = contradicted(s, ptr);
-    if (unused && !contra && s->ordinal == g->pos && (!ord || s->last_tick > ord->last_tick)) ord = s;
+    if (unused && !contra && s->ordinal == g->pos && site_on_call_stream(s, c) && (!ord || s->last_tick > ord->last_tick))
+      ord = s;
     for (int r = 0; r < FP8_ROLES; r++) {
       if (!ptr[r] || s->ptr[r] != ptr[r]) continue;
       if (s->stable[r]) {
@@ -722,7 +729,7 @@ const char *fp8_site_acquire(gs_call *c, int capturing, fp8_use *u) {
     g->pos = 0;
     g->epoch = x->epoch;
   }
-  fp8_site *s = group_match(g, ptr, backward);
+  fp8_site *s = group_match(g, c, ptr, backward);
   if (s) {
     if (site_touch(x, s, ptr) && !backward) {
       if (!x->anchor) x->anchor = s;
