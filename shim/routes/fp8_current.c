@@ -47,7 +47,8 @@ static const char *current_acquire(gs_call *c, CUdeviceptr scratch, fp8_scales *
   s->parity = 0;
   s->needs_amax_init = 1;
   s->per_call = 1;
-  s->forward = 0;
+  /* Fast accumulation for forward GEMMs only (fp8.c, lt_fp8). */
+  s->forward = fp8_thread_forward();
   s->note = gs_opt.fp8_format == GS_FP8_FORMAT_HYBRID
                 ? "hybrid asked for, but the current recipe cannot tell gradients apart: e4m3 for both"
                 : NULL;

@@ -17,7 +17,8 @@ static const char *delayed_acquire(gs_call *c, CUdeviceptr scratch, fp8_scales *
   s->parity = s->use.parity;
   s->needs_amax_init = s->use.needs_amax_init;
   s->per_call = 0;
-  s->forward = 0;
+  /* Fast accumulation for forward GEMMs only (fp8.c, lt_fp8). */
+  s->forward = fp8_thread_forward();
   s->note = s->use.needs_amax_init ? "first call: scales from its own amax" : NULL;
   return NULL;
 }

@@ -290,6 +290,10 @@ static int thread_is_autograd(void) {
   return 0;
 }
 
+int fp8_thread_forward(void) {
+  return !thread_is_autograd() && atomic_load_explicit(&autograd_seen, memory_order_relaxed);
+}
+
 /* Backward-thread call: see the top of this file. */
 static int thread_is_backward(const fp8_ctx *x) {
   if (thread_is_autograd()) return 1;

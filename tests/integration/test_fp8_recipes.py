@@ -14,7 +14,7 @@ issue's reproducer must clear on every call, the first included."""
 
 import pytest
 
-from harness import CLIENT_DIR, read_log, require_built, run, run_ok
+from harness import CLIENT_DIR, read_log, require_built, run_ok, standin_counts
 
 THREADS, CALLS = 8, 4
 
@@ -59,3 +59,103 @@ def test_threads_sharing_a_call_site_keep_their_own_scales(threads_client, stand
         assert len(by_stream) == THREADS, by_stream
         assert all(len(s) == 1 for s in by_stream.values()), by_stream
         assert len(set().union(*by_stream.values())) == THREADS, by_stream
+
+
+def one_gemm(threads_client, standin, tmp_path, cc, env):
+    log = tmp_path / f"{cc}-{'-'.join(env.values())}.jsonl"
+    r = run_ok([threads_client, "--threads=1", "--calls=1"], standin[13], shim=True,
+               env={"STANDIN_CC": cc, "GEMMSHIM_MODE": "fp8", "GEMMSHIM_LOG": str(log), **env})
+    (g,) = gemm_lines(r)
+    (rec,) = read_log(log)
+    return g, rec
+
+
+def test_current_is_right_on_the_first_call(threads_client, standin, tmp_path):
+    """Current scaling needs no history: the first call of a new call site
+    is held to torchao's 25 dB for E4M3 GEMMs on normal data."""
+    g, rec = one_gemm(threads_client, standin, tmp_path, "9.0", {})
+    assert (rec["recipe"], rec["backend"], rec["reason"]) == (
+        "current", "cublaslt-fp8", "GEMMSHIM_MODE=fp8; fp8 e4m3 x e4m3"), rec
+    assert "site_event" not in rec, rec
+    assert g["status"] == 0 and g["sqnr"] >= 25.0, g
+
+
+# What each device runs for each GEMMSHIM_FP8_RECIPE, and why not the one
+# asked for. The rules are the cuBLAS documentation's ("Narrow precision
+# data types usage"): 1x128 and 128x128 block scales (VEC128_32F,
+# BLK128x128_32F) on compute capability 9.0 from cuBLAS 12.9, 32-element
+# E8M0 block scales (VEC32_UE8M0) on 10.0 and newer. The stand-in's cuBLAS
+# is 13.1, so on 9.0 block is refused for its missing kernels alone.
+NO_MXFP8_KERNELS = "mxfp8's quantize kernels (32-element blocks, E8M0 scales) are not in this build"
+NO_BLOCK_KERNELS = "block's quantize kernels (1x128 and 128x128 scales) are not in this build"
+
+
+def block_sm(sm):
+    return f"block needs sm_90 (cuBLASLt's 1x128/128x128 scale modes), device is sm_{sm}"
+
+
+def mxfp8_sm(sm):
+    return f"mxfp8 needs sm_100 or newer (cuBLASLt's VEC32_UE8M0 scale mode), device is sm_{sm}"
+
+
+@pytest.mark.parametrize("cc,asked,ran,why", [
+    ("10.0", "auto", "current", f"{NO_MXFP8_KERNELS}; {block_sm(100)}"),
+    ("9.0", "auto", "current", None),
+    ("9.0", "block", "current", NO_BLOCK_KERNELS),
+    ("9.0", "mxfp8", "current", f"{mxfp8_sm(90)}; {NO_BLOCK_KERNELS}"),
+    ("10.0", "block", "current", block_sm(100)),
+    ("9.0", "delayed", "delayed", None),
+])
+def test_recipe_falls_back_with_the_reason(threads_client, standin, tmp_path, cc, asked, ran, why):
+    g, rec = one_gemm(threads_client, standin, tmp_path, cc, {"GEMMSHIM_FP8_RECIPE": asked})
+    assert g["status"] == 0 and g["sqnr"] >= 25.0, g
+    assert (rec["route"], rec["backend"], rec["recipe"]) == ("fp8", "cublaslt-fp8", ran), rec
+    want = "GEMMSHIM_MODE=fp8; fp8 e4m3 x e4m3"
+    if ran == "delayed":
+        want += "; first call: scales from its own amax"
+    if why:
+        want += f"; recipe {ran} instead: {why}"
+    assert rec["reason"] == want, rec
+
+
+def test_bad_recipe_is_named_and_runs_native(threads_client, standin, tmp_path):
+    log = tmp_path / "gemms.jsonl"
+    r = run_ok([threads_client, "--threads=1", "--calls=1"], standin[13], shim=True,
+               env={"STANDIN_CC": "9.0", "GEMMSHIM_MODE": "fp8", "GEMMSHIM_FP8_RECIPE": "fast",
+                    "GEMMSHIM_LOG": str(log)})
+    assert ("GEMMSHIM_FP8_RECIPE='fast': expected auto, current, block, mxfp8 or delayed; "
+            "running pass-through (every GEMM native, still logged)") in r.stderr, r.describe()
+    (rec,) = read_log(log)
+    assert rec["route"] == "native" and "recipe" not in rec, rec
+
+
+@pytest.mark.parametrize("recipe", ["current", "delayed"])
+def test_fast_accumulation_on_known_forward_gemms_only(shim, standin, tmp_path, recipe):
+    """CUBLASLT_MATMUL_DESC_FAST_ACCUM (cublasLt.h: no periodic promotion of
+    the fp8 partial sums) on forward GEMMs only, split accumulation for
+    grad-input and grad-weight, as torchao's Float8LinearConfig
+    (use_fast_accum on gemm_config_output alone, torchao/float8/config.py)
+    and TransformerEngine's Float8CurrentScaling recipe do. A forward GEMM
+    is known once PyTorch's autograd thread (pt_autograd_0 in
+    fp8_client.c) has run a backward: every GEMM of another thread is then
+    a forward one. Before that (step 0), and in a program without autograd
+    threads, no call gets it. The stand-in counts the fp8 GEMMs whose
+    descriptor had the attribute set."""
+    client = CLIENT_DIR / "fp8_client_cu13"
+    require_built([client])
+    layers, steps = 2, 3
+    counts = tmp_path / "counts"
+    run_ok([client, f"--layers={layers}", f"--steps={steps}"], standin[13], shim=True,
+           env={"STANDIN_CC": "9.0", "GEMMSHIM_MODE": "fp8", "GEMMSHIM_FP8_RECIPE": recipe,
+                "STANDIN_COUNTS": str(counts)})
+    c = standin_counts(counts)
+    assert c["standin_fp8_gemms"] == steps * layers * 3, c
+    assert c["standin_fp8_fast_accum_gemms"] == (steps - 1) * layers, c
+
+    counts = tmp_path / "threads-counts"
+    threads_client = CLIENT_DIR / "fp8_threads_client_cu13"
+    run_ok([threads_client, "--threads=2", "--calls=2"], standin[13], shim=True,
+           env={"STANDIN_CC": "9.0", "GEMMSHIM_MODE": "fp8", "GEMMSHIM_FP8_RECIPE": recipe,
+                "STANDIN_COUNTS": str(counts)})
+    c = standin_counts(counts)
+    assert (c["standin_fp8_gemms"], c["standin_fp8_fast_accum_gemms"]) == (4, 0), c

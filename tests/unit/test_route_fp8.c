@@ -369,6 +369,7 @@ static int gemm_run(gemm *x) {
   c->site = 0;
   c->site_flags = 0;
   c->evicted_site = 0;
+  c->recipe = 0;
   c->reason[0] = 0;
   c->backend = NULL;
   c->decided = GS_ROUTE_FP8;
@@ -584,6 +585,61 @@ static void test_e5m2_runs_own_kernel(void **state) {
   fp8_use u = peek_site(&x);
   assert_int_equal(u.ring[0]->fmt, GS_FP8_E5M2);
   assert_close_rel(u.ring[0]->scale[0], amax_of(x.A, BF16, x.a_len) / 57344.0, 1e-6);
+  gemm_free(&x);
+}
+
+/* ---- recipes ----------------------------------------------------------------------------- */
+/* cublasLt.h: CUBLASLT_VERSION is major * 10000 + minor * 100 + patch;
+ * 120804 is cuBLAS 12.8 update 4's, the stand-in's cuBLAS 12. */
+static size_t lt_version_12_8(void) { return 120804; }
+
+/* The block recipe needs cuBLAS 12.9 (the cuBLAS documentation's narrow
+ * precision section: VEC128_32F and BLK128x128_32F from 12.9 on sm_90),
+ * asked of the loaded cuBLASLt at run time through the call table; an
+ * older one, or a failed query, falls back to current with the reason. */
+static void test_block_checks_the_loaded_cublas_version(void **state) {
+  gs_opt.fp8_recipe = GS_FP8_RECIPE_BLOCK;
+  size_t (*real)(void) = gs_sys.cublasLtGetVersion;
+  assert_non_null(real);
+  assert_int_equal(real(), 130100); /* the stand-in's cuBLAS 13.1 */
+  problem p = {DEV_90, GS_API_GEMM_EX, T_, N_, 64, 48, 64, 1, BF16, BF16, C32F, 0, -1, 1.0f, 0.0f, 0, 70};
+  gemm x;
+  gemm_make(&x, &p, 1.0);
+  gs_sys.cublasLtGetVersion = lt_version_12_8;
+  assert_int_equal(gemm_run(&x), CUBLAS_STATUS_SUCCESS);
+  gs_sys.cublasLtGetVersion = real;
+  assert_int_equal(x.c.recipe, GS_FP8_RECIPE_CURRENT);
+  assert_string_equal(x.c.reason, "fp8 e4m3 x e4m3; recipe current instead: block needs cuBLAS 12.9 or newer, the "
+                                  "loaded cuBLASLt is 12.8.4");
+  assert_true(x.sqnr >= 25.0);
+  gs_fault_arm(GS_SYS_cublasLtGetVersion, 1, 1);
+  assert_int_equal(gemm_run(&x), CUBLAS_STATUS_SUCCESS);
+  gs_fault_clear();
+  assert_string_equal(x.c.reason, "fp8 e4m3 x e4m3; recipe current instead: block needs cuBLAS 12.9 or newer, and "
+                                  "cublasLtGetVersion returned 0");
+  assert_true(x.sqnr >= 25.0);
+  gemm_free(&x);
+}
+
+/* Current scaling on the first call: the step is this call's amax over
+ * E4M3's 448 (TransformerEngine, recipe_common.cuh: scale = fp8_max /
+ * amax; the step is its inverse), no site, no history. */
+static void test_current_first_call(void **state) {
+  gs_opt.fp8_recipe = GS_FP8_RECIPE_CURRENT;
+  problem p = {DEV_90, GS_API_GEMM_EX, T_, N_, 64, 48, 64, 1, BF16, BF16, C32F, 0, -1, 1.0f, 0.0f, 0, 71};
+  gemm x;
+  gemm_make(&x, &p, 3.0);
+  assert_int_equal(gemm_run(&x), CUBLAS_STATUS_SUCCESS);
+  assert_int_equal(x.c.recipe, GS_FP8_RECIPE_CURRENT);
+  assert_string_equal(x.c.backend, "cublaslt-fp8");
+  assert_string_equal(x.c.reason, "fp8 e4m3 x e4m3");
+  assert_true(x.c.site_flags == 0);
+  if (x.sqnr < 25.0) fail_msg("current, first call: %.2f dB", x.sqnr);
+  /* All zeros: amax 0 keeps the step at 1 (TE: scale 1), output zeros. */
+  memset(x.A, 0, x.a_len * 2);
+  assert_int_equal(gemm_run(&x), CUBLAS_STATUS_SUCCESS);
+  for (int64_t j = 0; j < p.n; j++)
+    for (int64_t i = 0; i < p.m; i++) assert_true(get(x.C, BF16, i + j * x.ldc) == 0.0);
   gemm_free(&x);
 }
 
@@ -1269,6 +1325,8 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_site_stable_and_logged, test_setup, test_teardown),
       cmocka_unit_test_setup_teardown(test_delayed_scaling, test_setup, test_teardown),
       cmocka_unit_test_setup_teardown(test_e5m2_runs_own_kernel, test_setup, test_teardown),
+      cmocka_unit_test_setup_teardown(test_block_checks_the_loaded_cublas_version, test_setup, test_teardown),
+      cmocka_unit_test_setup_teardown(test_current_first_call, test_setup, test_teardown),
       cmocka_unit_test_setup_teardown(test_backend_own_option, test_setup, test_teardown),
       cmocka_unit_test_setup_teardown(test_backend_own_mma_option, test_setup, test_teardown),
       cmocka_unit_test_setup_teardown(test_lt_failure_falls_back, test_setup, test_teardown),
