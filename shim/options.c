@@ -83,7 +83,8 @@ static const opt_def options[] = {
      "fp8 format: e4m3, e5m2, or hybrid (E5M2 for operands detected as gradients)", &gs_opt.fp8_format,
      fp8_format_names, 0, 0},
     {"GEMMSHIM_FP8_BACKEND", OPT_ENUM, "auto",
-     "fp8 GEMM backend: auto (cuBLASLt fp8 on sm_89+ where it applies, else the shim's kernel), own, cublaslt, "
+     "fp8 GEMM backend: auto (cuBLASLt fp8 on sm_89+ where it applies, else native there; the shim's kernel below sm_89), "
+     "own, cublaslt, "
      "own-mma (the shim's kernel on fp8 tensor cores, sm_89+, else own; not yet validated on a GPU)",
      &gs_opt.fp8_backend, fp8_backend_names, 0, 0},
     {"GEMMSHIM_FP8_RECIPE", OPT_ENUM, "auto",

@@ -250,9 +250,10 @@ static const char *lt_unfit(const gs_call *c, const fp8_plan *p, const fp8_scale
 }
 
 /* op(A) = A8^T with A8 k x m (ld k), op(B) = B8 k x n (ld k): TN. The
- * plan (routes/lt.c) is made on the site's first call for each of its two
- * scale slots and kept: its key holds every attribute, the scale pointers
- * of this call's parity included. The GemmEx family
+ * plan (routes/lt.c) is made on first use and kept: its key holds every
+ * attribute; for delayed scaling the scale pointers of this call's parity
+ * too (two plans per site), for scales in the call's own transient memory
+ * (current) none, the pointers being set per call. The GemmEx family
  * lends the stream's persistent workspace; an Lt call lends its own. */
 static cublasStatus_t lt_fp8(const gs_call *c, const fp8_plan *p, const fp8_scales *u, cublasLtHandle_t h,
                              const char *base, const char **why, const char **ws_why) {
@@ -353,6 +354,17 @@ int route_fp8(gs_call *c) {
     transient_release(&t);
     return FP8_DECLINE(c, "%s", why);
   }
+  /* On sm_89+ the own kernel (CUDA cores, or fp8 mma without cuBLASLt's
+   * tuning) is slower than native bf16 on tensor cores: a call cuBLASLt's
+   * fp8 GEMM cannot take runs native there, unless the own kernel was asked
+   * for by name. */
+  const char *own_why = lt_unfit(c, &p, &u);
+  if (own_why && c->sm >= 89 && gs_opt.fp8_backend != GS_FP8_BACKEND_OWN &&
+      gs_opt.fp8_backend != GS_FP8_BACKEND_OWN_MMA) {
+    transient_release(&t);
+    rc->release(&u, 0);
+    return FP8_DECLINE(c, "%s; the own fp8 kernel is slower than native bf16 on sm_89+", own_why);
+  }
   call_work_begin(c, GS_ROUTE_FP8);
   unsigned ran = 0;
   CUresult r = quantize_operands(c, &kc, &p, &u, base, &ran);
@@ -366,7 +378,6 @@ int route_fp8(gs_call *c) {
    * call that returns an error has launched nothing, and neither has a
    * failed launch of the own kernel. */
   if (c->gpu.on) gpu_time_mark(c, GS_GPU_EV_GEMM_BEGIN);
-  const char *own_why = lt_unfit(c, &p, &u);
   cublasLtHandle_t lt = NULL;
   if (!own_why) lt = lt_handle_for(c, &own_why);
   cublasStatus_t lt_status = CUBLAS_STATUS_SUCCESS;

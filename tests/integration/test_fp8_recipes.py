@@ -159,3 +159,47 @@ def test_fast_accumulation_on_known_forward_gemms_only(shim, standin, tmp_path, 
                 "STANDIN_COUNTS": str(counts)})
     c = standin_counts(counts)
     assert (c["standin_fp8_gemms"], c["standin_fp8_fast_accum_gemms"]) == (4, 0), c
+
+
+FFMA_CLIENT = CLIENT_DIR / "ffma_client_cu13"
+SLOWER = "the own fp8 kernel is slower than native bf16 on sm_89+"
+
+
+@pytest.mark.parametrize("recipe", ["current", "delayed"])
+def test_no_shape_runs_the_own_kernel_on_sm90(shim, standin, tmp_path, recipe):
+    """On sm_89+ every fp8 call runs cuBLASLt's fp8 GEMM or native bf16,
+    never the shim's own kernel, which would be slower than native there.
+    cuBLASLt's fp8 rules (cuBLAS documentation, cublasLtMatmul: fp8 needs
+    16-byte aligned pointers and leading dimensions, which for our K x M
+    fp8 buffers means k a multiple of 16, and has no E5M2 x E5M2; the
+    stand-in refuses the same). Shapes: aligned (cuBLASLt), odd k, odd m
+    with ldc = m, D's leading dimension unaligned (cublasLtMatmul out of
+    place), E5M2 operands."""
+    require_built([FFMA_CLIENT])
+    import route_client
+    args = [route_client.gemm("aligned", m=64, n=48, k=64, pad=0),
+            route_client.gemm("odd_k", m=64, n=48, k=40, pad=0),
+            route_client.gemm("odd_m", m=33, n=16, k=64, pad=0),
+            route_client.gemm("unaligned_d", "lt", m=64, n=48, k=64, pad=0, oop=1, dpad=1),
+            "--fp8"]
+    env = {"STANDIN_CC": "9.0", "GEMMSHIM_MODE": "fp8", "GEMMSHIM_FP8_RECIPE": recipe}
+    res = route_client.run_client(FFMA_CLIENT, standin, tmp_path, args, env, tag=recipe)
+    route_client.assert_all_ok(res)
+    got = [(r["route"], r.get("backend"), r["reason"]) for r in res.recs]
+    first = "; first call: scales from its own amax" if recipe == "delayed" else ""
+    assert got == [
+        ("fp8", "cublaslt-fp8", f"GEMMSHIM_MODE=fp8; fp8 e4m3 x e4m3{first}"),
+        ("native", None, "GEMMSHIM_MODE=fp8; fp8 declined: k is not a multiple of 16 (cuBLASLt fp8 leading "
+                         f"dimensions); {SLOWER}; ran native"),
+        ("native", None, f"GEMMSHIM_MODE=fp8; fp8 declined: C or D is not 16-byte aligned (cuBLASLt fp8); {SLOWER}; "
+                         "ran native"),
+        ("native", None, f"GEMMSHIM_MODE=fp8; fp8 declined: C or D is not 16-byte aligned (cuBLASLt fp8); {SLOWER}; "
+                         "ran native"),
+    ], got
+
+    env["GEMMSHIM_FP8_FORMAT"] = "e5m2"
+    res = route_client.run_client(FFMA_CLIENT, standin, tmp_path, args[:1] + ["--fp8"], env, tag=recipe + "-e5m2")
+    route_client.assert_all_ok(res)
+    (rec,) = res.recs
+    assert (rec["route"], rec.get("backend"), rec["reason"]) == (
+        "native", None, f"GEMMSHIM_MODE=fp8; fp8 declined: cuBLASLt fp8 has no E5M2 x E5M2; {SLOWER}; ran native"), rec

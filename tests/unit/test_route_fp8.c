@@ -440,8 +440,8 @@ static void assert_log_lacks(const gs_call *c, const char *what) {
 
 typedef struct result_case {
   problem p;
-  const char *backend_90;  /* expected on 9.0; 6.1 always runs "own" */
-  const char *reason_90;   /* the reason's tail on 9.0 */
+  const char *backend_90;  /* expected on 9.0, NULL: runs native; 6.1 always runs "own" */
+  const char *reason_90;   /* the reason on 9.0 */
 } result_case;
 
 static const result_case result_cases[] = {
@@ -452,24 +452,24 @@ static const result_case result_cases[] = {
      * forwarded for cuBLAS's NOT_SUPPORTED (tests/integration/test_arguments.py). */
     {{0, GS_API_GEMM_EX, N_, N_, 40, 24, 64, 1, F32, F32, CUBLAS_COMPUTE_32F_FAST_16F, 0, -1, 0.5f, 0.0f, 0, 2},
      "cublaslt-fp8", "fp8 e4m3 x e4m3; first call: scales from its own amax"},
-    {{0, GS_API_GEMM_EX_64, N_, T_, 33, 17, 48, 1, BF16, BF16, C32F, 0, -1, 1.0f, 0.0f, 0, 3}, "own",
-     "fp8 e4m3 x e4m3; first call: scales from its own amax; own kernel: C or D is not 16-byte aligned (cuBLASLt "
-     "fp8)"},
+    /* Shapes cuBLASLt's fp8 GEMM refuses run native on sm_89+, where the
+     * own kernel would be slower than native bf16. */
+    {{0, GS_API_GEMM_EX_64, N_, T_, 33, 17, 48, 1, BF16, BF16, C32F, 0, -1, 1.0f, 0.0f, 0, 3}, NULL,
+     "fp8 declined: C or D is not 16-byte aligned (cuBLASLt fp8); the own fp8 kernel is slower than native bf16 on sm_89+; ran native"},
     {{0, GS_API_GEMM_STRIDED_BATCHED_EX, T_, T_, 32, 40, 80, 3, BF16, BF16, C32F, 0, -1, 1.0f, 0.5f, 1, 4},
      "cublaslt-fp8", "fp8 e4m3 x e4m3; first call: scales from its own amax"},
     {{0, GS_API_GEMM_STRIDED_BATCHED_EX_64, N_, N_, 24, 16, 32, 2, F32, F32, C32F, 0, -1, 1.0f, 0.0f, 0, 5},
      "cublaslt-fp8", "fp8 e4m3 x e4m3; first call: scales from its own amax"},
-    {{0, GS_API_GEMM_EX, T_, N_, 64, 48, 40, 1, BF16, BF16, C32F, 0, -1, 1.0f, 0.0f, 0, 6}, "own",
-     "fp8 e4m3 x e4m3; first call: scales from its own amax; own kernel: k is not a multiple of 16 (cuBLASLt fp8 "
-     "leading dimensions)"},
+    {{0, GS_API_GEMM_EX, T_, N_, 64, 48, 40, 1, BF16, BF16, C32F, 0, -1, 1.0f, 0.0f, 0, 6}, NULL,
+     "fp8 declined: k is not a multiple of 16 (cuBLASLt fp8 leading dimensions); the own fp8 kernel is slower than native bf16 on sm_89+; ran native"},
     {{0, GS_API_LT_MATMUL, T_, N_, 64, 32, 64, 1, BF16, BF16, C32F, CUBLASLT_EPILOGUE_BIAS, BF16, 1.0f, 0.0f, 0, 7},
      "cublaslt-fp8", "fp8 e4m3 x e4m3; first call: scales from its own amax"},
     {{0, GS_API_LT_MATMUL, N_, N_, 48, 32, 64, 1, F16, F16, C32F, CUBLASLT_EPILOGUE_GELU_BIAS, F16, 1.0f, 0.0f, 1, 8},
      "cublaslt-fp8", "fp8 e4m3 x e4m3; first call: scales from its own amax"},
     /* An fp32 bias on an fp32 D: D's type, as cuBLASLt requires outside fp8
-     * inputs; its fp8 GEMM wants bf16 there, so the own kernel runs. */
+     * inputs; its fp8 GEMM wants bf16 there, so the call runs native. */
     {{0, GS_API_LT_MATMUL, T_, N_, 32, 32, 32, 1, BF16, F32, C32F, CUBLASLT_EPILOGUE_RELU_BIAS, F32, 1.0f, 0.0f, 0, 9},
-     "own", "fp8 e4m3 x e4m3; first call: scales from its own amax; own kernel: bias type is not cuBLASLt's fp8 bias type"},
+     NULL, "fp8 declined: bias type is not cuBLASLt's fp8 bias type; the own fp8 kernel is slower than native bf16 on sm_89+; ran native"},
     {{0, GS_API_LT_MATMUL, T_, N_, 32, 16, 48, 1, BF16, F32, C32F, CUBLASLT_EPILOGUE_RELU, -1, 1.0f, 0.0f, 0, 10},
      "cublaslt-fp8", "fp8 e4m3 x e4m3; first call: scales from its own amax"},
     /* Batched Lt, layouts agreeing on the batch count, beta read. */
@@ -485,7 +485,15 @@ static void test_results(void **state) {
       p.tag += 16 * dev;
       gemm x;
       gemm_make(&x, &p, 1.0);
-      gemm_run(&x);
+      int status = gemm_run(&x);
+      if (dev == DEV_90 && !result_cases[i].backend_90) {
+        assert_int_equal(status, GS_DECLINED);
+        assert_int_equal(x.c.route, GS_ROUTE_NATIVE);
+        assert_string_equal(x.c.reason, result_cases[i].reason_90);
+        assert_true(untouched(&x));
+        gemm_free(&x);
+        continue;
+      }
       const char *backend = dev == DEV_90 ? result_cases[i].backend_90 : "own";
       char reason[GS_REASON_MAX];
       if (dev == DEV_90)
@@ -572,15 +580,27 @@ static void test_delayed_scaling(void **state) {
 }
 
 /* ---- formats and backends ------------------------------------------------------------------- */
+/* cuBLASLt's fp8 GEMM has no E5M2 x E5M2 (cuBLAS documentation, the fp8
+ * type combinations of cublasLtMatmul): native on sm_89+, where the own
+ * kernel would lose to native bf16; the own kernel below sm_89. */
 static void test_e5m2_runs_own_kernel(void **state) {
   gs_opt.fp8_format = GS_FP8_FORMAT_E5M2;
   problem p = {DEV_90, GS_API_GEMM_EX, T_, N_, 64, 48, 64, 1, BF16, BF16, C32F, 0, -1, 1.0f, 0.0f, 0, 60};
   gemm x;
   gemm_make(&x, &p, 1.0);
+  assert_int_equal(gemm_run(&x), GS_DECLINED);
+  assert_int_equal(x.c.route, GS_ROUTE_NATIVE);
+  assert_string_equal(x.c.reason, "fp8 declined: cuBLASLt fp8 has no E5M2 x E5M2; the own fp8 kernel is slower than "
+                                  "native bf16 on sm_89+; ran native");
+  assert_true(untouched(&x));
+  gemm_free(&x);
+  p.dev = DEV_61;
+  p.tag = 62;
+  gemm_make(&x, &p, 1.0);
   assert_int_equal(gemm_run(&x), CUBLAS_STATUS_SUCCESS);
   assert_string_equal(x.c.backend, "own");
   assert_string_equal(x.c.reason, "fp8 e5m2 x e5m2; first call: scales from its own amax; own kernel: cuBLASLt fp8 "
-                                  "has no E5M2 x E5M2");
+                                  "needs sm_89 or newer");
   if (x.sqnr < 18.0) fail_msg("E5M2: %.2f dB", x.sqnr);
   fp8_use u = peek_site(&x);
   assert_int_equal(u.ring[0]->fmt, GS_FP8_E5M2);
