@@ -25,6 +25,8 @@
 #include "fp8_recipe.h"
 #include "fp8_ring.h"
 
+#include <stdio.h>
+
 #include "../base/sys.h"
 
 /* gs_fp8_ring_bytes(1), rounded up to 16 bytes. */
@@ -35,15 +37,21 @@ static const char *current_acquire(gs_call *c, CUdeviceptr scratch, fp8_scales *
   if (GS_CALL(cuCtxPushCurrent_v2, (CUcontext)c->ctx) != CUDA_SUCCESS)
     return "cuCtxPushCurrent failed before initialising the call's fp8 scales";
   CUresult r = CUDA_SUCCESS;
+  const char *failed = NULL;
   for (int i = 0; i < 2 && r == CUDA_SUCCESS; i++) {
     s->fmt[i] = gs_opt.fp8_format == GS_FP8_FORMAT_E5M2 ? GS_FP8_E5M2 : GS_FP8_E4M3;
     s->gradient[i] = 0;
     s->ring[i] = (gs_fp8_ring *)(uintptr_t)(scratch + (CUdeviceptr)(i * RING_STRIDE));
-    r = fp8_ring_init(scratch + (CUdeviceptr)(i * RING_STRIDE), s->fmt[i], 1, 0, st);
+    r = fp8_ring_init(scratch + (CUdeviceptr)(i * RING_STRIDE), s->fmt[i], 1, 0, st, &failed);
   }
   CUcontext popped;
   GS_CALL(cuCtxPopCurrent_v2, &popped);
-  if (r != CUDA_SUCCESS) return "could not initialise the call's fp8 scales (memset failed)";
+  if (r != CUDA_SUCCESS) {
+    /* Thread-local: the reason is copied before the next call. */
+    static __thread char why[96];
+    snprintf(why, sizeof why, "could not initialise the call's fp8 scales (%s failed, CUresult %d)", failed, (int)r);
+    return why;
+  }
   s->parity = 0;
   s->needs_amax_init = 1;
   s->per_call = 1;

@@ -11,7 +11,9 @@
 /* A ring as fp8.h wants it new: zero, scale[0] = scale[1] = 1, `history`
  * entries, format fmt and 2^margin (margin <= 64). Memsets on stream only:
  * legal during capture, ordered before the ring's first use, no host
- * wait. The caller has the ring's context current. */
-CUresult fp8_ring_init(CUdeviceptr ring, int fmt, unsigned history, unsigned margin, CUstream stream);
+ * wait. The caller has the ring's context current. On failure *failed
+ * names the driver call that failed, for the call's reason. */
+CUresult fp8_ring_init(CUdeviceptr ring, int fmt, unsigned history, unsigned margin, CUstream stream,
+                       const char **failed);
 
 #endif

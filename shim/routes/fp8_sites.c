@@ -26,6 +26,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -666,8 +667,8 @@ static const char *site_create(fp8_ctx *x, fp8_group *g, gs_call *c, int capturi
 }
 
 /* ---- ring initialisation ---------------------------------------------------------- */
-static CUresult ring_init(CUdeviceptr ring, int fmt, CUstream stream) {
-  return fp8_ring_init(ring, fmt, (unsigned)gs_opt.fp8_history, (unsigned)gs_opt.fp8_margin, stream);
+static CUresult ring_init(CUdeviceptr ring, int fmt, CUstream stream, const char **failed) {
+  return fp8_ring_init(ring, fmt, (unsigned)gs_opt.fp8_history, (unsigned)gs_opt.fp8_margin, stream, failed);
 }
 
 /* With s held: put its rings on c's stream and initialise them if needed. */
@@ -695,10 +696,15 @@ static const char *site_prepare(fp8_ctx *x, fp8_site *s, const gs_call *c, int c
   s->slot->stream_thread = stream_thread_of(c->g.stream);
   if (!s->ring_ready) {
     if (ctx_push(x) != CUDA_SUCCESS) return "cuCtxPushCurrent failed before initialising fp8 rings";
-    CUresult r = ring_init(s->slot->ptr, s->fmt[0], (CUstream)c->g.stream);
-    if (r == CUDA_SUCCESS) r = ring_init(s->slot->ptr + ring_stride(), s->fmt[1], (CUstream)c->g.stream);
+    const char *failed = NULL;
+    CUresult r = ring_init(s->slot->ptr, s->fmt[0], (CUstream)c->g.stream, &failed);
+    if (r == CUDA_SUCCESS) r = ring_init(s->slot->ptr + ring_stride(), s->fmt[1], (CUstream)c->g.stream, &failed);
     ctx_pop();
-    if (r != CUDA_SUCCESS) return "could not initialise the site's fp8 rings (memset failed)";
+    if (r != CUDA_SUCCESS) {
+      static __thread char why[96]; /* thread-local: copied into the call's reason at once */
+      snprintf(why, sizeof why, "could not initialise the site's fp8 rings (%s failed, CUresult %d)", failed, (int)r);
+      return why;
+    }
     s->ring_ready = 1;
   }
   return NULL;
