@@ -48,7 +48,7 @@ static const char *current_acquire(gs_call *c, CUdeviceptr scratch, fp8_scales *
   GS_CALL(cuCtxPopCurrent_v2, &popped);
   if (r != CUDA_SUCCESS) {
     /* Thread-local: the reason is copied before the next call. */
-    static __thread char why[96];
+    static __thread char why[96] __attribute__((tls_model("initial-exec")));
     snprintf(why, sizeof why, "could not initialise the call's fp8 scales (%s failed, CUresult %d)", failed, (int)r);
     return why;
   }

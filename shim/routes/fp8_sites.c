@@ -701,7 +701,8 @@ static const char *site_prepare(fp8_ctx *x, fp8_site *s, const gs_call *c, int c
     if (r == CUDA_SUCCESS) r = ring_init(s->slot->ptr + ring_stride(), s->fmt[1], (CUstream)c->g.stream, &failed);
     ctx_pop();
     if (r != CUDA_SUCCESS) {
-      static __thread char why[96]; /* thread-local: copied into the call's reason at once */
+      /* Copied into the call's reason at once. */
+      static __thread char why[96] __attribute__((tls_model("initial-exec")));
       snprintf(why, sizeof why, "could not initialise the site's fp8 rings (%s failed, CUresult %d)", failed, (int)r);
       return why;
     }
