@@ -109,6 +109,10 @@
     (CUdeviceptr p, unsigned int v, size_t n, CUstream s), (p, v, n, s))       \
   X(cuMemcpyDtoDAsync_v2, CUresult, CUDA_ERROR_UNKNOWN,                        \
     (CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s), (dst, src, n, s)) \
+  X(cuMemHostAlloc, CUresult, CUDA_ERROR_OUT_OF_MEMORY, (void **p, size_t n, unsigned int flags), (p, n, flags)) \
+  X(cuMemFreeHost, CUresult, CUDA_ERROR_UNKNOWN, (void *p), (p))               \
+  X(cuMemcpyDtoHAsync_v2, CUresult, CUDA_ERROR_UNKNOWN,                        \
+    (void *dst, CUdeviceptr src, size_t n, CUstream s), (dst, src, n, s))      \
   X(cuEventCreate, CUresult, CUDA_ERROR_UNKNOWN, (CUevent *e, unsigned int flags), (e, flags)) \
   X(cuEventRecord, CUresult, CUDA_ERROR_UNKNOWN, (CUevent e, CUstream s), (e, s)) \
   X(cuEventQuery, CUresult, CUDA_ERROR_UNKNOWN, (CUevent e), (e))              \
