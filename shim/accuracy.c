@@ -148,7 +148,7 @@ void accuracy_measure(gs_call *c, const accuracy_output *o, const void *native, 
 /* log10 without libm (the library links libc only): x = m * 2^e, m in
  * [1, 2), ln m = 2 atanh(s), s = (m - 1) / (m + 1) <= 1/3; the series to
  * s^23 is within 1e-12 of it. x > 0 and finite. */
-static double log10_pos(double x) {
+double gs_log10(double x) {
   uint64_t u;
   memcpy(&u, &x, 8);
   int e = (int)((u >> 52) & 0x7ff);
@@ -197,7 +197,7 @@ void accuracy_summarise(const gs_acc_stats *s, gs_gpu_time *t) {
   const double inf = __builtin_inf();
   if (s->sum_d2 == 0) t->acc_sqnr_db = inf;
   else if (s->sum_n2 == 0) t->acc_sqnr_db = -inf;
-  else t->acc_sqnr_db = 10 * (log10_pos(s->sum_n2) - log10_pos(s->sum_d2));
+  else t->acc_sqnr_db = 10 * (gs_log10(s->sum_n2) - gs_log10(s->sum_d2));
   if (s->max_d == 0) t->acc_max_rel = 0;
   else if (s->max_n == 0) t->acc_max_rel = inf;
   else t->acc_max_rel = (double)s->max_d / (double)s->max_n;

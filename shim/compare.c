@@ -176,6 +176,14 @@ void compare_after_route(gs_call *c) {
     call_note(c, "compare skipped: %s", why);
     return;
   }
+  /* GEMMSHIM_FAULT=route_output: a wrong route result, for the tests of
+   * the accuracy measure and the guard (first column of member 0 zeroed). */
+  if (!acc_why && gs_fault_corrupt_hit()) {
+    const size_t e = acc.type == CUDA_R_32F ? 4 : 2;
+    if (GS_CALL(cuMemsetD8Async, (CUdeviceptr)(uintptr_t)acc.route, 0, (size_t)acc.rows * e,
+                (CUstream)c->g.stream) == CUDA_SUCCESS)
+      call_note(c, "GEMMSHIM_FAULT: route output corrupted");
+  }
   /* The route's work ends here; the native run's after it. */
   gpu_time_mark(c, GS_GPU_EV_END);
   int st = c->gpu.on ? run_native(c, (void *)(uintptr_t)t.ptr) : -1;

@@ -13,6 +13,10 @@ int route_run(gs_call *c) {
     return GS_DECLINED;
   }
   int r = GS_DECLINED;
+  /* The fp8 route's sites are its own (per layer): it asks once it knows. */
+  if ((c->decided == GS_ROUTE_FFMA || c->decided == GS_ROUTE_FP16) &&
+      guard_declines(c, site_id(c->caller, &c->g), gs_route_name(c->decided)))
+    return GS_DECLINED;
   switch (c->decided) {
     case GS_ROUTE_FFMA:
       r = route_ffma(c);

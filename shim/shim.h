@@ -196,6 +196,7 @@ typedef struct gs_options {
   int log_gpu_time;          /* GEMMSHIM_LOG_GPU_TIME: gpu_ns in the log */
   int compare;               /* GEMMSHIM_COMPARE: routed shapes also run native now and then */
   uint64_t compare_every;    /* ... at each site's first call, then every Nth */
+  uint64_t guard_sqnr_db;    /* GEMMSHIM_GUARD_SQNR: 0 off; else sites measured below it run native */
 } gs_options;
 
 extern gs_options gs_opt;
@@ -288,6 +289,16 @@ void accuracy_measure(gs_call *c, const accuracy_output *o, const void *native, 
 void accuracy_summarise(const struct gs_acc_stats *s, gs_gpu_time *t); /* the acc_* results */
 void accuracy_resolve(gs_gpu_time *t);                /* once ACC_END completed: read, slot back */
 void accuracy_release(gs_gpu_time *t, int ctx_alive); /* unread: slot back (if its context lives) */
+double gs_log10(double x); /* x > 0 and finite; without libm */
+
+/* "guard.c": GEMMSHIM_GUARD_SQNR, sites whose measured accuracy fell below
+ * it run native. guard_observe: the log's writer, per compared record;
+ * guard_declines: a route before it runs (1: declined, reason set). */
+double guard_figure(const gs_gpu_time *t); /* min(sqnr_db, -20 log10(rel_err_p50)) */
+void guard_observe(uint64_t site, int route, const gs_gpu_time *t);
+int guard_declines(gs_call *c, uint64_t site, const char *route);
+unsigned guard_list(uint64_t *sites, double *db, int *routes, unsigned most);
+void guard_forget_for_tests(void);
 void compare_forget_for_tests(void); /* an empty table */
 
 /* ------------------------------------------------------------------------ */

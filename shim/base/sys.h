@@ -280,6 +280,9 @@ void gs_fault_counts(gs_sys_id id, unsigned long long *calls, unsigned long long
 /* "fault_spec.c": parse GEMMSHIM_FAULT ("name:N[+],name:N...") and arm
  * it; 0 ok, -1 with err set and nothing armed. */
 int gs_fault_parse(const char *spec, char *err, size_t errlen);
+/* GEMMSHIM_FAULT=route_output:N[+]: 1 when this compared call's route
+ * output is to be corrupted (fault_spec.c). */
+int gs_fault_corrupt_hit(void);
 int gs_sys_lookup(const char *name, size_t len); /* id or -1 */
 
 /* Call entry `name` through the table, honouring armed faults. The caller

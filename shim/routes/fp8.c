@@ -329,6 +329,10 @@ int route_fp8(gs_call *c) {
   fp8_use u;
   why = fp8_site_acquire(c, 0, &u);
   if (why) return FP8_DECLINE(c, "%s", why);
+  if (guard_declines(c, u.id, "fp8")) {
+    fp8_site_release(&u, 0);
+    return GS_DECLINED;
+  }
   gs_transient t;
   why = transient_alloc(c, p.bytes, &t);
   if (why) {

@@ -38,7 +38,7 @@
  *   amp                       magnitude of A and B elements [1]
  *   span=LO:HI                A's and B's magnitudes spread log-uniformly
  *                             from LO to HI, random signs [uniform in amp]
- *   special, specialb         inf ninf nan: A's (B's) first stored element
+ *   special, specialb         inf ninf nan, or a number (an outlier): A's (B's) first stored element
  *                             is that value [none]
  *   ampb                      magnitude of B's elements alone [amp]
  *   seed                      the data's seed (same seed, same data) [the
@@ -396,7 +396,8 @@ static int parse_spec(const char *text, int index, spec *s) {
         bad = !(s->span_lo > 0 && s->span_hi >= s->span_lo);
       }
     } else if (!strcmp(kv, "special") || !strcmp(kv, "specialb")) {
-      double x = !strcmp(v, "inf") ? INFINITY : !strcmp(v, "ninf") ? -INFINITY : !strcmp(v, "nan") ? NAN : 0;
+      double x = !strcmp(v, "inf") ? INFINITY : !strcmp(v, "ninf") ? -INFINITY : !strcmp(v, "nan") ? NAN
+                 : strtod(v, NULL);
       bad = x == 0;
       s->special[kv[7] == 'b'] = x;
     } else if (!strcmp(kv, "lmode")) {
