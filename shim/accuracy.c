@@ -64,9 +64,13 @@ static gs_acc_stats *slot_take(unsigned long long ctx_id, const char **why) {
     *why = "every accuracy slot is waiting for the log";
   } else {
     void *mem = NULL;
-    if (!gs_sys.cuMemHostAlloc || GS_CALL(cuMemHostAlloc, &mem, sizeof(gs_acc_stats) * SLOTS_PER_BLOCK,
-                                          CU_MEMHOSTALLOC_PORTABLE) != CUDA_SUCCESS || !mem) {
-      *why = "page-locked memory for the statistics could not be allocated";
+    CUresult r = !gs_sys.cuMemHostAlloc ? CUDA_ERROR_NOT_FOUND
+                                        : GS_CALL(cuMemHostAlloc, &mem, sizeof(gs_acc_stats) * SLOTS_PER_BLOCK,
+                                                  CU_MEMHOSTALLOC_PORTABLE);
+    if (r != CUDA_SUCCESS || !mem) {
+      *why = r == CUDA_ERROR_NOT_FOUND ? "the driver has no cuMemHostAlloc"
+             : r == CUDA_ERROR_OUT_OF_MEMORY ? "cuMemHostAlloc: out of page-locked memory (CUresult 2)"
+                                             : "cuMemHostAlloc failed";
     } else {
       gs_acc_stats *b = mem;
       p->block[p->blocks++] = b;
@@ -127,11 +131,19 @@ void accuracy_measure(gs_call *c, const accuracy_output *o, const void *native, 
   kernel_ctx kc = route_kernel_ctx(c);
   CUresult r = kernel_accuracy(&kc, (CUstream)c->g.stream, o->type, o->route, native, o->ld, o->stride, o->rows,
                                o->cols, o->batch, partials, dev);
-  if (r == CUDA_SUCCESS)
-    r = GS_CALL(cuMemcpyDtoHAsync_v2, slot, (CUdeviceptr)(uintptr_t)dev, sizeof *slot, (CUstream)c->g.stream);
   if (r != CUDA_SUCCESS) {
-    call_note(c, "accuracy not measured: %s returned %d", r == CUDA_ERROR_INVALID_VALUE ? "a launch" : "the device",
-              (int)r);
+    call_note(c, "accuracy not measured: kernel launch failed (CUresult %d)", (int)r);
+    slot_give(t->ctx_id, slot);
+    return;
+  }
+  if (!gs_sys.cuMemcpyDtoHAsync_v2) {
+    call_note(c, "accuracy not measured: the driver has no cuMemcpyDtoHAsync");
+    slot_give(t->ctx_id, slot);
+    return;
+  }
+  r = GS_CALL(cuMemcpyDtoHAsync_v2, slot, (CUdeviceptr)(uintptr_t)dev, sizeof *slot, (CUstream)c->g.stream);
+  if (r != CUDA_SUCCESS) {
+    call_note(c, "accuracy not measured: cuMemcpyDtoHAsync failed (CUresult %d)", (int)r);
     slot_give(t->ctx_id, slot);
     return;
   }
