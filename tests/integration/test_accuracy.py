@@ -173,3 +173,58 @@ def test_outlier_heavy_fp8_is_guarded_by_the_median_a_normal_one_is_not(client, 
     import re
     m = re.search(r"fp8 off: measured (-?[0-9.]+) dB < GEMMSHIM_GUARD_SQNR 20 dB$", guarded[0])
     assert m and abs(float(m.group(1)) - min(o["sqnr_db"], -20 * np.log10(o["rel_err_p50"]))) < 0.06, guarded
+
+
+# ---- gemmshim report ------------------------------------------------------------
+def report(*args):
+    import os
+    import subprocess
+    import sys
+    from harness import ROOT
+    return subprocess.run([sys.executable, "-m", "gemmshim.report", *map(str, args)],
+                          env=dict(os.environ, PYTHONPATH=str(ROOT / "python")), capture_output=True, text=True)
+
+
+def test_report_accuracy_table_guarded_sites_and_expect(client, standin, tmp_path, shim):
+    import json
+    bad = gemm(name="bad", m=64, n=48, k=80, beta=0)
+    good = gemm(name="good", m=32, n=48, k=80, beta=0)
+    env = {**FFMA, **COMPARE, "GEMMSHIM_GUARD_SQNR": "20", "GEMMSHIM_FAULT": "route_output:1"}
+    _, recs, _ = routed(client, standin, tmp_path, [bad, bad, good, good], env)
+    log = tmp_path / "shim.jsonl"
+    p = report(log, "--json", "-")
+    assert p.returncode == 0, p.stderr
+    s = json.loads(p.stdout)
+    bad_site, good_site = recs[0]["site"], recs[2]["site"]
+    assert s["accuracy"] == [
+        {"site": bad_site, "route": "ffma", "shape": "64x48x80 bf16", "compared": 1,
+         "sqnr_db_worst": recs[0]["sqnr_db"], "sqnr_db_median": recs[0]["sqnr_db"], "element_db_worst": "inf",
+         "max_rel_worst": recs[0]["max_rel"], "nonfinite_mismatch": 0, "guarded": True},
+        {"site": good_site, "route": "ffma", "shape": "32x48x80 bf16", "compared": 2, "sqnr_db_worst": "inf",
+         "sqnr_db_median": "inf", "element_db_worst": "inf", "max_rel_worst": 0.0, "nonfinite_mismatch": 0,
+         "guarded": False}]
+    assert s["guarded"] == [{"site": bad_site, "route": "ffma", "shape": "64x48x80 bf16", "native_calls": 1,
+                             "reason": recs[1]["reason"]}]
+    text = report(log).stdout
+    assert "accuracy of compared calls" in text and "guarded sites" in text
+    # --expect API=ROUTE:DB: every compared call at DB or better.
+    p = report(log, "--expect", "cublasGemmEx=ffma:15")
+    assert p.returncode == 1  # the guarded call ran native
+    assert "below" not in p.stdout, p.stdout
+    p = report(log, "--expect", "cublasGemmEx=ffma:20")
+    assert p.returncode == 1
+    assert (f"FAIL --expect cublasGemmEx=ffma:20: 1 of 3 compared calls measured below 20 dB; worst "
+            f"{recs[0]['sqnr_db']:.2f} dB at site {bad_site} (64x48x80)") in p.stdout, p.stdout
+
+
+def test_report_expect_sqnr_needs_compared_calls(client, standin, tmp_path, shim):
+    _, recs, _ = routed(client, standin, tmp_path, [gemm(name="a", beta=0)], FFMA)
+    log = tmp_path / "shim.jsonl"
+    p = report(log, "--expect", "cublasGemmEx=ffma:20")
+    assert p.returncode == 1 and ("FAIL --expect cublasGemmEx=ffma:20: no call of cublasGemmEx has sqnr_db "
+                                  "(run with GEMMSHIM_COMPARE=1 and GEMMSHIM_LOG)") in p.stdout, p.stdout
+    assert report(log, "--expect", "cublasGemmEx=ffma").returncode == 0
+    p = report(log, "--expect", "cublasGemmEx=ffma:x")
+    assert p.returncode == 2 and "expected a number of dB after ':', got 'x'" in p.stderr
+    p = report(log, "--expect-some", "cublasGemmEx=ffma:20")
+    assert p.returncode == 2 and "a minimum SQNR (':DB') goes with --expect" in p.stderr
