@@ -102,24 +102,40 @@ def test_identical_outputs_are_written_as_inf_and_zero(client, standin, tmp_path
         ("inf", 0, 0, 0, 0)
 
 
-def test_a_corrupted_route_result_gives_the_sqnr_of_its_error(client, standin, tmp_path, shim):
+FP16 = {"STANDIN_CC": "7.5", "GEMMSHIM_MODE": "fp16", "GEMMSHIM_FP16_MIN_FLOPS": "0"}
+
+
+def load_typed(path, typ):
+    if typ == "fp16":
+        return np.frombuffer(path.read_bytes(), np.float16).astype(np.float64)
+    return load(path, typ)
+
+
+@pytest.mark.parametrize("env,types,mode", [(FFMA, dict(ab="bf16", c="bf16"), "ffma"),
+                                            (FFMA, dict(ab="fp16", c="fp16"), "ffma"),
+                                            (FFMA, dict(ab="bf16", c="fp32"), "ffma"),
+                                            (FP16, dict(ab="bf16", c="bf16"), "fp16")])
+def test_a_corrupted_route_result_gives_the_sqnr_of_its_error(client, standin, tmp_path, shim, env, types, mode):
     # GEMMSHIM_FAULT=route_output:1 zeroes the first column of the first
     # compared call's output: the error is that column, so the SQNR is
     # 10 log10(sum ref^2 / sum ref[:, 0]^2) of the reference alone.
     m, n = 64, 48
-    args = [gemm(name="a", m=m, n=n, k=80, pad=0, beta=0)]
-    r, recs, out = routed(client, standin, tmp_path, args, {**FFMA, **COMPARE, "GEMMSHIM_FAULT": "route_output:1"})
-    ref = native(client, standin, tmp_path, args, "6.1")
-    nat = load(ref / "a.out", "bf16").reshape(n, m)  # column-major: one row per column
+    typ = types["c"]
+    args = [gemm(name="a", m=m, n=n, k=80, pad=0, beta=0, **types)]
+    r, recs, out = routed(client, standin, tmp_path, args, {**env, **COMPARE, "GEMMSHIM_FAULT": "route_output:1"})
+    ref = native(client, standin, tmp_path, args, env["STANDIN_CC"])
+    nat = load_typed(ref / "a.out", typ).reshape(n, m)  # column-major: one row per column
     want = 10 * np.log10((nat ** 2).sum() / (nat[0] ** 2).sum())
     rec = recs[0]
-    assert rec["reason"] == "GEMMSHIM_MODE=ffma; GEMMSHIM_FAULT: route output corrupted"
+    assert rec["route"] == mode, rec
+    assert rec["reason"].startswith(f"GEMMSHIM_MODE={mode}") and \
+        rec["reason"].endswith("GEMMSHIM_FAULT: route output corrupted"), rec
     assert abs(rec["sqnr_db"] - want) < 0.1 and want < 20, (rec, want)
     assert rec["max_rel"] == pytest.approx(np.abs(nat[0]).max() / np.abs(nat).max(), rel=1e-3)
     # m of the m*n elements are wrong by 100%: the median is exact, p99 in 1's bin.
     assert rec["rel_err_p50"] == 0 and rec["rel_err_p99"] == pytest.approx(QUARTER, rel=1e-3)
     # The caller got the corrupted result (a fault of the route's output).
-    assert np.array_equal(load(out / "a.out", "bf16").reshape(n, m)[0], np.zeros(m))
+    assert np.array_equal(load_typed(out / "a.out", typ).reshape(n, m)[0], np.zeros(m))
 
 
 def test_in_place_c_read_is_not_measured_and_says_why(client, standin, tmp_path, shim):
