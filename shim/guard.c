@@ -72,12 +72,12 @@ void guard_observe(uint64_t site, int route, const gs_gpu_time *t) {
   pthread_mutex_unlock(&write_lock);
 }
 
-int guard_declines(gs_call *c, uint64_t site, const char *route) {
+int guard_reason(uint64_t site, const char *route, char *why, size_t len) {
   if (!gs_opt.guard_sqnr_db) return 0;
   const struct guard_entry *e = find(site);
   if (!e) return 0;
-  call_decline(c, "%s off for this site: measured %.1f dB < GEMMSHIM_GUARD_SQNR %llu dB", route, e->db,
-               (unsigned long long)gs_opt.guard_sqnr_db);
+  snprintf(why, len, "%s off for this site: measured %.1f dB < GEMMSHIM_GUARD_SQNR %llu dB", route, e->db,
+           (unsigned long long)gs_opt.guard_sqnr_db);
   return 1;
 }
 

@@ -14,9 +14,12 @@ int route_run(gs_call *c) {
   }
   int r = GS_DECLINED;
   /* The fp8 route's sites are its own (per layer): it asks once it knows. */
+  char guarded[GS_REASON_MAX];
   if ((c->decided == GS_ROUTE_FFMA || c->decided == GS_ROUTE_FP16) &&
-      guard_declines(c, site_id(c->caller, &c->g), gs_route_name(c->decided)))
+      guard_reason(site_id(c->caller, &c->g), gs_route_name(c->decided), guarded, sizeof guarded)) {
+    call_decline(c, "%s", guarded);
     return GS_DECLINED;
+  }
   switch (c->decided) {
     case GS_ROUTE_FFMA:
       r = route_ffma(c);

@@ -293,10 +293,10 @@ double gs_log10(double x); /* x > 0 and finite; without libm */
 
 /* "guard.c": GEMMSHIM_GUARD_SQNR, sites whose measured accuracy fell below
  * it run native. guard_observe: the log's writer, per compared record;
- * guard_declines: a route before it runs (1: declined, reason set). */
+ * guard_reason: a route before it runs (1: decline it with that reason). */
 double guard_figure(const gs_gpu_time *t); /* min(sqnr_db, -20 log10(rel_err_p50)) */
 void guard_observe(uint64_t site, int route, const gs_gpu_time *t);
-int guard_declines(gs_call *c, uint64_t site, const char *route);
+int guard_reason(uint64_t site, const char *route, char *why, size_t len); /* 1: guarded, why set */
 unsigned guard_list(uint64_t *sites, double *db, int *routes, unsigned most);
 void guard_forget_for_tests(void);
 void compare_forget_for_tests(void); /* an empty table */

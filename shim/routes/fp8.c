@@ -329,8 +329,10 @@ int route_fp8(gs_call *c) {
   fp8_use u;
   why = fp8_site_acquire(c, 0, &u);
   if (why) return FP8_DECLINE(c, "%s", why);
-  if (guard_declines(c, u.id, "fp8")) {
+  char guarded[GS_REASON_MAX];
+  if (guard_reason(u.id, "fp8", guarded, sizeof guarded)) {
     fp8_site_release(&u, 0);
+    call_decline(c, "%s", guarded);
     return GS_DECLINED;
   }
   gs_transient t;
