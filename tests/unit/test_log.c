@@ -569,18 +569,24 @@ static void test_format_widest_record(void **state) {
 /* GPU time (GEMMSHIM_LOG_GPU_TIME): gpu_ns, gpu_ns_kernels and
  * native_gpu_ns after dur_ns, at their widest still within the text
  * reserved per record; or gpu_skipped with the reason's name. */
+/* GPU time on (a log path, GEMMSHIM_LOG_GPU_TIME) and c the widest call
+ * with every GPU time at its widest; the log path before, in saved. */
+static void widest_timed_call(gs_call *c, char *saved) {
+  memcpy(saved, gs_opt.log_path, sizeof gs_opt.log_path);
+  snprintf(gs_opt.log_path, sizeof gs_opt.log_path, "%s", "/dev/null");
+  gs_opt.log_gpu_time = 1;
+  widest_call(c, 0);
+  c->work_begun = 1;
+  c->gpu.has_gpu_ns = c->gpu.has_kernels_ns = c->gpu.has_native_ns = 1;
+  c->gpu.gpu_ns = c->gpu.kernels_ns = c->gpu.native_ns = UINT64_MAX;
+}
+
 static void test_format_gpu_time(void **state) {
   (void)state;
   static char buf[16384];
   char saved[sizeof gs_opt.log_path];
-  memcpy(saved, gs_opt.log_path, sizeof saved);
-  snprintf(gs_opt.log_path, sizeof gs_opt.log_path, "%s", "/dev/null");
-  gs_opt.log_gpu_time = 1;
   gs_call c;
-  widest_call(&c, 0);
-  c.work_begun = 1;
-  c.gpu.has_gpu_ns = c.gpu.has_kernels_ns = c.gpu.has_native_ns = 1;
-  c.gpu.gpu_ns = c.gpu.kernels_ns = c.gpu.native_ns = UINT64_MAX;
+  widest_timed_call(&c, saved);
   size_t n = format_both_ways(&c, buf, sizeof buf);
   assert_true(n + 32 + 1 <= LOG_TEXT_FIXED);
   assert_non_null(strstr(buf, ",\"dur_ns\":18446744073709551615,\"gpu_ns\":18446744073709551615,"
@@ -613,14 +619,8 @@ static void test_format_accuracy(void **state) {
   (void)state;
   static char buf[16384];
   char saved[sizeof gs_opt.log_path];
-  memcpy(saved, gs_opt.log_path, sizeof saved);
-  snprintf(gs_opt.log_path, sizeof gs_opt.log_path, "%s", "/dev/null");
-  gs_opt.log_gpu_time = 1;
   gs_call c;
-  widest_call(&c, 0);
-  c.work_begun = 1;
-  c.gpu.has_gpu_ns = c.gpu.has_kernels_ns = c.gpu.has_native_ns = 1;
-  c.gpu.gpu_ns = c.gpu.kernels_ns = c.gpu.native_ns = UINT64_MAX;
+  widest_timed_call(&c, saved);
   c.gpu.has_acc = c.gpu.has_acc_quantiles = 1;
   c.gpu.acc_sqnr_db = -6320.123456;
   c.gpu.acc_max_rel = c.gpu.acc_p50 = c.gpu.acc_p99 = -1.23456789e-300;
