@@ -497,6 +497,11 @@ void options_init(void) {
   for (int i = 0; i < 2; i++)
     if (relative_note[i][0]) GS_WARN("%s", relative_note[i]);
   options_unknown(warn_unknown, NULL);
+  /* The guard acts on compared calls' measurements (guard.c): alone, it
+   * would do nothing without a word. */
+  if (gs_opt.guard_sqnr_db && (!gs_opt.compare || !gs_opt.log_path[0]))
+    GS_WARN("GEMMSHIM_GUARD_SQNR=%llu: expected GEMMSHIM_COMPARE=1 and GEMMSHIM_LOG with it (only compared calls are "
+            "measured); no site will be guarded", (unsigned long long)gs_opt.guard_sqnr_db);
   read_fault();
   load_policy();
   options_print();

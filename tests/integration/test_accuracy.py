@@ -163,6 +163,15 @@ def test_guard_turns_one_site_native_after_one_bad_measurement(client, standin, 
     assert r.stderr.count("summary: guarded site") == 1
 
 
+def test_guard_without_compare_says_it_does_nothing(client, standin, tmp_path, shim):
+    bad = gemm(name="bad", m=64, n=48, k=80, beta=0)
+    r, recs, _ = routed(client, standin, tmp_path, [bad, bad],
+                        {**FFMA, "GEMMSHIM_GUARD_SQNR": "20", "GEMMSHIM_FAULT": "route_output:1"})
+    assert [x["route"] for x in recs] == ["ffma", "ffma"]
+    assert r.stderr.count("GEMMSHIM_GUARD_SQNR=20: expected GEMMSHIM_COMPARE=1 and GEMMSHIM_LOG with it (only "
+                          "compared calls are measured); no site will be guarded") == 1, r.describe()
+
+
 def test_guard_off_by_default(client, standin, tmp_path, shim):
     bad = gemm(name="bad", m=64, n=48, k=80, beta=0)
     _, recs, _ = routed(client, standin, tmp_path, [bad, bad], {**FFMA, **COMPARE, "GEMMSHIM_FAULT": "route_output:1"})
