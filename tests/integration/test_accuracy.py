@@ -253,3 +253,26 @@ def test_report_expect_sqnr_needs_compared_calls(client, standin, tmp_path, shim
     assert p.returncode == 2 and "expected a number of dB after ':', got 'x'" in p.stderr
     p = report(log, "--expect-some", "cublasGemmEx=ffma:20")
     assert p.returncode == 2 and "a minimum SQNR (':DB') goes with --expect" in p.stderr
+
+
+def test_guard_turns_one_fp8_layer_native(standin, tmp_path, shim):
+    # fp8 sites are per layer (fp8_sites.c): a training loop of 2 layers,
+    # 2 steps, 3 GEMMs a layer; the first call (layer 0's forward) is
+    # corrupted, so that site alone runs native in step 1.
+    path = CLIENT_DIR / "fp8_client_cu13"
+    require_built([path])
+    log = tmp_path / "gs.jsonl"
+    r = run([path, "--layers=2", "--steps=2"], standin[13], shim=True,
+            env={**FP8, **COMPARE, "GEMMSHIM_GUARD_SQNR": "20", "GEMMSHIM_FAULT": "route_output:1",
+                 "GEMMSHIM_LOG": str(log)})
+    assert r.returncode == 0, r.describe()
+    recs = read_log(log)
+    assert len(recs) == 12
+    first = recs[0]
+    assert first["route"] == "fp8" and first["sqnr_db"] < 20
+    assert all(x["sqnr_db"] > 20 for x in recs[1:6] + recs[7:]), recs
+    assert [x["route"] for x in recs] == ["fp8"] * 6 + ["native"] + ["fp8"] * 5
+    assert recs[6]["site"] == first["site"]
+    assert len({x["site"] for x in recs[:6]}) == 6
+    assert recs[6]["reason"] == (f"GEMMSHIM_MODE=fp8; fp8 off for this site: measured {first['sqnr_db']:.1f} dB "
+                                 "< GEMMSHIM_GUARD_SQNR 20 dB")
