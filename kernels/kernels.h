@@ -97,4 +97,16 @@ CUresult kernel_narrow_ptrarray(kernel_ctx *kc, CUstream stream, int dst_type, c
 CUresult kernel_widen_vector(kernel_ctx *kc, CUstream stream, int src_type, const void *src,
                              float *dst, int64_t n);
 
+/* GEMMSHIM_COMPARE's measure of a route's output against the native one
+ * (accuracy_kernels.h): route and native are rows x cols x batch matrices
+ * of one layout (ld, stride in elements) and type (bf16, fp16, fp32);
+ * partials: GS_ACC_PARTIALS gs_acc_partial of device scratch; out: one
+ * gs_acc_stats in device memory. Two launches, nothing written to route
+ * or native. CUDA_ERROR_INVALID_VALUE for a shape or type it cannot take. */
+struct gs_acc_stats;
+struct gs_acc_partial;
+CUresult kernel_accuracy(kernel_ctx *kc, CUstream stream, int type, const void *route, const void *native,
+                         int64_t ld, int64_t stride, int64_t rows, int64_t cols, int64_t batch,
+                         struct gs_acc_partial *partials, struct gs_acc_stats *out);
+
 #endif

@@ -170,14 +170,24 @@ read later by the log's writer thread, never by waiting on the stream
 ([profiling.md](profiling.md)).""",
     "GEMMSHIM_COMPARE": """\
 A compared call runs its GEMM twice and takes scratch memory the size of
-its output ([profiling.md](profiling.md)).""",
+its output plus 173 KiB for the accuracy measure ([profiling.md](profiling.md));
+its record gets the route's accuracy against the native run
+([log-format.md](log-format.md#accuracy-of-compared-calls)).""",
+    "GEMMSHIM_GUARD_SQNR": """\
+Needs `GEMMSHIM_COMPARE=1` and `GEMMSHIM_LOG`: only compared calls are
+measured. A guarded site stays native for the rest of the process; the
+exit summary (`GEMMSHIM_DEBUG=INFO`) and `gemmshim report` list it. The
+figure and why: [log-format.md](log-format.md#the-guards-figure).""",
     "GEMMSHIM_DLSYM": """\
 For frameworks that `dlopen` cuBLAS themselves (XLA, TensorFlow):
 [interception.md](interception.md).""",
     "GEMMSHIM_FAULT": """\
 For tests: `name:N[+],...` makes the Nth call (and with `+` every later
 one) of an entry of the shim's call table fail
-([reliability.md](reliability.md#fault-injection)). It is read beside the
+([reliability.md](reliability.md#fault-injection)). One name is not a
+call: `route_output:N[+]` zeroes the first column of the Nth compared
+call's route output (`GEMMSHIM_COMPARE`), a known error for the tests of
+the accuracy measure and the guard. It is read beside the
 options table, so the launcher has no option for it; a bad value makes the
 shim run pass-through, as for any other variable.""",
 }

@@ -165,16 +165,34 @@ void compare_after_route(gs_call *c) {
   if (!compare_due(site_id(c->caller, &c->g))) return;
   size_t bytes = 0;
   const char *why = plan(c, &bytes);
+  /* The accuracy measure's scratch follows the native output (accuracy.c). */
+  accuracy_output acc;
+  const char *acc_why = why ? NULL : accuracy_plan(c, &acc);
+  const size_t out_bytes = (bytes + 255) & ~(size_t)255;
+  if (!why && !acc_why) bytes = out_bytes + accuracy_scratch_bytes();
   gs_transient t;
   if (!why) why = transient_alloc(c, bytes, &t);
   if (why) {
     call_note(c, "compare skipped: %s", why);
     return;
   }
+  /* GEMMSHIM_FAULT=route_output: a wrong route result, for the tests of
+   * the accuracy measure and the guard (first column of member 0 zeroed). */
+  if (!acc_why && gs_fault_corrupt_hit()) {
+    const size_t e = acc.type == CUDA_R_32F ? 4 : 2;
+    if (GS_CALL(cuMemsetD8Async, (CUdeviceptr)(uintptr_t)acc.route, 0, (size_t)acc.rows * e,
+                (CUstream)c->g.stream) == CUDA_SUCCESS)
+      call_note(c, "GEMMSHIM_FAULT: route output corrupted");
+  }
   /* The route's work ends here; the native run's after it. */
   gpu_time_mark(c, GS_GPU_EV_END);
   int st = c->gpu.on ? run_native(c, (void *)(uintptr_t)t.ptr) : -1;
-  if (st == CUBLAS_STATUS_SUCCESS) gpu_time_mark(c, GS_GPU_EV_NATIVE_END);
-  else if (c->gpu.on) call_note(c, "compare: native run returned status %d", st);
+  if (st == CUBLAS_STATUS_SUCCESS) {
+    gpu_time_mark(c, GS_GPU_EV_NATIVE_END);
+    if (acc_why) call_note(c, "accuracy not measured: %s", acc_why);
+    else if (c->gpu.on) accuracy_measure(c, &acc, (const void *)(uintptr_t)t.ptr, (char *)(uintptr_t)t.ptr + out_bytes);
+  } else if (c->gpu.on) {
+    call_note(c, "compare: native run returned status %d", st);
+  }
   transient_release(&t);
 }

@@ -175,6 +175,8 @@ void gpu_time_unmark_gemm(gs_call *c) {
 }
 
 void gpu_time_discard(gs_gpu_time *t) {
+  /* Unread, its copy may still be on its way: the slot is never reused. */
+  accuracy_release(t, 0);
   for (int i = 0; i < GS_GPU_EVENTS; i++) {
     event_give(t->ctx, t->ctx_id, (CUevent)t->ev[i]);
     t->ev[i] = NULL;
@@ -222,11 +224,14 @@ static int resolve(gs_gpu_time *t) {
      * neither queried nor given back. */
     t->skip = alive == 0 ? GS_GPU_SKIP_CTX_GONE : GS_GPU_SKIP_QUERY_FAILED;
     memset(t->ev, 0, sizeof t->ev);
+    accuracy_release(t, 0);
     t->on = 0;
     return 1;
   }
   /* The last event recorded completes last: a stream runs in order. */
-  CUevent last = (CUevent)(t->ev[GS_GPU_EV_NATIVE_END] ? t->ev[GS_GPU_EV_NATIVE_END] : t->ev[GS_GPU_EV_END]);
+  CUevent last = (CUevent)(t->ev[GS_GPU_EV_ACC_END]      ? t->ev[GS_GPU_EV_ACC_END]
+                           : t->ev[GS_GPU_EV_NATIVE_END] ? t->ev[GS_GPU_EV_NATIVE_END]
+                                                         : t->ev[GS_GPU_EV_END]);
   CUresult q = GS_CALL(cuEventQuery, last);
   if (q == CUDA_ERROR_NOT_READY) return 0;
   CUevent *ev = (CUevent *)t->ev;
@@ -245,6 +250,7 @@ static int resolve(gs_gpu_time *t) {
       t->native_ns = native;
       t->has_native_ns = 1;
     }
+    if (ev[GS_GPU_EV_ACC_END]) accuracy_resolve(t); /* the copy into the slot is done */
   }
   gpu_time_discard(t);
   return 1;

@@ -392,6 +392,38 @@ FMT_INLINE void fmt_native_gpu_ns(json_out *o, const log_rec *r, const gs_gpu_ti
   put_u64(o, gpu->native_ns, ck);
 }
 
+/* An accuracy figure (accuracy.c): a JSON number, or the strings "inf" and
+ * "-inf" (JSON has no infinity). fmt: "%.2f" for dB, "%.4g" for ratios. */
+static void put_figure(json_out *o, double v, const char *fmt, int ck) {
+  char t[48];
+  int n;
+  if (v != v) n = snprintf(t, sizeof t, "\"nan\"");
+  else if (v > 1e300) n = snprintf(t, sizeof t, "\"inf\"");
+  else if (v < -1e300) n = snprintf(t, sizeof t, "\"-inf\"");
+  else n = snprintf(t, sizeof t, fmt, v);
+  if (n > 0 && (size_t)n < sizeof t) put_bytes(o, t, (size_t)n, ck);
+}
+
+FMT_INLINE void fmt_sqnr_db(json_out *o, const log_rec *r, const gs_gpu_time *gpu, int ck) {
+  put_figure(o, gpu->acc_sqnr_db, "%.2f", ck);
+}
+
+FMT_INLINE void fmt_max_rel(json_out *o, const log_rec *r, const gs_gpu_time *gpu, int ck) {
+  put_figure(o, gpu->acc_max_rel, "%.4g", ck);
+}
+
+FMT_INLINE void fmt_nonfinite_mismatch(json_out *o, const log_rec *r, const gs_gpu_time *gpu, int ck) {
+  put_u64(o, gpu->acc_mismatch, ck);
+}
+
+FMT_INLINE void fmt_rel_err_p50(json_out *o, const log_rec *r, const gs_gpu_time *gpu, int ck) {
+  put_figure(o, gpu->acc_p50, "%.4g", ck);
+}
+
+FMT_INLINE void fmt_rel_err_p99(json_out *o, const log_rec *r, const gs_gpu_time *gpu, int ck) {
+  put_figure(o, gpu->acc_p99, "%.4g", ck);
+}
+
 FMT_INLINE void fmt_gpu_skipped(json_out *o, const log_rec *r, const gs_gpu_time *gpu, int ck) {
   const char *why = gpu_time_skip_name(gpu->skip);
   PUT_LIT(o, "\"", ck), put_bytes(o, why, strlen(why), ck), PUT_LIT(o, "\"", ck);
@@ -419,6 +451,8 @@ FMT_INLINE void put_id(json_out *o, uint64_t v, int ck) { put_hex(o, v, 16, ck),
 #define WHEN_GPU_NS(key) (gpu && gpu->has_gpu_ns)
 #define WHEN_GPU_KERNELS(key) (gpu && gpu->has_gpu_ns && gpu->has_kernels_ns)
 #define WHEN_GPU_NATIVE(key) (gpu && gpu->has_gpu_ns && gpu->has_native_ns)
+#define WHEN_GPU_ACC(key) (gpu && gpu->has_gpu_ns && gpu->has_acc)
+#define WHEN_GPU_ACC_Q(key) (gpu && gpu->has_gpu_ns && gpu->has_acc && gpu->has_acc_quantiles)
 #define WHEN_GPU_SKIPPED(key) (gpu && !gpu->has_gpu_ns && gpu_time_skip_name(gpu->skip))
 
 #define OPEN_U64 ""

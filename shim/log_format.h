@@ -46,7 +46,7 @@
  *       only); BIAS, BACKEND (the call has one); RECIPE (an fp8 call: not
  *       0, gs_fp8_recipe's "none"); SITE_EVENT, EVICTED (the
  *       site_event bits say so); GPU_NS, GPU_KERNELS, GPU_NATIVE,
- *       GPU_SKIPPED (what the GPU block measured)
+ *       GPU_SKIPPED, GPU_ACC, GPU_ACC_Q (what the GPU block measured)
  * from  where the value comes from in the gs_call c (g is &c->g), copied
  *       by log_rec_fill for the stored types
  */
@@ -95,6 +95,11 @@
   X(gpu_ns, none, OWN(gpu_ns), GPU_NS, c->gpu.gpu_ns)                          \
   X(gpu_ns_kernels, none, OWN(gpu_ns_kernels), GPU_KERNELS, c->gpu.kernels_ns) \
   X(native_gpu_ns, none, OWN(native_gpu_ns), GPU_NATIVE, c->gpu.native_ns)     \
+  X(sqnr_db, none, OWN(sqnr_db), GPU_ACC, c->gpu.acc_sqnr_db)                  \
+  X(max_rel, none, OWN(max_rel), GPU_ACC, c->gpu.acc_max_rel)                  \
+  X(nonfinite_mismatch, none, OWN(nonfinite_mismatch), GPU_ACC, c->gpu.acc_mismatch) \
+  X(rel_err_p50, none, OWN(rel_err_p50), GPU_ACC_Q, c->gpu.acc_p50)            \
+  X(rel_err_p99, none, OWN(rel_err_p99), GPU_ACC_Q, c->gpu.acc_p99)            \
   X(gpu_skipped, none, OWN(gpu_skipped), GPU_SKIPPED, c->gpu.skip)
 
 /* The keys, as strings, in their order: GS_LOG_FIELDS(LOG_KEY_NAME). */

@@ -157,7 +157,20 @@ static void summary_top_locked(void) {
     GS_INFO("summary: site other %" PRIu64 " calls (sites beyond the first %d)", stats.other_sites, SITES_MAX);
 }
 
+/* GEMMSHIM_GUARD_SQNR's sites (guard.c), at most the first 20. */
+static void summary_guarded(void) {
+  uint64_t sites[20];
+  double db[20];
+  int routes[20];
+  unsigned n = guard_list(sites, db, routes, 20);
+  for (unsigned i = 0; i < n; i++)
+    GS_INFO("summary: guarded site %016" PRIx64 " %s off: measured %.1f dB < GEMMSHIM_GUARD_SQNR %" PRIu64 " dB",
+            sites[i], routes[i] >= 0 && routes[i] < GS_ROUTE_COUNT ? gs_route_name((gs_route)routes[i]) : "unknown",
+            db[i], gs_opt.guard_sqnr_db);
+}
+
 void log_summary_print(void) {
   summary_routes_locked();
   summary_top_locked();
+  summary_guarded();
 }

@@ -120,6 +120,10 @@ static const opt_def options[] = {
      &gs_opt.compare, NULL, 0, 1},
     {"GEMMSHIM_COMPARE_EVERY", OPT_U64, "100", "GEMMSHIM_COMPARE: native runs of a site after its first, 1 in N calls",
      &gs_opt.compare_every, NULL, 1, UINT64_MAX},
+    {"GEMMSHIM_GUARD_SQNR", OPT_U64, "0",
+     "with GEMMSHIM_COMPARE: a call site whose compared call measured below this many dB (the lower of sqnr_db and "
+     "the median element's, docs/log-format.md) runs native from its next call on; 0: off",
+     &gs_opt.guard_sqnr_db, NULL, 0, 1000},
     {"GEMMSHIM_DLSYM", OPT_BOOL, "1",
      "hand out the shim's wrappers for cuBLAS functions looked up with dlsym on a cuBLAS handle (XLA/TensorFlow)",
      &gs_opt.dlsym_hook, NULL, 0, 1},
@@ -503,6 +507,11 @@ void options_init(void) {
   for (int i = 0; i < 2; i++)
     if (relative_note[i][0]) GS_WARN("%s", relative_note[i]);
   options_unknown(warn_unknown, NULL);
+  /* The guard acts on compared calls' measurements (guard.c): alone, it
+   * would do nothing without a word. */
+  if (gs_opt.guard_sqnr_db && (!gs_opt.compare || !gs_opt.log_path[0]))
+    GS_WARN("GEMMSHIM_GUARD_SQNR=%llu: expected GEMMSHIM_COMPARE=1 and GEMMSHIM_LOG with it (only compared calls are "
+            "measured); no site will be guarded", (unsigned long long)gs_opt.guard_sqnr_db);
   read_fault();
   load_policy();
   options_print();

@@ -13,6 +13,14 @@ int route_run(gs_call *c) {
     return GS_DECLINED;
   }
   int r = GS_DECLINED;
+  /* The call's site as its record will name it; the fp8 route's delayed
+   * recipe names its own (per layer) and asks again once it knows. */
+  if (!c->site) c->site = site_id(c->caller, &c->g);
+  char guarded[GS_REASON_MAX];
+  if (guard_reason(c->site, gs_route_name(c->decided), guarded, sizeof guarded)) {
+    call_decline(c, "%s", guarded);
+    return GS_DECLINED;
+  }
   switch (c->decided) {
     case GS_ROUTE_FFMA:
       r = route_ffma(c);

@@ -86,6 +86,7 @@ enum {
   GS_GPU_EV_GEMM_END,   /* a route: its own kernels follow the GEMM */
   GS_GPU_EV_END,        /* the call's work is issued */
   GS_GPU_EV_NATIVE_END, /* GEMMSHIM_COMPARE: the native run after END */
+  GS_GPU_EV_ACC_END,    /* GEMMSHIM_COMPARE: the accuracy measure's copy (accuracy.c) */
   GS_GPU_EVENTS
 };
 /* Why a call has no GPU time (the log's gpu_skipped). */
@@ -109,6 +110,13 @@ typedef struct gs_gpu_time {
   uint8_t on;               /* events are recorded and owned by this call */
   uint8_t skip;             /* GS_GPU_SKIP_* */
   uint8_t has_gpu_ns, has_kernels_ns, has_native_ns;
+  uint8_t has_acc;          /* the acc_* results below are set */
+  uint8_t has_acc_quantiles; /* acc_p50/p99 too (some position was finite in both) */
+  /* GEMMSHIM_COMPARE (accuracy.c): the host copy of the call's statistics
+   * until resolved, then what the log prints of them. */
+  void *acc_slot;
+  double acc_sqnr_db, acc_max_rel, acc_p50, acc_p99; /* may be +-inf */
+  uint64_t acc_mismatch;
 } gs_gpu_time;
 
 /* ------------------------------------------------------------------------ */
@@ -202,6 +210,7 @@ typedef struct gs_options {
   int log_gpu_time;          /* GEMMSHIM_LOG_GPU_TIME: gpu_ns in the log */
   int compare;               /* GEMMSHIM_COMPARE: routed shapes also run native now and then */
   uint64_t compare_every;    /* ... at each site's first call, then every Nth */
+  uint64_t guard_sqnr_db;    /* GEMMSHIM_GUARD_SQNR: 0 off; else sites measured below it run native */
 } gs_options;
 
 extern gs_options gs_opt;
@@ -276,6 +285,34 @@ const char *gpu_time_skip_name(int skip); /* NULL for GS_GPU_SKIP_NONE */
 void compare_after_route(gs_call *c);
 int compare_due(uint64_t site);      /* this call of the site is one to compare */
 unsigned compare_set_of(uint64_t site); /* the set of compare_due's table a site's count lives in */
+
+/* "accuracy.c": a compared call's route output against the native one, on
+ * the device (kernels/accuracy.cu), read by the log's writer. */
+typedef struct accuracy_output {
+  int type;                         /* CUDA_R_32F, CUDA_R_16BF or CUDA_R_16F */
+  const void *route;                /* the caller's output, as the route wrote it */
+  int64_t ld, stride, rows, cols, batch;
+} accuracy_output;
+struct gs_acc_stats;
+/* The call's output as the measure reads it; NULL, or why it cannot. */
+const char *accuracy_plan(const gs_call *c, accuracy_output *o);
+size_t accuracy_scratch_bytes(void); /* device scratch the measure needs (256-byte aligned) */
+/* Enqueue the measure of o against native (same layout) on the call's
+ * stream, and ACC_END after it; a failure is a note, nothing else. */
+void accuracy_measure(gs_call *c, const accuracy_output *o, const void *native, void *scratch);
+void accuracy_summarise(const struct gs_acc_stats *s, gs_gpu_time *t); /* the acc_* results */
+void accuracy_resolve(gs_gpu_time *t);                /* once ACC_END completed: read, slot back */
+void accuracy_release(gs_gpu_time *t, int ctx_alive); /* unread: slot back (if its context lives) */
+double gs_log10(double x); /* x > 0 and finite; without libm */
+
+/* "guard.c": GEMMSHIM_GUARD_SQNR, sites whose measured accuracy fell below
+ * it run native. guard_observe: the log's writer, per compared record;
+ * guard_reason: a route before it runs (1: decline it with that reason). */
+double guard_figure(const gs_gpu_time *t); /* min(sqnr_db, -20 log10(rel_err_p50)) */
+void guard_observe(uint64_t site, int route, const gs_gpu_time *t);
+int guard_reason(uint64_t site, const char *route, char *why, size_t len); /* 1: guarded, why set */
+unsigned guard_list(uint64_t *sites, double *db, int *routes, unsigned most);
+void guard_forget_for_tests(void);
 void compare_forget_for_tests(void); /* an empty table */
 
 /* ------------------------------------------------------------------------ */

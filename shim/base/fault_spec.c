@@ -3,6 +3,7 @@
  * entry saw. */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,6 +15,23 @@
 static unsigned fault_spec_n[GS_SYS_COUNT];
 static int fault_spec_persistent[GS_SYS_COUNT];
 static int fault_from_env;
+
+/* "route_output:N[+]": not a call of the table but a fault of the result:
+ * the Nth compared routed call (GEMMSHIM_COMPARE) has its output's first
+ * column zeroed after the route wrote it, so that the accuracy measure and
+ * the guard can be tested against a known error (compare.c). */
+static unsigned corrupt_n, corrupt_seen;
+static int corrupt_persistent;
+static pthread_mutex_t corrupt_lock = PTHREAD_MUTEX_INITIALIZER;
+
+int gs_fault_corrupt_hit(void) {
+  if (!__atomic_load_n(&corrupt_n, __ATOMIC_RELAXED)) return 0;
+  pthread_mutex_lock(&corrupt_lock);
+  unsigned seen = ++corrupt_seen;
+  int hit = seen == corrupt_n || (corrupt_persistent && seen > corrupt_n);
+  pthread_mutex_unlock(&corrupt_lock);
+  return hit;
+}
 
 int gs_sys_lookup(const char *name, size_t len) {
   for (int i = 0; i < GS_SYS_COUNT; i++)
@@ -28,10 +46,11 @@ int gs_sys_lookup(const char *name, size_t len) {
  * was meant cannot be told, and keeping either would silently drop the
  * other. */
 int gs_fault_parse(const char *spec, char *err, size_t errlen) {
-  unsigned want_n[GS_SYS_COUNT] = {0};
-  int want_persistent[GS_SYS_COUNT] = {0};
-  const char *first_at[GS_SYS_COUNT] = {0}; /* where each name's entry starts */
-  size_t first_len[GS_SYS_COUNT] = {0};
+  /* Index GS_SYS_COUNT: route_output. */
+  unsigned want_n[GS_SYS_COUNT + 1] = {0};
+  int want_persistent[GS_SYS_COUNT + 1] = {0};
+  const char *first_at[GS_SYS_COUNT + 1] = {0}; /* where each name's entry starts */
+  size_t first_len[GS_SYS_COUNT + 1] = {0};
   const char *p = spec;
   for (;;) {
     const char *colon = strchr(p, ':');
@@ -49,6 +68,7 @@ int gs_fault_parse(const char *spec, char *err, size_t errlen) {
       return -1;
     }
     int id = gs_sys_lookup(p, (size_t)(colon - p));
+    if (id < 0 && (size_t)(colon - p) == strlen("route_output") && !strncmp(p, "route_output", 12)) id = GS_SYS_COUNT;
     if (id < 0) {
       snprintf(err, errlen, "GEMMSHIM_FAULT: unknown call '%s'; expected a name from the shim's call table (e.g. write, cuMemAllocFromPoolAsync)",
                gs_quote_n(p, (size_t)(colon - p), q));
@@ -68,7 +88,7 @@ int gs_fault_parse(const char *spec, char *err, size_t errlen) {
     if (first_at[id]) {
       char q2[GS_QUOTE_BUF];
       snprintf(err, errlen, "GEMMSHIM_FAULT: '%s' is named twice ('%s', then '%s'); expected each call at most once",
-               gs_sys_names[id], gs_quote_n(first_at[id], first_len[id], q), gs_quote_n(p, (size_t)(end - p), q2));
+               id == GS_SYS_COUNT ? "route_output" : gs_sys_names[id], gs_quote_n(first_at[id], first_len[id], q), gs_quote_n(p, (size_t)(end - p), q2));
       return -1;
     }
     first_at[id] = p;
@@ -77,6 +97,13 @@ int gs_fault_parse(const char *spec, char *err, size_t errlen) {
     want_persistent[id] = persistent;
     if (!*end) break;
     p = end + 1;
+  }
+  if (want_n[GS_SYS_COUNT]) {
+    pthread_mutex_lock(&corrupt_lock);
+    corrupt_seen = 0;
+    corrupt_persistent = want_persistent[GS_SYS_COUNT];
+    __atomic_store_n(&corrupt_n, want_n[GS_SYS_COUNT], __ATOMIC_RELAXED);
+    pthread_mutex_unlock(&corrupt_lock);
   }
   for (int id = 0; id < GS_SYS_COUNT; id++) {
     if (!want_n[id]) continue;

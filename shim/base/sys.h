@@ -109,6 +109,10 @@
     (CUdeviceptr p, unsigned int v, size_t n, CUstream s), (p, v, n, s))       \
   X(cuMemcpyDtoDAsync_v2, CUresult, CUDA_ERROR_UNKNOWN,                        \
     (CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s), (dst, src, n, s)) \
+  X(cuMemHostAlloc, CUresult, CUDA_ERROR_OUT_OF_MEMORY, (void **p, size_t n, unsigned int flags), (p, n, flags)) \
+  X(cuMemFreeHost, CUresult, CUDA_ERROR_UNKNOWN, (void *p), (p))               \
+  X(cuMemcpyDtoHAsync_v2, CUresult, CUDA_ERROR_UNKNOWN,                        \
+    (void *dst, CUdeviceptr src, size_t n, CUstream s), (dst, src, n, s))      \
   X(cuEventCreate, CUresult, CUDA_ERROR_UNKNOWN, (CUevent *e, unsigned int flags), (e, flags)) \
   X(cuEventRecord, CUresult, CUDA_ERROR_UNKNOWN, (CUevent e, CUstream s), (e, s)) \
   X(cuEventQuery, CUresult, CUDA_ERROR_UNKNOWN, (CUevent e), (e))              \
@@ -278,6 +282,9 @@ void gs_fault_counts(gs_sys_id id, unsigned long long *calls, unsigned long long
 /* "fault_spec.c": parse GEMMSHIM_FAULT ("name:N[+],name:N...") and arm
  * it; 0 ok, -1 with err set and nothing armed. */
 int gs_fault_parse(const char *spec, char *err, size_t errlen);
+/* GEMMSHIM_FAULT=route_output:N[+]: 1 when this compared call's route
+ * output is to be corrupted (fault_spec.c). */
+int gs_fault_corrupt_hit(void);
 int gs_sys_lookup(const char *name, size_t len); /* id or -1 */
 
 /* Call entry `name` through the table, honouring armed faults. The caller

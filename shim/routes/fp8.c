@@ -349,10 +349,20 @@ int route_fp8(gs_call *c) {
   char *base = (char *)(uintptr_t)t.ptr;
   fp8_scales u;
   memset(&u, 0, sizeof u);
+  const uint64_t checked_site = c->site;
   why = rc->acquire(c, rc->scratch_bytes ? t.ptr + (CUdeviceptr)p.off[BUF_SCRATCH] : 0, &u);
   if (why) {
     transient_release(&t);
     return FP8_DECLINE(c, "%s", why);
+  }
+  /* A recipe with per-layer sites (delayed) has just named the call's
+   * site: the guard is asked again for that one. */
+  char guarded[GS_REASON_MAX];
+  if (c->site != checked_site && guard_reason(c->site, "fp8", guarded, sizeof guarded)) {
+    transient_release(&t);
+    rc->release(&u, 0);
+    call_decline(c, "%s", guarded);
+    return GS_DECLINED;
   }
   /* On sm_89+ the own kernel (CUDA cores, or fp8 mma without cuBLASLt's
    * tuning) is slower than native bf16 on tensor cores: a call cuBLASLt's

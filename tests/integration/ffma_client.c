@@ -38,7 +38,7 @@
  *   amp                       magnitude of A and B elements [1]
  *   span=LO:HI                A's and B's magnitudes spread log-uniformly
  *                             from LO to HI, random signs [uniform in amp]
- *   special, specialb         inf ninf nan: A's (B's) first stored element
+ *   special, specialb         inf ninf nan, or a number (an outlier): A's (B's) first stored element
  *                             is that value [none]
  *   ampb                      magnitude of B's elements alone [amp]
  *   apat, bpat=V0:V1:...      explicit values (up to 8): element (i, l) of
@@ -117,6 +117,8 @@
  *                      the output's), and the whole output at an SQNR of
  *                      at least 25 dB against float64 (torchao's figure
  *                      for fp8 GEMMs)
+ *   --dump=DIR         each call's output buffer, raw as the call left it
+ *                      (padding included), to DIR/<name>.out
  *   --nosync           no synchronisation and no host copies at all:
  *                      operands filled by stream-ordered memsets, results not
  *                      read (ok=1 when status is 0): for running under a
@@ -423,7 +425,8 @@ static int parse_spec(const char *text, int index, spec *s) {
         bad = !(s->span_lo > 0 && s->span_hi >= s->span_lo);
       }
     } else if (!strcmp(kv, "special") || !strcmp(kv, "specialb")) {
-      double x = !strcmp(v, "inf") ? INFINITY : !strcmp(v, "ninf") ? -INFINITY : !strcmp(v, "nan") ? NAN : 0;
+      double x = !strcmp(v, "inf") ? INFINITY : !strcmp(v, "ninf") ? -INFINITY : !strcmp(v, "nan") ? NAN
+                 : strtod(v, NULL);
       bad = x == 0;
       s->special[kv[7] == 'b'] = x;
     } else if (!strcmp(kv, "apat") || !strcmp(kv, "bpat")) {
@@ -805,6 +808,16 @@ static double gelu(double v) { return 0.5 * v * (1.0 + tanh(0.7978845608028654 *
  * last place, relative) plus fp32 accumulation of k terms, scaled by the
  * magnitude of everything summed. */
 static int fp8_tolerance; /* --fp8 */
+static const char *dump_dir; /* --dump */
+
+/* --dump: the output buffer as the call left it, raw, to DIR/<name>.out. */
+static void dump_output(const gemm *g, const void *out, size_t bytes) {
+  if (!dump_dir) return;
+  char path[4096];
+  snprintf(path, sizeof path, "%s/%s.out", dump_dir, g->s.name);
+  FILE *f = fopen(path, "wb");
+  if (!f || fwrite(out, 1, bytes, f) != bytes || fclose(f)) die("--dump: cannot write the output", 0);
+}
 
 static double bound(cudaDataType out, int64_t k, double ref, double mag) {
   if (fp8_tolerance) return 0.13 * mag + 0x1p-8 * fabs(ref) + 1e-30;
@@ -822,6 +835,7 @@ static void gemm_check(gemm *g) {
   void *out = malloc(outb->bytes);
   if (!out) die("malloc", 0);
   CU(drv.cuMemcpyDtoH_v2(out, outb->dev, outb->bytes));
+  dump_output(g, out, outb->bytes);
   g->maxerr = -1;
   g->sqnr = NAN;
   g->nonfinite = -1;
@@ -1168,6 +1182,7 @@ int main(int argc, char **argv) {
     else if (!strncmp(a, "--seed=", 7)) op.seed = strtoull(a + 7, NULL, 0);
     else if (!strcmp(a, "--nosync")) op.nosync = 1;
     else if (!strncmp(a, "--wait-log=", 11)) op.wait_log = a + 11;
+    else if (!strncmp(a, "--dump=", 7)) dump_dir = a + 7;
     else if (!strncmp(a, "--side-capture=", 15)) op.side_capture = a + 15;
     else if (!strcmp(a, "--fp8")) fp8_tolerance = 1;
     else {

@@ -66,7 +66,7 @@
   X(cuMemAlloc_v2) X(cuMemFree_v2) X(cuMemAllocAsync) X(cuMemFreeAsync)        \
   X(cuMemGetInfo_v2) X(cuMemcpyHtoD_v2) X(cuMemcpyDtoH_v2) X(cuMemcpyDtoD_v2)  \
   X(cuMemcpyDtoDAsync_v2) X(cuMemsetD8_v2) X(cuMemsetD8Async) X(cuMemsetD32_v2) \
-  X(cuMemsetD32Async)                                                          \
+  X(cuMemsetD32Async) X(cuMemHostAlloc) X(cuMemFreeHost) X(cuMemcpyDtoHAsync_v2) \
   X(cuMemAllocFromPoolAsync) X(cuMemPoolCreate) X(cuMemPoolDestroy)            \
   X(cuDeviceGetDefaultMemPool) X(cuMemPoolTrimTo) X(cuMemPoolSetAttribute)     \
   X(cuMemPoolGetAttribute)                                                     \

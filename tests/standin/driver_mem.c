@@ -312,6 +312,49 @@ CUresult cuMemcpyDtoDAsync_v2(CUdeviceptr dstDevice, CUdeviceptr srcDevice, size
   return r;
 }
 
+/* Page-locked host memory: plain host memory here (the stand-in's device
+ * memory is host memory too). Flags as cuda.h's CU_MEMHOSTALLOC_*; others
+ * are refused, as the driver refuses them. */
+CUresult cuMemHostAlloc(void **pp, size_t bytesize, unsigned int Flags) {
+  SD_COUNT(cuMemHostAlloc);
+  CUresult r = sd_check_init();
+  if (r) return r;
+  if (!pp || (Flags & ~(unsigned)(CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP |
+                                  CU_MEMHOSTALLOC_WRITECOMBINED)))
+    return CUDA_ERROR_INVALID_VALUE;
+  CUcontext ctx;
+  pthread_mutex_lock(&sd_lock);
+  r = sd_ctx_current_locked(&ctx);
+  pthread_mutex_unlock(&sd_lock);
+  if (r) return r;
+  *pp = calloc(1, bytesize ? bytesize : 1);
+  return *pp ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
+}
+
+CUresult cuMemFreeHost(void *p) {
+  SD_COUNT(cuMemFreeHost);
+  CUresult r = sd_check_init();
+  if (r) return r;
+  free(p);
+  return CUDA_SUCCESS;
+}
+
+/* Stream-ordered like the other async copies (run at once, or a node under
+ * capture). */
+CUresult cuMemcpyDtoHAsync_v2(void *dstHost, CUdeviceptr srcDevice, size_t ByteCount, CUstream hStream) {
+  SD_COUNT(cuMemcpyDtoHAsync_v2);
+  pthread_mutex_lock(&sd_lock);
+  CUcontext ctx;
+  struct CUstream_st *st = NULL;
+  CUresult r = sd_stream_enqueue_locked(hStream, &ctx, &st);
+  if (!r && ByteCount && (!dstHost || !sd_mem_covers_locked(srcDevice, ByteCount))) r = CUDA_ERROR_INVALID_VALUE;
+  sd_node n = {.kind = SD_NODE_MEMCPY, .dst = (CUdeviceptr)(uintptr_t)dstHost, .src = srcDevice, .bytes = ByteCount};
+  int recorded = !r && sd_mem_record_locked(st, &n, &r);
+  pthread_mutex_unlock(&sd_lock);
+  if (!r && ByteCount && !recorded) memcpy(dstHost, (const void *)srcDevice, ByteCount);
+  return r;
+}
+
 CUresult cuPointerGetAttribute(void *data, CUpointer_attribute attribute, CUdeviceptr ptr) {
   SD_COUNT(cuPointerGetAttribute);
   CUresult r = sd_check_init();

@@ -1534,9 +1534,9 @@ static void test_module_once_per_context(void **state) {
   gemm_run(&g);
   gs_sys.cuModuleLoadData = real_load;
   /* Every kernel file (module.h's GS_KERNEL_FILES: cast, fp8_quantize,
-   * fp8_gemm) loads once per context, together. */
-  assert_int_equal(after_first, 3);
-  assert_int_equal(loads, 3);
+   * fp8_gemm, accuracy) loads once per context, together. */
+  assert_int_equal(after_first, 4);
+  assert_int_equal(loads, 4);
   for (int i = 0; i < THREADS; i++) {
     assert_int_equal(u[i].r, CUDA_SUCCESS);
     check_quantized(&u[i].s, 0, 0, u[i].dst, 1.0f, GS_FP8_E4M3, "first use");

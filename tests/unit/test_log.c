@@ -5,6 +5,7 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <inttypes.h>
+#include <math.h>
 #include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -25,6 +26,7 @@
 #include "tmpdir.h"
 
 #include "shim.h"
+#include "../../kernels/accuracy_kernels.h"
 /* cublasLt.h (through sys.h) has a declaration without a prototype. */
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wstrict-prototypes"
@@ -567,18 +569,24 @@ static void test_format_widest_record(void **state) {
 /* GPU time (GEMMSHIM_LOG_GPU_TIME): gpu_ns, gpu_ns_kernels and
  * native_gpu_ns after dur_ns, at their widest still within the text
  * reserved per record; or gpu_skipped with the reason's name. */
+/* GPU time on (a log path, GEMMSHIM_LOG_GPU_TIME) and c the widest call
+ * with every GPU time at its widest; the log path before, in saved. */
+static void widest_timed_call(gs_call *c, char *saved) {
+  memcpy(saved, gs_opt.log_path, sizeof gs_opt.log_path);
+  snprintf(gs_opt.log_path, sizeof gs_opt.log_path, "%s", "/dev/null");
+  gs_opt.log_gpu_time = 1;
+  widest_call(c, 0);
+  c->work_begun = 1;
+  c->gpu.has_gpu_ns = c->gpu.has_kernels_ns = c->gpu.has_native_ns = 1;
+  c->gpu.gpu_ns = c->gpu.kernels_ns = c->gpu.native_ns = UINT64_MAX;
+}
+
 static void test_format_gpu_time(void **state) {
   (void)state;
   static char buf[16384];
   char saved[sizeof gs_opt.log_path];
-  memcpy(saved, gs_opt.log_path, sizeof saved);
-  snprintf(gs_opt.log_path, sizeof gs_opt.log_path, "%s", "/dev/null");
-  gs_opt.log_gpu_time = 1;
   gs_call c;
-  widest_call(&c, 0);
-  c.work_begun = 1;
-  c.gpu.has_gpu_ns = c.gpu.has_kernels_ns = c.gpu.has_native_ns = 1;
-  c.gpu.gpu_ns = c.gpu.kernels_ns = c.gpu.native_ns = UINT64_MAX;
+  widest_timed_call(&c, saved);
   size_t n = format_both_ways(&c, buf, sizeof buf);
   assert_true(n + 32 + 1 <= LOG_TEXT_FIXED);
   assert_non_null(strstr(buf, ",\"dur_ns\":18446744073709551615,\"gpu_ns\":18446744073709551615,"
@@ -601,6 +609,85 @@ static void test_format_gpu_time(void **state) {
   format_both_ways(&c, buf, sizeof buf);
   assert_null(strstr(buf, "gpu_"));
   memcpy(gs_opt.log_path, saved, sizeof saved);
+}
+
+/* GEMMSHIM_COMPARE's accuracy (docs/log-format.md, "Accuracy of compared
+ * calls"): the fields after native_gpu_ns, at their widest within the
+ * reserved text; infinities as the strings "inf"/"-inf"; quantiles only
+ * when some position was finite in both outputs. */
+static void test_format_accuracy(void **state) {
+  (void)state;
+  static char buf[16384];
+  char saved[sizeof gs_opt.log_path];
+  gs_call c;
+  widest_timed_call(&c, saved);
+  c.gpu.has_acc = c.gpu.has_acc_quantiles = 1;
+  c.gpu.acc_sqnr_db = -6320.123456;
+  c.gpu.acc_max_rel = c.gpu.acc_p50 = c.gpu.acc_p99 = -1.23456789e-300;
+  c.gpu.acc_mismatch = UINT64_MAX;
+  size_t n = format_both_ways(&c, buf, sizeof buf);
+  assert_true(n + 32 + 1 <= LOG_TEXT_FIXED);
+  assert_non_null(strstr(buf, "\"native_gpu_ns\":18446744073709551615,\"sqnr_db\":-6320.12,\"max_rel\":-1.235e-300,"
+                              "\"nonfinite_mismatch\":18446744073709551615,\"rel_err_p50\":-1.235e-300,"
+                              "\"rel_err_p99\":-1.235e-300}\n"));
+  c.gpu.acc_sqnr_db = __builtin_inf();
+  c.gpu.acc_max_rel = 0;
+  c.gpu.acc_mismatch = 0;
+  c.gpu.acc_p50 = 0;
+  c.gpu.acc_p99 = __builtin_inf();
+  format_both_ways(&c, buf, sizeof buf);
+  assert_non_null(strstr(buf, ",\"sqnr_db\":\"inf\",\"max_rel\":0,\"nonfinite_mismatch\":0,\"rel_err_p50\":0,"
+                              "\"rel_err_p99\":\"inf\"}\n"));
+  c.gpu.acc_sqnr_db = -__builtin_inf();
+  c.gpu.has_acc_quantiles = 0;
+  format_both_ways(&c, buf, sizeof buf);
+  assert_non_null(strstr(buf, ",\"sqnr_db\":\"-inf\",\"max_rel\":0,\"nonfinite_mismatch\":0}\n"));
+  c.gpu.has_acc = 0;
+  format_both_ways(&c, buf, sizeof buf);
+  assert_null(strstr(buf, "sqnr_db"));
+  gs_opt.log_gpu_time = 0;
+  memcpy(gs_opt.log_path, saved, sizeof saved);
+}
+
+/* accuracy_summarise (shim/accuracy.c) from hand-made statistics: the
+ * edge cases docs/log-format.md defines, and quantiles as bin edges. */
+static void test_accuracy_summarise(void **state) {
+  (void)state;
+  static gs_acc_stats s;
+  gs_gpu_time t;
+  memset(&s, 0, sizeof s);
+  memset(&t, 0, sizeof t);
+  accuracy_summarise(&s, &t); /* nothing finite: identical, no quantiles */
+  assert_true(t.has_acc && !t.has_acc_quantiles && t.acc_sqnr_db > 1e308 && t.acc_max_rel == 0);
+  s.sum_n2 = 0;
+  s.sum_d2 = 4;
+  s.max_d = 2;
+  s.finite = 10;
+  s.hist[GS_ACC_BINS - 1] = 10;
+  accuracy_summarise(&s, &t); /* native all zero, the route not */
+  assert_true(t.acc_sqnr_db < -1e308 && t.acc_max_rel > 1e308 && t.acc_p50 > 1e308);
+  s.sum_n2 = 1000;
+  s.sum_d2 = 1;
+  s.max_n = 8;
+  s.max_d = 2;
+  s.mismatch = 3;
+  memset(s.hist, 0, sizeof s.hist);
+  s.finite = 100;
+  s.hist[0] = 50;                          /* exact */
+  s.hist[2 + 4 * (-4 - GS_ACC_LOG2_LO) + 2] = 49; /* [2^-3.5, 2^-3.25) */
+  s.hist[GS_ACC_BINS - 1] = 1;
+  accuracy_summarise(&s, &t);
+  assert_true(fabs(t.acc_sqnr_db - 30.0) < 1e-9);
+  assert_true(t.acc_max_rel == 0.25 && t.acc_mismatch == 3);
+  assert_true(t.acc_p50 == 0);                             /* rank 50: the exact bin */
+  assert_true(fabs(t.acc_p99 - pow(2, -3.25)) < 1e-12);    /* rank 99 */
+  s.hist[0] = 49;
+  s.hist[1] = 1;
+  accuracy_summarise(&s, &t);
+  assert_true(t.acc_p50 == pow(2, GS_ACC_LOG2_LO));        /* rank 50: below 2^-32 */
+  /* gs_log10 without libm, against libm. */
+  static const double xs[] = {1e-320, 1e-300, 0.5, 1, 2, 10, 123456.789, 1e300};
+  for (size_t i = 0; i < sizeof xs / sizeof xs[0]; i++) assert_true(fabs(gs_log10(xs[i]) - log10(xs[i])) < 1e-9);
 }
 
 /* ---- path_expand_here ------------------------------------------------------ */
@@ -1907,6 +1994,8 @@ int main(void) {
       cmocka_unit_test(test_format_utf8_every_position),
       cmocka_unit_test(test_format_widest_record),
       cmocka_unit_test(test_format_gpu_time),
+      cmocka_unit_test(test_format_accuracy),
+      cmocka_unit_test(test_accuracy_summarise),
       cmocka_unit_test_teardown(test_expand_pid_host, teardown),
       cmocka_unit_test(test_expand_rank),
       cmocka_unit_test(test_expand_literal_percent),

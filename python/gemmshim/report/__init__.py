@@ -12,14 +12,18 @@ point, route, backend and reason; the top shapes and call sites by GPU time
 (host time where the log has no GPU time); and, for logs written with
 GEMMSHIM_COMPARE=1, each route's time per shape and GPU next to native's,
 over the same calls: those whose record has both the route's GPU time and
-the native run's (`native_gpu_ns`).
+the native run's (`native_gpu_ns`); and their accuracy per call site and
+shape (the worst and median `sqnr_db`, the worst median element in dB,
+-20 log10 `rel_err_p50`, and calls compared, worst first), with the sites
+GEMMSHIM_GUARD_SQNR turned native.
 
   --trace OUT.json   the calls in the Chrome trace event format, for
                      ui.perfetto.dev or chrome://tracing: one track per
                      process and thread (host time), one per device and
                      stream (GPU time; the per-thread stream: per thread)
   --plot OUT.png     time by route and shape, time per call over the run,
-                     and each route's measured speedup (GEMMSHIM_COMPARE)
+                     and each route's measured speedup and accuracy
+                     (GEMMSHIM_COMPARE)
   --json OUT         the summary as JSON ('-': on stdout, tables not printed)
   --standin          the logs were written over the CPU stand-in (make demo,
                      the tests), whose "GPU" times are the CPU's time for each
@@ -40,6 +44,9 @@ Expectations turn the report into a check (exit 1 when one fails):
 
   --expect API=ROUTE[/BACKEND]       every call of API ran ROUTE (and a
                                      backend naming BACKEND); API may be '*'
+  --expect API=ROUTE[/BACKEND]:DB    ... and every compared call of API
+                                     (GEMMSHIM_COMPARE) measured sqnr_db of
+                                     at least DB; none compared is a failure
   --expect-some API=ROUTE[/BACKEND]  at least one call of API did
   --expect-counts FILE               every {"kind":"calls"} record in FILE (a
                                      bench's JSON lines) gives API -> N: the

@@ -53,8 +53,10 @@ def main(argv=None):
                          "saying so: their times are CPU emulation, and the tables and plot say so")
     ap.add_argument("--top", type=int, default=10, help="rows of the shape, site and reason tables (default 10)")
     ap.add_argument("--steps", metavar="TRAIN_JSON", help="train.py output whose summary line has step_start_ns")
-    ap.add_argument("--expect", action="append", default=[], type=parse_expectation, metavar="API=ROUTE[/BACKEND]",
-                    help="every call of API ran ROUTE (API may be '*'); repeatable")
+    ap.add_argument("--expect", action="append", default=[], type=parse_expectation,
+                    metavar="API=ROUTE[/BACKEND][:DB]",
+                    help="every call of API ran ROUTE (API may be '*'); with :DB, every compared call of API "
+                         "(GEMMSHIM_COMPARE) measured sqnr_db >= DB, and at least one was compared; repeatable")
     ap.add_argument("--expect-some", action="append", default=[], type=parse_expectation,
                     metavar="API=ROUTE[/BACKEND]", help="at least one call of API ran ROUTE; repeatable")
     ap.add_argument("--expect-counts", action="append", default=[], metavar="FILE",
@@ -64,6 +66,8 @@ def main(argv=None):
     args = ap.parse_args(argv)
     if args.top < 1:
         ap.error(f"--top: expected a positive number of rows, got {args.top}")
+    if any(e[3] is not None for e in args.expect_some):
+        ap.error("--expect-some: a minimum SQNR (':DB') goes with --expect")
     if args.expect_steady_sites and not args.steps:
         ap.error("--expect-steady-sites needs --steps")
 

@@ -18,12 +18,30 @@ def backend_matches(backend, want):
 
 
 def parse_expectation(text):
-    """'API=ROUTE[/BACKEND]' -> (api, route, backend or None)."""
+    """'API=ROUTE[/BACKEND][:DB]' -> (api, route, backend or None, DB or None).
+    DB: every compared call (GEMMSHIM_COMPARE) of API measured sqnr_db >= DB."""
     if "=" not in text:
-        raise argparse.ArgumentTypeError(f"expected API=ROUTE[/BACKEND], got {text!r}")
+        raise argparse.ArgumentTypeError(f"expected API=ROUTE[/BACKEND][:SQNR_DB], got {text!r}")
     api, rhs = text.split("=", 1)
+    rhs, colon, db = rhs.partition(":")
     route, _, backend = rhs.partition("/")
-    return api, route, backend or None
+    min_db = None
+    if colon:
+        try:
+            min_db = float(db)
+        except ValueError:
+            min_db = None
+        if min_db is None or min_db != min_db:
+            raise argparse.ArgumentTypeError(f"{text!r}: expected a number of dB after ':', got {db!r}")
+    return api, route, backend or None, min_db
+
+
+def sqnr_of(r):
+    """A record's sqnr_db as a float (the log writes infinities as strings); None without one."""
+    v = r.get("sqnr_db")
+    if v.__class__ in (int, float):
+        return float(v)
+    return {"inf": float("inf"), "-inf": float("-inf")}.get(v) if isinstance(v, str) else None
 
 
 class Expectations:
@@ -32,17 +50,26 @@ class Expectations:
     def __init__(self, expect, expect_some):
         self.expect = [(e, 0, 0, collections.Counter()) for e in expect]
         self.expect_some = [[e, 0, False] for e in expect_some]
+        # Per --expect with a minimum SQNR: [compared calls, below it, worst (db, site, shape)].
+        self.sqnr = [[0, 0, None] for _ in expect]
 
     def add(self, r):
         api, route, backend = r["api"], r["route"], r.get("backend")
-        for i, ((want_api, want_route, want_backend), n, off, why) in enumerate(self.expect):
+        for i, ((want_api, want_route, want_backend, min_db), n, off, why) in enumerate(self.expect):
             if want_api == "*" or api == want_api:
                 ok = route == want_route and backend_matches(backend, want_backend)
-                self.expect[i] = ((want_api, want_route, want_backend), n + 1, off + (not ok), why)
+                self.expect[i] = ((want_api, want_route, want_backend, min_db), n + 1, off + (not ok), why)
                 if not ok:
                     why[(route, backend, r.get("reason"))] += 1
+                db = sqnr_of(r) if min_db is not None else None
+                if db is not None:
+                    q = self.sqnr[i]
+                    q[0] += 1
+                    q[1] += db < min_db
+                    if q[2] is None or db < q[2][0]:
+                        q[2] = (db, r.get("site"), f"{r.get('m')}x{r.get('n')}x{r.get('k')}")
         for e in self.expect_some:
-            want_api, want_route, want_backend = e[0]
+            want_api, want_route, want_backend, _ = e[0]
             if want_api == "*" or api == want_api:
                 e[1] += 1
                 if route == want_route and backend_matches(backend, want_backend):
@@ -50,14 +77,20 @@ class Expectations:
 
     def failures(self):
         out = []
-        for (api, route, backend), n, off, why in self.expect:
-            spec = f"{api}={route}{'/' + backend if backend else ''}"
+        for ((api, route, backend, min_db), n, off, why), (compared, low, worst) in zip(self.expect, self.sqnr):
+            spec = f"{api}={route}{'/' + backend if backend else ''}{'' if min_db is None else f':{min_db:g}'}"
+            if min_db is not None and n and not compared:
+                out.append(f"--expect {spec}: no call of {api} has sqnr_db (run with GEMMSHIM_COMPARE=1 and "
+                           "GEMMSHIM_LOG)")
+            elif low:
+                out.append(f"--expect {spec}: {low} of {compared} compared calls measured below {min_db:g} dB; "
+                           f"worst {worst[0]:.2f} dB at site {worst[1]} ({worst[2]})")
             if not n:
                 out.append(f"--expect {spec}: no call of {api} in the log")
             elif off:
                 out.append(f"--expect {spec}: {off} of {n} calls did not; e.g. " +
                            "; ".join(f"{c}x route={r} backend={b} reason={m!r}" for (r, b, m), c in why.most_common(3)))
-        for (api, route, backend), n, ok in self.expect_some:
+        for (api, route, backend, _), n, ok in self.expect_some:
             if not ok:
                 out.append(f"--expect-some {api}={route}{'/' + backend if backend else ''}: none of {n} calls of {api} did")
         return out

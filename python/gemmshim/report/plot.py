@@ -96,7 +96,8 @@ def write_plot(path, summary, all_shapes, data, top):
     dev = device_word(summary)
     what = f"{dev} time" if by_gpu else "host time (no gpu_ns in the log)"
     compare = summary["compare"]
-    nrows = 3 if compare else 2
+    accuracy = summary.get("accuracy") or []
+    nrows = 2 + bool(compare) + bool(accuracy)
     fig, axes = plt.subplots(nrows, 1, figsize=(11, 4.2 * nrows), constrained_layout=True)
     fig.suptitle(f"gemmshim: {summary['calls']} GEMM calls" + (f" ({STANDIN_TITLE})" if standin else ""))
 
@@ -169,5 +170,31 @@ def write_plot(path, summary, all_shapes, data, top):
         ax.set_xlabel(f"native {dev} time / route {dev} time (>1: the route is faster"
                       f"{' on the stand-in, not a GPU' if standin else ''}); n: compared calls")
         ax.set_title(title)
+    # 4. accuracy of compared calls (GEMMSHIM_COMPARE=1): worst sqnr_db and
+    # worst median-element dB per site and shape, lowest first.
+    if accuracy:
+        ax = axes[-1]
+        rows = accuracy[:top][::-1]  # the worst on top
+        cap = 150.0  # identical outputs ("inf") drawn at the cap
+
+        def val(x):
+            if x is None:
+                return 0.0
+            if isinstance(x, str):
+                return cap if x == "inf" else 0.0
+            return max(min(x, cap), 0.0)
+        labels = [f"{d['route']} {d['shape']} site {str(d['site'])[:8]}" for d in rows]
+        y = np.arange(len(rows))
+        ax.barh(y + 0.2, [val(d["sqnr_db_worst"]) for d in rows], height=0.4, label="sqnr_db (worst)",
+                color=[ROUTE_COLORS.get(d["route"]) for d in rows])
+        ax.barh(y - 0.2, [val(d["element_db_worst"]) for d in rows], height=0.4, label="median element dB (worst)",
+                color="#999999")
+        ax.set_yticks(y, labels)
+        ax.bar_label(ax.containers[0], labels=[f"n={d['compared']}" + (" guarded" if d["guarded"] else "")
+                                               for d in rows], padding=3, fontsize=8)
+        ax.set_xlabel(f"dB against the native run (higher is better; identical outputs drawn at {cap:g})")
+        ax.set_title("accuracy of compared calls, route against native" +
+                     (f" (top {len(rows)} of {len(accuracy)} worst)" if len(rows) < len(accuracy) else ""))
+        ax.legend()
     fig.savefig(path, dpi=110)
     plt.close(fig)

@@ -8,6 +8,7 @@ tables (the --json output); print_summary prints them.
 
 import bisect
 import collections
+import math
 
 from .read import num, shape_text, types_text
 
@@ -68,9 +69,49 @@ def tallied(r):
     return True
 
 
+def figure(v):
+    """An accuracy figure of the log (docs/log-format.md): a number, or the
+    strings "inf"/"-inf"; None when absent or not one of these."""
+    if v.__class__ in (int, float) and v == v:
+        return float(v)
+    if v == "inf":
+        return math.inf
+    if v == "-inf":
+        return -math.inf
+    return None
+
+
+def median_element_db(p50):
+    """The median element's relative error as dB (the guard's second figure)."""
+    if p50 is None:
+        return None
+    return math.inf if p50 == 0 else -20 * math.log10(p50)
+
+
+def db_json(x):
+    """A dB figure for JSON (which has no infinity): "inf"/"-inf" as the log writes them."""
+    if x is None or math.isfinite(x):
+        return x
+    return "inf" if x > 0 else "-inf"
+
+
+GUARD_MARK = " off for this site: measured "
+
+
+class Accuracy:
+    """The compared calls' accuracy of one (site, route, shape)."""
+
+    __slots__ = ("sqnr", "element_db", "max_rel", "mismatch")
+
+    def __init__(self):
+        self.sqnr, self.element_db, self.max_rel, self.mismatch = [], [], [], 0
+
+
 class Summary:
     def __init__(self, step_starts=None):
         self.calls = 0
+        self.accuracy = {}
+        self.guarded = {}
         self.cells = {}
         self.step_starts = step_starts
         self.steps = [collections.Counter() for _ in step_starts or ()]
@@ -90,6 +131,28 @@ class Summary:
             t = self.cells[key] = Tally()
         self.calls += 1
         t.calls += 1
+        sqnr = figure(g("sqnr_db"))
+        if sqnr is not None:
+            acc_key = (key[C_SITE], key[C_ROUTE], _shape_of(key))
+            a = self.accuracy.get(acc_key)
+            if a is None:
+                a = self.accuracy[acc_key] = Accuracy()
+            a.sqnr.append(sqnr)
+            e = median_element_db(figure(g("rel_err_p50")))
+            if e is not None:
+                a.element_db.append(e)
+            mr = figure(g("max_rel"))
+            if mr is not None:
+                a.max_rel.append(mr)
+            mm = g("nonfinite_mismatch")
+            if mm.__class__ is int:
+                a.mismatch += mm
+        reason = key[C_REASON]
+        if reason.__class__ is str and GUARD_MARK in reason:
+            gk = (key[C_SITE], key[C_DECIDED], _shape_of(key))
+            if gk not in self.guarded:
+                self.guarded[gk] = [0, reason]
+            self.guarded[gk][0] += 1
         host = g("dur_ns")
         if host.__class__ is not int or host < 0:
             host = num(r, "dur_ns")
@@ -194,7 +257,43 @@ class Summary:
                                                            key=lambda kv: (-sort_key(kv[1]), str(kv[0])))[:top]],
             "gpu_not_measured": dict(skipped),
             "compare": compare,
+            "accuracy": [{**d, **{k: db_json(d[k]) for k in ("sqnr_db_worst", "sqnr_db_median", "element_db_worst",
+                                                             "max_rel_worst")}}
+                         for d in accuracy_rows(self.accuracy, self.guarded)],
+            "guarded": [{"site": site, "route": route, "shape": shape, "native_calls": n, "reason": reason}
+                        for (site, route, shape), (n, reason) in sorted(self.guarded.items(), key=lambda kv: str(kv[0]))],
         }
+
+
+
+def _shape_of(k):
+    return shape_text(k[C_M], k[C_N], k[C_K], k[C_BATCH], types_text(k[C_A], k[C_B], k[C_C], k[C_D]))
+
+
+def _median(xs):
+    xs = sorted(xs)
+    n = len(xs)
+    if not n:
+        return None
+    return xs[n // 2] if n % 2 else (xs[n // 2 - 1] + xs[n // 2]) / 2
+
+
+def accuracy_rows(accuracy, guarded):
+    """The accuracy table: per (site, route, shape) the compared calls, the
+    worst (lowest) and median sqnr_db, the worst median-element dB and
+    max_rel; worst first."""
+    rows = []
+    for (site, route, shape), a in accuracy.items():
+        worst = min(a.sqnr)
+        rows.append({"site": site, "route": route, "shape": shape, "compared": len(a.sqnr),
+                     "sqnr_db_worst": worst, "sqnr_db_median": _median(a.sqnr),
+                     "element_db_worst": min(a.element_db) if a.element_db else None,
+                     "max_rel_worst": max(a.max_rel) if a.max_rel else None,
+                     "nonfinite_mismatch": a.mismatch,
+                     "guarded": any(g[0] == site and g[1] == route for g in guarded)})
+    rows.sort(key=lambda d: (min(d["sqnr_db_worst"], d["element_db_worst"] if d["element_db_worst"] is not None
+                                 else math.inf), str(d["site"]), d["shape"]))
+    return rows
 
 
 def _none_last(kv):
@@ -319,3 +418,25 @@ def print_summary(out, s, files, bad, top, verdict=()):
                      "ratio" if s.get("standin") else "speedup", "shape"))
     elif s["time_sorted_by"] == "gpu_ns":
         print("route vs native: no native measurements in the log (run with GEMMSHIM_COMPARE=1)", file=out)
+    if s["accuracy"]:
+        print_table(out, "accuracy of compared calls, route against native (worst first; dB: higher is better):",
+                    [(d["site"], d["route"], d["compared"], db_text(d["sqnr_db_worst"]), db_text(d["sqnr_db_median"]),
+                      db_text(d["element_db_worst"]), "-" if d["max_rel_worst"] is None else
+                      (d["max_rel_worst"] if isinstance(d["max_rel_worst"], str) else f"{d['max_rel_worst']:.3g}"),
+                      d["nonfinite_mismatch"], "yes" if d["guarded"] else "-", d["shape"])
+                     for d in s["accuracy"][:top]],
+                    ("site", "route", "compared", "sqnr worst", "sqnr median", "median element worst", "max_rel worst",
+                     "nonfinite", "guarded", "shape"))
+    if s["guarded"]:
+        print_table(out, "guarded sites (GEMMSHIM_GUARD_SQNR: native from the call after the measurement):",
+                    [(d["site"], d["route"], d["native_calls"], d["shape"], d["reason"].split("; ")[-1])
+                     for d in s["guarded"]],
+                    ("site", "route", "native calls", "shape", "reason"))
+
+
+def db_text(x):
+    if x is None:
+        return "-"
+    if isinstance(x, str):
+        return x
+    return f"{x:.1f}"

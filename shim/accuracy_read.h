@@ -1,0 +1,12 @@
+/* accuracy_read.h: the accuracy measure's page-locked slots
+ * (accuracy_read.c), shared by the measure (accuracy.c). */
+#ifndef GEMMSHIM_ACCURACY_READ_H
+#define GEMMSHIM_ACCURACY_READ_H
+
+#include "../kernels/accuracy_kernels.h"
+
+/* A slot of the context's pool, or NULL with *why set (static text). */
+gs_acc_stats *accuracy_slot_take(unsigned long long ctx_id, const char **why);
+void accuracy_slot_give(unsigned long long ctx_id, void *slot);
+
+#endif
