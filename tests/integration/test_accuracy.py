@@ -67,10 +67,12 @@ def nearest_rank(sorted_rel, q):
     return sorted_rel[int(np.ceil(q * len(sorted_rel))) - 1]
 
 
-# Dense outputs (pad=0, spad=0: the dumped buffer is the output), beta=0
-# (C is not read, so the native run after the route is the call's GEMM).
+# Dense outputs (pad=0, spad=0: the dumped buffer is the output, and
+# 16-byte aligned, as cuBLASLt's fp8 GEMM needs), beta=0 (C is not read, so
+# the native run after the route is the call's GEMM); k a multiple of 16
+# (cuBLASLt's fp8 GEMM: anything else runs native on sm_89+).
 CALLS = [("a", "bf16", dict(m=64, n=48, k=80)), ("b", "fp32", dict(api="strided", c="fp32", batch=3, m=40, n=24, k=64)),
-         ("c", "bf16", dict(api="lt", m=40, n=56, k=24))]
+         ("c", "bf16", dict(api="lt", m=40, n=56, k=32))]
 
 
 def test_sqnr_and_quantiles_agree_with_float64_of_both_outputs(client, standin, tmp_path, shim):
@@ -184,8 +186,8 @@ def test_outlier_heavy_fp8_is_guarded_by_the_median_a_normal_one_is_not(client, 
     # (2^-9) and lose most of their bits. The outlier's row carries nearly
     # all the output's energy and is right, so the global SQNR stays high;
     # the median element's error does not.
-    outlier = gemm(name="o", m=64, n=48, k=80, beta=0, special="1e5")
-    normal = gemm(name="n", m=32, n=48, k=80, beta=0)
+    outlier = gemm(name="o", m=64, n=48, k=80, beta=0, pad=0, special="1e5")
+    normal = gemm(name="n", m=32, n=48, k=80, beta=0, pad=0)
     env = {**FP8, **COMPARE, "GEMMSHIM_GUARD_SQNR": "20", "GEMMSHIM_DEBUG": "INFO"}
     r, recs, out = routed(client, standin, tmp_path, [outlier, normal, "--fp8"], env)
     o, n = recs
@@ -256,14 +258,15 @@ def test_report_expect_sqnr_needs_compared_calls(client, standin, tmp_path, shim
 
 
 def test_guard_turns_one_fp8_layer_native(standin, tmp_path, shim):
-    # fp8 sites are per layer (fp8_sites.c): a training loop of 2 layers,
-    # 2 steps, 3 GEMMs a layer; the first call (layer 0's forward) is
-    # corrupted, so that site alone runs native in step 1.
+    # The delayed recipe's fp8 sites are per layer (fp8_sites.c): a training
+    # loop of 2 layers, 2 steps, 3 GEMMs a layer; the first call (layer 0's
+    # forward) is corrupted, so that site alone runs native in step 1.
     path = CLIENT_DIR / "fp8_client_cu13"
     require_built([path])
     log = tmp_path / "gs.jsonl"
     r = run([path, "--layers=2", "--steps=2"], standin[13], shim=True,
-            env={**FP8, **COMPARE, "GEMMSHIM_GUARD_SQNR": "20", "GEMMSHIM_FAULT": "route_output:1",
+            env={**FP8, **COMPARE, "GEMMSHIM_FP8_RECIPE": "delayed", "GEMMSHIM_GUARD_SQNR": "20",
+                 "GEMMSHIM_FAULT": "route_output:1",
                  "GEMMSHIM_LOG": str(log)})
     assert r.returncode == 0, r.describe()
     recs = read_log(log)
