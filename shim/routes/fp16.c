@@ -22,6 +22,7 @@
 
 #include "../../kernels/fp16.h"
 #include "../../kernels/kernels.h"
+#include "cost.h"
 #include "memory.h"
 #include "../resolve.h"
 #include "lt.h"
@@ -105,6 +106,9 @@ static const char *plan(const gs_call *c, fp16_plan *p) {
 
   p->a_members = members_of(g, g->stride_a);
   p->b_members = members_of(g, g->stride_b);
+  why = cost_gate_fp16(c, (double)(p->a_rows * p->a_cols) * (double)p->a_members,
+                       (double)(p->b_rows * p->b_cols) * (double)p->b_members);
+  if (why) return why;
   /* Every D goes through the output kernel: each element has its own
    * unscale, so no one alpha could hand it to cuBLAS. */
   const transient_part parts[BUF_PARTS] = {

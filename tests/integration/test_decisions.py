@@ -96,7 +96,7 @@ def test_builtin_policy_on_sm61_runs_bf16_through_ffma(shim, standin, tmp_path, 
     """With no size floor the bf16 GEMMs take the ffma route; the client's
     float64 check still passes for every one (ok=1), statuses unchanged."""
     argv = client_argv(pattern, cuda)
-    env = {"STANDIN_CC": "6.1", "GEMMSHIM_FFMA_MIN_FLOPS": "0"}
+    env = {"STANDIN_CC": "6.1", "GEMMSHIM_GATE": "off"}
     base = run_ok(argv, standin[cuda], env=env)
     r, recs = shim_run(standin, tmp_path, argv, cuda, env)
     assert r.stderr == ""
@@ -124,7 +124,7 @@ def test_sm90_is_all_native(shim, standin, tmp_path):
 
 def test_mode_native_overrides_the_policy(shim, standin, tmp_path):
     argv = client_argv("framework", 12)
-    env = {"STANDIN_CC": "6.1", "GEMMSHIM_MODE": "native", "GEMMSHIM_FFMA_MIN_FLOPS": "0"}
+    env = {"STANDIN_CC": "6.1", "GEMMSHIM_MODE": "native", "GEMMSHIM_GATE": "off"}
     base = run_ok(argv, standin[12], env=env)
     r, recs = shim_run(standin, tmp_path, argv, 12, env)
     assert stable_lines(r) == stable_lines(base)
@@ -151,7 +151,7 @@ def test_policy_file_sends_fp16_to_ffma_on_sm90(shim, standin, tmp_path):
     policy = tmp_path / "p.txt"
     policy.write_text("ffma sm=9.0 ab=fp16 compute=32f\n")
     argv = client_argv("xla", 13, "--invalid=0")
-    env = {"STANDIN_CC": "9.0", "GEMMSHIM_POLICY": policy.name, "GEMMSHIM_FFMA_MIN_FLOPS": "0"}
+    env = {"STANDIN_CC": "9.0", "GEMMSHIM_POLICY": policy.name, "GEMMSHIM_GATE": "off"}
     r, recs = shim_run(standin, tmp_path, argv, 13, env)
     assert r.stderr == ""
     assert all(c["ok"] == "1" for c in r.calls)

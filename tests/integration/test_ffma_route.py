@@ -15,7 +15,7 @@ from harness import CLIENT_DIR, read_log, require_built, run, standin_counts
 from route_client import align256, assert_all_ok, gemm
 
 MODE = "GEMMSHIM_MODE=ffma"
-BASE_ENV = {"STANDIN_CC": "6.1", "GEMMSHIM_MODE": "ffma", "GEMMSHIM_FFMA_MIN_FLOPS": "0"}
+BASE_ENV = {"STANDIN_CC": "6.1", "GEMMSHIM_MODE": "ffma", "GEMMSHIM_GATE": "off"}
 NO_POOLS = {"STANDIN_NO_POOLS": "1"}
 APIS = {
     "ex": "cublasGemmEx",
