@@ -90,7 +90,7 @@ def test_one_range_per_call_named_by_route_around_its_work(tmp_path, shim, stand
 
 
 def test_a_declined_route_names_the_route_that_ran(tmp_path, shim, standin):
-    # The default GEMMSHIM_FFMA_MIN_FLOPS keeps these small GEMMs native:
+    # The cost-model gate keeps these small GEMMs native:
     # decided ffma, declined before any work, ran native.
     _, log, events = run_with_tool(tmp_path, standin, {"STANDIN_CC": "6.1"}, "--api=cublasGemmEx", "--type=bf16")
     got, outside = ranges(events)
