@@ -152,8 +152,10 @@ static gs_cost_device device_figures(int device, int sm) {
 
 const char *cost_gate(int device, int sm, gs_cost_route r, const gs_cost_work *w) {
   static _Thread_local char why[GS_REASON_MAX - 64];
-  if (!gs_opt.gate) return NULL;
+  /* Asked with the gate off too: the queries are made once per device,
+   * and so the fault loop's forced routes cover them. */
   gs_cost_device d = device_figures(device, sm);
+  if (!gs_opt.gate) return NULL;
   gs_cost e;
   if (cost_estimate(&d, r, w, &e) != 0) {
     snprintf(why, sizeof why, "no %s rate figures for sm_%d to estimate what it saves; GEMMSHIM_GATE=off routes it anyway",

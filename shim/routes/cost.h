@@ -45,7 +45,7 @@ typedef struct gs_cost {
 int cost_estimate(const gs_cost_device *d, gs_cost_route r, const gs_cost_work *w, gs_cost *e);
 
 /* The gate for a call on device `device` (ordinal) of capability sm: NULL
- * when the route pays or GEMMSHIM_GATE=0, else the reason (a thread's
+ * when the route pays or GEMMSHIM_GATE=0 (the device still queried), else the reason (a thread's
  * buffer, valid until its next call). Device figures are queried once per
  * device through gs_sys and kept. */
 const char *cost_gate(int device, int sm, gs_cost_route r, const gs_cost_work *w);
