@@ -106,8 +106,8 @@ static const char *plan(const gs_call *c, ffma_plan *p) {
 
   p->own_out = g->c_type != F32;
   p->cast_c = p->own_out && beta_may_be_nonzero(g);
-  why = cost_gate_ffma(c, (double)(p->a_rows * p->a_cols) * (double)g->batch,
-                       (double)(p->b_rows * p->b_cols) * (double)g->batch, p->own_out, p->cast_c);
+  why = cost_gate_ffma(c, (double)p->a_rows * (double)p->a_cols * (double)g->batch,
+                       (double)p->b_rows * (double)p->b_cols * (double)g->batch, p->own_out, p->cast_c);
   if (why) return why;
   p->own_bias = g->bias && g->bias_type != F32 && (g->epilogue & CUBLASLT_EPILOGUE_BIAS);
   /* A widened bias with a batch stride: one vector of m per member. */

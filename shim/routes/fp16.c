@@ -106,8 +106,8 @@ static const char *plan(const gs_call *c, fp16_plan *p) {
 
   p->a_members = members_of(g, g->stride_a);
   p->b_members = members_of(g, g->stride_b);
-  why = cost_gate_fp16(c, (double)(p->a_rows * p->a_cols) * (double)p->a_members,
-                       (double)(p->b_rows * p->b_cols) * (double)p->b_members);
+  why = cost_gate_fp16(c, (double)p->a_rows * (double)p->a_cols * (double)p->a_members,
+                       (double)p->b_rows * (double)p->b_cols * (double)p->b_members);
   if (why) return why;
   /* Every D goes through the output kernel: each element has its own
    * unscale, so no one alpha could hand it to cuBLAS. */
