@@ -261,7 +261,17 @@ def fp16_estimates(w, launch):
     w("These speeds hold on sm_70-sm_75 only: on newer GPUs (where GEMMSHIM_MODE=fp16 can force the route for "
       "a check) native bf16 runs on bf16 tensor cores at the fp16 rate, and the route only adds its passes.\n")
 
-COST_INTRO = ("`shim/routes/cost.c` decides, call by call, whether the ffma and fp16 routes take a GEMM: they do where the estimated speedup over native is above 1 (docs/cost-model.md: the rate table with its sources, the bytes each route's kernels move, the launch gap). The table below is that code's arithmetic for the GPUs the CPU stand-in emulates (their SM counts, clocks and memory figures as cuDeviceGetAttribute reports them), bf16 A, B and D, beta 0: the GEMM rates are those of the reference parts scaled by SMs x clock, so a GTX 1080's come from a GTX 1080 Ti's measurement, not from the GTX 1080 figure above. The fp8 rows are the same model's estimate for the fp8 route, which does not consult the gate yet. `build/tests/unit/test_cost` checks this table against the model; all figures are estimates, none measured.\n")
+COST_INTRO = (
+    '`shim/routes/cost.c` decides, call by call, whether the ffma and fp16 routes take a GEMM: they do '
+    'where the estimated speedup over native is above 1 (docs/cost-model.md: the rate table with its '
+    "sources, the bytes each route's kernels move, the launch gap). The table below is that code's "
+    'arithmetic for the GPUs the CPU stand-in emulates (their SM counts, clocks and memory figures as '
+    'cuDeviceGetAttribute reports them), bf16 A, B and D, beta 0: the GEMM rates are those of the '
+    "reference parts scaled by SMs x clock, so a GTX 1080's come from a GTX 1080 Ti's measurement, not "
+    "from the GTX 1080 figure above. The fp8 rows are the same model's estimate for the fp8 route, which "
+    'does not consult the gate yet. `build/tests/unit/test_cost` checks this table against the model; all'
+    ' figures are estimates, none measured.\n'
+)
 
 
 def main():
