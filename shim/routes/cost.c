@@ -150,20 +150,19 @@ static gs_cost_device device_figures(int device, int sm) {
   return d;
 }
 
-const char *cost_gate(int device, int sm, gs_cost_route r, const gs_cost_work *w) {
-  static _Thread_local char why[GS_REASON_MAX - 64];
+const char *cost_gate(int device, int sm, gs_cost_route r, const gs_cost_work *w, char *why) {
   /* Asked with the gate off too: the queries are made once per device,
    * and so the fault loop's forced routes cover them. */
   gs_cost_device d = device_figures(device, sm);
   if (!gs_opt.gate) return NULL;
   gs_cost e;
   if (cost_estimate(&d, r, w, &e) != 0) {
-    snprintf(why, sizeof why, "no %s rate figures for sm_%d to estimate what it saves; GEMMSHIM_GATE=off routes it anyway",
+    snprintf(why, GS_COST_WHY, "no %s rate figures for sm_%d to estimate what it saves; GEMMSHIM_GATE=off routes it anyway",
              route_names[r], sm);
     return why;
   }
   if (e.speedup > 1.0) return NULL;
-  cost_describe(&e, r, w, why, sizeof why);
+  cost_describe(&e, r, w, why, GS_COST_WHY);
   return why;
 }
 
@@ -172,27 +171,27 @@ static double flops_of(const gs_gemm *g) { return 2.0 * (double)g->m * (double)g
 /* Widen A and B (read 2 bytes, write 4 an element); with a bf16/fp16 D,
  * narrow the fp32 result (read 4, write 2) and, when beta may be nonzero,
  * widen C first (read 2, write 4). One launch in, one out. */
-const char *cost_gate_ffma(const gs_call *c, double a_elems, double b_elems, int own_out, int cast_c) {
+const char *cost_gate_ffma(const gs_call *c, double a_elems, double b_elems, int own_out, int cast_c, char *why) {
   const gs_gemm *g = &c->g;
   double mn = (double)g->m * (double)g->n * (double)g->batch;
   gs_cost_work w = {flops_of(g), g->a_type, 6.0 * (a_elems + b_elems) + (own_out ? 6.0 * mn : 0) + (cast_c ? 6.0 * mn : 0),
                     1 + (own_out ? 1 : 0)};
-  return cost_gate(c->device, c->sm, GS_COST_FFMA, &w);
+  return cost_gate(c->device, c->sm, GS_COST_FFMA, &w, why);
 }
 
 /* amax reads A and B (2 bytes), the cast reads them again and writes fp16
  * (2 + 2), the output kernel reads the fp32 product (4) and writes D (2 or
  * 4); three launches. C, when read, is not counted (docs/cost-model.md). */
-const char *cost_gate_fp16(const gs_call *c, double a_elems, double b_elems) {
+const char *cost_gate_fp16(const gs_call *c, double a_elems, double b_elems, char *why) {
   const gs_gemm *g = &c->g;
   double mn = (double)g->m * (double)g->n * (double)g->batch;
   gs_cost_work w = {flops_of(g), g->a_type, 6.0 * (a_elems + b_elems) + (g->d_type == CUDA_R_32F ? 8.0 : 6.0) * mn, 3};
-  return cost_gate(c->device, c->sm, GS_COST_FP16, &w);
+  return cost_gate(c->device, c->sm, GS_COST_FP16, &w, why);
 }
 
 /* Quantize reads A and B (2 bytes) and writes fp8 (1); two launches. */
-const char *cost_gate_fp8(const gs_call *c, double a_elems, double b_elems) {
+const char *cost_gate_fp8(const gs_call *c, double a_elems, double b_elems, char *why) {
   const gs_gemm *g = &c->g;
   gs_cost_work w = {flops_of(g), g->a_type, 3.0 * (a_elems + b_elems), 2};
-  return cost_gate(c->device, c->sm, GS_COST_FP8, &w);
+  return cost_gate(c->device, c->sm, GS_COST_FP8, &w, why);
 }

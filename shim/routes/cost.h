@@ -45,17 +45,20 @@ typedef struct gs_cost {
 int cost_estimate(const gs_cost_device *d, gs_cost_route r, const gs_cost_work *w, gs_cost *e);
 
 /* The gate for a call on device `device` (ordinal) of capability sm: NULL
- * when the route pays or GEMMSHIM_GATE=0 (the device still queried), else the reason (a thread's
- * buffer, valid until its next call). Device figures are queried once per
+ * when the route pays or GEMMSHIM_GATE=0 (the device still queried), else
+ * the reason, written into why (GS_COST_WHY bytes: the caller's, as no
+ * thread-local storage is used). Device figures are queried once per
  * device through gs_sys and kept. */
-const char *cost_gate(int device, int sm, gs_cost_route r, const gs_cost_work *w);
+#define GS_COST_WHY 320
+const char *cost_gate(int device, int sm, gs_cost_route r, const gs_cost_work *w, char *why);
 
 /* The routes' admission checks: the bytes their kernels move (docs/cost-model.md)
  * from the elements of their operands, all members counted. */
 struct gs_call;
-const char *cost_gate_ffma(const struct gs_call *c, double a_elems, double b_elems, int own_out, int cast_c);
-const char *cost_gate_fp16(const struct gs_call *c, double a_elems, double b_elems);
-const char *cost_gate_fp8(const struct gs_call *c, double a_elems, double b_elems);
+const char *cost_gate_ffma(const struct gs_call *c, double a_elems, double b_elems, int own_out, int cast_c,
+                           char *why);
+const char *cost_gate_fp16(const struct gs_call *c, double a_elems, double b_elems, char *why);
+const char *cost_gate_fp8(const struct gs_call *c, double a_elems, double b_elems, char *why);
 
 /* The reason text for an estimate that does not pay, into buf. */
 void cost_describe(const gs_cost *e, gs_cost_route r, const gs_cost_work *w, char *buf, size_t len);

@@ -172,12 +172,13 @@ static void test_rows_chosen(void **state) {
 static void test_gate_option(void **state) {
   (void)state;
   gs_cost_work w = {2.0, CUDA_R_16BF, 6.0, 2};
+  char why[GS_COST_WHY];
   gs_opt.gate = 1;
-  assert_string_equal(cost_gate(-1, 52, GS_COST_FFMA, &w),
+  assert_string_equal(cost_gate(-1, 52, GS_COST_FFMA, &w, why),
                       "no ffma rate figures for sm_52 to estimate what it saves; GEMMSHIM_GATE=off routes it anyway");
-  assert_non_null(cost_gate(-1, 61, GS_COST_FFMA, &w));
+  assert_non_null(cost_gate(-1, 61, GS_COST_FFMA, &w, why));
   gs_opt.gate = 0;
-  assert_null(cost_gate(-1, 52, GS_COST_FFMA, &w));
+  assert_null(cost_gate(-1, 52, GS_COST_FFMA, &w, why));
   gs_opt.gate = 1;
 }
 
