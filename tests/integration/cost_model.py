@@ -59,10 +59,12 @@ def work(route, m, n, k, batch=1, ab="bf16", c="bf16", beta=0.0):
     return 2.0 * m * n * k * batch, 3.0 * ab_elems, 2
 
 
-def estimate(cc, route, m, n, k, batch=1, ab="bf16", c="bf16", beta=0.0):
-    _, sm, sms, clock, mem_clock, bus = DEVICES[cc]
+def estimate(cc, route, m, n, k, batch=1, ab="bf16", c="bf16", beta=0.0, sms=None):
+    """sms=0: the SM count query failed (the reference part's rates, unscaled)."""
+    _, sm, dev_sms, clock, mem_clock, bus = DEVICES[cc]
+    sms = dev_sms if sms is None else sms
     part, *r, ref_sms, ref_mhz, ref_bw = rates_for(sm)
-    scale = (sms * clock) / (ref_sms * ref_mhz * 1000.0)
+    scale = (sms * clock) / (ref_sms * ref_mhz * 1000.0) if sms > 0 else 1.0
     native = r[NATIVE_RATE[ab] - 1] * scale
     rate = r[ROUTE_RATE[route] - 1 if route != "fp8" else 3] * scale
     bw = 2.0 * mem_clock * 1e3 * (bus / 8.0) / 1e9

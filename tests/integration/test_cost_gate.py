@@ -66,3 +66,17 @@ def test_flop_floor_holds_with_the_gate_off(client, standin, tmp_path):
     assert_all_ok(res)
     assert res.recs[0]["reason"] == \
         "GEMMSHIM_MODE=ffma; ffma declined: GEMM smaller than GEMMSHIM_FFMA_MIN_FLOPS; ran native"
+
+
+def test_a_failed_figure_query_takes_the_reference_part(client, standin, tmp_path):
+    """The third cuDeviceGetAttribute (the gate's SM count, after the device
+    lookup's two) fails once: that call's estimate takes the reference part's
+    rates unscaled, and the next call asks again and scales them."""
+    args = [gemm("first", "ex"), gemm("second", "ex")]
+    res = run_client(client, standin, tmp_path, "6.1", "ffma", args, env={"GEMMSHIM_FAULT": "cuDeviceGetAttribute:3"})
+    assert_all_ok(res)
+    for rec, sms in zip(res.recs, (0, None)):
+        e = cost_model.estimate("6.1", "ffma", 64, 48, 80, 1, "bf16", "bf16", 0.75, sms=sms)
+        want = f"GEMMSHIM_MODE=ffma; ffma declined: {cost_model.decline_reason('ffma', e)}; ran native"
+        assert (rec["route"], rec["reason"]) == ("native", want), rec
+    assert "GTX 1080 Ti rates x 1," in res.recs[0]["reason"]
