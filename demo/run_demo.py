@@ -9,7 +9,7 @@ GTX 1080, sm_6.1, and an H100, sm_9.0) in three modes each:
 
   native  every GEMM forwarded to cuBLAS untouched (still logged)
   auto    the built-in policy: ffma (fp32 GEMMs) on sm_6.1, native on sm_9.0
-  fp8     every GEMM quantized to fp8 with delayed scaling
+  fp8     every GEMM quantized to fp8 (current scaling: each tensor's own amax)
 
 It prints the losses side by side, each run's routing summary (`gemmshim
 report`, python/gemmshim/report/), and one final line per run:

@@ -6,18 +6,22 @@
  * are exact, so the one rounding is the final fp32 -> fp16 conversion
  * (convert.h, round to nearest even), and it rounds nothing for results of
  * 2^-14 and above (fp16's normal range holds 11 significant bits, bf16 has
- * 8). A line (row of op(A), column of op(B)) that is not unsafe converts
- * every value exactly, to 0 or to [2^-14, 2^16): its products with the
- * other operand's are exact in fp32 (11 + 11 significant bits) and lie in
- * [2^-28, 2^32), so neither they nor k of them summed can leave fp32's
- * normal range. The fp32 sum for element (i, j) is then 2^(sa_i + sb_j)
- * times native's sum, rounding for rounding, wherever native's stays
- * normal, and gs_fp16_out unscales it with one rounding (none unless it
- * leaves fp32's range, where native's own sum would too). Elements whose
- * row or column is unsafe, or whose row's and column's amaxes could
- * overflow an fp32 sum of k products (native then gives Inf or NaN, the
- * scaled sum would not), are recomputed from the bf16 operands in fp32,
- * one product and one sum per step, as native's fp32 arithmetic does.
+ * 8) and, for a bf16 value's 8 bits, for results of 2^-17 and above (the
+ * lowest bit then sits at or above fp16's smallest subnormal, 2^-24). A
+ * line (row of op(A), column of op(B)) that is neither lossy nor
+ * non-finite converts every value exactly, to 0 or to [2^-17, 2^16): its
+ * products with the other operand's are exact in fp32 (at most 11 + 11
+ * significant bits) and lie in [2^-34, 2^32), so neither they nor k of
+ * them summed can leave fp32's normal range. The fp32 sum for element
+ * (i, j) is then 2^(sa_i + sb_j) times native's sum, rounding for
+ * rounding, wherever native's stays normal, and gs_fp16_out unscales it
+ * with one rounding (none unless it leaves fp32's range, where native's
+ * own sum would too). Elements whose row or column holds an Inf or NaN,
+ * whose row's and column's amaxes could overflow an fp32 sum of k products
+ * (native then gives Inf or NaN, the scaled sum would not), or whose lossy
+ * line's loss could reach the result's last bit (fp16_dot), are
+ * recomputed from the bf16 operands in fp32, one product and one sum per
+ * step, as native's fp32 arithmetic does.
  *
  * Every thread owns the outputs it writes and no kernel needs a barrier
  * (emu.h's plain loop in the host build). */
@@ -81,11 +85,11 @@ static __device__ __forceinline__ const uint16_t *fp16_line(const gs_fp16_lines 
 }
 
 /* ---- amax ----------------------------------------------------------------------- */
-/* One line: its largest finite magnitude and whether it is unsafe: an Inf
- * or NaN (the scaled GEMM would give NaN where native gives Inf, or the
- * reverse, against values it flushed), or a nonzero value more than
- * GS_FP16_SAFE_SPAN binades below the largest (scaled below 2^-14 it
- * loses bits or becomes 0). Magnitudes compare as their bits. */
+/* One line: its largest finite magnitude; whether it holds an Inf or NaN
+ * (the scaled GEMM would give NaN where native gives Inf, or the reverse,
+ * against values it flushed); whether a nonzero value lies more than
+ * GS_FP16_EXACT_SPAN binades below the largest (scaled, it loses bits or
+ * becomes 0). Magnitudes compare as their bits. */
 static __device__ __forceinline__ void fp16_line_take(uint32_t h, uint32_t *hi, uint32_t *lo, uint32_t *special) {
   const uint32_t mag = h & 0x7fffu;
   if (mag >= 0x7f80u) *special = 1;
@@ -107,8 +111,8 @@ static __device__ __forceinline__ uint32_t fp16_line_word(const gs_fp16_lines &L
       for (int q = 0; q < GS_FP16_VEC; q++) fp16_line_take((uint32_t)(v >> (16 * q)) & 0xffffu, &hi, &lo, &special);
     }
   for (; l < L.length; l++) fp16_line_take(p[l * L.elem_step], &hi, &lo, &special);
-  if (hi && fp16_ilogb_bf16(lo) < fp16_ilogb_bf16(hi) - GS_FP16_SAFE_SPAN) special = 1;
-  return hi | (special ? GS_FP16_UNSAFE : 0u);
+  const int lossy = hi && fp16_ilogb_bf16(lo) < fp16_ilogb_bf16(hi) - GS_FP16_EXACT_SPAN;
+  return hi | (special ? GS_FP16_NONFINITE : 0u) | (lossy ? GS_FP16_LOSSY : 0u);
 }
 
 extern "C" __global__ void __launch_bounds__(GS_FP16_THREADS) gs_fp16_amax(gs_fp16_amax_args a) {
@@ -230,7 +234,8 @@ static __device__ __attribute__((noinline)) float fp16_recompute(const uint16_t 
  * word's flag, shift and amax exponent (-1000 for a column of zeros). */
 typedef struct fp16_col {
   const uint16_t *y;
-  int unsafe, shift, e;
+  uint32_t flags;
+  int shift, e;
 } fp16_col;
 
 static __device__ __forceinline__ int fp16_line_e(uint32_t w) {
@@ -243,7 +248,7 @@ static __device__ __forceinline__ fp16_col fp16_col_of(const gs_fp16_out_args &a
   const uint32_t w = LB.info[(int64_t)mb * LB.lines + j];
   fp16_col c;
   c.y = fp16_line(LB, mb, j);
-  c.unsafe = (w & GS_FP16_UNSAFE) != 0;
+  c.flags = w & (GS_FP16_NONFINITE | GS_FP16_LOSSY);
   c.shift = fp16_shift_of(w);
   c.e = fp16_line_e(w);
   return c;
@@ -251,16 +256,24 @@ static __device__ __forceinline__ fp16_col fp16_col_of(const gs_fp16_out_args &a
 
 /* op(A) op(B) at (i, col) of member b from the scaled product t: unscaled
  * by the row's and column's shifts, or recomputed where the scaled GEMM
- * could not get it right (see the top). Amaxes below 2^(ea+1) and
- * 2^(eb+1): k products sum below 2^(ea + eb + 2 + k_log2), which stays
- * below 2^127 (finite: native cannot overflow) unless the test says
- * otherwise. */
+ * could not get it right (see the top).
+ * - Amaxes below 2^(ea+1) and 2^(eb+1): k products sum below
+ *   2^(ea + eb + 2 + k_log2), which stays below 2^127 (finite: native
+ *   cannot overflow) unless the test says otherwise.
+ * - A lossy line's values were rounded to fp16's subnormal grid (2^-24),
+ *   each by at most 2^-25, against a partner below 2^16: each scaled
+ *   product is off by less than 2^-8 (both lines lossy), k of them by less
+ *   than 2^(k_log2 - 8). Where |t| >= 2^(k_log2 + 17) that is below
+ *   2^-25 |t|, under half an fp32 ulp of the result: unscaled; below,
+ *   recomputed. */
 static __device__ __forceinline__ float fp16_dot(const gs_fp16_out_args &a, float t, uint64_t b, int64_t i,
                                                  const fp16_col &c) {
   const gs_fp16_lines &LA = a.line[0];
   const uint64_t ma = LA.members > 1 ? b : 0;
   const uint32_t w = LA.info[(int64_t)ma * LA.lines + i];
-  if (c.unsafe || (w & GS_FP16_UNSAFE) || fp16_line_e(w) + c.e + 2 + a.k_log2 > 127)
+  const uint32_t flags = c.flags | (w & (GS_FP16_NONFINITE | GS_FP16_LOSSY));
+  if ((flags & GS_FP16_NONFINITE) || fp16_line_e(w) + c.e + 2 + a.k_log2 > 127 ||
+      ((flags & GS_FP16_LOSSY) && !(__builtin_fabsf(t) >= fp16_pow2(a.k_log2 + 17))))
     return fp16_recompute(fp16_line(LA, ma, i), LA.elem_step, c.y, a.line[1].elem_step, LA.length);
   return fp16_unscale(t, -(fp16_shift_of(w) + c.shift));
 }

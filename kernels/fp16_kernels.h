@@ -8,18 +8,21 @@
  * chosen from the line's own largest finite magnitude so that it lands in
  * [2^15, 2^16): inside fp16's range (65504) and at its top. A bf16 value
  * has 8 significant bits, fp16 11, so every value the scale brings to
- * 2^-14 (fp16's smallest normal) or above converts exactly. Three kernels
- * a call:
+ * 2^-17 or above converts exactly (its lowest bit at or above 2^-24,
+ * fp16's smallest subnormal). Three kernels a call:
  *
- *   gs_fp16_amax  one thread per line: its largest finite magnitude and
- *                 whether it is unsafe (holds an Inf or NaN, or a nonzero
- *                 value the scale would take below 2^-14), as one word;
+ *   gs_fp16_amax  one thread per line: its largest finite magnitude,
+ *                 whether it holds an Inf or NaN, and whether it is lossy
+ *                 (a nonzero value the scale takes below 2^-17), as one
+ *                 word;
  *   gs_fp16_cast  A and B scaled line by line and written in fp16; block 0
  *                 also writes the record of device constants (1 and 0);
  *   gs_fp16_out   the caller's D from the fp32 product: each element
  *                 unscaled by its own row's and column's shifts, or, where
- *                 its row or column is unsafe or the two amaxes could
- *                 overflow fp32, recomputed in fp32 from the bf16 operands;
+ *                 its row or column holds an Inf or NaN, the two amaxes
+ *                 could overflow fp32, or a lossy line's loss could reach
+ *                 the result's last bit, recomputed in fp32 from the bf16
+ *                 operands;
  *                 then alpha, beta * C, bias, relu/gelu, in D's type.
  *
  * The cast and output kernels number their work in groups of GS_FP16_VEC
@@ -39,16 +42,20 @@
 #define GS_FP16_CAST_BLOCKS 1024
 /* A scaled line's largest magnitude lies in [2^15, 2^16). */
 #define GS_FP16_TOP_EXPONENT 15
-/* fp16's smallest normal is 2^-14: a value scaled to it or above converts
- * exactly; one more than 15 + 14 = 29 binades below its line's largest
- * would not, and makes the line unsafe. */
-#define GS_FP16_SAFE_SPAN 29
+/* A bf16 value has 8 significant bits; scaled to 2^-17 or above its
+ * lowest bit is at least 2^-24, fp16's smallest subnormal, so it converts
+ * exactly. One more than 15 + 17 = 32 binades below its line's largest
+ * would not, and makes the line lossy. */
+#define GS_FP16_EXACT_SPAN 32
 
 /* A line's word (gs_fp16_lines.info): bits 0-14 its largest finite
- * magnitude as bf16 bits (0: none), GS_FP16_UNSAFE when the scaled GEMM
- * cannot get its dot products right. */
+ * magnitude as bf16 bits (0: none); GS_FP16_NONFINITE when it holds an Inf
+ * or NaN (its dot products are always recomputed); GS_FP16_LOSSY when a
+ * nonzero value of it lost bits in fp16 (its dot products are recomputed
+ * when the loss could reach the result's last bit: docs/fp16.md). */
 #define GS_FP16_AMAX_BITS 0x7fffu
-#define GS_FP16_UNSAFE 0x10000u
+#define GS_FP16_NONFINITE 0x10000u
+#define GS_FP16_LOSSY 0x20000u
 
 /* The epilogue gs_fp16_out applies (cuBLASLt's, in its order). */
 #define GS_FP16_EPI_BIAS 1

@@ -292,7 +292,8 @@ static const char *route_name(int v) { return gs_route_name((gs_route)v); }
   X(op, 8, gs_op_name)              \
   X(api, 8, api_name)               \
   X(route, 8, route_name)           \
-  X(pointer_mode, 8, pointer_mode_name)
+  X(pointer_mode, 8, pointer_mode_name) \
+  X(recipe, 8, gs_fp8_recipe_name)
 
 #define ENUM_TABLE(names, count, name) static enum_text names##_text[count];
 LOG_ENUMS(ENUM_TABLE)
@@ -412,6 +413,7 @@ FMT_INLINE void put_id(json_out *o, uint64_t v, int ck) { put_hex(o, v, 16, ck),
 #define WHEN_GEMM_EX(key) (!lt)
 #define WHEN_BIAS(key) r->has_bias
 #define WHEN_BACKEND(key) r->has_backend
+#define WHEN_RECIPE(key) (r->key != 0)
 #define WHEN_SITE_EVENT(key) (r->key & (GS_SITE_NEW | GS_SITE_EVICTED))
 #define WHEN_EVICTED(key) (r->site_event & GS_SITE_EVICTED)
 #define WHEN_GPU_NS(key) (gpu && gpu->has_gpu_ns)

@@ -43,7 +43,8 @@
  *       log_format.c's fmt_name, for a field whose text follows no rule)
  * when  whether the key is there: ALWAYS; SET (the value is not -1); LT
  *       (cublasLtMatmul only); LT_SET (both); GEMM_EX (the GemmEx family
- *       only); BIAS, BACKEND (the call has one); SITE_EVENT, EVICTED (the
+ *       only); BIAS, BACKEND (the call has one); RECIPE (an fp8 call: not
+ *       0, gs_fp8_recipe's "none"); SITE_EVENT, EVICTED (the
  *       site_event bits say so); GPU_NS, GPU_KERNELS, GPU_NATIVE,
  *       GPU_SKIPPED (what the GPU block measured)
  * from  where the value comes from in the gs_call c (g is &c->g), copied
@@ -86,6 +87,7 @@
   X(decided, i32, ENUM(route), ALWAYS, c->decided)                             \
   X(route, i32, ENUM(route), ALWAYS, c->route)                                 \
   X(backend, str, STRING, BACKEND, c->backend)                                 \
+  X(recipe, i32, ENUM(recipe), RECIPE, c->recipe)                              \
   X(reason, str, STRING, ALWAYS, c->reason)                                    \
   X(status, i32, I64, ALWAYS, c->status)                                       \
   X(status_name, none, OWN(status_name), ALWAYS, c->status)                    \

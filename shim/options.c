@@ -46,6 +46,10 @@ static const char *const mode_names[] = {"auto", "native", "ffma", "fp8", "fp16"
 static const char *const level_names[] = {"WARN", "INFO", "TRACE", NULL};
 static const char *const fp8_format_names[] = {"e4m3", "e5m2", "hybrid", NULL};
 static const char *const fp8_backend_names[] = {"auto", "own", "cublaslt", "own-mma", NULL};
+/* Index = gs_fp8_recipe. */
+static const char *const fp8_recipe_names[] = {"auto", "current", "block", "mxfp8", "delayed", NULL};
+
+const char *gs_fp8_recipe_name(int r) { return r > GS_FP8_RECIPE_AUTO && r < GS_FP8_RECIPES ? fp8_recipe_names[r] : NULL; }
 
 /* The options table. Route-specific options live here too, so every
  * variable the shim reads is listed in one place. */
@@ -84,9 +88,15 @@ static const opt_def options[] = {
      "fp8 format: e4m3, e5m2, or hybrid (E5M2 for operands detected as gradients)", &gs_opt.fp8_format,
      fp8_format_names, 0, 0},
     {"GEMMSHIM_FP8_BACKEND", OPT_ENUM, "auto",
-     "fp8 GEMM backend: auto (cuBLASLt fp8 on sm_89+ where it applies, else the shim's kernel), own, cublaslt, "
+     "fp8 GEMM backend: auto (cuBLASLt fp8 on sm_89+ where it applies, else native there; the shim's kernel below sm_89), "
+     "own, cublaslt, "
      "own-mma (the shim's kernel on fp8 tensor cores, sm_89+, else own; not yet validated on a GPU)",
      &gs_opt.fp8_backend, fp8_backend_names, 0, 0},
+    {"GEMMSHIM_FP8_RECIPE", OPT_ENUM, "auto",
+     "fp8 scaling recipe: current (per-tensor scale from the call's own amax), block (1x128 and 128x128 blocks, "
+     "sm_90 with cuBLAS 12.9+), mxfp8 (32-element blocks with E8M0 scales, sm_100+), delayed (amax history per call "
+     "site), auto (mxfp8 on sm_100+, current elsewhere); a recipe the GPU or cuBLAS cannot run falls back to the next",
+     &gs_opt.fp8_recipe, fp8_recipe_names, 0, 0},
     {"GEMMSHIM_FP8_HISTORY", OPT_U64, "16", "amax history length per call site and operand",
      &gs_opt.fp8_history, NULL, 1, 4096},
     {"GEMMSHIM_FP8_MARGIN", OPT_U64, "0", "headroom in powers of 2, as TransformerEngine's margin: scale = max(amax history) * 2^margin / fp8 max",

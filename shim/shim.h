@@ -131,6 +131,7 @@ typedef struct gs_call {
   uint64_t site;
   uint32_t site_flags; /* GS_SITE_NEW, ... (fp8 sites) */
   uint64_t evicted_site; /* with GS_SITE_EVICTED: the site that made room */
+  int recipe;          /* fp8 route: the gs_fp8_recipe that ran; 0 (auto) = none */
   gs_route decided;    /* what mode/policy asked for */
   gs_route route;      /* what actually ran */
   const char *backend; /* e.g. "cublas", "sgemm", "own"; NULL = none */
@@ -167,6 +168,18 @@ typedef enum gs_fp8_backend {
   GS_FP8_BACKEND_OWN_MMA
 } gs_fp8_backend;
 
+/* GEMMSHIM_FP8_RECIPE (routes/fp8_recipes.c). AUTO is 0 so that a zeroed
+ * gs_call's recipe reads "none": a call never runs "auto". */
+typedef enum gs_fp8_recipe {
+  GS_FP8_RECIPE_AUTO = 0,
+  GS_FP8_RECIPE_CURRENT,
+  GS_FP8_RECIPE_BLOCK,
+  GS_FP8_RECIPE_MXFP8,
+  GS_FP8_RECIPE_DELAYED,
+  GS_FP8_RECIPES
+} gs_fp8_recipe;
+const char *gs_fp8_recipe_name(int r); /* "current", ...; NULL for auto and out of range */
+
 typedef struct gs_options {
   gs_mode mode;
   int passthrough;        /* 1 after bad configuration: everything native */
@@ -179,6 +192,7 @@ typedef struct gs_options {
   uint64_t ffma_min_flops;  /* smaller GEMMs stay native */
   int fp8_format;            /* GS_FP8_FORMAT_* */
   int fp8_backend;           /* GS_FP8_BACKEND_* */
+  int fp8_recipe;            /* GS_FP8_RECIPE_* */
   uint64_t fp8_history;      /* amax history length per site and operand */
   uint64_t fp8_margin;       /* headroom: scale = max(history) * 2^margin / fmt_max */
   uint64_t fp8_max_sites;    /* site table bound; least recently used evicted */
@@ -338,6 +352,9 @@ int route_run(gs_call *c);
 /* "routes/checks.c": what every route asks first; NULL or the reason. */
 void route_operand_shapes(const gs_gemm *g, int64_t *a_rows, int64_t *a_cols, int64_t *b_rows, int64_t *b_cols);
 const char *route_check_arguments(const gs_gemm *g);
+/* A strided batch whose D members overlap: the reason, else NULL. */
+const char *route_check_output_members(const gs_gemm *g);
+int route_is_ptr_array(gs_api api); /* cublasGemmBatchedEx(_64): device arrays of member pointers */
 const char *route_check_lt(const gs_gemm *g); /* attributes, orders, epilogue, scales, bias, batch */
 /* route_check_lt, and alpha/beta as scalars by value or pointer: for a
  * route that builds descriptors of its own (vector pointer modes are not

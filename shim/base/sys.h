@@ -134,7 +134,8 @@
  * cublasLt.h gives INVALID_VALUE for the attribute getters and setters,
  * ALLOC_FAILED for descriptor creation, EXECUTION_FAILED for
  * cublasLtMatmul. The descriptor destroys document no failure: they get
- * INTERNAL_ERROR, cuBLAS's generic one.
+ * INTERNAL_ERROR, cuBLAS's generic one. cublasLtGetVersion has none
+ * either: its fault value is 0, a version no library has.
  *
  * cuBLAS functions the shim calls besides the hooked ones, from the same
  * libcublas object as the real hooked functions. */
@@ -148,6 +149,7 @@
 
 /* cuBLASLt functions the shim calls, from the real libcublasLt object. */
 #define GS_SYS_CUBLASLT(X)                                                     \
+  X(cublasLtGetVersion, size_t, 0, (void), ())                                 \
   X(cublasLtMatmulDescGetAttribute, cublasStatus_t, CUBLAS_STATUS_INVALID_VALUE, \
     (cublasLtMatmulDesc_t d, cublasLtMatmulDescAttributes_t a, void *buf,      \
      size_t n, size_t *written), (d, a, buf, n, written))                      \

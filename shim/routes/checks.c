@@ -68,6 +68,22 @@ static int listed_algo(int a) {
  * rules; cublasLtMatmulDescAttributes_t's bias and scale types); the
  * stand-in checks the same (tests/standin/cublas.c, cublaslt_matmul.c) and
  * tests/integration/test_arguments.py holds every route to them. */
+int route_is_ptr_array(gs_api api) { return api == GS_API_GEMM_BATCHED_EX || api == GS_API_GEMM_BATCHED_EX_64; }
+
+/* A strided batch's D members must not overlap: the routes' output
+ * kernels give each element one writer, and a member that overlaps the
+ * next would have two. Checked before anything is allocated; cuBLAS
+ * defines no result for such a call, so it runs native. (A pointer array
+ * lives on the device and is not read here.) */
+const char *route_check_output_members(const gs_gemm *g) {
+  if (g->batch <= 1 || route_is_ptr_array(g->api)) return NULL;
+  int64_t span;
+  if (__builtin_mul_overflow(g->ldd, max1(g->n) - 1, &span) || __builtin_add_overflow(span, max1(g->m), &span) ||
+      g->stride_d < span)
+    return "D's batch members overlap (stride below ldd x (n - 1) + m): an element would have two writers";
+  return NULL;
+}
+
 const char *route_check_arguments(const gs_gemm *g) {
   int64_t a_rows, a_cols, b_rows, b_cols;
   route_operand_shapes(g, &a_rows, &a_cols, &b_rows, &b_cols);

@@ -95,6 +95,7 @@ static const char *plan(const gs_call *c, ffma_plan *p) {
   /* Layout orders first: the leading-dimension checks assume column-major. */
   if (!why && g->api == GS_API_LT_MATMUL) why = route_check_lt_scalars(g);
   if (!why) why = route_check_arguments(g);
+  if (!why) why = route_check_output_members(g);
   if (why) return why;
   if (g->m == 0 || g->n == 0 || g->k == 0 || g->batch == 0) return "empty GEMM: nothing to cast";
   double flops = 2.0 * (double)g->m * (double)g->n * (double)g->k * (double)g->batch;
@@ -124,13 +125,12 @@ static const char *plan(const gs_call *c, ffma_plan *p) {
 }
 
 /* ---- casts in ---------------------------------------------------------------- */
-static int is_ptr_array(gs_api api) { return api == GS_API_GEMM_BATCHED_EX || api == GS_API_GEMM_BATCHED_EX_64; }
 
 /* A, B, C (when read) and the bias share one type (check_types, check_lt):
  * one launch widens them all. */
 static CUresult casts_in(const gs_call *c, kernel_ctx *kc, const ffma_plan *p, char *base) {
   const gs_gemm *g = &c->g;
-  const int arr = is_ptr_array(g->api);
+  const int arr = route_is_ptr_array(g->api);
   kernel_cast_operand ops[4];
   int n = 0;
   ops[n++] = (kernel_cast_operand){g->a_type, g->A, arr, g->lda, g->stride_a, base + p->off[BUF_A], 0, p->a_rows,
@@ -150,7 +150,7 @@ static CUresult casts_in(const gs_call *c, kernel_ctx *kc, const ffma_plan *p, c
 static CUresult cast_out(const gs_call *c, kernel_ctx *kc, const ffma_plan *p, char *base) {
   const gs_gemm *g = &c->g;
   const float *res = (const float *)(base + p->off[BUF_C]);
-  if (is_ptr_array(g->api))
+  if (route_is_ptr_array(g->api))
     return kernel_narrow_ptrarray(kc, g->stream, g->d_type, res, g->m, g->m * g->n, (void *const *)g->D,
                                   g->ldd, g->m, g->n, g->batch);
   return kernel_narrow(kc, g->stream, g->d_type, res, g->m, g->m * g->n, g->D, g->ldd, g->stride_d, g->m,

@@ -5,7 +5,7 @@
  * fp16 value whenever it lies in fp16's range, and a power of two moves a
  * value's range there without touching a significand bit. Each row of
  * op(A) and each column of op(B) is measured (its largest finite magnitude
- * and whether it is unsafe, on the device, in this call), scaled into the
+ * and its flags, on the device, in this call), scaled into the
  * top of fp16's range and written in fp16 into transient buffers
  * (kernels/fp16.cu: two launches), multiplied by cuBLAS in fp16 with fp32
  * accumulation into a transient fp32 product, and the output kernel
@@ -49,7 +49,6 @@ enum { BUF_RECORD, BUF_INFO_A, BUF_INFO_B, BUF_A16, BUF_B16, BUF_T, BUF_PARTS };
 
 static const float host_one = 1.0f, host_zero = 0.0f;
 
-static int is_ptr_array(gs_api api) { return api == GS_API_GEMM_BATCHED_EX || api == GS_API_GEMM_BATCHED_EX_64; }
 
 static int fast_compute(int ct) {
   return ct == CUBLAS_COMPUTE_32F_FAST_16BF || ct == CUBLAS_COMPUTE_32F_FAST_16F || ct == CUBLAS_COMPUTE_32F_FAST_TF32;
@@ -84,7 +83,7 @@ static const char *check_math_mode(const gs_gemm *g) {
 
 /* A strided operand with stride 0 is one matrix for every member: cast once. */
 static int64_t members_of(const gs_gemm *g, int64_t stride) {
-  return g->batch > 1 && stride == 0 && !is_ptr_array(g->api) ? 1 : g->batch;
+  return g->batch > 1 && stride == 0 && !route_is_ptr_array(g->api) ? 1 : g->batch;
 }
 
 static const char *plan(const gs_call *c, fp16_plan *p) {
@@ -95,6 +94,7 @@ static const char *plan(const gs_call *c, fp16_plan *p) {
   /* Layout orders first: the leading-dimension checks assume column-major. */
   if (!why && g->api == GS_API_LT_MATMUL) why = route_check_lt_scalars(g);
   if (!why) why = route_check_arguments(g);
+  if (!why) why = route_check_output_members(g);
   if (why) return why;
   if (g->api != GS_API_LT_MATMUL && g->pointer_mode != CUBLAS_POINTER_MODE_HOST &&
       g->pointer_mode != CUBLAS_POINTER_MODE_DEVICE)
@@ -138,7 +138,7 @@ static int device_scalars(const gs_gemm *g) {
  * is (CUBLAS_OP_C is CUBLAS_OP_T for real types). */
 static void operands_of(const gs_call *c, const fp16_plan *p, char *base, fp16_operand *a, fp16_operand *b) {
   const gs_gemm *g = &c->g;
-  const int arr = is_ptr_array(g->api);
+  const int arr = route_is_ptr_array(g->api);
   *a = (fp16_operand){g->A, arr, g->lda, g->stride_a, p->a_rows, p->a_cols, p->a_members, base + p->off[BUF_A16],
                       g->transa == CUBLAS_OP_N, (uint32_t *)(base + p->off[BUF_INFO_A])};
   *b = (fp16_operand){g->B, arr, g->ldb, g->stride_b, p->b_rows, p->b_cols, p->b_members, base + p->off[BUF_B16],
@@ -153,7 +153,7 @@ static CUresult scale_operands(const gs_call *c, const fp16_plan *p, const fp16_
 
 static CUresult write_output(const gs_call *c, const fp16_plan *p, const fp16_launch *l, char *base) {
   const gs_gemm *g = &c->g;
-  const int arr = is_ptr_array(g->api), lt = g->api == GS_API_LT_MATMUL;
+  const int arr = route_is_ptr_array(g->api), lt = g->api == GS_API_LT_MATMUL;
   fp16_operand a, b;
   operands_of(c, p, base, &a, &b);
   const fp16_output o = {

@@ -1,9 +1,10 @@
-/* fp8.c: GEMMs run with fp8 operands and delayed scaling.
+/* fp8.c: GEMMs run with fp8 operands, scaled by a recipe (fp8_recipe.h).
  *
  * For a bf16/fp16/fp32 GEMM with fp32 compute, A and B are quantized into
  * transient fp8 buffers (kernels/fp8.h: TN layout, k contiguous) with the
- * scale their call site's ring published on the previous call
- * (fp8_sites.c), then multiplied in fp32 by cuBLASLt's fp8 GEMM (sm_89+,
+ * scales of the call's recipe (fp8_current.c: this call's own amax;
+ * fp8_delayed.c: what its call site's ring published on the previous
+ * call), then multiplied in fp32 by cuBLASLt's fp8 GEMM (sm_89+,
  * where its rules allow) or by the shim's own fp8 kernel (its tensor-core
  * variant with GEMMSHIM_FP8_BACKEND=own-mma on sm_89+), writing the
  * caller's D in its own type: D = alpha * scale_a * scale_b * op(A8) op(B8)
@@ -24,7 +25,7 @@
 
 #include "../../kernels/fp8.h"
 #include "../../kernels/kernels.h"
-#include "fp8_sites.h"
+#include "fp8_recipe.h"
 #include "memory.h"
 #include "../resolve.h"
 #include "lt.h"
@@ -50,14 +51,14 @@ static int is_ptr_array(gs_api api) { return api == GS_API_GEMM_BATCHED_EX || ap
  * epilogue the GEMM applies (DEFAULT for the GemmEx family). */
 typedef struct fp8_plan {
   int64_t a_rows, a_cols, b_rows, b_cols;
-  size_t off[2]; /* A8, B8 */
+  size_t off[3]; /* A8, B8, the recipe's scratch */
   size_t bytes;
   int epilogue;
   const void *bias;
   int bias_type;
 } fp8_plan;
 
-enum { BUF_A8, BUF_B8 };
+enum { BUF_A8, BUF_B8, BUF_SCRATCH };
 
 /* ---- checks ------------------------------------------------------------------------ */
 static const char *check_types(const gs_gemm *g) {
@@ -102,7 +103,7 @@ static const char *check_lt(const gs_gemm *g) {
   return NULL;
 }
 
-static const char *plan(const gs_call *c, fp8_plan *p) {
+static const char *plan(const gs_call *c, const fp8_recipe *rc, fp8_plan *p) {
   const gs_gemm *g = &c->g;
   memset(p, 0, sizeof *p);
   route_operand_shapes(g, &p->a_rows, &p->a_cols, &p->b_rows, &p->b_cols);
@@ -116,8 +117,8 @@ static const char *plan(const gs_call *c, fp8_plan *p) {
    * kernels take strided operands only. */
   if (is_ptr_array(g->api)) return "pointer-array batch (the fp8 kernels take strided operands only)";
   if (g->m == 0 || g->n == 0 || g->k == 0 || g->batch == 0) return "empty GEMM: nothing to quantize";
-  const transient_part parts[2] = {{g->m, g->k, g->batch, 1}, {g->k, g->n, g->batch, 1}};
-  why = transient_plan(parts, 2, gs_opt.fp8_max_bytes, "needs more transient memory than GEMMSHIM_FP8_MAX_BYTES",
+  const transient_part parts[3] = {{g->m, g->k, g->batch, 1}, {g->k, g->n, g->batch, 1}, {1, 1, 1, rc->scratch_bytes}};
+  why = transient_plan(parts, rc->scratch_bytes ? 3 : 2, gs_opt.fp8_max_bytes, "needs more transient memory than GEMMSHIM_FP8_MAX_BYTES",
                        p->off, &p->bytes);
   if (why) return why;
   if (g->api == GS_API_LT_MATMUL) {
@@ -137,7 +138,7 @@ static CUdeviceptr scale_ptr(const gs_fp8_ring *ring, int parity) {
 }
 
 /* ---- quantization ------------------------------------------------------------------- */
-static CUresult quantize_operands(const gs_call *c, kernel_ctx *kc, const fp8_plan *p, const fp8_use *u, char *base,
+static CUresult quantize_operands(const gs_call *c, kernel_ctx *kc, const fp8_plan *p, const fp8_scales *u, char *base,
                                   unsigned *ran) {
   const gs_gemm *g = &c->g;
   CUstream s = (CUstream)g->stream;
@@ -230,7 +231,7 @@ static int aligned16(const void *p) { return ((uintptr_t)p & 15) == 0; }
  * or newer, TN (our buffers are), 16-byte aligned pointers and leading
  * dimensions, no E5M2 x E5M2, fp32 compute and scale, and a bias in bf16
  * (fp32 D) or D's type. */
-static const char *lt_unfit(const gs_call *c, const fp8_plan *p, const fp8_use *u) {
+static const char *lt_unfit(const gs_call *c, const fp8_plan *p, const fp8_scales *u) {
   const gs_gemm *g = &c->g;
   if (gs_opt.fp8_backend == GS_FP8_BACKEND_OWN) return "GEMMSHIM_FP8_BACKEND=own";
   if (gs_opt.fp8_backend == GS_FP8_BACKEND_OWN_MMA) return "GEMMSHIM_FP8_BACKEND=own-mma";
@@ -249,11 +250,12 @@ static const char *lt_unfit(const gs_call *c, const fp8_plan *p, const fp8_use *
 }
 
 /* op(A) = A8^T with A8 k x m (ld k), op(B) = B8 k x n (ld k): TN. The
- * plan (routes/lt.c) is made on the site's first call for each of its two
- * scale slots and kept: its key holds every attribute, the scale pointers
- * of this call's parity included. The GemmEx family
+ * plan (routes/lt.c) is made on first use and kept: its key holds every
+ * attribute; for delayed scaling the scale pointers of this call's parity
+ * too (two plans per site), for scales in the call's own transient memory
+ * (current) none, the pointers being set per call. The GemmEx family
  * lends the stream's persistent workspace; an Lt call lends its own. */
-static cublasStatus_t lt_fp8(const gs_call *c, const fp8_plan *p, const fp8_use *u, cublasLtHandle_t h,
+static cublasStatus_t lt_fp8(const gs_call *c, const fp8_plan *p, const fp8_scales *u, cublasLtHandle_t h,
                              const char *base, const char **why, const char **ws_why) {
   const gs_gemm *g = &c->g;
   route_lt_key k;
@@ -264,8 +266,19 @@ static cublasStatus_t lt_fp8(const gs_call *c, const fp8_plan *p, const fp8_use 
   k.transb = CUBLAS_OP_N;
   k.pointer_mode = g->pointer_mode;
   k.epilogue = (uint32_t)p->epilogue;
-  k.a_scale = (const void *)(uintptr_t)scale_ptr(u->ring[0], u->parity);
-  k.b_scale = (const void *)(uintptr_t)scale_ptr(u->ring[1], u->parity);
+  const void *sa = (const void *)(uintptr_t)scale_ptr(u->ring[0], u->parity);
+  const void *sb = (const void *)(uintptr_t)scale_ptr(u->ring[1], u->parity);
+  /* Scales in the call's own transient memory move every call: one plan
+   * for them all, with the pointers set per call. */
+  k.scales_per_call = u->per_call;
+  k.a_scale = u->per_call ? NULL : sa;
+  k.b_scale = u->per_call ? NULL : sb;
+  /* Fast accumulation (no periodic promotion of the fp8 partial sums) only
+   * for a GEMM known to be a forward one: TransformerEngine's
+   * Float8CurrentScaling and torchao (Float8LinearConfig: use_fast_accum on
+   * gemm_config_output only) keep split accumulation for grad-input and
+   * grad-weight. */
+  k.fast_accum = u->forward;
   if (p->bias) {
     k.has_bias = 1;
     k.bias_type = p->bias_type;
@@ -286,12 +299,13 @@ static cublasStatus_t lt_fp8(const gs_call *c, const fp8_plan *p, const fp8_use 
   cublasStatus_t s;
   const route_lt_plan *plan = route_lt_plan_get(h, &k, p->bias, &s, why);
   if (!plan) return s;
-  s = route_lt_matmul(h, plan, g->alpha, a8, b8, g->beta, g->C, g->D, p->bias, ws, wss, g->stream);
+  if (u->per_call) s = route_lt_set_scales(plan, sa, sb);
+  if (s == CUBLAS_STATUS_SUCCESS) s = route_lt_matmul(h, plan, g->alpha, a8, b8, g->beta, g->C, g->D, p->bias, ws, wss, g->stream);
   route_lt_plan_put(plan);
   return s;
 }
 
-static CUresult own_fp8(const gs_call *c, kernel_ctx *kc, const fp8_plan *p, const fp8_use *u, const char *base,
+static CUresult own_fp8(const gs_call *c, kernel_ctx *kc, const fp8_plan *p, const fp8_scales *u, const char *base,
                         int mma) {
   const gs_gemm *g = &c->g;
   return (mma ? fp8_gemm_mma : fp8_gemm)(kc, (CUstream)g->stream, g->m, g->n, g->k, g->batch,
@@ -305,43 +319,58 @@ static CUresult own_fp8(const gs_call *c, kernel_ctx *kc, const fp8_plan *p, con
 /* Every decline of this route reads "fp8 declined: <why>; ran native". */
 #define FP8_DECLINE(c, ...) ROUTE_DECLINE((c), "fp8", __VA_ARGS__)
 
-static void describe_formats(gs_call *c, const fp8_use *u) {
+static void describe_formats(gs_call *c, const fp8_scales *u, const char *recipe_why) {
   static const char *const grad[4] = {"", " (A: gradient)", " (B: gradient)", ""};
-  call_note(c, "fp8 %s x %s%s%s", fmt_name(u->fmt[0]), fmt_name(u->fmt[1]),
-            grad[u->gradient[0] | u->gradient[1] << 1],
-            u->needs_amax_init ? "; first call: scales from its own amax" : "");
+  call_note(c, "fp8 %s x %s%s%s%s", fmt_name(u->fmt[0]), fmt_name(u->fmt[1]),
+            grad[u->gradient[0] | u->gradient[1] << 1], u->note ? "; " : "", u->note ? u->note : "");
+  if (recipe_why[0]) call_note(c, "recipe %s instead: %s", gs_fp8_recipe_name(c->recipe), recipe_why);
 }
 
 int route_fp8(gs_call *c) {
   if (!c->ctx) return FP8_DECLINE(c, "the call's device is unknown");
+  char recipe_why[320];
+  int recipe = fp8_recipe_choose(c, recipe_why, sizeof recipe_why);
+  const fp8_recipe *rc = fp8_recipe_get(recipe);
   fp8_plan p;
-  const char *why = plan(c, &p);
+  const char *why = plan(c, rc, &p);
   if (why) return FP8_DECLINE(c, "%s", why);
-  /* In capture, before the site is touched: a captured call would leave
-   * its buffers' memory nodes in the graph (memory.h), and the site's
-   * state must stay what eager calls and replays both see. */
+  /* In capture, before any state is touched: a captured call would leave
+   * its buffers' memory nodes in the graph (memory.h), and a site's state
+   * must stay what eager calls and replays both see. */
   why = transient_capture_why(c);
   if (why) return FP8_DECLINE(c, "%s", why);
   kernel_ctx kc = route_kernel_ctx(c);
   why = route_kernels_ready(&kc);
   if (why) return FP8_DECLINE(c, "kernels not loaded (%s)", why);
 
-  fp8_use u;
-  why = fp8_site_acquire(c, 0, &u);
-  if (why) return FP8_DECLINE(c, "%s", why);
   gs_transient t;
   why = transient_alloc(c, p.bytes, &t);
+  if (why) return FP8_DECLINE(c, "%s", why);
+  char *base = (char *)(uintptr_t)t.ptr;
+  fp8_scales u;
+  memset(&u, 0, sizeof u);
+  why = rc->acquire(c, rc->scratch_bytes ? t.ptr + (CUdeviceptr)p.off[BUF_SCRATCH] : 0, &u);
   if (why) {
-    fp8_site_release(&u, 0);
+    transient_release(&t);
     return FP8_DECLINE(c, "%s", why);
   }
+  /* On sm_89+ the own kernel (CUDA cores, or fp8 mma without cuBLASLt's
+   * tuning) is slower than native bf16 on tensor cores: a call cuBLASLt's
+   * fp8 GEMM cannot take runs native there, unless the own kernel was asked
+   * for by name. */
+  const char *own_why = lt_unfit(c, &p, &u);
+  if (own_why && c->sm >= 89 && gs_opt.fp8_backend != GS_FP8_BACKEND_OWN &&
+      gs_opt.fp8_backend != GS_FP8_BACKEND_OWN_MMA) {
+    transient_release(&t);
+    rc->release(&u, 0);
+    return FP8_DECLINE(c, "%s; the own fp8 kernel is slower than native bf16 on sm_89+", own_why);
+  }
   call_work_begin(c, GS_ROUTE_FP8);
-  char *base = (char *)(uintptr_t)t.ptr;
   unsigned ran = 0;
   CUresult r = quantize_operands(c, &kc, &p, &u, base, &ran);
   if (r != CUDA_SUCCESS) {
     transient_release(&t);
-    fp8_site_release(&u, ran);
+    rc->release(&u, ran);
     return FP8_DECLINE(c, "quantize kernel launch failed (CUresult %d)", (int)r);
   }
 
@@ -349,7 +378,6 @@ int route_fp8(gs_call *c) {
    * call that returns an error has launched nothing, and neither has a
    * failed launch of the own kernel. */
   if (c->gpu.on) gpu_time_mark(c, GS_GPU_EV_GEMM_BEGIN);
-  const char *own_why = lt_unfit(c, &p, &u);
   cublasLtHandle_t lt = NULL;
   if (!own_why) lt = lt_handle_for(c, &own_why);
   cublasStatus_t lt_status = CUBLAS_STATUS_SUCCESS;
@@ -376,14 +404,15 @@ int route_fp8(gs_call *c) {
     r = own_fp8(c, &kc, &p, &u, base, 0);
     if (r != CUDA_SUCCESS) {
       transient_release(&t);
-      fp8_site_release(&u, ran);
+      rc->release(&u, ran);
       return FP8_DECLINE(c, "fp8 GEMM kernel launch failed (CUresult %d)", (int)r);
     }
   }
   if (c->gpu.on) gpu_time_mark(c, GS_GPU_EV_GEMM_END);
   transient_release(&t);
-  describe_formats(c, &u);
-  fp8_site_release(&u, ran);
+  c->recipe = recipe;
+  describe_formats(c, &u, recipe_why);
+  rc->release(&u, ran);
 
   c->route = GS_ROUTE_FP8;
   c->backend = lt ? "cublaslt-fp8" : mma ? "own-mma" : "own";

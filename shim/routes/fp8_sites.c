@@ -19,12 +19,14 @@
  * Identity, gradients, state and locks: docs/fp8-sites.md,
  * "fp8_sites.c: identity, gradients, state and locks". */
 #define _GNU_SOURCE
+#include "fp8_ring.h"
 #include "fp8_sites.h"
 
 #include <limits.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -289,6 +291,10 @@ static int thread_is_autograd(void) {
   return 0;
 }
 
+int fp8_thread_forward(void) {
+  return !thread_is_autograd() && atomic_load_explicit(&autograd_seen, memory_order_relaxed);
+}
+
 /* Backward-thread call: see the top of this file. */
 static int thread_is_backward(const fp8_ctx *x) {
   if (thread_is_autograd()) return 1;
@@ -524,7 +530,13 @@ static int contradicted(const fp8_site *s, const void *const ptr[FP8_ROLES]) {
 }
 
 /* Steps 1-4 of the matching at the top of this file; NULL: a new site. */
-static fp8_site *group_match(const fp8_group *g, const void *const ptr[FP8_ROLES], int backward) {
+/* An ordinal names a layer only among calls of one stream: calls on
+ * different streams with no pointer in common are independent work (each
+ * thread of a program with its own stream and buffers, say), and must not
+ * read each other's histories. */
+static int site_on_call_stream(const fp8_site *s, const gs_call *c) { return !s->slot || slot_on_stream(s->slot, c); }
+
+static fp8_site *group_match(const fp8_group *g, const gs_call *c, const void *const ptr[FP8_ROLES], int backward) {
   /* A before D before B: A holds weights and saved activations, D the
    * weight gradients, B the most short-lived tensors. */
   static const int role_rank[FP8_ROLES] = {0, 2, 1};
@@ -533,7 +545,8 @@ static fp8_site *group_match(const fp8_group *g, const void *const ptr[FP8_ROLES
   for (fp8_site *s = g->sites; s; s = s->group_next) {
     int unused = s->round != g->round;
     int contra = contradicted(s, ptr);
-    if (unused && !contra && s->ordinal == g->pos && (!ord || s->last_tick > ord->last_tick)) ord = s;
+    if (unused && !contra && s->ordinal == g->pos && site_on_call_stream(s, c) && (!ord || s->last_tick > ord->last_tick))
+      ord = s;
     for (int r = 0; r < FP8_ROLES; r++) {
       if (!ptr[r] || s->ptr[r] != ptr[r]) continue;
       if (s->stable[r]) {
@@ -654,35 +667,8 @@ static const char *site_create(fp8_ctx *x, fp8_group *g, gs_call *c, int capturi
 }
 
 /* ---- ring initialisation ---------------------------------------------------------- */
-static CUresult set_u32(CUdeviceptr p, uint32_t v, CUstream stream) {
-  if (gs_sys.cuMemsetD32Async) return GS_CALL(cuMemsetD32Async, p, v, 1, stream);
-  /* Byte by byte where the driver has no 32-bit memset (little endian). */
-  CUresult r = CUDA_SUCCESS;
-  for (int i = 0; i < 4 && r == CUDA_SUCCESS; i++)
-    r = GS_CALL(cuMemsetD8Async, p + (CUdeviceptr)i, (unsigned char)(v >> (8 * i)), 1, stream);
-  return r;
-}
-
-static uint32_t f32_bits(float f) {
-  uint32_t u;
-  memcpy(&u, &f, sizeof u);
-  return u;
-}
-
-/* A ring as fp8.h wants it new: zero, scale[0] = scale[1] = 1, history
- * length, format and 2^margin. Memsets only: legal during capture, and
- * ordered on the stream before the ring's first use. */
-static CUresult ring_init(CUdeviceptr ring, int fmt, CUstream stream) {
-  if (!gs_sys.cuMemsetD8Async) return CUDA_ERROR_NOT_SUPPORTED;
-  unsigned history = (unsigned)gs_opt.fp8_history;
-  uint32_t margin_pow2 = (uint32_t)(127 + gs_opt.fp8_margin) << 23; /* 2^margin, margin <= 64 */
-  CUresult r = GS_CALL(cuMemsetD8Async, ring, 0, (size_t)gs_fp8_ring_bytes(history), stream);
-  if (r == CUDA_SUCCESS) r = set_u32(ring + offsetof(gs_fp8_ring, scale[0]), f32_bits(1.0f), stream);
-  if (r == CUDA_SUCCESS) r = set_u32(ring + offsetof(gs_fp8_ring, scale[1]), f32_bits(1.0f), stream);
-  if (r == CUDA_SUCCESS) r = set_u32(ring + offsetof(gs_fp8_ring, history), history, stream);
-  if (r == CUDA_SUCCESS) r = set_u32(ring + offsetof(gs_fp8_ring, fmt), (uint32_t)fmt, stream);
-  if (r == CUDA_SUCCESS) r = set_u32(ring + offsetof(gs_fp8_ring, margin_pow2), margin_pow2, stream);
-  return r;
+static CUresult ring_init(CUdeviceptr ring, int fmt, CUstream stream, const char **failed) {
+  return fp8_ring_init(ring, fmt, (unsigned)gs_opt.fp8_history, (unsigned)gs_opt.fp8_margin, stream, failed);
 }
 
 /* With s held: put its rings on c's stream and initialise them if needed. */
@@ -710,10 +696,16 @@ static const char *site_prepare(fp8_ctx *x, fp8_site *s, const gs_call *c, int c
   s->slot->stream_thread = stream_thread_of(c->g.stream);
   if (!s->ring_ready) {
     if (ctx_push(x) != CUDA_SUCCESS) return "cuCtxPushCurrent failed before initialising fp8 rings";
-    CUresult r = ring_init(s->slot->ptr, s->fmt[0], (CUstream)c->g.stream);
-    if (r == CUDA_SUCCESS) r = ring_init(s->slot->ptr + ring_stride(), s->fmt[1], (CUstream)c->g.stream);
+    const char *failed = NULL;
+    CUresult r = ring_init(s->slot->ptr, s->fmt[0], (CUstream)c->g.stream, &failed);
+    if (r == CUDA_SUCCESS) r = ring_init(s->slot->ptr + ring_stride(), s->fmt[1], (CUstream)c->g.stream, &failed);
     ctx_pop();
-    if (r != CUDA_SUCCESS) return "could not initialise the site's fp8 rings (memset failed)";
+    if (r != CUDA_SUCCESS) {
+      /* Copied into the call's reason at once. */
+      static __thread char why[96] __attribute__((tls_model("initial-exec")));
+      snprintf(why, sizeof why, "could not initialise the site's fp8 rings (%s failed, CUresult %d)", failed, (int)r);
+      return why;
+    }
     s->ring_ready = 1;
   }
   return NULL;
@@ -748,7 +740,7 @@ const char *fp8_site_acquire(gs_call *c, int capturing, fp8_use *u) {
     g->pos = 0;
     g->epoch = x->epoch;
   }
-  fp8_site *s = group_match(g, ptr, backward);
+  fp8_site *s = group_match(g, c, ptr, backward);
   if (s) {
     if (site_touch(x, s, ptr) && !backward) {
       if (!x->anchor) x->anchor = s;

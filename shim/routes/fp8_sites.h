@@ -46,6 +46,12 @@ const char *fp8_site_acquire(gs_call *c, int capturing, fp8_use *u);
  * quantization outside capture, let other threads in. */
 void fp8_site_release(fp8_use *u, unsigned ran);
 
+/* 1 when the calling thread is known to run forward passes: the process
+ * has shown PyTorch's autograd threads ("pt_autograd_<device>", which run
+ * every backward GEMM) and this thread is not one of them. 0 when that
+ * cannot be told (no autograd thread seen yet, or a program without one). */
+int fp8_thread_forward(void);
+
 /* ---- for tests -------------------------------------------------------------- */
 /* Live sites of context ctx (0 when it has none); of the newest context at
  * that address. */

@@ -169,6 +169,10 @@ static cublasStatus_t plan_build(cublasLtHandle_t h, route_lt_plan *p) {
   SET(CUBLASLT_MATMUL_DESC_EPILOGUE, epi);
   if (sa) SET(CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, sa);
   if (sb) SET(CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, sb);
+  if (k->fast_accum) {
+    int8_t fast = 1; /* cublasLt.h: FAST_ACCUM is an int8_t */
+    SET(CUBLASLT_MATMUL_DESC_FAST_ACCUM, fast);
+  }
   if (k->has_bias) {
     SET(CUBLASLT_MATMUL_DESC_BIAS_POINTER, p->bias);
     SET(CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, bias_type);
@@ -276,6 +280,16 @@ void route_lt_plan_put(const route_lt_plan *cp) {
   int gone = p->evicted;
   pthread_mutex_unlock(&plans_lock);
   if (gone) plan_destroy(p);
+}
+
+cublasStatus_t route_lt_set_scales(const route_lt_plan *cp, const void *a_scale, const void *b_scale) {
+  route_lt_plan *p = (route_lt_plan *)cp; /* held: ours alone */
+  cublasStatus_t s =
+      GS_CALL(cublasLtMatmulDescSetAttribute, p->desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &a_scale, sizeof a_scale);
+  if (s == CUBLAS_STATUS_SUCCESS)
+    s = GS_CALL(cublasLtMatmulDescSetAttribute, p->desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &b_scale,
+                sizeof b_scale);
+  return s;
 }
 
 cublasStatus_t route_lt_matmul(cublasLtHandle_t h, const route_lt_plan *cp, const void *alpha, const void *A,

@@ -28,6 +28,8 @@ typedef struct route_lt_key {
   int32_t bias_type;
   int64_t bias_stride;       /* 0: BIAS_BATCH_STRIDE not set */
   const void *a_scale, *b_scale; /* NULL: not set */
+  int32_t scales_per_call;   /* A/B scale pointers set on each call (route_lt_set_scales) */
+  int32_t fast_accum;        /* FAST_ACCUM set to 1 */
   route_lt_layout_key l[4];  /* A, B, C, D */
   uint32_t align[4];         /* A, B, C, D pointers' alignment, at most 256 */
   uint64_t workspace_size;
@@ -54,6 +56,9 @@ uint32_t route_lt_alignment(const void *p);
 const route_lt_plan *route_lt_plan_get(cublasLtHandle_t h, const route_lt_key *k, const void *bias,
                                        cublasStatus_t *status, const char **why);
 void route_lt_plan_put(const route_lt_plan *p);
+/* For a held plan whose key has scales_per_call: this call's A and B
+ * scale pointers (cuBLASLt's status). */
+cublasStatus_t route_lt_set_scales(const route_lt_plan *p, const void *a_scale, const void *b_scale);
 /* cublasLtMatmul with held plan p's objects and algorithm on stream s;
  * bias (where the key has one) is set first if the descriptor holds
  * another. */

@@ -131,11 +131,8 @@ class Failure(Exception):
 
 
 # Reasons that say what failed without naming the call: the only call
-# behind each (the fp8 rings' memsets, the handle's pointer mode, dlopen
-# of the driver).
+# behind each (the handle's pointer mode, dlopen of the driver).
 REASON_OF = {
-    "cuMemsetD8Async": ["fp8 rings (memset failed)"],
-    "cuMemsetD32Async": ["fp8 rings (memset failed)"],
     "cublasGetPointerMode_v2": ["the handle's pointer mode is unknown"],
     "dlopen": ["libcuda.so.1 could not be loaded"],
 }

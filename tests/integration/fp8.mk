@@ -18,6 +18,19 @@ $(INTEG_DIR)/obj/fp8_client.o: kernels/convert.h
 
 $(BUILD)/tests/unit/test_route_fp8: $(KERNELS_HOST_SO) $(STANDIN_LIBS_CU13)
 
+# Threads sharing one call site with their own handles, streams and
+# buffers (fp8_threads_client.c), for test_fp8_recipes.py.
+FP8_THREADS_CLIENT := $(INTEG_DIR)/fp8_threads_client_cu13
+
+$(FP8_THREADS_CLIENT): $(INTEG_DIR)/obj/fp8_threads_client.o $(INTEG_DIR)/obj/client_cuda.o $(call integ_cublas_deps,13)
+	$(CC) $(LDFLAGS_SAN) -pthread -o $@ $(INTEG_DIR)/obj/fp8_threads_client.o $(INTEG_DIR)/obj/client_cuda.o \
+	  $(call integ_cublas_link,13) $(INTEG_LIBS)
+
+$(INTEG_DIR)/obj/fp8_threads_client.o: kernels/convert.h
+
+TEST_DEPS += $(FP8_THREADS_CLIENT)
+integration: $(FP8_THREADS_CLIENT)
+
 TEST_DEPS += $(FP8_CLIENT)
 # The integration step's prerequisites were read with integration.mk.
 integration: $(FP8_CLIENT)

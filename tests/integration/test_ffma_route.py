@@ -318,6 +318,26 @@ def test_max_bytes_boundary(client, standin, tmp_path, api, spec):
     assert res.counts["cuMemAllocFromPoolAsync"] == 0
 
 
+OVERLAP = "D's batch members overlap (stride below ldd x (n - 1) + m): an element would have two writers"
+
+
+@pytest.mark.parametrize("mode,cc", [("ffma", "6.1"), ("fp16", "7.5")])
+@pytest.mark.parametrize("api", ["strided", "strided64", "lt"])
+def test_overlapping_output_members_decline_first(client, standin, tmp_path, api, mode, cc):
+    """A strided batch whose D members overlap (batch stride 40 elements
+    below one member's span), for which cuBLAS defines no result: the
+    routes' output kernels give every element one writer, so each route
+    declines before allocating or launching anything, and the call runs
+    native (whose result the client's check does not accept: exit 1 either
+    way)."""
+    res = run_client(client, standin, tmp_path, [gemm("ovl", api, batch=2, spad=-40, beta=0)], rc=1,
+                     env={"GEMMSHIM_MODE": mode, "STANDIN_CC": cc})
+    rec = res.recs[0]
+    assert (rec["decided"], rec["route"], rec["reason"]) == \
+        (mode, "native", f"GEMMSHIM_MODE={mode}; {mode} declined: {OVERLAP}; ran native"), rec
+    assert res.counts["cuMemAllocFromPoolAsync"] == res.counts["cuLaunchKernel"] == 0
+
+
 @pytest.mark.parametrize("mode,cc,option", [("ffma", "6.1", "GEMMSHIM_FFMA_MAX_BYTES"),
                                              ("fp8", "9.0", "GEMMSHIM_FP8_MAX_BYTES")])
 @pytest.mark.parametrize("batch", [2**40, 2**40 + 1])
@@ -854,9 +874,12 @@ def test_hundreds_of_context_resets_keep_routing(client, standin, tmp_path, mode
     # The same data in every call: each runs in a context of its own, so
     # each result is the same, to the bit (fp8: a new site each time, its
     # first scale from its own amax).
-    args = ["--stream=legacy", "--reset-every=1"] + [gemm(f"g{i}", "ex", m=16, n=16, k=16, seed=7)
+    # pad=0: on 9.0, leading dimensions cuBLASLt's fp8 GEMM takes.
+    args = ["--stream=legacy", "--reset-every=1"] + [gemm(f"g{i}", "ex", m=16, n=16, k=16, seed=7, pad=0)
                                                       for i in range(calls)]
     env = {"STANDIN_CC": cc, "GEMMSHIM_MODE": mode}
+    if mode == "fp8":
+        env["GEMMSHIM_FP8_RECIPE"] = "delayed"  # the recipe with per-context state
     # The client's tolerance is ffma's: fp8 results fail it (exit 1).
     res = run_client(client, standin, tmp_path, args, env=env, rc=0 if mode == "ffma" else 1)
     assert len(res.run.lines("reset")) == calls - 1

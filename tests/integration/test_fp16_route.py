@@ -258,6 +258,33 @@ DEFECTS = [
     # A row [Inf, 1] against a column [2^-40, 1]: native Inf x 2^-40 + 1 =
     # Inf; with 2^-40 flushed to 0, Inf x 0 = NaN.
     ("inf_times_flushed", {"m": 4, "n": 4, "k": 2, "apat": "inf:1", "bpat": "0x1p-40:1"}),
+    # tiny_pair with the operands' roles swapped: the flushed 2^-40 is in
+    # op(B)'s columns, so only op(B)'s flag can make the element right.
+    ("tiny_pair_b", {"m": 6, "n": 5, "k": 2, "apat": "0:0x1p40", "bpat": "1:0x1p-40"}),
+    # A value of several bits more than 32 binades below its row's largest:
+    # 0x1.02p-33 scaled is 0x1.02p-18, whose lowest bit (2^-25) is below
+    # binary16's smallest subnormal (2^-24, IEEE 754): it would round to
+    # 2^-18, and the dot product 1.0078125 (0x1.02) to 1.
+    ("multibit_tiny", {"m": 4, "n": 3, "k": 2, "apat": "1:0x1.02p-33", "bpat": "0:0x1p33"}),
+    # 32 binades below, 0x1.fep-32 scales to 0x1.fep-17: its lowest bit is
+    # 2^-24, still exact in binary16; the dot product is 0x1.fe.
+    ("exact_at_32", {"m": 4, "n": 3, "k": 2, "apat": "1:0x1.fep-32", "bpat": "0:0x1p32"}),
+    # Rows 0x1.fep126 against columns [0x1.fep0, 0x1.fep0, -0x1.fep0]: each
+    # product is 0x1.fc04p127, finite; native's fp32 sum of the first two
+    # overflows to +Inf (IEEE 754) and stays +Inf; the exact sum is finite.
+    # Amax exponents 126 + 0, ceil(log2 3) = 2: 126 + 0 + 2 + 2 = 130 > 127.
+    # alpha 1 and beta 0, so that nothing else overflows.
+    ("partial_overflow", {"m": 4, "n": 3, "k": 3, "apat": "0x1.fep126", "bpat": "0x1.fep0:0x1.fep0:-0x1.fep0",
+                          "alpha": 1, "beta": 0}),
+    # A lossy row against columns [2^15, 2^33]: dot = 2^15 + 0x1.02 =
+    # 32769.0078125, exact in fp32 (its ulp there is 2^-8); with the lost
+    # bit (2^-40 x 2^33 = 2^-7) it would be 32769. The scaled product is
+    # 2^12 + 2^-3, below 2^(ceil(log2 2) + 17): recomputed.
+    ("lossy_small_dot", {"m": 4, "n": 3, "k": 2, "apat": "1:0x1.02p-33", "bpat": "0x1p15:0x1p33",
+                         "alpha": 1, "beta": 0}),
+    # A row spanning 2^-40 to 1 (lossy) whose dot products are large: the
+    # loss (below 2^-25 of the result) cannot reach the result's last bit.
+    ("lossy_large_dot", {"m": 4, "n": 3, "k": 4, "apat": "1:0x1p-40:0.5:0.25", "bpat": "1:1:1:1"}),
 ]
 # The rows of op(A) and the columns of op(B) 2^41 to 2^46 apart, k small
 # (so no dot product holds the large terms that would hide the small ones'
@@ -278,7 +305,7 @@ def defect_runs(client, standin, tmp_path, cases):
     those runs exit 1 on both sides."""
     specs = [(f"{name}-{api}-{c}-{pm}", api, {"c": c, "pm": pm, "alpha": 1.5, **kw})
              for name, kw in cases for api, c, pm in ROUTE_SHAPES]
-    rc = 1 if any(name == "cancel_overflow" for name, _ in cases) else 0
+    rc = 1 if any(name in ("cancel_overflow", "partial_overflow") for name, _ in cases) else 0
     native, res, dumps = run_dumped(client, standin, tmp_path, specs, rc=rc)
     for rec, got, want, (name, _, _), (nd, rd) in zip(res.recs, res.calls, native.calls, specs, dumps):
         assert_fp16(rec, name)
@@ -297,8 +324,16 @@ def test_cases_one_scale_per_tensor_got_wrong(client, standin, tmp_path, case):
     kinds = {kind(x[0]) for nd, _ in dumps for x in nd}
     # The cases are what they claim: native gives 2^80 (diag), NaN (the
     # overflow) and Inf (the Inf row) somewhere.
-    want = {"diag_2e80": "finite", "tiny_pair": "finite", "cancel_overflow": "nan", "inf_times_flushed": "+inf"}
+    want = {"diag_2e80": "finite", "tiny_pair": "finite", "cancel_overflow": "nan", "inf_times_flushed": "+inf",
+            "tiny_pair_b": "finite", "multibit_tiny": "finite", "exact_at_32": "finite", "partial_overflow": "+inf",
+            "lossy_large_dot": "finite", "lossy_small_dot": "finite"}
     assert want[case] in kinds, kinds
+    # Dot products exact in fp32 (1, 1, 0x1.02, 0x1.fe, 32769.0078125), so
+    # D = alpha dot + beta C rounds the same on both sides: the route's D is
+    # native's, bit for bit.
+    if case in ("tiny_pair", "tiny_pair_b", "multibit_tiny", "exact_at_32", "lossy_small_dot"):
+        for nd, rd in dumps:
+            assert all(math.isfinite(x[0]) and x[0] == y[0] for x, y in zip(nd, rd)), (case, nd[:3], rd[:3])
     if case == "diag_2e80":  # D(0,0) = 1.5 x 2^80 + 0.75 C(0,0), |C| <= 1
         assert all(abs(rd[0][1] - 1.5 * 2.0 ** 80) <= 1 for _, rd in dumps)
 

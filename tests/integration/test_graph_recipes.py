@@ -114,7 +114,9 @@ def test_eager_call_beside_a_capture(graph_client, standin, tmp_path, mode, cc):
 
 @pytest.mark.parametrize("mode,cc,env", [
     ("ffma", "6.1", {}), ("ffma", "6.1", {"STANDIN_NO_POOLS": "1"}),
-    ("fp8", "9.0", {"GEMMSHIM_FP8_BACKEND": "cublaslt"}), ("fp8", "6.1", {})])
+    # delayed: the recipe that allocates ring memory outside the stream
+    ("fp8", "9.0", {"GEMMSHIM_FP8_BACKEND": "cublaslt", "GEMMSHIM_FP8_RECIPE": "delayed"}),
+    ("fp8", "6.1", {"GEMMSHIM_FP8_RECIPE": "delayed"})])
 def test_calls_beside_another_threads_global_capture(graph_client, standin, tmp_path, mode, cc, env):
     """torch.cuda.graph captures in global mode by default; meanwhile another
     thread makes the program's first routed calls, on a stream never used

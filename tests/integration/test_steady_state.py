@@ -91,7 +91,7 @@ def test_fp16_steady_state(client, standin, tmp_path):
 
 
 def test_fp8_cublaslt_steady_state(client, standin, tmp_path):
-    """sm_90, cuBLASLt backend: the kept plan leaves cublasLtMatmul as the
+    """sm_90, cuBLASLt backend, delayed recipe: the kept plan leaves cublasLtMatmul as the
     call's only cuBLASLt call (where native cuBLAS's GemmEx builds and
     destroys its own descriptors each call); the quantize launch with the
     current context asked once, the fp8 buffers' alloc and free and the
@@ -102,8 +102,9 @@ def test_fp8_cublaslt_steady_state(client, standin, tmp_path):
     cublasLtMatmul checks each pointer it is given (cuPointerGetAttribute):
     the workspace and the two scale pointers add 6 over native's."""
     native, rec = one_call(client, standin, tmp_path, "9.0", NATIVE)
-    fp8, rec = one_call(client, standin, tmp_path, "9.0", {"GEMMSHIM_MODE": "fp8", "GEMMSHIM_FP8_BACKEND": "cublaslt"})
-    assert (rec["route"], rec["backend"]) == ("fp8", "cublaslt-fp8")
+    fp8, rec = one_call(client, standin, tmp_path, "9.0", {"GEMMSHIM_MODE": "fp8", "GEMMSHIM_FP8_BACKEND": "cublaslt",
+                                                          "GEMMSHIM_FP8_RECIPE": "delayed"})
+    assert (rec["route"], rec["backend"], rec["recipe"]) == ("fp8", "cublaslt-fp8", "delayed")
     assert {k: v for k, v in fp8.items() if k.startswith("cublasLt")} == {"cublasLtMatmul": 1}
     assert added(fp8, native) == {
         "cuCtxGetCurrent": 1, "cuLaunchKernel": 1, "cuMemAllocFromPoolAsync": 1, "cuMemFreeAsync": 1,
@@ -112,3 +113,20 @@ def test_fp8_cublaslt_steady_state(client, standin, tmp_path):
         "cublasGemmEx": -1, "cublasLtMatmulDescCreate": -1, "cublasLtMatmulDescDestroy": -1,
         "cublasLtMatmulDescSetAttribute": -3, "cublasLtMatrixLayoutCreate": -3, "cublasLtMatrixLayoutDestroy": -3}
     assert sum(added(fp8, native).values()) == 0
+
+
+def test_fp8_current_recipe_per_call_cost(client, standin, tmp_path):
+    """sm_90, cuBLASLt backend, the default current recipe: over the delayed
+    recipe's steady state (test above), each call makes its two scale rings
+    new in its own transient memory (one byte memset and three 32-bit
+    memsets each, under the call's context), runs the amax pass before the
+    quantize pass (a second launch), and sets the two scale pointers on the
+    kept plan's descriptor, which holds no pointer of its own for them."""
+    delayed, _ = one_call(client, standin, tmp_path, "9.0", {"GEMMSHIM_MODE": "fp8", "GEMMSHIM_FP8_BACKEND": "cublaslt",
+                                                            "GEMMSHIM_FP8_RECIPE": "delayed"})
+    current, rec = one_call(client, standin, tmp_path, "9.0", {"GEMMSHIM_MODE": "fp8",
+                                                              "GEMMSHIM_FP8_BACKEND": "cublaslt"})
+    assert (rec["route"], rec["backend"], rec["recipe"]) == ("fp8", "cublaslt-fp8", "current")
+    assert added(current, delayed) == {
+        "cuCtxPopCurrent_v2": 1, "cuCtxPushCurrent_v2": 1, "cuLaunchKernel": 1, "cuMemsetD32Async": 6,
+        "cuMemsetD8Async": 2, "cublasLtMatmulDescSetAttribute": 2}

@@ -296,6 +296,10 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t lightHandle, cublasLtMatmulDesc_t
 
   rt_late late = {dev_mode ? alpha : NULL, dev_mode ? beta : NULL, (int)st, d->a_scale, d->b_scale};
   if (sg_on_fp16_tensor_cores(&p, major, minor)) STANDIN_BUMP(&lt_fp16_tensor_core_gemms, 0);
+  if (sg_is_fp8(p.a.type)) {
+    STANDIN_BUMP(&lt_fp8_gemms, 0);
+    if (d->fast_accum) STANDIN_BUMP(&lt_fp8_fast_accum_gemms, 0);
+  }
   int queued = rt_gemm_on_stream(&p, &late, (CUstream)stream);
   return queued == -1 ? CUBLAS_STATUS_ALLOC_FAILED : queued ? CUBLAS_STATUS_EXECUTION_FAILED : CUBLAS_STATUS_SUCCESS;
 }

@@ -10,16 +10,20 @@
  *     finite is 65504 = (2 - 2^-10) 2^15, and the largest bf16 below 2^16
  *     is 65280): shift = 15 - floor(log2 amax), from frexp; Inf and NaN do
  *     not count;
- *   - a line is unsafe when it holds an Inf or NaN, or a nonzero value the
- *     shift takes below 2^-14, binary16's smallest normal (below it
- *     binary16 has fewer than bf16's 8 significant bits);
+ *   - a line is non-finite when it holds an Inf or NaN, and lossy when a
+ *     nonzero value lies more than 32 binades below its largest (the shift
+ *     takes it below 2^-17, where binary16's subnormal spacing 2^-24 is
+ *     coarser than the value's 8 significant bits need); independently,
+ *     every value whose binary16 conversion is not exact must lie in a
+ *     lossy line;
  *   - each fp16 output is x 2^shift rounded to binary16 in the value
  *     domain with double arithmetic (the same reference test_kernels.c
  *     checks convert.h against): every element compared bit for bit;
  *   - the output kernel: the exact product P = T 2^-(sa_i + sb_j) in
- *     double, rounded once to fp32, or, for an unsafe row or column or
- *     amaxes whose k products could overflow fp32 (FLT_MAX < 2^128), the
- *     fp32 sum of the bf16 products in order of l; then alpha P + beta C,
+ *     double, rounded once to fp32, or, for a non-finite row or column,
+ *     amaxes whose k products could overflow fp32 (FLT_MAX < 2^128), or a
+ *     lossy row or column with |T| < 2^(ceil(log2 k) + 17), the fp32 sum
+ *     of the bf16 products in order of l; then alpha P + beta C,
  *     bias, relu in fp32 and one rounding to D's type, bit for bit; GELU
  *     against double. */
 #include <dlfcn.h>
@@ -154,6 +158,14 @@ static uint16_t ref_f16(double x) {
 }
 
 /* The shift of an operand of largest finite magnitude amax (0 for none). */
+/* A binary16 value from its bits (IEEE 754: 5 exponent bits, bias 15,
+ * 10 fraction bits; exponent 0 is subnormal, 2^-24 a unit). */
+static double ref_f16_value(uint16_t h) {
+  const int e = (h >> 10) & 31, f = h & 1023;
+  const double v = e == 31 ? (f ? NAN : INFINITY) : e ? ldexp(1024 + f, e - 25) : ldexp(f, -24);
+  return h & 0x8000 ? -v : v;
+}
+
 static int ref_shift(double amax) {
   if (amax == 0) return 0;
   int e;
@@ -216,47 +228,54 @@ static fp16_operand opnd_arg(const opnd *o) {
                         o->batch, o->dst, o->by_row, o->info};
 }
 
-/* A line's largest finite magnitude and whether it is unsafe (above). */
-static double ref_line(const opnd *o, int64_t b, int64_t i, int *unsafe) {
+/* A line's largest finite magnitude and its flags (above): GS_FP16_NONFINITE
+ * and GS_FP16_LOSSY, as *flags. */
+static double ref_line(const opnd *o, int64_t b, int64_t i, uint32_t *flags) {
   double m = 0, lo = INFINITY;
-  *unsafe = 0;
+  *flags = 0;
   for (int64_t l = 0; l < opnd_length(o); l++) {
     double v = fabs(gs_bf16_to_f32(opnd_line_at(o, b, i, l)));
-    if (!isfinite(v)) *unsafe = 1;
+    if (!isfinite(v)) *flags |= GS_FP16_NONFINITE;
     else if (v > 0) {
       if (v > m) m = v;
       if (v < lo) lo = v;
     }
   }
-  if (m > 0 && ldexp(lo, ref_shift(m)) < 0x1p-14) *unsafe = 1;
+  int em, el;
+  if (m > 0 && (frexp(m, &em), frexp(lo, &el), el < em - 32)) *flags |= GS_FP16_LOSSY;
   return m;
 }
 
 /* Every line's word, and every fp16 output bit for bit (the line's own
  * shift), and the bytes past the copy untouched. Returns the unsafe lines. */
 static int opnd_check(const opnd *o, const char *what) {
-  int unsafe_lines = 0;
+  int flagged_lines = 0;
   for (int64_t b = 0; b < o->batch; b++)
     for (int64_t i = 0; i < opnd_lines(o); i++) {
-      int unsafe;
-      double m = ref_line(o, b, i, &unsafe);
+      uint32_t flags;
+      double m = ref_line(o, b, i, &flags);
       uint32_t w = o->info[b * opnd_lines(o) + i];
-      if ((w & GS_FP16_AMAX_BITS) != (uint32_t)(gs_f32_bits((float)m) >> 16) || !!(w & GS_FP16_UNSAFE) != unsafe ||
-          (w & ~(GS_FP16_AMAX_BITS | GS_FP16_UNSAFE)))
-        fail_msg("%s: member %lld line %lld: word 0x%x, expected amax %a unsafe %d", what, (long long)b,
-                 (long long)i, w, m, unsafe);
-      unsafe_lines += unsafe;
+      if ((w & GS_FP16_AMAX_BITS) != (uint32_t)(gs_f32_bits((float)m) >> 16) ||
+          (w & ~GS_FP16_AMAX_BITS) != flags)
+        fail_msg("%s: member %lld line %lld: word 0x%x, expected amax %a flags 0x%x", what, (long long)b,
+                 (long long)i, w, m, flags);
+      flagged_lines += flags != 0;
       /* The largest magnitude lands in [2^15, 2^16), inside binary16's range. */
       if (m > 0) assert_true(ldexp(m, ref_shift(m)) >= 32768.0 && ldexp(m, ref_shift(m)) < 65504.0);
     }
   for (int64_t b = 0; b < o->batch; b++)
     for (int64_t c = 0; c < o->cols; c++)
       for (int64_t r = 0; r < o->rows; r++) {
-        int unsafe;
-        const int shift = ref_shift(ref_line(o, b, o->by_row ? r : c, &unsafe));
+        uint32_t flags;
+        const int shift = ref_shift(ref_line(o, b, o->by_row ? r : c, &flags));
         uint16_t x = opnd_at(o, b, r, c);
-        uint16_t want = ref_f16(ldexp((double)gs_bf16_to_f32(x), shift));
+        const double scaled = ldexp((double)gs_bf16_to_f32(x), shift);
+        uint16_t want = ref_f16(scaled);
         uint16_t got = o->dst[(b * o->cols + c) * o->rows + r];
+        /* A value binary16 does not hold exactly must be in a lossy line. */
+        if (isfinite(scaled) && ref_f16_value(want) != scaled && !(flags & GS_FP16_LOSSY))
+          fail_msg("%s: member %lld (%lld,%lld): bf16 0x%04x scaled %a is not exact in binary16 (0x%04x), "
+                   "but its line is not lossy", what, (long long)b, (long long)r, (long long)c, x, scaled, want);
         if (got != want && !((got & 0x7fff) > 0x7c00 && (want & 0x7fff) > 0x7c00))
           fail_msg("%s: member %lld (%lld,%lld): bf16 0x%04x shift %d -> 0x%04x, expected 0x%04x", what,
                    (long long)b, (long long)r, (long long)c, x, shift, got, want);
@@ -265,7 +284,7 @@ static int opnd_check(const opnd *o, const char *what) {
   for (int i = 0; i < 16; i++) assert_int_equal(end[i], 0xff);
   const uint8_t *iend = (const uint8_t *)(o->info + opnd_lines(o) * o->batch);
   for (int i = 0; i < 16; i++) assert_int_equal(iend[i], 0xff);
-  return unsafe_lines;
+  return flagged_lines;
 }
 
 static void opnd_free(opnd *o) {
@@ -323,39 +342,46 @@ static void test_unsafe_lines(void **state) {
   opnd_make(&a, 8, 6, 8, 1, 0, 1, 1.0); /* lines are rows: element l of row i at i + 8 l */
   opnd_make(&b, 6, 4, 6, 1, 0, 0, 1.0); /* lines are columns */
   for (int l = 0; l < 6; l++) {
-    a.src[0 + 8 * l] = gs_f32_to_bf16_rn(l == 0 ? 1.0f : 0.5f);  /* row 0: safe */
-    a.src[1 + 8 * l] = gs_f32_to_bf16_rn(l == 0 ? 1.0f : l == 1 ? 0x1p-29f : 0.0f); /* safe */
-    a.src[2 + 8 * l] = gs_f32_to_bf16_rn(l == 0 ? 1.5f : l == 1 ? 0x1.8p-30f : 0.0f); /* unsafe: 2^-30 */
+    a.src[0 + 8 * l] = gs_f32_to_bf16_rn(l == 0 ? 1.0f : 0.5f); /* row 0: exact */
+    /* row 1: 0x1.fep-32 scales to 0x1.fep-17, its lowest bit at 2^-24: exact */
+    a.src[1 + 8 * l] = gs_f32_to_bf16_rn(l == 0 ? 1.0f : l == 1 ? 0x1.fep-32f : 0.0f);
+    /* row 2: 0x1.02p-33 scales to 0x1.02p-18, a bit at 2^-25: lossy */
+    a.src[2 + 8 * l] = gs_f32_to_bf16_rn(l == 0 ? 1.5f : l == 1 ? 0x1.02p-33f : 0.0f);
     a.src[3 + 8 * l] = l == 2 ? 0x7f80 : gs_f32_to_bf16_rn(3.0f);  /* +Inf */
     a.src[4 + 8 * l] = l == 5 ? 0xff80 : 0;                        /* -Inf and zeros: amax 0 */
     a.src[5 + 8 * l] = l == 3 ? 0x7fc1 : gs_f32_to_bf16_rn(-2.0f); /* NaN */
-    a.src[6 + 8 * l] = 0x0001;                                       /* bf16 subnormals only: safe */
-    a.src[7 + 8 * l] = gs_f32_to_bf16_rn(l == 0 ? 0x1p127f : 0x1p-100f); /* unsafe */
+    a.src[6 + 8 * l] = 0x0001;                                       /* bf16 subnormals only: exact */
+    a.src[7 + 8 * l] = gs_f32_to_bf16_rn(l == 0 ? 0x1p127f : 0x1p-100f); /* lossy */
   }
   for (int i = 0; i < 24; i++) b.src[i] = i % 3 == 0 ? 0x7f80 : i % 3 == 1 ? 0xffc0 : 0x8000;
   gs_fp16_record *rec = dev_alloc(sizeof *rec);
   const fp16_launch l = on75();
   const fp16_operand oa = opnd_arg(&a), ob = opnd_arg(&b);
   assert_int_equal(fp16_scale_operands(&l, &oa, &ob, rec), CUDA_SUCCESS);
-  static const int want_unsafe[8] = {0, 0, 1, 1, 1, 1, 0, 1};
-  for (int i = 0; i < 8; i++) assert_int_equal(!!(a.info[i] & GS_FP16_UNSAFE), want_unsafe[i]);
+  const uint32_t N = GS_FP16_NONFINITE, L = GS_FP16_LOSSY;
+  static const uint32_t want_flags[8] = {0, 0, GS_FP16_LOSSY, GS_FP16_NONFINITE, GS_FP16_NONFINITE,
+                                         GS_FP16_NONFINITE, 0, GS_FP16_LOSSY};
+  for (int i = 0; i < 8; i++) assert_int_equal(a.info[i] & (N | L), want_flags[i]);
   assert_int_equal(a.info[4] & GS_FP16_AMAX_BITS, 0);
   assert_int_equal(a.dst[3 + 8 * 2], 0x7c00); /* Inf stays Inf */
   assert_int_equal(a.dst[4 + 8 * 5], 0xfc00);
   assert_true((a.dst[5 + 8 * 3] & 0x7fff) > 0x7c00);
+  assert_int_equal(a.dst[1 + 8 * 1], ref_f16(0x1.fep-17)); /* exact: 0x1.fep-17 */
+  assert_true(ref_f16_value(a.dst[1 + 8 * 1]) == 0x1.fep-17);
   assert_int_equal(opnd_check(&a, "A"), 5);
   assert_int_equal(opnd_check(&b, "B"), 4);
-  for (int j = 0; j < 4; j++) assert_int_equal(b.info[j], GS_FP16_UNSAFE);
+  for (int j = 0; j < 4; j++) assert_int_equal(b.info[j], GS_FP16_NONFINITE);
   opnd_free(&a);
   opnd_free(&b);
   dev_free(rec);
 }
 
 /* Normal data flag nothing: standard normal values (Box-Muller), rounded
- * to bf16. A line is flagged only by a nonzero value 2^29 below its
- * largest: for N(0,1) that needs |x| < ~4 * 2^-29 ~ 7.5e-9, probability
- * 2 * 7.5e-9 / sqrt(2 pi) ~ 6e-9 per value, so A's 256 rows of 1024 and
- * B's 64 columns of 1024 (3.3e5 values) flag one with probability ~2e-3;
+ * to bf16. A line is flagged only by a nonzero value more than 2^32 below
+ * its largest: for N(0,1) that needs |x| < ~4 * 2^-32 ~ 9.3e-10,
+ * probability 2 * 9.3e-10 / sqrt(2 pi) ~ 7.4e-10 per value, so A's 256
+ * rows of 1024 and B's 64 columns of 1024 (3.3e5 values) flag one with
+ * probability ~2.5e-4;
  * the test draws fixed data (its own seed) so it cannot flake. */
 static void test_gaussian_flags_nothing(void **state) {
   (void)state;
@@ -384,25 +410,25 @@ static void test_gaussian_flags_nothing(void **state) {
 /* ---- the output kernel ------------------------------------------------------------- */
 static float ref_relu(float v) { return v > 0.0f ? v : 0.0f; }
 
-/* A word: amax 2^e (bf16 bits), unsafe or not. */
-static uint32_t word_of(int e, int unsafe) {
-  return (gs_f32_bits(ldexpf(1.0f, e)) >> 16) | (unsafe ? GS_FP16_UNSAFE : 0u);
-}
+/* A word: amax 2^e (bf16 bits) and flags. */
+static uint32_t word_of(int e, uint32_t flags) { return (gs_f32_bits(ldexpf(1.0f, e)) >> 16) | flags; }
 
 static int word_shift(uint32_t w) {
   return (w & GS_FP16_AMAX_BITS) ? ref_shift(gs_bf16_to_f32((uint16_t)(w & GS_FP16_AMAX_BITS))) : 0;
 }
 
 /* exps: where the rows' and columns' amax exponents lie (their sum sets
- * the unscale: normal powers of two, and past them either way). Rows 1 and
- * columns 2 unsafe; row 3 and column 4 at 2^127 and 2^1, whose k products
- * could pass FLT_MAX: recomputed. */
+ * the unscale: normal powers of two, and past them either way). Row 1
+ * non-finite (it holds an Inf); row 5 and column 2 lossy, recomputed where
+ * |T| < 2^(3 + 17) (k = 5), T drawn from +-2^21 so that both ways occur;
+ * row 3 and column 4 at 2^127 and 2^1, whose k products could pass
+ * FLT_MAX: recomputed. */
 static void output_case(int c_elem_type, int d_type, int epilogue, int exp_base, int device, float alpha,
                         float beta, int array) {
   const int64_t m = 19, n = 11, k = 5, batch = 3, ldc = 23, ldd = ldc;
   const int64_t sc = ldc * n + 5;
   float *t = dev_alloc((size_t)(m * n * batch * 4));
-  for (int64_t i = 0; i < m * n * batch; i++) t[i] = (float)((rng_unit() * 2 - 1) * ldexp(1.0, 20));
+  for (int64_t i = 0; i < m * n * batch; i++) t[i] = (float)((rng_unit() * 2 - 1) * ldexp(1.0, 21));
   t[7] = INFINITY;
   t[8] = NAN;
   /* The bf16 operands the recomputation reads: A m x k (rows are lines),
@@ -410,8 +436,9 @@ static void output_case(int c_elem_type, int d_type, int epilogue, int exp_base,
   opnd a, b;
   opnd_make(&a, m, k, m, 1, 0, 1, 1.0);
   opnd_make(&b, k, n, k, 1, 0, 0, 1.0);
-  for (int64_t i = 0; i < m; i++) a.info[i] = word_of(exp_base + (int)(i % 7) - 3, i == 1);
-  for (int64_t j = 0; j < n; j++) b.info[j] = word_of(exp_base / 2 + (int)(j % 5) - 2, j == 2);
+  for (int64_t i = 0; i < m; i++)
+    a.info[i] = word_of(exp_base + (int)(i % 7) - 3, i == 1 ? GS_FP16_NONFINITE : i == 5 ? GS_FP16_LOSSY : 0);
+  for (int64_t j = 0; j < n; j++) b.info[j] = word_of(exp_base / 2 + (int)(j % 5) - 2, j == 2 ? GS_FP16_LOSSY : 0);
   for (int64_t l = 0; l < k; l++) {
     a.src[3 + l * m] = gs_f32_to_bf16_rn(l % 2 ? 0x1p127f : -0x1p127f);
     b.src[l + 4 * k] = gs_f32_to_bf16_rn(2.0f);
@@ -458,7 +485,9 @@ static void output_case(int c_elem_type, int d_type, int epilogue, int exp_base,
         float p;
         const int ea = (int)((wa >> 7) & 0xff) - 127, eb = (int)((wb >> 7) & 0xff) - 127;
         /* k = 5: ceil(log2 k) = 3; k products below 2^(ea+1) 2^(eb+1) each. */
-        if ((wa | wb) & GS_FP16_UNSAFE || ea + eb + 2 + 3 > 127) {
+        const float tt = t[(bb * n + j) * m + i];
+        if ((wa | wb) & GS_FP16_NONFINITE || ea + eb + 2 + 3 > 127 ||
+            ((wa | wb) & GS_FP16_LOSSY && !(fabs((double)tt) >= 0x1p20))) {
           p = 0.0f;
           for (int64_t q = 0; q < k; q++) {
             float prod = gs_bf16_to_f32(a.src[i + q * m]) * gs_bf16_to_f32(b.src[q + j * k]);

@@ -769,7 +769,9 @@ static void test_memset_failure_retries(void **state) {
   make_call(&c, ctx, H, NTOK, H, CUBLAS_OP_T, CUBLAS_OP_N, 0x76000000, 0x77000000, 0x78000000);
   fp8_use u;
   gs_fault_arm(GS_SYS_cuMemsetD8Async, 1, 0);
-  assert_string_equal(fp8_site_acquire(&c, 0, &u), "could not initialise the site's fp8 rings (memset failed)");
+  /* CUDA_ERROR_UNKNOWN (999): cuMemsetD8Async's fault value (sys.h). */
+  assert_string_equal(fp8_site_acquire(&c, 0, &u),
+                      "could not initialise the site's fp8 rings (cuMemsetD8Async failed, CUresult 999)");
   assert_int_equal(c.site_flags, GS_SITE_NEW); /* the site exists, its rings are not set up */
   c.site_flags = 0;
   assert_null(fp8_site_acquire(&c, 0, &u));

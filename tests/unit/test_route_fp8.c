@@ -140,6 +140,9 @@ static int setup(void **state) {
 
 static int test_setup(void **state) {
   gs_fault_clear();
+  /* The tests written for delayed scaling keep it; the current recipe's
+   * have their own setup. */
+  gs_opt.fp8_recipe = GS_FP8_RECIPE_DELAYED;
   gs_opt.fp8_format = GS_FP8_FORMAT_E4M3;
   gs_opt.fp8_backend = GS_FP8_BACKEND_AUTO;
   gs_opt.fp8_max_bytes = 1u << 30;
@@ -366,6 +369,7 @@ static int gemm_run(gemm *x) {
   c->site = 0;
   c->site_flags = 0;
   c->evicted_site = 0;
+  c->recipe = 0;
   c->reason[0] = 0;
   c->backend = NULL;
   c->decided = GS_ROUTE_FP8;
@@ -436,8 +440,8 @@ static void assert_log_lacks(const gs_call *c, const char *what) {
 
 typedef struct result_case {
   problem p;
-  const char *backend_90;  /* expected on 9.0; 6.1 always runs "own" */
-  const char *reason_90;   /* the reason's tail on 9.0 */
+  const char *backend_90;  /* expected on 9.0, NULL: runs native; 6.1 always runs "own" */
+  const char *reason_90;   /* the reason on 9.0 */
 } result_case;
 
 static const result_case result_cases[] = {
@@ -448,24 +452,24 @@ static const result_case result_cases[] = {
      * forwarded for cuBLAS's NOT_SUPPORTED (tests/integration/test_arguments.py). */
     {{0, GS_API_GEMM_EX, N_, N_, 40, 24, 64, 1, F32, F32, CUBLAS_COMPUTE_32F_FAST_16F, 0, -1, 0.5f, 0.0f, 0, 2},
      "cublaslt-fp8", "fp8 e4m3 x e4m3; first call: scales from its own amax"},
-    {{0, GS_API_GEMM_EX_64, N_, T_, 33, 17, 48, 1, BF16, BF16, C32F, 0, -1, 1.0f, 0.0f, 0, 3}, "own",
-     "fp8 e4m3 x e4m3; first call: scales from its own amax; own kernel: C or D is not 16-byte aligned (cuBLASLt "
-     "fp8)"},
+    /* Shapes cuBLASLt's fp8 GEMM refuses run native on sm_89+, where the
+     * own kernel would be slower than native bf16. */
+    {{0, GS_API_GEMM_EX_64, N_, T_, 33, 17, 48, 1, BF16, BF16, C32F, 0, -1, 1.0f, 0.0f, 0, 3}, NULL,
+     "fp8 declined: C or D is not 16-byte aligned (cuBLASLt fp8); the own fp8 kernel is slower than native bf16 on sm_89+; ran native"},
     {{0, GS_API_GEMM_STRIDED_BATCHED_EX, T_, T_, 32, 40, 80, 3, BF16, BF16, C32F, 0, -1, 1.0f, 0.5f, 1, 4},
      "cublaslt-fp8", "fp8 e4m3 x e4m3; first call: scales from its own amax"},
     {{0, GS_API_GEMM_STRIDED_BATCHED_EX_64, N_, N_, 24, 16, 32, 2, F32, F32, C32F, 0, -1, 1.0f, 0.0f, 0, 5},
      "cublaslt-fp8", "fp8 e4m3 x e4m3; first call: scales from its own amax"},
-    {{0, GS_API_GEMM_EX, T_, N_, 64, 48, 40, 1, BF16, BF16, C32F, 0, -1, 1.0f, 0.0f, 0, 6}, "own",
-     "fp8 e4m3 x e4m3; first call: scales from its own amax; own kernel: k is not a multiple of 16 (cuBLASLt fp8 "
-     "leading dimensions)"},
+    {{0, GS_API_GEMM_EX, T_, N_, 64, 48, 40, 1, BF16, BF16, C32F, 0, -1, 1.0f, 0.0f, 0, 6}, NULL,
+     "fp8 declined: k is not a multiple of 16 (cuBLASLt fp8 leading dimensions); the own fp8 kernel is slower than native bf16 on sm_89+; ran native"},
     {{0, GS_API_LT_MATMUL, T_, N_, 64, 32, 64, 1, BF16, BF16, C32F, CUBLASLT_EPILOGUE_BIAS, BF16, 1.0f, 0.0f, 0, 7},
      "cublaslt-fp8", "fp8 e4m3 x e4m3; first call: scales from its own amax"},
     {{0, GS_API_LT_MATMUL, N_, N_, 48, 32, 64, 1, F16, F16, C32F, CUBLASLT_EPILOGUE_GELU_BIAS, F16, 1.0f, 0.0f, 1, 8},
      "cublaslt-fp8", "fp8 e4m3 x e4m3; first call: scales from its own amax"},
     /* An fp32 bias on an fp32 D: D's type, as cuBLASLt requires outside fp8
-     * inputs; its fp8 GEMM wants bf16 there, so the own kernel runs. */
+     * inputs; its fp8 GEMM wants bf16 there, so the call runs native. */
     {{0, GS_API_LT_MATMUL, T_, N_, 32, 32, 32, 1, BF16, F32, C32F, CUBLASLT_EPILOGUE_RELU_BIAS, F32, 1.0f, 0.0f, 0, 9},
-     "own", "fp8 e4m3 x e4m3; first call: scales from its own amax; own kernel: bias type is not cuBLASLt's fp8 bias type"},
+     NULL, "fp8 declined: bias type is not cuBLASLt's fp8 bias type; the own fp8 kernel is slower than native bf16 on sm_89+; ran native"},
     {{0, GS_API_LT_MATMUL, T_, N_, 32, 16, 48, 1, BF16, F32, C32F, CUBLASLT_EPILOGUE_RELU, -1, 1.0f, 0.0f, 0, 10},
      "cublaslt-fp8", "fp8 e4m3 x e4m3; first call: scales from its own amax"},
     /* Batched Lt, layouts agreeing on the batch count, beta read. */
@@ -481,7 +485,15 @@ static void test_results(void **state) {
       p.tag += 16 * dev;
       gemm x;
       gemm_make(&x, &p, 1.0);
-      gemm_run(&x);
+      int status = gemm_run(&x);
+      if (dev == DEV_90 && !result_cases[i].backend_90) {
+        assert_int_equal(status, GS_DECLINED);
+        assert_int_equal(x.c.route, GS_ROUTE_NATIVE);
+        assert_string_equal(x.c.reason, result_cases[i].reason_90);
+        assert_true(untouched(&x));
+        gemm_free(&x);
+        continue;
+      }
       const char *backend = dev == DEV_90 ? result_cases[i].backend_90 : "own";
       char reason[GS_REASON_MAX];
       if (dev == DEV_90)
@@ -568,19 +580,86 @@ static void test_delayed_scaling(void **state) {
 }
 
 /* ---- formats and backends ------------------------------------------------------------------- */
+/* cuBLASLt's fp8 GEMM has no E5M2 x E5M2 (cuBLAS documentation, the fp8
+ * type combinations of cublasLtMatmul): native on sm_89+, where the own
+ * kernel would lose to native bf16; the own kernel below sm_89. */
 static void test_e5m2_runs_own_kernel(void **state) {
   gs_opt.fp8_format = GS_FP8_FORMAT_E5M2;
   problem p = {DEV_90, GS_API_GEMM_EX, T_, N_, 64, 48, 64, 1, BF16, BF16, C32F, 0, -1, 1.0f, 0.0f, 0, 60};
   gemm x;
   gemm_make(&x, &p, 1.0);
+  assert_int_equal(gemm_run(&x), GS_DECLINED);
+  assert_int_equal(x.c.route, GS_ROUTE_NATIVE);
+  assert_string_equal(x.c.reason, "fp8 declined: cuBLASLt fp8 has no E5M2 x E5M2; the own fp8 kernel is slower than "
+                                  "native bf16 on sm_89+; ran native");
+  assert_true(untouched(&x));
+  gemm_free(&x);
+  p.dev = DEV_61;
+  p.tag = 62;
+  gemm_make(&x, &p, 1.0);
   assert_int_equal(gemm_run(&x), CUBLAS_STATUS_SUCCESS);
   assert_string_equal(x.c.backend, "own");
   assert_string_equal(x.c.reason, "fp8 e5m2 x e5m2; first call: scales from its own amax; own kernel: cuBLASLt fp8 "
-                                  "has no E5M2 x E5M2");
+                                  "needs sm_89 or newer");
   if (x.sqnr < 18.0) fail_msg("E5M2: %.2f dB", x.sqnr);
   fp8_use u = peek_site(&x);
   assert_int_equal(u.ring[0]->fmt, GS_FP8_E5M2);
   assert_close_rel(u.ring[0]->scale[0], amax_of(x.A, BF16, x.a_len) / 57344.0, 1e-6);
+  gemm_free(&x);
+}
+
+/* ---- recipes ----------------------------------------------------------------------------- */
+/* cublasLt.h: CUBLASLT_VERSION is major * 10000 + minor * 100 + patch;
+ * 120804 is cuBLAS 12.8 update 4's, the stand-in's cuBLAS 12. */
+static size_t lt_version_12_8(void) { return 120804; }
+
+/* The block recipe needs cuBLAS 12.9 (the cuBLAS documentation's narrow
+ * precision section: VEC128_32F and BLK128x128_32F from 12.9 on sm_90),
+ * asked of the loaded cuBLASLt at run time through the call table; an
+ * older one, or a failed query, falls back to current with the reason. */
+static void test_block_checks_the_loaded_cublas_version(void **state) {
+  gs_opt.fp8_recipe = GS_FP8_RECIPE_BLOCK;
+  size_t (*real)(void) = gs_sys.cublasLtGetVersion;
+  assert_non_null(real);
+  assert_int_equal(real(), 130100); /* the stand-in's cuBLAS 13.1 */
+  problem p = {DEV_90, GS_API_GEMM_EX, T_, N_, 64, 48, 64, 1, BF16, BF16, C32F, 0, -1, 1.0f, 0.0f, 0, 70};
+  gemm x;
+  gemm_make(&x, &p, 1.0);
+  gs_sys.cublasLtGetVersion = lt_version_12_8;
+  assert_int_equal(gemm_run(&x), CUBLAS_STATUS_SUCCESS);
+  gs_sys.cublasLtGetVersion = real;
+  assert_int_equal(x.c.recipe, GS_FP8_RECIPE_CURRENT);
+  assert_string_equal(x.c.reason, "fp8 e4m3 x e4m3; recipe current instead: block needs cuBLAS 12.9 or newer, the "
+                                  "loaded cuBLASLt is 12.8.4");
+  assert_true(x.sqnr >= 25.0);
+  gs_fault_arm(GS_SYS_cublasLtGetVersion, 1, 1);
+  assert_int_equal(gemm_run(&x), CUBLAS_STATUS_SUCCESS);
+  gs_fault_clear();
+  assert_string_equal(x.c.reason, "fp8 e4m3 x e4m3; recipe current instead: block needs cuBLAS 12.9 or newer, and "
+                                  "cublasLtGetVersion returned 0");
+  assert_true(x.sqnr >= 25.0);
+  gemm_free(&x);
+}
+
+/* Current scaling on the first call: the step is this call's amax over
+ * E4M3's 448 (TransformerEngine, recipe_common.cuh: scale = fp8_max /
+ * amax; the step is its inverse), no site, no history. */
+static void test_current_first_call(void **state) {
+  gs_opt.fp8_recipe = GS_FP8_RECIPE_CURRENT;
+  problem p = {DEV_90, GS_API_GEMM_EX, T_, N_, 64, 48, 64, 1, BF16, BF16, C32F, 0, -1, 1.0f, 0.0f, 0, 71};
+  gemm x;
+  gemm_make(&x, &p, 3.0);
+  assert_int_equal(gemm_run(&x), CUBLAS_STATUS_SUCCESS);
+  assert_int_equal(x.c.recipe, GS_FP8_RECIPE_CURRENT);
+  assert_string_equal(x.c.backend, "cublaslt-fp8");
+  assert_string_equal(x.c.reason, "fp8 e4m3 x e4m3");
+  assert_true(x.c.site_flags == 0);
+  if (x.sqnr < 25.0) fail_msg("current, first call: %.2f dB", x.sqnr);
+  /* All zeros: amax 0 keeps the step at 1 (TE: scale 1), output zeros. */
+  memset(x.A, 0, x.a_len * 2);
+  assert_int_equal(gemm_run(&x), CUBLAS_STATUS_SUCCESS);
+  for (int64_t j = 0; j < p.n; j++)
+    for (int64_t i = 0; i < p.m; i++) assert_true(get(x.C, BF16, i + j * x.ldc) == 0.0);
   gemm_free(&x);
 }
 
@@ -1195,7 +1274,9 @@ static void test_transient_alloc_failure(void **state) {
   expect_decline(&x, "fp8 declined: cuMemAllocFromPoolAsync: out of device memory, after the pool gave back what "
                  "it held unused; ran native");
   gs_fault_arm(GS_SYS_cuMemAllocFromPoolAsync, 0, 0);
-  assert_true(x.c.site != 0); /* the site exists; its first real call measures */
+  /* Memory comes before the recipe's state: no site was made, so the next
+   * call is the site's first and measures. */
+  assert_true(x.c.site == 0);
   fill(&x, 1.0);
   assert_int_equal(gemm_run(&x), CUBLAS_STATUS_SUCCESS);
   assert_true(strstr(x.c.reason, "first call") != NULL);
@@ -1264,6 +1345,8 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_site_stable_and_logged, test_setup, test_teardown),
       cmocka_unit_test_setup_teardown(test_delayed_scaling, test_setup, test_teardown),
       cmocka_unit_test_setup_teardown(test_e5m2_runs_own_kernel, test_setup, test_teardown),
+      cmocka_unit_test_setup_teardown(test_block_checks_the_loaded_cublas_version, test_setup, test_teardown),
+      cmocka_unit_test_setup_teardown(test_current_first_call, test_setup, test_teardown),
       cmocka_unit_test_setup_teardown(test_backend_own_option, test_setup, test_teardown),
       cmocka_unit_test_setup_teardown(test_backend_own_mma_option, test_setup, test_teardown),
       cmocka_unit_test_setup_teardown(test_lt_failure_falls_back, test_setup, test_teardown),

@@ -82,7 +82,7 @@ FIELD_TYPES = {
     **dict.fromkeys(("t_ns", "dur_ns", "gpu_ns", "gpu_ns_kernels", "native_gpu_ns", "gpu_t_ns"), _NUM),
     **dict.fromkeys(("api", "route", "decided", "reason", "status_name", "site", "stream", "transa", "transb",
                      "a_type", "b_type", "c_type", "d_type", "compute_type", "scale_type", "epilogue",
-                     "bias_type", "pointer_mode", "site_event", "evicted_site", "gpu_skipped"), _STR),
+                     "bias_type", "pointer_mode", "site_event", "evicted_site", "gpu_skipped", "recipe"), _STR),
     **dict.fromkeys(("backend", "sm"), _STR_OR_NULL),
 }
 _JSON_KIND = {type(None): "null", bool: "true or false", int: "a number", float: "a number", str: "a string",
