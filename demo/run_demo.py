@@ -72,9 +72,9 @@ def run_one(args, build, gpu, cc, mode, log):
         "STANDIN_KERNELS": str(build / "kernels" / "libgemmshim_kernels_host.so"),
         "GEMMSHIM_MODE": mode,
         "GEMMSHIM_LOG": str(log),
-        # The demo's GEMMs are small (a few MFLOP); at the default threshold
-        # (2^28 flops) the ffma route would leave them all native.
-        "GEMMSHIM_FFMA_MIN_FLOPS": "0",
+        # The demo's GEMMs are small (a few MFLOP): the routes' cost model
+        # (docs/cost-model.md) would leave them all native.
+        "GEMMSHIM_GATE": "off",
         # The profiling pipeline (docs/profiling.md): GPU time per call and
         # native runs of the routed GEMMs to compare with.
         "GEMMSHIM_LOG_GPU_TIME": "1",
@@ -136,7 +136,7 @@ def main(argv=None):
     print("stand-in of the CUDA libraries (tests/standin): no GPU is used, the devices are emulated.")
     print("  forward:  cublasGemmStridedBatchedEx (grouped layer), cublasLtMatmul with a bias epilogue")
     print("  backward: cublasGemmEx (grad-input, grad-weight), cublasGemmStridedBatchedEx (grad-weight)")
-    print("  GEMMSHIM_FFMA_MIN_FLOPS=0, since the demo's GEMMs are far below the default threshold")
+    print("  GEMMSHIM_GATE=off, since the demo's GEMMs are far too small for a route to pay")
     print("The stand-in computes a native bf16 GEMM and the ffma route's fp32 GEMM alike (exact products,")
     print("fp32 accumulation in k order, one rounding), so their losses agree to the bit here.")
     print("stand-in times (CPU emulation): they check the machinery, not GPU speed. Every time and")

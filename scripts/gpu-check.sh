@@ -104,7 +104,7 @@ TRAIN_ARGS=(--steps 40 --warmup 5 --layers 4 --d-model 512 --heads 8 --seq 256 -
 FP8_REQUIRED_APIS=(cublasGemmEx cublasGemmEx_64 cublasGemmStridedBatchedEx cublasGemmStridedBatchedEx_64 cublasLtMatmul)
 ALL_APIS=(cublasGemmEx cublasGemmEx_64 cublasGemmStridedBatchedEx cublasGemmStridedBatchedEx_64
   cublasGemmBatchedEx cublasGemmBatchedEx_64 cublasLtMatmul)
-FP16_ENV=(GEMMSHIM_MODE=fp16 GEMMSHIM_FP16_MIN_FLOPS=0 GEMMSHIM_FP16_MAX_BYTES=8G)
+FP16_ENV=(GEMMSHIM_MODE=fp16 GEMMSHIM_GATE=off GEMMSHIM_FP16_MAX_BYTES=8G)
 
 # ---- bookkeeping ----------------------------------------------------------
 FAILED=0
@@ -368,7 +368,7 @@ step_correctness() {
         local -a senv
         mapfile -t senv < <(shim_env "$name")
         senv+=("GEMMSHIM_MODE=$mode")
-        [ "$mode" = ffma ] && senv+=(GEMMSHIM_FFMA_MIN_FLOPS=0)
+        [ "$mode" = ffma ] && senv+=(GEMMSHIM_GATE=off)
         run_step "$name" 90 env "${penv[@]}" "${senv[@]}" "${args[@]}"
         if [ "$mode" = native ]; then
           routes_step "$name" --expect '*=native'
@@ -393,7 +393,7 @@ step_correctness() {
   routes_step route-native --expect '*=native'
 
   mapfile -t renv < <(shim_env route-ffma)
-  run_step route-ffma 120 env "${penv[@]}" "${renv[@]}" GEMMSHIM_MODE=ffma GEMMSHIM_FFMA_MIN_FLOPS=0 \
+  run_step route-ffma 120 env "${penv[@]}" "${renv[@]}" GEMMSHIM_MODE=ffma GEMMSHIM_GATE=off \
     "$GPU_BIN/route_check" --set=aligned,odd --tol=exact
   routes_step route-ffma --expect '*=ffma'
 
@@ -436,7 +436,7 @@ step_memcheck() {
     # The shim is preloaded into the sanitizer's launcher too (harmless: it
     # makes no GEMM there); the routing log proves it ran in the target.
     mapfile -t renv < <(shim_env memcheck-ffma)
-    run_step memcheck-ffma 150 env "${penv[@]}" "${renv[@]}" GEMMSHIM_MODE=ffma GEMMSHIM_FFMA_MIN_FLOPS=0 \
+    run_step memcheck-ffma 150 env "${penv[@]}" "${renv[@]}" GEMMSHIM_MODE=ffma GEMMSHIM_GATE=off \
       "${san[@]}" "$INTEG/client_linked_cu13" --invalid=0
     routes_step memcheck-ffma --expect-some cublasGemmEx=ffma --expect-some cublasLtMatmul=ffma
     mapfile -t renv < <(shim_env memcheck-fp8)
@@ -470,7 +470,7 @@ step_benchmarks() {
     shapes=$FFMA_SHAPES
     [ "$pair" = ffma-sgemm ] && shapes=$SGEMM_SHAPES
     mapfile -t benv < <(shim_env "$name")
-    run_step "$name" 120 env "${penv[@]}" "${benv[@]}" GEMMSHIM_POLICY="$pol" GEMMSHIM_FFMA_MIN_FLOPS=0 GEMMSHIM_FFMA_MAX_BYTES=8G \
+    run_step "$name" 120 env "${penv[@]}" "${benv[@]}" GEMMSHIM_POLICY="$pol" GEMMSHIM_GATE=off GEMMSHIM_FFMA_MAX_BYTES=8G \
       "$GPU_BIN/gemm_bench" --pair=$pair --shapes=$shapes "${BENCH_TIMING[@]}" --trace --max-seconds=100 \
       --json="$RESULTS/bench/$name.jsonl"
     routes_step "$name" --expect cublasGemmEx=ffma --expect cublasGemmEx_64=native \
@@ -493,7 +493,7 @@ step_benchmarks() {
     pol=$(policy_file fp16)
     name=bench-fp16-bf16
     mapfile -t benv < <(shim_env "$name")
-    run_step "$name" 120 env "${penv[@]}" "${benv[@]}" GEMMSHIM_POLICY="$pol" GEMMSHIM_FP16_MIN_FLOPS=0 \
+    run_step "$name" 120 env "${penv[@]}" "${benv[@]}" GEMMSHIM_POLICY="$pol" GEMMSHIM_GATE=off \
       GEMMSHIM_FP16_MAX_BYTES=8G "$GPU_BIN/gemm_bench" --pair=fp16-bf16 --shapes=$FFMA_SHAPES "${BENCH_TIMING[@]}" \
       --trace --max-seconds=100 --json="$RESULTS/bench/$name.jsonl"
     routes_step "$name" --expect cublasGemmEx=fp16 --expect cublasGemmEx_64=native \
@@ -524,8 +524,8 @@ step_training() {
     extra=()
     case $run in
       native) mode=native ;;
-      ffma) mode=ffma; tenv+=(GEMMSHIM_FFMA_MIN_FLOPS=0) ;;
-      fp16) mode=fp16; tenv+=(GEMMSHIM_FP16_MIN_FLOPS=0) ;;
+      ffma) mode=ffma; tenv+=(GEMMSHIM_GATE=off) ;;
+      fp16) mode=fp16; tenv+=(GEMMSHIM_GATE=off) ;;
       fp8) mode=fp8 ;;
       fp32) mode=native; extra=(--no-autocast) ;;
     esac
@@ -554,7 +554,7 @@ step_profile() {
     local -a tenv
     mapfile -t tenv < <(shim_env "profile-$run")
     mode=$run
-    [ "$run" = ffma ] && tenv+=(GEMMSHIM_FFMA_MIN_FLOPS=0)
+    [ "$run" = ffma ] && tenv+=(GEMMSHIM_GATE=off)
     run_step "profile-$run" 120 env "${tenv[@]}" GEMMSHIM_MODE=$mode GEMMSHIM_LOG_GPU_TIME=1 GEMMSHIM_COMPARE=1 \
       GEMMSHIM_COMPARE_EVERY=10 "$PYTHON" scripts/train.py "${TRAIN_ARGS[@]}" --summary "$RESULTS/profile/$run.train.json"
     run_step "profile-$run:report" 60 env PYTHONPATH="$ROOT/python" "$PYTHON" -m gemmshim.report \

@@ -157,12 +157,12 @@ def hot_path(sass):
 ROUTES = [
     # (name, STANDIN_CC, environment)
     ("native (sm_61)", "6.1", {"GEMMSHIM_MODE": "native"}),
-    ("ffma (sm_61)", "6.1", {"GEMMSHIM_MODE": "ffma", "GEMMSHIM_FFMA_MIN_FLOPS": "0"}),
+    ("ffma (sm_61)", "6.1", {"GEMMSHIM_MODE": "ffma", "GEMMSHIM_GATE": "off"}),
     ("native (sm_90)", "9.0", {"GEMMSHIM_MODE": "native"}),
     ("fp8, own GEMM (sm_90)", "9.0", {"GEMMSHIM_MODE": "fp8", "GEMMSHIM_FP8_BACKEND": "own"}),
     ("fp8, cuBLASLt (sm_90)", "9.0", {"GEMMSHIM_MODE": "fp8", "GEMMSHIM_FP8_BACKEND": "cublaslt"}),
     ("native (sm_75)", "7.5", {"GEMMSHIM_MODE": "native"}),
-    ("fp16 (sm_75)", "7.5", {"GEMMSHIM_MODE": "fp16", "GEMMSHIM_FP16_MIN_FLOPS": "0"}),
+    ("fp16 (sm_75)", "7.5", {"GEMMSHIM_MODE": "fp16", "GEMMSHIM_GATE": "off"}),
 ]
 CALLS_LO, CALLS_HI = 2, 3
 SHAPE = (256, 256, 256)
@@ -260,6 +260,18 @@ def fp16_estimates(w, launch):
     w("")
     w("These speeds hold on sm_70-sm_75 only: on newer GPUs (where GEMMSHIM_MODE=fp16 can force the route for "
       "a check) native bf16 runs on bf16 tensor cores at the fp16 rate, and the route only adds its passes.\n")
+
+COST_INTRO = (
+    '`shim/routes/cost.c` decides, call by call, whether the ffma and fp16 routes take a GEMM: they do '
+    'where the estimated speedup over native is above 1 (docs/cost-model.md: the rate table with its '
+    "sources, the bytes each route's kernels move, the launch gap). The table below is that code's "
+    'arithmetic for the GPUs the CPU stand-in emulates (their SM counts, clocks and memory figures as '
+    'cuDeviceGetAttribute reports them), bf16 A, B and D, beta 0: the GEMM rates are those of the '
+    "reference parts scaled by SMs x clock, so a GTX 1080's come from a GTX 1080 Ti's measurement, not "
+    "from the GTX 1080 figure above. The fp8 rows are the same model's estimate for the fp8 route, which "
+    'does not consult the gate yet. `build/tests/unit/test_cost` checks this table against the model; all'
+    ' figures are estimates, none measured.\n'
+)
 
 
 def main():
@@ -468,6 +480,11 @@ def main():
                rows))
     w("")
     fp16_estimates(w, launch)
+    w("### The routes' gate\n")
+    w(COST_INTRO)
+    table = subprocess.run([str(Path(a.build) / "tests" / "unit" / "test_cost"), "--table"], check=True,
+                           capture_output=True, text=True).stdout
+    w(table)
     w("The estimates take the kernels at the bandwidth figure above, which the launch geometry is built for "
       "(every launched thread has work; two vector loads in flight a thread) but which only a GPU run can "
       "confirm: `scripts/gpu-check.sh` measures these rows where a GPU is available.\n")

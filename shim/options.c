@@ -25,6 +25,7 @@
 /* Defaults hold before the constructor runs: dlsym can be called earlier. */
 gs_options gs_opt = {
     .mode = GS_MODE_AUTO,
+    .gate = 1,
     .dlsym_hook = 1,
 };
 policy_table gs_policy;
@@ -76,8 +77,12 @@ static const opt_def options[] = {
     {"GEMMSHIM_FFMA_MAX_BYTES", OPT_SIZE, "1G",
      "most transient device memory one ffma call may take; a call needing more runs native",
      &gs_opt.ffma_max_bytes, NULL, 0, UINT64_MAX},
-    {"GEMMSHIM_FFMA_MIN_FLOPS", OPT_U64, "268435456",
-     "GEMMs of fewer flops (2*m*n*k*batch) stay native on the ffma route: the casts would cost more than they save",
+    {"GEMMSHIM_GATE", OPT_BOOL, "1",
+     "1: the ffma and fp16 routes take a GEMM only where their cost model estimates them faster than native on this "
+     "GPU (docs/cost-model.md); 0: wherever they apply, whatever the estimate",
+     &gs_opt.gate, NULL, 0, 1},
+    {"GEMMSHIM_FFMA_MIN_FLOPS", OPT_U64, "0",
+     "GEMMs of fewer flops (2*m*n*k*batch) stay native on the ffma route, whatever GEMMSHIM_GATE says; 0: no bound",
      &gs_opt.ffma_min_flops, NULL, 0, UINT64_MAX},
     {"GEMMSHIM_FP8_FORMAT", OPT_ENUM, "e4m3",
      "fp8 format: e4m3, e5m2, or hybrid (E5M2 for operands detected as gradients)", &gs_opt.fp8_format,
@@ -104,8 +109,8 @@ static const opt_def options[] = {
     {"GEMMSHIM_FP16_MAX_BYTES", OPT_SIZE, "1G",
      "most transient device memory one fp16 call may take; a call needing more runs native",
      &gs_opt.fp16_max_bytes, NULL, 0, UINT64_MAX},
-    {"GEMMSHIM_FP16_MIN_FLOPS", OPT_U64, "268435456",
-     "GEMMs of fewer flops (2*m*n*k*batch) stay native on the fp16 route: its passes would cost more than they save",
+    {"GEMMSHIM_FP16_MIN_FLOPS", OPT_U64, "0",
+     "GEMMs of fewer flops (2*m*n*k*batch) stay native on the fp16 route, whatever GEMMSHIM_GATE says; 0: no bound",
      &gs_opt.fp16_min_flops, NULL, 0, UINT64_MAX},
     {"GEMMSHIM_POOL_KEEP_BYTES", OPT_SIZE, "256M",
      "device memory the shim's transient pool keeps mapped between calls, per device, for the next call; above it the "

@@ -196,6 +196,7 @@ typedef struct gs_options {
   int log_wait;           /* GEMMSHIM_LOG_WAIT: wait for a slow log rather than drop records */
   int dlsym_hook;         /* GEMMSHIM_DLSYM: wrap dlsym for pattern 3 */
   uint64_t ffma_max_bytes;  /* transient memory one ffma call may take */
+  int gate;                 /* GEMMSHIM_GATE: routes only where their estimate pays */
   uint64_t ffma_min_flops;  /* smaller GEMMs stay native */
   int fp8_format;            /* GS_FP8_FORMAT_* */
   int fp8_backend;           /* GS_FP8_BACKEND_* */

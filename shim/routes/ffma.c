@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "../../kernels/kernels.h"
+#include "cost.h"
 #include "memory.h"
 #include "../resolve.h"
 #include "lt.h"
@@ -46,6 +47,7 @@ typedef struct ffma_plan {
   int64_t bias_stride; /* Lt: the caller's bias batch stride (elements) */
   size_t off[4]; /* A32, B32, C32 (result), bias32 */
   size_t bytes;
+  char why[GS_COST_WHY]; /* the cost gate's reason */
 } ffma_plan;
 
 enum { BUF_A, BUF_B, BUF_C, BUF_BIAS };
@@ -106,6 +108,9 @@ static const char *plan(const gs_call *c, ffma_plan *p) {
 
   p->own_out = g->c_type != F32;
   p->cast_c = p->own_out && beta_may_be_nonzero(g);
+  why = cost_gate_ffma(c, (double)p->a_rows * (double)p->a_cols * (double)g->batch,
+                       (double)p->b_rows * (double)p->b_cols * (double)g->batch, p->own_out, p->cast_c, p->why);
+  if (why) return why;
   p->own_bias = g->bias && g->bias_type != F32 && (g->epilogue & CUBLASLT_EPILOGUE_BIAS);
   /* A widened bias with a batch stride: one vector of m per member. */
   int64_t bias_members = p->bias_stride ? g->batch : 1;

@@ -22,6 +22,7 @@
 
 #include "../../kernels/fp16.h"
 #include "../../kernels/kernels.h"
+#include "cost.h"
 #include "memory.h"
 #include "../resolve.h"
 #include "lt.h"
@@ -39,6 +40,7 @@ typedef struct fp16_plan {
   int64_t bias_stride;          /* Lt: the caller's bias batch stride */
   size_t off[6];
   size_t bytes;
+  char why[GS_COST_WHY]; /* the cost gate's reason */
 } fp16_plan;
 
 /* The record of device constants, the words of A's rows and B's columns
@@ -105,6 +107,9 @@ static const char *plan(const gs_call *c, fp16_plan *p) {
 
   p->a_members = members_of(g, g->stride_a);
   p->b_members = members_of(g, g->stride_b);
+  why = cost_gate_fp16(c, (double)p->a_rows * (double)p->a_cols * (double)p->a_members,
+                       (double)p->b_rows * (double)p->b_cols * (double)p->b_members, p->why);
+  if (why) return why;
   /* Every D goes through the output kernel: each element has its own
    * unscale, so no one alpha could hand it to cuBLAS. */
   const transient_part parts[BUF_PARTS] = {

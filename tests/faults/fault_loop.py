@@ -72,20 +72,20 @@ GEMMS = [
 ROUTES = OrderedDict(
     [
         ("native", ({"STANDIN_CC": "8.0", "GEMMSHIM_MODE": "native"}, [])),
-        ("ffma", ({"STANDIN_CC": "6.1", "GEMMSHIM_MODE": "ffma", "GEMMSHIM_FFMA_MIN_FLOPS": "0"}, [])),
-        ("ffma no-pools", ({"STANDIN_CC": "6.1", "GEMMSHIM_MODE": "ffma", "GEMMSHIM_FFMA_MIN_FLOPS": "0",
+        ("ffma", ({"STANDIN_CC": "6.1", "GEMMSHIM_MODE": "ffma", "GEMMSHIM_GATE": "off"}, [])),
+        ("ffma no-pools", ({"STANDIN_CC": "6.1", "GEMMSHIM_MODE": "ffma", "GEMMSHIM_GATE": "off",
                              "STANDIN_NO_POOLS": "1"}, [])),
         ("fp8 own", ({"STANDIN_CC": "6.1", "GEMMSHIM_MODE": "fp8"}, ["--fp8"])),
         ("fp8 cublaslt", ({"STANDIN_CC": "9.0", "GEMMSHIM_MODE": "fp8", "GEMMSHIM_FP8_BACKEND": "cublaslt"}, ["--fp8"])),
         # sm 7.5: fp16 tensor cores, no bf16 ones.
-        ("fp16", ({"STANDIN_CC": "7.5", "GEMMSHIM_MODE": "fp16", "GEMMSHIM_FP16_MIN_FLOPS": "0"}, [])),
+        ("fp16", ({"STANDIN_CC": "7.5", "GEMMSHIM_MODE": "fp16", "GEMMSHIM_GATE": "off"}, [])),
         # GPU time and the native comparison: events from the pool around
         # each call, read by the log's writer; every routed call compared
         # (each is its own site), native into scratch memory. The first
         # call (beta 0, a site of its own) is also measured for accuracy
         # (shim/accuracy.c: page-locked slots, a copy into them); the others
         # read C in place, which the measure declines.
-        ("ffma gpu-time", ({"STANDIN_CC": "6.1", "GEMMSHIM_MODE": "ffma", "GEMMSHIM_FFMA_MIN_FLOPS": "0",
+        ("ffma gpu-time", ({"STANDIN_CC": "6.1", "GEMMSHIM_MODE": "ffma", "GEMMSHIM_GATE": "off",
                              "GEMMSHIM_LOG_GPU_TIME": "1", "GEMMSHIM_COMPARE": "1"},
                             ["--gemm=name=acc,api=ex,beta=0,m=32,n=16,k=48,pad=0,spad=0"])),
     ]

@@ -68,6 +68,7 @@ static const var vars[] = {
      * (all below 12) keep naming the same variables. */
     {"GEMMSHIM_LOG_WAIT", K_BOOL, F(log_wait), NULL, 0, 1},
     {"GEMMSHIM_POOL_KEEP_BYTES", K_SIZE, F(pool_keep_bytes), NULL, 0, UINT64_MAX},
+    {"GEMMSHIM_GATE", K_BOOL, F(gate), NULL, 0, 1},
 };
 #define N_VARS (sizeof vars / sizeof vars[0])
 

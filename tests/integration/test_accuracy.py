@@ -15,7 +15,7 @@ import pytest
 from harness import CLIENT_DIR, read_log, require_built, run
 
 FP8 = {"STANDIN_CC": "9.0", "GEMMSHIM_MODE": "fp8"}
-FFMA = {"STANDIN_CC": "6.1", "GEMMSHIM_MODE": "ffma", "GEMMSHIM_FFMA_MIN_FLOPS": "0"}
+FFMA = {"STANDIN_CC": "6.1", "GEMMSHIM_MODE": "ffma", "GEMMSHIM_GATE": "off"}
 COMPARE = {"GEMMSHIM_COMPARE": "1", "GEMMSHIM_COMPARE_EVERY": "1"}
 QUARTER = 2 ** 0.25
 
@@ -104,7 +104,7 @@ def test_identical_outputs_are_written_as_inf_and_zero(client, standin, tmp_path
         ("inf", 0, 0, 0, 0)
 
 
-FP16 = {"STANDIN_CC": "7.5", "GEMMSHIM_MODE": "fp16", "GEMMSHIM_FP16_MIN_FLOPS": "0"}
+FP16 = {"STANDIN_CC": "7.5", "GEMMSHIM_MODE": "fp16", "GEMMSHIM_GATE": "off"}
 
 
 def load_typed(path, typ):

@@ -117,9 +117,9 @@ CATALOGUE = [
 MODES = {
     "native": {"GEMMSHIM_MODE": "native"},
     "auto": {},
-    "ffma": {"GEMMSHIM_MODE": "ffma", "GEMMSHIM_FFMA_MIN_FLOPS": "0"},
+    "ffma": {"GEMMSHIM_MODE": "ffma", "GEMMSHIM_GATE": "off"},
     "fp8": {"GEMMSHIM_MODE": "fp8"},
-    "fp16": {"GEMMSHIM_MODE": "fp16", "GEMMSHIM_FP16_MIN_FLOPS": "0"},
+    "fp16": {"GEMMSHIM_MODE": "fp16", "GEMMSHIM_GATE": "off"},
 }
 
 

@@ -54,7 +54,7 @@ def test_threads_on_the_ffma_route(shim, standin, tmp_path):
     caller's stream) all produce checked results."""
     log = tmp_path / "gemms.jsonl"
     r = run_ok(client_argv("linked", 13, f"--threads={THREADS}", f"--iters={ITERS}", "--type=bf16"), standin[13],
-               shim=True, env={"STANDIN_CC": "6.1", "GEMMSHIM_FFMA_MIN_FLOPS": "0", "GEMMSHIM_LOG": str(log)})
+               shim=True, env={"STANDIN_CC": "6.1", "GEMMSHIM_GATE": "off", "GEMMSHIM_LOG": str(log)})
     assert all(c["ok"] == "1" for c in r.calls), r.describe()
     recs = read_log(log)
     assert len(recs) == THREADS * ITERS

@@ -4,6 +4,7 @@ configuration does (one clear stderr line, then pass-through)."""
 
 import pytest
 
+import cost_model
 from harness import client_argv, read_log, run_ok, stable_lines
 
 FFMA_RULE = "policy: built-in rule 2 (ffma sm=6.0-6.9 ab=bf16 compute=32f)"
@@ -49,7 +50,10 @@ def expected_on_sm61(call, min_flops_zero):
     if call["k"] == "0":
         return "ffma", "native", f"{FFMA_RULE}; {declined('empty GEMM: nothing to cast')}"
     if not min_flops_zero:
-        return "ffma", "native", f"{FFMA_RULE}; {declined('GEMM smaller than GEMMSHIM_FFMA_MIN_FLOPS')}"
+        e = cost_model.estimate("6.1", "ffma", int(call["m"]), int(call["n"]), int(call["k"]), int(call["batch"]),
+                                call["a"], call["c"], float(call["beta"]))
+        assert e["speedup"] < 1, e
+        return "ffma", "native", f"{FFMA_RULE}; {declined(cost_model.decline_reason('ffma', e))}"
     return "ffma", "ffma", FFMA_RULE
 
 
@@ -75,7 +79,8 @@ def shim_run(standin, tmp_path, argv, cuda, env):
 @pytest.mark.parametrize("pattern,cuda", [("linked", 12), ("framework", 12), ("xla", 13)])
 def test_builtin_policy_on_sm61_small_gemms_stay_native(shim, standin, tmp_path, pattern, cuda):
     """bf16 x bf16 with compute 32F is decided ffma on sm 6.1; these GEMMs
-    are below GEMMSHIM_FFMA_MIN_FLOPS, so the route declines and each runs
+    are far too small for the ffma route to pay (its cost model, docs/cost-model.md,
+    estimates each), so the route declines and each runs
     native, byte for byte what cuBLAS alone computes."""
     argv = client_argv(pattern, cuda)
     env = {"STANDIN_CC": "6.1"}
@@ -96,7 +101,7 @@ def test_builtin_policy_on_sm61_runs_bf16_through_ffma(shim, standin, tmp_path, 
     """With no size floor the bf16 GEMMs take the ffma route; the client's
     float64 check still passes for every one (ok=1), statuses unchanged."""
     argv = client_argv(pattern, cuda)
-    env = {"STANDIN_CC": "6.1", "GEMMSHIM_FFMA_MIN_FLOPS": "0"}
+    env = {"STANDIN_CC": "6.1", "GEMMSHIM_GATE": "off"}
     base = run_ok(argv, standin[cuda], env=env)
     r, recs = shim_run(standin, tmp_path, argv, cuda, env)
     assert r.stderr == ""
@@ -124,7 +129,7 @@ def test_sm90_is_all_native(shim, standin, tmp_path):
 
 def test_mode_native_overrides_the_policy(shim, standin, tmp_path):
     argv = client_argv("framework", 12)
-    env = {"STANDIN_CC": "6.1", "GEMMSHIM_MODE": "native", "GEMMSHIM_FFMA_MIN_FLOPS": "0"}
+    env = {"STANDIN_CC": "6.1", "GEMMSHIM_MODE": "native", "GEMMSHIM_GATE": "off"}
     base = run_ok(argv, standin[12], env=env)
     r, recs = shim_run(standin, tmp_path, argv, 12, env)
     assert stable_lines(r) == stable_lines(base)
@@ -151,7 +156,7 @@ def test_policy_file_sends_fp16_to_ffma_on_sm90(shim, standin, tmp_path):
     policy = tmp_path / "p.txt"
     policy.write_text("ffma sm=9.0 ab=fp16 compute=32f\n")
     argv = client_argv("xla", 13, "--invalid=0")
-    env = {"STANDIN_CC": "9.0", "GEMMSHIM_POLICY": policy.name, "GEMMSHIM_FFMA_MIN_FLOPS": "0"}
+    env = {"STANDIN_CC": "9.0", "GEMMSHIM_POLICY": policy.name, "GEMMSHIM_GATE": "off"}
     r, recs = shim_run(standin, tmp_path, argv, 13, env)
     assert r.stderr == ""
     assert all(c["ok"] == "1" for c in r.calls)

@@ -56,7 +56,7 @@ def built(standin):
 
 def test_enable_before_the_framework_routes_its_calls(built, standin, tmp_path):
     log = tmp_path / "gs.jsonl"
-    r = harness.run(program(tmp_path, {"mode": "ffma", "log": str(log), "ffma_min_flops": 0}), standin[13],
+    r = harness.run(program(tmp_path, {"mode": "ffma", "log": str(log), "gate": 0}), standin[13],
                     env={"STANDIN_CC": "6.1"})
     assert r.returncode == 0, r.describe()
     assert r.stdout.splitlines()[0] == f"enabled {SHIM.resolve()}", r.describe()

@@ -37,7 +37,7 @@ from harness import CLIENT_DIR, read_log, require_built, run, standin_counts
 from route_client import align256, assert_all_ok, gemm
 
 MODE = "GEMMSHIM_MODE=fp16"
-BASE_ENV = {"STANDIN_CC": "7.5", "GEMMSHIM_MODE": "fp16", "GEMMSHIM_FP16_MIN_FLOPS": "0"}
+BASE_ENV = {"STANDIN_CC": "7.5", "GEMMSHIM_MODE": "fp16", "GEMMSHIM_GATE": "off"}
 NO_POOLS = {"STANDIN_NO_POOLS": "1"}
 APIS = ("ex", "ex64", "strided", "strided64", "batched", "batched64", "lt")
 PTR_ARRAY = {"batched", "batched64"}
@@ -457,7 +457,7 @@ def test_builtin_policy(client, standin, tmp_path, cc, route, rule):
     Pascal (no tensor cores), and stay native from Ampere (bf16 tensor
     cores). fp16 GEMMs stay native everywhere."""
     args = [gemm("bf16", "ex"), gemm("bf16_lt", "lt", c="fp32"), gemm("fp16", "ex", ab="fp16")]
-    env = {"GEMMSHIM_MODE": "auto", "GEMMSHIM_FFMA_MIN_FLOPS": "0", "STANDIN_CC": cc}
+    env = {"GEMMSHIM_MODE": "auto", "GEMMSHIM_GATE": "off", "STANDIN_CC": cc}
     res = run_client(client, standin, tmp_path, args, env=env)
     assert_all_ok(res)
     for rec in res.recs[:2]:

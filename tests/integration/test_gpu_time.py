@@ -252,7 +252,7 @@ def test_compare_runs_native_at_each_sites_first_call_then_every_nth(client, sta
 def test_compare_leaves_the_callers_results_exactly_the_routes(standin, tmp_path, shim):
     # The integration suite prints an FNV-1a hash of every output buffer.
     from harness import client_argv
-    env = {"STANDIN_CC": "6.1", "GEMMSHIM_MODE": "ffma", "GEMMSHIM_FFMA_MIN_FLOPS": "0"}
+    env = {"STANDIN_CC": "6.1", "GEMMSHIM_MODE": "ffma", "GEMMSHIM_GATE": "off"}
     argv = client_argv("linked", 13, "--api=cublasGemmEx,cublasGemmStridedBatchedEx,cublasLtMatmul", "--invalid=0")
     plain = run(argv, standin[13], shim=True, env={**env, "GEMMSHIM_LOG": str(tmp_path / "a.jsonl"),
                                                   "STANDIN_TRACE": str(tmp_path / "a.trace")})

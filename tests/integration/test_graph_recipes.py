@@ -51,7 +51,7 @@ def parse(r, first):
 def test_recipe(graph_client, standin, tmp_path, recipe, mode, cc):
     log = tmp_path / "gemms.jsonl"
     r = run_ok([graph_client, f"--recipe={recipe}"], standin[13], shim=True,
-               env={"STANDIN_CC": cc, "GEMMSHIM_MODE": mode, "GEMMSHIM_FFMA_MIN_FLOPS": "0",
+               env={"STANDIN_CC": cc, "GEMMSHIM_MODE": mode, "GEMMSHIM_GATE": "off",
                     "GEMMSHIM_LOG": str(log)})
     driver = parse(r, "driver")
     want_fns = (["cuStreamBeginCapture_v2", "cuStreamEndCapture", "cuGraphInstantiateWithFlags"]
@@ -96,7 +96,7 @@ def test_eager_call_beside_a_capture(graph_client, standin, tmp_path, mode, cc):
     its route, on fresh ring state."""
     log = tmp_path / "gemms.jsonl"
     r = run_ok([graph_client, "--recipe=fork"], standin[13], shim=True,
-               env={"STANDIN_CC": cc, "GEMMSHIM_MODE": mode, "GEMMSHIM_FFMA_MIN_FLOPS": "0",
+               env={"STANDIN_CC": cc, "GEMMSHIM_MODE": mode, "GEMMSHIM_GATE": "off",
                     "GEMMSHIM_LOG": str(log)})
     driver = parse(r, "driver")
     assert [(d["fn"], d["status"]) for d in driver] == [
@@ -133,7 +133,7 @@ def test_calls_beside_another_threads_global_capture(graph_client, standin, tmp_
     log = tmp_path / "gemms.jsonl"
     counts = tmp_path / "counts"
     r = run_ok([graph_client, "--recipe=other-thread"], standin[13], shim=True,
-               env={"STANDIN_CC": cc, "GEMMSHIM_MODE": mode, "GEMMSHIM_FFMA_MIN_FLOPS": "0",
+               env={"STANDIN_CC": cc, "GEMMSHIM_MODE": mode, "GEMMSHIM_GATE": "off",
                     "GEMMSHIM_LOG": str(log), "STANDIN_COUNTS": str(counts), **env})
     assert [(d["fn"], d["status"]) for d in parse(r, "driver")] == [
         ("cuStreamBeginCapture_v2", "0"), ("cuStreamEndCapture", "0")], r.describe()

@@ -116,7 +116,7 @@ def test_ffma_leaves_library_gemms_native(library_client, standin, tmp_path, nat
     """On sm 6.1 the built-in rule sends bf16 GEMMs to ffma, and so does
     GEMMSHIM_MODE=ffma; cuSOLVER's bf16 GEMM stays cuBLAS's."""
     gemms, recs = run_client(library_client, standin, tmp_path,
-                             {"STANDIN_CC": "6.1", "GEMMSHIM_MODE": mode, "GEMMSHIM_FFMA_MIN_FLOPS": "0"})
+                             {"STANDIN_CC": "6.1", "GEMMSHIM_MODE": mode, "GEMMSHIM_GATE": "off"})
     first = "policy: built-in rule 2 (ffma sm=6.0-6.9 ab=bf16 compute=32f)" if mode == "auto" else "GEMMSHIM_MODE=ffma"
     assert (recs[0]["route"], recs[0]["reason"]) == ("ffma", first), recs[0]
     assert (recs[2]["decided"], recs[2]["route"], recs[2]["reason"]) == ("native", "native", FROM_CUSOLVER), recs[2]

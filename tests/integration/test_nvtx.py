@@ -61,7 +61,7 @@ def expected_name(rec):
 
 
 def test_one_range_per_call_named_by_route_around_its_work(tmp_path, shim, standin):
-    r, log, events = run_with_tool(tmp_path, standin, {"STANDIN_CC": "6.1", "GEMMSHIM_FFMA_MIN_FLOPS": "0"},
+    r, log, events = run_with_tool(tmp_path, standin, {"STANDIN_CC": "6.1", "GEMMSHIM_GATE": "off"},
                                    "--api=cublasGemmEx,cublasLtMatmul", "--type=bf16")
     assert events[0][1:] == ["init"]
     # The domain and one named category per route, before any range.
@@ -90,7 +90,7 @@ def test_one_range_per_call_named_by_route_around_its_work(tmp_path, shim, stand
 
 
 def test_a_declined_route_names_the_route_that_ran(tmp_path, shim, standin):
-    # The default GEMMSHIM_FFMA_MIN_FLOPS keeps these small GEMMs native:
+    # The cost-model gate keeps these small GEMMs native:
     # decided ffma, declined before any work, ran native.
     _, log, events = run_with_tool(tmp_path, standin, {"STANDIN_CC": "6.1"}, "--api=cublasGemmEx", "--type=bf16")
     got, outside = ranges(events)
@@ -121,7 +121,7 @@ def test_fp8_ranges_hold_the_quantize_kernels(tmp_path, shim, standin):
 
 
 def test_threads_each_get_their_own_ranges(tmp_path, shim, standin):
-    _, log, events = run_with_tool(tmp_path, standin, {"STANDIN_CC": "6.1", "GEMMSHIM_FFMA_MIN_FLOPS": "0"},
+    _, log, events = run_with_tool(tmp_path, standin, {"STANDIN_CC": "6.1", "GEMMSHIM_GATE": "off"},
                                    "--api=cublasGemmEx", "--type=bf16", "--threads=4", "--iters=3")
     got, outside = ranges(events)  # checks pairing and nesting per thread
     assert outside == []
@@ -134,7 +134,7 @@ def test_threads_each_get_their_own_ranges(tmp_path, shim, standin):
 def test_without_a_tool_the_shim_makes_no_nvtx_call(tmp_path, shim, standin):
     # Without NVTX_INJECTION64_PATH no tool is loaded, and the record file,
     # which the tool writes first thing, holds only the stand-in's work.
-    _, log, events = run_with_tool(tmp_path, standin, {"STANDIN_CC": "6.1", "GEMMSHIM_FFMA_MIN_FLOPS": "0"},
+    _, log, events = run_with_tool(tmp_path, standin, {"STANDIN_CC": "6.1", "GEMMSHIM_GATE": "off"},
                                    "--api=cublasGemmEx", "--type=bf16", tool=False)
     assert log
     assert events and {e[1] for e in events} == {"launch", "gemm"}

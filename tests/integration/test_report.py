@@ -791,7 +791,7 @@ def test_report_of_a_log_the_shim_wrote(tmp_path, shim, standin, clients):
     r = harness.run_ok(harness.client_argv("linked", 13, "--api=cublasGemmEx,cublasLtMatmul", "--type=bf16",
                                            "--invalid=0"),
                        standin[13], shim=True,
-                       env={"GEMMSHIM_LOG": str(log), "STANDIN_CC": "6.1", "GEMMSHIM_FFMA_MIN_FLOPS": "0"})
+                       env={"GEMMSHIM_LOG": str(log), "STANDIN_CC": "6.1", "GEMMSHIM_GATE": "off"})
     path = tmp_path / f"gs-{r.pid}.jsonl"
     records = harness.read_log(path)
     assert len(records) == len(r.calls) > 0

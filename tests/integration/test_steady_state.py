@@ -66,7 +66,7 @@ def test_ffma_steady_state(client, standin, tmp_path):
     no cuBLASLt."""
     native, rec = one_call(client, standin, tmp_path, "6.1", NATIVE)
     assert rec["route"] == "native"
-    ffma, rec = one_call(client, standin, tmp_path, "6.1", {"GEMMSHIM_MODE": "ffma", "GEMMSHIM_FFMA_MIN_FLOPS": "0"})
+    ffma, rec = one_call(client, standin, tmp_path, "6.1", {"GEMMSHIM_MODE": "ffma", "GEMMSHIM_GATE": "off"})
     assert (rec["route"], rec["backend"]) == ("ffma", "sgemm")
     assert added(ffma, native) == {"cuCtxGetCurrent": 1, "cuLaunchKernel": 2, "cuMemAllocFromPoolAsync": 1,
                                    "cuMemFreeAsync": 1, "cuStreamIsCapturing": 1, "cublasGetMathMode": 1}
@@ -83,7 +83,7 @@ def test_fp16_steady_state(client, standin, tmp_path):
     tensor cores."""
     native, rec = one_call(client, standin, tmp_path, "7.5", NATIVE)
     assert rec["route"] == "native"
-    fp16, rec = one_call(client, standin, tmp_path, "7.5", {"GEMMSHIM_MODE": "fp16", "GEMMSHIM_FP16_MIN_FLOPS": "0"})
+    fp16, rec = one_call(client, standin, tmp_path, "7.5", {"GEMMSHIM_MODE": "fp16", "GEMMSHIM_GATE": "off"})
     assert (rec["route"], rec["backend"]) == ("fp16", "cublas-fp16")
     assert added(fp16, native) == {"cuCtxGetCurrent": 1, "cuLaunchKernel": 3, "cuMemAllocFromPoolAsync": 1,
                                    "cuMemFreeAsync": 1, "cuStreamIsCapturing": 1, "cublasGetMathMode": 1}

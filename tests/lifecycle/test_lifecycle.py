@@ -21,7 +21,7 @@ import harness
 CLIENT = harness.CLIENT_DIR / "lifecycle_client_cu13"
 # The ffma route on a 6.1 device: the kernels and their per-context state
 # are in play, not only the forwarding path.
-FFMA = {"STANDIN_CC": "6.1", "GEMMSHIM_FFMA_MIN_FLOPS": "0"}
+FFMA = {"STANDIN_CC": "6.1", "GEMMSHIM_GATE": "off"}
 # The routing log's flusher writes at least once a second (shim/log.c,
 # FLUSH_INTERVAL_NS): what a kill can lose is the records of the last
 # second. The margin covers scheduling on a loaded machine.

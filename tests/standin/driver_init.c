@@ -77,7 +77,18 @@ static char sd_cc_bad[256]; /* the bad STANDIN_CC value, reported by cuInit */
 
 /* ------------------------------------------------------------------------ */
 /* Devices: figures of a representative board of each capability, so code
- * that sizes work from attributes sees realistic numbers. */
+ * that sizes work from attributes sees realistic numbers (the routes' cost
+ * model reads SMs, clock, memory clock and bus width: docs/cost-model.md).
+ * The parts behind the rows the tests pick, with NVIDIA's specifications:
+ *  6.1 GeForce GTX 1080: 2560 CUDA cores = 20 SMs of 128, boost 1733 MHz,
+ *      10 Gbps GDDR5X on 256 bits (320 GB/s);
+ *  7.0 Tesla V100 SXM2: 80 SMs, boost 1530 MHz, HBM2 on 4096 bits, 900 GB/s;
+ *  7.5 Tesla T4: 2560 CUDA cores = 40 SMs of 64, boost 1590 MHz, GDDR6 on
+ *      256 bits, 320 GB/s;
+ *  9.0 H100 SXM5: 132 SMs, boost 1980 MHz, HBM3 on 5120 bits, 3.35 TB/s.
+ * Memory clocks are as the driver reports them (half the data rate: NVIDIA's
+ * peak bandwidth is 2 x memory clock x bus width / 8), e.g. 2 x 5005 MHz x
+ * 32 bytes = 320 GB/s for the GTX 1080. */
 typedef struct sd_board {
   int major, minor;
   int sm_count, threads_per_sm, blocks_per_sm, shared_optin, shared_per_sm;

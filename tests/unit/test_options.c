@@ -23,7 +23,7 @@ static const char *const all_vars[] = {"GEMMSHIM_MODE", "GEMMSHIM_POLICY", "GEMM
                                        "GEMMSHIM_LOG_WAIT", "GEMMSHIM_FFMA_MAX_BYTES", "GEMMSHIM_FFMA_MIN_FLOPS",
                                        "GEMMSHIM_FP8_FORMAT", "GEMMSHIM_FP8_BACKEND", "GEMMSHIM_FP8_HISTORY",
                                        "GEMMSHIM_FP8_MARGIN", "GEMMSHIM_FP8_MAX_SITES", "GEMMSHIM_FP8_MAX_BYTES",
-                                       "GEMMSHIM_POOL_KEEP_BYTES", NULL};
+                                       "GEMMSHIM_POOL_KEEP_BYTES", "GEMMSHIM_GATE", NULL};
 
 static int setup(void **state) {
   for (int i = 0; all_vars[i]; i++) unsetenv(all_vars[i]);
@@ -157,6 +157,10 @@ static void test_defaults(void **state) {
   assert_int_equal(gs_opt.passthrough, 0);
   assert_int_equal(gs_debug_level, GS_LEVEL_WARN);
   assert_int_equal(gs_opt.dlsym_hook, 1);
+  /* The cost model decides; the flop floors are off unless set. */
+  assert_int_equal(gs_opt.gate, 1);
+  assert_int_equal(gs_opt.ffma_min_flops, 0);
+  assert_int_equal(gs_opt.fp16_min_flops, 0);
   assert_string_equal(gs_opt.log_path, "");
   assert_int_equal(gs_policy.n, 3); /* the built-in table */
   int lines;

@@ -61,10 +61,10 @@ if [ "$subset" != --subset ]; then
   run suite-linked 0 STANDIN_CC=9.0 -- "$cli/client_linked_cu13"
   run suite-framework 0 STANDIN_CC=9.0 LD_LIBRARY_PATH="$STANDIN13" -- "$cli/client_framework" --cuda=13
   run suite-xla 0 STANDIN_CC=6.1 -- "$cli/client_xla" --cuda=13
-  run ffma-nopools 0 STANDIN_CC=6.1 GEMMSHIM_MODE=ffma GEMMSHIM_FFMA_MIN_FLOPS=0 STANDIN_NO_POOLS=1 -- "$cli/ffma_client_cu13" $G
-  run ffma-threads 0 STANDIN_CC=6.1 GEMMSHIM_MODE=ffma GEMMSHIM_FFMA_MIN_FLOPS=0 -- "$cli/ffma_client_cu13" --threads=3 --iters=2 $G
+  run ffma-nopools 0 STANDIN_CC=6.1 GEMMSHIM_MODE=ffma GEMMSHIM_GATE=off STANDIN_NO_POOLS=1 -- "$cli/ffma_client_cu13" $G
+  run ffma-threads 0 STANDIN_CC=6.1 GEMMSHIM_MODE=ffma GEMMSHIM_GATE=off -- "$cli/ffma_client_cu13" --threads=3 --iters=2 $G
 fi
-run ffma 0 STANDIN_CC=6.1 GEMMSHIM_MODE=ffma GEMMSHIM_FFMA_MIN_FLOPS=0 -- "$cli/ffma_client_cu13" $G
+run ffma 0 STANDIN_CC=6.1 GEMMSHIM_MODE=ffma GEMMSHIM_GATE=off -- "$cli/ffma_client_cu13" $G
 run fp8-own 0 STANDIN_CC=6.1 GEMMSHIM_MODE=fp8 -- "$cli/ffma_client_cu13" --fp8 $G
 run fp8-cublaslt 0 STANDIN_CC=9.0 GEMMSHIM_MODE=fp8 GEMMSHIM_FP8_BACKEND=cublaslt -- "$cli/ffma_client_cu13" --fp8 $G
 run fp8-training 0 STANDIN_CC=9.0 GEMMSHIM_MODE=fp8 GEMMSHIM_FP8_FORMAT=hybrid -- "$cli/fp8_client_cu13" --layers=2 --steps=2

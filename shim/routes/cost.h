@@ -1,0 +1,66 @@
+/* cost.h: whether a route pays on this GPU, estimated (docs/cost-model.md).
+ * Native time is the GEMM at the architecture's native rate for its input
+ * type; route time is the GEMM at the route's rate, plus the bytes the
+ * shim's own kernels move at DRAM bandwidth, plus a gap per launch. */
+#ifndef GS_COST_H
+#define GS_COST_H
+
+#include <stddef.h>
+
+typedef enum gs_cost_route { GS_COST_FFMA = 0, GS_COST_FP16, GS_COST_FP8 } gs_cost_route;
+
+/* What the estimate reads of a device: cuDeviceGetAttribute's figures
+ * (0 where a query failed: the reference part's figure is used). */
+typedef struct gs_cost_device {
+  int sm;            /* major*10+minor */
+  int sms;           /* CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT */
+  int clock_khz;     /* CU_DEVICE_ATTRIBUTE_CLOCK_RATE */
+  int mem_clock_khz; /* CU_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE */
+  int bus_width;     /* CU_DEVICE_ATTRIBUTE_GLOBAL_MEMORY_BUS_WIDTH, bits */
+} gs_cost_device;
+
+/* The work a routed call adds besides its GEMM. */
+typedef struct gs_cost_work {
+  double flops;      /* 2 m n k batch */
+  int in_type;       /* cudaDataType_t of A and B: picks the native rate */
+  double pass_bytes; /* read and written by the shim's kernels */
+  int launches;      /* the shim's kernel launches */
+} gs_cost_work;
+
+typedef struct gs_cost {
+  const char *part;    /* the reference part of the rates */
+  double scale;        /* device SMs x clock over the reference part's */
+  double native_tflops, route_tflops, bw_gbs;
+  double native_us, gemm_us, pass_us, launch_us, route_us;
+  double speedup;      /* native_us / route_us */
+} gs_cost;
+
+/* Per kernel launch the route adds (an assumption, docs/cost-model.md). */
+#define GS_COST_LAUNCH_US 5.0
+/* Share of DRAM bandwidth the streaming kernels reach (an assumption). */
+#define GS_COST_STREAM_SHARE 0.8
+
+/* The estimate; 0, or -1 when no rate figures cover d->sm or the route
+ * (*e untouched then). Pure: the tests and the doc table call it too. */
+int cost_estimate(const gs_cost_device *d, gs_cost_route r, const gs_cost_work *w, gs_cost *e);
+
+/* The gate for a call on device `device` (ordinal) of capability sm: NULL
+ * when the route pays or GEMMSHIM_GATE=0 (the device still queried), else
+ * the reason, written into why (GS_COST_WHY bytes: the caller's, as no
+ * thread-local storage is used). Device figures are queried once per
+ * device through gs_sys and kept. */
+#define GS_COST_WHY 320
+const char *cost_gate(int device, int sm, gs_cost_route r, const gs_cost_work *w, char *why);
+
+/* The routes' admission checks: the bytes their kernels move (docs/cost-model.md)
+ * from the elements of their operands, all members counted. */
+struct gs_call;
+const char *cost_gate_ffma(const struct gs_call *c, double a_elems, double b_elems, int own_out, int cast_c,
+                           char *why);
+const char *cost_gate_fp16(const struct gs_call *c, double a_elems, double b_elems, char *why);
+const char *cost_gate_fp8(const struct gs_call *c, double a_elems, double b_elems, char *why);
+
+/* The reason text for an estimate that does not pay, into buf. */
+void cost_describe(const gs_cost *e, gs_cost_route r, const gs_cost_work *w, char *buf, size_t len);
+
+#endif
