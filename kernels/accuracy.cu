@@ -59,9 +59,12 @@ extern "C" __global__ void __launch_bounds__(GS_ACC_THREADS) gs_acc_partial_kern
     const double dd = (double)x - (double)n; /* exact: the difference of two floats fits a double */
     d2 += dd * dd;
     if (gs_f32_bits(an) > mn) mn = gs_f32_bits(an);
-    const float adf = ad != ad ? 0.0f : ad;
+    /* A d too large for fp32 (x - n overflowed) counts as 0 in the largest
+     * difference; its relative error is taken from the exact double dd. */
+    const float adf = ad != ad || ad > 3.40282346e38f ? 0.0f : ad;
     if (gs_f32_bits(adf) > md) md = gs_f32_bits(adf);
-    gs_fp8_atomic_add(&hist[acc_bin(ad / (an > GS_ACC_TINY ? an : GS_ACC_TINY))], 1u);
+    const double rel = (dd < 0 ? -dd : dd) / (double)(an > GS_ACC_TINY ? an : GS_ACC_TINY);
+    gs_fp8_atomic_add(&hist[acc_bin((float)rel)], 1u);
   }
   s_n2[t] = n2;
   s_d2[t] = d2;

@@ -44,9 +44,13 @@ static const struct guard_entry *find(uint64_t site) {
 }
 
 double guard_figure(const gs_gpu_time *t) {
+  /* A position finite in one output and not the other (an Inf or NaN the
+   * route made or lost) is as wrong as a figure can say. */
+  if (t->acc_mismatch) return -__builtin_inf();
   double f = t->acc_sqnr_db;
   if (t->has_acc_quantiles) {
-    double med = t->acc_p50 > 0 ? -20 * gs_log10(t->acc_p50) : __builtin_inf();
+    const double p = t->acc_p50;
+    const double med = !(p > 0) ? __builtin_inf() : !(p < __builtin_inf()) ? -__builtin_inf() : -20 * gs_log10(p);
     if (med < f) f = med;
   }
   return f;

@@ -127,7 +127,7 @@ static const opt_def options[] = {
      &gs_opt.compare_every, NULL, 1, UINT64_MAX},
     {"GEMMSHIM_GUARD_SQNR", OPT_U64, "0",
      "with GEMMSHIM_COMPARE: a call site whose compared call measured below this many dB (the lower of sqnr_db and "
-     "the median element's, docs/log-format.md) runs native from its next call on; 0: off",
+     "the median element's, docs/log-format.md) runs native from the call after the log writer read it on; 0: off",
      &gs_opt.guard_sqnr_db, NULL, 0, 1000},
     {"GEMMSHIM_DLSYM", OPT_BOOL, "1",
      "hand out the shim's wrappers for cuBLAS functions looked up with dlsym on a cuBLAS handle (XLA/TensorFlow)",

@@ -309,7 +309,7 @@ double gs_log10(double x); /* x > 0 and finite; without libm */
 /* "guard.c": GEMMSHIM_GUARD_SQNR, sites whose measured accuracy fell below
  * it run native. guard_observe: the log's writer, per compared record;
  * guard_reason: a route before it runs (1: decline it with that reason). */
-double guard_figure(const gs_gpu_time *t); /* min(sqnr_db, -20 log10(rel_err_p50)) */
+double guard_figure(const gs_gpu_time *t); /* min(sqnr_db, -20 log10(rel_err_p50)); -inf on a mismatch */
 void guard_observe(uint64_t site, int route, const gs_gpu_time *t);
 int guard_reason(uint64_t site, const char *route, char *why, size_t len); /* 1: guarded, why set */
 unsigned guard_list(uint64_t *sites, double *db, int *routes, unsigned most);

@@ -279,3 +279,24 @@ def test_guard_turns_one_fp8_layer_native(standin, tmp_path, shim):
     assert len({x["site"] for x in recs[:6]}) == 6
     assert recs[6]["reason"] == (f"GEMMSHIM_MODE=fp8; fp8 off for this site: measured {first['sqnr_db']:.1f} dB "
                                  "< GEMMSHIM_GUARD_SQNR 20 dB")
+
+
+@pytest.mark.parametrize("special", ["inf", "1e39"])
+def test_a_lost_inf_guards_the_site(client, standin, tmp_path, shim, special):
+    # A's first element Inf (or 1e39, which bf16 rounds to Inf: IEEE 754
+    # round to nearest, bf16's largest finite is about 3.39e38): native's
+    # first output row is Inf or NaN (cublasGemmEx, D = alpha op(A) op(B)),
+    # the route's per-tensor fp8 scale keeps it finite (an amax of Inf keeps
+    # scale 1: TransformerEngine's recipe). SQNR and the median over the
+    # positions finite in both can still look fine; the mismatch count
+    # cannot, and it alone guards the site.
+    a = gemm(name="a", m=64, n=48, k=80, beta=0, pad=0, special=special)
+    b = gemm(name="b", m=64, n=48, k=80, beta=0, pad=0, special=special)  # the same site: a's dump stays a's
+    env = {**FP8, **COMPARE, "GEMMSHIM_GUARD_SQNR": "20"}
+    r, recs, out = routed(client, standin, tmp_path, [a, b, "--fp8"], env)
+    ref = native(client, standin, tmp_path, [a], "9.0")
+    route, nat = load(out / "a.out", "bf16"), load(ref / "a.out", "bf16")
+    mismatch = int((np.isfinite(route) != np.isfinite(nat)).sum())
+    assert mismatch > 0 and recs[0]["nonfinite_mismatch"] == mismatch, recs[0]
+    assert recs[0]["route"] == "fp8" and recs[1]["route"] == "native", recs
+    assert "fp8 off for this site: measured -inf dB < GEMMSHIM_GUARD_SQNR 20 dB" in recs[1]["reason"], recs[1]

@@ -275,7 +275,11 @@ def _median(xs):
     n = len(xs)
     if not n:
         return None
-    return xs[n // 2] if n % 2 else (xs[n // 2 - 1] + xs[n // 2]) / 2
+    if n % 2:
+        return xs[n // 2]
+    lo, hi = xs[n // 2 - 1], xs[n // 2]
+    # The mean of -inf and inf is no figure: the lower one is.
+    return lo if math.isinf(lo) or math.isinf(hi) else (lo + hi) / 2
 
 
 def accuracy_rows(accuracy, guarded):
