@@ -49,6 +49,14 @@ static inline uint64_t gs_fp8_ring_bytes(unsigned history) {
   return (uint64_t)sizeof(gs_fp8_ring) + (uint64_t)history * sizeof(float);
 }
 
+/* Quantize one operand with per-block scales (fp8_kernels.h's
+ * gs_fp8_bq_args, fp8_scaled_quantize.cu) on stream. src_type is the
+ * source's cudaDataType. CUDA_ERROR_INVALID_VALUE for bad arguments;
+ * CUDA_ERROR_NOT_SUPPORTED below capability 9.0 (the kernels' module is
+ * not loaded there). */
+struct gs_fp8_bq_args;
+CUresult fp8_scaled_quantize(kernel_ctx *kc, CUstream stream, int src_type, const struct gs_fp8_bq_args *a);
+
 /* Quantize one GEMM operand. src is bf16/fp16/fp32 (type), column-major,
  * `rows x cols` as stored with leading dimension ld and batch stride
  * `stride`; `trans` says whether the GEMM uses it transposed. For A

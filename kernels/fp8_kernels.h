@@ -117,14 +117,36 @@ typedef struct gs_fp8_gemm_args {
  * launch shape as gs_fp8_gemm, its own module. */
 #define GS_FP8_GEMM_MMA_KERNELS(X) X(gs_fp8_gemm_mma, GS_ELEM_F32, GS_FP8_MODE_GEMM)
 
+/* Block-scaled quantize (fp8_scaled_quantize.cu): an operand as outer x k
+ * (element (r, q) at src[r * stride_r + q * stride_q]) to fp8, k-contiguous
+ * with k_pad columns (zeros past k), and its scale tensor in the layout of
+ * cuBLASLt's VEC128_32F, BLK128x128_32F or VEC32_UE8M0 mode. */
+#define GS_FP8_BQ_VEC128 0
+#define GS_FP8_BQ_BLK128 1
+#define GS_FP8_BQ_MX32 2
+#define GS_FP8_BQ_THREADS 128
+typedef struct gs_fp8_bq_args {
+  const void *src;
+  uint8_t *dst;
+  void *scales;
+  int64_t outer, k, k_pad, stride_r, stride_q;
+  int32_t mode, fmt;     /* GS_FP8_BQ_*, GS_FP8_DEV_E4M3 / E5M2 */
+} gs_fp8_bq_args;
+#define GS_FP8_SCALED_QUANTIZE_KERNELS(X)                                      \
+  X(gs_fp8_bq_bf16, GS_ELEM_BF16, GS_FP8_MODE_QUANTIZE)                        \
+  X(gs_fp8_bq_f16, GS_ELEM_F16, GS_FP8_MODE_QUANTIZE)                          \
+  X(gs_fp8_bq_f32, GS_ELEM_F32, GS_FP8_MODE_QUANTIZE)
+
 /* The layouts must not depend on the compiler: checked in every build
  * (gcc for the launchers, clang for the device, g++ for the host kernels). */
 #if defined(__cplusplus)
 static_assert(sizeof(gs_fp8_quantize_args) == 200, "gs_fp8_quantize_args has padding");
 static_assert(sizeof(gs_fp8_gemm_args) == 192, "gs_fp8_gemm_args has padding");
+static_assert(sizeof(gs_fp8_bq_args) == 72, "gs_fp8_bq_args has padding");
 #else
 _Static_assert(sizeof(gs_fp8_quantize_args) == 200, "gs_fp8_quantize_args has padding");
 _Static_assert(sizeof(gs_fp8_gemm_args) == 192, "gs_fp8_gemm_args has padding");
+_Static_assert(sizeof(gs_fp8_bq_args) == 72, "gs_fp8_bq_args has padding");
 #endif
 
 #endif

@@ -46,6 +46,11 @@ $(BUILD)/kernels/fp8_quantize_sm89.ptx: kernels/fp8_quantize.cu
 # (sm_70+, where the route runs); sm_70 needs PTX ISA 6.0.
 KERNELS_PTX_TARGET_fp16 := sm_70
 KERNELS_PTX_ISA_fp16 := 6.0
+# fp8_scaled_quantize.cu: the block and mxfp8 recipes' quantize kernels,
+# for the devices whose cuBLASLt runs block-scaled fp8 (sm_90 and newer);
+# sm_90 needs PTX ISA 7.8.
+KERNELS_PTX_TARGET_fp8_scaled_quantize := sm_90
+KERNELS_PTX_ISA_fp8_scaled_quantize := 7.8
 kernels_target = $(or $(KERNELS_PTX_TARGET_$1),$(KERNELS_PTX_TARGET))
 kernels_isa = $(or $(KERNELS_PTX_ISA_$1),$(KERNELS_PTX_ISA))
 kernels_isa_flag = $(if $(KERNELS_PTX_ISA_$1),--cuda-feature=+ptx$(subst .,,$(KERNELS_PTX_ISA_$1)))

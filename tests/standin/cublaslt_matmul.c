@@ -8,7 +8,9 @@
  * problem; C/D scale pointers (they apply to fp8 C/D, which the stand-in
  * does not offer). These are NOT_SUPPORTED: type combinations cuBLAS lacks,
  * other memory orders, pointer-array or planar-complex batches, vector
- * pointer modes, transposed C, other epilogues, block-scaling modes. fp8
+ * pointer modes, transposed C, other epilogues, C/D scale modes, A/B
+ * block-scaling modes other than those scale_modes.h describes (and those
+ * on another device or cuBLAS version than it names). fp8
  * inputs need a device of capability 8.9 or newer, the TN form (A
  * transposed, B not), and 16-byte aligned A/B pointers and leading
  * dimensions.
@@ -37,9 +39,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cublas_status.h"
 #include "cublaslt.h"
 #include "gemm_ref.h"
 #include "runtime.h"
+#include "scale_modes.h"
 
 static int lt_has_bias(uint32_t e) {
   return e == CUBLASLT_EPILOGUE_BIAS || e == CUBLASLT_EPILOGUE_RELU_BIAS ||
@@ -127,11 +131,20 @@ static cublasStatus_t lt_plan(const lt_desc *d, const lt_layout *A, const lt_lay
     return CUBLAS_STATUS_INVALID_VALUE;
   }
   if (d->c_scale || d->d_scale) return CUBLAS_STATUS_INVALID_VALUE;
-  /* Block scaling (cublasLtMatmulMatrixScale_t other than SCALAR_32F) is for
-   * fp8/fp4 operands and outputs, which the stand-in does not offer. */
-  if (d->a_scale_mode || d->b_scale_mode || d->c_scale_mode || d->d_scale_mode || d->aux_scale_mode ||
-      d->d_out_scale_mode || d->d_out_scale)
+  /* A/B block scaling (scale_modes.h) is for fp8 operands; C/D/aux/D-out
+   * scale modes apply to fp8/fp4 outputs, which the stand-in does not
+   * offer. A block mode reads its scale tensor through the A/B scale
+   * pointer, so that pointer must be set. */
+  if (d->c_scale_mode || d->d_scale_mode || d->aux_scale_mode || d->d_out_scale_mode ||
+      d->d_out_scale)
     return CUBLAS_STATUS_NOT_SUPPORTED;
+  if (d->a_scale_mode || d->b_scale_mode) {
+    if (!fp8) return CUBLAS_STATUS_NOT_SUPPORTED;
+    if ((s = sm_check_modes(d->a_scale_mode, d->b_scale_mode, (int64_t)D->rows, (int64_t)D->cols)))
+      return s;
+    if (!d->a_scale || !d->b_scale) return CUBLAS_STATUS_INVALID_VALUE;
+    if (D->batch_count != 1) return CUBLAS_STATUS_NOT_SUPPORTED; /* stand-in limit */
+  }
   if (!lt_epilogue_supported(d->epilogue)) return CUBLAS_STATUS_NOT_SUPPORTED;
   cudaDataType_t bias_type = lt_bias_type(d, at, dt);
   if (lt_has_bias(d->epilogue)) {
@@ -152,6 +165,8 @@ static cublasStatus_t lt_plan(const lt_desc *d, const lt_layout *A, const lt_lay
   p->bias_type = bias_type;
   p->bias_batch_stride = d->bias_batch_stride;
   p->scale_a = p->scale_b = 1.0f;
+  p->a_scale_mode = d->a_scale_mode;
+  p->b_scale_mode = d->b_scale_mode;
   lt_matrix(&p->a, A, NULL);
   lt_matrix(&p->b, B, NULL);
   lt_matrix(&p->c, C, NULL);
@@ -163,7 +178,8 @@ static cublasStatus_t lt_check_device(int device, const sg_problem *p) {
   int major, minor;
   if (rt_device_cc(device, &major, &minor)) return CUBLAS_STATUS_EXECUTION_FAILED;
   if (sg_is_fp8(p->a.type) && major * 10 + minor < 89) return CUBLAS_STATUS_NOT_SUPPORTED;
-  return CUBLAS_STATUS_SUCCESS;
+  return (cublasStatus_t)sm_check_device(p->a_scale_mode, p->b_scale_mode, major * 10 + minor,
+                                         STANDIN_CUBLAS_VERSION);
 }
 
 static size_t lt_span(const sg_matrix *x) {
@@ -256,9 +272,20 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t lightHandle, cublasLtMatmulDesc_t
   if (!lt_read_scalar("alpha", alpha, dev_mode, st, &p.alpha) ||
       !lt_read_scalar("beta", beta, dev_mode, st, &p.beta))
     return CUBLAS_STATUS_EXECUTION_FAILED;
-  if (!lt_read_scale("A scale", d->a_scale, &p.scale_a) ||
-      !lt_read_scale("B scale", d->b_scale, &p.scale_b))
+  int blocks = p.a_scale_mode != 0;
+  if (blocks) {
+    /* the scale tensors are read when the GEMM runs, as A and B are */
+    if (!rt_check_operand("cublasLtMatmul", "A scale tensor", d->a_scale,
+                          sm_scale_bytes(p.a_scale_mode, p.m, p.k)) ||
+        !rt_check_operand("cublasLtMatmul", "B scale tensor", d->b_scale,
+                          sm_scale_bytes(p.b_scale_mode, p.n, p.k)))
+      return CUBLAS_STATUS_EXECUTION_FAILED;
+    p.a_scales = d->a_scale;
+    p.b_scales = d->b_scale;
+  } else if (!lt_read_scale("A scale", d->a_scale, &p.scale_a) ||
+             !lt_read_scale("B scale", d->b_scale, &p.scale_b)) {
     return CUBLAS_STATUS_EXECUTION_FAILED;
+  }
   if (d->amax_d && !rt_check_operand("cublasLtMatmul", "amax D", d->amax_d, sizeof(float)))
     return CUBLAS_STATUS_EXECUTION_FAILED;
   p.amax_d = d->amax_d;
@@ -294,7 +321,8 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t lightHandle, cublasLtMatmulDesc_t
        !rt_check_operand("cublasLtMatmul", "workspace", workspace, workspaceSizeInBytes)))
     return CUBLAS_STATUS_EXECUTION_FAILED;
 
-  rt_late late = {dev_mode ? alpha : NULL, dev_mode ? beta : NULL, (int)st, d->a_scale, d->b_scale};
+  rt_late late = {dev_mode ? alpha : NULL, dev_mode ? beta : NULL, (int)st,
+                  blocks ? NULL : d->a_scale, blocks ? NULL : d->b_scale};
   if (sg_on_fp16_tensor_cores(&p, major, minor)) STANDIN_BUMP(&lt_fp16_tensor_core_gemms, 0);
   if (sg_is_fp8(p.a.type)) {
     STANDIN_BUMP(&lt_fp8_gemms, 0);

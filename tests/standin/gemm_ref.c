@@ -11,6 +11,7 @@
 
 #include "common.h"
 #include "numerics.h"
+#include "scale_modes.h"
 
 size_t sg_type_size(cudaDataType_t t) {
   switch (t) {
@@ -151,11 +152,15 @@ static int sg_gemm_f32(const sg_problem *p) {
       for (int64_t q = 0; q < k; q++) {
         int64_t idx = p->transa == CUBLAS_OP_N ? sg_index(&p->a, i, q) : sg_index(&p->a, q, i);
         ao[i * k + q] = sg_round_input(p->compute, sg_load_f32(A, p->a.type, idx));
+        if (p->a_scale_mode)
+          ao[i * k + q] *= sm_scale_at(p->a_scale_mode, p->a_scales, m, k, i, q);
       }
     for (int64_t j = 0; j < n; j++)
       for (int64_t q = 0; q < k; q++) {
         int64_t idx = p->transb == CUBLAS_OP_N ? sg_index(&p->b, q, j) : sg_index(&p->b, j, q);
         bo[j * k + q] = sg_round_input(p->compute, sg_load_f32(B, p->b.type, idx));
+        if (p->b_scale_mode)
+          bo[j * k + q] *= sm_scale_at(p->b_scale_mode, p->b_scales, n, k, j, q);
       }
     for (int64_t j = 0; j < n; j++)
       for (int64_t i = 0; i < m; i++) {

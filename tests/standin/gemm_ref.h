@@ -47,6 +47,8 @@ typedef struct sg_problem {
   cudaDataType_t bias_type;
   int64_t bias_batch_stride;
   float scale_a, scale_b; /* fp8 A/B scales; 1 when not set */
+  int32_t a_scale_mode, b_scale_mode; /* cublasLtMatmulMatrixScale_t */
+  const void *a_scales, *b_scales; /* scale tensors of block modes (scale_modes.h) */
   float *amax_d;         /* max |D| (after the epilogue), or NULL */
 } sg_problem;
 

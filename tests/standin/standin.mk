@@ -22,8 +22,8 @@ STANDIN_HDR      := $(wildcard $(STANDIN_SRC_DIR)/*.h)
 
 STANDIN_CUDA_SRC := driver_init.c driver_ctx.c driver_stream.c driver_graph.c driver_mem.c driver_pool.c \
                     driver_module.c driver_errors.c common.c
-STANDIN_LT_SRC   := cublaslt_desc.c cublaslt_matmul.c gemm_ref.c runtime.c common.c
-STANDIN_BLAS_SRC := cublas.c gemm_ref.c runtime.c common.c
+STANDIN_LT_SRC   := cublaslt_desc.c cublaslt_matmul.c gemm_ref.c scale_modes.c runtime.c common.c
+STANDIN_BLAS_SRC := cublas.c gemm_ref.c scale_modes.c runtime.c common.c
 
 # The libraries of one major version: $(1) = 12 or 13.
 define STANDIN_LIBS_template

@@ -1998,6 +1998,167 @@ static int child_fp16_gemms(void) {
   return 0;
 }
 
+/* Block scaling of fp8 A/B (cublasLt.h cublasLtMatmulMatrixScale_t; cuBLAS
+ * docs, "Narrow precision data types usage" and its block scaling factors
+ * layouts), run on the device STANDIN_CC names. The layouts here are
+ * written from the docs independently of the stand-in's:
+ *   VEC128_32F      (r, kb) at r + kb * outer
+ *   BLK128x128_32F  (r/128, kb) at kb + (r/128) * roundup(ceil(K/128), 4)
+ *   VEC32_UE8M0     128x4 tiles of 512 bytes, k-blocks first:
+ *                   ((r/128) * ceil(ceil(K/32)/4) + kb/4) * 512
+ *                   + (r%32)*16 + ((r%128)/32)*4 + kb%4
+ * Which run: VEC128/BLK pairs but BLKxBLK on 9.0 from cuBLAS 12.9, M and N
+ * multiples of 4; VEC32xVEC32 on 10.0+. E8M0 per the OCP MX spec v1.0:
+ * 2^(e-127), 0xFF NaN. Padding of the VEC32 tiles is filled with 0xFF here
+ * (the docs ask for zeros) so a GEMM that read it would turn NaN. */
+#define BK_K 256
+static int64_t bk_cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+static size_t bk_bytes(int mode, int64_t outer) {
+  if (mode == CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F) return (size_t)(outer * bk_cdiv(BK_K, 128)) * 4;
+  if (mode == CUBLASLT_MATMUL_MATRIX_SCALE_BLK128x128_32F)
+    return (size_t)(bk_cdiv(outer, 128) * bk_cdiv(bk_cdiv(BK_K, 128), 4) * 4) * 4;
+  return (size_t)(bk_cdiv(outer, 128) * bk_cdiv(bk_cdiv(BK_K, 32), 4)) * 512;
+}
+
+/* Fill a scale tensor; scale[r][q] receives each element's scale. */
+static void bk_scales(int mode, int64_t outer, unsigned char *buf, double *scale, int salt) {
+  memset(buf, 0xff, bk_bytes(mode, outer));
+  for (int64_t r = 0; r < outer; r++)
+    for (int64_t q = 0; q < BK_K; q++) {
+      double v;
+      if (mode == CUBLASLT_MATMUL_MATRIX_SCALE_VEC32_UE8M0) {
+        int64_t kb = q / 32;
+        int64_t off = ((r / 128) * bk_cdiv(bk_cdiv(BK_K, 32), 4) + kb / 4) * 512 + (r % 32) * 16 +
+                      ((r % 128) / 32) * 4 + kb % 4;
+        unsigned char e = (unsigned char)(124 + (r * 3 + kb + salt) % 7);
+        buf[off] = e;
+        v = ldexp(1.0, e - 127);
+      } else if (mode == CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F) {
+        int64_t kb = q / 128;
+        float f = (float)(0.25 * (1 + (r * 5 + kb * 3 + salt) % 9)) * (kb % 2 ? -1.0f : 1.0f);
+        memcpy(buf + (r + kb * outer) * 4, &f, 4);
+        v = f;
+      } else {
+        int64_t kb = q / 128, ld = bk_cdiv(bk_cdiv(BK_K, 128), 4) * 4;
+        float f = (float)(0.5 * (1 + (kb * 7 + (r / 128) + salt) % 5));
+        memcpy(buf + (kb + (r / 128) * ld) * 4, &f, 4);
+        v = f;
+      }
+      scale[r * BK_K + q] = v;
+    }
+}
+
+typedef struct bk_case { int am, bm; int64_t m, n; } bk_case;
+
+/* Run D = A^T B (A K x m, B K x n, E4M3, fp32 D) with the case's modes; on
+ * success compare D with the host model. Returns the status. */
+static cublasStatus_t bk_run(cublasLtHandle_t lt, const bk_case *c, int check, int nan_scale) {
+  int64_t m = c->m, n = c->n, k = BK_K;
+  unsigned char *hA = malloc(k * m), *hB = malloc(k * n);
+  unsigned char *hsa = malloc(bk_bytes(c->am, m) + 4), *hsb = malloc(bk_bytes(c->bm, n) + 4);
+  double *sa = malloc(sizeof(double) * m * k), *sb = malloc(sizeof(double) * n * k);
+  float *hD = malloc(4 * m * n);
+  for (int64_t i = 0; i < k * m; i++) hA[i] = (unsigned char)(rng_next() >> 56) & 0xf7; /* no NaN */
+  for (int64_t i = 0; i < k * n; i++) hB[i] = (unsigned char)(rng_next() >> 56) & 0xf7;
+  bk_scales(c->am, m, hsa, sa, 1);
+  bk_scales(c->bm, n, hsb, sb, 2);
+  if (nan_scale) hsb[0] = 0xff; /* column 0, k-block 0 of B */
+  unsigned char *A = dalloc(k * m), *B = dalloc(k * n), *SA = dalloc(bk_bytes(c->am, m)),
+                *SB = dalloc(bk_bytes(c->bm, n));
+  float *D = dalloc(4 * m * n);
+  h2d(A, hA, k * m);
+  h2d(B, hB, k * n);
+  h2d(SA, hsa, bk_bytes(c->am, m));
+  h2d(SB, hsb, bk_bytes(c->bm, n));
+  cublasLtMatmulDesc_t d;
+  CHILD_CHECK(cublasLtMatmulDescCreate(&d, CUBLAS_COMPUTE_32F, CUDA_R_32F) == 0);
+  int32_t ta = CUBLAS_OP_T, am = c->am, bm = c->bm;
+  const void *pa = SA, *pb = SB;
+  CHILD_CHECK(!cublasLtMatmulDescSetAttribute(d, CUBLASLT_MATMUL_DESC_TRANSA, &ta, 4));
+  CHILD_CHECK(!cublasLtMatmulDescSetAttribute(d, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, &am, 4));
+  CHILD_CHECK(!cublasLtMatmulDescSetAttribute(d, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, &bm, 4));
+  CHILD_CHECK(!cublasLtMatmulDescSetAttribute(d, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &pa, sizeof pa));
+  CHILD_CHECK(!cublasLtMatmulDescSetAttribute(d, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &pb, sizeof pb));
+  cublasLtMatrixLayout_t la, lb, ld;
+  CHILD_CHECK(!cublasLtMatrixLayoutCreate(&la, CUDA_R_8F_E4M3, k, m, k));
+  CHILD_CHECK(!cublasLtMatrixLayoutCreate(&lb, CUDA_R_8F_E4M3, k, n, k));
+  CHILD_CHECK(!cublasLtMatrixLayoutCreate(&ld, CUDA_R_32F, m, n, m));
+  cublasLtMatmulPreference_t pr;
+  CHILD_CHECK(!cublasLtMatmulPreferenceCreate(&pr));
+  cublasLtMatmulHeuristicResult_t hr[1];
+  int found = 0;
+  cublasStatus_t hs = cublasLtMatmulAlgoGetHeuristic(lt, d, la, lb, ld, ld, pr, 1, hr, &found);
+  float alpha = 1, beta = 0;
+  cublasStatus_t s = cublasLtMatmul(lt, d, &alpha, A, la, B, lb, &beta, D, ld, D, ld, NULL, NULL, 0, 0);
+  CHILD_CHECK(hs == s); /* the heuristic refuses what the matmul refuses */
+  if (!s && check) {
+    d2h(hD, D, 4 * m * n);
+    for (int64_t j = 0; j < n; j++)
+      for (int64_t i = 0; i < m; i++) {
+        double acc = 0, mag = 0;
+        for (int64_t q = 0; q < k; q++) {
+          double t = sn_e4m3_to_f32(hA[i * k + q]) * sa[i * k + q] * sn_e4m3_to_f32(hB[j * k + q]) *
+                     sb[j * k + q];
+          acc += t;
+          mag += fabs(t);
+        }
+        float got = hD[i + j * m];
+        if (nan_scale && j == 0) {
+          CHILD_CHECK(isnan(got));
+        } else if (!(fabs(got - acc) <= 1e-5 * mag)) {
+          fprintf(stderr, "modes %d x %d: D(%lld,%lld) = %g, expected %g\n", c->am, c->bm, (long long)i,
+                  (long long)j, got, acc);
+          s = CUBLAS_STATUS_INTERNAL_ERROR;
+        }
+      }
+  }
+  cublasLtMatmulPreferenceDestroy(pr);
+  cublasLtMatrixLayoutDestroy(la);
+  cublasLtMatrixLayoutDestroy(lb);
+  cublasLtMatrixLayoutDestroy(ld);
+  cublasLtMatmulDescDestroy(d);
+  dfree(A); dfree(B); dfree(SA); dfree(SB); dfree(D);
+  free(hA); free(hB); free(hsa); free(hsb); free(sa); free(sb); free(hD);
+  return s;
+}
+
+static int child_block_scales(void) {
+  CHILD_CHECK(child_setup() == 0);
+  int major = 0, minor = 0;
+  CHILD_CHECK(cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, 0) == 0 &&
+              cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, 0) == 0);
+  int cc = major * 10 + minor;
+  int hopper = cc == 90 && EXPECT_CUBLAS_VERSION >= 120900, mx = cc >= 100;
+  enum { V128 = CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F, B128 = CUBLASLT_MATMUL_MATRIX_SCALE_BLK128x128_32F,
+         V32 = CUBLASLT_MATMUL_MATRIX_SCALE_VEC32_UE8M0, SC = CUBLASLT_MATMUL_MATRIX_SCALE_SCALAR_32F };
+  static const struct { bk_case c; int runs_on_hopper, runs_on_mx; } cases[] = {
+      {{V128, V128, 8, 4}, 1, 0},   {{V128, B128, 8, 4}, 1, 0},  {{B128, V128, 136, 4}, 1, 0},
+      {{B128, B128, 8, 4}, 0, 0},   {{V128, V128, 8, 6}, 0, 0},  {{V128, SC, 8, 4}, 0, 0},
+      {{V32, V32, 8, 4}, 0, 1},     {{V32, V32, 136, 4}, 0, 1},  {{V32, V128, 8, 4}, 0, 0},
+  };
+  rng_seed(19);
+  CUstream st;
+  (void)st;
+  cublasLtHandle_t lt;
+  CHILD_CHECK(cublasLtCreate(&lt) == 0);
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    int want_ok = hopper ? cases[i].runs_on_hopper : mx ? cases[i].runs_on_mx : 0;
+    cublasStatus_t s = bk_run(lt, &cases[i].c, 1, 0);
+    if (s != (want_ok ? CUBLAS_STATUS_SUCCESS : CUBLAS_STATUS_NOT_SUPPORTED)) {
+      fprintf(stderr, "cc %d case %zu (modes %d x %d, %lldx%lld): status %d\n", cc, i, cases[i].c.am,
+              cases[i].c.bm, (long long)cases[i].c.m, (long long)cases[i].c.n, (int)s);
+      return 1;
+    }
+  }
+  if (mx) { /* an E8M0 0xFF scale is NaN: the outputs using it turn NaN, no others */
+    bk_case c = {V32, V32, 8, 4};
+    CHILD_CHECK(bk_run(lt, &c, 1, 1) == CUBLAS_STATUS_SUCCESS);
+  }
+  CHILD_CHECK(cublasLtDestroy(lt) == 0);
+  return 0;
+}
+
 static int child_main(const char *scenario) {
   if (!strcmp(scenario, "preinit")) return child_preinit();
   if (!strcmp(scenario, "forbid")) return child_forbid();
@@ -2009,6 +2170,7 @@ static int child_main(const char *scenario) {
   if (!strcmp(scenario, "nokernels")) return child_nokernels();
   if (!strcmp(scenario, "implicit")) return child_implicit();
   if (!strcmp(scenario, "fp16_gemms")) return child_fp16_gemms();
+  if (!strcmp(scenario, "block_scales")) return child_block_scales();
   fprintf(stderr, "unknown scenario %s\n", scenario);
   return 2;
 }
@@ -3479,6 +3641,15 @@ static void test_fp16_gemm_numerics(void **state) {
  * feature table by compute capability: from 7.0), seen through the counter
  * of GEMMs the stand-in ran on them: three of child_fp16_gemms' five on
  * such devices, none on Maxwell and Pascal. */
+/* Block-scaled fp8 on devices before, at and after each mode's own
+ * (child_block_scales says which run where and checks the values). */
+static void test_block_scales(void **state) {
+  (void)state;
+  static const char *const ccs[][2] = {{"STANDIN_CC=8.9", NULL}, {"STANDIN_CC=9.0", NULL},
+                                       {"STANDIN_CC=10.0", NULL}};
+  for (size_t i = 0; i < 3; i++) expect_child("block_scales", ccs[i], NULL, 0, NULL);
+}
+
 static void test_fp16_tensor_core_devices(void **state) {
   (void)state;
   static const struct { const char *cc; long long want; } devices[] = {
@@ -3635,6 +3806,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_fp8),
       cmocka_unit_test(test_fp16_gemm_numerics),
       cmocka_unit_test(test_fp16_tensor_core_devices),
+      cmocka_unit_test(test_block_scales),
       cmocka_unit_test(test_fp16_refusals),
       cmocka_unit_test(test_concurrency),
   };

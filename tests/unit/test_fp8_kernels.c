@@ -1059,6 +1059,51 @@ static void test_quantize_sm89(void **state) {
   qctx = ctx;
 }
 
+/* ---- block-scaled quantize launcher ----------------------------------------------- */
+/* The launcher (fp8_scaled_launch.c) against the host kernel called
+ * directly with one block (whose output the NumPy model of the cuBLAS
+ * layouts checks byte for byte: tests/integration/test_fp8_scaled_quantize.py):
+ * the same bytes in every mode; refusals before the driver; not loaded on
+ * the 6.1 device. */
+static void test_scaled_quantize_launcher(void **state) {
+  (void)state;
+  const int64_t outer = 136, k = 200, k_pad = 256;
+  float *src = dev_alloc(sizeof(float) * outer * k);
+  for (int64_t i = 0; i < outer * k; i++) src[i] = (float)((rng_unit() - 0.5) * 1000.0);
+  uint8_t *dst = dev_alloc(outer * k_pad), *want = malloc(outer * k_pad);
+  /* scale bytes per mode (fp8_kernels.h's layouts): 136 x 2 fp32;
+   * 2 x roundup(2, 4) fp32; 2 x 2 tiles of 512 */
+  static const size_t sc_bytes[] = {136 * 2 * 4, 2 * 4 * 4, 4 * 512};
+  uint8_t *sc = dev_alloc(4 * 512), *want_sc = malloc(4 * 512);
+  for (int mode = GS_FP8_BQ_VEC128; mode <= GS_FP8_BQ_MX32; mode++) {
+    gs_fp8_bq_args a = {src, dst, sc, outer, k, k_pad, k, 1, mode, GS_FP8_DEV_E4M3};
+    memset(dst, 0xA5, outer * k_pad);
+    memset(sc, 0xA5, 4 * 512);
+    const unsigned one[3] = {1, 1, 1};
+    assert_int_equal(run_host_kernel("gs_fp8_bq_f32", one, GS_FP8_BQ_THREADS, &a), 0);
+    memcpy(want, dst, outer * k_pad);
+    memcpy(want_sc, sc, 4 * 512);
+    memset(dst, 0x5A, outer * k_pad);
+    memset(sc, 0x5A, sc_bytes[mode]);
+    assert_int_equal(fp8_scaled_quantize(KERNEL_CTX(ctx90), NULL, CUDA_R_32F, &a), CUDA_SUCCESS);
+    assert_memory_equal(dst, want, outer * k_pad);
+    assert_memory_equal(sc, want_sc, sc_bytes[mode]);
+    assert_int_equal(fp8_scaled_quantize(KERNEL_CTX(ctx), NULL, CUDA_R_32F, &a), CUDA_ERROR_NOT_SUPPORTED);
+  }
+  gs_fp8_bq_args bad[] = {
+      {src, dst, sc, outer, k, k - 1, k, 1, GS_FP8_BQ_VEC128, GS_FP8_DEV_E4M3}, /* k_pad < k */
+      {src, dst, sc, 0, k, k_pad, k, 1, GS_FP8_BQ_VEC128, GS_FP8_DEV_E4M3},     /* no rows */
+      {src, dst, sc, outer, k, k_pad, k, 1, 3, GS_FP8_DEV_E4M3},                /* no such mode */
+      {src, dst, sc, outer, k, k_pad, k, 1, GS_FP8_BQ_MX32, 2},                 /* no such format */
+      {src, dst, NULL, outer, k, k_pad, k, 1, GS_FP8_BQ_MX32, GS_FP8_DEV_E4M3}, /* no scales */
+  };
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+    assert_int_equal(fp8_scaled_quantize(KERNEL_CTX(ctx90), NULL, CUDA_R_32F, &bad[i]), CUDA_ERROR_INVALID_VALUE);
+  assert_int_equal(fp8_scaled_quantize(KERNEL_CTX(ctx90), NULL, CUDA_R_8I, &bad[0]), CUDA_ERROR_INVALID_VALUE);
+  dev_free(src), dev_free(dst), dev_free(sc);
+  free(want), free(want_sc);
+}
+
 /* ---- GEMM ------------------------------------------------------------------------- */
 typedef struct gemm_case {
   const char *name;
@@ -1704,6 +1749,7 @@ int main(void) {
       cmocka_unit_test(test_gemm_sqnr),
       cmocka_unit_test(test_gemm_argument_checks),
       cmocka_unit_test(test_other_context),
+      cmocka_unit_test(test_scaled_quantize_launcher),
       cmocka_unit_test(test_module_once_per_context),
       cmocka_unit_test(test_mma_absent_below_sm89),
       cmocka_unit_test_setup_teardown(test_mma_ffma_cases, mma_setup, mma_teardown),

@@ -1,0 +1,209 @@
+"""The block-scaled quantize kernels (kernels/fp8_scaled_quantize.cu), host
+build, against a NumPy model of what cuBLASLt reads.
+
+The model is written from outside sources, not from the kernel:
+  - scale tensor layouts: the cuBLAS documentation, "Narrow precision data
+    types usage" (block scaling factors layouts) and cublasLt.h
+    (cublasLtMatmulMatrixScale_t): VEC128_32F one fp32 per 128 elements
+    along k, element (r, kb) at r + kb * outer; BLK128x128_32F one fp32 per
+    128 x 128 tile at kb + rb * roundup(ceil(K/128), 4); VEC32_UE8M0 one
+    E8M0 byte per 32 elements in 128 x 4 tiles of 512 bytes, byte (r, kb)
+    at ((r//128) * ceil(ceil(K/32)/4) + kb//4) * 512 + (r%32)*16 +
+    ((r%128)//32)*4 + kb%4, padding zero-filled;
+  - 1x128 and 128x128 scales: TransformerEngine's Float8BlockScaling
+    (transformer_engine/common/recipe/__init__.py; power-of-two scales by
+    default): scale = 2^floor(log2(fp8_max / amax)), stored as 1 / scale;
+  - MXFP8 scales: the OCP Microscaling Formats spec v1.0, section 6.3:
+    shared exponent floor(log2(amax)) - emax_elem (E4M3: 8, E5M2: 15),
+    E8M0 code exponent + 127, elements x / 2^exponent;
+  - fp8 encoding: round to nearest even, saturating to the largest finite
+    value (the OCP 8-bit floating point spec's E4M3/E5M2 codes; cuBLASLt's
+    and the PTX ISA's cvt.rn.satfinite).
+Every data byte and every scale byte is compared, padding included.
+"""
+import ctypes
+
+import numpy as np
+import pytest
+
+from harness import KERNELS_HOST
+
+VEC128, BLK128, MX32 = 0, 1, 2
+E4M3, E5M2 = 0, 1
+
+
+class Dim3(ctypes.Structure):
+    _fields_ = [("x", ctypes.c_uint), ("y", ctypes.c_uint), ("z", ctypes.c_uint)]
+
+
+class Launch(ctypes.Structure):  # tests/standin/standin_kernel.h
+    _fields_ = [("abi", ctypes.c_uint), ("grid", Dim3), ("block", Dim3),
+                ("shared_bytes", ctypes.c_uint), ("shared", ctypes.c_void_p),
+                ("params", ctypes.POINTER(ctypes.c_void_p)), ("stream", ctypes.c_void_p),
+                ("device", ctypes.c_int), ("cc_major", ctypes.c_int), ("cc_minor", ctypes.c_int)]
+
+
+class Args(ctypes.Structure):  # kernels/fp8_kernels.h gs_fp8_bq_args
+    _fields_ = [("src", ctypes.c_void_p), ("dst", ctypes.c_void_p), ("scales", ctypes.c_void_p),
+                ("outer", ctypes.c_int64), ("k", ctypes.c_int64), ("k_pad", ctypes.c_int64),
+                ("stride_r", ctypes.c_int64), ("stride_q", ctypes.c_int64),
+                ("mode", ctypes.c_int32), ("fmt", ctypes.c_int32)]
+
+
+def cdiv(a, b):
+    return -(-a // b)
+
+
+def fp8_table(fmt):
+    """Every code's value (OCP 8-bit floating point spec v1.0)."""
+    mbits, bias = (3, 7) if fmt == E4M3 else (2, 15)
+    vals = np.zeros(256)
+    for c in range(256):
+        e, m = (c >> mbits) & ((1 << (7 - mbits)) - 1), c & ((1 << mbits) - 1)
+        v = (m / (1 << mbits)) * 2.0 ** (1 - bias) if e == 0 else (1 + m / (1 << mbits)) * 2.0 ** (e - bias)
+        vals[c] = -v if c & 0x80 else v
+    return vals
+
+
+def encode(x, fmt):
+    """Round to nearest even, saturate (x finite)."""
+    table = fp8_table(fmt)
+    maxcode = 0x7E if fmt == E4M3 else 0x7B
+    pos = table[: maxcode + 1]
+    a = np.minimum(np.abs(x.astype(np.float64)), pos[maxcode])
+    hi = np.clip(np.searchsorted(pos, a), 0, maxcode)
+    lo = np.maximum(hi - 1, 0)
+    dlo, dhi = a - pos[lo], pos[hi] - a
+    code = np.where(dlo < dhi, lo, np.where(dhi < dlo, hi, np.where(lo % 2 == 0, lo, hi)))
+    return (code | np.where(np.signbit(x), 0x80, 0)).astype(np.uint8)
+
+
+def te_pow2_scale(amax, fmt):
+    fmax = 448.0 if fmt == E4M3 else 57344.0
+    if amax == 0:
+        return np.float32(1.0)
+    s = np.float32(fmax) / np.float32(amax)
+    if not np.isfinite(s):
+        s = np.finfo(np.float32).max
+    return np.float32(2.0 ** np.floor(np.log2(np.float64(s))))
+
+
+def model(x, mode, fmt, k_pad):
+    """x: outer x k float32. Returns (data bytes outer x k_pad, scale bytes)."""
+    outer, k = x.shape
+    xp = np.zeros((outer, k_pad), np.float32)
+    xp[:, :k] = x
+    data = np.zeros((outer, k_pad), np.uint8)
+    if mode == VEC128:
+        kb_n = cdiv(k_pad, 128)
+        sc = np.zeros(outer * kb_n, np.float32)
+        for r in range(outer):
+            for kb in range(kb_n):
+                seg = xp[r, kb * 128:(kb + 1) * 128]
+                s = te_pow2_scale(np.abs(seg).max(), fmt)
+                data[r, kb * 128:kb * 128 + len(seg)] = encode(seg * s, fmt)
+                sc[r + kb * outer] = np.float32(1) / s
+        return data, sc.tobytes()
+    if mode == BLK128:
+        kb_n = cdiv(k_pad, 128)
+        ld = cdiv(kb_n, 4) * 4
+        sc = np.zeros(cdiv(outer, 128) * ld, np.float32)
+        for rb in range(cdiv(outer, 128)):
+            for kb in range(kb_n):
+                tile = xp[rb * 128:(rb + 1) * 128, kb * 128:(kb + 1) * 128]
+                s = te_pow2_scale(np.abs(tile).max(), fmt)
+                data[rb * 128:rb * 128 + tile.shape[0], kb * 128:kb * 128 + tile.shape[1]] = encode(tile * s, fmt)
+                sc[kb + rb * ld] = np.float32(1) / s
+        return data, sc.tobytes()
+    emax = 8 if fmt == E4M3 else 15
+    kb_n = cdiv(k_pad, 32)
+    tiles_k = cdiv(kb_n, 4)
+    sc = np.zeros(cdiv(outer, 128) * tiles_k * 512, np.uint8)
+    for r in range(outer):
+        for kb in range(kb_n):
+            blk = xp[r, kb * 32:(kb + 1) * 32]
+            amax = np.abs(blk).max()
+            e = max(-127, int(np.floor(np.log2(np.float64(amax)))) - emax) if amax > 0 else -127
+            data[r, kb * 32:kb * 32 + len(blk)] = encode(blk * np.float32(2.0 ** -e), fmt)
+            off = ((r // 128) * tiles_k + kb // 4) * 512 + (r % 32) * 16 + ((r % 128) // 32) * 4 + kb % 4
+            sc[off] = e + 127
+    return data, sc.tobytes()
+
+
+def scale_bytes(mode, outer, k_pad):
+    if mode == VEC128:
+        return outer * cdiv(k_pad, 128) * 4
+    if mode == BLK128:
+        return cdiv(outer, 128) * cdiv(cdiv(k_pad, 128), 4) * 4 * 4
+    return cdiv(outer, 128) * cdiv(cdiv(k_pad, 32), 4) * 512
+
+
+def run_kernel(src, elem, transposed, mode, fmt, k_pad, grid):
+    """src: outer x k as stored (k contiguous unless transposed)."""
+    lib = ctypes.CDLL(str(KERNELS_HOST))
+    outer, k = src.shape
+    stored = np.ascontiguousarray(src.T if transposed else src)
+    if elem == "bf16":
+        raw = (stored.view(np.uint32) >> 16).astype(np.uint16)
+    elif elem == "f16":
+        raw = stored.astype(np.float16)
+    else:
+        raw = stored
+    dst = np.full(outer * k_pad, 0xA5, np.uint8)  # poisoned: every byte must be written
+    nsc = scale_bytes(mode, outer, k_pad)
+    sc = np.full(nsc, 0xA5, np.uint8)
+    a = Args(raw.ctypes.data, dst.ctypes.data, sc.ctypes.data, outer, k, k_pad,
+             1 if transposed else k, outer if transposed else 1, mode, fmt)
+    params = (ctypes.c_void_p * 1)(ctypes.cast(ctypes.pointer(a), ctypes.c_void_p))
+    launch = Launch(1, Dim3(grid, 1, 1), Dim3(128, 1, 1), 0, None, params, None, 0, 9, 0)
+    fn = getattr(lib, "standin_kernel_gs_fp8_bq_" + elem)
+    fn.argtypes = [ctypes.POINTER(Launch)]
+    assert fn(ctypes.byref(launch)) == 0
+    return dst.reshape(outer, k_pad), sc.tobytes()
+
+
+def source(rng, outer, k, elem):
+    x = (rng.standard_normal((outer, k)) * np.exp2(rng.integers(-6, 7, (outer, 1)))).astype(np.float32)
+    x[0, 0] = 1e5 if elem != "f16" else 6e4  # an outlier: its blocks alone scale down
+    if elem == "bf16":
+        x = (x.view(np.uint32) & 0xFFFF0000).view(np.float32)
+    elif elem == "f16":
+        x = x.astype(np.float16).astype(np.float32)
+    return x
+
+
+@pytest.mark.parametrize("mode", [VEC128, BLK128, MX32])
+@pytest.mark.parametrize("elem,fmt,transposed", [("bf16", E4M3, False), ("f16", E4M3, True),
+                                                 ("f32", E5M2, False), ("bf16", E5M2, True)])
+def test_matches_model(mode, elem, fmt, transposed):
+    rng = np.random.default_rng(19 + mode * 7 + fmt)
+    # 136 rows: a second 128-row tile mostly padding; k = 200 padded to 256
+    # (the k-block after the data is all zeros, so its scale is the zero
+    # block's; VEC32's tile column is part padding)
+    outer, k, k_pad = 136, 200, 256 if mode != MX32 else 224
+    x = source(rng, outer, k, elem)
+    want_data, want_sc = model(x, mode, fmt, k_pad)
+    got_data, got_sc = run_kernel(x, elem, transposed, mode, fmt, k_pad, grid=5)
+    bad = np.argwhere(got_data != want_data)
+    assert bad.size == 0, f"{len(bad)} data bytes differ, first at {bad[0]}: {got_data[tuple(bad[0])]:#x} vs {want_data[tuple(bad[0])]:#x}"
+    g, w = np.frombuffer(got_sc, np.uint8), np.frombuffer(want_sc, np.uint8)
+    assert len(g) == len(w)
+    diff = np.flatnonzero(g != w)
+    assert diff.size == 0, f"{diff.size} scale bytes differ, first at byte {diff[0]}"
+
+
+def test_outlier_stays_in_its_block():
+    """A 1e5 outlier scales only its own block (DeepSeek-V3, arXiv
+    2412.19437 section 3.3, the reason for fine-grained scales): every byte
+    outside that block is the same as without the outlier."""
+    rng = np.random.default_rng(5)
+    x = source(rng, 8, 256, "f32")
+    calm = x.copy()
+    calm[0, 0] = 1.0
+    for mode, blk in ((VEC128, 128), (MX32, 32)):
+        data, _ = run_kernel(x, "f32", False, mode, E4M3, 256, grid=3)
+        ref, _ = run_kernel(calm, "f32", False, mode, E4M3, 256, grid=3)
+        same = np.ones(data.shape, bool)
+        same[0, :blk] = False
+        assert (data[same] == ref[same]).all()
+        assert (data[0, 1:blk] != ref[0, 1:blk]).any()  # the outlier's block did move
