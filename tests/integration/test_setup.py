@@ -142,21 +142,14 @@ def test_no_toolkit(fake, tmp_path):
     assert not fake.stamp.exists()
 
 
-def test_python_without_pytest(fake):
-    python = fake.bindir / "python-without-pytest"
+# The integration and lifecycle steps run under pytest-xdist (-n): both
+# modules are checked, each named in the message.
+@pytest.mark.parametrize("module", ["pytest", "xdist"])
+def test_python_without_a_test_module(fake, module):
+    python = fake.bindir / f"python-without-{module}"
     r, _, apt = fake(python=python)
     assert r.returncode == 1
-    assert r.stderr == (f"setup: PYTHON={python} cannot import pytest; the tests need it (leave PYTHON unset to use "
-                        "Debian's /usr/bin/python3 with python3-pytest and python3-pytest-xdist)\n")
-    assert not fake.stamp.exists()
-
-
-def test_python_without_xdist(fake):
-    # The integration and lifecycle steps run under pytest-xdist (-n).
-    python = fake.bindir / "python-without-xdist"
-    r, _, apt = fake(python=python)
-    assert r.returncode == 1
-    assert r.stderr == (f"setup: PYTHON={python} cannot import xdist; the tests need it (leave PYTHON unset to use "
+    assert r.stderr == (f"setup: PYTHON={python} cannot import {module}; the tests need it (leave PYTHON unset to use "
                         "Debian's /usr/bin/python3 with python3-pytest and python3-pytest-xdist)\n")
     assert not fake.stamp.exists()
 
