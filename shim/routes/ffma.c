@@ -100,7 +100,7 @@ static const char *plan(const gs_call *c, ffma_plan *p) {
   if (g->m == 0 || g->n == 0 || g->k == 0 || g->batch == 0) return "empty GEMM: nothing to cast";
   double flops = 2.0 * (double)g->m * (double)g->n * (double)g->k * (double)g->batch;
   if (flops < (double)gs_opt.ffma_min_flops) return "GEMM smaller than GEMMSHIM_FFMA_MIN_FLOPS";
-  if (g->api == GS_API_GEMM_BATCHED_EX || g->api == GS_API_GEMM_BATCHED_EX_64) {
+  if (route_is_ptr_array(g->api)) {
     if (g->c_type == F32) return "pointer-array batch with fp32 C";
   }
   why = g->api == GS_API_LT_MATMUL ? route_lt_bias_stride(g, &p->bias_stride) : check_math_mode(g);

@@ -45,7 +45,6 @@ static const char *fmt_name(int fmt) { return fmt == GS_FP8_E5M2 ? "e5m2" : "e4m
 
 static cudaDataType fmt_type(int fmt) { return fmt == GS_FP8_E5M2 ? CUDA_R_8F_E5M2 : CUDA_R_8F_E4M3; }
 
-static int is_ptr_array(gs_api api) { return api == GS_API_GEMM_BATCHED_EX || api == GS_API_GEMM_BATCHED_EX_64; }
 
 /* The plan of one call: operand shapes as stored, buffer offsets, and the
  * epilogue the GEMM applies (DEFAULT for the GemmEx family). */
@@ -115,7 +114,7 @@ static const char *plan(const gs_call *c, const fp8_recipe *rc, fp8_plan *p) {
     return g->pointer_mode == -1 ? "the handle's pointer mode is unknown" : "alpha/beta pointer mode is a vector mode";
   /* The device's pointer arrays are never read on the host, and the fp8
    * kernels take strided operands only. */
-  if (is_ptr_array(g->api)) return "pointer-array batch (the fp8 kernels take strided operands only)";
+  if (route_is_ptr_array(g->api)) return "pointer-array batch (the fp8 kernels take strided operands only)";
   if (g->m == 0 || g->n == 0 || g->k == 0 || g->batch == 0) return "empty GEMM: nothing to quantize";
   const transient_part parts[3] = {{g->m, g->k, g->batch, 1}, {g->k, g->n, g->batch, 1}, {1, 1, 1, rc->scratch_bytes}};
   why = transient_plan(parts, rc->scratch_bytes ? 3 : 2, gs_opt.fp8_max_bytes, "needs more transient memory than GEMMSHIM_FP8_MAX_BYTES",
