@@ -7,7 +7,9 @@
 #               with poisoned outputs, over the real driver and cuBLAS: the
 #               integration suite (native, ffma; fp16 linked) under its
 #               loading patterns, route_check (native, ffma, fp16, fp8 with
-#               each backend), the cast kernels bit for bit
+#               each backend, the delayed recipe), the cast kernels bit for
+#               bit; lt_scale_probe: cuBLASLt's fp8 refusals and block
+#               scale layouts (sm_90) against the stand-in's rules
 #   3. bench    ffma vs native bf16, ffma vs sgemm, the cast kernels vs a
 #               device copy, fp8 vs native bf16 per backend, fp16 vs native
 #               bf16, torch._scaled_mm
@@ -27,13 +29,15 @@
 # PASS / FAIL / SKIP. The routing log of every shim run is checked for the
 # route each call took. Exit status 1 if any check failed or was cut short.
 #
-# Usage: scripts/gpu-check.sh [--dry-run | --build-only | --standin] [--budget SECONDS]
+# Usage: scripts/gpu-check.sh [--dry-run | --build-only | --standin] [--quick] [--budget SECONDS]
 #   --dry-run     print the steps and check the prerequisites; run nothing
 #   --build-only  build everything a GPU run needs into build/, then stop
 #                 (run it where clang-19 is, then carry build/ over)
 #   --standin     run every step over the CPU stand-in (build/standin/cu13),
 #                 small shapes, no PyTorch: proves the script's logic, not
 #                 the GPU's numbers
+#   --quick       fewer shapes and repetitions, shorter training, memcheck
+#                 before the benchmarks: for a GPU lent for minutes
 # Environment: BUILD (build), CUDA (/usr/local/cuda), PYTHON (python3), OUT,
 # GPU_CHECK_CUBLAS_DIR (a folder holding libcublas.so.13, tried first).
 set -euo pipefail
@@ -46,12 +50,14 @@ for var in CUDA PYTHON BUILD OUT; do # the overrides that change what runs
 done
 
 MODE=gpu
+QUICK=0
 BUDGET_S=460 # leaves room under 8 minutes for the report and slow exits
 while [ $# -gt 0 ]; do
   case "$1" in
     --dry-run) MODE=dry ;;
     --build-only) MODE=build ;;
     --standin) MODE=standin ;;
+    --quick) QUICK=1 ;;
     --budget)
       if [ $# -lt 2 ] || ! [[ $2 =~ ^[0-9]+$ ]]; then echo "gpu-check: --budget takes a number of seconds" >&2; exit 2; fi
       BUDGET_S=$2
@@ -96,9 +102,19 @@ else
   CAST_SIZES=4096x4096,8192x8192
   BENCH_TIMING=(--reps=7 --warmup=3 --target-ms=20 --copy-mib=512)
   CAST_TIMING=(--reps=7 --warmup=3 --target-ms=20)
+  if [ "$QUICK" = 1 ]; then
+    FFMA_SHAPES=4096x4096x4096,8192x8192x8192
+    SGEMM_SHAPES=4096x4096x4096
+    FP8_SHAPES=4096x4096x4096,8192x8192x8192,4096x4096x1024
+    CAST_SIZES=8192x8192
+    BENCH_TIMING=(--reps=5 --warmup=2 --target-ms=10 --copy-mib=256)
+    CAST_TIMING=(--reps=5 --warmup=2 --target-ms=10)
+  fi
 fi
 SCALED_MM_SHAPES=$FP8_SHAPES
-TRAIN_ARGS=(--steps 40 --warmup 5 --layers 4 --d-model 512 --heads 8 --seq 256 --batch 16 --vocab 1024 --seed 0)
+TRAIN_STEPS=40
+[ "$QUICK" = 1 ] && TRAIN_STEPS=20
+TRAIN_ARGS=(--steps $TRAIN_STEPS --warmup 5 --layers 4 --d-model 512 --heads 8 --seq 256 --batch 16 --vocab 1024 --seed 0)
 # Entry points the fp8 route must take with each backend (pointer-array
 # batches are reported, not required).
 FP8_REQUIRED_APIS=(cublasGemmEx cublasGemmEx_64 cublasGemmStridedBatchedEx cublasGemmStridedBatchedEx_64 cublasLtMatmul)
@@ -182,6 +198,14 @@ fp16_device() {
   local cc
   cc=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -n 1 | tr -d ' ') || return 1
   [ -n "$cc" ] && [ "${cc%%.*}" -ge 7 ] 2>/dev/null
+}
+
+# Prints the compute capability when it is 9.0 (the 1x128/128x128 modes').
+fp8_block_device() {
+  local cc
+  cc=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -n 1 | tr -d ' ') || return 0
+  [ "$cc" = 9.0 ] && printf '%s\n' "$cc"
+  return 0
 }
 
 first_dir_with() { # file dir... -> the first dir holding file
@@ -330,7 +354,7 @@ step_build() {
     record build-gpu-programs SKIP 0 "no C compiler: using the prebuilt $BUILD/tests/gpu"
   fi
   local f missing=()
-  for f in "$SHIM" "$GPU_BIN/route_check" "$GPU_BIN/gemm_bench" "$GPU_BIN/cast_bench"; do
+  for f in "$SHIM" "$GPU_BIN/route_check" "$GPU_BIN/gemm_bench" "$GPU_BIN/cast_bench" "$GPU_BIN/lt_scale_probe"; do
     [ -e "$f" ] || missing+=("$f")
   done
   if [ ${#missing[@]} -gt 0 ]; then
@@ -424,6 +448,23 @@ step_correctness() {
     for p in "${FP8_REQUIRED_APIS[@]}"; do exp+=(--expect "$p=fp8/$backend"); done
     routes_step "route-fp8-$backend" "${exp[@]}"
   done
+  # The delayed recipe (the default is current) on cuBLASLt.
+  mapfile -t renv < <(shim_env route-fp8-delayed)
+  run_step route-fp8-delayed 150 env "${penv[@]}" "${renv[@]}" GEMMSHIM_MODE=fp8 GEMMSHIM_FP8_RECIPE=delayed \
+    "$GPU_BIN/route_check" --set=aligned --tol=fp8
+  exp=()
+  for p in "${FP8_REQUIRED_APIS[@]}"; do exp+=(--expect "$p=fp8/cublaslt"); done
+  routes_step route-fp8-delayed "${exp[@]}"
+
+  # cuBLASLt's fp8 rules and block-scale layouts as the loaded cuBLASLt
+  # applies them, against the stand-in's and the route's (the shim's
+  # 1x128/128x128 quantize kernels feed it).
+  if [ "$MODE" = standin ] || { [ -n "$(fp8_block_device)" ] && [ "$MODE" = gpu ]; } || [ "$MODE" = dry ]; then
+    run_step lt-scale-probe 120 env "${penv[@]}" "$GPU_BIN/lt_scale_probe" \
+      --ptx="$BUILD_DIR/kernels/fp8_scaled_quantize.ptx" --json="$RESULTS/bench/lt-scale-probe.jsonl"
+  else
+    skip_step lt-scale-probe "cuBLASLt's block scale modes need compute capability 9.0"
+  fi
 }
 
 # compute-sanitizer last: the slowest check, and the one a short budget can
@@ -549,8 +590,9 @@ step_profile() {
     skip_step profile "PyTorch not importable"
     return 0
   fi
-  local run mode
-  for run in fp8 ffma; do
+  local run mode runs=(fp8 ffma)
+  [ "$QUICK" = 1 ] && runs=(fp8)
+  for run in "${runs[@]}"; do
     local -a tenv
     mapfile -t tenv < <(shim_env "profile-$run")
     mode=$run
@@ -595,13 +637,19 @@ main() {
   fi
   note "-- correctness"
   step_correctness
+  if [ "$QUICK" = 1 ]; then
+    note "-- memcheck"
+    step_memcheck
+  fi
   note "-- benchmarks"
   step_benchmarks
   note "-- training"
   step_training
   step_profile
-  note "-- memcheck"
-  step_memcheck
+  if [ "$QUICK" = 0 ]; then
+    note "-- memcheck"
+    step_memcheck
+  fi
 
   if [ "$MODE" = dry ]; then
     note "== report"

@@ -18,9 +18,9 @@ GPU_CFLAGS := -O2 -g -Wall -Wextra -Wno-unused-parameter -Wshadow -Wstrict-proto
               -isystem $(CUDA)/include $(GPU_EXTRA)
 GPU_CUBLAS := -L$(CUDA)/lib64 -Wl,--no-as-needed -l:libcublas.so.13 -l:libcublasLt.so.13 -Wl,--as-needed
 GPU_LIBS   := -ldl -lm -lpthread
-GPU_HDRS   := $(wildcard tests/gpu/*.h) kernels/cast.h
+GPU_HDRS   := $(wildcard tests/gpu/*.h) kernels/cast.h kernels/fp8_kernels.h
 
-GPU_BIN := $(GPU_OUT)/route_check $(GPU_OUT)/gemm_bench $(GPU_OUT)/cast_bench
+GPU_BIN := $(GPU_OUT)/route_check $(GPU_OUT)/gemm_bench $(GPU_OUT)/cast_bench $(GPU_OUT)/lt_scale_probe
 
 .PHONY: gpu-programs
 gpu-programs: $(GPU_BIN)
@@ -33,6 +33,9 @@ $(GPU_OUT)/route_check: $(GPU_OUT)/route_check.o $(GPU_OUT)/gpu_common.o
 	$(CC) -pthread $(GPU_EXTRA) -o $@ $^ $(GPU_CUBLAS) $(GPU_LIBS)
 
 $(GPU_OUT)/gemm_bench: $(GPU_OUT)/gemm_bench.o $(GPU_OUT)/gpu_common.o $(GPU_OUT)/kernel_trace.o
+	$(CC) -pthread $(GPU_EXTRA) -o $@ $^ $(GPU_CUBLAS) $(GPU_LIBS)
+
+$(GPU_OUT)/lt_scale_probe: $(GPU_OUT)/lt_scale_probe.o $(GPU_OUT)/gpu_common.o
 	$(CC) -pthread $(GPU_EXTRA) -o $@ $^ $(GPU_CUBLAS) $(GPU_LIBS)
 
 # No cuBLAS: the cast kernels and the driver only.
