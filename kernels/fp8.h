@@ -34,7 +34,8 @@ enum { GS_FP8_E4M3 = 0, GS_FP8_E5M2 = 1 };
  * Created zeroed with scale[0] = scale[1] = 1 (gs_fp8_ring_bytes gives the
  * size). */
 typedef struct gs_fp8_ring {
-  float scale[2];
+  float scale[2][4]; /* [parity][0]; 16 bytes apart: cuBLASLt took a scale pointer at
+                        * 16 bytes, refused one at 4 (docs/gpu-results.md) */
   float amax_slot[GS_FP8_AMAX_SLOTS]; /* non-negative floats, max by int atomics */
   unsigned int blocks_done;           /* re-armed to 0 by the last block */
   unsigned int pos;                   /* next history slot */

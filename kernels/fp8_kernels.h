@@ -18,7 +18,8 @@
  * scale). */
 #define GS_FP8_DEV_AMAX_SLOTS 32
 typedef struct gs_fp8_ring_dev {
-  float scale[2];
+  float scale[2][4]; /* [parity][0]; 16 bytes apart: cuBLASLt took a scale pointer at
+                        * 16 bytes, refused one at 4 (docs/gpu-results.md) */
   uint32_t amax_slot[GS_FP8_DEV_AMAX_SLOTS];
   uint32_t blocks_done;
   uint32_t pos;

@@ -147,7 +147,7 @@ static __device__ __forceinline__ void fp8_fold(gs_fp8_ring_dev *ring, int parit
   const float amax = gs_f32_from_bits(amax_bits);
   const float fmt_max = ring->fmt ? 57344.0f : 448.0f;
   const uint32_t hlen = ring->history;
-  const float current = ring->scale[parity];
+  const float current = ring->scale[parity][0];
   const int valid = amax_bits != 0 && amax_bits < 0x7F800000u && hlen != 0;
   ring->last_amax = amax;
   /* The amax pass of a first call only publishes its step: the quantize
@@ -157,14 +157,14 @@ static __device__ __forceinline__ void fp8_fold(gs_fp8_ring_dev *ring, int parit
     ring->pos = pos + 1 == hlen ? 0 : pos + 1;
   }
   if constexpr (MODE == GS_FP8_MODE_AMAX_INIT) {
-    if (valid) ring->scale[parity] = fp8_next_scale(amax, fmt_max, ring->margin_pow2, current);
+    if (valid) ring->scale[parity][0] = fp8_next_scale(amax, fmt_max, ring->margin_pow2, current);
   } else {
     float next = current;
     if (valid) {
       uint32_t m = others_bits > amax_bits ? others_bits : amax_bits;
       next = fp8_next_scale(gs_f32_from_bits(m), fmt_max, ring->margin_pow2, current);
     }
-    ring->scale[parity ^ 1] = next;
+    ring->scale[parity ^ 1][0] = next;
   }
   ring->blocks_done = 0;
 }
@@ -188,7 +188,7 @@ static __device__ __forceinline__ void fp8_quantize_body(const gs_fp8_q_operand 
 
   gs_fp8_ring_dev *ring = a.ring;
   const int fmt = (int)ring->fmt;
-  const float scale = ring->scale[parity];
+  const float scale = ring->scale[parity][0];
 #if GS_FP8_Q_SM89
   /* A group goes through the hardware path when its largest |x| is below
    * 2^64 * step (so no quotient overflows the correction) and the step is

@@ -133,7 +133,7 @@ static const char *plan(const gs_call *c, const fp8_recipe *rc, fp8_plan *p) {
 
 
 static CUdeviceptr scale_ptr(const gs_fp8_ring *ring, int parity) {
-  return (CUdeviceptr)(uintptr_t)&ring->scale[parity];
+  return (CUdeviceptr)(uintptr_t)&ring->scale[parity][0];
 }
 
 /* ---- quantization ------------------------------------------------------------------- */
@@ -227,9 +227,9 @@ static cublasLtHandle_t lt_handle_for(const gs_call *c, const char **why) {
 static int aligned16(const void *p) { return ((uintptr_t)p & 15) == 0; }
 
 /* Why this call cannot take cuBLASLt's fp8 GEMM, or NULL. Its rules: sm_89
- * or newer, TN (our buffers are), 16-byte aligned pointers and leading
- * dimensions, no E5M2 x E5M2, fp32 compute and scale, and a bias in bf16
- * (fp32 D) or D's type. */
+ * or newer, TN (our buffers are), k a multiple of 16, m of 8, 16-byte
+ * aligned pointers and leading dimensions, no E5M2 x E5M2, fp32 compute
+ * and scale, and a bias in bf16 (fp32 D) or D's type. */
 static const char *lt_unfit(const gs_call *c, const fp8_plan *p, const fp8_scales *u) {
   const gs_gemm *g = &c->g;
   if (gs_opt.fp8_backend == GS_FP8_BACKEND_OWN) return "GEMMSHIM_FP8_BACKEND=own";
@@ -241,6 +241,9 @@ static const char *lt_unfit(const gs_call *c, const fp8_plan *p, const fp8_scale
   if (!aligned16(g->C) || !aligned16(g->D) || (g->ldc * es) % 16 || (g->ldd * es) % 16 ||
       (g->batch > 1 && ((g->stride_c * es) % 16 || (g->stride_d * es) % 16)))
     return "C or D is not 16-byte aligned (cuBLASLt fp8)";
+  /* Not in cuBLAS's docs: an H200 with cuBLAS 13.1 refused m = 100 and 260
+   * and took 200 and 256 (docs/gpu-results.md). */
+  if (g->m % 8) return "m is not a multiple of 8 (cuBLASLt fp8 refuses it)";
   if (p->bias && p->bias_type != (g->d_type == F32 ? CUDA_R_16BF : g->d_type))
     return "bias type is not cuBLASLt's fp8 bias type";
   if (!resolve_hooked(GS_SYS_cublasLtMatmul) || !route_lt_available())
@@ -309,7 +312,7 @@ static CUresult own_fp8(const gs_call *c, kernel_ctx *kc, const fp8_plan *p, con
   const gs_gemm *g = &c->g;
   return (mma ? fp8_gemm_mma : fp8_gemm)(kc, (CUstream)g->stream, g->m, g->n, g->k, g->batch,
                   (const uint8_t *)(base + p->off[BUF_A8]), u->fmt[0], (const uint8_t *)(base + p->off[BUF_B8]),
-                  u->fmt[1], &u->ring[0]->scale[u->parity], &u->ring[1]->scale[u->parity], g->alpha, g->beta,
+                  u->fmt[1], &u->ring[0]->scale[u->parity][0], &u->ring[1]->scale[u->parity][0], g->alpha, g->beta,
                   g->pointer_mode, g->c_type, g->C, g->ldc, g->stride_c, g->d_type, g->D, g->ldd, g->stride_d,
                   p->epilogue, p->bias, p->bias_type);
 }
@@ -394,6 +397,20 @@ int route_fp8(gs_call *c) {
   if (lt) {
     lt_status = lt_fp8(c, &p, &u, lt, base, &plan_why, &ws_why);
     if (lt_status != CUBLAS_STATUS_SUCCESS) lt = NULL;
+  }
+  /* sm_89+: what cuBLASLt refuses at run time runs native, never the own
+   * kernel (slower than native bf16 there: docs/fp8.md). A refused
+   * cublasLtMatmul launched nothing, so nothing of the caller's is written.
+   * Seen on an H200 (docs/gpu-results.md): shapes the static rules let
+   * through and scale pointers it would not take. */
+  if (!lt && c->sm >= 89 && gs_opt.fp8_backend != GS_FP8_BACKEND_OWN &&
+      gs_opt.fp8_backend != GS_FP8_BACKEND_OWN_MMA) {
+    transient_release(&t);
+    rc->release(&u, ran);
+    if (plan_why) return FP8_DECLINE(c, "cuBLASLt fp8: %s", plan_why);
+    if (lt_status != CUBLAS_STATUS_SUCCESS)
+      return FP8_DECLINE(c, "cuBLASLt fp8 refused this call (status %d)", (int)lt_status);
+    return FP8_DECLINE(c, "cuBLASLt fp8: %s", own_why ? own_why : "no handle");
   }
   /* GEMMSHIM_FP8_BACKEND=own-mma: the tensor-core kernel where the device
    * has fp8 mma (sm_89+) and its module loaded; otherwise, and if its launch

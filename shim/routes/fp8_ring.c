@@ -33,8 +33,11 @@ CUresult fp8_ring_init(CUdeviceptr ring, int fmt, unsigned history, unsigned mar
   if (!gs_sys.cuMemsetD8Async) return CUDA_ERROR_NOT_SUPPORTED;
   uint32_t margin_pow2 = (uint32_t)(127 + margin) << 23; /* 2^margin as float bits */
   CUresult r = GS_CALL(cuMemsetD8Async, ring, 0, (size_t)gs_fp8_ring_bytes(history), stream);
-  /* scale[0] and scale[1] are adjacent: one memset. */
-  if (r == CUDA_SUCCESS) r = set_u32(ring + offsetof(gs_fp8_ring, scale[0]), f32_bits(1.0f), 2, stream, failed);
+  /* scale[0] and scale[1] with their padding: one memset (the padding is
+   * never read). */
+  if (r == CUDA_SUCCESS)
+    r = set_u32(ring + offsetof(gs_fp8_ring, scale), f32_bits(1.0f), sizeof(((gs_fp8_ring *)0)->scale) / 4, stream,
+                failed);
   if (r == CUDA_SUCCESS) r = set_u32(ring + offsetof(gs_fp8_ring, history), history, 1, stream, failed);
   if (r == CUDA_SUCCESS && fmt) r = set_u32(ring + offsetof(gs_fp8_ring, fmt), (uint32_t)fmt, 1, stream, failed);
   if (r == CUDA_SUCCESS) r = set_u32(ring + offsetof(gs_fp8_ring, margin_pow2), margin_pow2, 1, stream, failed);

@@ -2,7 +2,10 @@
  * block-scaling modes, case by case, checked against the rules the
  * stand-in (tests/standin/scale_modes.c, cublaslt_matmul.c) and the fp8
  * route (shim/routes/fp8.c lt_unfit) take from the cuBLAS documentation
- * ("Narrow precision data types usage", cublasLtMatmulMatrixScale_t).
+ * ("Narrow precision data types usage", cublasLtMatmulMatrixScale_t),
+ * with what an H200 with cuBLAS 13.1 showed on 2026-12-04 where the docs
+ * say nothing (docs/gpu-results.md): k a multiple of 16 whatever the
+ * leading dimension, m a multiple of 8, scale pointers 16-byte aligned.
  *
  * For each case: the operands are bf16 with magnitudes that differ by row
  * and by 128-column block (so a scale read from the wrong place shows),
@@ -18,6 +21,7 @@
  * float64 product of the bf16 inputs.
  *
  * Usage: lt_scale_probe --ptx=build/kernels/fp8_scaled_quantize.ptx
+ *        lt_scale_probe --null=desc|layouts  (what a NULL argument does)
  * Exit: 0 every case as the rules say; 1 a mismatch; 2 setup. */
 #include <cublasLt.h>
 #include <math.h>
@@ -41,35 +45,51 @@ typedef struct probe_case {
   int e5m2;              /* both operands E5M2 (per-tensor only) */
   float alpha;
   int expect_ok; /* the stand-in's / the route's rule on sm_90, cuBLAS >= 12.9 */
+  int soff, doff; /* bytes added to the scale pointers and to D (alignment cases) */
 } probe_case;
 
 static const probe_case cases[] = {
     /* per-tensor scaling: the rules of the fp8 route's lt_unfit */
-    {"scalar_aligned", SCALAR, SCALAR, 256, 256, 512, 512, 0, 0, 0, 1.0f, 1},
-    {"scalar_k200", SCALAR, SCALAR, 256, 256, 200, 200, 0, 0, 0, 1.0f, 0},
-    {"scalar_k200_ld208", SCALAR, SCALAR, 256, 256, 200, 208, 0, 0, 0, 1.0f, 1},
-    {"scalar_k24", SCALAR, SCALAR, 64, 64, 24, 24, 0, 0, 0, 1.0f, 0},
-    {"scalar_ldd100", SCALAR, SCALAR, 100, 64, 256, 256, 0, 100, 0, 1.0f, 0},
-    {"scalar_ldd104", SCALAR, SCALAR, 100, 64, 256, 256, 0, 104, 0, 1.0f, 1},
-    {"scalar_e5m2xe5m2", SCALAR, SCALAR, 256, 256, 256, 256, 0, 0, 1, 1.0f, 0},
-    {"scalar_d_f32", SCALAR, SCALAR, 256, 256, 512, 512, 1, 0, 0, 1.0f, 1},
+    {"scalar_aligned", SCALAR, SCALAR, 256, 256, 512, 512, 0, 0, 0, 1.0f, 1, 0, 0},
+    {"scalar_k200", SCALAR, SCALAR, 256, 256, 200, 200, 0, 0, 0, 1.0f, 0, 0, 0},
+    {"scalar_k200_ld208", SCALAR, SCALAR, 256, 256, 200, 208, 0, 0, 0, 1.0f, 0, 0, 0},
+    {"scalar_k24", SCALAR, SCALAR, 64, 64, 24, 24, 0, 0, 0, 1.0f, 0, 0, 0},
+    {"scalar_ldd100", SCALAR, SCALAR, 100, 64, 256, 256, 0, 100, 0, 1.0f, 0, 0, 0},
+    {"scalar_ldd104", SCALAR, SCALAR, 100, 64, 256, 256, 0, 104, 0, 1.0f, 0, 0, 0},
+    {"scalar_e5m2xe5m2", SCALAR, SCALAR, 256, 256, 256, 256, 0, 0, 1, 1.0f, 0, 0, 0},
+    {"scalar_d_f32", SCALAR, SCALAR, 256, 256, 512, 512, 1, 0, 0, 1.0f, 1, 0, 0},
+    {"scalar_k208", SCALAR, SCALAR, 256, 256, 208, 208, 0, 0, 0, 1.0f, 1, 0, 0},
+    {"scalar_m104", SCALAR, SCALAR, 104, 64, 256, 256, 0, 104, 0, 1.0f, 1, 0, 0},
+    {"scalar_m120", SCALAR, SCALAR, 120, 64, 256, 256, 0, 120, 0, 1.0f, 1, 0, 0},
+    {"scalar_m200", SCALAR, SCALAR, 200, 64, 256, 256, 0, 200, 0, 1.0f, 1, 0, 0},
+    {"scalar_m100_f32", SCALAR, SCALAR, 100, 64, 256, 256, 1, 100, 0, 1.0f, 0, 0, 0},
+    {"scalar_m8", SCALAR, SCALAR, 8, 64, 256, 256, 0, 8, 0, 1.0f, 1, 0, 0},
+    {"scalar_n100", SCALAR, SCALAR, 256, 100, 256, 256, 0, 0, 0, 1.0f, 1, 0, 0},
+    {"scalar_n4", SCALAR, SCALAR, 256, 4, 256, 256, 0, 0, 0, 1.0f, 1, 0, 0},
+    {"scalar_scale_off4", SCALAR, SCALAR, 256, 256, 256, 256, 0, 0, 0, 1.0f, 0, 4, 0},
+    {"scalar_scale_off8", SCALAR, SCALAR, 256, 256, 256, 256, 0, 0, 0, 1.0f, 0, 8, 0},
+    {"scalar_scale_off16", SCALAR, SCALAR, 256, 256, 256, 256, 0, 0, 0, 1.0f, 1, 16, 0},
+    {"scalar_d_off8", SCALAR, SCALAR, 256, 256, 256, 256, 0, 0, 0, 1.0f, 0, 0, 8},
     /* block scaling on sm_90 */
-    {"vec128_vec128", VEC128, VEC128, 256, 256, 512, 512, 0, 0, 0, 1.0f, 1},
-    {"blk128_vec128", BLK128, VEC128, 256, 256, 512, 512, 0, 0, 0, 1.0f, 1},
-    {"vec128_blk128", VEC128, BLK128, 256, 256, 512, 512, 0, 0, 0, 1.0f, 1},
-    {"blk128_blk128", BLK128, BLK128, 256, 256, 512, 512, 0, 0, 0, 1.0f, 0},
-    {"vec128_alpha_half", VEC128, VEC128, 256, 256, 512, 512, 0, 0, 0, 0.5f, 1},
-    {"vec128_d_f32", VEC128, VEC128, 256, 256, 512, 512, 1, 0, 0, 1.0f, 1},
-    {"vec128_k320", VEC128, VEC128, 256, 256, 320, 320, 0, 0, 0, 1.0f, 1},
-    {"blk128_k320", BLK128, VEC128, 384, 256, 320, 320, 0, 0, 0, 1.0f, 1},
-    {"vec128_k64", VEC128, VEC128, 128, 128, 64, 64, 0, 0, 0, 1.0f, 1},
-    {"vec128_m260", VEC128, VEC128, 260, 256, 256, 256, 0, 264, 0, 1.0f, 1},
-    {"vec128_m258", VEC128, VEC128, 258, 256, 256, 256, 0, 264, 0, 1.0f, 0},
-    {"vec128_n258", VEC128, VEC128, 256, 258, 256, 256, 0, 0, 0, 1.0f, 0},
-    {"blk128_m200", BLK128, VEC128, 200, 256, 256, 256, 0, 200, 0, 1.0f, 1},
-    {"vec128_n8", VEC128, VEC128, 256, 8, 256, 256, 0, 0, 0, 1.0f, 1},
-    {"scalar_vec128", SCALAR, VEC128, 256, 256, 256, 256, 0, 0, 0, 1.0f, 0},
-    {"vec32_vec32", VEC32, VEC32, 256, 256, 256, 256, 0, 0, 0, 1.0f, 0},
+    {"vec128_vec128", VEC128, VEC128, 256, 256, 512, 512, 0, 0, 0, 1.0f, 1, 0, 0},
+    {"blk128_vec128", BLK128, VEC128, 256, 256, 512, 512, 0, 0, 0, 1.0f, 1, 0, 0},
+    {"vec128_blk128", VEC128, BLK128, 256, 256, 512, 512, 0, 0, 0, 1.0f, 1, 0, 0},
+    {"blk128_blk128", BLK128, BLK128, 256, 256, 512, 512, 0, 0, 0, 1.0f, 0, 0, 0},
+    {"vec128_alpha_half", VEC128, VEC128, 256, 256, 512, 512, 0, 0, 0, 0.5f, 1, 0, 0},
+    {"vec128_d_f32", VEC128, VEC128, 256, 256, 512, 512, 1, 0, 0, 1.0f, 1, 0, 0},
+    {"vec128_k320", VEC128, VEC128, 256, 256, 320, 320, 0, 0, 0, 1.0f, 1, 0, 0},
+    {"blk128_k320", BLK128, VEC128, 384, 256, 320, 320, 0, 0, 0, 1.0f, 1, 0, 0},
+    {"vec128_k64", VEC128, VEC128, 128, 128, 64, 64, 0, 0, 0, 1.0f, 1, 0, 0},
+    {"vec128_m260", VEC128, VEC128, 260, 256, 256, 256, 0, 264, 0, 1.0f, 0, 0, 0},
+    {"vec128_m264", VEC128, VEC128, 264, 256, 256, 256, 0, 264, 0, 1.0f, 1, 0, 0},
+    {"vec128_m200", VEC128, VEC128, 200, 256, 256, 256, 0, 200, 0, 1.0f, 1, 0, 0},
+    {"vec128_scale_off4", VEC128, VEC128, 256, 256, 256, 256, 0, 0, 0, 1.0f, 0, 4, 0},
+    {"vec128_m258", VEC128, VEC128, 258, 256, 256, 256, 0, 264, 0, 1.0f, 0, 0, 0},
+    {"vec128_n258", VEC128, VEC128, 256, 258, 256, 256, 0, 0, 0, 1.0f, 0, 0, 0},
+    {"blk128_m200", BLK128, VEC128, 200, 256, 256, 256, 0, 200, 0, 1.0f, 1, 0, 0},
+    {"vec128_n8", VEC128, VEC128, 256, 8, 256, 256, 0, 0, 0, 1.0f, 1, 0, 0},
+    {"scalar_vec128", SCALAR, VEC128, 256, 256, 256, 256, 0, 0, 0, 1.0f, 0, 0, 0},
+    {"vec32_vec32", VEC32, VEC32, 256, 256, 256, 256, 0, 0, 0, 1.0f, 0, 0, 0},
 };
 
 static const char *mode_name(int m) {
@@ -274,9 +294,13 @@ static int run_case(const gpu_device *dev, cublasLtHandle_t lt, CUdeviceptr ws, 
   operand A, B;
   operand_make(&A, c->m, c->k, c->kpad, c->amode, c->e5m2, &rng, dev->stream);
   operand_make(&B, c->n, c->k, c->kpad, c->bmode, c->e5m2, &rng, dev->stream);
+  if (c->soff) { /* the same scales, moved to the offset pointer */
+    CU_CHECK(drv.cuMemcpyHtoD_v2(A.d_s + (CUdeviceptr)c->soff, A.s, A.nscale * sizeof(float)));
+    CU_CHECK(drv.cuMemcpyHtoD_v2(B.d_s + (CUdeviceptr)c->soff, B.s, B.nscale * sizeof(float)));
+  }
   int64_t ldd = c->ldd ? c->ldd : c->m;
   size_t es = c->d_f32 ? 4 : 2, dbytes = (size_t)(ldd * c->n) * es;
-  CUdeviceptr D = gpu_alloc(dbytes + 256);
+  CUdeviceptr D0 = gpu_alloc(dbytes + 256), D = D0 + (CUdeviceptr)c->doff;
   cudaDataType dt = c->d_f32 ? CUDA_R_32F : CUDA_R_16BF;
   cudaDataType ft = c->e5m2 ? CUDA_R_8F_E5M2 : CUDA_R_8F_E4M3;
 
@@ -288,7 +312,7 @@ static int run_case(const gpu_device *dev, cublasLtHandle_t lt, CUdeviceptr ws, 
   const char *setup = NULL;
   cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
   int32_t am = c->amode, bm = c->bmode;
-  void *sa = (void *)(uintptr_t)A.d_s, *sb = (void *)(uintptr_t)B.d_s;
+  void *sa = (void *)(uintptr_t)(A.d_s + (CUdeviceptr)c->soff), *sb = (void *)(uintptr_t)(B.d_s + (CUdeviceptr)c->soff);
   if ((s = cublasLtMatmulDescCreate(&op, CUBLAS_COMPUTE_32F, CUDA_R_32F))) setup = "DescCreate";
   else if ((s = cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta)) ||
            (s = cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb)))
@@ -373,9 +397,35 @@ static int run_case(const gpu_device *dev, cublasLtHandle_t lt, CUdeviceptr ws, 
   if (lb) cublasLtMatrixLayoutDestroy(lb);
   if (la) cublasLtMatrixLayoutDestroy(la);
   if (op) cublasLtMatmulDescDestroy(op);
-  drv.cuMemFree_v2(D);
+  drv.cuMemFree_v2(D0);
   operand_free(&A), operand_free(&B);
   return ok;
+}
+
+/* --null=desc|layouts: one bf16 cublasLtMatmul with a NULL descriptor or
+ * NULL layouts; prints the status it returns (if it returns). */
+static int null_call(const gpu_device *dev, cublasLtHandle_t lt, const char *what) {
+  cublasLtMatmulDesc_t op = NULL;
+  cublasLtMatrixLayout_t l = NULL;
+  CUdeviceptr buf = gpu_alloc(64 * 64 * 4);
+  if (cublasLtMatmulDescCreate(&op, CUBLAS_COMPUTE_32F, CUDA_R_32F) ||
+      cublasLtMatrixLayoutCreate(&l, CUDA_R_32F, 64, 64, 64)) {
+    fprintf(stderr, "lt_scale_probe: descriptor set-up failed\n");
+    return GPU_EXIT_SETUP;
+  }
+  float one = 1.0f, zero = 0.0f;
+  void *p = (void *)(uintptr_t)buf;
+  printf("null %s: calling cublasLtMatmul\n", what);
+  fflush(stdout);
+  cublasStatus_t s = !strcmp(what, "desc")
+                         ? cublasLtMatmul(lt, NULL, &one, p, l, p, l, &zero, p, l, p, l, NULL, NULL, 0, dev->stream)
+                         : cublasLtMatmul(lt, op, &one, p, NULL, p, NULL, &zero, p, NULL, p, NULL, NULL, NULL, 0,
+                                          dev->stream);
+  printf("null %s: status %d (%s)\n", what, (int)s, st_name(s));
+  cublasLtMatrixLayoutDestroy(l);
+  cublasLtMatmulDescDestroy(op);
+  drv.cuMemFree_v2(buf);
+  return GPU_EXIT_OK;
 }
 
 static char *read_file(const char *path) {
@@ -392,15 +442,26 @@ static char *read_file(const char *path) {
 }
 
 int main(int argc, char **argv) {
-  const char *ptx_path = NULL, *json_path = NULL, *only = NULL;
+  const char *ptx_path = NULL, *json_path = NULL, *only = NULL, *null_what = NULL;
   for (int i = 1; i < argc; i++) {
     if (!strncmp(argv[i], "--ptx=", 6)) ptx_path = argv[i] + 6;
     else if (!strncmp(argv[i], "--json=", 7)) json_path = argv[i] + 7;
     else if (!strncmp(argv[i], "--only=", 7)) only = argv[i] + 7;
+    else if (!strcmp(argv[i], "--null=desc") || !strcmp(argv[i], "--null=layouts")) null_what = argv[i] + 7;
     else {
-      fprintf(stderr, "usage: lt_scale_probe --ptx=FILE [--json=FILE] [--only=CASE]\n");
+      fprintf(stderr, "usage: lt_scale_probe --ptx=FILE [--json=FILE] [--only=CASE] | --null=desc|layouts\n");
       return GPU_EXIT_SETUP;
     }
+  }
+  if (null_what) {
+    gpu_device dev;
+    gpu_open(&dev);
+    cublasLtHandle_t lt;
+    if (cublasLtCreate(&lt)) return GPU_EXIT_SETUP;
+    int rc = null_call(&dev, lt, null_what);
+    cublasLtDestroy(lt);
+    gpu_close(&dev);
+    return rc;
   }
   if (!ptx_path) {
     fprintf(stderr, "lt_scale_probe: --ptx=FILE (build/kernels/fp8_scaled_quantize.ptx) is required\n");

@@ -27,4 +27,4 @@ def test_xla_pattern_is_only_caught_through_dlsym(shim, standin, tmp_path):
     assert on.stdout == base.stdout
     assert [(r["api"], r["status"]) for r in read_log(on_log)] == [
         (c["api"], int(c["status"])) for c in on.calls]
-    assert len(on.calls) == 9
+    assert len(on.calls) == 8  # the NULL-computeDesc case runs only when named

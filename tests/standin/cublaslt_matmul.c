@@ -36,6 +36,7 @@
  * dimension or stride is less aligned than it needs, where a GPU kernel
  * would fault or read wrong data; an algo that no heuristic of this
  * library made is INVALID_VALUE too. algo NULL runs as before. */
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -127,6 +128,14 @@ static cublasStatus_t lt_plan(const lt_desc *d, const lt_layout *A, const lt_lay
   if (fp8) {
     if (d->transa != CUBLAS_OP_T || d->transb != CUBLAS_OP_N) return CUBLAS_STATUS_NOT_SUPPORTED;
     if (A->ld % 16 || B->ld % 16) return CUBLAS_STATUS_NOT_SUPPORTED;
+    /* Measured on an H200 with cuBLAS 13.1 (tests/gpu/lt_scale_probe.c,
+     * docs/gpu-results.md), none of it in the docs: k = 200 refused with
+     * leading dimensions of 208; m = 100 (ldd 104) and m = 260 (ldd 264)
+     * refused, m = 200 and 256 taken; an A/B scale pointer 4 bytes past a
+     * 16-byte boundary refused. The rules below are the simplest that fit
+     * those points. */
+    if (ak % 16 || m % 8) return CUBLAS_STATUS_NOT_SUPPORTED;
+    if ((uintptr_t)d->a_scale % 16 || (uintptr_t)d->b_scale % 16) return CUBLAS_STATUS_NOT_SUPPORTED;
   } else if (d->a_scale || d->b_scale || d->amax_d) {
     return CUBLAS_STATUS_INVALID_VALUE;
   }
@@ -172,6 +181,16 @@ static cublasStatus_t lt_plan(const lt_desc *d, const lt_layout *A, const lt_lay
   lt_matrix(&p->c, C, NULL);
   lt_matrix(&p->d, D, NULL);
   return CUBLAS_STATUS_SUCCESS;
+}
+
+/* cuBLAS's docs say INVALID_VALUE for NULL parameters; cuBLASLt 13.1 on
+ * an H200, with a live handle, dereferenced a NULL computeDesc and the
+ * process died of SIGSEGV (docs/gpu-results.md). A caller that passes one
+ * gets the same here. */
+static void lt_null_desc_dies(void) {
+  standin_msg("cublasLtMatmul: computeDesc is NULL: the real cuBLASLt dereferences it (SIGSEGV)");
+  raise(SIGSEGV);
+  abort();
 }
 
 static cublasStatus_t lt_check_device(int device, const sg_problem *p) {
@@ -251,6 +270,7 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t lightHandle, cublasLtMatmulDesc_t
                               void *workspace, size_t workspaceSizeInBytes, cudaStream_t stream) {
   LT_COUNT(cublasLtMatmul);
   if (!lightHandle || lightHandle->magic != LT_HANDLE_MAGIC) return CUBLAS_STATUS_NOT_INITIALIZED;
+  if (!computeDesc) lt_null_desc_dies();
   if (!computeDesc || !Adesc || !Bdesc || !Cdesc || !Ddesc || !alpha || !beta)
     return CUBLAS_STATUS_INVALID_VALUE;
   const lt_desc *d = lt_desc_of(computeDesc);

@@ -26,7 +26,13 @@ int sm_check_modes(int32_t amode, int32_t bmode, int64_t m, int64_t n) {
     if (m % 4 || n % 4) return CUBLAS_STATUS_NOT_SUPPORTED;
     return CUBLAS_STATUS_SUCCESS;
   }
-  /* mixed scalar/block pairs, OUTER_VEC, NVFP4's VEC16 (fp4 only) */
+  /* A per-tensor scale with a block one: INVALID_VALUE from the heuristic
+   * (measured: SCALAR_32F x VEC128_32F, cuBLAS 13.1 on an H200,
+   * docs/gpu-results.md). */
+  if ((amode == CUBLASLT_MATMUL_MATRIX_SCALE_SCALAR_32F && sm_is_hopper_block(bmode)) ||
+      (bmode == CUBLASLT_MATMUL_MATRIX_SCALE_SCALAR_32F && sm_is_hopper_block(amode)))
+    return CUBLAS_STATUS_INVALID_VALUE;
+  /* OUTER_VEC, NVFP4's VEC16 (fp4 only), other pairs */
   return CUBLAS_STATUS_NOT_SUPPORTED;
 }
 

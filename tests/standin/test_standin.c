@@ -2123,6 +2123,22 @@ static cublasStatus_t bk_run(cublasLtHandle_t lt, const bk_case *c, int check, i
   return s;
 }
 
+/* cublasLtMatmul with a NULL computeDesc and a live handle: cuBLAS's docs
+ * say INVALID_VALUE, cuBLASLt 13.1 on an H200 died of SIGSEGV
+ * (docs/gpu-results.md); the stand-in dies the same way. */
+static int child_null_desc(void) {
+  CHILD_CHECK(child_setup() == 0);
+  cublasLtHandle_t lt;
+  CHILD_CHECK(cublasLtCreate(&lt) == 0);
+  cublasLtMatrixLayout_t l;
+  CHILD_CHECK(cublasLtMatrixLayoutCreate(&l, CUDA_R_32F, 8, 8, 8) == 0);
+  void *buf = dalloc(256);
+  float one = 1.0f, zero = 0.0f;
+  cublasStatus_t s = cublasLtMatmul(lt, NULL, &one, buf, l, buf, l, &zero, buf, l, buf, l, NULL, NULL, 0, NULL);
+  fprintf(stderr, "cublasLtMatmul returned %d\n", (int)s);
+  return 3;
+}
+
 static int child_block_scales(void) {
   CHILD_CHECK(child_setup() == 0);
   int major = 0, minor = 0;
@@ -2145,7 +2161,11 @@ static int child_block_scales(void) {
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     int want_ok = hopper ? cases[i].runs_on_hopper : mx ? cases[i].runs_on_mx : 0;
     cublasStatus_t s = bk_run(lt, &cases[i].c, 1, 0);
-    if (s != (want_ok ? CUBLAS_STATUS_SUCCESS : CUBLAS_STATUS_NOT_SUPPORTED)) {
+    /* a per-tensor scale with a block one is INVALID_VALUE (measured on an
+     * H200, cuBLAS 13.1: docs/gpu-results.md), other refusals NOT_SUPPORTED */
+    cublasStatus_t no = cases[i].c.am == SC || cases[i].c.bm == SC ? CUBLAS_STATUS_INVALID_VALUE
+                                                                   : CUBLAS_STATUS_NOT_SUPPORTED;
+    if (s != (want_ok ? CUBLAS_STATUS_SUCCESS : no)) {
       fprintf(stderr, "cc %d case %zu (modes %d x %d, %lldx%lld): status %d\n", cc, i, cases[i].c.am,
               cases[i].c.bm, (long long)cases[i].c.m, (long long)cases[i].c.n, (int)s);
       return 1;
@@ -2171,6 +2191,7 @@ static int child_main(const char *scenario) {
   if (!strcmp(scenario, "implicit")) return child_implicit();
   if (!strcmp(scenario, "fp16_gemms")) return child_fp16_gemms();
   if (!strcmp(scenario, "block_scales")) return child_block_scales();
+  if (!strcmp(scenario, "null_desc")) return child_null_desc();
   fprintf(stderr, "unknown scenario %s\n", scenario);
   return 2;
 }
@@ -3191,7 +3212,8 @@ static void test_lt_errors(void **state) {
   BL_OK(MM(d, a, b, c, c));
   assert_int_equal(cublasLtMatmul(NULL, d, &one, buf, a, buf, b, &zero, buf, c, buf, c, NULL, NULL, 0, NULL),
                    CUBLAS_STATUS_NOT_INITIALIZED);
-  assert_int_equal(MM(NULL, a, b, c, c), CUBLAS_STATUS_INVALID_VALUE);
+  /* MM(NULL, ...) kills the process as cuBLASLt 13.1 did on an H200:
+   * test_lt_null_desc_dies. */
   assert_int_equal(MM(d, a, b, NULL, c), CUBLAS_STATUS_INVALID_VALUE);
   assert_int_equal(cublasLtMatmul(lt, d, NULL, buf, a, buf, b, &zero, buf, c, buf, c, NULL, NULL, 0, NULL),
                    CUBLAS_STATUS_INVALID_VALUE);
@@ -3334,7 +3356,7 @@ static void fp8_rig_open(fp8_rig *r, int device) {
   CU_OK(cuCtxPushCurrent_v2(primary[device]));
   BL_OK(cublasLtCreate(&r->lt));
   CU_OK(cuStreamCreate(&r->stream, CU_STREAM_NON_BLOCKING));
-  r->scales = dalloc(16);
+  r->scales = dalloc(32); /* A's scale, then B's 16 bytes on: cuBLASLt takes 16-byte aligned ones */
 }
 
 static void fp8_rig_close(fp8_rig *r) {
@@ -3356,14 +3378,14 @@ static cublasStatus_t fp8_codes(fp8_rig *r, cudaDataType_t at, cudaDataType_t bt
   float *D = dalloc(m * 4);
   h2d(A, hA, k * m);
   h2d(B, hB, k);
-  float sc[2] = {2.0f, 0.5f};
-  h2d(r->scales, sc, 8);
+  float sc[8] = {2.0f, 0, 0, 0, 0.5f, 0, 0, 0};
+  h2d(r->scales, sc, sizeof sc);
   cublasLtMatmulDesc_t d;
   BL_OK(cublasLtMatmulDescCreate(&d, CUBLAS_COMPUTE_32F, CUDA_R_32F));
   desc_set_i32(d, CUBLASLT_MATMUL_DESC_TRANSA, ta);
   desc_set_i32(d, CUBLASLT_MATMUL_DESC_TRANSB, tb);
   desc_set_ptr(d, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, r->scales);
-  desc_set_ptr(d, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, r->scales + 1);
+  desc_set_ptr(d, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, r->scales + 4);
   int8_t fast = 1;
   BL_OK(cublasLtMatmulDescSetAttribute(d, CUBLASLT_MATMUL_DESC_FAST_ACCUM, &fast, 1));
   cublasLtMatrixLayout_t la, lb, lc;
@@ -3435,14 +3457,15 @@ static void test_fp8(void **state) {
   tm_upload(&C);
   tm_upload(&bias);
   tm_clone_host(&C, &C0);
-  float sc[3] = {0.25f, 0.125f, -1.0f};
-  h2d(r.scales, sc, 12);
+  float sc[3] = {0.25f, -1.0f, 0.125f}; /* A's scale, amax of D, B's 16-byte aligned scale at [4] */
+  h2d(r.scales, sc, 8);
+  h2d(r.scales + 4, sc + 2, 4);
   cublasLtMatmulDesc_t d;
   BL_OK(cublasLtMatmulDescCreate(&d, CUBLAS_COMPUTE_32F, CUDA_R_32F));
   desc_set_i32(d, CUBLASLT_MATMUL_DESC_TRANSA, CUBLAS_OP_T);
   desc_set_ptr(d, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, r.scales);
-  desc_set_ptr(d, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, r.scales + 1);
-  desc_set_ptr(d, CUBLASLT_MATMUL_DESC_AMAX_D_POINTER, r.scales + 2);
+  desc_set_ptr(d, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, r.scales + 4);
+  desc_set_ptr(d, CUBLASLT_MATMUL_DESC_AMAX_D_POINTER, r.scales + 1);
   desc_set_i32(d, CUBLASLT_MATMUL_DESC_EPILOGUE, CUBLASLT_EPILOGUE_GELU_BIAS);
   desc_set_ptr(d, CUBLASLT_MATMUL_DESC_BIAS_POINTER, bias.dev);
   cublasLtMatrixLayout_t la = lt_layout_of(&A, 1), lb = lt_layout_of(&B, 1), lc = lt_layout_of(&C, 1);
@@ -3455,7 +3478,7 @@ static void test_fp8(void **state) {
   check_gemm(&g, &C, 1);
   /* amax is taken before the bf16 store: within bf16 rounding of max |D| */
   float amax = 0;
-  d2h(&amax, r.scales + 2, 4);
+  d2h(&amax, r.scales + 1, 4);
   double dmax = 0;
   for (int64_t j = 0; j < n; j++)
     for (int64_t i = 0; i < m; i++) dmax = fmax(dmax, fabs(tm_get(&C, 0, i, j)));
@@ -3650,6 +3673,11 @@ static void test_block_scales(void **state) {
   for (size_t i = 0; i < 3; i++) expect_child("block_scales", ccs[i], NULL, 0, NULL);
 }
 
+static void test_lt_null_desc_dies(void **state) {
+  (void)state;
+  expect_child("null_desc", NULL, NULL, 128 + SIGSEGV, "computeDesc is NULL");
+}
+
 static void test_fp16_tensor_core_devices(void **state) {
   (void)state;
   static const struct { const char *cc; long long want; } devices[] = {
@@ -3807,6 +3835,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_fp16_gemm_numerics),
       cmocka_unit_test(test_fp16_tensor_core_devices),
       cmocka_unit_test(test_block_scales),
+      cmocka_unit_test(test_lt_null_desc_dies),
       cmocka_unit_test(test_fp16_refusals),
       cmocka_unit_test(test_concurrency),
   };

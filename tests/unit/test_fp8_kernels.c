@@ -227,7 +227,7 @@ static gs_fp8_ring *ring_new(ring_model *m, unsigned history, int fmt, float mar
   assert_true(history <= MAX_HISTORY);
   gs_fp8_ring *r = dev_alloc((size_t)gs_fp8_ring_bytes(history));
   memset(r, 0, (size_t)gs_fp8_ring_bytes(history));
-  r->scale[0] = r->scale[1] = 1.0f;
+  r->scale[0][0] = r->scale[1][0] = 1.0f;
   r->history = history;
   r->fmt = (unsigned)fmt;
   r->margin_pow2 = margin_pow2;
@@ -282,8 +282,8 @@ static void model_fold(ring_model *m, float amax, int parity, int init) {
 }
 
 static void ring_check(const gs_fp8_ring *r, const ring_model *m, const char *what) {
-  if (gs_f32_bits(r->scale[0]) != gs_f32_bits(m->scale[0]) || gs_f32_bits(r->scale[1]) != gs_f32_bits(m->scale[1]))
-    fail_msg("%s: scales %a %a, model %a %a", what, (double)r->scale[0], (double)r->scale[1],
+  if (gs_f32_bits(r->scale[0][0]) != gs_f32_bits(m->scale[0]) || gs_f32_bits(r->scale[1][0]) != gs_f32_bits(m->scale[1]))
+    fail_msg("%s: scales %a %a, model %a %a", what, (double)r->scale[0][0], (double)r->scale[1][0],
              (double)m->scale[0], (double)m->scale[1]);
   if (isnan(m->last_amax) ? !isnan(r->last_amax) : gs_f32_bits(r->last_amax) != gs_f32_bits(m->last_amax))
     fail_msg("%s: last_amax %a, model %a", what, (double)r->last_amax, (double)m->last_amax);
@@ -399,7 +399,7 @@ static unsigned long long quantize_case(int type, int is_b, int trans, const qsh
   ring_model m;
   gs_fp8_ring *ring = ring_new(&m, 4, fmt, 1.0f);
   int parity = (int)rng_below(2);
-  ring->scale[parity] = m.scale[parity] = scale;
+  ring->scale[parity][0] = m.scale[parity] = scale;
   uint8_t *dst = dst_alloc(q->rows * q->cols * q->batch);
   take_vector_accesses();
   CUresult r = fp8_quantize(KERNEL_CTX(qctx), NULL, type, s.p, q->rows, q->cols, ld, stride, q->batch, trans, is_b, dst, ring,
@@ -489,7 +489,7 @@ static void test_quantize_specials(void **state) {
       ((uint16_t *)s.p)[5] = 0xFFC0; /* at least one -NaN */
       ring_model m;
       gs_fp8_ring *ring = ring_new(&m, 4, fmt, 1.0f);
-      ring->scale[0] = m.scale[0] = 0.5f;
+      ring->scale[0][0] = m.scale[0] = 0.5f;
       uint8_t *dst = dst_alloc(16 * 24);
       assert_int_equal(fp8_quantize(KERNEL_CTX(qctx), NULL, CUDA_R_16BF, s.p, 16, 24, 16, 0, 1, trans, 1, dst, ring, 0),
                        CUDA_SUCCESS);
@@ -560,7 +560,7 @@ static void ring_init(ring_run *rr, float amax) {
  * fold, flip the parity as the host does. Returns the scale used. */
 static float ring_step(ring_run *rr, float amax) {
   if (!isnan(amax) && !isinf(amax)) fill_amax(&rr->s, amax);
-  float used = rr->ring->scale[rr->parity];
+  float used = rr->ring->scale[rr->parity][0];
   memset(rr->dst, FP8_POISON, 24 * 40 + GUARD);
   assert_int_equal(fp8_quantize(KERNEL_CTX(qctx), NULL, CUDA_R_32F, rr->s.p, 24, 40, 24, 0, 1, 1, 0, rr->dst, rr->ring,
                                 rr->parity),
@@ -598,10 +598,10 @@ static void test_margin_is_transformer_engines(void **state) {
         ring_run rr;
         ring_run_start(&rr, 4, fmt, ldexpf(1.0f, margin));
         ring_init(&rr, amaxes[a]);
-        double product = (double)rr.ring->scale[0] * (double)te_scale;
+        double product = (double)rr.ring->scale[0][0] * (double)te_scale;
         if (fabs(product - 1.0) > 0x1p-22)
           fail_msg("fmt %d margin %d amax %g: step %a, TE scale %a, product %.9g", fmt, margin, (double)amaxes[a],
-                   (double)rr.ring->scale[0], (double)te_scale, product);
+                   (double)rr.ring->scale[0][0], (double)te_scale, product);
         /* The same amax again: its largest element is fp8_max / 2^m exactly. */
         ring_step(&rr, amaxes[a]);
         const uint8_t top = gs_f32_to_fp8_sat(scaled_max, fmt);
@@ -633,9 +633,9 @@ static void test_first_amax_entered_once(void **state) {
   assert_true(rr.ring->pos == 1 && rr.ring->hist[0] == 100.0f && rr.ring->hist[1] == 0.0f);
   ring_step(&rr, 1.0f);
   ring_step(&rr, 1.0f);
-  assert_true(rr.ring->scale[rr.parity] == 100.0f / 448.0f); /* [100, 1, 1] */
+  assert_true(rr.ring->scale[rr.parity][0] == 100.0f / 448.0f); /* [100, 1, 1] */
   ring_step(&rr, 1.0f);
-  assert_true(rr.ring->scale[rr.parity] == 1.0f / 448.0f);   /* [1, 1, 1] */
+  assert_true(rr.ring->scale[rr.parity][0] == 1.0f / 448.0f);   /* [1, 1, 1] */
   ring_run_end(&rr);
 }
 
@@ -646,28 +646,28 @@ static void test_ring_state_machine(void **state) {
   /* First call: amax_init publishes scale[0] and enters nothing; scale[1]
    * is untouched. */
   ring_init(&rr, 10.0f);
-  assert_true(rr.ring->scale[0] == 10.0f / 448.0f && rr.ring->scale[1] == 1.0f);
+  assert_true(rr.ring->scale[0][0] == 10.0f / 448.0f && rr.ring->scale[1][0] == 1.0f);
   assert_true(rr.ring->hist[0] == 0.0f && rr.ring->pos == 0);
   /* A jump: this call quantizes with the old step and saturates (only the
    * new max, 20 / (10/448) = 896, is past 448)... */
   assert_true(ring_step(&rr, 20.0f) == 10.0f / 448.0f);
   assert_true(count_code(&rr, GS_E4M3_MAX_CODE) >= 1);
-  assert_true(rr.ring->scale[1] == 20.0f / 448.0f);
+  assert_true(rr.ring->scale[1][0] == 20.0f / 448.0f);
   /* ...and the next call has recovered: its max lands on 448 exactly. */
   assert_true(ring_step(&rr, 20.0f) == 20.0f / 448.0f);
   assert_int_equal(count_code(&rr, GS_E4M3_MAX_CODE), 1);
   /* amax 0, inf, NaN: nothing entered, the scale carried to the other slot. */
-  float before = rr.ring->scale[rr.parity];
+  float before = rr.ring->scale[rr.parity][0];
   unsigned pos = rr.ring->pos;
   ring_step(&rr, 0.0f);
-  assert_true(rr.ring->scale[rr.parity] == before && rr.ring->pos == pos && rr.ring->last_amax == 0.0f);
+  assert_true(rr.ring->scale[rr.parity][0] == before && rr.ring->pos == pos && rr.ring->last_amax == 0.0f);
   smat_put(&rr.s, 0, 3, 5, INFINITY);
   ring_step(&rr, INFINITY);
-  assert_true(rr.ring->scale[rr.parity] == before && rr.ring->pos == pos && isinf(rr.ring->last_amax));
+  assert_true(rr.ring->scale[rr.parity][0] == before && rr.ring->pos == pos && isinf(rr.ring->last_amax));
   assert_true(count_code(&rr, GS_E4M3_MAX_CODE) >= 1); /* inf saturates */
   smat_put(&rr.s, 0, 3, 5, NAN);
   ring_step(&rr, NAN);
-  assert_true(rr.ring->scale[rr.parity] == before && rr.ring->pos == pos && isnan(rr.ring->last_amax));
+  assert_true(rr.ring->scale[rr.parity][0] == before && rr.ring->pos == pos && isnan(rr.ring->last_amax));
   assert_true(count_code(&rr, GS_E4M3_NAN) == 1); /* NaN stays NaN */
   ring_run_end(&rr);
 
@@ -679,18 +679,18 @@ static void test_ring_state_machine(void **state) {
   ring_step(&rr, 1000.0f);
   for (int i = 0; i < 3; i++) {
     ring_step(&rr, 5.0f);
-    assert_true(rr.ring->scale[rr.parity] == 1000.0f / 448.0f);
+    assert_true(rr.ring->scale[rr.parity][0] == 1000.0f / 448.0f);
   }
   ring_step(&rr, 5.0f); /* the spike's entry is overwritten */
-  assert_true(rr.ring->scale[rr.parity] == 5.0f / 448.0f);
+  assert_true(rr.ring->scale[rr.parity][0] == 5.0f / 448.0f);
   ring_run_end(&rr);
 
   /* margin 2 (2^2 = 4) and E5M2: step = amax * 4 / 57344. */
   ring_run_start(&rr, 3, GS_FP8_E5M2, 4.0f);
   ring_init(&rr, 300.0f);
-  assert_true(rr.ring->scale[0] == 300.0f / 57344.0f * 4.0f);
+  assert_true(rr.ring->scale[0][0] == 300.0f / 57344.0f * 4.0f);
   ring_step(&rr, 700.0f);
-  assert_true(rr.ring->scale[1] == 700.0f / 57344.0f * 4.0f);
+  assert_true(rr.ring->scale[1][0] == 700.0f / 57344.0f * 4.0f);
   ring_run_end(&rr);
 
   /* No clamp for a small amax (TransformerEngine: scale = scaled_max /
@@ -698,23 +698,23 @@ static void test_ring_state_machine(void **state) {
    * fp32's normal range and below it. */
   ring_run_start(&rr, 1, GS_FP8_E4M3, 1.0f);
   ring_init(&rr, 1e-30f);
-  assert_true(rr.ring->scale[0] == 1e-30f / 448.0f);
+  assert_true(rr.ring->scale[0][0] == 1e-30f / 448.0f);
   ring_step(&rr, 2e-30f);
-  assert_true(rr.ring->scale[1] == 2e-30f / 448.0f);
+  assert_true(rr.ring->scale[1][0] == 2e-30f / 448.0f);
   ring_step(&rr, 4e-36f); /* a subnormal step (8.9e-39), still with a finite reciprocal */
-  assert_true(rr.ring->scale[rr.parity] == 4e-36f / 448.0f && rr.ring->scale[rr.parity] < 0x1p-126f);
-  assert_true(isfinite(1.0f / rr.ring->scale[rr.parity]));
+  assert_true(rr.ring->scale[rr.parity][0] == 4e-36f / 448.0f && rr.ring->scale[rr.parity][0] < 0x1p-126f);
+  assert_true(isfinite(1.0f / rr.ring->scale[rr.parity][0]));
   /* amax / 448 below 2^-128: the step has no finite reciprocal (TE's scale
    * overflows to inf and becomes FLT_MAX); the smallest step that has one. */
   ring_step(&rr, 1e-38f);
-  assert_true(rr.ring->scale[rr.parity] == min_step());
+  assert_true(rr.ring->scale[rr.parity][0] == min_step());
   assert_true(isfinite(1.0f / min_step()) && !isfinite(1.0f / ldexpf(1.0f, -128)));
   ring_step(&rr, 1e-45f); /* the smallest subnormal amax: amax / 448 is 0 */
-  assert_true(rr.ring->scale[rr.parity] == min_step());
+  assert_true(rr.ring->scale[rr.parity][0] == min_step());
   /* History 1: the newest entry is the whole window. */
   ring_step(&rr, 1.0f);
   ring_step(&rr, 0.5f);
-  assert_true(rr.ring->scale[rr.parity] == 0.5f / 448.0f);
+  assert_true(rr.ring->scale[rr.parity][0] == 0.5f / 448.0f);
   ring_run_end(&rr);
 }
 
@@ -733,13 +733,13 @@ static void test_amax_init(void **state) {
                        CUDA_SUCCESS);
       model_fold(&m, smat_amax(&s), parity, 1);
       ring_check(ring, &m, "amax_init");
-      assert_true(ring->scale[parity ^ 1] == 1.0f);
+      assert_true(ring->scale[parity ^ 1][0] == 1.0f);
       dev_free(ring), dev_free(s.p);
     }
   ring_run rr;
   ring_run_start(&rr, 4, GS_FP8_E4M3, 1.0f);
   ring_init(&rr, 0.0f);
-  assert_true(rr.ring->scale[0] == 1.0f && rr.ring->pos == 0);
+  assert_true(rr.ring->scale[0][0] == 1.0f && rr.ring->pos == 0);
   ring_run_end(&rr);
 }
 
@@ -749,12 +749,12 @@ static void test_quantize_empty(void **state) {
   (void)state;
   ring_model m;
   gs_fp8_ring *ring = ring_new(&m, 4, GS_FP8_E4M3, 1.0f);
-  ring->scale[1] = m.scale[1] = 0.25f;
-  ring->scale[0] = m.scale[0] = 7.0f;
+  ring->scale[1][0] = m.scale[1] = 0.25f;
+  ring->scale[0][0] = m.scale[0] = 7.0f;
   assert_int_equal(fp8_quantize(KERNEL_CTX(ctx), NULL, CUDA_R_16BF, NULL, 16, 0, 16, 0, 1, 0, 0, NULL, ring, 1), CUDA_SUCCESS);
   model_fold(&m, 0.0f, 1, 0);
   ring_check(ring, &m, "empty quantize");
-  assert_true(ring->scale[0] == 0.25f);
+  assert_true(ring->scale[0][0] == 0.25f);
   assert_int_equal(fp8_amax_init(KERNEL_CTX(ctx), NULL, CUDA_R_32F, NULL, 0, 5, 1, 0, 3, ring, 0), CUDA_SUCCESS);
   model_fold(&m, 0.0f, 0, 1);
   ring_check(ring, &m, "empty amax_init");
@@ -901,7 +901,7 @@ static uint64_t golden_run(CUcontext c, const golden_operand *ga, const golden_o
     golden_fill(g[i], src[i]);
     dst[i] = dev_alloc((size_t)(g[i]->rows * g[i]->cols * g[i]->batch));
     ring[i] = ring_new(&unused, 5, g[i]->fmt, g[i]->margin_div);
-    ring[i]->scale[0] = g[i]->step;
+    ring[i]->scale[0][0] = g[i]->step;
   }
   uint64_t h = 0xCBF29CE484222325ull;
   for (int call = 0; call < 3; call++) {
@@ -910,7 +910,11 @@ static uint64_t golden_run(CUcontext c, const golden_operand *ga, const golden_o
     if (r != CUDA_SUCCESS) fail_msg("golden quantize: CUresult %d", (int)r);
     for (int i = 0; i < 2; i++) {
       h = fnv1a(h, dst[i], (size_t)(g[i]->rows * g[i]->cols * g[i]->batch));
-      h = fnv1a(h, ring[i], (size_t)gs_fp8_ring_bytes(5));
+      /* The ring as it was when these hashes were taken, before the scale
+       * slots were padded to 16 bytes: the two scales, then the rest. */
+      const float scales[2] = {ring[i]->scale[0][0], ring[i]->scale[1][0]};
+      h = fnv1a(h, scales, sizeof scales);
+      h = fnv1a(h, ring[i]->amax_slot, (size_t)gs_fp8_ring_bytes(5) - offsetof(gs_fp8_ring, amax_slot));
     }
   }
   for (int i = 0; i < 2; i++) dev_free(src[i]), dev_free(dst[i]), dev_free(ring[i]);
@@ -1396,14 +1400,14 @@ static double sqnr_case(int64_t m, int64_t n, int64_t k, int64_t batch, int ta, 
                    CUDA_SUCCESS);
   assert_int_equal(fp8_quantize(KERNEL_CTX(ctx), NULL, BF, b.p, b.rows, b.cols, b.ld, b.stride, batch, tb, 1, b8, rb, parity),
                    CUDA_SUCCESS);
-  check_quantized(&a, 0, ta, a8, ra->scale[parity], fmt, "pipeline A");
-  check_quantized(&b, 1, tb, b8, rb->scale[parity], fmt, "pipeline B");
+  check_quantized(&a, 0, ta, a8, ra->scale[parity][0], fmt, "pipeline A");
+  check_quantized(&b, 1, tb, b8, rb->scale[parity][0], fmt, "pipeline B");
   /* The round trip: decode(code) * scale against the input. */
   double cast_db[2];
   for (int op = 0; op < 2; op++) {
     const smat *s = op ? &b : &a;
     const uint8_t *q8 = op ? b8 : a8;
-    const float sc = (op ? rb : ra)->scale[parity];
+    const float sc = (op ? rb : ra)->scale[parity][0];
     int64_t mn = op ? n : m;
     double sig = 0, err = 0;
     for (int64_t bb = 0; bb < batch; bb++)
@@ -1419,7 +1423,7 @@ static double sqnr_case(int64_t m, int64_t n, int64_t k, int64_t batch, int ta, 
   assert_true(cast_db[0] >= (fmt ? 18.0 : 25.0) && cast_db[1] >= (fmt ? 18.0 : 25.0));
   const float one = 1.0f, zero = 0.0f;
   assert_int_equal((gemm_use_mma ? fp8_gemm_mma : fp8_gemm)(KERNEL_CTX(ctx), NULL, m, n, k, batch, a8, fmt, b8, fmt,
-                                                            &ra->scale[parity], &rb->scale[parity], &one, &zero, 0, FL,
+                                                            &ra->scale[parity][0], &rb->scale[parity][0], &one, &zero, 0, FL,
                                                             NULL, m, m * n, FL, d, m, m * n, CUBLASLT_EPILOGUE_DEFAULT,
                                                             NULL, 0),
                    CUDA_SUCCESS);

@@ -497,7 +497,7 @@ static void test_ring_initialised(void **state) {
   for (int i = 0; i < 2; i++) {
     const gs_fp8_ring *r = u.ring[i];
     assert_true(((uintptr_t)r & 255) == 0);
-    assert_true(r->scale[0] == 1.0f && r->scale[1] == 1.0f);
+    assert_true(r->scale[0][0] == 1.0f && r->scale[1][0] == 1.0f);
     assert_int_equal(r->history, 16);
     assert_int_equal(r->fmt, GS_FP8_E5M2);
     assert_true(r->margin_pow2 == 8.0f);
@@ -776,7 +776,7 @@ static void test_memset_failure_retries(void **state) {
   c.site_flags = 0;
   assert_null(fp8_site_acquire(&c, 0, &u));
   assert_int_equal(c.site_flags, 0);
-  assert_true(u.ring[0]->scale[0] == 1.0f);
+  assert_true(u.ring[0]->scale[0][0] == 1.0f);
   assert_int_equal(u.ring[1]->history, 16);
   fp8_site_release(&u, 0);
 }

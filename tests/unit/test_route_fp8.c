@@ -557,10 +557,10 @@ static void test_delayed_scaling(void **state) {
     /* amax_init published scale[0]; the quantize, scale[1]: both from this data. */
     assert_int_equal(u.parity, 1);
     assert_int_equal(u.needs_amax_init, 0);
-    assert_close_rel(u.ring[0]->scale[0], a1 / 448.0, 1e-6);
-    assert_close_rel(u.ring[0]->scale[1], a1 / 448.0, 1e-6);
-    assert_close_rel(u.ring[1]->scale[0], b1 / 448.0, 1e-6);
-    assert_close_rel(u.ring[1]->scale[1], b1 / 448.0, 1e-6);
+    assert_close_rel(u.ring[0]->scale[0][0], a1 / 448.0, 1e-6);
+    assert_close_rel(u.ring[0]->scale[1][0], a1 / 448.0, 1e-6);
+    assert_close_rel(u.ring[1]->scale[0][0], b1 / 448.0, 1e-6);
+    assert_close_rel(u.ring[1]->scale[1][0], b1 / 448.0, 1e-6);
     assert_close_rel(u.ring[0]->last_amax, a1, 0);
 
     fill(&x, 8.0);
@@ -569,7 +569,7 @@ static void test_delayed_scaling(void **state) {
     if (x.sqnr >= 15.0) fail_msg("sm %d: an 8x jump quantized with the old scale gave %.2f dB", dev_sm[dev], x.sqnr);
     u = peek_site(&x);
     assert_int_equal(u.parity, 0);
-    assert_close_rel(u.ring[0]->scale[0], a8 / 448.0, 1e-6); /* max of the history */
+    assert_close_rel(u.ring[0]->scale[0][0], a8 / 448.0, 1e-6); /* max of the history */
     assert_close_rel(u.ring[0]->last_amax, a8, 0);
 
     fill(&x, 8.0);
@@ -604,7 +604,7 @@ static void test_e5m2_runs_own_kernel(void **state) {
   if (x.sqnr < 18.0) fail_msg("E5M2: %.2f dB", x.sqnr);
   fp8_use u = peek_site(&x);
   assert_int_equal(u.ring[0]->fmt, GS_FP8_E5M2);
-  assert_close_rel(u.ring[0]->scale[0], amax_of(x.A, BF16, x.a_len) / 57344.0, 1e-6);
+  assert_close_rel(u.ring[0]->scale[0][0], amax_of(x.A, BF16, x.a_len) / 57344.0, 1e-6);
   gemm_free(&x);
 }
 
@@ -706,19 +706,18 @@ static void test_backend_own_mma_option(void **state) {
   }
 }
 
-/* cuBLASLt returning an error leaves D alone: the own kernel runs the call
- * on the operands already quantized. */
-static void test_lt_failure_falls_back(void **state) {
+/* cuBLASLt returning an error on sm_89+ leaves D alone and the call runs
+ * native: the own kernel is slower than native bf16 there (an H200 refused
+ * calls at run time that the static rules let through:
+ * docs/gpu-results.md). Below sm_89 there is no cuBLASLt fp8 to refuse. */
+static void test_lt_failure_runs_native(void **state) {
   problem p = {DEV_90, GS_API_GEMM_EX, T_, N_, 64, 48, 64, 1, BF16, BF16, C32F, 0, -1, 1.0f, 0.0f, 0, 62};
   gemm x;
   gemm_make(&x, &p, 1.0);
   gs_fault_arm(GS_SYS_cublasLtMatmul, 1, 0);
-  assert_int_equal(gemm_run(&x), CUBLAS_STATUS_SUCCESS);
-  assert_int_equal(x.c.route, GS_ROUTE_FP8);
-  assert_string_equal(x.c.backend, "own");
-  assert_string_equal(x.c.reason, "fp8 e4m3 x e4m3; first call: scales from its own amax; cuBLASLt fp8 returned "
-                                  "status 13, ran the own kernel");
-  assert_true(x.sqnr >= 25.0);
+  assert_int_equal(gemm_run(&x), GS_DECLINED);
+  assert_int_equal(x.c.route, GS_ROUTE_NATIVE);
+  assert_string_equal(x.c.reason, "fp8 declined: cuBLASLt fp8 refused this call (status 13); ran native");
   gemm_free(&x);
 }
 
@@ -793,19 +792,17 @@ static void test_lt_plan_follows_alignment(void **state) {
   gemm_free(&x);
 }
 
-/* A plan that cannot be made is not kept: the call runs the own kernel
- * (nothing of the caller's written by cuBLASLt), the next call makes it. */
+/* A plan that cannot be made is not kept: the call runs native (nothing
+ * of the caller's written by cuBLASLt), the next call makes it. */
 static void test_lt_plan_failure_not_kept(void **state) {
   problem p = {DEV_90, GS_API_GEMM_EX, T_, N_, 64, 48, 64, 1, BF16, BF16, C32F, 0, -1, 1.0f, 0.0f, 0, 121};
   gemm x;
   gemm_make(&x, &p, 1.0);
   uint64_t built = route_lt_plans_built();
   gs_fault_arm(GS_SYS_cublasLtMatrixLayoutCreate, 3, 0);
-  assert_int_equal(gemm_run(&x), CUBLAS_STATUS_SUCCESS);
-  assert_string_equal(x.c.backend, "own");
-  assert_string_equal(x.c.reason, "fp8 e4m3 x e4m3; first call: scales from its own amax; cuBLASLt fp8 returned "
-                                  "status 3, ran the own kernel");
-  assert_true(x.sqnr >= 25.0);
+  assert_int_equal(gemm_run(&x), GS_DECLINED);
+  assert_int_equal(x.c.route, GS_ROUTE_NATIVE);
+  assert_string_equal(x.c.reason, "fp8 declined: cuBLASLt fp8 refused this call (status 3); ran native");
   assert_int_equal(route_lt_plans_built(), built);
   fill(&x, 1.0);
   assert_int_equal(gemm_run(&x), CUBLAS_STATUS_SUCCESS);
@@ -1305,7 +1302,7 @@ static void test_capture(void **state) {
   gemm_make(&x, &p, 1.0);
   assert_int_equal(gemm_run(&x), CUBLAS_STATUS_SUCCESS); /* warm-up, outside capture */
   fp8_use before = peek_site(&x);
-  float scales[2] = {before.ring[0]->scale[0], before.ring[0]->scale[1]};
+  float scales[2] = {before.ring[0]->scale[0][0], before.ring[0]->scale[1][0]};
   size_t live = fp8_sites_live(x.c.ctx);
 
   problem q = p;
@@ -1330,7 +1327,7 @@ static void test_capture(void **state) {
   x.c.site = before.id; /* the declined calls named no site */
   fp8_use after = peek_site(&x);
   assert_int_equal(after.parity, before.parity);
-  assert_true(after.ring[0]->scale[0] == scales[0] && after.ring[0]->scale[1] == scales[1]);
+  assert_true(after.ring[0]->scale[0][0] == scales[0] && after.ring[0]->scale[1][0] == scales[1]);
   /* and the eager call after the capture runs on the warm-up's scales */
   assert_int_equal(gemm_run(&x), CUBLAS_STATUS_SUCCESS);
   assert_string_equal(x.c.backend, "cublaslt-fp8");
@@ -1349,7 +1346,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_current_first_call, test_setup, test_teardown),
       cmocka_unit_test_setup_teardown(test_backend_own_option, test_setup, test_teardown),
       cmocka_unit_test_setup_teardown(test_backend_own_mma_option, test_setup, test_teardown),
-      cmocka_unit_test_setup_teardown(test_lt_failure_falls_back, test_setup, test_teardown),
+      cmocka_unit_test_setup_teardown(test_lt_failure_runs_native, test_setup, test_teardown),
       cmocka_unit_test_setup_teardown(test_lt_plans_kept, test_setup, test_teardown),
       cmocka_unit_test_setup_teardown(test_lt_plan_failure_not_kept, test_setup, test_teardown),
       cmocka_unit_test_setup_teardown(test_lt_plans_evicted, test_setup, test_teardown),
