@@ -261,6 +261,79 @@ def fp16_estimates(w, launch):
     w("These speeds hold on sm_70-sm_75 only: on newer GPUs (where GEMMSHIM_MODE=fp16 can force the route for "
       "a check) native bf16 runs on bf16 tensor cores at the fp16 rate, and the route only adds its passes.\n")
 
+# Issue shapes for the fp8 recipes: the large cube, a small-k GEMM and
+# GPT-2 small's four GEMMs at 8 x 1024 tokens (d 768, MLP 3072; the QKV
+# projection is one 768 -> 2304 GEMM).
+FP8_SHAPES = [(8192, 8192, 8192), (4096, 4096, 1024), (8192, 2304, 768), (8192, 768, 768), (8192, 3072, 768),
+              (8192, 768, 3072)]
+
+
+def fp8_recipe_bytes(recipe, mm, nn, kk):
+    """DRAM bytes the recipe's quantize passes move for A (m x k) and B
+    (k x n), bf16 sources: current reads each operand twice (amax, then
+    quantize) and writes it once in fp8: 5 bytes an element; delayed, block
+    and mxfp8 make one pass, 3 bytes an element (a 128 x 128 tile's second
+    read is taken to hit L2), plus their scales: 4 bytes per 128 (block,
+    1 x 128 on both: the default when the weight is unknown) or 1 byte per
+    32 elements (mxfp8)."""
+    el = mm * kk + kk * nn
+    if recipe == "current":
+        return 5 * el
+    if recipe == "block":
+        return 3 * el + 4 * el // 128
+    if recipe == "mxfp8":
+        return 3 * el + el // 32
+    return 3 * el
+
+
+def fp8_recipe_estimates(w, launch):
+    """The fp8 route per recipe against native bf16: the fp8 GEMM at a
+    range of rates, the quantize bytes at two bandwidths (what the current
+    recipe's kernels reached on an H200, and the 80% goal), launch gaps."""
+    w("### fp8 per recipe (estimates, with the H200 measurements they start from)\n")
+    w("H200: native bf16 at 780 TFLOP/s (measured at 4096^3 and 8192^3 on 2026-12-04, "
+      "[gpu-results.md](gpu-results.md)); the fp8 GEMM at 1300 to 1600 TFLOP/s (measured: cuBLASLt 1.35 "
+      "PFLOP/s at 4096^3 and 1.50 at 8192^3 with per-tensor scales; torch._scaled_mm 1.18-1.25; block-scaled "
+      "GEMMs were not timed, and are taken at the same range, an assumption: DeepGEMM's README reports ~1550 "
+      "TFLOP/s for 1 x 128 / 128 x 128 scaling on an H800); quantize bytes at 0.98 TB/s (what the current "
+      "recipe's kernels reached: 413 us for 8192^3's two operands, 671 MB at 5 bytes an element, 1.62 TB/s; the other recipes' kernels are taken at the same rate, an assumption) and at 3.4 TB/s (80% of the 4.3 TB/s copy, the goal). B200: "
+      "bf16 2250 and fp8 4500 TFLOP/s dense (NVIDIA's datasheet peaks, taken at 80%: an assumption), 8 TB/s "
+      "(datasheet) at 80%; nothing measured on a B200. Launches: current 3 (amax, quantize, GEMM), the others "
+      "2, 5 us each. Smaller GEMMs are taken at the large-GEMM rates, natively and routed alike (an "
+      "assumption that flatters neither side).\n")
+    rows = []
+    h200 = dict(bf16=780e12, fp8=(1300e12, 1600e12), bw=(1.62e12, 3.4e12))
+    b200 = dict(bf16=2250e12 * 0.8, fp8=(4500e12 * 0.8, 4500e12 * 0.8), bw=(8e12 * 0.8, 8e12 * 0.8))
+    for gpu, rates, recipes in (("H200", h200, ("current", "delayed", "block")), ("B200", b200, ("mxfp8",))):
+        for shape in FP8_SHAPES:
+            mm, nn, kk = shape
+            fl = 2.0 * mm * nn * kk
+            native = fl / rates["bf16"]
+            for recipe in recipes:
+                qb = fp8_recipe_bytes(recipe, mm, nn, kk)
+                launches = 3 if recipe == "current" else 2
+                spans = []
+                for bw in rates["bw"]:
+                    lo = fl / rates["fp8"][0] + qb / bw + launches * launch
+                    hi = fl / rates["fp8"][1] + qb / bw + launches * launch
+                    spans.append((native / lo, native / hi))
+                cell = lambda a: f"{a[0]:.2f}x" if f"{a[0]:.2f}" == f"{a[1]:.2f}" else f"{a[0]:.2f}-{a[1]:.2f}x"
+                arith = (f"{fl / 1e9:.0f} GFLOP; native {native * 1e6:.0f} us; GEMM "
+                         f"{fl / rates['fp8'][1] * 1e6:.0f}-{fl / rates['fp8'][0] * 1e6:.0f} us; quantize "
+                         f"{qb / 1e6:.0f} MB = {qb / rates['bw'][0] * 1e6:.0f} / {qb / rates['bw'][1] * 1e6:.0f} us; "
+                         f"{launches} x 5 us")
+                rows.append((gpu, recipe, "x".join(map(str, shape)), cell(spans[0]), cell(spans[1]), arith))
+    w(md_table(["GPU", "recipe", "m x n x k", "speedup, quantize as measured", "speedup, quantize at 80% of copy",
+                "arithmetic"], rows))
+    w("")
+    w("Where a cell is below 1x the route loses to native there, and the gate should keep such calls native. "
+      "On an H200 GPT-2 small's 768-wide GEMMs (8192x768x768, 8192x768x3072) lose in every recipe even with "
+      "the quantize at the goal: their fp8 GEMM saves 6-25 us, less than the passes cost; the 2304- and "
+      "3072-wide ones break even only with a one-pass recipe at the goal. The current recipe's second pass is "
+      "its price for needing no state: 5 bytes an element against 3. Check against the measurement: current "
+      "at 8192^3 is estimated 1.11-1.26x with the quantize as measured, and ran at 1.24x.\n")
+
+
 COST_INTRO = (
     '`shim/routes/cost.c` decides, call by call, whether the ffma and fp16 routes take a GEMM: they do '
     'where the estimated speedup over native is above 1 (docs/cost-model.md: the rate table with its '
@@ -479,7 +552,14 @@ def main():
     w(md_table(["GPU", "route", "m x n x k", "native ms", "route ms", "estimated speedup", "goal", "arithmetic"],
                rows))
     w("")
+    w("Measured on an H200 on 2026-12-04 ([gpu-results.md](gpu-results.md), `scripts/gpu-check.sh --quick`): "
+      "the fp8 route with the current recipe ran 8192^3 at **1.24x** native (quantize 413 us, cuBLASLt fp8 "
+      "GEMM 735 us = 1.50 PFLOP/s) and 4096x4096x1024 at **0.64x** (quantize 33 us, GEMM 32 us). The estimate "
+      "above charges one 3-byte-per-element pass at 4.3 TB/s (47 us at 8192^3); the current recipe makes two "
+      "(amax, then quantize: 5 bytes per element) and its kernels ran at 22-23% of a device copy, 9x the "
+      "estimate. The GEMM figure held to 5%.\n")
     fp16_estimates(w, launch)
+    fp8_recipe_estimates(w, launch)
     w("### The routes' gate\n")
     w(COST_INTRO)
     table = subprocess.run([str(Path(a.build) / "tests" / "unit" / "test_cost"), "--table"], check=True,
