@@ -151,9 +151,10 @@ What a writer that falls behind costs, and what is lost:
 ([log.md](log.md#what-the-log-guarantees)).""",
     "GEMMSHIM_FP8_BACKEND": """\
 `own-mma` runs the shim's kernel on fp8 tensor cores on sm_89 and newer;
-elsewhere it runs `own`, with the reason logged. It is not yet validated on
-a GPU (`scripts/gpu-check.sh` checks and times it), and `auto` never picks
-it. Backends: [fp8-sites.md](fp8-sites.md#backends).""",
+elsewhere it runs `own`, with the reason logged. On an H200 its results
+passed the fp8 checks and it ran at 104-111 TFLOP/s, 0.13-0.14x native bf16
+([gpu-results.md](gpu-results.md)); `auto` never picks it. Backends:
+[fp8-sites.md](fp8-sites.md#backends).""",
     "GEMMSHIM_FP8_MARGIN": """\
 scale = max(history) * 2^margin / fp8 max, so the largest value lands on
 fp8 max / 2^margin (earlier versions divided by 2^margin instead, which

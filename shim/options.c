@@ -90,7 +90,7 @@ static const opt_def options[] = {
     {"GEMMSHIM_FP8_BACKEND", OPT_ENUM, "auto",
      "fp8 GEMM backend: auto (cuBLASLt fp8 on sm_89+ where it applies, else native there; the shim's kernel below sm_89), "
      "own, cublaslt, "
-     "own-mma (the shim's kernel on fp8 tensor cores, sm_89+, else own; not yet validated on a GPU)",
+     "own-mma (the shim's kernel on fp8 tensor cores, sm_89+, else own; checked on an H200, 0.14x native there)",
      &gs_opt.fp8_backend, fp8_backend_names, 0, 0},
     {"GEMMSHIM_FP8_RECIPE", OPT_ENUM, "auto",
      "fp8 scaling recipe: current (per-tensor scale from the call's own amax), block (1x128 and 128x128 blocks, "
