@@ -200,8 +200,8 @@ def report(results):
     env = load_json(os.path.join(results, "env.json"), {})
     steps = read_steps(results)
     bench = {name: load_jsonl(os.path.join(results, "bench", f"{name}.jsonl"))
-             for name in ("cast-bench", "bench-ffma-bf16", "bench-ffma-sgemm", "bench-fp8-own", "bench-fp8-cublaslt",
-                          "bench-fp16-bf16", "scaled-mm")}
+             for name in ("cast-bench", "bench-ffma-bf16", "bench-ffma-sgemm", "bench-fp8-own", "bench-fp8-own-mma",
+                          "bench-fp8-cublaslt", "bench-fp16-bf16", "scaled-mm")}
     train = load_json(os.path.join(results, "train_compare.json"))
     md, headline = [], []
     device = next((r for recs in bench.values() for r in recs if r.get("kind") == "device"), {})
@@ -311,7 +311,7 @@ def report(results):
         section_error("cast kernels", e)
 
     try:
-        for backend in ("own", "cublaslt"):
+        for backend in ("own", "own-mma", "cublaslt"):
             recs = bench[f"bench-fp8-{backend}"]
             rows = gemm_rows(recs, "fp8-bf16")
             if not rows:
