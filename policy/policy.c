@@ -286,7 +286,8 @@ static void out_rule(text_out *o, const policy_rule *r) {
       out_printf(o, "%lld", (long long)r->dim_lo[d]);
       continue;
     }
-    if (r->dim_lo[d] != 0) out_printf(o, "%lld", (long long)r->dim_lo[d]);
+    /* 0- (every size) keeps its 0: a lone "-" would not parse again */
+    if (r->dim_lo[d] != 0 || r->dim_hi[d] == INT64_MAX) out_printf(o, "%lld", (long long)r->dim_lo[d]);
     out_printf(o, "-");
     if (r->dim_hi[d] != INT64_MAX) out_printf(o, "%lld", (long long)r->dim_hi[d]);
   }

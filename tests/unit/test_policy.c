@@ -438,6 +438,10 @@ static void test_size_and_site_keys(void **state) {
   parse_ok("native m=1-\n");
   assert_int_equal(table.has_site_keys, 0);
   assert_describes(0, "p.txt:1 (native m=1-)");
+  /* 0- is every size: described as written, so it parses again (a lone
+   * "-" would not; found by fuzz_policy) */
+  parse_ok("native m=0- k=0-64\n");
+  assert_describes(0, "p.txt:1 (native m=0- k=-64)");
   assert_parse_error("native m=1-2-3\n", "p.txt:1: bad m '1-2-3'; expected a size like 1024, a range like 1-4096, an "
                                         "open range 1024- or -64, or any");
   assert_parse_error("native batch=x\n", "p.txt:1: bad batch 'x'; expected a size like 1024, a range like 1-4096, "
