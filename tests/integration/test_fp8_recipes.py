@@ -248,3 +248,34 @@ def test_no_shape_runs_the_own_kernel_on_sm90(shim, standin, tmp_path, cc, recip
     (rec,) = res.recs
     assert (rec["route"], rec.get("backend"), rec["reason"]) == (
         "native", None, f"GEMMSHIM_MODE=fp8; fp8 declined: cuBLASLt fp8 has no E5M2 x E5M2; {SLOWER}; ran native"), rec
+
+
+def test_block_takes_a_for_a_weight_on_known_forward_gemms(shim, standin, tmp_path):
+    """block's weight rule (fp8_block.c): 128x128 blocks (BLK128x128_32F)
+    for A only on a GEMM known to be a forward one with A transposed,
+    nn.Linear's forward y = x W^T as PyTorch calls it (T, N, A = W); 1x128
+    (VEC128_32F) on both operands everywhere else, which is always valid
+    (TransformerEngine's Float8BlockScaling: 128x128 for weights, 1x128 for
+    activations and gradients; cuBLAS documentation: never 128x128 on both).
+    fp8_client runs forwards on the main thread and backwards on
+    pt_autograd_0: step 0's forwards come before any backward, so only the
+    later steps' forwards are known ones."""
+    client = CLIENT_DIR / "fp8_client_cu13"
+    require_built([client])
+    layers, steps = 2, 3
+    log = tmp_path / "gemms.jsonl"
+    r = run_ok([client, f"--layers={layers}", f"--steps={steps}"], standin[13], shim=True,
+               env={"STANDIN_CC": "9.0", "GEMMSHIM_MODE": "fp8", "GEMMSHIM_FP8_RECIPE": "block",
+                    "GEMMSHIM_LOG": str(log)})
+    lines = [dict(w.split("=", 1) for w in words[1:]) for words in r.lines("gemm")]
+    assert len(lines) == steps * layers * 3, r.describe()
+    assert all(int(d["status"]) == 0 and float(d["sqnr"]) >= 25.0 for d in lines), lines
+    recs = read_log(log)
+    assert len(recs) == steps * layers * 3
+    notes = [rec["reason"].split("; ")[-1] for rec in recs]
+    assert all((rec["route"], rec["backend"], rec["recipe"]) == ("fp8", "cublaslt-fp8", "block") for rec in recs), recs
+    weight = "A: 128x128 blocks (weight), B: 1x128"
+    assert notes.count(weight) == (steps - 1) * layers, notes
+    assert notes.count(BLOCK_NOTE) == steps * layers * 3 - (steps - 1) * layers, notes
+    # The log's order is the calls' order: step 0's forwards are not known ones.
+    assert weight not in notes[:layers], notes
