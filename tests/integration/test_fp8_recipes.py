@@ -279,3 +279,22 @@ def test_block_takes_a_for_a_weight_on_known_forward_gemms(shim, standin, tmp_pa
     assert notes.count(BLOCK_NOTE) == steps * layers * 3 - (steps - 1) * layers, notes
     # The log's order is the calls' order: step 0's forwards are not known ones.
     assert weight not in notes[:layers], notes
+
+
+@pytest.mark.parametrize("cc,recipe,why", [
+    ("9.0", "block", "block scales one matrix per operand, the call has a batch of 2"),
+    ("10.0", "mxfp8", "mxfp8 scales one matrix per operand, the call has a batch of 2; " + block_sm(100)),
+])
+def test_block_recipes_leave_batches_to_current(shim, standin, tmp_path, cc, recipe, why):
+    """A strided batch: the block-scaled recipes quantize one matrix per
+    operand (one scale tensor each), so the call falls back to current,
+    which scales the batch as one tensor, with the reason."""
+    require_built([FFMA_CLIENT])
+    import route_client
+    args = [route_client.gemm("strided", "strided", m=64, n=48, k=64, pad=0, spad=0, batch=2), "--fp8"]
+    env = {"STANDIN_CC": cc, "GEMMSHIM_MODE": "fp8", "GEMMSHIM_FP8_RECIPE": recipe}
+    res = route_client.run_client(FFMA_CLIENT, standin, tmp_path, args, env, tag=recipe)
+    route_client.assert_all_ok(res)
+    (rec,) = res.recs
+    assert (rec["route"], rec.get("backend"), rec.get("recipe"), rec["reason"]) == (
+        "fp8", "cublaslt-fp8", "current", f"GEMMSHIM_MODE=fp8; fp8 e4m3 x e4m3; recipe current instead: {why}"), rec
