@@ -125,6 +125,8 @@ typedef struct gs_fp8_gemm_args {
 #define GS_FP8_BQ_VEC128 0
 #define GS_FP8_BQ_BLK128 1
 #define GS_FP8_BQ_MX32 2
+/* MX32 with TransformerEngine's scale rounding (fp8_scaled_quantize.cu) */
+#define GS_FP8_BQ_MX32_CEIL 3
 #define GS_FP8_BQ_THREADS 128
 typedef struct gs_fp8_bq_args {
   const void *src;

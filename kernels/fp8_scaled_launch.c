@@ -26,13 +26,13 @@ CUresult fp8_scaled_quantize(kernel_ctx *kc, CUstream stream, int src_type, cons
   int e = elem_of(src_type);
   if (e < 0 || !a || !a->src || !a->dst || !a->scales || a->outer < 1 || a->k < 1 || a->k_pad < a->k ||
       a->outer > BQ_DIM_MAX || a->k_pad > BQ_DIM_MAX || a->stride_r < 0 || a->stride_q < 0 ||
-      a->mode < GS_FP8_BQ_VEC128 || a->mode > GS_FP8_BQ_MX32 ||
+      a->mode < GS_FP8_BQ_VEC128 || a->mode > GS_FP8_BQ_MX32_CEIL ||
       (a->fmt != GS_FP8_DEV_E4M3 && a->fmt != GS_FP8_DEV_E5M2))
     return CUDA_ERROR_INVALID_VALUE;
   if (!kc || !kc->ctx) return CUDA_ERROR_INVALID_CONTEXT;
   const int64_t chunks = bq_cdiv(a->k_pad, 128);
   const int64_t rows = a->mode == GS_FP8_BQ_BLK128 ? bq_cdiv(a->outer, 128)
-                       : a->mode == GS_FP8_BQ_MX32 ? bq_cdiv(a->outer, 128) * 128
+                       : a->mode >= GS_FP8_BQ_MX32 ? bq_cdiv(a->outer, 128) * 128
                                                    : a->outer;
   CUfunction f;
   const char *why = NULL;

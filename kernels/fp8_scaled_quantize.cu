@@ -21,6 +21,10 @@
  *     exponent floor(log2(amax)) - emax_elem (8 for E4M3, 15 for E5M2),
  *     clamped to the E8M0 range [-127, 127]; a zero block gets the code 0
  *     (as does padding). Elements are x / 2^e, encoded with saturation.
+ *     GS_FP8_BQ_MX32_CEIL is the same layout with TransformerEngine's
+ *     rounding (its MXFP8 documentation: float_to_e8m0(amax / max_norm),
+ *     rounded up): e = ceil(log2(amax / fp8_max)), one more than the
+ *     spec's when amax / 2^e would exceed fp8_max, so nothing saturates.
  * Each block's amax is local to the thread block that quantizes it: one
  * pass over the source (a 128 x 128 tile is read twice; the second read
  * is expected to hit L2: 32 KiB of bf16 per tile, not measured).
@@ -112,7 +116,7 @@ template <int E> static __device__ void bq_body(const gs_fp8_bq_args &a) {
     }
     return;
   }
-  const int mx = a.mode == GS_FP8_BQ_MX32;
+  const int mx = a.mode == GS_FP8_BQ_MX32 || a.mode == GS_FP8_BQ_MX32_CEIL;
   const int64_t rows = mx ? (a.outer + 127) / 128 * 128 : a.outer;
   /* MX32: k-blocks padded to a multiple of 4 = whole 128-element chunks */
   const int64_t kblocks = (a.k_pad + 31) / 32;
@@ -132,6 +136,10 @@ template <int E> static __device__ void bq_body(const gs_fp8_bq_args &a) {
     if (amax > 0x7F800000u) e = 128; /* NaN in the block: the scale is NaN (0xFF) */
     else if (amax) e = bq_floor_log2(gs_f32_from_bits(amax)) - (a.fmt == GS_FP8_DEV_E4M3 ? 8 : 15);
     if (e < -127) e = -127;
+    /* amax / 2^e is in [2^emax, 2^(emax+1)): above fp8_max, round up */
+    if (a.mode == GS_FP8_BQ_MX32_CEIL && amax && e < 127 &&
+        gs_f32_from_bits(amax) * bq_pow2(-e) > (a.fmt == GS_FP8_DEV_E4M3 ? 448.0f : 57344.0f))
+      e++;
     if (r < a.outer && q < a.k_pad) a.dst[r * a.k_pad + q] = bq_encode(e == 128 ? x : x * bq_pow2(-e), a.fmt);
     if (t % 32 == 0) {
       const int64_t tiles_k = (kblocks + 3) / 4;

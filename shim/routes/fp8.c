@@ -50,6 +50,7 @@ static cudaDataType fmt_type(int fmt) { return fmt == GS_FP8_E5M2 ? CUDA_R_8F_E5
  * epilogue the GEMM applies (DEFAULT for the GemmEx family). */
 typedef struct fp8_plan {
   int64_t a_rows, a_cols, b_rows, b_cols;
+  int64_t k_pad; /* k of A8 and B8: the recipe's padding (fp8_recipe_k_pad) */
   size_t off[3]; /* A8, B8, the recipe's scratch */
   size_t bytes;
   int epilogue;
@@ -116,8 +117,10 @@ static const char *plan(const gs_call *c, const fp8_recipe *rc, fp8_plan *p) {
    * kernels take strided operands only. */
   if (route_is_ptr_array(g->api)) return "pointer-array batch (the fp8 kernels take strided operands only)";
   if (g->m == 0 || g->n == 0 || g->k == 0 || g->batch == 0) return "empty GEMM: nothing to quantize";
-  const transient_part parts[3] = {{g->m, g->k, g->batch, 1}, {g->k, g->n, g->batch, 1}, {1, 1, 1, rc->scratch_bytes}};
-  why = transient_plan(parts, rc->scratch_bytes ? 3 : 2, gs_opt.fp8_max_bytes, "needs more transient memory than GEMMSHIM_FP8_MAX_BYTES",
+  p->k_pad = fp8_recipe_k_pad(rc, c);
+  const size_t scratch = fp8_recipe_scratch(rc, c);
+  const transient_part parts[3] = {{g->m, p->k_pad, g->batch, 1}, {p->k_pad, g->n, g->batch, 1}, {1, 1, 1, scratch}};
+  why = transient_plan(parts, scratch ? 3 : 2, gs_opt.fp8_max_bytes, "needs more transient memory than GEMMSHIM_FP8_MAX_BYTES",
                        p->off, &p->bytes);
   if (why) return why;
   if (g->api == GS_API_LT_MATMUL) {
@@ -137,9 +140,14 @@ static CUdeviceptr scale_ptr(const gs_fp8_ring *ring, int parity) {
 }
 
 /* ---- quantization ------------------------------------------------------------------- */
-static CUresult quantize_operands(const gs_call *c, kernel_ctx *kc, const fp8_plan *p, const fp8_scales *u, char *base,
-                                  unsigned *ran) {
+static CUresult quantize_operands(const gs_call *c, const fp8_recipe *rc, kernel_ctx *kc, const fp8_plan *p,
+                                  const fp8_scales *u, char *base, unsigned *ran) {
   const gs_gemm *g = &c->g;
+  if (u->scaled) { /* block-scaled recipes: their own kernels, no rings */
+    CUresult r = rc->quantize(c, kc, u, (uint8_t *)(base + p->off[BUF_A8]), (uint8_t *)(base + p->off[BUF_B8]));
+    if (r == CUDA_SUCCESS) *ran |= FP8_RAN_QUANTIZE;
+    return r;
+  }
   CUstream s = (CUstream)g->stream;
   /* A and B in one launch, each with its own ring. */
   const fp8_operand ops[2] = {
@@ -236,7 +244,7 @@ static const char *lt_unfit(const gs_call *c, const fp8_plan *p, const fp8_scale
   if (gs_opt.fp8_backend == GS_FP8_BACKEND_OWN_MMA) return "GEMMSHIM_FP8_BACKEND=own-mma";
   if (c->sm < 89) return "cuBLASLt fp8 needs sm_89 or newer";
   if (u->fmt[0] == GS_FP8_E5M2 && u->fmt[1] == GS_FP8_E5M2) return "cuBLASLt fp8 has no E5M2 x E5M2";
-  if (g->k % 16) return "k is not a multiple of 16 (cuBLASLt fp8 leading dimensions)";
+  if (p->k_pad % 16) return "k is not a multiple of 16 (cuBLASLt fp8 leading dimensions)";
   int64_t es = (int64_t)type_size(g->d_type);
   if (!aligned16(g->C) || !aligned16(g->D) || (g->ldc * es) % 16 || (g->ldd * es) % 16 ||
       (g->batch > 1 && ((g->stride_c * es) % 16 || (g->stride_d * es) % 16)))
@@ -268,8 +276,10 @@ static cublasStatus_t lt_fp8(const gs_call *c, const fp8_plan *p, const fp8_scal
   k.transb = CUBLAS_OP_N;
   k.pointer_mode = g->pointer_mode;
   k.epilogue = (uint32_t)p->epilogue;
-  const void *sa = (const void *)(uintptr_t)scale_ptr(u->ring[0], u->parity);
-  const void *sb = (const void *)(uintptr_t)scale_ptr(u->ring[1], u->parity);
+  const void *sa = (const void *)(uintptr_t)(u->scaled ? u->scales[0] : scale_ptr(u->ring[0], u->parity));
+  const void *sb = (const void *)(uintptr_t)(u->scaled ? u->scales[1] : scale_ptr(u->ring[1], u->parity));
+  k.a_scale_mode = u->scaled ? u->scale_mode[0] : 0;
+  k.b_scale_mode = u->scaled ? u->scale_mode[1] : 0;
   /* Scales in the call's own transient memory move every call: one plan
    * for them all, with the pointers set per call. */
   k.scales_per_call = u->per_call;
@@ -286,8 +296,9 @@ static cublasStatus_t lt_fp8(const gs_call *c, const fp8_plan *p, const fp8_scal
     k.bias_type = p->bias_type;
   }
   const char *a8 = base + p->off[BUF_A8], *b8 = base + p->off[BUF_B8];
-  route_lt_key_layout(&k, 0, fmt_type(u->fmt[0]), g->k, g->m, g->k, g->batch, g->k * g->m);
-  route_lt_key_layout(&k, 1, fmt_type(u->fmt[1]), g->k, g->n, g->k, g->batch, g->k * g->n);
+  const int64_t kp = p->k_pad; /* zeros past g->k add nothing */
+  route_lt_key_layout(&k, 0, fmt_type(u->fmt[0]), kp, g->m, kp, g->batch, kp * g->m);
+  route_lt_key_layout(&k, 1, fmt_type(u->fmt[1]), kp, g->n, kp, g->batch, kp * g->n);
   route_lt_key_layout(&k, 2, g->c_type, g->m, g->n, g->ldc, g->batch, g->stride_c);
   route_lt_key_layout(&k, 3, g->d_type, g->m, g->n, g->ldd, g->batch, g->stride_d);
   k.align[0] = route_lt_alignment(a8);
@@ -352,7 +363,7 @@ int route_fp8(gs_call *c) {
   fp8_scales u;
   memset(&u, 0, sizeof u);
   const uint64_t checked_site = c->site;
-  why = rc->acquire(c, rc->scratch_bytes ? t.ptr + (CUdeviceptr)p.off[BUF_SCRATCH] : 0, &u);
+  why = rc->acquire(c, fp8_recipe_scratch(rc, c) ? t.ptr + (CUdeviceptr)p.off[BUF_SCRATCH] : 0, &u);
   if (why) {
     transient_release(&t);
     return FP8_DECLINE(c, "%s", why);
@@ -379,7 +390,7 @@ int route_fp8(gs_call *c) {
   }
   call_work_begin(c, GS_ROUTE_FP8);
   unsigned ran = 0;
-  CUresult r = quantize_operands(c, &kc, &p, &u, base, &ran);
+  CUresult r = quantize_operands(c, rc, &kc, &p, &u, base, &ran);
   if (r != CUDA_SUCCESS) {
     transient_release(&t);
     rc->release(&u, ran);

@@ -30,6 +30,14 @@ typedef struct fp8_scales {
   int forward;          /* the GEMM is known to compute a forward output */
   const char *note;     /* extra words for the call's reason, or NULL */
   fp8_use use;          /* delayed: the held site */
+  /* Block-scaled recipes (block, mxfp8; fp8_scaled.c): no rings. The
+   * recipe's quantize writes A8/B8 k_pad columns wide and a scale tensor
+   * per operand, read by cuBLASLt in scale_mode[i]
+   * (cublasLtMatmulMatrixScale_t). */
+  int scaled;
+  int32_t scale_mode[2];
+  CUdeviceptr scales[2];
+  int64_t k_pad;
 } fp8_scales;
 
 typedef struct fp8_recipe {
@@ -46,9 +54,21 @@ typedef struct fp8_recipe {
   const char *(*acquire)(gs_call *c, CUdeviceptr scratch, fp8_scales *s);
   /* End the call: ran is what ran (FP8_RAN_*). */
   void (*release)(fp8_scales *s, unsigned ran);
+  /* Block-scaled recipes only (NULL otherwise): k padded with zeros to a
+   * multiple of k_align; the scratch bytes for call c (replacing
+   * scratch_bytes); quantize A and B of c into a8/b8 (k_pad x m and
+   * k_pad x n, k contiguous) with the scales acquire placed. */
+  int k_align;
+  size_t (*scratch)(const gs_call *c);
+  CUresult (*quantize)(const gs_call *c, kernel_ctx *kc, const fp8_scales *s, uint8_t *a8, uint8_t *b8);
 } fp8_recipe;
 
-extern const fp8_recipe fp8_recipe_current, fp8_recipe_delayed;
+extern const fp8_recipe fp8_recipe_current, fp8_recipe_delayed, fp8_recipe_block, fp8_recipe_mxfp8;
+
+/* k as recipe rc lays the fp8 operands out: g->k rounded up to k_align. */
+int64_t fp8_recipe_k_pad(const fp8_recipe *rc, const gs_call *c);
+/* The scratch bytes rc needs for call c. */
+size_t fp8_recipe_scratch(const fp8_recipe *rc, const gs_call *c);
 
 /* The recipe call c runs (a gs_fp8_recipe, never AUTO) under
  * GEMMSHIM_FP8_RECIPE. Where that is not the one asked for (AUTO resolved

@@ -1,55 +1,19 @@
 /* fp8_recipes.c: the table of fp8 scaling recipes and the choice of one
  * per call (fp8_recipe.h).
  *
- * block and mxfp8 are in the table with the rules of the GPU and cuBLAS
- * that runs them (cuBLAS documentation, "Narrow precision data types
- * usage": the VEC128_32F and BLK128x128_32F scale modes on compute
- * capability 9.0 from cuBLAS 12.9, VEC32_UE8M0 on 10.0 and newer), but
- * without their quantize kernels yet: they fall back to the next recipe
- * with that said. current and delayed run everywhere the fp8 route does. */
+ * block (fp8_block.c) and mxfp8 (fp8_mx.c) say themselves where the GPU
+ * and the loaded cuBLAS run them (cuBLAS documentation, "Narrow precision
+ * data types usage"); elsewhere they fall back to the next recipe with
+ * that said. current and delayed run everywhere the fp8 route does. */
 #include <stdio.h>
 #include <string.h>
 
-#include "../base/sys.h"
-#include "../resolve.h"
 #include "fp8_recipe.h"
-
-/* cublasLtGetVersion's number: major * 10000 + minor * 100 + patch
- * (cublasLt.h: CUBLASLT_VERSION from CUBLAS_VER_*). */
-#define CUBLAS_12_9 120900
-
-static const char *block_unfit(const gs_call *c, char *buf, size_t len) {
-  if (c->sm != 90) {
-    snprintf(buf, len, "block needs sm_90 (cuBLASLt's 1x128/128x128 scale modes), device is sm_%d", c->sm);
-    return buf;
-  }
-  /* Resolving cublasLtMatmul loads cuBLASLt's other entries (resolve.c). */
-  if (!resolve_hooked(GS_SYS_cublasLtMatmul) || !gs_sys.cublasLtGetVersion) return "block needs cuBLAS 12.9 or newer, and cublasLtGetVersion was not found";
-  size_t v = GS_CALL(cublasLtGetVersion);
-  if (v == 0) return "block needs cuBLAS 12.9 or newer, and cublasLtGetVersion returned 0";
-  if (v < CUBLAS_12_9) {
-    snprintf(buf, len, "block needs cuBLAS 12.9 or newer, the loaded cuBLASLt is %zu.%zu.%zu", v / 10000,
-             v / 100 % 100, v % 100);
-    return buf;
-  }
-  return "block's quantize kernels (1x128 and 128x128 scales) are not in this build";
-}
-
-static const char *mxfp8_unfit(const gs_call *c, char *buf, size_t len) {
-  if (c->sm < 100) {
-    snprintf(buf, len, "mxfp8 needs sm_100 or newer (cuBLASLt's VEC32_UE8M0 scale mode), device is sm_%d", c->sm);
-    return buf;
-  }
-  return "mxfp8's quantize kernels (32-element blocks, E8M0 scales) are not in this build";
-}
-
-static const fp8_recipe recipe_block = {"block", GS_FP8_RECIPE_CURRENT, block_unfit, 0, NULL, NULL};
-static const fp8_recipe recipe_mxfp8 = {"mxfp8", GS_FP8_RECIPE_BLOCK, mxfp8_unfit, 0, NULL, NULL};
 
 static const fp8_recipe *const table[GS_FP8_RECIPES] = {
     [GS_FP8_RECIPE_CURRENT] = &fp8_recipe_current,
-    [GS_FP8_RECIPE_BLOCK] = &recipe_block,
-    [GS_FP8_RECIPE_MXFP8] = &recipe_mxfp8,
+    [GS_FP8_RECIPE_BLOCK] = &fp8_recipe_block,
+    [GS_FP8_RECIPE_MXFP8] = &fp8_recipe_mxfp8,
     [GS_FP8_RECIPE_DELAYED] = &fp8_recipe_delayed,
 };
 
@@ -75,4 +39,13 @@ int fp8_recipe_choose(const gs_call *c, char *why, size_t len) {
     r = rc->next;
   }
   return GS_FP8_RECIPE_CURRENT;
+}
+
+int64_t fp8_recipe_k_pad(const fp8_recipe *rc, const gs_call *c) {
+  const int64_t a = rc->k_align > 1 ? rc->k_align : 1;
+  return (c->g.k + a - 1) / a * a;
+}
+
+size_t fp8_recipe_scratch(const fp8_recipe *rc, const gs_call *c) {
+  return rc->scratch ? rc->scratch(c) : rc->scratch_bytes;
 }

@@ -169,6 +169,11 @@ static cublasStatus_t plan_build(cublasLtHandle_t h, route_lt_plan *p) {
   SET(CUBLASLT_MATMUL_DESC_EPILOGUE, epi);
   if (sa) SET(CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, sa);
   if (sb) SET(CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, sb);
+  /* cublasLt.h: the SCALE_MODE attributes are int32_t
+   * (cublasLtMatmulMatrixScale_t); 0, SCALAR_32F, is the default. */
+  int32_t amode = k->a_scale_mode, bmode = k->b_scale_mode;
+  if (amode) SET(CUBLASLT_MATMUL_DESC_A_SCALE_MODE, amode);
+  if (bmode) SET(CUBLASLT_MATMUL_DESC_B_SCALE_MODE, bmode);
   if (k->fast_accum) {
     int8_t fast = 1; /* cublasLt.h: FAST_ACCUM is an int8_t */
     SET(CUBLASLT_MATMUL_DESC_FAST_ACCUM, fast);

@@ -30,6 +30,7 @@ typedef struct route_lt_key {
   const void *a_scale, *b_scale; /* NULL: not set */
   int32_t scales_per_call;   /* A/B scale pointers set on each call (route_lt_set_scales) */
   int32_t fast_accum;        /* FAST_ACCUM set to 1 */
+  int32_t a_scale_mode, b_scale_mode; /* A/B_SCALE_MODE; 0 (SCALAR_32F): not set */
   route_lt_layout_key l[4];  /* A, B, C, D */
   uint32_t align[4];         /* A, B, C, D pointers' alignment, at most 256 */
   uint64_t workspace_size;

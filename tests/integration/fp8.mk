@@ -28,8 +28,16 @@ $(FP8_THREADS_CLIENT): $(INTEG_DIR)/obj/fp8_threads_client.o $(INTEG_DIR)/obj/cl
 
 $(INTEG_DIR)/obj/fp8_threads_client.o: kernels/convert.h
 
-TEST_DEPS += $(FP8_THREADS_CLIENT)
-integration: $(FP8_THREADS_CLIENT)
+# The same against cuBLAS 12.8 (the cu12 stand-in): recipes that need a
+# newer cuBLAS fall back there.
+FP8_THREADS_CLIENT_CU12 := $(INTEG_DIR)/fp8_threads_client_cu12
+
+$(FP8_THREADS_CLIENT_CU12): $(INTEG_DIR)/obj/fp8_threads_client.o $(INTEG_DIR)/obj/client_cuda.o $(call integ_cublas_deps,12)
+	$(CC) $(LDFLAGS_SAN) -pthread -o $@ $(INTEG_DIR)/obj/fp8_threads_client.o $(INTEG_DIR)/obj/client_cuda.o \
+	  $(call integ_cublas_link,12) $(INTEG_LIBS)
+
+TEST_DEPS += $(FP8_THREADS_CLIENT) $(FP8_THREADS_CLIENT_CU12)
+integration: $(FP8_THREADS_CLIENT) $(FP8_THREADS_CLIENT_CU12)
 
 TEST_DEPS += $(FP8_CLIENT)
 # The integration step's prerequisites were read with integration.mk.

@@ -4,7 +4,11 @@
  * N threads (--threads=N, 8 by default), each with its own cuBLAS handle,
  * stream and buffers made once and kept, call the same cublasGemmEx line
  * (T,N, M = N = K = --dim, 32 by default, bf16 in and out, fp32 compute)
- * --calls times. Thread t's data has amplitude 10^(t - 3): the threads'
+ * --calls times; --m and --k set M and K apart from N = --dim. With
+ * --outlier, A's element (i = 3, k = 5) and B's (k = 7, j = 9) are 1e5:
+ * each line then also gives sqnr_clean, over the outputs D(i, j) with
+ * i >= 128 and j >= 128, which share no 1x128, 128x128 or 32-element
+ * scale block with either outlier (the whole output when that is empty). Thread t's data has amplitude 10^(t - 3): the threads'
  * operands differ by up to seven orders of magnitude, so a scale one
  * thread borrowed from another would saturate or flush its values. A
  * barrier before each call makes the threads' calls interleave.
@@ -23,7 +27,7 @@
 #include "../../kernels/convert.h"
 #include "client.h"
 
-static int THREADS = 8, CALLS = 4, DIM = 32;
+static int THREADS = 8, CALLS = 4, DIM = 32, MDIM = 0, KDIM = 0, OUTLIER = 0;
 static CUcontext ctx;
 static pthread_barrier_t barrier;
 static pthread_mutex_t print_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -44,46 +48,53 @@ static float uniform(uint64_t *rng) {
 
 static void *run(void *arg) {
   worker *w = arg;
-  const int n = DIM;
-  const size_t bytes = (size_t)n * n * 2;
+  const int n = DIM, m = MDIM, kd = KDIM;
+  const size_t abytes = (size_t)kd * m * 2, bbytes = (size_t)kd * n * 2, bytes = (size_t)m * n * 2;
   CUstream stream;
   cublasHandle_t handle;
   CUdeviceptr A, B, D;
-  uint16_t *a = calloc((size_t)n * n, 2), *b = calloc((size_t)n * n, 2), *d = calloc((size_t)n * n, 2);
+  uint16_t *a = calloc((size_t)kd * m, 2), *b = calloc((size_t)kd * n, 2), *d = calloc((size_t)m * n, 2);
   if (!a || !b || !d || client_drv.cuCtxSetCurrent(ctx) || client_drv.cuStreamCreate(&stream, 0) ||
-      cublasCreate(&handle) || cublasSetStream(handle, stream) || client_drv.cuMemAlloc_v2(&A, bytes) ||
-      client_drv.cuMemAlloc_v2(&B, bytes) || client_drv.cuMemAlloc_v2(&D, bytes)) {
+      cublasCreate(&handle) || cublasSetStream(handle, stream) || client_drv.cuMemAlloc_v2(&A, abytes) ||
+      client_drv.cuMemAlloc_v2(&B, bbytes) || client_drv.cuMemAlloc_v2(&D, bytes)) {
     fprintf(stderr, "fp8_threads_client: thread %d set-up failed\n", w->t);
     exit(2);
   }
   const float amp = powf(10.0f, (float)(w->t - 3)), one = 1.0f, zero = 0.0f;
   for (int call = 0; call < CALLS; call++) {
     /* New data each call, of the thread's amplitude, in the same buffers. */
-    for (int i = 0; i < n * n; i++) a[i] = gs_f32_to_bf16_rn(amp * uniform(&w->rng));
-    for (int i = 0; i < n * n; i++) b[i] = gs_f32_to_bf16_rn(amp * uniform(&w->rng));
-    client_drv.cuMemcpyHtoD_v2(A, a, bytes);
-    client_drv.cuMemcpyHtoD_v2(B, b, bytes);
+    for (int i = 0; i < kd * m; i++) a[i] = gs_f32_to_bf16_rn(amp * uniform(&w->rng));
+    for (int i = 0; i < kd * n; i++) b[i] = gs_f32_to_bf16_rn(amp * uniform(&w->rng));
+    if (OUTLIER && m > 3 && n > 9 && kd > 7) {
+      a[5 + (size_t)3 * kd] = gs_f32_to_bf16_rn(1e5f);
+      b[7 + (size_t)9 * kd] = gs_f32_to_bf16_rn(1e5f);
+    }
+    client_drv.cuMemcpyHtoD_v2(A, a, abytes);
+    client_drv.cuMemcpyHtoD_v2(B, b, bbytes);
     pthread_barrier_wait(&barrier);
     /* D = A^T B: A stored k x m, B stored k x n. */
-    cublasStatus_t s = cublasGemmEx(handle, CUBLAS_OP_T, CUBLAS_OP_N, n, n, n, &one, (const void *)A, CUDA_R_16BF, n,
-                                    (const void *)B, CUDA_R_16BF, n, &zero, (void *)D, CUDA_R_16BF, n,
+    cublasStatus_t s = cublasGemmEx(handle, CUBLAS_OP_T, CUBLAS_OP_N, m, n, kd, &one, (const void *)A, CUDA_R_16BF, kd,
+                                    (const void *)B, CUDA_R_16BF, kd, &zero, (void *)D, CUDA_R_16BF, m,
                                     CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
     client_drv.cuStreamSynchronize(stream);
     client_drv.cuMemcpyDtoH_v2(d, D, bytes);
-    double sig = 0, err = 0;
+    double sig = 0, err = 0, csig = 0, cerr = 0;
+    const int clean_from = m > 128 && n > 128 ? 128 : 0;
     for (int j = 0; j < n; j++)
-      for (int i = 0; i < n; i++) {
+      for (int i = 0; i < m; i++) {
         double r = 0;
-        for (int k = 0; k < n; k++)
-          r += (double)gs_bf16_to_f32(a[k + (size_t)i * n]) * gs_bf16_to_f32(b[k + (size_t)j * n]);
-        double e = gs_bf16_to_f32(d[i + (size_t)j * n]) - r;
+        for (int k = 0; k < kd; k++)
+          r += (double)gs_bf16_to_f32(a[k + (size_t)i * kd]) * gs_bf16_to_f32(b[k + (size_t)j * kd]);
+        double e = gs_bf16_to_f32(d[i + (size_t)j * m]) - r;
         sig += r * r;
         err += e * e;
+        if (i >= clean_from && j >= clean_from) csig += r * r, cerr += e * e;
       }
     pthread_mutex_lock(&print_lock);
     if (s != CUBLAS_STATUS_SUCCESS) failures++;
-    printf("gemm thread=%d call=%d status=%d sqnr=%.2f\n", w->t, call, (int)s,
-           err == 0 ? 99.0 : 10.0 * log10(sig / err));
+    printf("gemm thread=%d call=%d status=%d sqnr=%.2f", w->t, call, (int)s, err == 0 ? 99.0 : 10.0 * log10(sig / err));
+    if (OUTLIER) printf(" sqnr_clean=%.2f", cerr == 0 ? 99.0 : 10.0 * log10(csig / cerr));
+    printf("\n");
     pthread_mutex_unlock(&print_lock);
   }
   cublasDestroy(handle);
@@ -94,12 +105,19 @@ static void *run(void *arg) {
 int main(int argc, char **argv) {
   for (int i = 1; i < argc; i++) {
     if (sscanf(argv[i], "--threads=%d", &THREADS) == 1 || sscanf(argv[i], "--calls=%d", &CALLS) == 1 ||
-        sscanf(argv[i], "--dim=%d", &DIM) == 1)
+        sscanf(argv[i], "--dim=%d", &DIM) == 1 || sscanf(argv[i], "--m=%d", &MDIM) == 1 ||
+        sscanf(argv[i], "--k=%d", &KDIM) == 1)
       continue;
-    fprintf(stderr, "usage: fp8_threads_client [--threads=N] [--calls=C] [--dim=D]\n");
+    if (strcmp(argv[i], "--outlier") == 0) {
+      OUTLIER = 1;
+      continue;
+    }
+    fprintf(stderr, "usage: fp8_threads_client [--threads=N] [--calls=C] [--dim=D] [--m=M] [--k=K] [--outlier]\n");
     return 2;
   }
-  if (THREADS < 1 || THREADS > 64 || CALLS < 1 || DIM < 1) return 2;
+  if (!MDIM) MDIM = DIM;
+  if (!KDIM) KDIM = DIM;
+  if (THREADS < 1 || THREADS > 64 || CALLS < 1 || DIM < 1 || MDIM < 1 || KDIM < 1) return 2;
   CUdevice dev;
   const char *why = client_driver_load();
   if (why || client_drv.cuInit(0) || client_drv.cuDeviceGet(&dev, 0) || client_drv.cuDevicePrimaryCtxRetain(&ctx, dev)) {

@@ -84,10 +84,12 @@ def test_current_is_right_on_the_first_call(threads_client, standin, tmp_path):
 # asked for. The rules are the cuBLAS documentation's ("Narrow precision
 # data types usage"): 1x128 and 128x128 block scales (VEC128_32F,
 # BLK128x128_32F) on compute capability 9.0 from cuBLAS 12.9, 32-element
-# E8M0 block scales (VEC32_UE8M0) on 10.0 and newer. The stand-in's cuBLAS
-# is 13.1, so on 9.0 block is refused for its missing kernels alone.
-NO_MXFP8_KERNELS = "mxfp8's quantize kernels (32-element blocks, E8M0 scales) are not in this build"
-NO_BLOCK_KERNELS = "block's quantize kernels (1x128 and 128x128 scales) are not in this build"
+# E8M0 block scales (VEC32_UE8M0) on 10.0 and newer. The stand-ins' cuBLAS
+# is 13.1 (cu13) and 12.8.4 (cu12). block's reason names its scales: the
+# weight rule (fp8_block.c) takes no operand for a weight here (no autograd
+# thread seen), so 1x128 on both.
+BLOCK_NOTE = "1x128 blocks on A and B"
+BLOCK_CUBLAS_12_8 = "block needs cuBLAS 12.9 or newer, the loaded cuBLASLt is 12.8.4"
 
 
 def block_sm(sm):
@@ -98,24 +100,62 @@ def mxfp8_sm(sm):
     return f"mxfp8 needs sm_100 or newer (cuBLASLt's VEC32_UE8M0 scale mode), device is sm_{sm}"
 
 
-@pytest.mark.parametrize("cc,asked,ran,why", [
-    ("10.0", "auto", "current", f"{NO_MXFP8_KERNELS}; {block_sm(100)}"),
-    ("9.0", "auto", "current", None),
-    ("9.0", "block", "current", NO_BLOCK_KERNELS),
-    ("9.0", "mxfp8", "current", f"{mxfp8_sm(90)}; {NO_BLOCK_KERNELS}"),
-    ("10.0", "block", "current", block_sm(100)),
-    ("9.0", "delayed", "delayed", None),
+@pytest.mark.parametrize("cuda,cc,asked,ran,why", [
+    (13, "10.0", "auto", "mxfp8", None),
+    (13, "9.0", "auto", "current", None),
+    (13, "9.0", "block", "block", None),
+    (13, "9.0", "mxfp8", "block", mxfp8_sm(90)),
+    (13, "10.0", "block", "current", block_sm(100)),
+    (13, "8.9", "mxfp8", "current", f"{mxfp8_sm(89)}; {block_sm(89)}"),
+    (13, "9.0", "delayed", "delayed", None),
+    (12, "9.0", "block", "current", BLOCK_CUBLAS_12_8),
+    (12, "9.0", "mxfp8", "current", f"{mxfp8_sm(90)}; {BLOCK_CUBLAS_12_8}"),
 ])
-def test_recipe_falls_back_with_the_reason(threads_client, standin, tmp_path, cc, asked, ran, why):
-    g, rec = one_gemm(threads_client, standin, tmp_path, cc, {"GEMMSHIM_FP8_RECIPE": asked})
+def test_recipe_falls_back_with_the_reason(threads_client, standin, tmp_path, cuda, cc, asked, ran, why):
+    client = threads_client if cuda == 13 else CLIENT_DIR / "fp8_threads_client_cu12"
+    require_built([client])
+    log = tmp_path / "gemms.jsonl"
+    r = run_ok([client, "--threads=1", "--calls=1"], standin[cuda], shim=True,
+               env={"STANDIN_CC": cc, "GEMMSHIM_MODE": "fp8", "GEMMSHIM_LOG": str(log),
+                    "GEMMSHIM_FP8_RECIPE": asked})
+    (g,) = gemm_lines(r)
+    (rec,) = read_log(log)
     assert g["status"] == 0 and g["sqnr"] >= 25.0, g
     assert (rec["route"], rec["backend"], rec["recipe"]) == ("fp8", "cublaslt-fp8", ran), rec
     want = "GEMMSHIM_MODE=fp8; fp8 e4m3 x e4m3"
     if ran == "delayed":
         want += "; first call: scales from its own amax"
+    if ran == "block":
+        want += f"; {BLOCK_NOTE}"
     if why:
         want += f"; recipe {ran} instead: {why}"
     assert rec["reason"] == want, rec
+
+
+@pytest.mark.parametrize("cc,recipe", [("9.0", "current"), ("9.0", "block"), ("10.0", "mxfp8")])
+def test_block_scales_keep_outputs_away_from_outliers(threads_client, standin, tmp_path, cc, recipe):
+    """One 1e5 value in A (the weight of nn.Linear's (T, N) forward) and one
+    in B, among values of amplitude 1e-3, in a 256^3 GEMM. Block scales
+    (TransformerEngine's Float8BlockScaling, 1x128 here; MXFP8BlockScaling,
+    32 elements) confine each outlier to its own scale block: the outputs
+    D(i, j) with i, j >= 128 share no block with either and keep torchao's
+    25 dB (pytorch/ao test/float8/test_base.py). One per-tensor scale
+    (current) is set by the outlier: amplitude 1e-3 over a step of
+    1e5 / 448 flushes every other value to zero, and those outputs are
+    lost (below 1 dB here)."""
+    log = tmp_path / "gemms.jsonl"
+    r = run_ok([threads_client, "--threads=1", "--calls=1", "--dim=256", "--outlier"], standin[13], shim=True,
+               env={"STANDIN_CC": cc, "GEMMSHIM_MODE": "fp8", "GEMMSHIM_FP8_RECIPE": recipe,
+                    "GEMMSHIM_LOG": str(log)})
+    (line,) = r.lines("gemm")
+    d = dict(w.split("=", 1) for w in line[1:])
+    (rec,) = read_log(log)
+    assert (rec["route"], rec["backend"], rec["recipe"], int(d["status"])) == ("fp8", "cublaslt-fp8", recipe, 0), rec
+    clean = float(d["sqnr_clean"])
+    if recipe == "current":
+        assert clean < 1.0, d
+    else:
+        assert clean >= 25.0, d
 
 
 def test_bad_recipe_is_named_and_runs_native(threads_client, standin, tmp_path):
@@ -165,8 +205,8 @@ FFMA_CLIENT = CLIENT_DIR / "ffma_client_cu13"
 SLOWER = "the own fp8 kernel is slower than native bf16 on sm_89+"
 
 
-@pytest.mark.parametrize("recipe", ["current", "delayed"])
-def test_no_shape_runs_the_own_kernel_on_sm90(shim, standin, tmp_path, recipe):
+@pytest.mark.parametrize("cc,recipe", [("9.0", "current"), ("9.0", "delayed"), ("9.0", "block"), ("10.0", "mxfp8")])
+def test_no_shape_runs_the_own_kernel_on_sm90(shim, standin, tmp_path, cc, recipe):
     """On sm_89+ every fp8 call runs cuBLASLt's fp8 GEMM or native bf16,
     never the shim's own kernel, which would be slower than native there.
     cuBLASLt's fp8 rules (cuBLAS documentation, cublasLtMatmul: fp8 needs
@@ -174,7 +214,9 @@ def test_no_shape_runs_the_own_kernel_on_sm90(shim, standin, tmp_path, recipe):
     fp8 buffers means k a multiple of 16, and has no E5M2 x E5M2; the
     stand-in refuses the same). Shapes: aligned (cuBLASLt), odd k, odd m
     with ldc = m, D's leading dimension unaligned (cublasLtMatmul out of
-    place), E5M2 operands."""
+    place), E5M2 operands. The block-scaled recipes lay their fp8 buffers
+    out themselves, k padded with zeros to a multiple of 16 (block) or 32
+    (mxfp8: whole E8M0 blocks), so odd k runs on cuBLASLt there."""
     require_built([FFMA_CLIENT])
     import route_client
     args = [route_client.gemm("aligned", m=64, n=48, k=64, pad=0),
@@ -182,15 +224,18 @@ def test_no_shape_runs_the_own_kernel_on_sm90(shim, standin, tmp_path, recipe):
             route_client.gemm("odd_m", m=33, n=16, k=64, pad=0),
             route_client.gemm("unaligned_d", "lt", m=64, n=48, k=64, pad=0, oop=1, dpad=1),
             "--fp8"]
-    env = {"STANDIN_CC": "9.0", "GEMMSHIM_MODE": "fp8", "GEMMSHIM_FP8_RECIPE": recipe}
+    env = {"STANDIN_CC": cc, "GEMMSHIM_MODE": "fp8", "GEMMSHIM_FP8_RECIPE": recipe}
     res = route_client.run_client(FFMA_CLIENT, standin, tmp_path, args, env, tag=recipe)
     route_client.assert_all_ok(res)
     got = [(r["route"], r.get("backend"), r["reason"]) for r in res.recs]
-    first = "; first call: scales from its own amax" if recipe == "delayed" else ""
+    first = {"delayed": "; first call: scales from its own amax", "block": f"; {BLOCK_NOTE}"}.get(recipe, "")
+    ran = ("fp8", "cublaslt-fp8", f"GEMMSHIM_MODE=fp8; fp8 e4m3 x e4m3{first}")
+    odd_k = ran if recipe in ("block", "mxfp8") else (
+        "native", None, "GEMMSHIM_MODE=fp8; fp8 declined: k is not a multiple of 16 (cuBLASLt fp8 leading "
+                        f"dimensions); {SLOWER}; ran native")
     assert got == [
-        ("fp8", "cublaslt-fp8", f"GEMMSHIM_MODE=fp8; fp8 e4m3 x e4m3{first}"),
-        ("native", None, "GEMMSHIM_MODE=fp8; fp8 declined: k is not a multiple of 16 (cuBLASLt fp8 leading "
-                         f"dimensions); {SLOWER}; ran native"),
+        ran,
+        odd_k,
         ("native", None, f"GEMMSHIM_MODE=fp8; fp8 declined: C or D is not 16-byte aligned (cuBLASLt fp8); {SLOWER}; "
                          "ran native"),
         ("native", None, f"GEMMSHIM_MODE=fp8; fp8 declined: C or D is not 16-byte aligned (cuBLASLt fp8); {SLOWER}; "
@@ -203,3 +248,53 @@ def test_no_shape_runs_the_own_kernel_on_sm90(shim, standin, tmp_path, recipe):
     (rec,) = res.recs
     assert (rec["route"], rec.get("backend"), rec["reason"]) == (
         "native", None, f"GEMMSHIM_MODE=fp8; fp8 declined: cuBLASLt fp8 has no E5M2 x E5M2; {SLOWER}; ran native"), rec
+
+
+def test_block_takes_a_for_a_weight_on_known_forward_gemms(shim, standin, tmp_path):
+    """block's weight rule (fp8_block.c): 128x128 blocks (BLK128x128_32F)
+    for A only on a GEMM known to be a forward one with A transposed,
+    nn.Linear's forward y = x W^T as PyTorch calls it (T, N, A = W); 1x128
+    (VEC128_32F) on both operands everywhere else, which is always valid
+    (TransformerEngine's Float8BlockScaling: 128x128 for weights, 1x128 for
+    activations and gradients; cuBLAS documentation: never 128x128 on both).
+    fp8_client runs forwards on the main thread and backwards on
+    pt_autograd_0: step 0's forwards come before any backward, so only the
+    later steps' forwards are known ones."""
+    client = CLIENT_DIR / "fp8_client_cu13"
+    require_built([client])
+    layers, steps = 2, 3
+    log = tmp_path / "gemms.jsonl"
+    r = run_ok([client, f"--layers={layers}", f"--steps={steps}"], standin[13], shim=True,
+               env={"STANDIN_CC": "9.0", "GEMMSHIM_MODE": "fp8", "GEMMSHIM_FP8_RECIPE": "block",
+                    "GEMMSHIM_LOG": str(log)})
+    lines = [dict(w.split("=", 1) for w in words[1:]) for words in r.lines("gemm")]
+    assert len(lines) == steps * layers * 3, r.describe()
+    assert all(int(d["status"]) == 0 and float(d["sqnr"]) >= 25.0 for d in lines), lines
+    recs = read_log(log)
+    assert len(recs) == steps * layers * 3
+    notes = [rec["reason"].split("; ")[-1] for rec in recs]
+    assert all((rec["route"], rec["backend"], rec["recipe"]) == ("fp8", "cublaslt-fp8", "block") for rec in recs), recs
+    weight = "A: 128x128 blocks (weight), B: 1x128"
+    assert notes.count(weight) == (steps - 1) * layers, notes
+    assert notes.count(BLOCK_NOTE) == steps * layers * 3 - (steps - 1) * layers, notes
+    # The log's order is the calls' order: step 0's forwards are not known ones.
+    assert weight not in notes[:layers], notes
+
+
+@pytest.mark.parametrize("cc,recipe,why", [
+    ("9.0", "block", "block scales one matrix per operand, the call has a batch of 2"),
+    ("10.0", "mxfp8", "mxfp8 scales one matrix per operand, the call has a batch of 2; " + block_sm(100)),
+])
+def test_block_recipes_leave_batches_to_current(shim, standin, tmp_path, cc, recipe, why):
+    """A strided batch: the block-scaled recipes quantize one matrix per
+    operand (one scale tensor each), so the call falls back to current,
+    which scales the batch as one tensor, with the reason."""
+    require_built([FFMA_CLIENT])
+    import route_client
+    args = [route_client.gemm("strided", "strided", m=64, n=48, k=64, pad=0, spad=0, batch=2), "--fp8"]
+    env = {"STANDIN_CC": cc, "GEMMSHIM_MODE": "fp8", "GEMMSHIM_FP8_RECIPE": recipe}
+    res = route_client.run_client(FFMA_CLIENT, standin, tmp_path, args, env, tag=recipe)
+    route_client.assert_all_ok(res)
+    (rec,) = res.recs
+    assert (rec["route"], rec.get("backend"), rec.get("recipe"), rec["reason"]) == (
+        "fp8", "cublaslt-fp8", "current", f"GEMMSHIM_MODE=fp8; fp8 e4m3 x e4m3; recipe current instead: {why}"), rec

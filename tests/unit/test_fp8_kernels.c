@@ -1076,10 +1076,10 @@ static void test_scaled_quantize_launcher(void **state) {
   for (int64_t i = 0; i < outer * k; i++) src[i] = (float)((rng_unit() - 0.5) * 1000.0);
   uint8_t *dst = dev_alloc(outer * k_pad), *want = malloc(outer * k_pad);
   /* scale bytes per mode (fp8_kernels.h's layouts): 136 x 2 fp32;
-   * 2 x roundup(2, 4) fp32; 2 x 2 tiles of 512 */
-  static const size_t sc_bytes[] = {136 * 2 * 4, 2 * 4 * 4, 4 * 512};
+   * 2 x roundup(2, 4) fp32; 2 x 2 tiles of 512 (MX32 and MX32_CEIL) */
+  static const size_t sc_bytes[] = {136 * 2 * 4, 2 * 4 * 4, 4 * 512, 4 * 512};
   uint8_t *sc = dev_alloc(4 * 512), *want_sc = malloc(4 * 512);
-  for (int mode = GS_FP8_BQ_VEC128; mode <= GS_FP8_BQ_MX32; mode++) {
+  for (int mode = GS_FP8_BQ_VEC128; mode <= GS_FP8_BQ_MX32_CEIL; mode++) {
     gs_fp8_bq_args a = {src, dst, sc, outer, k, k_pad, k, 1, mode, GS_FP8_DEV_E4M3};
     memset(dst, 0xA5, outer * k_pad);
     memset(sc, 0xA5, 4 * 512);
@@ -1097,7 +1097,7 @@ static void test_scaled_quantize_launcher(void **state) {
   gs_fp8_bq_args bad[] = {
       {src, dst, sc, outer, k, k - 1, k, 1, GS_FP8_BQ_VEC128, GS_FP8_DEV_E4M3}, /* k_pad < k */
       {src, dst, sc, 0, k, k_pad, k, 1, GS_FP8_BQ_VEC128, GS_FP8_DEV_E4M3},     /* no rows */
-      {src, dst, sc, outer, k, k_pad, k, 1, 3, GS_FP8_DEV_E4M3},                /* no such mode */
+      {src, dst, sc, outer, k, k_pad, k, 1, 4, GS_FP8_DEV_E4M3},                /* no such mode */
       {src, dst, sc, outer, k, k_pad, k, 1, GS_FP8_BQ_MX32, 2},                 /* no such format */
       {src, dst, NULL, outer, k, k_pad, k, 1, GS_FP8_BQ_MX32, GS_FP8_DEV_E4M3}, /* no scales */
   };

@@ -1,0 +1,63 @@
+/* fp8_block.c: the block recipe, DeepSeek-V3's fine-grained scaling
+ * (arXiv 2412.19437, sec. 3.3) as TransformerEngine's Float8BlockScaling
+ * runs it: 1 x 128 scales along k for activations and gradients, 128 x 128
+ * for weights, fp32 powers of two, each from its own block's amax in this
+ * call. cuBLASLt reads them in the VEC128_32F and BLK128x128_32F scale
+ * modes, on compute capability 9.0 from cuBLAS 12.9 (cuBLAS documentation,
+ * "Narrow precision data types usage"), never 128 x 128 on both operands.
+ * No state outlives the call.
+ *
+ * Which operand is a weight: the shim is not told. It takes A for one
+ * only when the GEMM is known to be a forward one (fp8_thread_forward:
+ * PyTorch's autograd thread has been seen and this is another thread)
+ * and A is transposed: nn.Linear's forward, y = x W^T, reaches cuBLAS as
+ * (T, N) with A = W (docs/fp8.md, "block"). Every other call gets 1 x 128
+ * on both operands, which is always valid, only finer for a weight. */
+#include <stdio.h>
+
+#include "../base/sys.h"
+#include "../resolve.h"
+#include "fp8_scaled.h"
+
+/* cublasLtGetVersion's number: major * 10000 + minor * 100 + patch
+ * (cublasLt.h: CUBLASLT_VERSION from CUBLAS_VER_*). */
+#define CUBLAS_12_9 120900
+#define K_ALIGN 16 /* cuBLASLt fp8: k a multiple of 16 (leading dimensions of TN operands) */
+
+static int64_t k_pad(const gs_call *c) { return (c->g.k + K_ALIGN - 1) / K_ALIGN * K_ALIGN; }
+
+static const char *block_unfit(const gs_call *c, char *buf, size_t len) {
+  if (c->sm != 90) {
+    snprintf(buf, len, "block needs sm_90 (cuBLASLt's 1x128/128x128 scale modes), device is sm_%d", c->sm);
+    return buf;
+  }
+  /* Resolving cublasLtMatmul loads cuBLASLt's other entries (resolve.c). */
+  if (!resolve_hooked(GS_SYS_cublasLtMatmul) || !gs_sys.cublasLtGetVersion) return "block needs cuBLAS 12.9 or newer, and cublasLtGetVersion was not found";
+  size_t v = GS_CALL(cublasLtGetVersion);
+  if (v == 0) return "block needs cuBLAS 12.9 or newer, and cublasLtGetVersion returned 0";
+  if (v < CUBLAS_12_9) {
+    snprintf(buf, len, "block needs cuBLAS 12.9 or newer, the loaded cuBLASLt is %zu.%zu.%zu", v / 10000,
+             v / 100 % 100, v % 100);
+    return buf;
+  }
+  return fp8_scaled_unfit(c, "block");
+}
+
+static size_t block_scratch(const gs_call *c) { return fp8_scaled_scratch(c, k_pad(c), 0); }
+
+static const char *block_acquire(gs_call *c, CUdeviceptr scratch, fp8_scales *s) {
+  const char *format_note = fp8_scaled_format(s);
+  fp8_scaled_place(c, scratch, k_pad(c), 0, s);
+  s->forward = fp8_thread_forward();
+  const int a_weight = s->forward && c->g.transa != CUBLAS_OP_N;
+  s->scale_mode[0] = a_weight ? CUBLASLT_MATMUL_MATRIX_SCALE_BLK128x128_32F : CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F;
+  s->scale_mode[1] = CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F;
+  s->per_call = 1;
+  if (format_note) s->note = a_weight ? "A: 128x128 blocks (weight), B: 1x128; hybrid asked for, but gradients cannot be told apart: e4m3 for both"
+                                      : "1x128 blocks on A and B; hybrid asked for, but gradients cannot be told apart: e4m3 for both";
+  else s->note = a_weight ? "A: 128x128 blocks (weight), B: 1x128" : "1x128 blocks on A and B";
+  return NULL;
+}
+
+const fp8_recipe fp8_recipe_block = {"block", GS_FP8_RECIPE_CURRENT, block_unfit,   0, block_acquire,
+                                     fp8_scaled_release,    K_ALIGN,     block_scratch, fp8_scaled_quantize_operands};
