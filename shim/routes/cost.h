@@ -58,7 +58,7 @@ struct gs_call;
 const char *cost_gate_ffma(const struct gs_call *c, double a_elems, double b_elems, int own_out, int cast_c,
                            char *why);
 const char *cost_gate_fp16(const struct gs_call *c, double a_elems, double b_elems, char *why);
-const char *cost_gate_fp8(const struct gs_call *c, double a_elems, double b_elems, char *why);
+const char *cost_gate_fp8(const struct gs_call *c, double a_elems, double b_elems, int amax_pass, char *why);
 
 /* The reason text for an estimate that does not pay, into buf. */
 void cost_describe(const gs_cost *e, gs_cost_route r, const gs_cost_work *w, char *buf, size_t len);

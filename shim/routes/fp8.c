@@ -25,6 +25,7 @@
 
 #include "../../kernels/fp8.h"
 #include "../../kernels/kernels.h"
+#include "cost.h"
 #include "fp8_recipe.h"
 #include "memory.h"
 #include "../resolve.h"
@@ -55,6 +56,7 @@ typedef struct fp8_plan {
   int epilogue;
   const void *bias;
   int bias_type;
+  char why[GS_COST_WHY]; /* the cost gate's reason */
 } fp8_plan;
 
 enum { BUF_A8, BUF_B8, BUF_SCRATCH };
@@ -116,6 +118,14 @@ static const char *plan(const gs_call *c, const fp8_recipe *rc, fp8_plan *p) {
    * kernels take strided operands only. */
   if (route_is_ptr_array(g->api)) return "pointer-array batch (the fp8 kernels take strided operands only)";
   if (g->m == 0 || g->n == 0 || g->k == 0 || g->batch == 0) return "empty GEMM: nothing to quantize";
+  /* The cost gate where the GEMM would be cuBLASLt's (sm_89+, backend not
+   * named own): below sm_89, and with an own kernel asked for by name, the
+   * route is a numerics check, slower than native by design (docs/fp8.md). */
+  if (c->sm >= 89 && gs_opt.fp8_backend != GS_FP8_BACKEND_OWN && gs_opt.fp8_backend != GS_FP8_BACKEND_OWN_MMA) {
+    why = cost_gate_fp8(c, (double)g->m * (double)g->k * (double)g->batch,
+                        (double)g->k * (double)g->n * (double)g->batch, rc != &fp8_recipe_delayed, p->why);
+    if (why) return why;
+  }
   const transient_part parts[3] = {{g->m, g->k, g->batch, 1}, {g->k, g->n, g->batch, 1}, {1, 1, 1, rc->scratch_bytes}};
   why = transient_plan(parts, rc->scratch_bytes ? 3 : 2, gs_opt.fp8_max_bytes, "needs more transient memory than GEMMSHIM_FP8_MAX_BYTES",
                        p->off, &p->bytes);
