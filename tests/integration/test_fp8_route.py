@@ -268,3 +268,24 @@ def test_error_relative_to_the_data_is_the_same_at_every_amplitude(shim, standin
     for e in exps:
         for call in (0, 1):
             assert ratios[e][call] == pytest.approx(ratios[0][call], rel=1e-3), (e, call, ratios)
+
+
+def test_context_churn_keeps_accuracy_slots(fp8_client, standin, tmp_path):
+    """GEMMSHIM_COMPARE on every call under the churn above: each round's
+    compared call takes page-locked accuracy slots from its context's pool
+    (shim/accuracy_read.c, 16 pools). A released context is gone (the CUDA
+    Driver API: cuCtxGetId on a destroyed context fails), so its pool is
+    taken back for the next context: no call says "accuracy not measured:
+    more live contexts than the accuracy slots serve" (before, every call
+    from the 17th context on did). The contexts go before the log reads
+    their events, so these calls print no figure (gpu_skipped says why)."""
+    log = tmp_path / "gemms.jsonl"
+    rounds = 40
+    r = run_ok([fp8_client, f"--churn={rounds}"], standin[13], shim=True,
+               env={"STANDIN_CC": "9.0", "GEMMSHIM_MODE": "fp8", "GEMMSHIM_GATE": "off", "GEMMSHIM_COMPARE": "1",
+                    "GEMMSHIM_COMPARE_EVERY": "1", "GEMMSHIM_LOG": str(log)})
+    recs = read_log(log)
+    assert len(recs) == rounds, r.describe()
+    for i, rec in enumerate(recs):
+        assert (rec["route"], rec["reason"]) == ("fp8", "GEMMSHIM_MODE=fp8; fp8 e4m3 x e4m3"), (i, rec)
+        assert rec["gpu_skipped"] == "context destroyed before its events were read", (i, rec)
