@@ -169,6 +169,11 @@ const char *cost_gate(int device, int sm, gs_cost_route r, const gs_cost_work *w
   return why;
 }
 
+int cost_gate_applies(const gs_call *c, int route) {
+  if (route != GS_ROUTE_FP8) return 1;
+  return c->sm >= 89 && gs_opt.fp8_backend != GS_FP8_BACKEND_OWN && gs_opt.fp8_backend != GS_FP8_BACKEND_OWN_MMA;
+}
+
 static double flops_of(const gs_gemm *g) { return 2.0 * (double)g->m * (double)g->n * (double)g->k * (double)g->batch; }
 
 /* Widen A and B (read 2 bytes, write 4 an element); with a bf16/fp16 D,

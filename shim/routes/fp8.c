@@ -118,10 +118,8 @@ static const char *plan(const gs_call *c, const fp8_recipe *rc, fp8_plan *p) {
    * kernels take strided operands only. */
   if (route_is_ptr_array(g->api)) return "pointer-array batch (the fp8 kernels take strided operands only)";
   if (g->m == 0 || g->n == 0 || g->k == 0 || g->batch == 0) return "empty GEMM: nothing to quantize";
-  /* The cost gate where the GEMM would be cuBLASLt's (sm_89+, backend not
-   * named own): below sm_89, and with an own kernel asked for by name, the
-   * route is a numerics check, slower than native by design (docs/fp8.md). */
-  if (c->sm >= 89 && gs_opt.fp8_backend != GS_FP8_BACKEND_OWN && gs_opt.fp8_backend != GS_FP8_BACKEND_OWN_MMA) {
+  /* The cost gate where the GEMM would be cuBLASLt's (cost_gate_applies). */
+  if (cost_gate_applies(c, GS_ROUTE_FP8)) {
     why = cost_gate_fp8(c, (double)g->m * (double)g->k * (double)g->batch,
                         (double)g->k * (double)g->n * (double)g->batch, rc != &fp8_recipe_delayed, p->why);
     if (why) return why;
@@ -368,9 +366,11 @@ int route_fp8(gs_call *c) {
     return FP8_DECLINE(c, "%s", why);
   }
   /* A recipe with per-layer sites (delayed) has just named the call's
-   * site: the guard is asked again for that one. */
+   * site: the guard and the measured gate are asked again for that one. */
   char guarded[GS_REASON_MAX];
-  if (c->site != checked_site && guard_reason(c->site, "fp8", guarded, sizeof guarded)) {
+  if (c->site != checked_site && (guard_reason(c->site, "fp8", guarded, sizeof guarded) ||
+                                  (cost_gate_applies(c, GS_ROUTE_FP8) &&
+                                   measured_reason(c->site, "fp8", guarded, sizeof guarded)))) {
     transient_release(&t);
     rc->release(&u, 0);
     call_decline(c, "%s", guarded);
