@@ -289,3 +289,24 @@ def test_context_churn_keeps_accuracy_slots(fp8_client, standin, tmp_path):
     for i, rec in enumerate(recs):
         assert (rec["route"], rec["reason"]) == ("fp8", "GEMMSHIM_MODE=fp8; fp8 e4m3 x e4m3"), (i, rec)
         assert rec["gpu_skipped"] == "context destroyed before its events were read", (i, rec)
+
+
+def test_delayed_compare_counts_each_layer(fp8_client, standin, tmp_path):
+    """GEMMSHIM_COMPARE's "a site's first call, then every Nth" counts the
+    record's site (docs/profiling.md): for the delayed recipe the per-layer
+    one. 2 layers x 3 steps with GEMMSHIM_COMPARE_EVERY=2: each layer's
+    GEMMs are compared at their 1st and 3rd calls. Counted on the call site
+    that the layers share, every 2nd call fell on layer 0 (calls 1, 3, 5:
+    layer 0 in every step) and layer 1 was never measured."""
+    log = tmp_path / "gemms.jsonl"
+    r = run_ok([fp8_client, "--layers=2", "--steps=3"], standin[13], shim=True,
+               env={"STANDIN_CC": "9.0", "GEMMSHIM_MODE": "fp8", "GEMMSHIM_GATE": "off",
+                    "GEMMSHIM_FP8_RECIPE": "delayed", "GEMMSHIM_COMPARE": "1", "GEMMSHIM_COMPARE_EVERY": "2",
+                    "GEMMSHIM_LOG": str(log)})
+    recs = read_log(log)
+    assert len(recs) == 18 and all(x["route"] == "fp8" for x in recs), r.describe()
+    by_site = {}
+    for x in recs:
+        by_site.setdefault(x["site"], []).append("native_gpu_ns" in x)
+    assert len(by_site) == 6, by_site
+    assert all(v == [True, False, True] for v in by_site.values()), by_site
