@@ -160,7 +160,7 @@ ROUTES = [
     ("ffma (sm_61)", "6.1", {"GEMMSHIM_MODE": "ffma", "GEMMSHIM_GATE": "off"}),
     ("native (sm_90)", "9.0", {"GEMMSHIM_MODE": "native"}),
     ("fp8, own GEMM (sm_90)", "9.0", {"GEMMSHIM_MODE": "fp8", "GEMMSHIM_FP8_BACKEND": "own"}),
-    ("fp8, cuBLASLt (sm_90)", "9.0", {"GEMMSHIM_MODE": "fp8", "GEMMSHIM_FP8_BACKEND": "cublaslt"}),
+    ("fp8, cuBLASLt (sm_90)", "9.0", {"GEMMSHIM_MODE": "fp8", "GEMMSHIM_GATE": "off", "GEMMSHIM_FP8_BACKEND": "cublaslt"}),
     ("native (sm_75)", "7.5", {"GEMMSHIM_MODE": "native"}),
     ("fp16 (sm_75)", "7.5", {"GEMMSHIM_MODE": "fp16", "GEMMSHIM_GATE": "off"}),
 ]

@@ -50,7 +50,7 @@ size_t accuracy_scratch_bytes(void) {
 void accuracy_measure(gs_call *c, const accuracy_output *o, const void *native, void *scratch) {
   gs_gpu_time *t = &c->gpu;
   const char *why = NULL;
-  gs_acc_stats *slot = accuracy_slot_take(t->ctx_id, &why);
+  gs_acc_stats *slot = accuracy_slot_take(c->ctx, t->ctx_id, &why);
   if (!slot) {
     call_note(c, "accuracy not measured: %s", why);
     return;

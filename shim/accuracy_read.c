@@ -11,6 +11,7 @@
 #include "../kernels/accuracy_kernels.h"
 #include "accuracy_read.h"
 #include "shim.h"
+#include "base/ctx_table.h"
 #include "base/sys.h"
 
 /* ---- page-locked slots, per context ------------------------------------- */
@@ -22,6 +23,7 @@
 #define BLOCKS 4
 
 typedef struct acc_pool {
+  void *ctx;                 /* the context's address, to tell it gone */
   unsigned long long ctx_id; /* 0: unused */
   gs_acc_stats *block[BLOCKS];
   gs_acc_stats *free[SLOTS_PER_BLOCK * BLOCKS];
@@ -31,14 +33,26 @@ typedef struct acc_pool {
 static acc_pool pools[ACC_CTXS];
 static pthread_mutex_t pool_lock = PTHREAD_MUTEX_INITIALIZER;
 
-static acc_pool *pool_of(unsigned long long ctx_id, int create) {
+/* The pool of ctx_id; with create, a free one, else the pool of a context
+ * that is gone (ctx_table_gone: cuCtxGetId refuses its address or answers
+ * another id), asked only when every pool is taken. A gone context's
+ * blocks are abandoned, not freed (cuMemFreeHost needs a live context);
+ * its slots still in flight are never given back (accuracy_release), so
+ * nothing of it is reused. */
+static acc_pool *pool_of(void *ctx, unsigned long long ctx_id, int create) {
   acc_pool *empty = NULL;
   for (int i = 0; i < ACC_CTXS; i++) {
     if (pools[i].ctx_id == ctx_id) return &pools[i];
     if (!pools[i].ctx_id && !empty) empty = &pools[i];
   }
-  if (!create || !empty) return NULL;
+  if (!create) return NULL;
+  for (int i = 0; i < ACC_CTXS && !empty; i++) {
+    const ctx_entry e = {pools[i].ctx, pools[i].ctx_id, NULL};
+    if (ctx_table_gone(&e)) empty = &pools[i];
+  }
+  if (!empty) return NULL;
   memset(empty, 0, sizeof *empty);
+  empty->ctx = ctx;
   empty->ctx_id = ctx_id;
   return empty;
 }
@@ -46,12 +60,12 @@ static acc_pool *pool_of(unsigned long long ctx_id, int create) {
 /* A slot of the call's context, or NULL with *why set. The block is
  * allocated in the call's context, which is current (a routed call runs in
  * it). */
-gs_acc_stats *accuracy_slot_take(unsigned long long ctx_id, const char **why) {
+gs_acc_stats *accuracy_slot_take(void *ctx, unsigned long long ctx_id, const char **why) {
   pthread_mutex_lock(&pool_lock);
-  acc_pool *p = pool_of(ctx_id, 1);
+  acc_pool *p = pool_of(ctx, ctx_id, 1);
   gs_acc_stats *s = NULL;
   if (!p) {
-    *why = "more contexts than the accuracy slots serve";
+    *why = "more live contexts than the accuracy slots serve (16)";
   } else if (p->n) {
     s = p->free[--p->n];
   } else if (p->blocks == BLOCKS) {
@@ -79,7 +93,7 @@ gs_acc_stats *accuracy_slot_take(unsigned long long ctx_id, const char **why) {
 void accuracy_slot_give(unsigned long long ctx_id, void *slot) {
   if (!slot) return;
   pthread_mutex_lock(&pool_lock);
-  acc_pool *p = pool_of(ctx_id, 0);
+  acc_pool *p = pool_of(NULL, ctx_id, 0);
   if (p && p->n < SLOTS_PER_BLOCK * BLOCKS) p->free[p->n++] = slot;
   pthread_mutex_unlock(&pool_lock);
 }

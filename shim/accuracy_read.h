@@ -6,7 +6,8 @@
 #include "../kernels/accuracy_kernels.h"
 
 /* A slot of the context's pool, or NULL with *why set (static text). */
-gs_acc_stats *accuracy_slot_take(unsigned long long ctx_id, const char **why);
+/* ctx: the call's context, by which a pool of a gone context is told. */
+gs_acc_stats *accuracy_slot_take(void *ctx, unsigned long long ctx_id, const char **why);
 void accuracy_slot_give(unsigned long long ctx_id, void *slot);
 
 #endif

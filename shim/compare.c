@@ -162,7 +162,10 @@ static int run_native(const gs_call *c, void *out) {
 
 void compare_after_route(gs_call *c) {
   if (!gs_opt.compare || !c->work_begun || !c->gpu.on || c->route == GS_ROUTE_NATIVE) return;
-  if (!compare_due(site_id(c->caller, &c->g))) return;
+  /* The record's site: for the delayed recipe the per-layer one its
+   * acquire named, so that "first, then every Nth" counts each layer
+   * (counted on the call site, every Nth call could fall on one layer). */
+  if (!compare_due(c->site ? c->site : site_id(c->caller, &c->g))) return;
   size_t bytes = 0;
   const char *why = plan(c, &bytes);
   /* The accuracy measure's scratch follows the native output (accuracy.c). */

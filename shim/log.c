@@ -324,6 +324,7 @@ static int format_one(log_rec *r, size_t *out, int checked, int final) {
   gs_gpu_time *gpu = rec_gpu(r);
   if (checked && room < rec_text_bound(r->reason_len, r->backend_len)) return 0;
   if (gpu && gpu->has_acc) guard_observe(r->site, r->route, gpu);
+  if (gpu && gpu->has_native_ns) measured_observe(r->site, r->route, gpu);
   if (gpu && gpu->on) {
     gpu_time_discard(gpu);
     gpu->skip = final ? GS_GPU_SKIP_UNFINISHED : GS_GPU_SKIP_HELD_FULL;

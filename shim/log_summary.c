@@ -169,8 +169,18 @@ static void summary_guarded(void) {
             db[i], gs_opt.guard_sqnr_db);
 }
 
+/* The measured gate's sites (measured_gate.c), at most the first 20. */
+static void summary_measured(void) {
+  uint64_t sites[20];
+  int routes[20];
+  static char why[20][GS_REASON_MAX]; /* the exit's one caller */
+  unsigned n = measured_list(sites, routes, why, 20);
+  for (unsigned i = 0; i < n; i++) GS_INFO("summary: slower site %016" PRIx64 " %s", sites[i], why[i]);
+}
+
 void log_summary_print(void) {
   summary_routes_locked();
   summary_top_locked();
   summary_guarded();
+  summary_measured();
 }

@@ -78,8 +78,9 @@ static const opt_def options[] = {
      "most transient device memory one ffma call may take; a call needing more runs native",
      &gs_opt.ffma_max_bytes, NULL, 0, UINT64_MAX},
     {"GEMMSHIM_GATE", OPT_BOOL, "1",
-     "1: the ffma and fp16 routes take a GEMM only where their cost model estimates them faster than native on this "
-     "GPU (docs/cost-model.md); 0: wherever they apply, whatever the estimate",
+     "1: the ffma and fp16 routes, and fp8 on sm_89+, take a GEMM only where their cost model estimates them faster "
+     "than native on this GPU, and with GEMMSHIM_COMPARE a site measured slower than native runs native "
+     "(docs/cost-model.md); 0: wherever they apply, whatever the estimate or measurement",
      &gs_opt.gate, NULL, 0, 1},
     {"GEMMSHIM_FFMA_MIN_FLOPS", OPT_U64, "0",
      "GEMMs of fewer flops (2*m*n*k*batch) stay native on the ffma route, whatever GEMMSHIM_GATE says; 0: no bound",
@@ -121,7 +122,8 @@ static const opt_def options[] = {
      &gs_opt.log_gpu_time, NULL, 0, 1},
     {"GEMMSHIM_COMPARE", OPT_BOOL, "0",
      "with GEMMSHIM_LOG: a routed call also runs native into scratch memory at each site's first call and then "
-     "every GEMMSHIM_COMPARE_EVERY calls, timed (native_gpu_ns); implies GEMMSHIM_LOG_GPU_TIME",
+     "every GEMMSHIM_COMPARE_EVERY calls, timed (native_gpu_ns); a site whose first 3 compared calls took more GPU "
+     "time routed than native runs native from then on (with GEMMSHIM_GATE); implies GEMMSHIM_LOG_GPU_TIME",
      &gs_opt.compare, NULL, 0, 1},
     {"GEMMSHIM_COMPARE_EVERY", OPT_U64, "100", "GEMMSHIM_COMPARE: native runs of a site after its first, 1 in N calls",
      &gs_opt.compare_every, NULL, 1, UINT64_MAX},

@@ -2,6 +2,7 @@
  * file. A route that cannot run the call declines (reason recorded) and the
  * hook runs it native: never a wrong answer, never a lost call. */
 #include "shim.h"
+#include "routes/cost.h"
 
 int route_run(gs_call *c) {
   /* A route needs every field of an Lt call, not just the policy's. */
@@ -17,7 +18,9 @@ int route_run(gs_call *c) {
    * recipe names its own (per layer) and asks again once it knows. */
   if (!c->site) c->site = site_id(c->caller, &c->g);
   char guarded[GS_REASON_MAX];
-  if (guard_reason(c->site, gs_route_name(c->decided), guarded, sizeof guarded)) {
+  if (guard_reason(c->site, gs_route_name(c->decided), guarded, sizeof guarded) ||
+      (cost_gate_applies(c, c->decided) &&
+       measured_reason(c->site, gs_route_name(c->decided), guarded, sizeof guarded))) {
     call_decline(c, "%s", guarded);
     return GS_DECLINED;
   }

@@ -316,6 +316,18 @@ unsigned guard_list(uint64_t *sites, double *db, int *routes, unsigned most);
 void guard_forget_for_tests(void);
 void compare_forget_for_tests(void); /* an empty table */
 
+/* "measured_gate.c": with GEMMSHIM_COMPARE (and GEMMSHIM_GATE on), a site
+ * whose first MEASURED_GATE_CALLS compared calls (or more) took more GPU
+ * time in the route than native runs native from then on.
+ * measured_observe: the log's writer, per compared record; measured_reason:
+ * a route before it runs (1: decline it with that reason). */
+#define MEASURED_GATE_CALLS 3
+void measured_observe(uint64_t site, int route, const gs_gpu_time *t);
+int measured_reason(uint64_t site, const char *route, char *why, size_t len);
+/* The sites marked (at most `most`), each with its route and reason. */
+unsigned measured_list(uint64_t *sites, int *routes, char (*why)[GS_REASON_MAX], unsigned most);
+void measured_forget_for_tests(void);
+
 /* ------------------------------------------------------------------------ */
 /* "nvtx.c": NVTX ranges. gs_nvtx_on: NVTX_INJECTION64_PATH was set at load. */
 extern int gs_nvtx_on;

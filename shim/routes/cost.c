@@ -15,6 +15,8 @@
  *  GTX 1080 Ti, V100 SXM2, T4: torch square-matmul rates measured by users,
  *   zzc0721/torch-performance-test-data issues #60, #140 and database.md;
  *  A100 SXM4: NVIDIA A100 datasheet dense peaks (no measured rate used);
+ *  L40S: NVIDIA L40S datasheet dense peaks (fp8 733, bf16/fp16 362.05 with
+ *   fp32 accumulation, fp32 91.6; no measured rate used);
  *  H100 SXM5: bf16 ~797 TFLOP/s measured (same repository, #79), fp32 the
  *   datasheet peak, fp8 an assumption (2x bf16, as the datasheet's peaks).
  * SMs, boost clocks and bandwidth: NVIDIA's product specifications. */
@@ -32,6 +34,7 @@ static const cost_rates rates[] = {
     {75, "T4", 4.3, 42.0, 2.4, 0, 40, 1590, 320},
     /* bf16 on tensor cores from sm_80, at the fp16 rate. */
     {80, "A100 SXM4", 19.5, 312, 312, 0, 108, 1410, 1555},
+    {89, "L40S", 91.6, 362.05, 362.05, 733, 142, 2520, 864},
     {90, "H100 SXM5", 67, 790, 790, 1580, 132, 1980, 3350},
 };
 #define N_RATES (sizeof rates / sizeof rates[0])
@@ -166,6 +169,11 @@ const char *cost_gate(int device, int sm, gs_cost_route r, const gs_cost_work *w
   return why;
 }
 
+int cost_gate_applies(const gs_call *c, int route) {
+  if (route != GS_ROUTE_FP8) return 1;
+  return c->sm >= 89 && gs_opt.fp8_backend != GS_FP8_BACKEND_OWN && gs_opt.fp8_backend != GS_FP8_BACKEND_OWN_MMA;
+}
+
 static double flops_of(const gs_gemm *g) { return 2.0 * (double)g->m * (double)g->n * (double)g->k * (double)g->batch; }
 
 /* Widen A and B (read 2 bytes, write 4 an element); with a bf16/fp16 D,
@@ -189,9 +197,14 @@ const char *cost_gate_fp16(const gs_call *c, double a_elems, double b_elems, cha
   return cost_gate(c->device, c->sm, GS_COST_FP16, &w, why);
 }
 
-/* Quantize reads A and B (2 bytes) and writes fp8 (1); two launches. */
-const char *cost_gate_fp8(const gs_call *c, double a_elems, double b_elems, char *why) {
+/* The quantize pass reads A and B (2 bytes, 4 for fp32) and writes fp8 (1)
+ * in one launch; with amax_pass (the current recipe) a launch before it
+ * reads them once more and eight memsets renew the two scale records
+ * (docs/fp8.md), each memset counted as a launch. */
+const char *cost_gate_fp8(const gs_call *c, double a_elems, double b_elems, int amax_pass, char *why) {
   const gs_gemm *g = &c->g;
-  gs_cost_work w = {flops_of(g), g->a_type, 3.0 * (a_elems + b_elems), 2};
+  double in = g->a_type == CUDA_R_32F ? 4.0 : 2.0;
+  gs_cost_work w = {flops_of(g), g->a_type, (in + 1.0 + (amax_pass ? in : 0.0)) * (a_elems + b_elems),
+                    amax_pass ? 10 : 1};
   return cost_gate(c->device, c->sm, GS_COST_FP8, &w, why);
 }

@@ -58,7 +58,13 @@ struct gs_call;
 const char *cost_gate_ffma(const struct gs_call *c, double a_elems, double b_elems, int own_out, int cast_c,
                            char *why);
 const char *cost_gate_fp16(const struct gs_call *c, double a_elems, double b_elems, char *why);
-const char *cost_gate_fp8(const struct gs_call *c, double a_elems, double b_elems, char *why);
+const char *cost_gate_fp8(const struct gs_call *c, double a_elems, double b_elems, int amax_pass, char *why);
+
+/* Whether the gates (this estimate and the measured one) judge call c for
+ * route (a gs_route): not the fp8 route below sm_89, nor with an own fp8
+ * kernel named (GEMMSHIM_FP8_BACKEND=own, own-mma): there the route is a
+ * check of fp8 numerics, slower than native by design (docs/cost-model.md). */
+int cost_gate_applies(const struct gs_call *c, int route);
 
 /* The reason text for an estimate that does not pay, into buf. */
 void cost_describe(const gs_cost *e, gs_cost_route r, const gs_cost_work *w, char *buf, size_t len);

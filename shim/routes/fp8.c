@@ -25,6 +25,7 @@
 
 #include "../../kernels/fp8.h"
 #include "../../kernels/kernels.h"
+#include "cost.h"
 #include "fp8_recipe.h"
 #include "memory.h"
 #include "../resolve.h"
@@ -56,6 +57,7 @@ typedef struct fp8_plan {
   int epilogue;
   const void *bias;
   int bias_type;
+  char why[GS_COST_WHY]; /* the cost gate's reason */
 } fp8_plan;
 
 enum { BUF_A8, BUF_B8, BUF_SCRATCH };
@@ -117,6 +119,13 @@ static const char *plan(const gs_call *c, const fp8_recipe *rc, fp8_plan *p) {
    * kernels take strided operands only. */
   if (route_is_ptr_array(g->api)) return "pointer-array batch (the fp8 kernels take strided operands only)";
   if (g->m == 0 || g->n == 0 || g->k == 0 || g->batch == 0) return "empty GEMM: nothing to quantize";
+  /* The cost gate where the GEMM would be cuBLASLt's (cost_gate_applies):
+   * the current recipe pays an amax pass, the others quantize in one. */
+  if (cost_gate_applies(c, GS_ROUTE_FP8)) {
+    why = cost_gate_fp8(c, (double)g->m * (double)g->k * (double)g->batch,
+                        (double)g->k * (double)g->n * (double)g->batch, rc == &fp8_recipe_current, p->why);
+    if (why) return why;
+  }
   p->k_pad = fp8_recipe_k_pad(rc, c);
   const size_t scratch = fp8_recipe_scratch(rc, c);
   const transient_part parts[3] = {{g->m, p->k_pad, g->batch, 1}, {p->k_pad, g->n, g->batch, 1}, {1, 1, 1, scratch}};
@@ -369,9 +378,11 @@ int route_fp8(gs_call *c) {
     return FP8_DECLINE(c, "%s", why);
   }
   /* A recipe with per-layer sites (delayed) has just named the call's
-   * site: the guard is asked again for that one. */
+   * site: the guard and the measured gate are asked again for that one. */
   char guarded[GS_REASON_MAX];
-  if (c->site != checked_site && guard_reason(c->site, "fp8", guarded, sizeof guarded)) {
+  if (c->site != checked_site && (guard_reason(c->site, "fp8", guarded, sizeof guarded) ||
+                                  (cost_gate_applies(c, GS_ROUTE_FP8) &&
+                                   measured_reason(c->site, "fp8", guarded, sizeof guarded)))) {
     transient_release(&t);
     rc->release(&u, 0);
     call_decline(c, "%s", guarded);

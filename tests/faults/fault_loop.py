@@ -76,11 +76,12 @@ ROUTES = OrderedDict(
         ("ffma no-pools", ({"STANDIN_CC": "6.1", "GEMMSHIM_MODE": "ffma", "GEMMSHIM_GATE": "off",
                              "STANDIN_NO_POOLS": "1"}, [])),
         ("fp8 own", ({"STANDIN_CC": "6.1", "GEMMSHIM_MODE": "fp8"}, ["--fp8"])),
-        ("fp8 cublaslt", ({"STANDIN_CC": "9.0", "GEMMSHIM_MODE": "fp8", "GEMMSHIM_FP8_BACKEND": "cublaslt"}, ["--fp8"])),
+        ("fp8 cublaslt", ({"STANDIN_CC": "9.0", "GEMMSHIM_MODE": "fp8", "GEMMSHIM_FP8_BACKEND": "cublaslt",
+                           "GEMMSHIM_GATE": "off"}, ["--fp8"])),
         # block scales (fp8_block.c): the scaled quantize kernels and the
         # scale-mode attributes; the batched calls fall back to current.
         ("fp8 block", ({"STANDIN_CC": "9.0", "GEMMSHIM_MODE": "fp8", "GEMMSHIM_FP8_BACKEND": "cublaslt",
-                        "GEMMSHIM_FP8_RECIPE": "block"}, ["--fp8"])),
+                        "GEMMSHIM_FP8_RECIPE": "block", "GEMMSHIM_GATE": "off"}, ["--fp8"])),
         # sm 7.5: fp16 tensor cores, no bf16 ones.
         ("fp16", ({"STANDIN_CC": "7.5", "GEMMSHIM_MODE": "fp16", "GEMMSHIM_GATE": "off"}, [])),
         # GPU time and the native comparison: events from the pool around

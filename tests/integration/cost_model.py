@@ -5,8 +5,9 @@ written again, so a slip in shim/routes/cost.c shows as a difference.
 Rates (TFLOP/s) of reference parts, torch square-matmul measurements by
 users in zzc0721/torch-performance-test-data (GTX 1080 Ti: issue #60;
 V100 SXM2: issue #140; T4: database.md; H100 bf16: issue #79, ~797),
-NVIDIA datasheet peaks where no measurement is used (A100 SXM4 all; H100
-fp32), and an assumption for H100 fp8 (2x its bf16, as NVIDIA's dense
+NVIDIA datasheet peaks where no measurement is used (A100 SXM4 all; L40S
+all, dense, fp32 accumulation: fp32 91.6, bf16/fp16 362.05, fp8 733,
+142 SMs, 2520 MHz, 864 GB/s; H100 fp32), and an assumption for H100 fp8 (2x its bf16, as NVIDIA's dense
 peaks 1979/989). SMs and boost clocks: NVIDIA product specifications
 (GTX 1080 Ti 3584 cores = 28 SMs of 128, 1582 MHz; V100 80 SMs, 1530 MHz;
 T4 2560 cores = 40 SMs of 64, 1590 MHz; A100 108 SMs, 1410 MHz; H100 SXM5
@@ -17,6 +18,7 @@ RATES = {  # sm: (part, fp32, fp16, bf16, fp8, sms, clock MHz, GB/s)
     70: ("V100 SXM2", 14.51, 97.36, 10.65, 0, 80, 1530, 900),
     75: ("T4", 4.3, 42.0, 2.4, 0, 40, 1590, 320),
     80: ("A100 SXM4", 19.5, 312, 312, 0, 108, 1410, 1555),
+    89: ("L40S", 91.6, 362.05, 362.05, 733, 142, 2520, 864),
     90: ("H100 SXM5", 67, 790, 790, 1580, 132, 1980, 3350),
 }
 LAUNCH_US = 5.0      # per launch: an assumption (docs/perf-static.md)
@@ -29,6 +31,7 @@ DEVICES = {
     "6.1": ("GTX 1080", 61, 20, 1733500, 5005000, 256),
     "7.0": ("V100 SXM2", 70, 80, 1530000, 877000, 4096),
     "7.5": ("T4", 75, 40, 1590000, 5001000, 256),
+    "8.9": ("Ada, 58 SMs", 89, 58, 2040000, 6251000, 192),
     "9.0": ("H100 SXM5", 90, 132, 1980000, 2619000, 5120),
 }
 
@@ -45,7 +48,7 @@ def rates_for(sm):
     return RATES[max(older)] if older else None
 
 
-def work(route, m, n, k, batch=1, ab="bf16", c="bf16", beta=0.0):
+def work(route, m, n, k, batch=1, ab="bf16", c="bf16", beta=0.0, recipe="current"):
     """(flops, pass bytes, launches) of a routed call, as the routes count them."""
     mn = m * n * batch
     ab_elems = (m * k + k * n) * batch
@@ -56,10 +59,16 @@ def work(route, m, n, k, batch=1, ab="bf16", c="bf16", beta=0.0):
             1 + (1 if own_out else 0)
     if route == "fp16":
         return 2.0 * m * n * k * batch, 6.0 * ab_elems + (8.0 if c == "fp32" else 6.0) * mn, 3
-    return 2.0 * m * n * k * batch, 3.0 * ab_elems, 2
+    # fp8 (docs/fp8.md): the quantize pass reads A and B and writes a byte
+    # an element, one launch; current adds an amax pass over A and B, one
+    # launch, and eight memsets of the scale records (counted as launches).
+    size = 4.0 if ab == "fp32" else 2.0
+    if recipe == "delayed":
+        return 2.0 * m * n * k * batch, (size + 1.0) * ab_elems, 1
+    return 2.0 * m * n * k * batch, (2 * size + 1.0) * ab_elems, 10
 
 
-def estimate(cc, route, m, n, k, batch=1, ab="bf16", c="bf16", beta=0.0, sms=None):
+def estimate(cc, route, m, n, k, batch=1, ab="bf16", c="bf16", beta=0.0, sms=None, recipe="current"):
     """sms=0: the SM count query failed (the reference part's rates, unscaled)."""
     _, sm, dev_sms, clock, mem_clock, bus = DEVICES[cc]
     sms = dev_sms if sms is None else sms
@@ -68,7 +77,7 @@ def estimate(cc, route, m, n, k, batch=1, ab="bf16", c="bf16", beta=0.0, sms=Non
     native = r[NATIVE_RATE[ab] - 1] * scale
     rate = r[ROUTE_RATE[route] - 1 if route != "fp8" else 3] * scale
     bw = 2.0 * mem_clock * 1e3 * (bus / 8.0) / 1e9
-    flops, nbytes, launches = work(route, m, n, k, batch, ab, c, beta)
+    flops, nbytes, launches = work(route, m, n, k, batch, ab, c, beta, recipe)
     e = {"part": part, "scale": scale, "bw": bw, "launches": launches}
     e["native_us"] = flops / (native * 1e12) * 1e6
     e["gemm_us"] = flops / (rate * 1e12) * 1e6

@@ -14,7 +14,7 @@ import pytest
 
 from harness import CLIENT_DIR, read_log, require_built, run
 
-FP8 = {"STANDIN_CC": "9.0", "GEMMSHIM_MODE": "fp8"}
+FP8 = {"STANDIN_CC": "9.0", "GEMMSHIM_MODE": "fp8", "GEMMSHIM_GATE": "off"}
 FFMA = {"STANDIN_CC": "6.1", "GEMMSHIM_MODE": "ffma", "GEMMSHIM_GATE": "off"}
 COMPARE = {"GEMMSHIM_COMPARE": "1", "GEMMSHIM_COMPARE_EVERY": "1"}
 QUARTER = 2 ** 0.25

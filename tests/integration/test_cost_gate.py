@@ -80,3 +80,40 @@ def test_a_failed_figure_query_takes_the_reference_part(client, standin, tmp_pat
         want = f"GEMMSHIM_MODE=ffma; ffma declined: {cost_model.decline_reason('ffma', e)}; ran native"
         assert (rec["route"], rec["reason"]) == ("native", want), rec
     assert "GTX 1080 Ti rates x 1," in res.recs[0]["reason"]
+
+
+# fp8 (docs/cost-model.md, docs/fp8.md): the gate runs where the GEMM would
+# be cuBLASLt's fp8 one (sm_89+). The client's default shape is far below
+# what pays; pad=0 keeps C and D 16-byte aligned, as cuBLASLt's fp8 GEMM
+# needs, so GEMMSHIM_GATE=off takes it there.
+FP8_SMALL = dict(m=64, n=48, k=80, pad=0, spad=0)
+
+
+@pytest.mark.parametrize("cc,recipe", [("9.0", "current"), ("8.9", "current"), ("9.0", "delayed")])
+def test_fp8_small_gemm_declines_with_the_estimate_on_sm89_up(client, standin, tmp_path, cc, recipe):
+    args = [gemm("small", "ex", **FP8_SMALL)]
+    env = {"GEMMSHIM_FP8_RECIPE": recipe}
+    res = run_client(client, standin, tmp_path, cc, "fp8", args + ["--fp8"], env=env, tag="on")
+    assert_all_ok(res)
+    e = cost_model.estimate(cc, "fp8", 64, 48, 80, 1, "bf16", "bf16", 0.75, recipe=recipe)
+    assert e["speedup"] < 1, e
+    rec = res.recs[0]
+    want = f"GEMMSHIM_MODE=fp8; fp8 declined: {cost_model.decline_reason('fp8', e)}; ran native"
+    assert (rec["decided"], rec["route"], rec["reason"]) == ("fp8", "native", want), rec
+    res = run_client(client, standin, tmp_path, cc, "fp8", args + ["--fp8"], env={**env, "GEMMSHIM_GATE": "off"},
+                     tag="off")
+    assert_all_ok(res)
+    rec = res.recs[0]
+    assert (rec["route"], rec["backend"]) == ("fp8", "cublaslt-fp8"), rec
+
+
+@pytest.mark.parametrize("cc,backend,used", [("6.1", "auto", "own"), ("9.0", "own", "own")])
+def test_fp8_gate_leaves_the_numerics_backends_alone(client, standin, tmp_path, cc, backend, used):
+    """Below sm_89 the fp8 route is a numerics check on the own kernel, and
+    on sm_89+ the own kernel runs only when named: the gate, which would
+    decline every call there, is not asked (docs/cost-model.md)."""
+    args = [gemm("small", "ex", **FP8_SMALL), "--fp8"]
+    res = run_client(client, standin, tmp_path, cc, "fp8", args, env={"GEMMSHIM_FP8_BACKEND": backend})
+    assert_all_ok(res)
+    rec = res.recs[0]
+    assert (rec["route"], rec["backend"]) == ("fp8", used), rec

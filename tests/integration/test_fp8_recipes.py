@@ -39,7 +39,7 @@ def gemm_lines(r):
 def test_threads_sharing_a_call_site_keep_their_own_scales(threads_client, standin, tmp_path, recipe):
     log = tmp_path / "gemms.jsonl"
     r = run_ok([threads_client, f"--threads={THREADS}", f"--calls={CALLS}"], standin[13], shim=True,
-               env={"STANDIN_CC": "9.0", "GEMMSHIM_MODE": "fp8", "GEMMSHIM_FP8_RECIPE": recipe,
+               env={"STANDIN_CC": "9.0", "GEMMSHIM_MODE": "fp8", "GEMMSHIM_GATE": "off", "GEMMSHIM_FP8_RECIPE": recipe,
                     "GEMMSHIM_LOG": str(log)})
     gemms = gemm_lines(r)
     assert len(gemms) == THREADS * CALLS, r.describe()
@@ -64,7 +64,7 @@ def test_threads_sharing_a_call_site_keep_their_own_scales(threads_client, stand
 def one_gemm(threads_client, standin, tmp_path, cc, env):
     log = tmp_path / f"{cc}-{'-'.join(env.values())}.jsonl"
     r = run_ok([threads_client, "--threads=1", "--calls=1"], standin[13], shim=True,
-               env={"STANDIN_CC": cc, "GEMMSHIM_MODE": "fp8", "GEMMSHIM_LOG": str(log), **env})
+               env={"STANDIN_CC": cc, "GEMMSHIM_MODE": "fp8", "GEMMSHIM_GATE": "off", "GEMMSHIM_LOG": str(log), **env})
     (g,) = gemm_lines(r)
     (rec,) = read_log(log)
     return g, rec
@@ -161,7 +161,7 @@ def test_block_scales_keep_outputs_away_from_outliers(threads_client, standin, t
 def test_bad_recipe_is_named_and_runs_native(threads_client, standin, tmp_path):
     log = tmp_path / "gemms.jsonl"
     r = run_ok([threads_client, "--threads=1", "--calls=1"], standin[13], shim=True,
-               env={"STANDIN_CC": "9.0", "GEMMSHIM_MODE": "fp8", "GEMMSHIM_FP8_RECIPE": "fast",
+               env={"STANDIN_CC": "9.0", "GEMMSHIM_MODE": "fp8", "GEMMSHIM_GATE": "off", "GEMMSHIM_FP8_RECIPE": "fast",
                     "GEMMSHIM_LOG": str(log)})
     assert ("GEMMSHIM_FP8_RECIPE='fast': expected auto, current, block, mxfp8 or delayed; "
             "running pass-through (every GEMM native, still logged)") in r.stderr, r.describe()
@@ -186,7 +186,7 @@ def test_fast_accumulation_on_known_forward_gemms_only(shim, standin, tmp_path, 
     layers, steps = 2, 3
     counts = tmp_path / "counts"
     run_ok([client, f"--layers={layers}", f"--steps={steps}"], standin[13], shim=True,
-           env={"STANDIN_CC": "9.0", "GEMMSHIM_MODE": "fp8", "GEMMSHIM_FP8_RECIPE": recipe,
+           env={"STANDIN_CC": "9.0", "GEMMSHIM_MODE": "fp8", "GEMMSHIM_GATE": "off", "GEMMSHIM_FP8_RECIPE": recipe,
                 "STANDIN_COUNTS": str(counts)})
     c = standin_counts(counts)
     assert c["standin_fp8_gemms"] == steps * layers * 3, c
@@ -195,7 +195,7 @@ def test_fast_accumulation_on_known_forward_gemms_only(shim, standin, tmp_path, 
     counts = tmp_path / "threads-counts"
     threads_client = CLIENT_DIR / "fp8_threads_client_cu13"
     run_ok([threads_client, "--threads=2", "--calls=2"], standin[13], shim=True,
-           env={"STANDIN_CC": "9.0", "GEMMSHIM_MODE": "fp8", "GEMMSHIM_FP8_RECIPE": recipe,
+           env={"STANDIN_CC": "9.0", "GEMMSHIM_MODE": "fp8", "GEMMSHIM_GATE": "off", "GEMMSHIM_FP8_RECIPE": recipe,
                 "STANDIN_COUNTS": str(counts)})
     c = standin_counts(counts)
     assert (c["standin_fp8_gemms"], c["standin_fp8_fast_accum_gemms"]) == (4, 0), c
@@ -224,7 +224,7 @@ def test_no_shape_runs_the_own_kernel_on_sm90(shim, standin, tmp_path, cc, recip
             route_client.gemm("odd_m", m=33, n=16, k=64, pad=0),
             route_client.gemm("unaligned_d", "lt", m=64, n=48, k=64, pad=0, oop=1, dpad=1),
             "--fp8"]
-    env = {"STANDIN_CC": cc, "GEMMSHIM_MODE": "fp8", "GEMMSHIM_FP8_RECIPE": recipe}
+    env = {"STANDIN_CC": cc, "GEMMSHIM_MODE": "fp8", "GEMMSHIM_GATE": "off", "GEMMSHIM_FP8_RECIPE": recipe}
     res = route_client.run_client(FFMA_CLIENT, standin, tmp_path, args, env, tag=recipe)
     route_client.assert_all_ok(res)
     got = [(r["route"], r.get("backend"), r["reason"]) for r in res.recs]

@@ -33,7 +33,7 @@ def gemm_lines(r):
 def test_training_loop(fp8_client, standin, tmp_path, cc, backend, fmt):
     log = tmp_path / "gemms.jsonl"
     r = run_ok([fp8_client, f"--layers={LAYERS}", f"--steps={STEPS}"], standin[13], shim=True,
-               env={"STANDIN_CC": cc, "GEMMSHIM_MODE": "fp8", "GEMMSHIM_FP8_RECIPE": "delayed", "GEMMSHIM_FP8_FORMAT": fmt,
+               env={"STANDIN_CC": cc, "GEMMSHIM_MODE": "fp8", "GEMMSHIM_GATE": "off", "GEMMSHIM_FP8_RECIPE": "delayed", "GEMMSHIM_FP8_FORMAT": fmt,
                     "GEMMSHIM_LOG": str(log)})
     gemms = gemm_lines(r)
     recs = read_log(log)
@@ -86,7 +86,7 @@ def test_context_reset(fp8_client, standin, tmp_path, cc, backend, reset):
     steps = 3
     r = run_ok([fp8_client, f"--layers={LAYERS}", f"--steps={steps}", "--reset-before=1", f"--reset={reset}"],
                standin[13], shim=True,
-               env={"STANDIN_CC": cc, "GEMMSHIM_MODE": "fp8", "GEMMSHIM_FP8_RECIPE": "delayed", "GEMMSHIM_LOG": str(log)})
+               env={"STANDIN_CC": cc, "GEMMSHIM_MODE": "fp8", "GEMMSHIM_GATE": "off", "GEMMSHIM_FP8_RECIPE": "delayed", "GEMMSHIM_LOG": str(log)})
     # The hazard is real only when the address comes back.
     assert r.lines("reset") == [["reset", "step=1", "same_address=1"]], r.describe()
     gemms = gemm_lines(r)
@@ -121,7 +121,7 @@ def test_context_churn_keeps_stream_workspaces(fp8_client, standin, tmp_path):
     log = tmp_path / "gemms.jsonl"
     rounds = 600
     r = run_ok([fp8_client, f"--churn={rounds}"], standin[13], shim=True,
-               env={"STANDIN_CC": "9.0", "GEMMSHIM_MODE": "fp8", "GEMMSHIM_FP8_RECIPE": "delayed", "GEMMSHIM_LOG": str(log)})
+               env={"STANDIN_CC": "9.0", "GEMMSHIM_MODE": "fp8", "GEMMSHIM_GATE": "off", "GEMMSHIM_FP8_RECIPE": "delayed", "GEMMSHIM_LOG": str(log)})
     gemms = gemm_lines(r)
     recs = read_log(log)
     assert len(gemms) == len(recs) == rounds, r.describe()
@@ -148,7 +148,7 @@ def test_margin_is_headroom(fp8_client, standin, tmp_path, cc):
     for margin in (0, 2):
         log = tmp_path / f"gemms{margin}.jsonl"
         r = run_ok([fp8_client, f"--layers={LAYERS}", f"--steps={STEPS}"], standin[13], shim=True,
-                   env={"STANDIN_CC": cc, "GEMMSHIM_MODE": "fp8", "GEMMSHIM_FP8_RECIPE": "delayed", "GEMMSHIM_FP8_MARGIN": str(margin),
+                   env={"STANDIN_CC": cc, "GEMMSHIM_MODE": "fp8", "GEMMSHIM_GATE": "off", "GEMMSHIM_FP8_RECIPE": "delayed", "GEMMSHIM_FP8_MARGIN": str(margin),
                         "GEMMSHIM_LOG": str(log)})
         recs = read_log(log)
         assert all(rec["route"] == "fp8" and rec["status"] == 0 for rec in recs), recs
@@ -176,7 +176,7 @@ def test_per_thread_streams_of_successive_threads_never_share_a_ring(shim, stand
     log, counts = tmp_path / "gemms.jsonl", tmp_path / "counts"
     r = run([client, f"--threads={threads}", "--iters=1", "--one-at-a-time", "--stream=per-thread",
              "--gemm=name=g,api=ex,m=64,n=64,k=64"], standin[13], shim=True,
-            env={"STANDIN_CC": "6.1", "GEMMSHIM_MODE": "fp8", "GEMMSHIM_FP8_RECIPE": "delayed", "GEMMSHIM_LOG": str(log),
+            env={"STANDIN_CC": "6.1", "GEMMSHIM_MODE": "fp8", "GEMMSHIM_GATE": "off", "GEMMSHIM_FP8_RECIPE": "delayed", "GEMMSHIM_LOG": str(log),
                  "STANDIN_COUNTS": str(counts)})
     # The client's tolerance is ffma's: fp8 results fail it (exit 1).
     assert r.returncode == 1, r.describe()
@@ -218,7 +218,7 @@ def test_pedantic_math_mode_runs_native(shim, standin, tmp_path, cc):
     args.append("--gemm=name=compute:pedantic,api=ex,compute=32f_pedantic")
     log = tmp_path / "gemms.jsonl"
     r = run([client, *args], standin[13], shim=True,
-            env={"STANDIN_CC": cc, "GEMMSHIM_MODE": "fp8", "GEMMSHIM_LOG": str(log)})
+            env={"STANDIN_CC": cc, "GEMMSHIM_MODE": "fp8", "GEMMSHIM_GATE": "off", "GEMMSHIM_LOG": str(log)})
     recs = read_log(log)
     assert len(recs) == len(r.calls) == len(args), r.describe()
     for call, rec in zip(r.calls, recs):
@@ -258,7 +258,7 @@ def test_error_relative_to_the_data_is_the_same_at_every_amplitude(shim, standin
         args = [f"--gemm=name={name},api=ex,amp={amp!r},ampb=1,beta=0,seed=5,pad=0" for name in ("first", "second")]
         log = tmp_path / f"e{e}.jsonl"
         r = run([client, *args], standin[13], shim=True,
-                env={"STANDIN_CC": cc, "GEMMSHIM_MODE": "fp8", "GEMMSHIM_FP8_BACKEND": backend,
+                env={"STANDIN_CC": cc, "GEMMSHIM_MODE": "fp8", "GEMMSHIM_GATE": "off", "GEMMSHIM_FP8_BACKEND": backend,
                      "GEMMSHIM_FP8_RECIPE": "delayed", "GEMMSHIM_LOG": str(log)})
         recs = read_log(log)
         assert [(rec["route"], rec["status"]) for rec in recs] == [("fp8", 0)] * 2, r.describe()
@@ -268,3 +268,45 @@ def test_error_relative_to_the_data_is_the_same_at_every_amplitude(shim, standin
     for e in exps:
         for call in (0, 1):
             assert ratios[e][call] == pytest.approx(ratios[0][call], rel=1e-3), (e, call, ratios)
+
+
+def test_context_churn_keeps_accuracy_slots(fp8_client, standin, tmp_path):
+    """GEMMSHIM_COMPARE on every call under the churn above: each round's
+    compared call takes page-locked accuracy slots from its context's pool
+    (shim/accuracy_read.c, 16 pools). A released context is gone (the CUDA
+    Driver API: cuCtxGetId on a destroyed context fails), so its pool is
+    taken back for the next context: no call says "accuracy not measured:
+    more live contexts than the accuracy slots serve" (before, every call
+    from the 17th context on did). The contexts go before the log reads
+    their events, so these calls print no figure (gpu_skipped says why)."""
+    log = tmp_path / "gemms.jsonl"
+    rounds = 40
+    r = run_ok([fp8_client, f"--churn={rounds}"], standin[13], shim=True,
+               env={"STANDIN_CC": "9.0", "GEMMSHIM_MODE": "fp8", "GEMMSHIM_GATE": "off", "GEMMSHIM_COMPARE": "1",
+                    "GEMMSHIM_COMPARE_EVERY": "1", "GEMMSHIM_LOG": str(log)})
+    recs = read_log(log)
+    assert len(recs) == rounds, r.describe()
+    for i, rec in enumerate(recs):
+        assert (rec["route"], rec["reason"]) == ("fp8", "GEMMSHIM_MODE=fp8; fp8 e4m3 x e4m3"), (i, rec)
+        assert rec["gpu_skipped"] == "context destroyed before its events were read", (i, rec)
+
+
+def test_delayed_compare_counts_each_layer(fp8_client, standin, tmp_path):
+    """GEMMSHIM_COMPARE's "a site's first call, then every Nth" counts the
+    record's site (docs/profiling.md): for the delayed recipe the per-layer
+    one. 2 layers x 3 steps with GEMMSHIM_COMPARE_EVERY=2: each layer's
+    GEMMs are compared at their 1st and 3rd calls. Counted on the call site
+    that the layers share, every 2nd call fell on layer 0 (calls 1, 3, 5:
+    layer 0 in every step) and layer 1 was never measured."""
+    log = tmp_path / "gemms.jsonl"
+    r = run_ok([fp8_client, "--layers=2", "--steps=3"], standin[13], shim=True,
+               env={"STANDIN_CC": "9.0", "GEMMSHIM_MODE": "fp8", "GEMMSHIM_GATE": "off",
+                    "GEMMSHIM_FP8_RECIPE": "delayed", "GEMMSHIM_COMPARE": "1", "GEMMSHIM_COMPARE_EVERY": "2",
+                    "GEMMSHIM_LOG": str(log)})
+    recs = read_log(log)
+    assert len(recs) == 18 and all(x["route"] == "fp8" for x in recs), r.describe()
+    by_site = {}
+    for x in recs:
+        by_site.setdefault(x["site"], []).append("native_gpu_ns" in x)
+    assert len(by_site) == 6, by_site
+    assert all(v == [True, False, True] for v in by_site.values()), by_site

@@ -74,7 +74,7 @@ def native_runs(library_client, standin):
 
 @pytest.mark.parametrize("log", [True, False])
 def test_fp8_mode_leaves_library_and_fp32_gemms_native(library_client, standin, tmp_path, native_runs, log):
-    gemms, recs = run_client(library_client, standin, tmp_path, {"STANDIN_CC": "9.0", "GEMMSHIM_MODE": "fp8"}, log)
+    gemms, recs = run_client(library_client, standin, tmp_path, {"STANDIN_CC": "9.0", "GEMMSHIM_MODE": "fp8", "GEMMSHIM_GATE": "off"}, log)
     native = native_runs["9.0"]
     # The program's bf16 GEMM runs fp8; everything else is cuBLAS's own result.
     assert gemms[0]["hash"] != native[0]["hash"]
@@ -96,7 +96,7 @@ def test_fp8_mode_leaves_library_and_fp32_gemms_native(library_client, standin, 
 def test_policy_routes_library_and_fp32_gemms_on_purpose(library_client, standin, tmp_path, native_runs):
     (tmp_path / "p.txt").write_text("fp8 caller=cusolver\nfp8 ab=fp32\n")
     gemms, recs = run_client(library_client, standin, tmp_path,
-                             {"STANDIN_CC": "9.0", "GEMMSHIM_MODE": "fp8", "GEMMSHIM_POLICY": "p.txt"})
+                             {"STANDIN_CC": "9.0", "GEMMSHIM_MODE": "fp8", "GEMMSHIM_GATE": "off", "GEMMSHIM_POLICY": "p.txt"})
     want = [
         ("fp8", FP8_FIRST),
         # The file's rules decide before the mode (which replaces the

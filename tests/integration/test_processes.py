@@ -39,8 +39,8 @@ NO_FLUSHER = {"GEMMSHIM_FAULT": "pthread_create:1+"} if UNDER_TSAN else {}
 ROUTES = {
     "native": ({"STANDIN_CC": "9.0", "GEMMSHIM_MODE": "native"}, "native", None),
     "ffma": ({"STANDIN_CC": "6.1", "GEMMSHIM_MODE": "ffma", "GEMMSHIM_GATE": "off"}, "ffma", "sgemm"),
-    "fp8-own": ({"STANDIN_CC": "6.1", "GEMMSHIM_MODE": "fp8"}, "fp8", "own"),
-    "fp8-cublaslt": ({"STANDIN_CC": "9.0", "GEMMSHIM_MODE": "fp8"}, "fp8", "cublaslt-fp8"),
+    "fp8-own": ({"STANDIN_CC": "6.1", "GEMMSHIM_MODE": "fp8", "GEMMSHIM_GATE": "off"}, "fp8", "own"),
+    "fp8-cublaslt": ({"STANDIN_CC": "9.0", "GEMMSHIM_MODE": "fp8", "GEMMSHIM_GATE": "off"}, "fp8", "cublaslt-fp8"),
 }
 
 

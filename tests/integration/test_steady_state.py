@@ -102,7 +102,7 @@ def test_fp8_cublaslt_steady_state(client, standin, tmp_path):
     cublasLtMatmul checks each pointer it is given (cuPointerGetAttribute):
     the workspace and the two scale pointers add 6 over native's."""
     native, rec = one_call(client, standin, tmp_path, "9.0", NATIVE)
-    fp8, rec = one_call(client, standin, tmp_path, "9.0", {"GEMMSHIM_MODE": "fp8", "GEMMSHIM_FP8_BACKEND": "cublaslt",
+    fp8, rec = one_call(client, standin, tmp_path, "9.0", {"GEMMSHIM_MODE": "fp8", "GEMMSHIM_GATE": "off", "GEMMSHIM_FP8_BACKEND": "cublaslt",
                                                           "GEMMSHIM_FP8_RECIPE": "delayed"})
     assert (rec["route"], rec["backend"], rec["recipe"]) == ("fp8", "cublaslt-fp8", "delayed")
     assert {k: v for k, v in fp8.items() if k.startswith("cublasLt")} == {"cublasLtMatmul": 1}
@@ -122,9 +122,9 @@ def test_fp8_current_recipe_per_call_cost(client, standin, tmp_path):
     memsets each, under the call's context), runs the amax pass before the
     quantize pass (a second launch), and sets the two scale pointers on the
     kept plan's descriptor, which holds no pointer of its own for them."""
-    delayed, _ = one_call(client, standin, tmp_path, "9.0", {"GEMMSHIM_MODE": "fp8", "GEMMSHIM_FP8_BACKEND": "cublaslt",
+    delayed, _ = one_call(client, standin, tmp_path, "9.0", {"GEMMSHIM_MODE": "fp8", "GEMMSHIM_GATE": "off", "GEMMSHIM_FP8_BACKEND": "cublaslt",
                                                             "GEMMSHIM_FP8_RECIPE": "delayed"})
-    current, rec = one_call(client, standin, tmp_path, "9.0", {"GEMMSHIM_MODE": "fp8",
+    current, rec = one_call(client, standin, tmp_path, "9.0", {"GEMMSHIM_MODE": "fp8", "GEMMSHIM_GATE": "off",
                                                               "GEMMSHIM_FP8_BACKEND": "cublaslt"})
     assert (rec["route"], rec["backend"], rec["recipe"]) == ("fp8", "cublaslt-fp8", "current")
     assert added(current, delayed) == {

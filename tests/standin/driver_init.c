@@ -36,6 +36,14 @@
  *                            (and cuEventElapsedTime with it meanwhile), as
  *                            on a GPU that is behind the host; a
  *                            synchronisation covering it completes it
+ *   STANDIN_KERNEL_NS=N      each kernel launched eagerly with cuLaunchKernel
+ *                            takes N ns of GPU time beyond what its host
+ *                            emulation took: events recorded after it read
+ *                            N ns later (cuEventElapsedTime), as on a GPU
+ *                            where the shim's own kernels are slow (an
+ *                            H200 ran the fp8 quantize kernels at 22% of
+ *                            copy bandwidth). The stand-in cuBLAS's GEMMs
+ *                            are not kernels and take their host time.
  *   STANDIN_TRACE=path       every kernel launch and every GEMM of the
  *                            stand-in cuBLAS/cuBLASLt appends a line
  *                            "<tid> launch <kernel>" / "<tid> gemm MxNxK
@@ -173,6 +181,7 @@ __attribute__((constructor)) static void sd_load(void) {
   if (standin_env_flag("STANDIN_FRESH_STREAMS", &sd.fresh_streams) < 0) sd.config_error = 1;
   if (standin_env_size("STANDIN_MEM_LIMIT", &sd.mem_limit) < 0) sd.config_error = 1;
   if (standin_env_size("STANDIN_EVENT_LAG", &sd.event_lag) < 0) sd.config_error = 1;
+  if (standin_env_size("STANDIN_KERNEL_NS", &sd.kernel_ns) < 0) sd.config_error = 1;
   const char *k = getenv("STANDIN_KERNELS");
   if (k) snprintf(sd.kernels, sizeof sd.kernels, "%s", k);
   for (int i = 0; i < sd.ndev; i++)

@@ -394,5 +394,11 @@ CUresult cuLaunchKernel(CUfunction f, unsigned int gridDimX, unsigned int gridDi
   pthread_mutex_unlock(&sd_lock);
   if (r || recorded) return r;
   standin_trace("launch %s", f->name);
-  return sd_kernel_call(fn, &l);
+  r = sd_kernel_call(fn, &l);
+  if (!r && sd.kernel_ns) {
+    pthread_mutex_lock(&sd_lock);
+    sd.clock_ns += sd.kernel_ns;
+    pthread_mutex_unlock(&sd_lock);
+  }
+  return r;
 }

@@ -499,10 +499,11 @@ CUresult cuStreamWaitEvent(CUstream hStream, CUevent hEvent, unsigned int Flags)
  * order) complete it. */
 static unsigned long long sd_event_order; /* under sd_lock */
 
+/* Under sd_lock: host time plus the GPU time STANDIN_KERNEL_NS added. */
 static uint64_t sd_now_ns(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec + sd.clock_ns;
 }
 
 CUresult cuEventCreate(CUevent *phEvent, unsigned int flags) {

@@ -25,6 +25,8 @@ typedef struct emulated {
 static const emulated gtx1080 = {"GTX 1080 (sm_61)", {61, 20, 1733500, 5005000, 256}};
 static const emulated v100 = {"V100 SXM2 (sm_70)", {70, 80, 1530000, 877000, 4096}};
 static const emulated t4 = {"T4 (sm_75)", {75, 40, 1590000, 5001000, 256}};
+/* The stand-in's sm_89 board: an Ada part of 58 SMs, GDDR6 on 192 bits. */
+static const emulated ada = {"Ada, 58 SMs (sm_89)", {89, 58, 2040000, 6251000, 192}};
 static const emulated h100 = {"H100 SXM5 (sm_90)", {90, 132, 1980000, 2619000, 5120}};
 
 typedef struct shape {
@@ -56,7 +58,8 @@ static const row rows[] = {
     {&v100, GS_COST_FP16, "01111"},
     {&t4, GS_COST_FFMA, "00111"},
     {&t4, GS_COST_FP16, "01111"},
-    {&h100, GS_COST_FP8, "00110"},
+    {&ada, GS_COST_FP8, "00010"},
+    {&h100, GS_COST_FP8, "00010"},
 };
 #define N_ROWS (sizeof rows / sizeof rows[0])
 
@@ -70,7 +73,9 @@ static gs_cost_work work_of(gs_cost_route r, const shape *s) {
   switch (r) {
     case GS_COST_FFMA: return (gs_cost_work){flops, CUDA_R_16BF, 6 * ab + 6 * mn, 2};
     case GS_COST_FP16: return (gs_cost_work){flops, CUDA_R_16BF, 6 * ab + 6 * mn, 3};
-    default: return (gs_cost_work){flops, CUDA_R_16BF, 3 * ab, 2};
+    /* The current recipe (the default): amax pass (2) + quantize (2 + 1),
+     * two kernels and eight memsets (cost_gate_fp8). */
+    default: return (gs_cost_work){flops, CUDA_R_16BF, 5 * ab, 10};
   }
 }
 

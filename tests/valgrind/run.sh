@@ -66,8 +66,8 @@ if [ "$subset" != --subset ]; then
 fi
 run ffma 0 STANDIN_CC=6.1 GEMMSHIM_MODE=ffma GEMMSHIM_GATE=off -- "$cli/ffma_client_cu13" $G
 run fp8-own 0 STANDIN_CC=6.1 GEMMSHIM_MODE=fp8 -- "$cli/ffma_client_cu13" --fp8 $G
-run fp8-cublaslt 0 STANDIN_CC=9.0 GEMMSHIM_MODE=fp8 GEMMSHIM_FP8_BACKEND=cublaslt -- "$cli/ffma_client_cu13" --fp8 $G
-run fp8-training 0 STANDIN_CC=9.0 GEMMSHIM_MODE=fp8 GEMMSHIM_FP8_FORMAT=hybrid -- "$cli/fp8_client_cu13" --layers=2 --steps=2
+run fp8-cublaslt 0 STANDIN_CC=9.0 GEMMSHIM_MODE=fp8 GEMMSHIM_GATE=off GEMMSHIM_FP8_BACKEND=cublaslt -- "$cli/ffma_client_cu13" --fp8 $G
+run fp8-training 0 STANDIN_CC=9.0 GEMMSHIM_MODE=fp8 GEMMSHIM_GATE=off GEMMSHIM_FP8_FORMAT=hybrid -- "$cli/fp8_client_cu13" --layers=2 --steps=2
 }
 if [ "$failed" != 0 ]; then
   echo "valgrind: $failed of $n runs FAILED (logs in $out)"

@@ -96,6 +96,8 @@ def db_json(x):
 
 
 GUARD_MARK = " off for this site: measured "
+# The measured gate's reason (docs/cost-model.md, "The measured gate").
+SLOW_MARK = " off for this site: slower than native here, measured "
 
 
 class Accuracy:
@@ -112,6 +114,7 @@ class Summary:
         self.calls = 0
         self.accuracy = {}
         self.guarded = {}
+        self.slower = {}
         self.cells = {}
         self.step_starts = step_starts
         self.steps = [collections.Counter() for _ in step_starts or ()]
@@ -153,6 +156,11 @@ class Summary:
             if gk not in self.guarded:
                 self.guarded[gk] = [0, reason]
             self.guarded[gk][0] += 1
+        if reason.__class__ is str and SLOW_MARK in reason:
+            gk = (key[C_SITE], key[C_DECIDED], _shape_of(key))
+            if gk not in self.slower:
+                self.slower[gk] = [0, reason]
+            self.slower[gk][0] += 1
         host = g("dur_ns")
         if host.__class__ is not int or host < 0:
             host = num(r, "dur_ns")
@@ -262,6 +270,8 @@ class Summary:
                          for d in accuracy_rows(self.accuracy, self.guarded)],
             "guarded": [{"site": site, "route": route, "shape": shape, "native_calls": n, "reason": reason}
                         for (site, route, shape), (n, reason) in sorted(self.guarded.items(), key=lambda kv: str(kv[0]))],
+            "slower": [{"site": site, "route": route, "shape": shape, "native_calls": n, "reason": reason}
+                       for (site, route, shape), (n, reason) in sorted(self.slower.items(), key=lambda kv: str(kv[0]))],
         }
 
 
@@ -436,6 +446,12 @@ def print_summary(out, s, files, bad, top, verdict=()):
                     [(d["site"], d["route"], d["native_calls"], d["shape"], d["reason"].split("; ")[-1])
                      for d in s["guarded"]],
                     ("site", "route", "native calls", "shape", "reason"))
+    if s.get("slower"):
+        print_table(out, "sites slower than native (GEMMSHIM_COMPARE's measured gate: native from the call after "
+                    "the measurement):",
+                    [(d["site"], d["route"], d["native_calls"], d["shape"], d["reason"].split("; ")[-2])
+                     for d in s["slower"]],
+                    ("site", "route", "native calls", "shape", "measured"))
 
 
 def db_text(x):
