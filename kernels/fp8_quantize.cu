@@ -211,6 +211,28 @@ GS_FP8_UNROLL
   }
 }
 
+/* Tile t's lines brought into L2 (PTX ISA, "prefetch": the cache line
+ * holding the address, sm_20 on; nothing in the host build), one address
+ * per group inside the matrix: DRAM reads in flight that hold no register
+ * until fp8_tile_load reads them from L2. */
+template <int E>
+static __device__ __forceinline__ void fp8_tile_prefetch(const gs_fp8_q_operand &a, int64_t t, int64_t tiles) {
+#if defined(GS_EMU)
+  (void)a, (void)t, (void)tiles;
+#else
+  typedef typename fp8_src_elem<E>::bits sbits;
+  if (t >= tiles) return;
+  const fp8_tile_pos pos = fp8_tile_at(a, t);
+  const sbits *src = (const sbits *)a.src + pos.b * a.stride;
+GS_FP8_UNROLL
+  for (int u = 0; u < FP8_Q_PER_THREAD; u++) {
+    const unsigned g = threadIdx.x + u * GS_FP8_Q_THREADS;
+    const int64_t c = pos.c0 + g / 8, r = pos.r0 + (g % 8) * 8;
+    if (c < a.cols && r < a.rows) asm volatile("prefetch.global.L2 [%0];" : : "l"(src + c * a.ld + r));
+  }
+#endif
+}
+
 /* The tile at pos, its groups loaded by fp8_tile_load: their |x| into amax and, for
  * the quantize kernels, their codes stored (through s_tile when
  * transposing). Every thread of the block calls it for the same tile. */
@@ -322,8 +344,9 @@ static __device__ __forceinline__ void fp8_quantize_body(const gs_fp8_q_operand 
   /* Block bx takes tiles bx, bx + nb, ... (a grid of a few blocks per SM:
    * fp8_launch.c). The next tile's loads are issued before the current
    * one is encoded and stored, and the first tile's before anything else
-   * (the ring's scale included) is waited on: each thread keeps two tiles'
-   * groups, 64 bytes of bf16 (128 of fp32), in flight. */
+   * (the ring's scale included) is waited on: one tile's groups, 32 bytes
+   * of bf16 (64 of fp32) a thread, are in flight in registers while the
+   * current one is encoded, and the tile after that is prefetched into L2. */
   fp8_group<E> cur[FP8_Q_PER_THREAD], nxt[FP8_Q_PER_THREAD];
   int cur_len[FP8_Q_PER_THREAD], nxt_len[FP8_Q_PER_THREAD];
   fp8_tile_pos cur_pos = {0, 0, 0}, nxt_pos = {0, 0, 0};
@@ -355,6 +378,7 @@ static __device__ __forceinline__ void fp8_quantize_body(const gs_fp8_q_operand 
 
   for (int64_t t = bx; t < tiles; t += nb) {
     fp8_tile_load<E>(a, t + nb, tiles, nxt_pos, nxt, nxt_len);
+    fp8_tile_prefetch<E>(a, t + 2 * (int64_t)nb, tiles);
     fp8_tile_encode<E, MODE>(a, cur_pos, cur, cur_len, fmt, scale,
 #if GS_FP8_Q_SM89
                              rcp, fast_below,
