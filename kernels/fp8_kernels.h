@@ -35,9 +35,16 @@ typedef struct gs_fp8_ring_dev {
 #define GS_FP8_DEV_E5M2 1
 
 /* Quantize (and amax) kernels: 64 x 64 tiles of the source as stored, one
- * block of 256 threads per tile at a time (see fp8_quantize.cu). */
+ * block of 256 threads per tile at a time, each block taking every
+ * grid-th tile (see fp8_quantize.cu). A launch has at most GS_FP8_Q_GRID
+ * blocks, shared by its operands in proportion to their tiles: 4 blocks
+ * per SM on the 132 SMs of an H100/H200 SXM (NVIDIA's H100 whitepaper),
+ * one wave where 4 fit an SM (docs/perf-static.md has the kernels' blocks
+ * per SM). Elsewhere it is more or less than a wave; the grid-stride loop
+ * covers any count. */
 #define GS_FP8_Q_TILE 64
 #define GS_FP8_Q_THREADS 256
+#define GS_FP8_Q_GRID 396
 
 /* One operand of a quantize launch. Sizes and strides are in elements,
  * validated by the launcher. */

@@ -109,6 +109,9 @@ static const gs_kernel_id amax_ids[3] = {
     [GS_ELEM_F16] = GS_K_gs_fp8_amax_init_f16,
 };
 
+/* An operand's 64 x 64 tiles (<= rows*cols*batch: fits int64); 0 when empty. */
+static int64_t operand_tiles(const gs_fp8_q_operand *q) { return q->tiles_r * q->tiles_c * q->batch; }
+
 /* Checks one operand, shared by quantize and amax, and fills q. An empty
  * source still gets one block: it measures nothing, so the fold keeps the
  * scale, and the ring's parity contract (scale[parity ^ 1] is published by
@@ -136,8 +139,7 @@ static CUresult operand_args(const fp8_operand *o, int quantize, gs_fp8_q_operan
   q->tiles_c = ceil_div(o->cols, GS_FP8_Q_TILE);
   /* 16-byte loads need every column start 16-byte aligned. */
   q->vec_in = aligned(o->src, 16) && (o->ld * es) % 16 == 0 && (o->batch == 1 || (q->stride * es) % 16 == 0);
-  int64_t tiles = q->tiles_r * q->tiles_c * q->batch; /* <= rows*cols*batch */
-  q->blocks = (int32_t)max64(1, min64(tiles, GRID_MAX));
+  q->blocks = (int32_t)min64(operand_tiles(q), GS_FP8_Q_GRID); /* quantize_launch shares the grid out */
   if (quantize) {
     if (!o->dst) return CUDA_ERROR_INVALID_VALUE;
     /* op(A) is m x k, op(B) k x n; k must end up contiguous. Stored
@@ -171,6 +173,19 @@ static CUresult quantize_launch(kernel_ctx *kc, CUstream stream, const fp8_opera
     return r == CUDA_SUCCESS ? quantize_launch(kc, stream, &ops[1], 1, parity, quantize) : r;
   }
   q.operands = n;
+  /* Two operands share GS_FP8_Q_GRID blocks in proportion to their tiles,
+   * so each block has about the same number of tiles to do; each gets at
+   * least one block (an empty one still folds). */
+  if (n == 2) {
+    const int64_t t0 = operand_tiles(&q.op[0]), t1 = operand_tiles(&q.op[1]);
+    if (t0 + t1 > GS_FP8_Q_GRID) {
+      int64_t b0 = max64(1, min64(t0, GS_FP8_Q_GRID * t0 / (t0 + t1)));
+      int64_t b1 = max64(1, min64(t1, GS_FP8_Q_GRID - b0));
+      if (b0 + b1 > GS_FP8_Q_GRID) b0 = GS_FP8_Q_GRID - b1;
+      q.op[0].blocks = (int32_t)b0;
+      q.op[1].blocks = (int32_t)b1;
+    }
+  }
   const unsigned grid[3] = {(unsigned)q.op[0].blocks + (n == 2 ? (unsigned)q.op[1].blocks : 0u), 1, 1};
   const int e = elem_of(ops[0].src_type);
   return fp8_launch_either(kc, stream, quantize ? quantize_sm89_ids[e] : ids[e], ids[e], grid, GS_FP8_Q_THREADS,

@@ -169,15 +169,189 @@ static __device__ __forceinline__ void fp8_fold(gs_fp8_ring_dev *ring, int parit
   ring->blocks_done = 0;
 }
 
+/* Where tile t of an operand lies: its batch member and first row and
+ * column (tiles run down a member's columns, then member by member). */
+struct fp8_tile_pos {
+  int64_t b, r0, c0;
+};
+static __device__ __forceinline__ fp8_tile_pos fp8_tile_at(const gs_fp8_q_operand &a, int64_t t) {
+  const int64_t per_member = a.tiles_r * a.tiles_c;
+  const int64_t b = t / per_member, in_member = t - b * per_member;
+  const int64_t tc = in_member / a.tiles_r, tr = in_member - tc * a.tiles_r;
+  return fp8_tile_pos{b, tr * GS_FP8_Q_TILE, tc * GS_FP8_Q_TILE};
+}
+
+/* One tile's loads: the thread's FP8_Q_PER_THREAD groups of tile t
+ * (group g: column g / 8, rows (g % 8) * 8 on), len[u] = the elements of
+ * group u inside the matrix (0: none, also for t past the last tile). */
+template <int E>
+static __device__ __forceinline__ void fp8_tile_load(const gs_fp8_q_operand &a, int64_t t, int64_t tiles,
+                                                     fp8_tile_pos &pos, fp8_group<E> grp[FP8_Q_PER_THREAD],
+                                                     int len[FP8_Q_PER_THREAD]) {
+  typedef typename fp8_src_elem<E>::bits sbits;
+  const unsigned tid = threadIdx.x;
+GS_FP8_UNROLL
+  for (int u = 0; u < FP8_Q_PER_THREAD; u++) {
+    len[u] = 0;
+    for (int i = 0; i < (E == GS_ELEM_F32 ? 8 : 4); i++) grp[u].w[i] = 0;
+  }
+  if (t >= tiles) return;
+  pos = fp8_tile_at(a, t);
+  const int64_t r0 = pos.r0, c0 = pos.c0;
+  const sbits *src = (const sbits *)a.src + pos.b * a.stride;
+GS_FP8_UNROLL
+  for (int u = 0; u < FP8_Q_PER_THREAD; u++) {
+    const unsigned g = tid + u * GS_FP8_Q_THREADS;
+    const int64_t c = c0 + g / 8, r = r0 + (g % 8) * 8;
+    len[u] = c < a.cols && r < a.rows ? (a.rows - r < 8 ? (int)(a.rows - r) : 8) : 0;
+    if (len[u] == 0) continue;
+    const sbits *p = src + c * a.ld + r;
+    if (a.vec_in && len[u] == 8) fp8_load8<E>(p, grp[u]);
+    else fp8_load_tail<E>(p, len[u], grp[u]);
+  }
+}
+
+/* Tile t's lines brought into L2 (PTX ISA, "prefetch": the cache line
+ * holding the address, sm_20 on; nothing in the host build), one address
+ * per group inside the matrix: DRAM reads in flight that hold no register
+ * until fp8_tile_load reads them from L2. */
+template <int E>
+static __device__ __forceinline__ void fp8_tile_prefetch(const gs_fp8_q_operand &a, int64_t t, int64_t tiles) {
+#if defined(GS_EMU)
+  (void)a, (void)t, (void)tiles;
+#else
+  typedef typename fp8_src_elem<E>::bits sbits;
+  if (t >= tiles) return;
+  const fp8_tile_pos pos = fp8_tile_at(a, t);
+  const sbits *src = (const sbits *)a.src + pos.b * a.stride;
+GS_FP8_UNROLL
+  for (int u = 0; u < FP8_Q_PER_THREAD; u++) {
+    const unsigned g = threadIdx.x + u * GS_FP8_Q_THREADS;
+    const int64_t c = pos.c0 + g / 8, r = pos.r0 + (g % 8) * 8;
+    if (c < a.cols && r < a.rows) asm volatile("prefetch.global.L2 [%0];" : : "l"(src + c * a.ld + r));
+  }
+#endif
+}
+
+/* The tile at pos, its groups loaded by fp8_tile_load: their |x| into amax and, for
+ * the quantize kernels, their codes stored (through s_tile when
+ * transposing). Every thread of the block calls it for the same tile. */
+template <int E, int MODE>
+static __device__ __forceinline__ void fp8_tile_encode(const gs_fp8_q_operand &a, const fp8_tile_pos &pos,
+                                                       const fp8_group<E> grp[FP8_Q_PER_THREAD],
+                                                       const int len[FP8_Q_PER_THREAD], int fmt, float scale,
+#if GS_FP8_Q_SM89
+                                                       float rcp, uint32_t fast_below,
+#endif
+                                                       uint32_t s_tile[GS_FP8_Q_TILE][FP8_Q_PITCH_WORDS],
+                                                       uint32_t &amax) {
+  const unsigned tid = threadIdx.x;
+  const int64_t rows = a.rows, cols = a.cols;
+  const int64_t r0 = pos.r0, c0 = pos.c0;
+  uint8_t *dst = MODE == GS_FP8_MODE_QUANTIZE ? a.dst + pos.b * rows * cols : a.dst; /* NULL for amax */
+  (void)fmt, (void)scale, (void)s_tile, (void)dst;
+
+GS_FP8_UNROLL
+  for (int u = 0; u < FP8_Q_PER_THREAD; u++) {
+    if (len[u] == 0) continue;
+    const unsigned g = tid + u * GS_FP8_Q_THREADS;
+    const int64_t cl = g / 8, rg = g % 8;
+    const int64_t c = c0 + cl, r = r0 + rg * 8;
+    /* Fixed trip counts, so the group stays in registers. */
+    uint64_t codes = 0;
+#if GS_FP8_Q_SM89
+    /* Elements past len are +0 (fp8_load_tail): no effect on the max,
+     * and their codes are not stored. */
+    float xs[8];
+    uint32_t group_max = 0;
+GS_FP8_UNROLL
+    for (int q = 0; q < 8; q++) {
+      xs[q] = fp8_group_elem<E>(grp[u], q);
+      const uint32_t mag = gs_f32_bits(xs[q]) & 0x7FFFFFFFu;
+      group_max = mag > group_max ? mag : group_max;
+    }
+    amax = group_max > amax ? group_max : amax;
+    if (group_max < fast_below) {
+      codes = fmt ? fp8_encode8_hw<GS_FP8_DEV_E5M2>(xs, scale, rcp) : fp8_encode8_hw<GS_FP8_DEV_E4M3>(xs, scale, rcp);
+    } else {
+GS_FP8_UNROLL
+      for (int q = 0; q < 8; q++) {
+        const uint32_t mag = gs_f32_bits(xs[q]) & 0x7FFFFFFFu;
+        codes |= (uint64_t)gs_f32_to_fp8_sat(mag > 0x7F800000u ? xs[q] : xs[q] / scale, fmt) << (8 * q);
+      }
+    }
+#else
+GS_FP8_UNROLL
+    for (int q = 0; q < 8; q++) {
+      if (q >= len[u]) continue;
+      const float x = fp8_group_elem<E>(grp[u], q);
+      const uint32_t mag = gs_f32_bits(x) & 0x7FFFFFFFu;
+      amax = mag > amax ? mag : amax;
+      /* A NaN skips the division: GPUs return the canonical (positive)
+       * NaN from arithmetic, the host keeps the operand's; encoding the
+       * input keeps its sign on both. */
+      if constexpr (MODE == GS_FP8_MODE_QUANTIZE)
+        codes |= (uint64_t)gs_f32_to_fp8_sat(mag > 0x7F800000u ? x : x / scale, fmt) << (8 * q);
+    }
+#endif
+    if constexpr (MODE == GS_FP8_MODE_QUANTIZE) {
+      if (a.transpose) {
+        s_tile[cl][rg * 2] = (uint32_t)codes;
+        s_tile[cl][rg * 2 + 1] = (uint32_t)(codes >> 32);
+      } else if (a.vec_out && len[u] == 8) {
+        gs_st8(dst + c * rows + r, codes);
+      } else {
+        for (int q = 0; q < len[u]; q++) dst[c * rows + r + q] = (uint8_t)(codes >> (8 * q));
+      }
+    }
+  }
+
+  if constexpr (MODE == GS_FP8_MODE_QUANTIZE) {
+    if (a.transpose) {
+      __syncthreads();
+      /* A warp writes 4 rows of 64 contiguous bytes each. */
+      for (unsigned g = tid; g < FP8_Q_GROUPS; g += GS_FP8_Q_THREADS) {
+        const int64_t rl = g / 8, cg = g % 8;
+        const int64_t r = r0 + rl, c = c0 + cg * 8;
+        if (r >= rows || c >= cols) continue;
+        const int n = cols - c < 8 ? (int)(cols - c) : 8;
+        uint64_t codes = 0;
+        for (int q = 0; q < n; q++) {
+          uint32_t word = s_tile[cg * 8 + q][rl >> 2];
+          codes |= (uint64_t)((word >> (8 * (rl & 3))) & 0xFFu) << (8 * q);
+        }
+        if (a.vec_out && n == 8) {
+          gs_st8(dst + r * cols + c, codes);
+        } else {
+          for (int q = 0; q < n; q++) dst[r * cols + c + q] = (uint8_t)(codes >> (8 * q));
+        }
+      }
+      __syncthreads(); /* the tile buffer is refilled by the next tile */
+    }
+  }
+}
+
 template <int E, int MODE>
 static __device__ __forceinline__ void fp8_quantize_body(const gs_fp8_q_operand &a, const unsigned bx,
                                                          const int parity) {
-  typedef typename fp8_src_elem<E>::bits sbits;
   __shared__ uint32_t s_tile[GS_FP8_Q_TILE][FP8_Q_PITCH_WORDS];
   __shared__ unsigned s_block_amax, s_slots_amax, s_others_amax, s_last;
 
   const unsigned nb = (unsigned)a.blocks;
   const unsigned tid = threadIdx.x;
+  const int64_t tiles = a.tiles_r * a.tiles_c * a.batch;
+
+  /* Block bx takes tiles bx, bx + nb, ... (a grid of a few blocks per SM:
+   * fp8_launch.c). The next tile's loads are issued before the current
+   * one is encoded and stored, and the first tile's before anything else
+   * (the ring's scale included) is waited on: one tile's groups, 32 bytes
+   * of bf16 (64 of fp32) a thread, are in flight in registers while the
+   * current one is encoded, and the tile after that is prefetched into L2. */
+  fp8_group<E> cur[FP8_Q_PER_THREAD], nxt[FP8_Q_PER_THREAD];
+  int cur_len[FP8_Q_PER_THREAD], nxt_len[FP8_Q_PER_THREAD];
+  fp8_tile_pos cur_pos = {0, 0, 0}, nxt_pos = {0, 0, 0};
+  fp8_tile_load<E>(a, (int64_t)bx, tiles, cur_pos, cur, cur_len);
+
   if (tid == 0) {
     s_block_amax = 0;
     s_slots_amax = 0;
@@ -200,112 +374,22 @@ static __device__ __forceinline__ void fp8_quantize_body(const gs_fp8_q_operand 
   const float rcp = 1.0f / scale;
   const uint32_t fast_below = scale >= 0x1p-60f && scale <= 0x1p60f ? gs_f32_bits(scale * 0x1p64f) : 0u;
 #endif
-  const int64_t rows = a.rows, cols = a.cols;
-  const int64_t per_member = a.tiles_r * a.tiles_c;
-  const int64_t tiles = per_member * a.batch;
   uint32_t amax = 0; /* |x| bits: unsigned order is float order, NaN on top */
 
   for (int64_t t = bx; t < tiles; t += nb) {
-    const int64_t b = t / per_member, in_member = t - b * per_member;
-    const int64_t tc = in_member / a.tiles_r, tr = in_member - tc * a.tiles_r;
-    const int64_t r0 = tr * GS_FP8_Q_TILE, c0 = tc * GS_FP8_Q_TILE;
-    const sbits *src = (const sbits *)a.src + b * a.stride;
-    uint8_t *dst = MODE == GS_FP8_MODE_QUANTIZE ? a.dst + b * rows * cols : a.dst; /* NULL for amax */
-
-    /* A thread's groups are all loaded before any is encoded: 32 bytes
-     * (64 for fp32) per thread in flight at once, which the stores in
-     * between would otherwise prevent (the compiler cannot tell that dst
-     * does not alias src). Group g: column g / 8, rows (g % 8) * 8 on. */
-    fp8_group<E> grp[FP8_Q_PER_THREAD] = {};
-    int len[FP8_Q_PER_THREAD]; /* elements of the group inside the matrix */
-GS_FP8_UNROLL
-    for (int u = 0; u < FP8_Q_PER_THREAD; u++) {
-      const unsigned g = tid + u * GS_FP8_Q_THREADS;
-      const int64_t c = c0 + g / 8, r = r0 + (g % 8) * 8;
-      len[u] = c < cols && r < rows ? (rows - r < 8 ? (int)(rows - r) : 8) : 0;
-      if (len[u] == 0) continue;
-      const sbits *p = src + c * a.ld + r;
-      if (a.vec_in && len[u] == 8) fp8_load8<E>(p, grp[u]);
-      else fp8_load_tail<E>(p, len[u], grp[u]);
-    }
-GS_FP8_UNROLL
-    for (int u = 0; u < FP8_Q_PER_THREAD; u++) {
-      if (len[u] == 0) continue;
-      const unsigned g = tid + u * GS_FP8_Q_THREADS;
-      const int64_t cl = g / 8, rg = g % 8;
-      const int64_t c = c0 + cl, r = r0 + rg * 8;
-      /* Fixed trip counts, so the group stays in registers. */
-      uint64_t codes = 0;
+    fp8_tile_load<E>(a, t + nb, tiles, nxt_pos, nxt, nxt_len);
+    fp8_tile_prefetch<E>(a, t + 2 * (int64_t)nb, tiles);
+    fp8_tile_encode<E, MODE>(a, cur_pos, cur, cur_len, fmt, scale,
 #if GS_FP8_Q_SM89
-      /* Elements past len are +0 (fp8_load_tail): no effect on the max,
-       * and their codes are not stored. */
-      float xs[8];
-      uint32_t group_max = 0;
-GS_FP8_UNROLL
-      for (int q = 0; q < 8; q++) {
-        xs[q] = fp8_group_elem<E>(grp[u], q);
-        const uint32_t mag = gs_f32_bits(xs[q]) & 0x7FFFFFFFu;
-        group_max = mag > group_max ? mag : group_max;
-      }
-      amax = group_max > amax ? group_max : amax;
-      if (group_max < fast_below) {
-        codes = fmt ? fp8_encode8_hw<GS_FP8_DEV_E5M2>(xs, scale, rcp) : fp8_encode8_hw<GS_FP8_DEV_E4M3>(xs, scale, rcp);
-      } else {
-GS_FP8_UNROLL
-        for (int q = 0; q < 8; q++) {
-          const uint32_t mag = gs_f32_bits(xs[q]) & 0x7FFFFFFFu;
-          codes |= (uint64_t)gs_f32_to_fp8_sat(mag > 0x7F800000u ? xs[q] : xs[q] / scale, fmt) << (8 * q);
-        }
-      }
-#else
-GS_FP8_UNROLL
-      for (int q = 0; q < 8; q++) {
-        if (q >= len[u]) continue;
-        const float x = fp8_group_elem<E>(grp[u], q);
-        const uint32_t mag = gs_f32_bits(x) & 0x7FFFFFFFu;
-        amax = mag > amax ? mag : amax;
-        /* A NaN skips the division: GPUs return the canonical (positive)
-         * NaN from arithmetic, the host keeps the operand's; encoding the
-         * input keeps its sign on both. */
-        if constexpr (MODE == GS_FP8_MODE_QUANTIZE)
-          codes |= (uint64_t)gs_f32_to_fp8_sat(mag > 0x7F800000u ? x : x / scale, fmt) << (8 * q);
-      }
+                             rcp, fast_below,
 #endif
-      if constexpr (MODE == GS_FP8_MODE_QUANTIZE) {
-        if (a.transpose) {
-          s_tile[cl][rg * 2] = (uint32_t)codes;
-          s_tile[cl][rg * 2 + 1] = (uint32_t)(codes >> 32);
-        } else if (a.vec_out && len[u] == 8) {
-          gs_st8(dst + c * rows + r, codes);
-        } else {
-          for (int q = 0; q < len[u]; q++) dst[c * rows + r + q] = (uint8_t)(codes >> (8 * q));
-        }
-      }
+                             s_tile, amax);
+GS_FP8_UNROLL
+    for (int u = 0; u < FP8_Q_PER_THREAD; u++) {
+      cur[u] = nxt[u];
+      cur_len[u] = nxt_len[u];
     }
-
-    if constexpr (MODE == GS_FP8_MODE_QUANTIZE) {
-      if (a.transpose) {
-        __syncthreads();
-        /* A warp writes 4 rows of 64 contiguous bytes each. */
-        for (unsigned g = tid; g < FP8_Q_GROUPS; g += GS_FP8_Q_THREADS) {
-          const int64_t rl = g / 8, cg = g % 8;
-          const int64_t r = r0 + rl, c = c0 + cg * 8;
-          if (r >= rows || c >= cols) continue;
-          const int n = cols - c < 8 ? (int)(cols - c) : 8;
-          uint64_t codes = 0;
-          for (int q = 0; q < n; q++) {
-            uint32_t word = s_tile[cg * 8 + q][rl >> 2];
-            codes |= (uint64_t)((word >> (8 * (rl & 3))) & 0xFFu) << (8 * q);
-          }
-          if (a.vec_out && n == 8) {
-            gs_st8(dst + r * cols + c, codes);
-          } else {
-            for (int q = 0; q < n; q++) dst[r * cols + c + q] = (uint8_t)(codes >> (8 * q));
-          }
-        }
-        __syncthreads(); /* the tile buffer is refilled next iteration */
-      }
-    }
+    cur_pos = nxt_pos;
   }
 
   /* Block amax -> one slot; the last block to count itself folds. */

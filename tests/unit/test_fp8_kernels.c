@@ -502,8 +502,9 @@ static void test_quantize_specials(void **state) {
     }
 }
 
-/* The launchers give every tile a block; a smaller grid makes each block
- * loop over several tiles, keeping its amax across them. */
+/* A grid smaller than the tiles makes each block loop over several tiles,
+ * loading the next before it encodes the current one and keeping its amax
+ * across them. */
 static void test_quantize_grid_stride(void **state) {
   (void)state;
   smat s;
@@ -522,6 +523,53 @@ static void test_quantize_grid_stride(void **state) {
   model_fold(&m, smat_amax(&s), 0, 0);
   ring_check(ring, &m, "grid-stride quantize");
   dev_free(dst), dev_free(ring), dev_free(s.p);
+}
+
+/* The launch's grid and argument block, as the launcher passed them. */
+static unsigned grid_seen;
+static gs_fp8_quantize_args args_seen;
+static CUresult (*grid_launch_real)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+                                    unsigned, CUstream, void **, void **);
+static CUresult grid_launch(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
+                            unsigned bz, unsigned shmem, CUstream s, void **params, void **extra) {
+  grid_seen = gx;
+  memcpy(&args_seen, params[0], sizeof args_seen);
+  return grid_launch_real(f, gx, gy, gz, bx, by, bz, shmem, s, params, extra);
+}
+
+/* More tiles than GS_FP8_Q_GRID blocks, A and B in one launch: the grid
+ * stays at GS_FP8_Q_GRID, shared in proportion to the operands' tiles
+ * (420 and 100: 319 and 77 blocks), and every block's several tiles (the
+ * transposing path for A, the copying one for B) give the codes and the
+ * folds the reference gives. */
+static void test_quantize_persistent_grid(void **state) {
+  (void)state;
+  smat a, b;
+  smat_make(&a, CUDA_R_16BF, 1280, 1300, 1280, 0, 1, 1.0); /* A untransposed: 20 x 21 = 420 tiles */
+  smat_make(&b, CUDA_R_16BF, 640, 640, 640, 0, 1, 0.5);    /* B untransposed: 10 x 10 = 100 tiles */
+  ring_model ma, mb;
+  gs_fp8_ring *ra = ring_new(&ma, 4, GS_FP8_E4M3, 1.0f), *rb = ring_new(&mb, 4, GS_FP8_E4M3, 1.0f);
+  uint8_t *a8 = dst_alloc(1280 * 1300), *b8 = dst_alloc(640 * 640);
+  const fp8_operand ops[2] = {{CUDA_R_16BF, a.p, 1280, 1300, 1280, 0, 1, 0, 0, a8, ra},
+                              {CUDA_R_16BF, b.p, 640, 640, 640, 0, 1, 0, 1, b8, rb}};
+  grid_launch_real = gs_sys.cuLaunchKernel;
+  gs_sys.cuLaunchKernel = grid_launch;
+  grid_seen = 0;
+  CUresult r = fp8_quantize_operands(KERNEL_CTX(qctx), NULL, ops, 2, 0);
+  gs_sys.cuLaunchKernel = grid_launch_real;
+  assert_int_equal(r, CUDA_SUCCESS);
+  assert_int_equal(grid_seen, GS_FP8_Q_GRID);
+  assert_int_equal(args_seen.op[0].blocks, GS_FP8_Q_GRID * 420 / 520);
+  assert_int_equal(args_seen.op[1].blocks, GS_FP8_Q_GRID - GS_FP8_Q_GRID * 420 / 520);
+  assert_int_equal(args_seen.op[0].transpose, 1);
+  assert_int_equal(args_seen.op[1].transpose, 0);
+  check_quantized(&a, 0, 0, a8, 1.0f, GS_FP8_E4M3, "persistent grid A");
+  check_quantized(&b, 1, 0, b8, 1.0f, GS_FP8_E4M3, "persistent grid B");
+  model_fold(&ma, smat_amax(&a), 0, 0);
+  model_fold(&mb, smat_amax(&b), 0, 0);
+  ring_check(ra, &ma, "persistent grid A");
+  ring_check(rb, &mb, "persistent grid B");
+  dev_free(a8), dev_free(b8), dev_free(ra), dev_free(rb), dev_free(a.p), dev_free(b.p);
 }
 
 /* ---- the ring state machine ------------------------------------------------------ */
@@ -1735,6 +1783,7 @@ int main(void) {
       cmocka_unit_test(test_quantize_specials),
       cmocka_unit_test(test_quantize_many_blocks),
       cmocka_unit_test(test_quantize_grid_stride),
+      cmocka_unit_test(test_quantize_persistent_grid),
       cmocka_unit_test(test_ring_state_machine),
       cmocka_unit_test(test_margin_is_transformer_engines),
       cmocka_unit_test(test_first_amax_entered_once),
