@@ -6,13 +6,15 @@
  * publishes the next scale into scale[parity ^ 1]. The amax kernels run the
  * same pass without writing (a site's first call).
  *
- * Bandwidth is the limit: 2 (or 4) bytes in, 1 out per element. A block
- * takes a 64 x 64 tile; each of its 256 threads moves 2 groups of 8
- * elements along a column (16-byte loads, 8-byte stores, whole sectors per
- * warp), transposing through padded shared memory when k is not the
- * contiguous dimension. At 3 blocks per SM that is 24-48 KB in flight,
- * above the ~23 KB per SM that an H200's 4.3 TB/s at ~700 ns asks for.
- * The amax fold runs in the last block to finish: no host round trip.
+ * Bandwidth is the limit: 2 (or 4) bytes in, 1 out per element. A grid
+ * of a few blocks per SM (fp8_launch.c) loops over 64 x 64 tiles; for each
+ * tile each of a block's 256 threads moves 2 groups of 8 elements along a
+ * column (16-byte loads, 8-byte stores, whole sectors per warp),
+ * transposing through padded shared memory when k is not the contiguous
+ * dimension. The next tile's loads are in flight while the current one is
+ * encoded, the one after is prefetched into L2, and a block's amax is
+ * reduced and folded once, after all its tiles. The amax fold runs in the
+ * last block to finish: no host round trip.
  *
  * Tile, registers and the fold step by step: docs/fp8.md,
  * "fp8_quantize.cu: tiles and the fold". */
