@@ -116,7 +116,7 @@ def test_recipe_falls_back_with_the_reason(threads_client, standin, tmp_path, cu
     require_built([client])
     log = tmp_path / "gemms.jsonl"
     r = run_ok([client, "--threads=1", "--calls=1"], standin[cuda], shim=True,
-               env={"STANDIN_CC": cc, "GEMMSHIM_MODE": "fp8", "GEMMSHIM_LOG": str(log),
+               env={"STANDIN_CC": cc, "GEMMSHIM_MODE": "fp8", "GEMMSHIM_GATE": "off", "GEMMSHIM_LOG": str(log),
                     "GEMMSHIM_FP8_RECIPE": asked})
     (g,) = gemm_lines(r)
     (rec,) = read_log(log)
@@ -145,7 +145,7 @@ def test_block_scales_keep_outputs_away_from_outliers(threads_client, standin, t
     lost (below 1 dB here)."""
     log = tmp_path / "gemms.jsonl"
     r = run_ok([threads_client, "--threads=1", "--calls=1", "--dim=256", "--outlier"], standin[13], shim=True,
-               env={"STANDIN_CC": cc, "GEMMSHIM_MODE": "fp8", "GEMMSHIM_FP8_RECIPE": recipe,
+               env={"STANDIN_CC": cc, "GEMMSHIM_MODE": "fp8", "GEMMSHIM_GATE": "off", "GEMMSHIM_FP8_RECIPE": recipe,
                     "GEMMSHIM_LOG": str(log)})
     (line,) = r.lines("gemm")
     d = dict(w.split("=", 1) for w in line[1:])
@@ -265,7 +265,7 @@ def test_block_takes_a_for_a_weight_on_known_forward_gemms(shim, standin, tmp_pa
     layers, steps = 2, 3
     log = tmp_path / "gemms.jsonl"
     r = run_ok([client, f"--layers={layers}", f"--steps={steps}"], standin[13], shim=True,
-               env={"STANDIN_CC": "9.0", "GEMMSHIM_MODE": "fp8", "GEMMSHIM_FP8_RECIPE": "block",
+               env={"STANDIN_CC": "9.0", "GEMMSHIM_MODE": "fp8", "GEMMSHIM_GATE": "off", "GEMMSHIM_FP8_RECIPE": "block",
                     "GEMMSHIM_LOG": str(log)})
     lines = [dict(w.split("=", 1) for w in words[1:]) for words in r.lines("gemm")]
     assert len(lines) == steps * layers * 3, r.describe()
@@ -292,7 +292,7 @@ def test_block_recipes_leave_batches_to_current(shim, standin, tmp_path, cc, rec
     require_built([FFMA_CLIENT])
     import route_client
     args = [route_client.gemm("strided", "strided", m=64, n=48, k=64, pad=0, spad=0, batch=2), "--fp8"]
-    env = {"STANDIN_CC": cc, "GEMMSHIM_MODE": "fp8", "GEMMSHIM_FP8_RECIPE": recipe}
+    env = {"STANDIN_CC": cc, "GEMMSHIM_MODE": "fp8", "GEMMSHIM_GATE": "off", "GEMMSHIM_FP8_RECIPE": recipe}
     res = route_client.run_client(FFMA_CLIENT, standin, tmp_path, args, env, tag=recipe)
     route_client.assert_all_ok(res)
     (rec,) = res.recs
