@@ -4,6 +4,8 @@ pt_autograd_0, fresh activation pointers every step) under the preloaded
 shim with GEMMSHIM_MODE=fp8, over the stand-in on devices 9.0 (cuBLASLt's
 fp8 GEMM) and 6.1 (the shim's own)."""
 
+import json
+
 import pytest
 
 from harness import CLIENT_DIR, read_log, require_built, run, run_ok, standin_counts
@@ -278,7 +280,8 @@ def test_context_churn_keeps_accuracy_slots(fp8_client, standin, tmp_path):
     taken back for the next context: no call says "accuracy not measured:
     more live contexts than the accuracy slots serve" (before, every call
     from the 17th context on did). The contexts go before the log reads
-    their events, so these calls print no figure (gpu_skipped says why)."""
+    their events, so most of these calls print no figure (gpu_skipped says
+    why); one whose events were read first prints its figures."""
     log = tmp_path / "gemms.jsonl"
     rounds = 40
     r = run_ok([fp8_client, f"--churn={rounds}"], standin[13], shim=True,
@@ -288,7 +291,13 @@ def test_context_churn_keeps_accuracy_slots(fp8_client, standin, tmp_path):
     assert len(recs) == rounds, r.describe()
     for i, rec in enumerate(recs):
         assert (rec["route"], rec["reason"]) == ("fp8", "GEMMSHIM_MODE=fp8; fp8 e4m3 x e4m3"), (i, rec)
-        assert rec["gpu_skipped"] == "context destroyed before its events were read", (i, rec)
+        assert "accuracy slots" not in json.dumps(rec), (i, rec)
+        # Whether the writer read a call's events before its context went
+        # is a race: either a figure or this reason, never another.
+        if "gpu_skipped" in rec:
+            assert rec["gpu_skipped"] == "context destroyed before its events were read", (i, rec)
+        else:
+            assert "gpu_ns" in rec, (i, rec)
 
 
 def test_delayed_compare_counts_each_layer(fp8_client, standin, tmp_path):
