@@ -57,6 +57,10 @@ static inline uint64_t gs_fp8_ring_bytes(unsigned history) {
  * not loaded there). */
 struct gs_fp8_bq_args;
 CUresult fp8_scaled_quantize(kernel_ctx *kc, CUstream stream, int src_type, const struct gs_fp8_bq_args *a);
+/* NULL when fp8_scaled_quantize's kernel for src_type is loaded in kc's
+ * context (loading the modules on first use), else why not (a static
+ * string naming the failed driver call, or the device's capability). */
+const char *fp8_scaled_ready(kernel_ctx *kc, int src_type);
 
 /* Quantize one GEMM operand. src is bf16/fp16/fp32 (type), column-major,
  * `rows x cols` as stored with leading dimension ld and batch stride

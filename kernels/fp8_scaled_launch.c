@@ -20,9 +20,21 @@
 
 static int64_t bq_cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
+static const gs_kernel_id ids[] = {[GS_ELEM_BF16] = GS_K_gs_fp8_bq_bf16, [GS_ELEM_F16] = GS_K_gs_fp8_bq_f16,
+                                   [GS_ELEM_F32] = GS_K_gs_fp8_bq_f32};
+
+const char *fp8_scaled_ready(kernel_ctx *kc, int src_type) {
+  int e = elem_of(src_type);
+  if (e < 0) return "the block-scaled quantize kernels take bf16, fp16 or fp32";
+  if (!kc || !kc->ctx) return "no context for the block-scaled quantize kernels";
+  CUfunction f;
+  const char *why = NULL;
+  return kernels_function(kc, ids[e], &f, &why) == CUDA_SUCCESS ? NULL
+         : why                                                  ? why
+                                                                : "the block-scaled quantize kernels did not load";
+}
+
 CUresult fp8_scaled_quantize(kernel_ctx *kc, CUstream stream, int src_type, const struct gs_fp8_bq_args *a) {
-  static const gs_kernel_id ids[] = {[GS_ELEM_BF16] = GS_K_gs_fp8_bq_bf16, [GS_ELEM_F16] = GS_K_gs_fp8_bq_f16,
-                                     [GS_ELEM_F32] = GS_K_gs_fp8_bq_f32};
   int e = elem_of(src_type);
   if (e < 0 || !a || !a->src || !a->dst || !a->scales || a->outer < 1 || a->k < 1 || a->k_pad < a->k ||
       a->outer > BQ_DIM_MAX || a->k_pad > BQ_DIM_MAX || a->stride_r < 0 || a->stride_q < 0 ||

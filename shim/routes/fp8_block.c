@@ -46,6 +46,8 @@ static const char *block_unfit(const gs_call *c, char *buf, size_t len) {
 static size_t block_scratch(const gs_call *c) { return fp8_scaled_scratch(c, k_pad(c), 0); }
 
 static const char *block_acquire(gs_call *c, CUdeviceptr scratch, fp8_scales *s) {
+  const char *loaded = fp8_scaled_loaded(c);
+  if (loaded) return loaded;
   const char *format_note = fp8_scaled_format(s);
   fp8_scaled_place(c, scratch, k_pad(c), 0, s);
   s->forward = fp8_thread_forward();

@@ -37,6 +37,8 @@ static const char *mxfp8_unfit(const gs_call *c, char *buf, size_t len) {
 static size_t mxfp8_scratch(const gs_call *c) { return fp8_scaled_scratch(c, k_pad(c), 1); }
 
 static const char *mxfp8_acquire(gs_call *c, CUdeviceptr scratch, fp8_scales *s) {
+  const char *loaded = fp8_scaled_loaded(c);
+  if (loaded) return loaded;
   const char *format_note = fp8_scaled_format(s);
   fp8_scaled_place(c, scratch, k_pad(c), 1, s);
   s->scale_mode[0] = s->scale_mode[1] = CUBLASLT_MATMUL_MATRIX_SCALE_VEC32_UE8M0;

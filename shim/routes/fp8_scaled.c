@@ -43,6 +43,17 @@ size_t fp8_scaled_scratch(const gs_call *c, int64_t k_pad, int mx) {
   return align256(max_bytes(c->g.m, k_pad, mx)) + align256(max_bytes(c->g.n, k_pad, mx));
 }
 
+const char *fp8_scaled_loaded(const gs_call *c) {
+  /* Before anything is enqueued: a module that did not load (its driver
+   * call failed) is named in the call's reason, and the call runs native. */
+  static __thread char buf[160] __attribute__((tls_model("initial-exec")));
+  kernel_ctx kc = route_kernel_ctx(c);
+  const char *why = fp8_scaled_ready(&kc, c->g.a_type);
+  if (!why) return NULL;
+  snprintf(buf, sizeof buf, "block-scaled quantize kernels not loaded (%s)", why);
+  return buf;
+}
+
 void fp8_scaled_place(const gs_call *c, CUdeviceptr scratch, int64_t k_pad, int mx, fp8_scales *s) {
   s->scaled = 1;
   s->k_pad = k_pad;

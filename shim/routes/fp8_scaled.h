@@ -10,6 +10,9 @@
 /* Bytes of one operand's scale tensor in cuBLASLt scale mode `mode`
  * (cublasLtMatmulMatrixScale_t) for outer x k_pad. */
 size_t fp8_scaled_bytes(int32_t mode, int64_t outer, int64_t k_pad);
+/* NULL, or why the quantize kernels are not loaded for call c (acquire's
+ * reason: the call runs native). */
+const char *fp8_scaled_loaded(const gs_call *c);
 /* Scratch for both operands' scale tensors (mx: VEC32_UE8M0, else
  * VEC128_32F or BLK128x128_32F), and their places in it. */
 size_t fp8_scaled_scratch(const gs_call *c, int64_t k_pad, int mx);

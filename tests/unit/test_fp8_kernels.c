@@ -1152,6 +1152,10 @@ static void test_scaled_quantize_launcher(void **state) {
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
     assert_int_equal(fp8_scaled_quantize(KERNEL_CTX(ctx90), NULL, CUDA_R_32F, &bad[i]), CUDA_ERROR_INVALID_VALUE);
   assert_int_equal(fp8_scaled_quantize(KERNEL_CTX(ctx90), NULL, CUDA_R_8I, &bad[0]), CUDA_ERROR_INVALID_VALUE);
+  /* fp8_scaled_ready: loaded on 9.0, a reason on 6.1 and for other types */
+  assert_null(fp8_scaled_ready(KERNEL_CTX(ctx90), CUDA_R_16BF));
+  assert_non_null(fp8_scaled_ready(KERNEL_CTX(ctx), CUDA_R_16BF));
+  assert_non_null(fp8_scaled_ready(KERNEL_CTX(ctx90), CUDA_R_8I));
   dev_free(src), dev_free(dst), dev_free(sc);
   free(want), free(want_sc);
 }
