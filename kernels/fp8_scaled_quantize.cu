@@ -56,6 +56,7 @@ static __device__ __forceinline__ int bq_floor_log2(float x) {
   uint32_t u = gs_f32_bits(x);
   int e = (int)(u >> 23);
   if (e) return e - 127;
+  if (!(u & 0x7FFFFFu)) return -150; /* 0: never asked (callers pass x > 0); no endless loop */
   int lz = 0;
   for (uint32_t m = u & 0x7FFFFFu; !(m & 0x400000u); m <<= 1) lz++;
   return -127 - lz;
@@ -82,7 +83,9 @@ static __device__ __forceinline__ uint8_t bq_encode(float x, int fmt) {
 /* TE's power-of-two scale: fp8_max / amax rounded down to 2^n. */
 static __device__ __forceinline__ float bq_pow2_scale(uint32_t amax_bits, int fmt) {
   float amax = gs_f32_from_bits(amax_bits);
-  if (amax_bits == 0 || amax_bits > 0x7F800000u) return 1.0f;
+  /* 0, inf or NaN: scale 1, as TE's compute_scale_from_amax leaves a
+   * non-finite amax (and floor_log2 is never asked of 0) */
+  if (amax_bits == 0 || amax_bits >= 0x7F800000u) return 1.0f;
   float s = (fmt == GS_FP8_DEV_E4M3 ? 448.0f : 57344.0f) / amax;
   if (gs_f32_bits(s) >= 0x7F800000u) s = 3.40282347e38f;
   return bq_pow2(bq_floor_log2(s));

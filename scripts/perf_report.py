@@ -381,9 +381,9 @@ COST_INTRO = (
     'arithmetic for the GPUs the CPU stand-in emulates (their SM counts, clocks and memory figures as '
     'cuDeviceGetAttribute reports them), bf16 A, B and D, beta 0: the GEMM rates are those of the '
     "reference parts scaled by SMs x clock, so a GTX 1080's come from a GTX 1080 Ti's measurement, not "
-    "from the GTX 1080 figure above. The fp8 rows are the same model's estimate for the fp8 route, which "
-    'does not consult the gate yet. `build/tests/unit/test_cost` checks this table against the model; all'
-    ' figures are estimates, none measured.\n'
+    "from the GTX 1080 figure above. The fp8 rows are the fp8 gate's (current recipe, sm_89 and newer), "
+    "its quantize kernels at the 34% of bandwidth they measured on an H200. `build/tests/unit/test_cost` "
+    'checks this table against the model; the figures are estimates.\n'
 )
 
 

@@ -28,6 +28,15 @@ static struct guard_entry {
   int route;
 } table[GUARD_SLOTS];
 static pthread_mutex_t write_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* A child forked while the log writer held the lock would wait on it for
+ * ever: it gets a fresh one (the table is consistent: entries are
+ * published last). Registered at load, as device.c's. */
+static void guard_after_fork_child(void) { pthread_mutex_init(&write_lock, NULL); }
+
+__attribute__((constructor)) static void guard_register_fork(void) {
+  pthread_atfork(NULL, NULL, guard_after_fork_child);
+}
 static unsigned guarded;
 static int full_said;
 

@@ -33,6 +33,15 @@ static struct mg_entry {
   int slow; /* published after the sums, never cleared */
 } table[MG_SLOTS];
 static pthread_mutex_t write_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* A child forked while the log writer held the lock would wait on it for
+ * ever: it gets a fresh one (the table is consistent: entries are
+ * published last). Registered at load, as device.c's. */
+static void measured_after_fork_child(void) { pthread_mutex_init(&write_lock, NULL); }
+
+__attribute__((constructor)) static void measured_register_fork(void) {
+  pthread_atfork(NULL, NULL, measured_after_fork_child);
+}
 static unsigned used;
 static int full_said;
 
@@ -49,7 +58,7 @@ void measured_observe(uint64_t site, int route, const gs_gpu_time *t) {
   struct mg_entry *e = NULL;
   if (n < MG_SLOTS && table[i].site) {
     e = &table[i];
-  } else if (n == MG_SLOTS || used + 1 >= MG_SLOTS / 2) {
+  } else if (n == MG_SLOTS || used >= MG_SLOTS / 2) {
     if (!full_said) GS_WARN("GEMMSHIM_COMPARE: %u sites measured, the most the measured gate keeps; later ones keep their route", used);
     full_said = 1;
   } else {

@@ -122,8 +122,9 @@ static const opt_def options[] = {
      &gs_opt.log_gpu_time, NULL, 0, 1},
     {"GEMMSHIM_COMPARE", OPT_BOOL, "0",
      "with GEMMSHIM_LOG: a routed call also runs native into scratch memory at each site's first call and then "
-     "every GEMMSHIM_COMPARE_EVERY calls, timed (native_gpu_ns); a site whose first 3 compared calls took more GPU "
-     "time routed than native runs native from then on (with GEMMSHIM_GATE); implies GEMMSHIM_LOG_GPU_TIME",
+     "every GEMMSHIM_COMPARE_EVERY calls, timed (native_gpu_ns); once a site has 3 or more compared calls and they "
+     "took more GPU time in all routed than native, it runs native from then on (with GEMMSHIM_GATE; fp8 only "
+     "where it runs on cuBLASLt); implies GEMMSHIM_LOG_GPU_TIME",
      &gs_opt.compare, NULL, 0, 1},
     {"GEMMSHIM_COMPARE_EVERY", OPT_U64, "100", "GEMMSHIM_COMPARE: native runs of a site after its first, 1 in N calls",
      &gs_opt.compare_every, NULL, 1, UINT64_MAX},

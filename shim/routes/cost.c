@@ -87,7 +87,7 @@ int cost_estimate(const gs_cost_device *d, gs_cost_route r, const gs_cost_work *
                  : t->bw_gbs;
   x.native_us = w->flops / (x.native_tflops * 1e12) * 1e6;
   x.gemm_us = w->flops / (x.route_tflops * 1e12) * 1e6;
-  x.pass_us = w->pass_bytes / (x.bw_gbs * GS_COST_STREAM_SHARE * 1e9) * 1e6;
+  x.pass_us = w->pass_bytes / (x.bw_gbs * (w->stream_share > 0 ? w->stream_share : GS_COST_STREAM_SHARE) * 1e9) * 1e6;
   x.launch_us = w->launches * GS_COST_LAUNCH_US;
   x.route_us = x.gemm_us + x.pass_us + x.launch_us;
   x.speedup = x.native_us / x.route_us;
@@ -183,7 +183,7 @@ const char *cost_gate_ffma(const gs_call *c, double a_elems, double b_elems, int
   const gs_gemm *g = &c->g;
   double mn = (double)g->m * (double)g->n * (double)g->batch;
   gs_cost_work w = {flops_of(g), g->a_type, 6.0 * (a_elems + b_elems) + (own_out ? 6.0 * mn : 0) + (cast_c ? 6.0 * mn : 0),
-                    1 + (own_out ? 1 : 0)};
+                    1 + (own_out ? 1 : 0), 0};
   return cost_gate(c->device, c->sm, GS_COST_FFMA, &w, why);
 }
 
@@ -193,18 +193,22 @@ const char *cost_gate_ffma(const gs_call *c, double a_elems, double b_elems, int
 const char *cost_gate_fp16(const gs_call *c, double a_elems, double b_elems, char *why) {
   const gs_gemm *g = &c->g;
   double mn = (double)g->m * (double)g->n * (double)g->batch;
-  gs_cost_work w = {flops_of(g), g->a_type, 6.0 * (a_elems + b_elems) + (g->d_type == CUDA_R_32F ? 8.0 : 6.0) * mn, 3};
+  gs_cost_work w = {flops_of(g), g->a_type, 6.0 * (a_elems + b_elems) + (g->d_type == CUDA_R_32F ? 8.0 : 6.0) * mn, 3, 0};
   return cost_gate(c->device, c->sm, GS_COST_FP16, &w, why);
 }
 
 /* The quantize pass reads A and B (2 bytes, 4 for fp32) and writes fp8 (1)
- * in one launch; with amax_pass (the current recipe) a launch before it
- * reads them once more and eight memsets renew the two scale records
- * (docs/fp8.md), each memset counted as a launch. */
-const char *cost_gate_fp8(const gs_call *c, double a_elems, double b_elems, int amax_pass, char *why) {
+ * in one launch; the current recipe adds an amax pass before it that reads
+ * them once more and eight memsets that renew the two scale records
+ * (docs/fp8.md), each memset counted as a launch; block and mxfp8 launch
+ * once per operand and write a scale per 128 (4 bytes) or 32 (1 byte)
+ * elements, taken here at the larger. The kernels at their measured share
+ * of bandwidth (GS_COST_FP8_STREAM_SHARE). */
+const char *cost_gate_fp8(const gs_call *c, double a_elems, double b_elems, int recipe, char *why) {
   const gs_gemm *g = &c->g;
-  double in = g->a_type == CUDA_R_32F ? 4.0 : 2.0;
-  gs_cost_work w = {flops_of(g), g->a_type, (in + 1.0 + (amax_pass ? in : 0.0)) * (a_elems + b_elems),
-                    amax_pass ? 10 : 1};
+  double in = g->a_type == CUDA_R_32F ? 4.0 : 2.0, elems = a_elems + b_elems;
+  gs_cost_work w = {flops_of(g), g->a_type, (in + 1.0) * elems, 1, GS_COST_FP8_STREAM_SHARE};
+  if (recipe == GS_COST_FP8_CURRENT) w.pass_bytes += in * elems, w.launches = 10;
+  if (recipe == GS_COST_FP8_BLOCK) w.pass_bytes += elems / 32.0, w.launches = 2;
   return cost_gate(c->device, c->sm, GS_COST_FP8, &w, why);
 }

@@ -25,6 +25,7 @@ typedef struct gs_cost_work {
   int in_type;       /* cudaDataType_t of A and B: picks the native rate */
   double pass_bytes; /* read and written by the shim's kernels */
   int launches;      /* the shim's kernel launches */
+  double stream_share; /* of DRAM bandwidth the kernels reach; 0: GS_COST_STREAM_SHARE */
 } gs_cost_work;
 
 typedef struct gs_cost {
@@ -39,6 +40,11 @@ typedef struct gs_cost {
 #define GS_COST_LAUNCH_US 5.0
 /* Share of DRAM bandwidth the streaming kernels reach (an assumption). */
 #define GS_COST_STREAM_SHARE 0.8
+/* The fp8 quantize kernels' share, measured: on an H200 (2026-12-04,
+ * docs/gpu-results.md) the current recipe's two passes moved 671 MB in
+ * 413 us, 1.62 TB/s, 0.34 of the datasheet's 4.8 TB/s. Kept until a GPU
+ * measures the kernels made since. */
+#define GS_COST_FP8_STREAM_SHARE 0.34
 
 /* The estimate; 0, or -1 when no rate figures cover d->sm or the route
  * (*e untouched then). Pure: the tests and the doc table call it too. */
@@ -58,7 +64,9 @@ struct gs_call;
 const char *cost_gate_ffma(const struct gs_call *c, double a_elems, double b_elems, int own_out, int cast_c,
                            char *why);
 const char *cost_gate_fp16(const struct gs_call *c, double a_elems, double b_elems, char *why);
-const char *cost_gate_fp8(const struct gs_call *c, double a_elems, double b_elems, int amax_pass, char *why);
+/* recipe: GS_COST_FP8_CURRENT, _ONE_PASS (delayed), _BLOCK (block, mxfp8) */
+enum { GS_COST_FP8_CURRENT, GS_COST_FP8_ONE_PASS, GS_COST_FP8_BLOCK };
+const char *cost_gate_fp8(const struct gs_call *c, double a_elems, double b_elems, int recipe, char *why);
 
 /* Whether the gates (this estimate and the measured one) judge call c for
  * route (a gs_route): not the fp8 route below sm_89, nor with an own fp8

@@ -120,10 +120,15 @@ static const char *plan(const gs_call *c, const fp8_recipe *rc, fp8_plan *p) {
   if (route_is_ptr_array(g->api)) return "pointer-array batch (the fp8 kernels take strided operands only)";
   if (g->m == 0 || g->n == 0 || g->k == 0 || g->batch == 0) return "empty GEMM: nothing to quantize";
   /* The cost gate where the GEMM would be cuBLASLt's (cost_gate_applies):
-   * the current recipe pays an amax pass, the others quantize in one. */
+   * the current recipe pays an amax pass, the others quantize in one
+   * (block and mxfp8 one launch per operand). */
   if (cost_gate_applies(c, GS_ROUTE_FP8)) {
     why = cost_gate_fp8(c, (double)g->m * (double)g->k * (double)g->batch,
-                        (double)g->k * (double)g->n * (double)g->batch, rc == &fp8_recipe_current, p->why);
+                        (double)g->k * (double)g->n * (double)g->batch,
+                        rc == &fp8_recipe_current   ? GS_COST_FP8_CURRENT
+                        : rc == &fp8_recipe_delayed ? GS_COST_FP8_ONE_PASS
+                                                    : GS_COST_FP8_BLOCK,
+                        p->why);
     if (why) return why;
   }
   p->k_pad = fp8_recipe_k_pad(rc, c);

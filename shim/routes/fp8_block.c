@@ -40,6 +40,14 @@ static const char *block_unfit(const gs_call *c, char *buf, size_t len) {
              v / 100 % 100, v % 100);
     return buf;
   }
+  /* VEC128/BLK128 need M and N multiples of 4 (an H200 refused n = 258,
+   * docs/gpu-results.md): refused here, the call goes to the next recipe
+   * before anything is quantized. */
+  if (c->g.m % 4 || c->g.n % 4) {
+    snprintf(buf, len, "block needs m and n multiples of 4 (cuBLASLt's 1x128/128x128 scale modes), the call is %lldx%lld",
+             (long long)c->g.m, (long long)c->g.n);
+    return buf;
+  }
   return fp8_scaled_unfit(c, "block");
 }
 
@@ -50,8 +58,12 @@ static const char *block_acquire(gs_call *c, CUdeviceptr scratch, fp8_scales *s)
   if (loaded) return loaded;
   const char *format_note = fp8_scaled_format(s);
   fp8_scaled_place(c, scratch, k_pad(c), 0, s);
-  s->forward = fp8_thread_forward();
-  const int a_weight = s->forward && c->g.transa != CUBLAS_OP_N;
+  /* A known forward GEMM tells the weight; fast accumulation is never
+   * set: TransformerEngine's Float8BlockScaling requires split
+   * accumulation on every GEMM (transformer_engine/common/recipe/
+   * __init__.py: "FP8 block scaling requires split accumulation"). */
+  const int a_weight = fp8_thread_forward() && c->g.transa != CUBLAS_OP_N;
+  s->forward = 0;
   s->scale_mode[0] = a_weight ? CUBLASLT_MATMUL_MATRIX_SCALE_BLK128x128_32F : CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F;
   s->scale_mode[1] = CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F;
   s->per_call = 1;

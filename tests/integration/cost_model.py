@@ -23,6 +23,9 @@ RATES = {  # sm: (part, fp32, fp16, bf16, fp8, sms, clock MHz, GB/s)
 }
 LAUNCH_US = 5.0      # per launch: an assumption (docs/perf-static.md)
 STREAM_SHARE = 0.8   # of DRAM bandwidth the streaming kernels reach: an assumption
+# the fp8 quantize kernels' share, measured on an H200 (docs/gpu-results.md):
+# 671 MB in 413 us = 1.62 TB/s of the datasheet's 4.8
+FP8_STREAM_SHARE = 0.34
 
 # The stand-in's emulated parts (tests/standin/driver_init.c), what
 # cuDeviceGetAttribute reports for them: SMs, clock kHz, memory clock kHz,
@@ -62,9 +65,13 @@ def work(route, m, n, k, batch=1, ab="bf16", c="bf16", beta=0.0, recipe="current
     # fp8 (docs/fp8.md): the quantize pass reads A and B and writes a byte
     # an element, one launch; current adds an amax pass over A and B, one
     # launch, and eight memsets of the scale records (counted as launches).
+    # block and mxfp8: one launch per operand, scales taken at a byte per 32
+    # elements.
     size = 4.0 if ab == "fp32" else 2.0
     if recipe == "delayed":
         return 2.0 * m * n * k * batch, (size + 1.0) * ab_elems, 1
+    if recipe in ("block", "mxfp8"):
+        return 2.0 * m * n * k * batch, (size + 1.0 + 1.0 / 32) * ab_elems, 2
     return 2.0 * m * n * k * batch, (2 * size + 1.0) * ab_elems, 10
 
 
@@ -81,7 +88,7 @@ def estimate(cc, route, m, n, k, batch=1, ab="bf16", c="bf16", beta=0.0, sms=Non
     e = {"part": part, "scale": scale, "bw": bw, "launches": launches}
     e["native_us"] = flops / (native * 1e12) * 1e6
     e["gemm_us"] = flops / (rate * 1e12) * 1e6
-    e["pass_us"] = nbytes / (bw * STREAM_SHARE * 1e9) * 1e6
+    e["pass_us"] = nbytes / (bw * (FP8_STREAM_SHARE if route == "fp8" else STREAM_SHARE) * 1e9) * 1e6
     e["launch_us"] = launches * LAUNCH_US
     e["route_us"] = e["gemm_us"] + e["pass_us"] + e["launch_us"]
     e["speedup"] = e["native_us"] / e["route_us"]

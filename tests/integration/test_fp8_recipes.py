@@ -201,6 +201,38 @@ def test_fast_accumulation_on_known_forward_gemms_only(shim, standin, tmp_path, 
     assert (c["standin_fp8_gemms"], c["standin_fp8_fast_accum_gemms"]) == (4, 0), c
 
 
+def test_block_recipe_never_sets_fast_accumulation(shim, standin, tmp_path):
+    """TransformerEngine's Float8BlockScaling requires split accumulation
+    on every GEMM (transformer_engine/common/recipe/__init__.py): the
+    block recipe knows the forward GEMMs (for the weight rule) but never
+    sets CUBLASLT_MATMUL_DESC_FAST_ACCUM."""
+    client = CLIENT_DIR / "fp8_client_cu13"
+    require_built([client])
+    counts = tmp_path / "counts"
+    run_ok([client, "--layers=2", "--steps=3"], standin[13], shim=True,
+           env={"STANDIN_CC": "9.0", "GEMMSHIM_MODE": "fp8", "GEMMSHIM_GATE": "off", "GEMMSHIM_FP8_RECIPE": "block",
+                "STANDIN_COUNTS": str(counts)})
+    c = standin_counts(counts)
+    assert (c["standin_fp8_gemms"], c["standin_fp8_fast_accum_gemms"]) == (18, 0), c
+
+
+def test_block_n_not_multiple_of_4_goes_to_current(shim, standin, tmp_path):
+    """cuBLASLt's 1x128/128x128 modes refuse N not a multiple of 4 (an H200
+    refused n = 258, docs/gpu-results.md; the stand-in refuses it too): the
+    block recipe hands such a call to current before quantizing, with the
+    reason, and it runs fp8 there."""
+    require_built([FFMA_CLIENT])
+    import route_client
+    args = [route_client.gemm("n6", m=64, n=6, k=64, pad=0), "--fp8"]
+    env = {"STANDIN_CC": "9.0", "GEMMSHIM_MODE": "fp8", "GEMMSHIM_GATE": "off", "GEMMSHIM_FP8_RECIPE": "block"}
+    res = route_client.run_client(FFMA_CLIENT, standin, tmp_path, args, env, tag="n6")
+    route_client.assert_all_ok(res)
+    (rec,) = res.recs
+    assert (rec["route"], rec.get("backend"), rec.get("recipe")) == ("fp8", "cublaslt-fp8", "current"), rec
+    assert ("recipe current instead: block needs m and n multiples of 4 (cuBLASLt's 1x128/128x128 scale modes), "
+            "the call is 64x6") in rec["reason"], rec
+
+
 FFMA_CLIENT = CLIENT_DIR / "ffma_client_cu13"
 SLOWER = "the own fp8 kernel is slower than native bf16 on sm_89+"
 

@@ -92,7 +92,7 @@ def encode(x, fmt):
 
 def te_pow2_scale(amax, fmt):
     fmax = 448.0 if fmt == E4M3 else 57344.0
-    if amax == 0:
+    if amax == 0 or not np.isfinite(amax):
         return np.float32(1.0)
     s = np.float32(fmax) / np.float32(amax)
     if not np.isfinite(s):

@@ -58,8 +58,8 @@ static const row rows[] = {
     {&v100, GS_COST_FP16, "01111"},
     {&t4, GS_COST_FFMA, "00111"},
     {&t4, GS_COST_FP16, "01111"},
-    {&ada, GS_COST_FP8, "00010"},
-    {&h100, GS_COST_FP8, "00010"},
+    {&ada, GS_COST_FP8, "00000"},
+    {&h100, GS_COST_FP8, "00000"},
 };
 #define N_ROWS (sizeof rows / sizeof rows[0])
 
@@ -71,11 +71,11 @@ static gs_cost_work work_of(gs_cost_route r, const shape *s) {
   double ab = (double)(s->m * s->k + s->k * s->n), mn = (double)s->m * (double)s->n;
   double flops = 2.0 * (double)s->m * (double)s->n * (double)s->k;
   switch (r) {
-    case GS_COST_FFMA: return (gs_cost_work){flops, CUDA_R_16BF, 6 * ab + 6 * mn, 2};
-    case GS_COST_FP16: return (gs_cost_work){flops, CUDA_R_16BF, 6 * ab + 6 * mn, 3};
+    case GS_COST_FFMA: return (gs_cost_work){flops, CUDA_R_16BF, 6 * ab + 6 * mn, 2, 0};
+    case GS_COST_FP16: return (gs_cost_work){flops, CUDA_R_16BF, 6 * ab + 6 * mn, 3, 0};
     /* The current recipe (the default): amax pass (2) + quantize (2 + 1),
      * two kernels and eight memsets (cost_gate_fp8). */
-    default: return (gs_cost_work){flops, CUDA_R_16BF, 5 * ab, 10};
+    default: return (gs_cost_work){flops, CUDA_R_16BF, 5 * ab, 10, GS_COST_FP8_STREAM_SHARE};
   }
 }
 
@@ -144,7 +144,7 @@ static void test_reason_text(void **state) {
 static void test_unknown_figures_take_the_reference_part(void **state) {
   (void)state;
   gs_cost_device d = {61, 0, 0, 0, 0};
-  gs_cost_work w = {2e9, CUDA_R_16BF, 0, 0};
+  gs_cost_work w = {2e9, CUDA_R_16BF, 0, 0, 0};
   gs_cost e;
   assert_int_equal(cost_estimate(&d, GS_COST_FFMA, &w, &e), 0);
   assert_true(e.scale == 1.0);
@@ -156,7 +156,7 @@ static void test_unknown_figures_take_the_reference_part(void **state) {
  * A100's); nothing older than the oldest row; fp8 only where a rate is. */
 static void test_rows_chosen(void **state) {
   (void)state;
-  gs_cost_work w = {2e9, CUDA_R_16BF, 0, 1};
+  gs_cost_work w = {2e9, CUDA_R_16BF, 0, 1, 0};
   gs_cost e;
   gs_cost_device d = {60, 0, 0, 0, 0};
   assert_int_equal(cost_estimate(&d, GS_COST_FFMA, &w, &e), 0);
@@ -176,7 +176,7 @@ static void test_rows_chosen(void **state) {
  * naming what is missing. */
 static void test_gate_option(void **state) {
   (void)state;
-  gs_cost_work w = {2.0, CUDA_R_16BF, 6.0, 2};
+  gs_cost_work w = {2.0, CUDA_R_16BF, 6.0, 2, 0};
   char why[GS_COST_WHY];
   gs_opt.gate = 1;
   assert_string_equal(cost_gate(-1, 52, GS_COST_FFMA, &w, why),
