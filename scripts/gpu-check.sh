@@ -527,7 +527,7 @@ step_benchmarks() {
   for backend in own own-mma cublaslt; do
     name=bench-fp8-$backend
     mapfile -t benv < <(shim_env "$name")
-    run_step "$name" 120 env "${penv[@]}" "${benv[@]}" GEMMSHIM_POLICY="$pol" GEMMSHIM_FP8_BACKEND=$backend \
+    run_step "$name" 120 env "${penv[@]}" "${benv[@]}" GEMMSHIM_POLICY="$pol" GEMMSHIM_GATE=off GEMMSHIM_FP8_BACKEND=$backend \
       GEMMSHIM_FP8_MAX_BYTES=8G "$GPU_BIN/gemm_bench" --pair=fp8-bf16 --shapes=$FP8_SHAPES "${BENCH_TIMING[@]}" \
       --trace --max-seconds=100 --json="$RESULTS/bench/$name.jsonl"
     routes_step "$name" --expect "cublasGemmEx=fp8/$backend" --expect cublasGemmEx_64=native \
