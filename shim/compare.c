@@ -22,6 +22,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "routes/cost.h"
 #include "routes/memory.h"
 #include "shim.h"
 #include "base/sys.h"
@@ -166,6 +167,9 @@ void compare_after_route(gs_call *c) {
    * acquire named, so that "first, then every Nth" counts each layer
    * (counted on the call site, every Nth call could fall on one layer). */
   if (!compare_due(c->site ? c->site : site_id(c->caller, &c->g))) return;
+  /* Only calls the gate could turn native count for the measured gate
+   * (the own fp8 kernels are numerics checks it leaves alone). */
+  c->gpu.gated = (uint8_t)cost_gate_applies(c, c->route);
   size_t bytes = 0;
   const char *why = plan(c, &bytes);
   /* The accuracy measure's scratch follows the native output (accuracy.c). */

@@ -324,12 +324,7 @@ static int format_one(log_rec *r, size_t *out, int checked, int final) {
   gs_gpu_time *gpu = rec_gpu(r);
   if (checked && room < rec_text_bound(r->reason_len, r->backend_len)) return 0;
   if (gpu && gpu->has_acc) guard_observe(r->site, r->route, gpu);
-  /* Only calls the gate could turn native: fp8 on cuBLASLt (the own
-   * kernels are numerics checks the gate leaves alone: cost_gate_applies). */
-  static const char lt_fp8[] = "cublaslt-fp8";
-  int gated = r->route != GS_ROUTE_FP8 ||
-              (r->backend_len == sizeof lt_fp8 - 1 && memcmp(strings, lt_fp8, sizeof lt_fp8 - 1) == 0);
-  if (gpu && gpu->has_native_ns && gated) measured_observe(r->site, r->route, gpu);
+  if (gpu && gpu->has_native_ns && gpu->gated) measured_observe(r->site, r->route, gpu);
   if (gpu && gpu->on) {
     gpu_time_discard(gpu);
     gpu->skip = final ? GS_GPU_SKIP_UNFINISHED : GS_GPU_SKIP_HELD_FULL;

@@ -112,6 +112,7 @@ typedef struct gs_gpu_time {
   uint8_t has_gpu_ns, has_kernels_ns, has_native_ns;
   uint8_t has_acc;          /* the acc_* results below are set */
   uint8_t has_acc_quantiles; /* acc_p50/p99 too (some position was finite in both) */
+  uint8_t gated;            /* the cost gate applies to the call (cost_gate_applies): measured_observe counts it */
   /* GEMMSHIM_COMPARE (accuracy.c): the host copy of the call's statistics
    * until resolved, then what the log prints of them. */
   void *acc_slot;

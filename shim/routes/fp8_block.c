@@ -24,7 +24,7 @@
 #define CUBLAS_12_9 120900
 #define K_ALIGN 16 /* cuBLASLt fp8: k a multiple of 16 (leading dimensions of TN operands) */
 
-static int64_t k_pad(const gs_call *c) { return (c->g.k + K_ALIGN - 1) / K_ALIGN * K_ALIGN; }
+static int64_t k_pad(const gs_call *c) { return fp8_recipe_k_pad(&fp8_recipe_block, c); }
 
 static const char *block_unfit(const gs_call *c, char *buf, size_t len) {
   if (c->sm != 90) {

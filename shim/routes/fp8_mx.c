@@ -24,7 +24,7 @@
 
 #define K_ALIGN 32
 
-static int64_t k_pad(const gs_call *c) { return (c->g.k + K_ALIGN - 1) / K_ALIGN * K_ALIGN; }
+static int64_t k_pad(const gs_call *c) { return fp8_recipe_k_pad(&fp8_recipe_mxfp8, c); }
 
 static const char *mxfp8_unfit(const gs_call *c, char *buf, size_t len) {
   if (c->sm < 100) {

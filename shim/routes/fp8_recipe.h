@@ -66,7 +66,10 @@ typedef struct fp8_recipe {
 extern const fp8_recipe fp8_recipe_current, fp8_recipe_delayed, fp8_recipe_block, fp8_recipe_mxfp8;
 
 /* k as recipe rc lays the fp8 operands out: g->k rounded up to k_align. */
-int64_t fp8_recipe_k_pad(const fp8_recipe *rc, const gs_call *c);
+static inline int64_t fp8_recipe_k_pad(const fp8_recipe *rc, const gs_call *c) {
+  const int64_t a = rc->k_align > 1 ? rc->k_align : 1;
+  return (c->g.k + a - 1) / a * a;
+}
 /* The scratch bytes rc needs for call c. */
 size_t fp8_recipe_scratch(const fp8_recipe *rc, const gs_call *c);
 

@@ -41,10 +41,6 @@ int fp8_recipe_choose(const gs_call *c, char *why, size_t len) {
   return GS_FP8_RECIPE_CURRENT;
 }
 
-int64_t fp8_recipe_k_pad(const fp8_recipe *rc, const gs_call *c) {
-  const int64_t a = rc->k_align > 1 ? rc->k_align : 1;
-  return (c->g.k + a - 1) / a * a;
-}
 
 size_t fp8_recipe_scratch(const fp8_recipe *rc, const gs_call *c) {
   return rc->scratch ? rc->scratch(c) : rc->scratch_bytes;

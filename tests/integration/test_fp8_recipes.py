@@ -14,7 +14,7 @@ issue's reproducer must clear on every call, the first included."""
 
 import pytest
 
-from harness import CLIENT_DIR, read_log, require_built, run_ok, standin_counts
+from harness import CLIENT_DIR, parse_fields, read_log, require_built, run_ok, standin_counts
 
 THREADS, CALLS = 8, 4
 
@@ -29,7 +29,7 @@ def threads_client(shim):
 def gemm_lines(r):
     out = []
     for words in r.lines("gemm"):
-        d = dict(w.split("=", 1) for w in words[1:])
+        d = parse_fields(words[1:])
         out.append({"thread": int(d["thread"]), "call": int(d["call"]), "status": int(d["status"]),
                     "sqnr": float(d["sqnr"])})
     return out

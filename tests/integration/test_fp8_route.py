@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from harness import CLIENT_DIR, read_log, require_built, run, run_ok, standin_counts
+from harness import CLIENT_DIR, parse_fields, read_log, require_built, run, run_ok, standin_counts
 
 LAYERS, STEPS = 4, 3
 KINDS = ("fwd", "dgrad", "wgrad")
@@ -24,7 +24,7 @@ def fp8_client(shim):
 def gemm_lines(r):
     out = []
     for words in r.lines("gemm"):
-        d = dict(w.split("=", 1) for w in words[1:])
+        d = parse_fields(words[1:])
         out.append({"step": int(d["step"]), "kind": d["kind"], "layer": int(d["layer"]),
                     "status": int(d["status"]), "sqnr": float(d["sqnr"])})
     return out
