@@ -6,6 +6,8 @@
  *   driver_stream.c  streams, graph capture, events, synchronisation
  *   driver_graph.c   graphs: the work captured into them, cloning, child
  *                    graphs, instantiation and launch
+ *   driver_userobj.c user objects and the references graphs and
+ *                    instantiations hold on them
  *   driver_mem.c     device memory (= host memory), copies, memsets
  *   driver_pool.c    stream-ordered memory pools and their release threshold
  *   driver_module.c  modules and kernel launches (standin_kernel.h)
@@ -61,6 +63,9 @@
   X(cuGraphCreate) X(cuGraphClone) X(cuGraphAddChildGraphNode)                 \
   X(cuGraphInstantiateWithFlags) X(cuGraphLaunch) X(cuGraphExecDestroy)        \
   X(cuLaunchHostFunc)                                                          \
+  X(cuStreamGetCaptureInfo_v2) X(cuStreamGetCaptureInfo_v3)                   \
+  X(cuUserObjectCreate) X(cuUserObjectRetain) X(cuUserObjectRelease)          \
+  X(cuGraphRetainUserObject) X(cuGraphReleaseUserObject) X(user_object_destroyed) \
   X(cuEventCreate) X(cuEventRecord) X(cuEventQuery) X(cuEventSynchronize)      \
   X(cuEventElapsedTime_v2) X(cuEventDestroy_v2)                                \
   X(cuMemAlloc_v2) X(cuMemFree_v2) X(cuMemAllocAsync) X(cuMemFreeAsync)        \
@@ -131,7 +136,7 @@ CUresult sd_check_device(CUdevice dev);
 
 /* The registry of live handles. All of these need sd_lock held. */
 typedef enum sd_kind {
-  SD_CTX = 1, SD_STREAM, SD_EVENT, SD_MODULE, SD_FUNC, SD_GRAPH, SD_GRAPH_NODE, SD_GRAPH_EXEC, SD_POOL
+  SD_CTX = 1, SD_STREAM, SD_EVENT, SD_MODULE, SD_FUNC, SD_GRAPH, SD_GRAPH_NODE, SD_GRAPH_EXEC, SD_POOL, SD_USER_OBJECT
 } sd_kind;
 int sd_reg_add(void *obj, sd_kind kind);        /* 0, or -1 out of memory */
 int sd_reg_has(const void *obj, sd_kind kind);
@@ -173,6 +178,7 @@ struct CUstream_st {
   int unjoined;               /* forked, with work the origin has not
                                  waited for */
   struct CUgraph_st *graph;   /* origin of a capture: the graph being built */
+  unsigned long long capture_id; /* origin of a capture: its sequence's id */
   struct CUstream_st *kept;   /* STANDIN_FRESH_STREAMS: the destroyed stream kept before this one */
 };
 
@@ -212,6 +218,17 @@ typedef struct sd_node {
   void *user_data;
 } sd_node;
 
+/* References to user objects (driver_userobj.c), as a graph or an
+ * instantiation owns them. */
+typedef struct sd_user_ref {
+  struct CUuserObject_st *obj;
+  unsigned count;
+} sd_user_ref;
+typedef struct sd_user_refs {
+  sd_user_ref *v;
+  size_t n, cap;
+} sd_user_refs;
+
 struct CUgraph_st {
   CUcontext ctx;
   sd_node *nodes;
@@ -221,7 +238,24 @@ struct CUgraph_st {
   int destroyed;         /* cuGraphDestroy ran; kept while execs hold it */
   CUdeviceptr *allocs;   /* memory of its alloc nodes, freed with the graph */
   size_t nallocs;
+  sd_user_refs refs;     /* user object references it owns */
 };
+
+/* "driver_userobj.c". Lock held for all of these except sd_user_run_pending. */
+/* Give every reference of refs back; a destructor whose object loses its
+ * last one is queued for sd_user_run_pending. refs ends up empty. */
+void sd_user_refs_drop_locked(sd_user_refs *refs);
+/* dst gets the references src holds, as new ones (clone, child graph,
+ * instantiation); 0, or -1 out of memory (dst unchanged). */
+int sd_user_refs_copy_locked(sd_user_refs *dst, const sd_user_refs *src);
+/* Run the destructors queued by the last releases. Call with sd_lock NOT
+ * held, after every call that may have dropped references. */
+void sd_user_run_pending(void);
+
+/* Whether the calling thread is running a user object's destructor. */
+int sd_user_in_destructor(void);
+/* "driver_stream.c": whether g is a capture's graph (lock held). */
+int sd_graph_capturing_locked(const struct CUgraph_st *g);
 
 /* "driver_graph.c". Lock held for all of these. */
 /* The graph st's capture records into, or NULL when st is not capturing. */

@@ -93,6 +93,7 @@ CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev) {
     sd_mem_drop_ctx_locked(c);
   }
   pthread_mutex_unlock(&sd_lock);
+  sd_user_run_pending(); /* the context's graphs gave their references back */
   return r;
 }
 
@@ -112,6 +113,7 @@ CUresult cuDevicePrimaryCtxReset_v2(CUdevice dev) {
   sd_mem_drop_ctx_locked(c);
   if (sd.dev[dev].primary_used) c->id = sd_ctx_next_id();
   pthread_mutex_unlock(&sd_lock);
+  sd_user_run_pending();
   return CUDA_SUCCESS;
 }
 
@@ -149,6 +151,7 @@ CUresult cuCtxDestroy_v2(CUcontext ctx) {
     if (sd_ctx_ndead < SD_CTX_REUSE_MAX) sd_ctx_dead[sd_ctx_ndead++] = ctx;
   }
   pthread_mutex_unlock(&sd_lock);
+  sd_user_run_pending();
   if (!r && tls_depth > 0 && tls_stack[tls_depth - 1] == ctx) tls_depth--;
   return r;
 }

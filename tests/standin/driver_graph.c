@@ -33,6 +33,7 @@ struct CUgraphExec_st {
   size_t n;
   unsigned long long flags; /* CUDA_GRAPH_INSTANTIATE_FLAG_* */
   int launched;
+  sd_user_refs refs; /* the graph's user object references, its own copy */
 };
 
 struct CUgraph_st *sd_capture_graph_locked(struct CUstream_st *st) {
@@ -84,6 +85,7 @@ static void sd_node_handle_free_if_graph(void *obj, void *arg) {
 void sd_graph_free_locked(struct CUgraph_st *g) {
   sd_reg_each(SD_GRAPH_NODE, sd_node_handle_free_if_graph, g);
   for (size_t i = 0; i < g->nallocs; i++) sd_mem_free_locked(g->allocs[i]);
+  sd_user_refs_drop_locked(&g->refs);
   free(g->allocs);
   sd_nodes_free(g->nodes, g->n);
   free(g);
@@ -97,6 +99,7 @@ static void sd_graph_release_locked(struct CUgraph_st *g) {
 static void sd_exec_free_locked(struct CUgraphExec_st *e) {
   sd_reg_del(e);
   sd_nodes_free(e->nodes, e->n);
+  sd_user_refs_drop_locked(&e->refs);
   e->graph->execs--;
   sd_graph_release_locked(e->graph);
   free(e);
@@ -166,6 +169,7 @@ CUresult cuGraphDestroy(CUgraph hGraph) {
     sd_graph_release_locked(hGraph);
   }
   pthread_mutex_unlock(&sd_lock);
+  sd_user_run_pending();
   return r;
 }
 
@@ -179,18 +183,22 @@ CUresult cuGraphClone(CUgraph *phGraphClone, CUgraph originalGraph) {
     r = CUDA_ERROR_INVALID_VALUE;
   } else {
     struct CUgraph_st *g = sd_graph_new_locked(originalGraph->ctx);
-    if (g && sd_graph_embed_locked(g, originalGraph) != CUDA_SUCCESS) {
+    if (g && (sd_graph_embed_locked(g, originalGraph) != CUDA_SUCCESS ||
+              sd_user_refs_copy_locked(&g->refs, &originalGraph->refs) != 0)) {
       sd_graph_free_locked(g);
       g = NULL;
     }
     r = sd_graph_publish_locked(g, phGraphClone);
   }
   pthread_mutex_unlock(&sd_lock);
+  sd_user_run_pending(); /* a clone that failed gave its references back */
   return r;
 }
 
 /* The child is cloned into the node (cuda.h), so later changes to it, or
- * its destruction, do not reach the parent. */
+ * its destruction, do not reach the parent. The clone holds the child's
+ * user object references as its own (driver_userobj.c); flattened into
+ * the parent here, the parent holds them, and gives them back with it. */
 CUresult cuGraphAddChildGraphNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies,
                                   size_t numDependencies, CUgraph childGraph) {
   SD_COUNT(cuGraphAddChildGraphNode);
@@ -217,6 +225,7 @@ CUresult cuGraphAddChildGraphNode(CUgraphNode *phGraphNode, CUgraph hGraph, cons
      * operations go after everything added before it. */
     size_t before = hGraph->n;
     r = sd_graph_embed_locked(hGraph, childGraph);
+    if (!r && sd_user_refs_copy_locked(&hGraph->refs, &childGraph->refs) != 0) r = CUDA_ERROR_OUT_OF_MEMORY;
     if (r) {
       for (size_t i = before; i < hGraph->n; i++) free(hGraph->nodes[i].blob);
       hGraph->n = before;
@@ -251,9 +260,11 @@ CUresult cuGraphInstantiateWithFlags(CUgraphExec *phGraphExec, CUgraph hGraph, u
       if (sd_node_copy(&e->nodes[i], &hGraph->nodes[i]) != 0) r = CUDA_ERROR_OUT_OF_MEMORY;
       else e->n = i + 1;
     }
+    if (!r && sd_user_refs_copy_locked(&e->refs, &hGraph->refs) != 0) r = CUDA_ERROR_OUT_OF_MEMORY;
     if (!r && sd_reg_add(e, SD_GRAPH_EXEC) != 0) r = CUDA_ERROR_OUT_OF_MEMORY;
     if (r && e) {
       sd_nodes_free(e->nodes, e->n);
+      sd_user_refs_drop_locked(&e->refs);
       free(e);
     }
   }
@@ -276,6 +287,7 @@ CUresult cuGraphExecDestroy(CUgraphExec hGraphExec) {
   if (!sd_reg_has(hGraphExec, SD_GRAPH_EXEC)) r = CUDA_ERROR_INVALID_VALUE;
   else sd_exec_free_locked(hGraphExec);
   pthread_mutex_unlock(&sd_lock);
+  sd_user_run_pending();
   return r;
 }
 

@@ -269,6 +269,12 @@ void sd_reg_each(sd_kind kind, void (*fn)(void *obj, void *arg), void *arg) {
 
 /* ------------------------------------------------------------------------ */
 CUresult sd_check_init(void) {
+  /* cuda.h, cuUserObjectCreate: "Destructor callbacks cannot make CUDA API
+   * calls". */
+  if (sd_user_in_destructor()) {
+    standin_msg("a user object's destructor made a CUDA call");
+    return CUDA_ERROR_NOT_PERMITTED;
+  }
   return __atomic_load_n(&sd.initialized, __ATOMIC_ACQUIRE) ? CUDA_SUCCESS
                                                            : CUDA_ERROR_NOT_INITIALIZED;
 }

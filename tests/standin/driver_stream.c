@@ -170,6 +170,7 @@ static struct CUstream_st *sd_stream_dead[SD_STREAM_REUSE_MAX];
 static int sd_stream_ndead;
 static struct CUstream_st *sd_kept_streams;
 static unsigned long long sd_stream_ids; /* under sd_lock */
+static unsigned long long sd_capture_ids; /* under sd_lock */
 
 /* Lock held: the stream leaves the registry (its handle is invalid from
  * now on). */
@@ -244,6 +245,7 @@ CUresult cuStreamDestroy_v2(CUstream hStream) {
     sd_stream_free_locked(hStream);
   }
   pthread_mutex_unlock(&sd_lock);
+  sd_user_run_pending(); /* a capture never ended gave its references back */
   return r;
 }
 
@@ -368,6 +370,71 @@ CUresult cuStreamIsCapturing(CUstream hStream, CUstreamCaptureStatus *captureSta
   return r;
 }
 
+/* Whether g is the graph of a capture under way (or invalidated, not yet
+ * ended). */
+static void sd_capturing_one(void *obj, void *arg) {
+  struct CUstream_st *st = obj;
+  struct CUgraph_st **g = arg;
+  if (*g && st->origin == st && st->capture != CU_STREAM_CAPTURE_STATUS_NONE && st->graph == *g) *g = NULL;
+}
+
+int sd_graph_capturing_locked(const struct CUgraph_st *g) {
+  if (!g) return 0;
+  const struct CUgraph_st *probe = g;
+  sd_reg_each(SD_STREAM, sd_capturing_one, &probe);
+  return probe == NULL;
+}
+
+/* cuda.h, cuStreamGetCaptureInfo (the _v3 entry point; _v2 is the same
+ * without edge data): the capture status is required; "Valid data (other
+ * than capture status) is returned only if ... the returned capture status
+ * is CU_STREAM_CAPTURE_STATUS_ACTIVE"; id_out "an id for the capture
+ * sequence, which is unique over the lifetime of the process"; graph_out
+ * "the graph being captured into ... This API does not transfer ownership
+ * of the graph". Dependencies are not modelled (the stand-in keeps captured
+ * work as a list, without node handles): an empty set, no edge data. The
+ * legacy stream while a blocking stream captures: STREAM_CAPTURE_IMPLICIT,
+ * as cuStreamIsCapturing answers. */
+static CUresult sd_capture_info(CUstream hStream, CUstreamCaptureStatus *status, cuuint64_t *id, CUgraph *graph,
+                                const CUgraphNode **deps, const CUgraphEdgeData **edges, size_t *ndeps) {
+  if (!status || (edges && !deps)) return CUDA_ERROR_INVALID_VALUE;
+  pthread_mutex_lock(&sd_lock);
+  CUcontext ctx;
+  struct CUstream_st *st = NULL;
+  CUresult r = sd_stream_lookup_locked(hStream, &ctx, &st);
+  if (!r) *status = st ? st->capture : CU_STREAM_CAPTURE_STATUS_NONE;
+  if (!r && !st && (hStream == NULL || hStream == CU_STREAM_LEGACY)) {
+    sd_implicit_scan scan = {ctx, 0, 0};
+    sd_reg_each(SD_STREAM, sd_implicit_one, &scan);
+    if (scan.hit) r = CUDA_ERROR_STREAM_CAPTURE_IMPLICIT;
+  }
+  if (!r && st && st->capture == CU_STREAM_CAPTURE_STATUS_ACTIVE && st->origin) {
+    if (id) *id = st->origin->capture_id;
+    if (graph) *graph = st->origin->graph;
+    if (deps) *deps = NULL;
+    if (edges) *edges = NULL;
+    if (ndeps) *ndeps = 0;
+  }
+  pthread_mutex_unlock(&sd_lock);
+  return r;
+}
+
+CUresult cuStreamGetCaptureInfo_v2(CUstream hStream, CUstreamCaptureStatus *captureStatus_out, cuuint64_t *id_out,
+                                   CUgraph *graph_out, const CUgraphNode **dependencies_out,
+                                   size_t *numDependencies_out) {
+  SD_COUNT(cuStreamGetCaptureInfo_v2);
+  return sd_capture_info(hStream, captureStatus_out, id_out, graph_out, dependencies_out, NULL,
+                         numDependencies_out);
+}
+
+CUresult cuStreamGetCaptureInfo_v3(CUstream hStream, CUstreamCaptureStatus *captureStatus_out, cuuint64_t *id_out,
+                                   CUgraph *graph_out, const CUgraphNode **dependencies_out,
+                                   const CUgraphEdgeData **edgeData_out, size_t *numDependencies_out) {
+  SD_COUNT(cuStreamGetCaptureInfo_v3);
+  return sd_capture_info(hStream, captureStatus_out, id_out, graph_out, dependencies_out, edgeData_out,
+                         numDependencies_out);
+}
+
 CUresult cuStreamBeginCapture_v2(CUstream hStream, CUstreamCaptureMode mode) {
   SD_COUNT(cuStreamBeginCapture_v2);
   if (mode != CU_STREAM_CAPTURE_MODE_GLOBAL && mode != CU_STREAM_CAPTURE_MODE_THREAD_LOCAL &&
@@ -391,6 +458,7 @@ CUresult cuStreamBeginCapture_v2(CUstream hStream, CUstreamCaptureMode mode) {
     st->capture_mode = mode;
     st->capture_thread = pthread_self();
     st->origin = st;
+    st->capture_id = ++sd_capture_ids;
     st->work = 0;
     st->unjoined = 0;
   }
@@ -446,6 +514,7 @@ CUresult cuStreamEndCapture(CUstream hStream, CUgraph *phGraph) {
     if (g) sd_graph_free_locked(g);
   }
   pthread_mutex_unlock(&sd_lock);
+  sd_user_run_pending(); /* an invalidated capture's graph gave its references back */
   return r;
 }
 

@@ -20,7 +20,7 @@ STANDIN_DIR_CU13 := $(BUILD)/standin/cu13
 STANDIN_INCLUDE  := -I$(STANDIN_SRC_DIR)
 STANDIN_HDR      := $(wildcard $(STANDIN_SRC_DIR)/*.h)
 
-STANDIN_CUDA_SRC := driver_init.c driver_ctx.c driver_stream.c driver_graph.c driver_mem.c driver_pool.c \
+STANDIN_CUDA_SRC := driver_init.c driver_ctx.c driver_stream.c driver_graph.c driver_userobj.c driver_mem.c driver_pool.c \
                     driver_module.c driver_errors.c common.c
 STANDIN_LT_SRC   := cublaslt_desc.c cublaslt_matmul.c gemm_ref.c scale_modes.c runtime.c common.c
 STANDIN_BLAS_SRC := cublas.c gemm_ref.c scale_modes.c runtime.c common.c

@@ -911,6 +911,127 @@ static void test_event_query_and_capture_modes(void **state) {
   CU_OK(cuStreamDestroy_v2(s));
 }
 
+/* ---- user objects (driver_userobj.c) -------------------------------------- */
+static int destroyed_count;
+static int destructor_cuda_call;
+static void count_destroy(void *p) { (*(int *)p)++; }
+static void destroy_calling_cuda(void *p) {
+  (void)p;
+  int n;
+  destructor_cuda_call = cuDeviceGetCount(&n);
+}
+
+/* The entry point CUDA 11.3 to 12.2 headers named cuStreamGetCaptureInfo
+ * (cuda.h of CUDA 13 still lists it among the versioned names). */
+CUresult cuStreamGetCaptureInfo_v2(CUstream hStream, CUstreamCaptureStatus *captureStatus_out, cuuint64_t *id_out,
+                                   CUgraph *graph_out, const CUgraphNode **dependencies_out,
+                                   size_t *numDependencies_out);
+
+/* cuda.h: cuUserObjectCreate ("The initial references are owned by the
+ * caller"; flags: "it is required to pass CU_USER_OBJECT_NO_DESTRUCTOR_SYNC,
+ * which is the only defined flag"; "Destructor callbacks cannot make CUDA
+ * API calls"), cuUserObjectRelease ("The object's destructor is invoked if
+ * the reference count reaches zero"), cuGraphRetainUserObject (counts "Must
+ * be nonzero and not larger than INT_MAX"; CU_GRAPH_USER_OBJECT_MOVE
+ * "transfers references from the calling thread"), and
+ * cuStreamGetCaptureInfo (graph_out: "the graph being captured into";
+ * id_out "unique over the lifetime of the process"). CUDA C++ Programming
+ * Guide, "CUDA User Objects": clones, child graph nodes and executable
+ * graphs hold references of their own. */
+static void test_user_objects(void **state) {
+  (void)state;
+  CUuserObject o, o2;
+  int n = 0;
+  /* refusals */
+  assert_int_equal(cuUserObjectCreate(&o, &n, count_destroy, 1, 0), CUDA_ERROR_INVALID_VALUE);
+  assert_int_equal(cuUserObjectCreate(&o, &n, count_destroy, 0, CU_USER_OBJECT_NO_DESTRUCTOR_SYNC),
+                   CUDA_ERROR_INVALID_VALUE);
+  assert_int_equal(cuUserObjectCreate(&o, &n, NULL, 1, CU_USER_OBJECT_NO_DESTRUCTOR_SYNC), CUDA_ERROR_INVALID_VALUE);
+  assert_int_equal(cuUserObjectCreate(&o, &n, count_destroy, 0x80000000u, CU_USER_OBJECT_NO_DESTRUCTOR_SYNC),
+                   CUDA_ERROR_INVALID_VALUE);
+  /* the caller's references: the destructor runs at the last release, once */
+  CU_OK(cuUserObjectCreate(&o, &n, count_destroy, 1, CU_USER_OBJECT_NO_DESTRUCTOR_SYNC));
+  CU_OK(cuUserObjectRetain(o, 2));
+  assert_int_equal(cuUserObjectRetain(o, 0), CUDA_ERROR_INVALID_VALUE);
+  CU_OK(cuUserObjectRelease(o, 2));
+  assert_int_equal(n, 0);
+  CU_OK(cuUserObjectRelease(o, 1));
+  assert_int_equal(n, 1);
+
+  /* a capture's graph takes the reference; clone, child node and two
+   * instantiations each hold their own, and the last of them to go runs
+   * the destructor */
+  CUstream s;
+  CU_OK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+  CUstreamCaptureStatus cs = CU_STREAM_CAPTURE_STATUS_ACTIVE;
+  CUgraph cg = (CUgraph)1;
+  cuuint64_t id1 = 0, id2 = 0;
+  CU_OK(cuStreamGetCaptureInfo(s, &cs, &id1, &cg, NULL, NULL, NULL));
+  assert_int_equal(cs, CU_STREAM_CAPTURE_STATUS_NONE);
+  CU_OK(cuStreamBeginCapture_v2(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
+  const CUgraphNode *deps = NULL;
+  size_t ndeps = 7;
+  CU_OK(cuStreamGetCaptureInfo(s, &cs, &id1, &cg, &deps, NULL, &ndeps));
+  assert_int_equal(cs, CU_STREAM_CAPTURE_STATUS_ACTIVE);
+  assert_non_null(cg);
+  assert_int_equal(ndeps, 0);
+  CUgraph cg2 = NULL;
+  CU_OK(cuStreamGetCaptureInfo_v2(s, &cs, &id2, &cg2, NULL, NULL));
+  assert_ptr_equal(cg2, cg);
+  assert_true(id1 == id2 && id1 != 0);
+  n = 0;
+  CU_OK(cuUserObjectCreate(&o, &n, count_destroy, 1, CU_USER_OBJECT_NO_DESTRUCTOR_SYNC));
+  assert_int_equal(cuGraphRetainUserObject(cg, o, 2, CU_GRAPH_USER_OBJECT_MOVE), CUDA_ERROR_INVALID_VALUE);
+  assert_int_equal(cuGraphRetainUserObject(cg, o, 1, 2), CUDA_ERROR_INVALID_VALUE);
+  CU_OK(cuGraphRetainUserObject(cg, o, 1, CU_GRAPH_USER_OBJECT_MOVE));
+  CUgraph g = NULL, clone = NULL, parent = NULL;
+  CU_OK(cuStreamEndCapture(s, &g));
+  assert_ptr_equal(g, cg);
+  CU_OK(cuGraphClone(&clone, g));
+  CU_OK(cuGraphCreate(&parent, 0));
+  CUgraphNode node;
+  CU_OK(cuGraphAddChildGraphNode(&node, parent, NULL, 0, g));
+  CUgraphExec e1, e2;
+  CU_OK(cuGraphInstantiateWithFlags(&e1, g, 0));
+  CU_OK(cuGraphInstantiateWithFlags(&e2, g, 0));
+  CU_OK(cuGraphDestroy(g));
+  CU_OK(cuGraphExecDestroy(e1));
+  CU_OK(cuGraphDestroy(clone));
+  assert_int_equal(n, 0);
+  CU_OK(cuGraphDestroy(parent));
+  assert_int_equal(n, 0);
+  CU_OK(cuGraphExecDestroy(e2)); /* the last owner */
+  assert_int_equal(n, 1);
+
+  /* a second capture has another id; a graph gives back only what it owns */
+  CU_OK(cuStreamBeginCapture_v2(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
+  CU_OK(cuStreamGetCaptureInfo(s, &cs, &id2, &cg, NULL, NULL, NULL));
+  assert_true(id2 != id1);
+  n = 0;
+  CU_OK(cuUserObjectCreate(&o, &n, count_destroy, 1, CU_USER_OBJECT_NO_DESTRUCTOR_SYNC));
+  CU_OK(cuUserObjectCreate(&o2, &n, count_destroy, 1, CU_USER_OBJECT_NO_DESTRUCTOR_SYNC));
+  CU_OK(cuGraphRetainUserObject(cg, o, 1, 0)); /* a new reference: o has 2 */
+  assert_int_equal(cuGraphReleaseUserObject(cg, o2, 1), CUDA_ERROR_INVALID_VALUE);
+  assert_int_equal(cuGraphReleaseUserObject(cg, o, 2), CUDA_ERROR_INVALID_VALUE);
+  CU_OK(cuGraphRetainUserObject(cg, o2, 1, CU_GRAPH_USER_OBJECT_MOVE));
+  /* a prohibited call invalidates the capture (cuda.h,
+   * cuThreadExchangeStreamCaptureMode); its graph goes at
+   * cuStreamEndCapture, with its references */
+  CUdeviceptr p;
+  assert_int_equal(cuMemAlloc_v2(&p, 64), CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+  assert_int_equal(cuStreamEndCapture(s, &g), CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
+  assert_int_equal(n, 1); /* o2's; o keeps the caller's reference */
+  CU_OK(cuUserObjectRelease(o, 1));
+  assert_int_equal(n, 2);
+
+  /* a destructor may not call CUDA */
+  destructor_cuda_call = -1;
+  CU_OK(cuUserObjectCreate(&o, NULL, destroy_calling_cuda, 1, CU_USER_OBJECT_NO_DESTRUCTOR_SYNC));
+  CU_OK(cuUserObjectRelease(o, 1));
+  assert_int_equal(destructor_cuda_call, CUDA_ERROR_NOT_PERMITTED);
+  CU_OK(cuStreamDestroy_v2(s));
+}
+
 /* Launch-time answers of graphs with memory (cuda.h, cuGraphLaunch: "If
  * any allocations created by hGraphExec remain unfreed (from a previous
  * launch) and hGraphExec was not instantiated with
@@ -3823,6 +3944,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_event_query_and_capture_modes),
       cmocka_unit_test(test_graphs),
       cmocka_unit_test(test_graph_launch_memory),
+      cmocka_unit_test(test_user_objects),
       cmocka_unit_test(test_graph_gemm),
       cmocka_unit_test(test_memory),
       cmocka_unit_test(test_pools),
