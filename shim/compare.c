@@ -162,6 +162,13 @@ static int run_native(const gs_call *c, void *out) {
 }
 
 void compare_after_route(gs_call *c) {
+  /* A captured call's work runs at each replay, where nothing of the
+   * call's is left to time or compare (gpu_time.c records no events in a
+   * capture). */
+  if (gs_opt.compare && c->captured && c->work_begun && c->route != GS_ROUTE_NATIVE) {
+    call_note(c, "compare skipped: captured into a CUDA graph");
+    return;
+  }
   if (!gs_opt.compare || !c->work_begun || !c->gpu.on || c->route == GS_ROUTE_NATIVE) return;
   /* The record's site: for the delayed recipe the per-layer one its
    * acquire named, so that "first, then every Nth" counts each layer

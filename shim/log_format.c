@@ -446,6 +446,7 @@ FMT_INLINE void put_id(json_out *o, uint64_t v, int ck) { put_hex(o, v, 16, ck),
 #define WHEN_BIAS(key) r->has_bias
 #define WHEN_BACKEND(key) r->has_backend
 #define WHEN_RECIPE(key) (r->key != 0)
+#define WHEN_CAPTURED(key) (r->key != 0)
 #define WHEN_SITE_EVENT(key) (r->key & (GS_SITE_NEW | GS_SITE_EVICTED))
 #define WHEN_EVICTED(key) (r->site_event & GS_SITE_EVICTED)
 #define WHEN_GPU_NS(key) (gpu && gpu->has_gpu_ns)

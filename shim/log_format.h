@@ -88,6 +88,7 @@
   X(route, i32, ENUM(route), ALWAYS, c->route)                                 \
   X(backend, str, STRING, BACKEND, c->backend)                                 \
   X(recipe, i32, ENUM(recipe), RECIPE, c->recipe)                              \
+  X(captured, u32, U64, CAPTURED, c->captured)                                 \
   X(reason, str, STRING, ALWAYS, c->reason)                                    \
   X(status, i32, I64, ALWAYS, c->status)                                       \
   X(status_name, none, OWN(status_name), ALWAYS, c->status)                    \

@@ -113,6 +113,11 @@ static const opt_def options[] = {
     {"GEMMSHIM_FP16_MIN_FLOPS", OPT_U64, "0",
      "GEMMs of fewer flops (2*m*n*k*batch) stay native on the fp16 route, whatever GEMMSHIM_GATE says; 0: no bound",
      &gs_opt.fp16_min_flops, NULL, 0, UINT64_MAX},
+    {"GEMMSHIM_GRAPH_MAX_BYTES", OPT_SIZE, "1G",
+     "most device memory the buffers of routed calls captured into CUDA graphs may hold in all, for as long as each "
+     "graph (its clones, child nodes and instantiations) lives; a captured call that would pass it runs native "
+     "(docs/graphs.md)",
+     &gs_opt.graph_max_bytes, NULL, 0, UINT64_MAX},
     {"GEMMSHIM_POOL_KEEP_BYTES", OPT_SIZE, "256M",
      "device memory the shim's transient pool keeps mapped between calls, per device, for the next call; above it the "
      "pool gives memory back at the next synchronisation (memory kept is memory the framework cannot have)",

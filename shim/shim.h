@@ -150,6 +150,8 @@ typedef struct gs_call {
                         * call_begin); 0 in a zeroed gs_call, which explains itself */
   const void *caller;  /* return address of the hooked call */
   int work_begun;      /* call_work_begin ran: the call's device work started */
+  int captured;        /* a route found the call's stream being captured
+                        * (routes/memory.c): its work was recorded, not run */
   int nvtx_open;       /* an NVTX range is open for the call (nvtx.c) */
   char reason[GS_REASON_MAX]; /* call_begin clears only what precedes it */
   /* GEMMSHIM_LOG_GPU_TIME (gpu_time.c): valid once work_begun, and then
@@ -209,6 +211,7 @@ typedef struct gs_options {
   uint64_t fp16_max_bytes;   /* transient memory one fp16 call may take */
   uint64_t fp16_min_flops;   /* smaller GEMMs stay native on the fp16 route */
   uint64_t pool_keep_bytes;  /* transient pool memory kept mapped between calls, per device */
+  uint64_t graph_max_bytes;  /* what captured calls' buffers may hold in all (routes/graph_mem.c) */
   int log_gpu_time;          /* GEMMSHIM_LOG_GPU_TIME: gpu_ns in the log */
   int compare;               /* GEMMSHIM_COMPARE: routed shapes also run native now and then */
   uint64_t compare_every;    /* ... at each site's first call, then every Nth */

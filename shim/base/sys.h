@@ -90,6 +90,17 @@
     (CUstream s, CUstreamCaptureStatus *st), (s, st))                          \
   X(cuThreadExchangeStreamCaptureMode, CUresult, CUDA_ERROR_UNKNOWN,           \
     (CUstreamCaptureMode *mode), (mode))                                       \
+  X(cuStreamGetCaptureInfo_v2, CUresult, CUDA_ERROR_INVALID_VALUE,             \
+    (CUstream s, CUstreamCaptureStatus *st, cuuint64_t *id, CUgraph *g,        \
+     const CUgraphNode **deps, size_t *ndeps), (s, st, id, g, deps, ndeps))    \
+  X(cuUserObjectCreate, CUresult, CUDA_ERROR_INVALID_VALUE,                    \
+    (CUuserObject *o, void *p, CUhostFn fn, unsigned int refs, unsigned int flags), \
+    (o, p, fn, refs, flags))                                                   \
+  X(cuUserObjectRelease, CUresult, CUDA_ERROR_INVALID_VALUE,                   \
+    (CUuserObject o, unsigned int count), (o, count))                          \
+  X(cuGraphRetainUserObject, CUresult, CUDA_ERROR_INVALID_VALUE,               \
+    (CUgraph g, CUuserObject o, unsigned int count, unsigned int flags),       \
+    (g, o, count, flags))                                                      \
   X(cuMemAlloc_v2, CUresult, CUDA_ERROR_OUT_OF_MEMORY, (CUdeviceptr *p, size_t n), (p, n)) \
   X(cuMemFree_v2, CUresult, CUDA_ERROR_UNKNOWN, (CUdeviceptr p), (p))          \
   X(cuMemFreeAsync, CUresult, CUDA_ERROR_UNKNOWN, (CUdeviceptr p, CUstream s), (p, s)) \

@@ -361,11 +361,15 @@ int route_fp8(gs_call *c) {
   fp8_plan p;
   const char *why = plan(c, rc, &p);
   if (why) return FP8_DECLINE(c, "%s", why);
-  /* In capture, before any state is touched: a captured call would leave
-   * its buffers' memory nodes in the graph (memory.h), and a site's state
-   * must stay what eager calls and replays both see. */
+  /* In capture, before any state is touched: a captured call's buffers
+   * are its graph's (memory.h). The delayed recipe's per-site state lives
+   * on the host (ring parity, site matching, docs/graphs.md): a replay
+   * would not advance it. */
   why = transient_capture_why(c);
   if (why) return FP8_DECLINE(c, "%s", why);
+  if (c->captured && recipe == GS_FP8_RECIPE_DELAYED)
+    return FP8_DECLINE(c, "the delayed recipe is not captured into CUDA graphs: its per-site state (amax history "
+                          "parity, site matching) is kept on the host, and replays would not advance it");
   kernel_ctx kc = route_kernel_ctx(c);
   why = route_kernels_ready(&kc);
   if (why) return FP8_DECLINE(c, "kernels not loaded (%s)", why);

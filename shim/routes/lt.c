@@ -542,6 +542,8 @@ static CUdeviceptr ws_fill(const gs_call *c, unsigned long long sid, const char 
 const char *route_lt_workspace(const gs_call *c, void **ws, size_t *size) {
   *ws = NULL;
   *size = 0;
+  /* A replay may run beside the stream's eager calls (docs/graphs.md). */
+  if (c->captured) return WS_NONE "the call is captured into a CUDA graph, and the stream's workspace serves its eager calls";
   unsigned long long sid;
   if (!c->ctx || !ws_stream_key(c, &sid)) return NULL;
   CUdeviceptr p = 0;

@@ -72,8 +72,9 @@ cublasStatus_t route_lt_matmul(cublasLtHandle_t h, const route_lt_plan *p, const
  * there is none to lend (the matmul then picks among algorithms that need
  * none). Returns NULL, or why a stream that could have one has none (for
  * the call's reason): its allocation failed at its first call (kept, not
- * tried again), or its device's ROUTE_LT_WORKSPACES are taken. Only
- * outside capture (the routes decline in capture first). */
+ * tried again), or its device's ROUTE_LT_WORKSPACES are taken. None for a
+ * captured call (c->captured): replays may run beside the stream's eager
+ * calls. */
 #define ROUTE_LT_WORKSPACE ((size_t)1 << 20)
 /* Per device, for its live contexts (routes/lt.c says why): PyTorch's
  * streams of one device are the default stream and at most

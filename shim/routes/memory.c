@@ -8,9 +8,10 @@
  * Why a pool of the shim's own: the device's default pool gives memory
  * back at every synchronisation (threshold 0), so each training step would
  * map its buffers again, and raising that threshold would change the
- * framework's memory too. Nothing is handed out during graph capture: a
- * graph holding alloc/free nodes cannot be cloned, embedded or
- * instantiated more than once. Without pools, each (context, stream) gets
+ * framework's memory too. Nothing of the pool or the scratch slots is
+ * handed out during graph capture (that memory is shared with eager calls
+ * and would be alloc/free nodes): a captured call's buffer is its graph's
+ * own (graph_mem.c). Without pools, each (context, stream) gets
  * a kept scratch buffer: work on one stream runs in order. A slot is never
  * freed for being idle (the shim does not hear of a stream's end); it
  * passes to another stream ordered on the device. A forked child
@@ -46,51 +47,6 @@ static int device_has_pools(int device) {
     return -1;
   atomic_store_explicit(&pools[device], v ? 1 : 2, memory_order_relaxed);
   return v != 0;
-}
-
-/* ---- memory outside any stream ----------------------------------------------- */
-/* cuMemAlloc and cuMemFree are "potentially unsafe" during stream capture:
- * a thread in the default (global) capture mode may not make them while
- * any other thread has a global-mode capture under way, and the attempt
- * fails with CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED and invalidates that
- * capture (cuda.h, cuThreadExchangeStreamCaptureMode). torch.cuda.graph
- * captures in global mode by default, so a routed call on another thread
- * would break the framework's capture. A thread in relaxed mode "is not
- * prohibited from potentially unsafe API calls"; PyTorch allocates under
- * the same guard for the same reason (c10/cuda/CUDACachingAllocator.cpp,
- * cudaMallocMaybeCapturing with CUDAStreamCaptureModeGuard). The memory is
- * never used by captured work: routes decline on a capturing stream
- * (transient_capture_why) before they allocate. A driver without
- * cuThreadExchangeStreamCaptureMode has no stream capture at all. */
-static int relaxed_enter(CUstreamCaptureMode *saved) {
-  if (!gs_sys.cuThreadExchangeStreamCaptureMode) return 0;
-  *saved = CU_STREAM_CAPTURE_MODE_RELAXED;
-  return GS_CALL(cuThreadExchangeStreamCaptureMode, saved) == CUDA_SUCCESS ? 1 : -1;
-}
-
-static void relaxed_leave(CUstreamCaptureMode saved) {
-  /* Only fails for a driver torn down (cuda.h: DEINITIALIZED and the like):
-   * then no capture is left to protect; the thread keeps relaxed mode. */
-  if (GS_CALL(cuThreadExchangeStreamCaptureMode, &saved) != CUDA_SUCCESS)
-    GS_WARN("cuThreadExchangeStreamCaptureMode failed restoring this thread's capture mode; it stays relaxed");
-}
-
-CUresult mem_alloc_relaxed(CUdeviceptr *p, size_t bytes, int *mode_failed) {
-  CUstreamCaptureMode saved;
-  int entered = relaxed_enter(&saved);
-  *mode_failed = entered < 0;
-  if (entered < 0) return CUDA_ERROR_UNKNOWN;
-  CUresult r = GS_CALL(cuMemAlloc_v2, p, bytes);
-  if (entered) relaxed_leave(saved);
-  return r;
-}
-
-CUresult mem_free_relaxed(CUdeviceptr p) {
-  CUstreamCaptureMode saved;
-  int entered = relaxed_enter(&saved);
-  CUresult r = GS_CALL(cuMemFree_v2, p); /* a failed switch frees anyway: keeping it would leak */
-  if (entered > 0) relaxed_leave(saved);
-  return r;
 }
 
 /* ---- the shim's pools -------------------------------------------------------- */
@@ -402,20 +358,31 @@ static const char *scratch_alloc(gs_call *c, size_t bytes, gs_transient *t) {
 }
 
 /* ---- the interface ---------------------------------------------------------- */
-const char *transient_capture_why(const gs_call *c) {
+const char *transient_capture_why(gs_call *c) {
   /* A driver without cuStreamIsCapturing predates graph capture. Not
    * knowing is not "not capturing". */
   CUstreamCaptureStatus capture = CU_STREAM_CAPTURE_STATUS_NONE;
   if (gs_sys.cuStreamIsCapturing && GS_CALL(cuStreamIsCapturing, (CUstream)c->g.stream, &capture) != CUDA_SUCCESS)
     return "cuStreamIsCapturing failed";
-  return capture != CU_STREAM_CAPTURE_STATUS_NONE ? GS_CAPTURE_DECLINE : NULL;
+  if (capture == CU_STREAM_CAPTURE_STATUS_NONE) return NULL;
+  c->captured = 1;
+  return capture == CU_STREAM_CAPTURE_STATUS_ACTIVE ? NULL : GS_CAPTURE_INVALIDATED;
 }
 
 const char *transient_alloc(gs_call *c, size_t bytes, gs_transient *t) {
   memset(t, 0, sizeof *t);
   t->stream = c->g.stream;
+  graph_mem_reclaim(); /* what destroyed graphs gave back */
   if (bytes == 0) return NULL;
   if (!c->ctx) return "the call's context is unknown";
+  if (c->captured) {
+    const char *why = graph_mem_alloc(c, bytes, &t->ptr);
+    if (!why) {
+      t->bytes = bytes;
+      t->graph = 1;
+    }
+    return why;
+  }
   int has_pools = device_has_pools(c->device);
   if (has_pools < 0) return "cuDeviceGetAttribute(MEMORY_POOLS_SUPPORTED) failed";
   if (has_pools) return pool_alloc(c, bytes, t);
@@ -423,7 +390,9 @@ const char *transient_alloc(gs_call *c, size_t bytes, gs_transient *t) {
 }
 
 void transient_release(gs_transient *t) {
-  if (t->pooled) {
+  if (t->graph) {
+    /* The graph's: its replays use it; it goes with the graph. */
+  } else if (t->pooled) {
     if (t->ptr) GS_CALL(cuMemFreeAsync, t->ptr, (CUstream)t->stream);
   } else if (t->slot) {
     /* Mark this call's last work, for whichever stream takes the slot next. */

@@ -7,6 +7,8 @@
 #include <stdint.h>
 
 #include "../shim.h"
+#include "graph_mem.h"
+#include "mem_relaxed.h"
 
 typedef struct gs_transient {
   CUdeviceptr ptr;
@@ -14,33 +16,22 @@ typedef struct gs_transient {
   void *stream;
   int pooled;  /* 1: from the shim's pool, freed stream-ordered on release */
   void *slot;  /* scratch fallback: the locked slot, unlocked on release */
+  int graph;   /* owned by the graph being captured (graph_mem.c): nothing to release */
 } gs_transient;
 
-/* Why a routed call runs native during graph capture. Its transient
- * buffers would be memory alloc/free nodes (or scratch shared with eager
- * work), and a graph with memory nodes cannot be cloned, used as a child
- * graph (XLA's command buffers do both) or instantiated twice (cuda.h,
- * cuGraphAddMemAllocNode). */
-#define GS_CAPTURE_DECLINE \
-  "stream is being captured (a graph holding the call's buffers could not be cloned, used as a child or instantiated twice)"
-
-/* NULL when c's stream is not being captured; GS_CAPTURE_DECLINE when it
- * is (an invalidated capture is still a capture); else why it cannot be
- * told. A route asks once, before it touches any state of its own. */
-const char *transient_capture_why(const gs_call *c);
-/* bytes of device memory usable on c's stream until transient_release.
- * NULL on success, else why not (nothing to release then). Only after
- * transient_capture_why said NULL for c. */
+/* NULL when the call may go on: its stream is not being captured, or is
+ * (c->captured set: its buffers will be the graph's, graph_mem.c);
+ * GS_CAPTURE_INVALIDATED, or why the status cannot be told. A route asks
+ * once, before it touches any state of its own. */
+const char *transient_capture_why(gs_call *c);
+/* bytes of device memory usable on c's stream until transient_release
+ * (for a captured call: by every replay of the graph). NULL on success,
+ * else why not (nothing to release then). Only after transient_capture_why
+ * said NULL for c. */
 const char *transient_alloc(gs_call *c, size_t bytes, gs_transient *t);
 /* Enqueue the free after everything enqueued so far on the stream. */
 void transient_release(gs_transient *t);
-/* cuMemAlloc / cuMemFree in the current context for memory the shim keeps
- * outside any stream (fp8 rings, cuBLASLt workspaces, scratch buffers),
- * made in relaxed capture mode so that another thread's global-mode capture
- * is neither refused nor invalidated by them. *mode_failed (alloc): 1 when
- * the switch to relaxed mode failed, nothing allocated. */
-CUresult mem_alloc_relaxed(CUdeviceptr *p, size_t bytes, int *mode_failed);
-CUresult mem_free_relaxed(CUdeviceptr p);
+
 /* The calling thread's number, from 1, never reused (a finished thread's
  * per-thread default stream may still be running its last work): what
  * names CU_STREAM_PER_THREAD apart in each thread. */

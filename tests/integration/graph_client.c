@@ -14,6 +14,17 @@
  *                      embedded as a child graph node
  *                      (cuGraphAddChildGraphNode), and instantiated twice,
  *                      each instantiation launched.
+ *   --recipe=two-streams  one graph instantiated twice, the two
+ *                      executables replayed in turn on two streams, eager
+ *                      calls of the layer on a third between them.
+ *   --recipe=cycles=N  N times: capture the layer, instantiate, launch,
+ *                      destroy exec and graph (make_graphed_callables
+ *                      per shape, XLA re-tracing); prints the most device
+ *                      memory in use after any cycle beyond what it was
+ *                      before the first ("cycles n=N grew=BYTES").
+ *   --recipe=beside-global  this thread captures the layer in global mode
+ *                      while another thread holds a global-mode capture of
+ *                      its own: neither capture may be invalidated.
  *   --recipe=fork      an eager call on one stream while the stream the
  *                      layer last ran on is being captured by the program.
  *   --recipe=other-thread  the program's first calls of the layer, on a
@@ -52,6 +63,7 @@ static struct {
   __typeof__(cuGraphCreate) *create;
   __typeof__(cuGraphAddChildGraphNode) *add_child;
   __typeof__(cuStreamIsCapturing) *is_capturing;
+  __typeof__(cuMemGetInfo_v2) *mem_info;
 } gr;
 
 static cublasHandle_t handle;
@@ -279,11 +291,125 @@ static void other_thread_recipe(CUcontext ctx) {
   report("eager", 1, st[1], &W, &X, &Y2);
 }
 
+/* One graph, two executables, replayed in turn on two streams; an eager
+ * call of the layer on a third stream between replays. */
+static void two_streams(void) {
+  CUstream cap, s[2], eager;
+  if (client_drv.cuStreamCreate(&cap, 0) || client_drv.cuStreamCreate(&s[0], 0) ||
+      client_drv.cuStreamCreate(&s[1], 0) || client_drv.cuStreamCreate(&eager, 0))
+    exit(2);
+  mat_fill(&X, 1.0f);
+  int st = gemm(eager, &W, &X, &Y); /* warm-up */
+  client_drv.cuStreamSynchronize(eager);
+  report("eager", 0, st, &W, &X, &Y);
+  CUgraph g = NULL;
+  CUgraphExec e[2] = {0};
+  check("cuStreamBeginCapture_v2", gr.begin(cap, CU_STREAM_CAPTURE_MODE_GLOBAL));
+  if (gemm(cap, &W, &X, &Y)) failures++;
+  check("cuStreamEndCapture", gr.end(cap, &g));
+  check("cuGraphInstantiateWithFlags", gr.instantiate(&e[0], g, 0));
+  check("cuGraphInstantiateWithFlags", gr.instantiate(&e[1], g, 0));
+  for (int step = 0; step < 4; step++) {
+    if (!e[step & 1]) continue;
+    mat_fill(&X, 1.0f);
+    check("cuGraphLaunch", gr.launch(e[step & 1], s[step & 1]));
+    client_drv.cuStreamSynchronize(s[step & 1]);
+    report("replay", step, 0, &W, &X, &Y);
+    mat_fill(&X2, 1.0f);
+    st = gemm(eager, &W, &X2, &Y2);
+    client_drv.cuStreamSynchronize(eager);
+    report("eager", step + 1, st, &W, &X2, &Y2);
+  }
+  for (int i = 0; i < 2; i++)
+    if (e[i]) check("cuGraphExecDestroy", gr.exec_destroy(e[i]));
+  if (g) check("cuGraphDestroy", gr.destroy(g));
+}
+
+/* n capture / launch / destroy cycles; the device memory in use, from
+ * cuMemGetInfo, at its highest after a cycle, beyond what it was before.
+ * Only the last replay's result is printed (the loop is the point). */
+static void cycles(int n) {
+  CUstream s;
+  if (client_drv.cuStreamCreate(&s, 0)) exit(2);
+  mat_fill(&X, 1.0f);
+  int st = gemm(s, &W, &X, &Y); /* warm-up: the route's kernels and handles */
+  client_drv.cuStreamSynchronize(s);
+  report("eager", 0, st, &W, &X, &Y);
+  size_t free0 = 0, total = 0, grew = 0;
+  gr.mem_info(&free0, &total);
+  int bad = 0;
+  for (int i = 0; i < n && !bad; i++) {
+    CUgraph g = NULL;
+    CUgraphExec e = NULL;
+    bad |= gr.begin(s, CU_STREAM_CAPTURE_MODE_GLOBAL) != CUDA_SUCCESS;
+    bad |= gemm(s, &W, &X, &Y) != 0;
+    bad |= gr.end(s, &g) != CUDA_SUCCESS;
+    bad |= !g || gr.instantiate(&e, g, 0) != CUDA_SUCCESS;
+    if (i == n - 1) mat_fill(&X, 1.0f);
+    bad |= !e || gr.launch(e, s) != CUDA_SUCCESS;
+    client_drv.cuStreamSynchronize(s);
+    if (i == n - 1) report("replay", i, 0, &W, &X, &Y);
+    if (e) bad |= gr.exec_destroy(e) != CUDA_SUCCESS;
+    if (g) bad |= gr.destroy(g) != CUDA_SUCCESS;
+    size_t f = 0;
+    gr.mem_info(&f, &total);
+    if (f < free0 && free0 - f > grew) grew = free0 - f;
+  }
+  if (bad) failures++;
+  printf("cycles n=%d status=%d grew=%zu\n", n, bad, grew);
+  /* a call after the last destruction: the shim frees what the graphs gave back */
+  mat_fill(&X2, 1.0f);
+  st = gemm(s, &W, &X2, &Y2);
+  client_drv.cuStreamSynchronize(s);
+  report("eager", 1, st, &W, &X2, &Y2);
+}
+
+/* This thread captures the layer in global mode while the other thread
+ * (other_capture) holds a global-mode capture: the shim's calls for the
+ * captured GEMM (its buffer included) must invalidate neither. */
+static void beside_global(CUcontext ctx) {
+  CUstream t;
+  if (client_drv.cuStreamCreate(&t, CU_STREAM_NON_BLOCKING)) exit(2);
+  mat_fill(&X, 1.0f);
+  int st = gemm(t, &W, &X, &Y); /* warm-up, before the other capture */
+  client_drv.cuStreamSynchronize(t);
+  report("eager", 0, st, &W, &X, &Y);
+  other.ctx = ctx;
+  pthread_t th;
+  if (pthread_create(&th, NULL, other_capture, NULL)) exit(2);
+  other_wait(1);
+  CUgraph g = NULL;
+  CUresult b = gr.begin(t, CU_STREAM_CAPTURE_MODE_GLOBAL);
+  int captured = gemm(t, &W, &X, &Y);
+  CUresult e = gr.end(t, &g);
+  other_phase(2);
+  pthread_join(th, NULL);
+  check("cuStreamBeginCapture_v2", other.begin);
+  check("cuStreamBeginCapture_v2", b);
+  check("cuStreamEndCapture", e);
+  check("cuStreamEndCapture", other.end);
+  if (captured) failures++;
+  CUgraphExec x = NULL;
+  if (g) check("cuGraphInstantiateWithFlags", gr.instantiate(&x, g, 0));
+  mat_fill(&X, 1.0f);
+  if (x) check("cuGraphLaunch", gr.launch(x, t));
+  client_drv.cuStreamSynchronize(t);
+  report("replay", 0, 0, &W, &X, &Y);
+  if (x) check("cuGraphExecDestroy", gr.exec_destroy(x));
+  if (g) check("cuGraphDestroy", gr.destroy(g));
+}
+
 int main(int argc, char **argv) {
   const char *recipe = argc == 2 && !strncmp(argv[1], "--recipe=", 9) ? argv[1] + 9 : "";
+  int ncycles = 0;
+  if (!strncmp(recipe, "cycles=", 7)) {
+    ncycles = atoi(recipe + 7);
+    recipe = ncycles > 0 ? "cycles" : "";
+  }
   if (strcmp(recipe, "pytorch") && strcmp(recipe, "xla") && strcmp(recipe, "fork") &&
-      strcmp(recipe, "other-thread")) {
-    fprintf(stderr, "usage: graph_client --recipe=pytorch|xla|fork|other-thread\n");
+      strcmp(recipe, "other-thread") && strcmp(recipe, "two-streams") && strcmp(recipe, "cycles") &&
+      strcmp(recipe, "beside-global")) {
+    fprintf(stderr, "usage: graph_client --recipe=pytorch|xla|two-streams|cycles=N|beside-global|fork|other-thread\n");
     return 2;
   }
   const char *why = client_driver_load();
@@ -300,12 +426,13 @@ int main(int argc, char **argv) {
     SYM(create, cuGraphCreate);
     SYM(add_child, cuGraphAddChildGraphNode);
     SYM(is_capturing, cuStreamIsCapturing);
+    SYM(mem_info, cuMemGetInfo_v2);
 #undef SYM
   }
   CUdevice dev;
   CUcontext ctx;
   CUstream s;
-  if (why || !cuda || !gr.add_child || !gr.launch || !gr.is_capturing || client_drv.cuInit(0) || client_drv.cuDeviceGet(&dev, 0) ||
+  if (why || !cuda || !gr.add_child || !gr.launch || !gr.is_capturing || !gr.mem_info || client_drv.cuInit(0) || client_drv.cuDeviceGet(&dev, 0) ||
       client_drv.cuDevicePrimaryCtxRetain(&ctx, dev) || client_drv.cuCtxSetCurrent(ctx) ||
       client_drv.cuStreamCreate(&s, 0) || cublasCreate(&handle)) {
     fprintf(stderr, "graph_client: set-up failed: %s\n", why ? why : "driver, graph API or cuBLAS");
@@ -321,6 +448,9 @@ int main(int argc, char **argv) {
   if (!strcmp(recipe, "pytorch")) pytorch(s);
   else if (!strcmp(recipe, "fork")) fork_recipe(s);
   else if (!strcmp(recipe, "other-thread")) other_thread_recipe(ctx);
+  else if (!strcmp(recipe, "two-streams")) two_streams();
+  else if (!strcmp(recipe, "cycles")) cycles(ncycles);
+  else if (!strcmp(recipe, "beside-global")) beside_global(ctx);
   else xla(s);
   cublasDestroy(handle);
   return failures ? 1 : 0;

@@ -374,6 +374,7 @@ static int gemm_run(gemm *x) {
   c->site_flags = 0;
   c->evicted_site = 0;
   c->recipe = 0;
+  c->captured = 0; /* as call_begin clears it (hooks.c) */
   c->reason[0] = 0;
   c->backend = NULL;
   c->decided = GS_ROUTE_FP8;
@@ -984,7 +985,7 @@ static void test_lt_workspace_per_stream(void **state) {
   assert_int_equal(mem_allocs, 0);
   gs_sys.cuMemAlloc_v2 = real_mem_alloc;
   /* ... and so is a failed switch to relaxed capture mode, before any
-   * allocation (memory.c, mem_alloc_relaxed) */
+   * allocation (mem_relaxed.c, mem_alloc_relaxed) */
   CUstream s5;
   assert_int_equal(stream_create(&s5, 0), CUDA_SUCCESS);
   gs_fault_arm(GS_SYS_cuThreadExchangeStreamCaptureMode, 1, 0);
@@ -1288,12 +1289,12 @@ static void test_transient_alloc_failure(void **state) {
 /* ---- capture -------------------------------------------------------------------------------- */
 /* In a graph the parity is fixed: each call quantizes with scale[p] and
  * the scale it published is carried into scale[p] after the GEMM. */
-/* During capture a call declines before its site is looked up: a graph
- * holding its transient buffers' alloc/free nodes could not be cloned, used
- * as a child or instantiated twice (cuda.h, cuGraphAddMemAllocNode), and the
- * site's rings must stay what eager calls see (PyTorch interleaves replays
- * with eager calls of the same layers). Nothing of the site changes, and no
- * site is made for a call first seen in capture. */
+/* During capture a delayed-recipe call declines before its site is looked
+ * up: the site's history parity and matching live on the host, which a
+ * replay would not advance, and the site's rings must stay what eager
+ * calls see (PyTorch interleaves replays with eager calls of the same
+ * layers). Nothing of the site changes, and no site is made for a call
+ * first seen in capture. */
 static void test_capture(void **state) {
   CUresult (*begin)(CUstream, CUstreamCaptureMode);
   CUresult (*end)(CUstream, CUgraph *);
@@ -1315,9 +1316,10 @@ static void test_capture(void **state) {
   gemm_make(&y, &q, 1.0); /* no allocation during capture */
   push(DEV_90);
   assert_int_equal(begin(streams[DEV_90], CU_STREAM_CAPTURE_MODE_GLOBAL), CUDA_SUCCESS);
+  /* the delayed recipe alone stays out of graphs (docs/graphs.md) */
   static const char why[] =
-      "fp8 declined: stream is being captured (a graph holding the call's buffers could not be cloned, "
-      "used as a child or instantiated twice); ran native";
+      "fp8 declined: the delayed recipe is not captured into CUDA graphs: its per-site state (amax history "
+      "parity, site matching) is kept on the host, and replays would not advance it; ran native";
   assert_int_equal(gemm_run(&x), GS_DECLINED);
   assert_string_equal(x.c.reason, why);
   assert_int_equal(gemm_run(&y), GS_DECLINED);
