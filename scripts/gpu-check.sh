@@ -330,13 +330,15 @@ policy_file() { # route -> path of a policy file: route on cublasGemmEx, native 
 step_build() {
   if [ "$MODE" = dry ]; then
     if have clang-19; then run_step build 300 make -j"$(nproc)" BUILD="$BUILD" CUDA="$CUDA" all \
-      "$INTEG/client_linked_cu13" "$INTEG/client_framework" "$INTEG/cu13/libfakeframework.so" "$INTEG/client_xla"
+      "$INTEG/client_linked_cu13" "$INTEG/client_framework" "$INTEG/cu13/libfakeframework.so" "$INTEG/client_xla" \
+      "$INTEG/graph_client_cu13"
     else note "== build: not run (no clang-19): $BUILD_SOURCE"; fi
     run_step build-gpu-programs 120 make -f tests/gpu/gpu.mk BUILD="$BUILD" CUDA="$CUDA"
     return 0
   fi
   if have clang-19; then
-    local targets=(all "$INTEG/client_linked_cu13" "$INTEG/client_framework" "$INTEG/cu13/libfakeframework.so" "$INTEG/client_xla")
+    local targets=(all "$INTEG/client_linked_cu13" "$INTEG/client_framework" "$INTEG/cu13/libfakeframework.so" "$INTEG/client_xla"
+      "$INTEG/graph_client_cu13")
     [ "$MODE" = standin ] && targets+=("$BUILD_DIR/standin/cu13/libcublas.so.13" "$BUILD_DIR/kernels/libgemmshim_kernels_host.so")
     run_step build 300 make -j"$(nproc)" BUILD="$BUILD" CUDA="$CUDA" "${targets[@]}"
     if [ "$LAST_STATUS" = FAIL ]; then
@@ -473,6 +475,44 @@ step_correctness() {
 
 # compute-sanitizer last: the slowest check, and the one a short budget can
 # best do without.
+# CUDA graphs (docs/graphs.md): graph_client's capture patterns with each
+# route forced. Every driver call must succeed (the client's exit status),
+# every eager and replayed result be within the route's tolerance (its
+# "result ... err=E" lines: bf16 output 2^-7, fp8 TransformerEngine's
+# 0.125), and the log show every call on the route, the captured one
+# included ("captured":1, checked by the report's expectation on all
+# records).
+step_graphs() {
+  local -a penv senv
+  mapfile -t penv < <(prog_env)
+  if [ ! -e "$INTEG/graph_client_cu13" ] && [ "$MODE" != dry ]; then
+    record graphs FAIL 0 "graph_client_cu13 not built ($INTEG)"
+    return 0
+  fi
+  local spec name mode tol recipe
+  for spec in ffma:ffma: fp16:fp16: fp8-current:fp8:current fp8-block:fp8:block fp8-mxfp8:fp8:mxfp8; do
+    IFS=: read -r name mode recipe <<<"$spec"
+    if [ "$mode" = fp16 ] && ! fp16_device; then
+      skip_step "graph-$name" "no fp16 tensor cores (compute capability below 7.0)"
+      continue
+    fi
+    tol=0.0078125
+    [ "$mode" = fp8 ] && tol=0.125
+    for pattern in pytorch xla two-streams; do
+      mapfile -t senv < <(shim_env "graph-$name-$pattern")
+      senv+=("GEMMSHIM_MODE=$mode" GEMMSHIM_GATE=off)
+      [ -n "$recipe" ] && senv+=("GEMMSHIM_FP8_RECIPE=$recipe")
+      [ "$mode" = fp16 ] && senv+=("${FP16_ENV[@]}")
+      run_step "graph-$name-$pattern" 60 env "${penv[@]}" "${senv[@]}" bash -c \
+        'out=$("$0" --recipe="$1") || { printf "%s\n" "$out"; exit 1; }; printf "%s\n" "$out"
+         printf "%s\n" "$out" | awk -v tol="$2" '"'"'/^result / { e = $5; sub(/^err=/, "", e)
+           if (e !~ /^[0-9.e+-]+$/ || e + 0 > tol + 0) { print "result over tolerance " tol ": " $0; bad = 1 } }
+           END { exit bad }'"'"'' "$INTEG/graph_client_cu13" "$pattern" "$tol"
+      routes_step "graph-$name-$pattern" --expect "*=$mode"
+    done
+  done
+}
+
 step_memcheck() {
   local -a penv renv
   mapfile -t penv < <(prog_env)
@@ -642,6 +682,8 @@ main() {
   fi
   note "-- correctness"
   step_correctness
+  note "-- CUDA graphs"
+  step_graphs
   if [ "$QUICK" = 1 ]; then
     note "-- memcheck"
     step_memcheck

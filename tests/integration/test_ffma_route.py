@@ -252,30 +252,25 @@ def capture_line(res):
     return " ".join(lines[0][1:])
 
 
-CAPTURE_DECLINE = ("stream is being captured (a graph holding the call's buffers could not be cloned, "
-                   "used as a child or instantiated twice)")
-
-
 @pytest.mark.parametrize("pools", [True, False])
-def test_capture_runs_native(client, standin, tmp_path, pools):
-    """A captured call would leave memory alloc/free nodes in the graph
-    (pool allocations in capture are graph nodes), and a graph holding them
-    cannot be cloned, used as a child graph or instantiated twice (cuda.h,
-    cuGraphAddMemAllocNode); without pools its scratch buffer would be
-    shared with eager work. So the calls outside the capture run ffma,
-    those inside run native with the reason, nothing is allocated inside
-    it, and the graph, launched by the client, gives cuBLAS's results
-    (checked by the client after the launch)."""
+def test_capture_keeps_the_route(client, standin, tmp_path, pools):
+    """Captured calls run ffma in the graph (docs/graphs.md): each gets a
+    buffer of its own from cuMemAlloc, owned by the graph through a user
+    object (cuda.h, cuGraphRetainUserObject), never the pool's or a scratch
+    slot's memory (memory alloc/free nodes would forbid cloning, child
+    nodes and a second instantiation: cuda.h, cuGraphAddMemAllocNode; a
+    scratch slot is shared with eager work). The graph, launched by the
+    client, gives right results (checked by the client after the launch),
+    and destroying it frees the buffers."""
     res = run_client(client, standin, tmp_path, ["--capture-from=2", *CAPTURE_CALLS], env={} if pools else NO_POOLS)
     assert capture_line(res) == "begin=0 end=0 launch=0"
     assert_all_ok(res)
     for rec, call in zip(res.recs, res.calls):
-        if call["name"].startswith("warm"):
-            assert_ffma(rec, call["name"])
-        else:
-            assert_native(rec, CAPTURE_DECLINE, name=call["name"])
+        assert_ffma(rec, call["name"])
+        assert rec.get("captured") == (None if call["name"].startswith("warm") else 1), (call["name"], rec)
     if pools:
         assert res.counts["cuMemAllocFromPoolAsync"] == res.counts["cuMemFreeAsync"] == 2
+    assert res.counts["cuUserObjectCreate"] == res.counts["user_object_destroyed"] == 4, res.counts
 
 
 def test_capture_status_unknown_declines(client, standin, tmp_path):
@@ -290,7 +285,8 @@ def test_capture_status_unknown_declines(client, standin, tmp_path):
     assert_ffma(res.recs[1])
     assert_native(res.recs[2], "cuStreamIsCapturing failed")
     for rec in res.recs[3:]:
-        assert_native(rec, CAPTURE_DECLINE)
+        assert_ffma(rec)
+        assert rec["captured"] == 1, rec
 
 
 # ---- 7. memory bounds ----------------------------------------------------------------------
