@@ -190,6 +190,21 @@ def test_bound_on_graph_memory(graph_client, standin, tmp_path):
     assert c["cuUserObjectCreate"] == 0 and c["cuMemAlloc_v2"] == CLIENT_BUFFERS, c
 
 
+def test_captured_call_is_neither_timed_nor_compared(graph_client, standin, tmp_path):
+    """GEMMSHIM_COMPARE (GPU time on): the captured call's work runs at
+    replays, where the shim is not called, so it has no GPU time (events
+    recorded in a capture would become nodes of the program's graph) and
+    is not compared; the record says both. The first eager call is
+    compared as before."""
+    r, recs, c = run_recipe(graph_client, standin, tmp_path, "pytorch", "ffma", "6.1", {"GEMMSHIM_COMPARE": "1"})
+    assert_results(r, "ffma")
+    rec = recs[3]
+    assert rec["captured"] == 1 and rec["route"] == "ffma", rec
+    assert rec["reason"] == "GEMMSHIM_MODE=ffma; compare skipped: captured into a CUDA graph", rec
+    assert rec["gpu_skipped"] == "graph capture" and "gpu_ns" not in rec and "native_gpu_ns" not in rec, rec
+    assert "native_gpu_ns" in recs[0] and all("gpu_ns" in x for x in recs[:3] + recs[4:]), recs
+
+
 def test_capture_destroy_cycles_bounded_memory(graph_client, standin, tmp_path):
     """2000 capture / instantiate / launch / destroy cycles (a framework
     re-capturing per shape): each cycle's buffer is freed at the next
