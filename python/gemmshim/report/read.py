@@ -78,7 +78,7 @@ _STR, _INT, _NUM = ((str,), "a string"), ((int,), "an integer"), ((int, float), 
 _STR_OR_NULL = ((str, type(None)), "a string")
 FIELD_TYPES = {
     **dict.fromkeys(("seq", "tid", "m", "n", "k", "batch", "lda", "ldb", "ldc", "ldd", "stride_a", "stride_b",
-                     "stride_c", "algo", "device", "status"), _INT),
+                     "stride_c", "algo", "device", "status", "captured"), _INT),
     **dict.fromkeys(("t_ns", "dur_ns", "gpu_ns", "gpu_ns_kernels", "native_gpu_ns", "gpu_t_ns"), _NUM),
     **dict.fromkeys(("api", "route", "decided", "reason", "status_name", "site", "stream", "transa", "transb",
                      "a_type", "b_type", "c_type", "d_type", "compute_type", "scale_type", "epilogue",
