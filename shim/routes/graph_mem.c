@@ -54,13 +54,17 @@ static void graph_buf_released(void *p) {
   while (!atomic_compare_exchange_weak_explicit(&released, &head, b, memory_order_release, memory_order_relaxed));
 }
 
-/* Free b's memory in its context, if that still lives. */
+/* Free b's memory in its context, if that still lives: the context's id
+ * is asked first (as gpu_time.c asks of its events' contexts), so a
+ * destroyed or reset context is never made current. */
 static void graph_buf_unmap(const graph_buf *b) {
-  if (!b->ptr || GS_CALL(cuCtxPushCurrent_v2, (CUcontext)b->ctx) != CUDA_SUCCESS) return;
+  if (!b->ptr) return;
   unsigned long long id = 0;
-  int same = !b->ctx_id ||
-             (gs_sys.cuCtxGetId && GS_CALL(cuCtxGetId, (CUcontext)b->ctx, &id) == CUDA_SUCCESS && id == b->ctx_id);
-  if (same && mem_free_relaxed(b->ptr) != CUDA_SUCCESS)
+  if (b->ctx_id && gs_sys.cuCtxGetId &&
+      (GS_CALL(cuCtxGetId, (CUcontext)b->ctx, &id) != CUDA_SUCCESS || id != b->ctx_id))
+    return; /* the memory went with its context */
+  if (GS_CALL(cuCtxPushCurrent_v2, (CUcontext)b->ctx) != CUDA_SUCCESS) return;
+  if (mem_free_relaxed(b->ptr) != CUDA_SUCCESS)
     GS_WARN("cuMemFree of a CUDA graph's released buffer (%zu bytes) failed; it stays allocated", b->bytes);
   CUcontext popped;
   GS_CALL(cuCtxPopCurrent_v2, &popped);
