@@ -25,6 +25,12 @@
  *   --recipe=beside-global  this thread captures the layer in global mode
  *                      while another thread holds a global-mode capture of
  *                      its own: neither capture may be invalidated.
+ *   --recipe=ctx-reset  a graph with a captured call replayed, then the
+ *                      primary context reset (cudaDeviceReset) with graph
+ *                      and executable still alive: the reset destroys them
+ *                      and the memory they held ("Destroy all allocations
+ *                      and reset all state on the primary context", CUDA
+ *                      driver API, cuDevicePrimaryCtxReset).
  *   --recipe=fork      an eager call on one stream while the stream the
  *                      layer last ran on is being captured by the program.
  *   --recipe=other-thread  the program's first calls of the layer, on a
@@ -64,6 +70,7 @@ static struct {
   __typeof__(cuGraphAddChildGraphNode) *add_child;
   __typeof__(cuStreamIsCapturing) *is_capturing;
   __typeof__(cuMemGetInfo_v2) *mem_info;
+  __typeof__(cuDevicePrimaryCtxReset_v2) *ctx_reset;
 } gr;
 
 static cublasHandle_t handle;
@@ -399,6 +406,27 @@ static void beside_global(CUcontext ctx) {
   if (g) check("cuGraphDestroy", gr.destroy(g));
 }
 
+static void ctx_reset(CUdevice dev) {
+  CUstream s;
+  if (client_drv.cuStreamCreate(&s, 0)) exit(2);
+  mat_fill(&X, 1.0f);
+  int st = gemm(s, &W, &X, &Y);
+  client_drv.cuStreamSynchronize(s);
+  report("eager", 0, st, &W, &X, &Y);
+  CUgraph g = NULL;
+  CUgraphExec e = NULL;
+  check("cuStreamBeginCapture_v2", gr.begin(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
+  if (gemm(s, &W, &X, &Y)) failures++;
+  check("cuStreamEndCapture", gr.end(s, &g));
+  check("cuGraphInstantiateWithFlags", gr.instantiate(&e, g, 0));
+  mat_fill(&X, 1.0f);
+  check("cuGraphLaunch", gr.launch(e, s));
+  client_drv.cuStreamSynchronize(s);
+  report("replay", 0, 0, &W, &X, &Y);
+  check("cuDevicePrimaryCtxReset_v2", gr.ctx_reset ? gr.ctx_reset(dev) : CUDA_ERROR_NOT_FOUND);
+  /* graph, executable, stream and matrices went with the context */
+}
+
 int main(int argc, char **argv) {
   const char *recipe = argc == 2 && !strncmp(argv[1], "--recipe=", 9) ? argv[1] + 9 : "";
   int ncycles = 0;
@@ -408,8 +436,9 @@ int main(int argc, char **argv) {
   }
   if (strcmp(recipe, "pytorch") && strcmp(recipe, "xla") && strcmp(recipe, "fork") &&
       strcmp(recipe, "other-thread") && strcmp(recipe, "two-streams") && strcmp(recipe, "cycles") &&
-      strcmp(recipe, "beside-global")) {
-    fprintf(stderr, "usage: graph_client --recipe=pytorch|xla|two-streams|cycles=N|beside-global|fork|other-thread\n");
+      strcmp(recipe, "beside-global") && strcmp(recipe, "ctx-reset")) {
+    fprintf(stderr,
+            "usage: graph_client --recipe=pytorch|xla|two-streams|cycles=N|beside-global|ctx-reset|fork|other-thread\n");
     return 2;
   }
   const char *why = client_driver_load();
@@ -427,6 +456,7 @@ int main(int argc, char **argv) {
     SYM(add_child, cuGraphAddChildGraphNode);
     SYM(is_capturing, cuStreamIsCapturing);
     SYM(mem_info, cuMemGetInfo_v2);
+    SYM(ctx_reset, cuDevicePrimaryCtxReset_v2);
 #undef SYM
   }
   CUdevice dev;
@@ -451,6 +481,7 @@ int main(int argc, char **argv) {
   else if (!strcmp(recipe, "two-streams")) two_streams();
   else if (!strcmp(recipe, "cycles")) cycles(ncycles);
   else if (!strcmp(recipe, "beside-global")) beside_global(ctx);
+  else if (!strcmp(recipe, "ctx-reset")) ctx_reset(dev);
   else xla(s);
   cublasDestroy(handle);
   return failures ? 1 : 0;

@@ -205,6 +205,24 @@ def test_captured_call_is_neither_timed_nor_compared(graph_client, standin, tmp_
     assert "native_gpu_ns" in recs[0] and all("gpu_ns" in x for x in recs[:3] + recs[4:]), recs
 
 
+def test_context_reset_takes_the_graphs_buffer_with_it(graph_client, standin, tmp_path):
+    """The primary context reset (cudaDeviceReset) while a graph holding a
+    captured call's buffer is alive: the reset destroys the graph, its
+    executable and every allocation of the context (CUDA driver API,
+    cuDevicePrimaryCtxReset: "Destroy all allocations and reset all state
+    on the primary context"), and the user object's destructor runs. The
+    shim sees the context's new id (cuCtxGetId) and only forgets the
+    buffer: no cuMemFree of memory that is gone, no warning."""
+    r, recs, c = run_recipe(graph_client, standin, tmp_path, "ctx-reset", "ffma", "6.1", {})
+    assert [(d["fn"], d["status"]) for d in parse(r, "driver")] == [
+        ("cuStreamBeginCapture_v2", "0"), ("cuStreamEndCapture", "0"), ("cuGraphInstantiateWithFlags", "0"),
+        ("cuGraphLaunch", "0"), ("cuDevicePrimaryCtxReset_v2", "0")], r.describe()
+    assert_results(r, "ffma")
+    assert recs[1]["captured"] == 1 and recs[1]["route"] == "ffma", recs
+    assert c["user_object_destroyed"] == 1 and c["cuMemFree_v2"] == 0, c
+    assert "WARN" not in r.stderr and "standin:" not in r.stderr, r.describe()
+
+
 def test_capture_destroy_cycles_bounded_memory(graph_client, standin, tmp_path):
     """2000 capture / instantiate / launch / destroy cycles (a framework
     re-capturing per shape): each cycle's buffer is freed at the next
