@@ -7,7 +7,8 @@ reaching the injected call (the shim's exit report says "0 failed").
 
 The operation is ffma_client_cu13 with one GEMM through each of the seven
 hooked entry points, and a second cublasGemmEx at the same call site (an
-fp8 site's steady state), under the preloaded shim with a policy file, a
+fp8 site's steady state; route "ffma graph" captures that last call into
+a CUDA graph), under the preloaded shim with a policy file, a
 routing log whose name holds %h and INFO debug output, over the CPU
 stand-in. Every result is
 checked by the client against float64 (--fp8: fp8 tolerance and SQNR).
@@ -73,6 +74,11 @@ ROUTES = OrderedDict(
     [
         ("native", ({"STANDIN_CC": "8.0", "GEMMSHIM_MODE": "native"}, [])),
         ("ffma", ({"STANDIN_CC": "6.1", "GEMMSHIM_MODE": "ffma", "GEMMSHIM_GATE": "off"}, [])),
+        # the last call captured into a CUDA graph (global mode), the graph
+        # launched and destroyed (docs/graphs.md: the call's buffer owned by
+        # the graph through a user object, freed at exit)
+        ("ffma graph", ({"STANDIN_CC": "6.1", "GEMMSHIM_MODE": "ffma", "GEMMSHIM_GATE": "off"},
+                        ["--capture-from=7"])),
         ("ffma no-pools", ({"STANDIN_CC": "6.1", "GEMMSHIM_MODE": "ffma", "GEMMSHIM_GATE": "off",
                              "STANDIN_NO_POOLS": "1"}, [])),
         ("fp8 own", ({"STANDIN_CC": "6.1", "GEMMSHIM_MODE": "fp8"}, ["--fp8"])),
