@@ -68,6 +68,7 @@ typedef struct gs_fp8_quantize_args {
   gs_fp8_q_operand op[2];
   int32_t parity;        /* quantize with scale[parity] */
   int32_t operands;      /* 1 or 2 */
+  struct gs_fp8_op_stats *stats[2]; /* op[i]'s counters (fp8_stats.h), NULL: not counted */
 } gs_fp8_quantize_args;
 
 /* GEMM: 64 x 64 output tiles, k in steps of 32, 256 threads each owning a
@@ -150,11 +151,11 @@ typedef struct gs_fp8_bq_args {
 /* The layouts must not depend on the compiler: checked in every build
  * (gcc for the launchers, clang for the device, g++ for the host kernels). */
 #if defined(__cplusplus)
-static_assert(sizeof(gs_fp8_quantize_args) == 200, "gs_fp8_quantize_args has padding");
+static_assert(sizeof(gs_fp8_quantize_args) == 216, "gs_fp8_quantize_args has padding");
 static_assert(sizeof(gs_fp8_gemm_args) == 192, "gs_fp8_gemm_args has padding");
 static_assert(sizeof(gs_fp8_bq_args) == 72, "gs_fp8_bq_args has padding");
 #else
-_Static_assert(sizeof(gs_fp8_quantize_args) == 200, "gs_fp8_quantize_args has padding");
+_Static_assert(sizeof(gs_fp8_quantize_args) == 216, "gs_fp8_quantize_args has padding");
 _Static_assert(sizeof(gs_fp8_gemm_args) == 192, "gs_fp8_gemm_args has padding");
 _Static_assert(sizeof(gs_fp8_bq_args) == 72, "gs_fp8_bq_args has padding");
 #endif

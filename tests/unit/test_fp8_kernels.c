@@ -42,6 +42,7 @@
 #include "base.h"
 #include "../../kernels/fp8_convert.h"
 #include "../../kernels/fp8_kernels.h"
+#include "../../kernels/fp8_stats.h"
 #include "../../kernels/module.h"
 #include "../standin/standin_kernel.h"
 #include "resolve.h"
@@ -550,8 +551,8 @@ static void test_quantize_persistent_grid(void **state) {
   ring_model ma, mb;
   gs_fp8_ring *ra = ring_new(&ma, 4, GS_FP8_E4M3, 1.0f), *rb = ring_new(&mb, 4, GS_FP8_E4M3, 1.0f);
   uint8_t *a8 = dst_alloc(1280 * 1300), *b8 = dst_alloc(640 * 640);
-  const fp8_operand ops[2] = {{CUDA_R_16BF, a.p, 1280, 1300, 1280, 0, 1, 0, 0, a8, ra},
-                              {CUDA_R_16BF, b.p, 640, 640, 640, 0, 1, 0, 1, b8, rb}};
+  const fp8_operand ops[2] = {{CUDA_R_16BF, a.p, 1280, 1300, 1280, 0, 1, 0, 0, a8, ra, NULL},
+                              {CUDA_R_16BF, b.p, 640, 640, 640, 0, 1, 0, 1, b8, rb, NULL}};
   grid_launch_real = gs_sys.cuLaunchKernel;
   gs_sys.cuLaunchKernel = grid_launch;
   grid_seen = 0;
@@ -925,7 +926,7 @@ static CUresult golden_quantize_pair(CUcontext c, const golden_operand *const g[
   fp8_operand ops[2];
   for (int i = 0; i < 2; i++)
     ops[i] = (fp8_operand){g[i]->type, src[i], g[i]->rows, g[i]->cols, g[i]->ld, g[i]->stride, g[i]->batch,
-                           g[i]->trans, i, dst[i], ring[i]};
+                           g[i]->trans, i, dst[i], ring[i], NULL};
   golden_launch_real = gs_sys.cuLaunchKernel;
   gs_sys.cuLaunchKernel = golden_launch;
   golden_launches = 0;
@@ -1077,9 +1078,9 @@ static void test_quantize_geometry(void **state) {
     const int64_t ar = shapes[i].ta ? k : m, ac = shapes[i].ta ? m : k;
     const int64_t br = shapes[i].tb ? n : k, bc = shapes[i].tb ? k : n;
     const fp8_operand ops[2] = {
-        {CUDA_R_16BF, p, ar, ac, ar, ar * ac, batch, shapes[i].ta, 0, (uint8_t *)p + 0x40000000, rings[0]},
+        {CUDA_R_16BF, p, ar, ac, ar, ar * ac, batch, shapes[i].ta, 0, (uint8_t *)p + 0x40000000, rings[0], NULL},
         {CUDA_R_16BF, p + 0x20000000, br, bc, br, br * bc, batch, shapes[i].tb, 1, (uint8_t *)p + 0x60000000,
-         rings[1]},
+         rings[1], NULL},
     };
     golden_launches = 0;
     assert_int_equal(fp8_quantize_operands(KERNEL_CTX(ctx), NULL, ops, 2, 0), CUDA_SUCCESS);
@@ -1108,6 +1109,75 @@ static void test_quantize_sm89(void **state) {
   test_quantize_specials(state);
   test_quantize_many_blocks(state);
   test_ring_state_machine(state);
+  qctx = ctx;
+}
+
+/* fp8 statistics (kernels/fp8_stats.h, docs/log-format.md "fp8
+ * statistics"): A and B quantized in one launch with a step of 0.5, as the
+ * delayed recipe quantizes with the scale of a history smaller than this
+ * call's values. The counts are taken from the definitions here, element
+ * by element: saturated = not NaN and |x / step| above the format's
+ * largest finite value (OCP 8-bit Floating Point Specification v1.0: E4M3
+ * 448, E5M2 57344), infinities included; flushed = finite, non-zero, and
+ * encoded as +-0. Values at, just below and above both formats' limits,
+ * tiny ones at and around half the smallest subnormal (E4M3 2^-9, E5M2
+ * 2^-16) times the step, zeros, infinities and a NaN in A; several blocks
+ * and partial tiles; on the sm_61 and the sm_89 kernels. amax is the
+ * operand's (NaN in A), the step the one used. A NULL pointer counts
+ * nothing (the other tests pass it). */
+static void test_quantize_stats(void **state) {
+  (void)state;
+  static const float values[] = {0.0f, -0.0f, 1.0f, -3.0f, 224.0f, 225.0f, -300.0f, 28672.0f, 28673.0f,
+                                 -1e5f, 0x1p-11f, 0x1p-12f, -0x1.2p-11f, 0x1p-18f, 0x1p-17f, 0x1.1p-18f, INFINITY,
+                                 -INFINITY};
+  const int nv = (int)(sizeof values / sizeof values[0]);
+  for (int dev = 0; dev < 2; dev++)
+    for (int fmt = 0; fmt < 2; fmt++) {
+      qctx = dev ? ctx90 : ctx;
+      smat m[2];
+      smat_make(&m[0], CUDA_R_16BF, 200, 130, 200, 0, 1, 1.0);
+      smat_make(&m[1], CUDA_R_16BF, 70, 90, 72, 0, 1, 1.0);
+      uint64_t want_sat[2] = {0, 0}, want_flush[2] = {0, 0};
+      for (int o = 0; o < 2; o++)
+        for (int64_t c = 0; c < m[o].cols; c++)
+          for (int64_t r = 0; r < m[o].rows; r++) {
+            float x = values[rng_below((unsigned)nv)];
+            if (o == 0 && r == 7 && c == 100) x = NAN;
+            smat_put(&m[o], 0, r, c, x);
+            x = smat_get(&m[o], 0, r, c); /* as bf16 stored it */
+            if (x != x) continue;
+            const float q = x / 0.5f;
+            const uint8_t code = gs_f32_to_fp8_sat(q, fmt);
+            want_sat[o] += fabsf(q) > (fmt ? 57344.0f : 448.0f);
+            want_flush[o] += x != 0 && !isinf(x) && (code & 0x7F) == 0;
+          }
+      assert_true(want_sat[0] > 0 && want_sat[1] > 0 && want_flush[0] > 0 && want_flush[1] > 0);
+      ring_model rm[2];
+      gs_fp8_ring *ring[2];
+      uint8_t *dst[2];
+      for (int o = 0; o < 2; o++) {
+        ring[o] = ring_new(&rm[o], 4, fmt, 1.0f);
+        ring[o]->scale[0][0] = 0.5f;
+        dst[o] = dst_alloc(m[o].rows * m[o].cols);
+      }
+      gs_fp8_stats *st = dev_alloc(sizeof *st);
+      memset(st, 0, sizeof *st);
+      const fp8_operand ops[2] = {
+          {CUDA_R_16BF, m[0].p, 200, 130, 200, 0, 1, 0, 0, dst[0], ring[0], &st->op[0]},
+          {CUDA_R_16BF, m[1].p, 70, 90, 72, 0, 1, 1, 1, dst[1], ring[1], &st->op[1]},
+      };
+      assert_int_equal(fp8_quantize_operands(KERNEL_CTX(qctx), NULL, ops, 2, 0), CUDA_SUCCESS);
+      for (int o = 0; o < 2; o++) {
+        check_quantized(&m[o], o, o, dst[o], 0.5f, fmt, "stats");
+        assert_int_equal(st->op[o].saturated, want_sat[o]);
+        assert_int_equal(st->op[o].flushed, want_flush[o]);
+        assert_true(st->op[o].step == 0.5f);
+      }
+      assert_true(st->op[0].amax > 0x7F800000u); /* the NaN */
+      assert_int_equal(st->op[1].amax, 0x7F800000u); /* an infinity */
+      for (int o = 0; o < 2; o++) dev_free(dst[o]), dev_free(ring[o]), dev_free(m[o].p);
+      dev_free(st);
+    }
   qctx = ctx;
 }
 
@@ -1795,6 +1865,7 @@ int main(void) {
       cmocka_unit_test(test_quantize_empty),
       cmocka_unit_test(test_quantize_golden),
       cmocka_unit_test(test_quantize_sm89),
+      cmocka_unit_test(test_quantize_stats),
       cmocka_unit_test(test_quantize_geometry),
       cmocka_unit_test(test_quantize_argument_checks),
       cmocka_unit_test(test_gemm_shapes),

@@ -1,0 +1,109 @@
+"""fp8 statistics of compared calls (docs/log-format.md, "fp8 statistics";
+kernels/fp8_stats.h, shim/routes/fp8_stats.c), over the stand-in.
+
+Operands are built from 8 explicit values (ffma_client's apat/bpat: each
+value fills an eighth of op(A), op(B)), so the counts are known exactly:
+
+- saturated: |x * scale| above the format's largest finite value before
+  the encoder clamps it, E4M3 448 (OCP 8-bit Floating Point Specification
+  v1.0, table 1; TransformerEngine casts with saturation, as cvt.satfinite
+  does, PTX ISA);
+- flushed: a non-zero x whose code is zero: |x * scale| at most half of
+  E4M3's smallest subnormal 2^-9 (round to nearest even), so below
+  2^-10 / scale.
+
+The current recipe's scale is TransformerEngine's Float8CurrentScaling one,
+compute_scale_from_amax in transformer_engine/common/recipe/
+recipe_common.cuh: scale = fp8_max / amax; nothing saturates under it. The
+delayed recipe (TransformerEngine's DelayedScaling) quantizes with the scale
+of the previous call's amax history, so a call whose values are larger than
+the history's saturates."""
+
+import numpy as np
+import pytest
+
+from harness import CLIENT_DIR, read_log, require_built, run
+
+ENV = {"STANDIN_CC": "9.0", "GEMMSHIM_MODE": "fp8", "GEMMSHIM_GATE": "off", "GEMMSHIM_COMPARE": "1",
+       "GEMMSHIM_COMPARE_EVERY": "1"}
+M = N = K = 64
+ELEMS = M * K  # op(A) and op(B) (K x N) have as many elements; each value an eighth
+TINY = 2.0 ** -17  # bf16-exact
+TINIER = 2.0 ** -19
+
+
+@pytest.fixture(scope="module")
+def client(shim):
+    path = CLIENT_DIR / "ffma_client_cu13"
+    require_built([path])
+    return path
+
+
+def gemm(name, apat, bpat):
+    return (f"--gemm=name={name},m={M},n={N},k={K},beta=0,ab=bf16,c=fp32,pad=0,"
+            f"apat={':'.join(map(repr, apat))},bpat={':'.join(map(repr, bpat))}")
+
+
+def routed(client, standin, tmp_path, args, env):
+    log = tmp_path / "stats.jsonl"
+    r = run([client, *args, f"--wait-log={log}"], standin[13], shim=True, env={**ENV, **env, "GEMMSHIM_LOG": str(log)})
+    # Saturated and flushed values are wrong by design: the client's
+    # accuracy verdict (ok) is not asked for, only that every call ran.
+    assert "standin:" not in r.stderr and [c["status"] for c in r.calls] == ["0"] * len(args), r.describe()
+    recs = read_log(log)
+    assert [x["route"] for x in recs] == ["fp8"] * len(args), recs
+    return recs
+
+
+def f32(x):
+    return float(np.float32(x))
+
+
+def te_scale_step(amax, fmt_max=448.0):
+    """The kernels divide by the step amax / fmt_max (fp32); the log's scale
+    is its reciprocal rounded to fp32. TE's own scale, fp8_max / amax in
+    fp32, is within one fp32 rounding of it."""
+    step = np.float32(amax) / np.float32(fmt_max)
+    return float(np.float32(1.0 / np.float64(step)))
+
+
+def test_current_recipe_amax_and_scale_exact_nothing_saturates(client, standin, tmp_path):
+    # A: amax 3 (not a power of two: the scale 448/3 is inexact); 2^-19
+    # flushes (2^-19 * 448/3 < 2^-10), 2^-17 does not (2^-17 * 448/3 >
+    # 2^-10 rounds up to the smallest subnormal).
+    a = [3.0, -1.5, 0.25, TINIER, 1.0, -2.0, TINY, 0.75]
+    b = [1.0, -0.5, 0.25, 0.125, -1.0, 0.5, 0.375, 0.625]
+    (rec,) = routed(client, standin, tmp_path, [gemm("c", a, b)], {"GEMMSHIM_FP8_RECIPE": "current"})
+    assert rec["recipe"] == "current", rec
+    assert (rec["a_amax"], rec["b_amax"]) == (3.0, 1.0), rec
+    assert f32(rec["a_scale"]) == te_scale_step(3.0) and abs(rec["a_scale"] - 448 / 3) <= 448 / 3 * 2 ** -23, rec
+    assert f32(rec["b_scale"]) == te_scale_step(1.0), rec
+    assert (rec["a_elems"], rec["b_elems"]) == (ELEMS, ELEMS), rec
+    assert (rec["a_sat"], rec["b_sat"]) == (0, 0), rec
+    assert (rec["a_flush"], rec["b_flush"]) == (ELEMS // 8, 0), rec
+
+
+def test_delayed_first_call_scales_from_its_own_amax(client, standin, tmp_path):
+    # A site's first call runs an amax pass and quantizes with its own
+    # scale (TransformerEngine's DelayedScaling with an empty history
+    # starts from the call's amax): amax 7 gives the step 7/448 = 1/64
+    # exactly, scale 64; 7.0 lands exactly on 448 and does not count;
+    # 2^-17 * 64 = 2^-11 < 2^-10 flushes. A step smaller than a later
+    # call's amax (saturation) is checked on the kernels themselves:
+    # tests/unit/test_fp8_kernels.c, test_quantize_stats.
+    a = [7.0, 1.0, -1.0, 0.5, 2.0, -3.0, TINY, 4.0]
+    b = [7.0, -1.0, 0.5, 0.25, 1.0, -2.0, 3.0, 0.125]
+    (rec,) = routed(client, standin, tmp_path, [gemm("d", a, b)], {"GEMMSHIM_FP8_RECIPE": "delayed"})
+    assert rec["recipe"] == "delayed", rec
+    assert (rec["a_amax"], rec["a_scale"], rec["a_elems"], rec["a_sat"], rec["a_flush"]) == (
+        7.0, 64.0, ELEMS, 0, ELEMS // 8), rec
+    assert (rec["b_amax"], rec["b_scale"], rec["b_sat"], rec["b_flush"]) == (7.0, 64.0, 0, 0), rec
+
+
+def test_calls_not_compared_carry_no_statistics(client, standin, tmp_path):
+    a = [7.0, 1.0, -1.0, 0.5, 2.0, -3.0, 0.25, 4.0]
+    recs = routed(client, standin, tmp_path, [gemm("x", a, a), gemm("y", a, a)],
+                  {"GEMMSHIM_FP8_RECIPE": "current", "GEMMSHIM_COMPARE_EVERY": "2"})
+    # The site's first call is compared, its second is not (every 2nd).
+    assert "a_amax" in recs[0] and "native_gpu_ns" in recs[0], recs
+    assert not any(k.startswith(("a_", "b_")) and k not in ("a_type", "b_type") for k in recs[1]), recs[1]
