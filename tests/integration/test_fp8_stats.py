@@ -107,3 +107,33 @@ def test_calls_not_compared_carry_no_statistics(client, standin, tmp_path):
     # The site's first call is compared, its second is not (every 2nd).
     assert "a_amax" in recs[0] and "native_gpu_ns" in recs[0], recs
     assert not any(k.startswith(("a_", "b_")) and k not in ("a_type", "b_type") for k in recs[1]), recs[1]
+
+
+def test_report_fp8_statistics_per_site(client, standin, tmp_path):
+    """gemmshim report: per site, recipe and shape, the compared calls and
+    each operand's largest amax, smallest scale, worst fractions (of one
+    call) and totals, from the records above; most saturated first."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    from harness import ROOT
+    a = [3.0, -1.5, 0.25, TINIER, 1.0, -2.0, TINY, 0.75]
+    b = [1.0, -0.5, 0.25, 0.125, -1.0, 0.5, 0.375, 0.625]
+    recs = routed(client, standin, tmp_path, [gemm("r1", a, b), gemm("r2", a, b)],
+                  {"GEMMSHIM_FP8_RECIPE": "current"})
+    assert recs[0]["site"] == recs[1]["site"], recs
+    env = dict(os.environ, PYTHONPATH=str(ROOT / "python"))
+    p = subprocess.run([sys.executable, "-m", "gemmshim.report", str(tmp_path / "stats.jsonl"), "--json", "-"],
+                       env=env, capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr
+    assert json.loads(p.stdout)["fp8_stats"] == [{
+        "site": recs[0]["site"], "recipe": "current", "shape": "64x64x64 bf16->fp32", "compared": 2,
+        "a_amax_max": 3.0, "a_scale_min": recs[0]["a_scale"], "a_sat_worst": 0.0, "a_flush_worst": 0.125,
+        "a_elems": 2 * ELEMS, "a_sat": 0, "a_flush": 2 * ELEMS // 8,
+        "b_amax_max": 1.0, "b_scale_min": recs[0]["b_scale"], "b_sat_worst": 0.0, "b_flush_worst": 0.0,
+        "b_elems": 2 * ELEMS, "b_sat": 0, "b_flush": 0}]
+    text = subprocess.run([sys.executable, "-m", "gemmshim.report", str(tmp_path / "stats.jsonl")], env=env,
+                          capture_output=True, text=True).stdout
+    assert "fp8 statistics of compared calls" in text and "12.5%" in text, text
