@@ -435,7 +435,7 @@ GS_FP8_UNROLL
   if (tid == 0) fp8_fold<MODE>(ring, parity, s_slots_amax, s_others_amax, pos);
   if (tid == 0 && stats) {
     stats->amax = s_slots_amax;
-    stats->step = scale;
+    stats->step = gs_f32_bits(scale);
   }
 }
 

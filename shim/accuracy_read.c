@@ -184,7 +184,12 @@ void fp8_stats_summarise(const gs_fp8_stats *s, gs_gpu_time *t) {
     t->fp8[i].saturated = o->saturated;
     t->fp8[i].flushed = o->flushed;
     memcpy(&t->fp8[i].amax, &o->amax, sizeof o->amax);
-    t->fp8[i].step = o->step;
+    memcpy(&t->fp8[i].step, &o->step, sizeof o->step);
+    /* The keys (kernels/fp8_stats.h): fraction above, 2^32 - 1 - index below. */
+    t->fp8[i].worst_sat = (double)(o->worst_sat >> 32) / 4294967296.0;
+    t->fp8[i].worst_flush = (double)(o->worst_flush >> 32) / 4294967296.0;
+    t->fp8[i].worst_sat_block = 0xFFFFFFFFull - (o->worst_sat & 0xFFFFFFFFull);
+    t->fp8[i].worst_flush_block = 0xFFFFFFFFull - (o->worst_flush & 0xFFFFFFFFull);
   }
   t->has_fp8 = 1;
 }

@@ -446,6 +446,19 @@ static void put_fp8_scale(json_out *o, float step, int ck) {
   }                                                                                                        \
   FMT_INLINE void fmt_##x##_flush(json_out *o, const log_rec *r, const gs_gpu_time *gpu, int ck) {         \
     put_u64(o, gpu->fp8[i].flushed, ck);                                                                   \
+  }                                                                                                        \
+  FMT_INLINE void fmt_##x##_worst_sat(json_out *o, const log_rec *r, const gs_gpu_time *gpu, int ck) {     \
+    put_figure(o, gpu->fp8[i].worst_sat, "%.6g", ck);                                                     \
+  }                                                                                                        \
+  FMT_INLINE void fmt_##x##_worst_sat_block(json_out *o, const log_rec *r, const gs_gpu_time *gpu, int ck) { \
+    put_u64(o, gpu->fp8[i].worst_sat_block, ck);                                                           \
+  }                                                                                                        \
+  FMT_INLINE void fmt_##x##_worst_flush(json_out *o, const log_rec *r, const gs_gpu_time *gpu, int ck) {   \
+    put_figure(o, gpu->fp8[i].worst_flush, "%.6g", ck);                                                   \
+  }                                                                                                        \
+  FMT_INLINE void fmt_##x##_worst_flush_block(json_out *o, const log_rec *r, const gs_gpu_time *gpu,       \
+                                               int ck) {                                                   \
+    put_u64(o, gpu->fp8[i].worst_flush_block, ck);                                                         \
   }
 FMT_FP8_OPERAND(a, 0)
 FMT_FP8_OPERAND(b, 1)
@@ -480,6 +493,7 @@ FMT_INLINE void put_id(json_out *o, uint64_t v, int ck) { put_hex(o, v, 16, ck),
 #define WHEN_GPU_ACC(key) (gpu && gpu->has_gpu_ns && gpu->has_acc)
 #define WHEN_GPU_ACC_Q(key) (gpu && gpu->has_gpu_ns && gpu->has_acc && gpu->has_acc_quantiles)
 #define WHEN_GPU_FP8(key) (gpu && gpu->has_gpu_ns && gpu->has_fp8)
+#define WHEN_GPU_FP8_BLOCKS(key) (gpu && gpu->has_gpu_ns && gpu->has_fp8 && gpu->fp8_blocks)
 #define WHEN_GPU_SKIPPED(key) (gpu && !gpu->has_gpu_ns && gpu_time_skip_name(gpu->skip))
 
 #define OPEN_U64 ""

@@ -123,9 +123,12 @@ typedef struct gs_gpu_time {
    * them, per operand (A, B); elems is set when the copy is issued. */
   void *fp8_slot;
   uint8_t has_fp8;
+  uint8_t fp8_blocks; /* a block-scaled recipe: the worst_* figures are set */
   struct gs_fp8_figures {
     uint64_t elems, saturated, flushed;
     float amax, step;
+    double worst_sat, worst_flush;               /* fractions of the worst blocks */
+    uint64_t worst_sat_block, worst_flush_block; /* their indices */
   } fp8[2];
 } gs_gpu_time;
 

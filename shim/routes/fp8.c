@@ -163,7 +163,7 @@ static CUdeviceptr scale_ptr(const gs_fp8_ring *ring, int parity) {
 
 /* ---- quantization ------------------------------------------------------------------- */
 static CUresult quantize_operands(const gs_call *c, const fp8_recipe *rc, kernel_ctx *kc, const fp8_plan *p,
-                                  const fp8_scales *u, char *base, gs_fp8_stats *stats, unsigned *ran) {
+                                  const fp8_scales *u, char *base, unsigned *ran) {
   const gs_gemm *g = &c->g;
   if (u->scaled) { /* block-scaled recipes: their own kernels, no rings */
     CUresult r = rc->quantize(c, kc, u, (uint8_t *)(base + p->off[BUF_A8]), (uint8_t *)(base + p->off[BUF_B8]));
@@ -174,9 +174,9 @@ static CUresult quantize_operands(const gs_call *c, const fp8_recipe *rc, kernel
   /* A and B in one launch, each with its own ring. */
   const fp8_operand ops[2] = {
       {g->a_type, g->A, p->a_rows, p->a_cols, g->lda, g->stride_a, g->batch, g->transa != CUBLAS_OP_N, 0,
-       (uint8_t *)(base + p->off[BUF_A8]), u->ring[0], stats ? &stats->op[0] : NULL},
+       (uint8_t *)(base + p->off[BUF_A8]), u->ring[0], u->stats ? &u->stats->op[0] : NULL},
       {g->b_type, g->B, p->b_rows, p->b_cols, g->ldb, g->stride_b, g->batch, g->transb != CUBLAS_OP_N, 1,
-       (uint8_t *)(base + p->off[BUF_B8]), u->ring[1], stats ? &stats->op[1] : NULL},
+       (uint8_t *)(base + p->off[BUF_B8]), u->ring[1], u->stats ? &u->stats->op[1] : NULL},
   };
   CUresult r = CUDA_SUCCESS;
   if (u->needs_amax_init) {
@@ -413,13 +413,13 @@ int route_fp8(gs_call *c) {
     return FP8_DECLINE(c, "%s; the own fp8 kernel is slower than native bf16 on sm_89+", own_why);
   }
   call_work_begin(c, GS_ROUTE_FP8);
-  /* A compared call's statistics (fp8_stats.c); the block-scaled recipes'
-   * kernels do not count. */
+  /* A compared call's statistics (fp8_stats.c), counted by every
+   * recipe's quantize kernels. */
   const CUdeviceptr stats_dev = fp8_stats_bytes() ? t.ptr + (CUdeviceptr)p.off[BUF_STATS] : 0;
-  void *stats_slot = u.scaled ? NULL : fp8_stats_begin(c, stats_dev);
+  void *stats_slot = fp8_stats_begin(c, stats_dev);
+  u.stats = stats_slot ? (gs_fp8_stats *)(uintptr_t)stats_dev : NULL;
   unsigned ran = 0;
-  CUresult r = quantize_operands(c, rc, &kc, &p, &u, base,
-                                 stats_slot ? (gs_fp8_stats *)(uintptr_t)stats_dev : NULL, &ran);
+  CUresult r = quantize_operands(c, rc, &kc, &p, &u, base, &ran);
   if (r != CUDA_SUCCESS) {
     fp8_stats_abandon(c, stats_slot);
     transient_release(&t);
@@ -479,7 +479,7 @@ int route_fp8(gs_call *c) {
   }
   if (c->gpu.on) gpu_time_mark(c, GS_GPU_EV_GEMM_END);
   fp8_stats_finish(c, stats_dev, stats_slot, (uint64_t)(g_elems(c->g.m, c->g.k, c->g.batch)),
-                   (uint64_t)g_elems(c->g.k, c->g.n, c->g.batch));
+                   (uint64_t)g_elems(c->g.k, c->g.n, c->g.batch), u.scaled);
   transient_release(&t);
   c->recipe = recipe;
   describe_formats(c, &u, recipe_why);

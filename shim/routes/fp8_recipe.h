@@ -38,6 +38,10 @@ typedef struct fp8_scales {
   int32_t scale_mode[2];
   CUdeviceptr scales[2];
   int64_t k_pad;
+  /* Set by the route after acquire: a compared call's device counters
+   * (kernels/fp8_stats.h), which every recipe's quantize passes on; NULL
+   * for other calls. */
+  struct gs_fp8_stats *stats;
 } fp8_scales;
 
 typedef struct fp8_recipe {

@@ -1,8 +1,8 @@
 /* fp8_stats.c: the fp8 statistics of a compared call (GEMMSHIM_COMPARE):
  * per operand, its amax, the step it was quantized with, and how many of
- * its elements saturated and flushed to zero, counted by the quantize
- * kernels (kernels/fp8_stats.h) into counters in the call's transient
- * memory.
+ * its elements saturated and flushed to zero (for the block-scaled
+ * recipes also the worst block of each), counted by the quantize kernels
+ * (kernels/fp8_stats.h) into counters in the call's transient memory.
  *
  * Only calls compare_decide picks are counted: the others pass NULL to
  * the kernels and pay nothing but a uniform branch. The counters are
@@ -43,7 +43,7 @@ void fp8_stats_abandon(gs_call *c, void *slot) {
   if (slot) accuracy_slot_give(c->gpu.ctx_id, slot);
 }
 
-void fp8_stats_finish(gs_call *c, CUdeviceptr dev, void *slot, uint64_t a_elems, uint64_t b_elems) {
+void fp8_stats_finish(gs_call *c, CUdeviceptr dev, void *slot, uint64_t a_elems, uint64_t b_elems, int blocks) {
   if (!slot) return;
   if (!c->gpu.on) { /* its events were given up: nobody would read the slot */
     accuracy_slot_give(c->gpu.ctx_id, slot);
@@ -59,5 +59,6 @@ void fp8_stats_finish(gs_call *c, CUdeviceptr dev, void *slot, uint64_t a_elems,
   }
   c->gpu.fp8[0].elems = a_elems;
   c->gpu.fp8[1].elems = b_elems;
+  c->gpu.fp8_blocks = (uint8_t)(blocks != 0);
   c->gpu.fp8_slot = slot;
 }

@@ -18,7 +18,8 @@ void *fp8_stats_begin(gs_call *c, CUdeviceptr dev);
 /* The call declined after fp8_stats_begin: the slot back. */
 void fp8_stats_abandon(gs_call *c, void *slot);
 /* After the GEMM, before the transient memory is released: the counters
- * copied into the slot, which the record's GPU block then owns. */
-void fp8_stats_finish(gs_call *c, CUdeviceptr dev, void *slot, uint64_t a_elems, uint64_t b_elems);
+ * copied into the slot, which the record's GPU block then owns. blocks:
+ * a block-scaled recipe counted (its worst blocks are logged). */
+void fp8_stats_finish(gs_call *c, CUdeviceptr dev, void *slot, uint64_t a_elems, uint64_t b_elems, int blocks);
 
 #endif

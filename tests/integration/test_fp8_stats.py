@@ -81,6 +81,7 @@ def test_current_recipe_amax_and_scale_exact_nothing_saturates(client, standin, 
     assert (rec["a_elems"], rec["b_elems"]) == (ELEMS, ELEMS), rec
     assert (rec["a_sat"], rec["b_sat"]) == (0, 0), rec
     assert (rec["a_flush"], rec["b_flush"]) == (ELEMS // 8, 0), rec
+    assert "a_worst_flush" not in rec and "b_worst_sat" not in rec, rec  # block recipes only
 
 
 def test_delayed_first_call_scales_from_its_own_amax(client, standin, tmp_path):
@@ -137,3 +138,32 @@ def test_report_fp8_statistics_per_site(client, standin, tmp_path):
     text = subprocess.run([sys.executable, "-m", "gemmshim.report", str(tmp_path / "stats.jsonl")], env=env,
                           capture_output=True, text=True).stdout
     assert "fp8 statistics of compared calls" in text and "12.5%" in text, text
+
+
+def test_block_recipe_worst_block(client, standin, tmp_path):
+    """The block recipe (TransformerEngine's Float8BlockScaling, 1 x 128
+    blocks along k here, power-of-two scales fp8_max / amax rounded down:
+    transformer_engine/common/recipe/__init__.py) counts per block and
+    logs the worst one by flushed fraction and its index (row of op(A)
+    times the blocks a row has: one, k = 60). A's 7 values repeat along
+    its rows, so a row holds 2^-20 eight or nine times: the block scale is
+    256 (amax 1), and 2^-20 * 256 = 2^-12 flushes."""
+    a = [1.0, -0.5, 0.25, 0.75, -1.0, 0.125, 2.0 ** -20]
+    b = [1.0, -0.5, 0.25, 0.125, -1.0, 0.5, 0.375, 0.625]
+    k = 60
+    arg = (f"--gemm=name=blk,m={M},n={N},k={k},beta=0,ab=bf16,c=fp32,pad=0,"
+           f"apat={':'.join(map(repr, a))},bpat={':'.join(map(repr, b))}")
+    (rec,) = routed(client, standin, tmp_path, [arg], {"GEMMSHIM_FP8_RECIPE": "block"})
+    assert rec["recipe"] == "block", rec
+    # op(A)(i, l) = a[(i*k + l) % 7] (ffma_client's apat)
+    op_a = np.array([[a[(i * k + l) % len(a)] for l in range(k)] for i in range(M)])
+    tiny = (op_a == 2.0 ** -20).sum(axis=1)
+    worst = int(np.argmax(tiny))  # the first of the largest: the lowest index
+    assert worst == 1 and tiny[worst] == 9 and tiny[0] == 8, tiny
+    frac = float("%.6g" % ((int(tiny[worst]) << 32) // k / 2 ** 32))  # the log's 6 digits of the key's fraction
+    assert (rec["a_amax"], rec["a_scale"], rec["a_elems"], rec["a_sat"], rec["a_flush"]) == (
+        1.0, 256.0, M * k, 0, int(tiny.sum())), rec
+    assert (rec["a_worst_flush"], rec["a_worst_flush_block"]) == (frac, worst), rec
+    assert (rec["a_worst_sat"], rec["a_worst_sat_block"]) == (0, 0), rec
+    assert (rec["b_amax"], rec["b_scale"], rec["b_sat"], rec["b_flush"], rec["b_worst_flush"]) == (
+        1.0, 256.0, 0, 0, 0), rec

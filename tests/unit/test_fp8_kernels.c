@@ -1171,7 +1171,7 @@ static void test_quantize_stats(void **state) {
         check_quantized(&m[o], o, o, dst[o], 0.5f, fmt, "stats");
         assert_int_equal(st->op[o].saturated, want_sat[o]);
         assert_int_equal(st->op[o].flushed, want_flush[o]);
-        assert_true(st->op[o].step == 0.5f);
+        assert_int_equal(st->op[o].step, 0x3F000000u); /* 0.5 */
       }
       assert_true(st->op[0].amax > 0x7F800000u); /* the NaN */
       assert_int_equal(st->op[1].amax, 0x7F800000u); /* an infinity */
@@ -1198,7 +1198,7 @@ static void test_scaled_quantize_launcher(void **state) {
   static const size_t sc_bytes[] = {136 * 2 * 4, 2 * 4 * 4, 4 * 512, 4 * 512};
   uint8_t *sc = dev_alloc(4 * 512), *want_sc = malloc(4 * 512);
   for (int mode = GS_FP8_BQ_VEC128; mode <= GS_FP8_BQ_MX32_CEIL; mode++) {
-    gs_fp8_bq_args a = {src, dst, sc, outer, k, k_pad, k, 1, mode, GS_FP8_DEV_E4M3};
+    gs_fp8_bq_args a = {src, dst, sc, outer, k, k_pad, k, 1, mode, GS_FP8_DEV_E4M3, NULL};
     memset(dst, 0xA5, outer * k_pad);
     memset(sc, 0xA5, 4 * 512);
     const unsigned one[3] = {1, 1, 1};
@@ -1213,11 +1213,11 @@ static void test_scaled_quantize_launcher(void **state) {
     assert_int_equal(fp8_scaled_quantize(KERNEL_CTX(ctx), NULL, CUDA_R_32F, &a), CUDA_ERROR_NOT_SUPPORTED);
   }
   gs_fp8_bq_args bad[] = {
-      {src, dst, sc, outer, k, k - 1, k, 1, GS_FP8_BQ_VEC128, GS_FP8_DEV_E4M3}, /* k_pad < k */
-      {src, dst, sc, 0, k, k_pad, k, 1, GS_FP8_BQ_VEC128, GS_FP8_DEV_E4M3},     /* no rows */
-      {src, dst, sc, outer, k, k_pad, k, 1, 4, GS_FP8_DEV_E4M3},                /* no such mode */
-      {src, dst, sc, outer, k, k_pad, k, 1, GS_FP8_BQ_MX32, 2},                 /* no such format */
-      {src, dst, NULL, outer, k, k_pad, k, 1, GS_FP8_BQ_MX32, GS_FP8_DEV_E4M3}, /* no scales */
+      {src, dst, sc, outer, k, k - 1, k, 1, GS_FP8_BQ_VEC128, GS_FP8_DEV_E4M3, NULL}, /* k_pad < k */
+      {src, dst, sc, 0, k, k_pad, k, 1, GS_FP8_BQ_VEC128, GS_FP8_DEV_E4M3, NULL},     /* no rows */
+      {src, dst, sc, outer, k, k_pad, k, 1, 4, GS_FP8_DEV_E4M3, NULL},                /* no such mode */
+      {src, dst, sc, outer, k, k_pad, k, 1, GS_FP8_BQ_MX32, 2, NULL},                 /* no such format */
+      {src, dst, NULL, outer, k, k_pad, k, 1, GS_FP8_BQ_MX32, GS_FP8_DEV_E4M3, NULL}, /* no scales */
   };
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
     assert_int_equal(fp8_scaled_quantize(KERNEL_CTX(ctx90), NULL, CUDA_R_32F, &bad[i]), CUDA_ERROR_INVALID_VALUE);
@@ -1228,6 +1228,71 @@ static void test_scaled_quantize_launcher(void **state) {
   assert_non_null(fp8_scaled_ready(KERNEL_CTX(ctx90), CUDA_R_8I));
   dev_free(src), dev_free(dst), dev_free(sc);
   free(want), free(want_sc);
+}
+
+/* The block-scaled kernels' statistics (kernels/fp8_stats.h): the worst
+ * block by flushed and by saturated fraction of its elements inside the
+ * matrix, and its index (docs/log-format.md, "fp8 statistics"), in the
+ * three layouts, on data whose counts are known by construction: values
+ * of 1 (scale 256 under TransformerEngine's power-of-two rule for E4M3,
+ * 448 / 1 rounded down) with 2^-20 among them (2^-20 * 256 = 2^-12, below
+ * half of E4M3's smallest subnormal 2^-9: flushed); under the OCP MX spec's
+ * rule (GS_FP8_BQ_MX32: shared exponent floor(log2 amax) - 8) a block of
+ * amax 500 has the scale 1 and its 500s saturate (above 448). */
+static void bq_stats_case(int mode, int64_t outer, int64_t k, int64_t k_pad, const int64_t (*special)[3],
+                          int nspecial, gs_fp8_op_stats *st) {
+  float *src = dev_alloc((size_t)(outer * k) * sizeof(float));
+  for (int64_t i = 0; i < outer * k; i++) src[i] = 1.0f;
+  /* special[i]: row, first column, count of 2^-20 (or of 500 in MX32) */
+  for (int i = 0; i < nspecial; i++)
+    for (int64_t j = 0; j < special[i][2]; j++)
+      src[special[i][0] * k + special[i][1] + j] = mode == GS_FP8_BQ_MX32 ? 500.0f : 0x1p-20f;
+  uint8_t *dst = dev_alloc((size_t)((outer + 127) / 128 * 128 * k_pad)), *sc = dev_alloc(1 << 16);
+  memset(st, 0, sizeof *st);
+  gs_fp8_bq_args a = {src, dst, sc, outer, k, k_pad, k, 1, mode, GS_FP8_DEV_E4M3, st};
+  assert_int_equal(fp8_scaled_quantize(KERNEL_CTX(ctx90), NULL, CUDA_R_32F, &a), CUDA_SUCCESS);
+  dev_free(src), dev_free(dst), dev_free(sc);
+}
+
+static unsigned long long bq_key(unsigned long long count, unsigned long long elems, unsigned long long index) {
+  return ((count << 32) / elems) << 32 | (0xFFFFFFFFull - index);
+}
+
+static void test_scaled_quantize_stats(void **state) {
+  (void)state;
+  gs_fp8_op_stats *st = dev_alloc(sizeof *st);
+  /* 1 x 128 along k, k = 300: blocks of 128, 128 and 44 per row, index
+   * row * 3 + segment. 40 of block (2, 1)'s 128 flush, 20 of block
+   * (3, 2)'s 44: the latter is the worst, by fraction. */
+  static const int64_t vec[][3] = {{2, 128, 40}, {3, 256, 20}};
+  bq_stats_case(GS_FP8_BQ_VEC128, 4, 300, 304, vec, 2, st);
+  assert_int_equal(st->saturated, 0);
+  assert_int_equal(st->flushed, 60);
+  assert_true(st->worst_flush == bq_key(20, 44, 11));
+  assert_true(st->worst_sat == bq_key(0, 128, 0)); /* none: the lowest index */
+  assert_int_equal(st->amax, 0x3F800000u);                  /* 1.0 */
+  assert_int_equal(st->step, 0x3B800000u);                  /* 1/256: the smallest scale's step */
+  /* 128 x 128 tiles, 130 x 200: tile (1, 1) holds 2 x 72 elements, 9 of
+   * which flush; tile (0, 0) 100 of 16384. Index row block * 2 + column
+   * block. */
+  static const int64_t blk[][3] = {{129, 128, 9}, {0, 0, 100}};
+  bq_stats_case(GS_FP8_BQ_BLK128, 130, 200, 208, blk, 2, st);
+  assert_int_equal(st->flushed, 109);
+  assert_true(st->worst_flush == bq_key(9, 144, 3));
+  /* 32-element blocks under the spec's rule, 2 x 64: three 500s in block
+   * (1, 1), index row * 2 + block: 3 of its 32 saturate; the 1s of the
+   * others (scale 256) do not. */
+  static const int64_t mx[][3] = {{1, 40, 3}};
+  bq_stats_case(GS_FP8_BQ_MX32, 2, 64, 64, mx, 1, st);
+  assert_int_equal(st->saturated, 3);
+  assert_int_equal(st->flushed, 0);
+  assert_true(st->worst_sat == bq_key(3, 32, 3));
+  assert_int_equal(st->amax, 0x43FA0000u); /* 500 */
+  /* TransformerEngine's rounding (MX32_CEIL) gives that block the scale
+   * 1/2: nothing saturates. */
+  bq_stats_case(GS_FP8_BQ_MX32_CEIL, 2, 64, 64, mx, 1, st);
+  assert_int_equal(st->saturated, 0);
+  dev_free(st);
 }
 
 /* ---- GEMM ------------------------------------------------------------------------- */
@@ -1878,6 +1943,7 @@ int main(void) {
       cmocka_unit_test(test_gemm_argument_checks),
       cmocka_unit_test(test_other_context),
       cmocka_unit_test(test_scaled_quantize_launcher),
+      cmocka_unit_test(test_scaled_quantize_stats),
       cmocka_unit_test(test_module_once_per_context),
       cmocka_unit_test(test_mma_absent_below_sm89),
       cmocka_unit_test_setup_teardown(test_mma_ffma_cases, mma_setup, mma_teardown),

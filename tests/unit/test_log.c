@@ -663,14 +663,17 @@ static void test_format_fp8_stats(void **state) {
   char saved[sizeof gs_opt.log_path];
   gs_call c;
   widest_compared_call(&c, saved);
-  c.gpu.has_fp8 = 1;
+  c.gpu.has_fp8 = c.gpu.fp8_blocks = 1;
   for (int i = 0; i < 2; i++) {
     c.gpu.fp8[i].elems = c.gpu.fp8[i].saturated = c.gpu.fp8[i].flushed = UINT64_MAX;
+    c.gpu.fp8[i].worst_sat = c.gpu.fp8[i].worst_flush = -1.23456789e-300;
+    c.gpu.fp8[i].worst_sat_block = c.gpu.fp8[i].worst_flush_block = UINT64_MAX;
     c.gpu.fp8[i].amax = -3.40282347e38f;
     c.gpu.fp8[i].step = 1.17549435e-38f * 0x1p-22f; /* a subnormal: scale 2^148 overflows fp32 */
   }
   size_t n = format_both_ways(&c, buf, sizeof buf);
   assert_true(n + 32 + 1 <= LOG_TEXT_FIXED);
+  c.gpu.fp8_blocks = 0; /* the ring recipes: no worst blocks */
   c.gpu.fp8[0].amax = 3.0f;
   c.gpu.fp8[0].step = 3.0f / 448.0f;
   c.gpu.fp8[0].elems = 4096, c.gpu.fp8[0].saturated = 1, c.gpu.fp8[0].flushed = 512;
@@ -684,6 +687,17 @@ static void test_format_fp8_stats(void **state) {
            "\"a_flush\":512,\"b_amax\":7,\"b_scale\":64,\"b_elems\":64,\"b_sat\":0,\"b_flush\":0}\n",
            (double)(float)(1.0 / (double)(3.0f / 448.0f)));
   assert_non_null(strstr(buf, want));
+  /* A block-scaled recipe: each operand's worst blocks after its counts. */
+  c.gpu.fp8_blocks = 1;
+  c.gpu.fp8[0].worst_sat = 0, c.gpu.fp8[0].worst_sat_block = 0;
+  c.gpu.fp8[0].worst_flush = 0.125, c.gpu.fp8[0].worst_flush_block = 70;
+  c.gpu.fp8[1].worst_sat = 1.0 / 3, c.gpu.fp8[1].worst_sat_block = 3;
+  c.gpu.fp8[1].worst_flush = 0, c.gpu.fp8[1].worst_flush_block = 0;
+  format_both_ways(&c, buf, sizeof buf);
+  assert_non_null(strstr(buf, "\"a_flush\":512,\"a_worst_sat\":0,\"a_worst_sat_block\":0,\"a_worst_flush\":0.125,"
+                              "\"a_worst_flush_block\":70,\"b_amax\":7,"));
+  assert_non_null(strstr(buf, "\"b_flush\":0,\"b_worst_sat\":0.333333,\"b_worst_sat_block\":3,\"b_worst_flush\":0,"
+                              "\"b_worst_flush_block\":0}\n"));
   c.gpu.has_fp8 = 0;
   format_both_ways(&c, buf, sizeof buf);
   assert_null(strstr(buf, "a_amax"));
