@@ -283,6 +283,13 @@ GS_FP8_UNROLL
         codes |= (uint64_t)gs_f32_to_fp8_sat(mag > 0x7F800000u ? xs[q] : xs[q] / scale, fmt) << (8 * q);
       }
     }
+    /* fp8_stats.h: compared calls only (counting is uniform over the
+     * launch), from the values and codes at hand; fixed trip count. */
+    if (counting) {
+GS_FP8_UNROLL
+      for (int q = 0; q < 8; q++)
+        if (q < len[u]) gs_fp8_count(xs[q], (uint32_t)(codes >> (8 * q)), scale, fmt, counts);
+    }
 #else
 GS_FP8_UNROLL
     for (int q = 0; q < 8; q++) {
@@ -293,16 +300,14 @@ GS_FP8_UNROLL
       /* A NaN skips the division: GPUs return the canonical (positive)
        * NaN from arithmetic, the host keeps the operand's; encoding the
        * input keeps its sign on both. */
-      if constexpr (MODE == GS_FP8_MODE_QUANTIZE)
-        codes |= (uint64_t)gs_f32_to_fp8_sat(mag > 0x7F800000u ? x : x / scale, fmt) << (8 * q);
+      if constexpr (MODE == GS_FP8_MODE_QUANTIZE) {
+        const uint8_t code = gs_f32_to_fp8_sat(mag > 0x7F800000u ? x : x / scale, fmt);
+        codes |= (uint64_t)code << (8 * q);
+        if (counting) gs_fp8_count(x, code, scale, fmt, counts); /* fp8_stats.h: compared calls only */
+      }
     }
 #endif
     if constexpr (MODE == GS_FP8_MODE_QUANTIZE) {
-      /* fp8_stats.h: compared calls only (counting is the same for the
-       * whole launch) */
-      if (counting)
-        for (int q = 0; q < len[u]; q++)
-          gs_fp8_count(fp8_group_elem<E>(grp[u], q), (uint32_t)(codes >> (8 * q)), scale, fmt, counts);
       if (a.transpose) {
         s_tile[cl][rg * 2] = (uint32_t)codes;
         s_tile[cl][rg * 2 + 1] = (uint32_t)(codes >> 32);

@@ -6,8 +6,9 @@
  * and host builds).
  *
  * The kernels take a gs_fp8_op_stats pointer per operand, NULL when the
- * call is not compared (shim/compare.c): then each 8-element group pays
- * one uniform branch on that pointer and nothing else. Counting, for one
+ * call is not compared (shim/compare.c): then they skip the counting on
+ * a branch uniform over the launch (its register cost: docs/log-format.md,
+ * "fp8 statistics"). Counting, for one
  * element x of code c (the encoded byte) and step s (x8 = x / s):
  *   saturated  x is not NaN and |x / s| > the format's largest finite
  *              value (E4M3 448, E5M2 57344: OCP 8-bit Floating Point
