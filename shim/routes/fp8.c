@@ -130,12 +130,7 @@ static const char *plan(const gs_call *c, const fp8_recipe *rc, fp8_plan *p) {
    * the current recipe pays an amax pass, the others quantize in one
    * (block and mxfp8 one launch per operand). */
   if (cost_gate_applies(c, GS_ROUTE_FP8)) {
-    why = cost_gate_fp8(c, (double)g->m * (double)g->k * (double)g->batch,
-                        (double)g->k * (double)g->n * (double)g->batch,
-                        rc == &fp8_recipe_current   ? GS_COST_FP8_CURRENT
-                        : rc == &fp8_recipe_delayed ? GS_COST_FP8_ONE_PASS
-                                                    : GS_COST_FP8_BLOCK,
-                        p->why);
+    why = fp8_recipe_gate(c, rc, p->why);
     if (why) return why;
   }
   p->k_pad = fp8_recipe_k_pad(rc, c);
