@@ -19,10 +19,15 @@ delayed recipe (TransformerEngine's DelayedScaling) quantizes with the scale
 of the previous call's amax history, so a call whose values are larger than
 the history's saturates."""
 
+import json
+import os
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 
-from harness import CLIENT_DIR, read_log, require_built, run
+from harness import CLIENT_DIR, ROOT, read_log, require_built, run
 
 ENV = {"STANDIN_CC": "9.0", "GEMMSHIM_MODE": "fp8", "GEMMSHIM_GATE": "off", "GEMMSHIM_COMPARE": "1",
        "GEMMSHIM_COMPARE_EVERY": "1"}
@@ -53,6 +58,12 @@ def routed(client, standin, tmp_path, args, env):
     recs = read_log(log)
     assert [x["route"] for x in recs] == ["fp8"] * len(args), recs
     return recs
+
+
+def report(log, *args):
+    """gemmshim report on log."""
+    return subprocess.run([sys.executable, "-m", "gemmshim.report", str(log), *args],
+                          env=dict(os.environ, PYTHONPATH=str(ROOT / "python")), capture_output=True, text=True)
 
 
 def f32(x):
@@ -114,29 +125,21 @@ def test_report_fp8_statistics_per_site(client, standin, tmp_path):
     """gemmshim report: per site, recipe and shape, the compared calls and
     each operand's largest amax, smallest scale, worst fractions (of one
     call) and totals, from the records above; most saturated first."""
-    import json
-    import os
-    import subprocess
-    import sys
-
-    from harness import ROOT
     a = [3.0, -1.5, 0.25, TINIER, 1.0, -2.0, TINY, 0.75]
     b = [1.0, -0.5, 0.25, 0.125, -1.0, 0.5, 0.375, 0.625]
     recs = routed(client, standin, tmp_path, [gemm("r1", a, b), gemm("r2", a, b)],
                   {"GEMMSHIM_FP8_RECIPE": "current"})
     assert recs[0]["site"] == recs[1]["site"], recs
-    env = dict(os.environ, PYTHONPATH=str(ROOT / "python"))
-    p = subprocess.run([sys.executable, "-m", "gemmshim.report", str(tmp_path / "stats.jsonl"), "--json", "-"],
-                       env=env, capture_output=True, text=True)
+    p = report(tmp_path / "stats.jsonl", "--json", "-")
     assert p.returncode == 0, p.stderr
     assert json.loads(p.stdout)["fp8_stats"] == [{
         "site": recs[0]["site"], "recipe": "current", "shape": "64x64x64 bf16->fp32", "compared": 2,
         "a_amax_max": 3.0, "a_scale_min": recs[0]["a_scale"], "a_sat_worst": 0.0, "a_flush_worst": 0.125,
         "a_elems": 2 * ELEMS, "a_sat": 0, "a_flush": 2 * ELEMS // 8,
+        "a_worst_block_sat": None, "a_worst_block_flush": None,  # block recipes only
         "b_amax_max": 1.0, "b_scale_min": recs[0]["b_scale"], "b_sat_worst": 0.0, "b_flush_worst": 0.0,
-        "b_elems": 2 * ELEMS, "b_sat": 0, "b_flush": 0}]
-    text = subprocess.run([sys.executable, "-m", "gemmshim.report", str(tmp_path / "stats.jsonl")], env=env,
-                          capture_output=True, text=True).stdout
+        "b_elems": 2 * ELEMS, "b_sat": 0, "b_flush": 0, "b_worst_block_sat": None, "b_worst_block_flush": None}]
+    text = report(tmp_path / "stats.jsonl").stdout
     assert "fp8 statistics of compared calls" in text and "12.5%" in text, text
 
 
@@ -167,3 +170,6 @@ def test_block_recipe_worst_block(client, standin, tmp_path):
     assert (rec["a_worst_sat"], rec["a_worst_sat_block"]) == (0, 0), rec
     assert (rec["b_amax"], rec["b_scale"], rec["b_sat"], rec["b_flush"], rec["b_worst_flush"]) == (
         1.0, 256.0, 0, 0, 0), rec
+    # gemmshim report: the worst block of the site's compared calls.
+    (row,) = json.loads(report(tmp_path / "stats.jsonl", "--json", "-").stdout)["fp8_stats"]
+    assert (row["recipe"], row["a_worst_block_flush"], row["a_worst_block_sat"]) == ("block", [frac, worst], [0.0, 0]), row

@@ -114,12 +114,20 @@ class Fp8Operand:
     (docs/log-format.md, "fp8 statistics"): the largest amax, the smallest
     scale, the worst saturated and flushed fractions, and the totals."""
 
-    __slots__ = ("amax", "scale", "sat_worst", "flush_worst", "elems", "sat", "flush")
+    __slots__ = ("amax", "scale", "sat_worst", "flush_worst", "elems", "sat", "flush", "block_sat", "block_flush")
 
     def __init__(self):
         self.amax = self.scale = None
         self.sat_worst = self.flush_worst = 0.0
         self.elems = self.sat = self.flush = 0
+        # block recipes: the worst block of any call, [fraction, index]
+        self.block_sat = self.block_flush = None
+
+    def add_block(self, sat, flush):
+        for name, v in (("block_sat", sat), ("block_flush", flush)):
+            old = getattr(self, name)
+            if v is not None and (old is None or v[0] > old[0]):
+                setattr(self, name, v)
 
     def add(self, amax, scale, elems, sat, flush):
         if amax is not None and (self.amax is None or amax > self.amax or amax != amax) and self.amax == self.amax:
@@ -142,6 +150,16 @@ def fp8_operand_fields(r, x):
         return None
     amax = r.get(x + "_amax")
     return math.nan if amax == "nan" else figure(amax), figure(r.get(x + "_scale")), elems, sat, flush
+
+
+def fp8_block_fields(r, x):
+    """Operand x's worst blocks ([fraction, index] by saturated, by
+    flushed fraction; None each) of a block recipe's record."""
+    out = []
+    for kind in ("sat", "flush"):
+        frac, idx = figure(r.get(f"{x}_worst_{kind}")), r.get(f"{x}_worst_{kind}_block")
+        out.append([frac, idx] if frac is not None and idx.__class__ is int else None)
+    return out
 
 
 class Summary:
@@ -193,8 +211,9 @@ class Summary:
             if f is None:
                 f = self.fp8[fk] = [0, Fp8Operand(), Fp8Operand()]
             f[0] += 1
-            f[1].add(*ops[0])
-            f[2].add(*ops[1])
+            for o, x in ((f[1], "a"), (f[2], "b")):
+                o.add(*ops[0 if x == "a" else 1])
+                o.add_block(*fp8_block_fields(r, x))
         reason = key[C_REASON]
         if reason.__class__ is str and GUARD_MARK in reason:
             gk = (key[C_SITE], key[C_DECIDED], _shape_of(key))
@@ -372,7 +391,8 @@ def fp8_rows(fp8):
         for x, o in (("a", a), ("b", b)):
             d.update({f"{x}_amax_max": fig_json(o.amax), f"{x}_scale_min": fig_json(o.scale),
                       f"{x}_sat_worst": o.sat_worst, f"{x}_flush_worst": o.flush_worst,
-                      f"{x}_elems": o.elems, f"{x}_sat": o.sat, f"{x}_flush": o.flush})
+                      f"{x}_elems": o.elems, f"{x}_sat": o.sat, f"{x}_flush": o.flush,
+                      f"{x}_worst_block_sat": o.block_sat, f"{x}_worst_block_flush": o.block_flush})
         rows.append(d)
     rows.sort(key=lambda d: (-max(d["a_sat_worst"], d["b_sat_worst"]), -max(d["a_flush_worst"], d["b_flush_worst"]),
                              str(d["site"]), d["shape"]))
@@ -515,10 +535,12 @@ def print_summary(out, s, files, bad, top, verdict=()):
                     [(d["site"], d["recipe"], d["compared"],
                       *(v for x in ("a", "b") for v in (fig_text(d[f"{x}_amax_max"]), fig_text(d[f"{x}_scale_min"]),
                                                         pct_text(d[f"{x}_sat_worst"]),
-                                                        pct_text(d[f"{x}_flush_worst"]))),
+                                                        pct_text(d[f"{x}_flush_worst"]),
+                                                        block_text(d[f"{x}_worst_block_sat"],
+                                                                   d[f"{x}_worst_block_flush"]))),
                       d["shape"]) for d in s["fp8_stats"][:top]],
-                    ("site", "recipe", "compared", "A amax", "A scale", "A sat", "A flush", "B amax", "B scale",
-                     "B sat", "B flush", "shape"))
+                    ("site", "recipe", "compared", "A amax", "A scale", "A sat", "A flush", "A worst block",
+                     "B amax", "B scale", "B sat", "B flush", "B worst block", "shape"))
     if s["guarded"]:
         print_table(out, "guarded sites (GEMMSHIM_GUARD_SQNR: native from the call after the measurement):",
                     [(d["site"], d["route"], d["native_calls"], d["shape"], d["reason"].split("; ")[-1])
@@ -535,6 +557,13 @@ def print_summary(out, s, files, bad, top, verdict=()):
 def fig_text(x):
     """amax or scale: a number (4 significant digits), or its string."""
     return "-" if x is None else x if isinstance(x, str) else f"{x:.4g}"
+
+
+def block_text(sat, flush):
+    """A block recipe's worst blocks: "sat F% @I, flush F% @I"; "-" for
+    the others."""
+    parts = [f"{name} {pct_text(v[0])} @{v[1]}" for name, v in (("sat", sat), ("flush", flush)) if v is not None]
+    return ", ".join(parts) or "-"
 
 
 def pct_text(x):
