@@ -78,6 +78,12 @@ static __device__ __forceinline__ uint32_t bq_group_max(uint32_t *s, unsigned t,
   return r;
 }
 
+/* Of the `width` k indices from `start`, those below k: a scale block's
+ * elements inside the matrix, for its statistics (fp8_stats.h). */
+static __device__ __forceinline__ int64_t bq_inside(int64_t k, int64_t start, int64_t width) {
+  return k - start < 0 ? 0 : k - start < width ? k - start : width;
+}
+
 static __device__ __forceinline__ uint8_t bq_encode(float x, int fmt) {
   return fmt == GS_FP8_DEV_E4M3 ? gs_f32_to_e4m3_sat(x) : gs_f32_to_e5m2_sat(x);
 }
@@ -118,8 +124,8 @@ template <int E> static __device__ void bq_body(const gs_fp8_bq_args &a) {
           a.dst[r * a.k_pad + q] = code;
           if (a.stats) gs_fp8_count_scaled(x, x * scale, code, a.fmt, n);
         }
-      const int64_t kin = a.k - c * 128 < 128 ? a.k - c * 128 : 128; /* fp8_stats.h: the block's elements */
-      gs_fp8_block_stats(a.stats, s_red, t, 128, n, (uint32_t)((r_end - rb * 128) * kin), (uint64_t)u, amax, scale);
+      gs_fp8_block_stats(a.stats, s_red, t, 128, n, (uint32_t)((r_end - rb * 128) * bq_inside(a.k, c * 128, 128)),
+                         (uint64_t)u, amax, scale);
       float *sc = (float *)a.scales;
       if (t == 0) sc[c + rb * ld] = 1.0f / scale;
       if (t > 0 && c == chunks - 1 && (int64_t)t < ld - chunks + 1) sc[c + t + rb * ld] = 0.0f;
@@ -141,8 +147,7 @@ template <int E> static __device__ void bq_body(const gs_fp8_bq_args &a) {
       const uint8_t code = bq_encode(x * scale, a.fmt);
       if (q < a.k_pad) a.dst[r * a.k_pad + q] = code;
       if (a.stats && live) gs_fp8_count_scaled(x, x * scale, code, a.fmt, n);
-      const int64_t kin = a.k - c * 128 < 128 ? a.k - c * 128 : 128; /* fp8_stats.h: the block's elements */
-      gs_fp8_block_stats(a.stats, s_red, t, 128, n, (uint32_t)kin, (uint64_t)u, amax, scale);
+      gs_fp8_block_stats(a.stats, s_red, t, 128, n, (uint32_t)bq_inside(a.k, c * 128, 128), (uint64_t)u, amax, scale);
       if (t == 0) ((float *)a.scales)[r + c * a.outer] = 1.0f / scale;
       continue;
     }
@@ -160,11 +165,8 @@ template <int E> static __device__ void bq_body(const gs_fp8_bq_args &a) {
     const uint8_t code = bq_encode(xs, a.fmt);
     if (r < a.outer && q < a.k_pad) a.dst[r * a.k_pad + q] = code;
     if (a.stats && live) gs_fp8_count_scaled(x, xs, code, a.fmt, n);
-    {
-      /* fp8_stats.h: the 32-element block's elements inside the matrix */
-      const int64_t kin = r < a.outer ? (a.k - kb * 32 < 0 ? 0 : a.k - kb * 32 < 32 ? a.k - kb * 32 : 32) : 0;
-      gs_fp8_block_stats(a.stats, s_red, t, 32, n, (uint32_t)kin, (uint64_t)(r * kblocks + kb), amax, scale);
-    }
+    gs_fp8_block_stats(a.stats, s_red, t, 32, n, (uint32_t)(r < a.outer ? bq_inside(a.k, kb * 32, 32) : 0),
+                       (uint64_t)(r * kblocks + kb), amax, scale);
     if (t % 32 == 0) {
       const int64_t tiles_k = (kblocks + 3) / 4;
       const int64_t off = ((r / 128) * tiles_k + kb / 4) * 512 + (r % 32) * 16 + ((r % 128) / 32) * 4 + kb % 4;
