@@ -3,12 +3,11 @@
 #
 #   make faults      every call-table entry x every route, transient and
 #                    persistent, N = 1, 2, ...; rewrites the generated
-#                    table in docs/reliability.md (nine routes: about 12,100 runs,
+#                    table in docs/reliability.md (eight routes: about 12,300 runs,
 #                    about 6 min wall with FAULT_JOBS=1 on two busy cores)
 #   fault-check      (test step) the same runs, compared with the committed
-#                    table, but for fp8 gpu-time (2,200 runs, over 2 min:
-#                    `make faults` checks it); in sanitizer builds the
-#                    native route only, under the sanitizer
+#                    table; in sanitizer builds the native route only,
+#                    under the sanitizer
 FAULT_JOBS   ?= 2
 FAULT_DIR    := $(BUILD)/faults
 FAULT_ROUTES_CHECK ?= $(if $(SAN),native,native;ffma;ffma no-pools;fp8 own;fp8 cublaslt;fp8 block;fp16;ffma gpu-time)
