@@ -473,8 +473,8 @@ int route_fp8(gs_call *c) {
     }
   }
   if (c->gpu.on) gpu_time_mark(c, GS_GPU_EV_GEMM_END);
-  fp8_stats_finish(c, stats_dev, stats_slot, (uint64_t)(g_elems(c->g.m, c->g.k, c->g.batch)),
-                   (uint64_t)g_elems(c->g.k, c->g.n, c->g.batch), u.scaled);
+  fp8_stats_finish(c, stats_dev, stats_slot, g_elems(c->g.m, c->g.k, c->g.batch), g_elems(c->g.k, c->g.n, c->g.batch),
+                   u.scaled);
   transient_release(&t);
   c->recipe = recipe;
   describe_formats(c, &u, recipe_why);
