@@ -79,6 +79,8 @@ typedef struct fp8_operand {
   int trans, is_b;
   uint8_t *dst; /* unused by the amax pass */
   gs_fp8_ring *ring;
+  struct gs_fp8_op_stats *stats; /* device counters (fp8_stats.h) of a compared call; NULL: none, and
+                                  * always for the amax pass */
 } fp8_operand;
 
 /* A GEMM's A and B (n = 2; or one operand) quantized in one launch, each

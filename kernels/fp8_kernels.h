@@ -68,6 +68,7 @@ typedef struct gs_fp8_quantize_args {
   gs_fp8_q_operand op[2];
   int32_t parity;        /* quantize with scale[parity] */
   int32_t operands;      /* 1 or 2 */
+  struct gs_fp8_op_stats *stats[2]; /* op[i]'s counters (fp8_stats.h), NULL: not counted */
 } gs_fp8_quantize_args;
 
 /* GEMM: 64 x 64 output tiles, k in steps of 32, 256 threads each owning a
@@ -141,6 +142,7 @@ typedef struct gs_fp8_bq_args {
   void *scales;
   int64_t outer, k, k_pad, stride_r, stride_q;
   int32_t mode, fmt;     /* GS_FP8_BQ_*, GS_FP8_DEV_E4M3 / E5M2 */
+  struct gs_fp8_op_stats *stats; /* counters of a compared call (fp8_stats.h), NULL: none */
 } gs_fp8_bq_args;
 #define GS_FP8_SCALED_QUANTIZE_KERNELS(X)                                      \
   X(gs_fp8_bq_bf16, GS_ELEM_BF16, GS_FP8_MODE_QUANTIZE)                        \
@@ -150,13 +152,13 @@ typedef struct gs_fp8_bq_args {
 /* The layouts must not depend on the compiler: checked in every build
  * (gcc for the launchers, clang for the device, g++ for the host kernels). */
 #if defined(__cplusplus)
-static_assert(sizeof(gs_fp8_quantize_args) == 200, "gs_fp8_quantize_args has padding");
+static_assert(sizeof(gs_fp8_quantize_args) == 216, "gs_fp8_quantize_args has padding");
 static_assert(sizeof(gs_fp8_gemm_args) == 192, "gs_fp8_gemm_args has padding");
-static_assert(sizeof(gs_fp8_bq_args) == 72, "gs_fp8_bq_args has padding");
+static_assert(sizeof(gs_fp8_bq_args) == 80, "gs_fp8_bq_args has padding");
 #else
-_Static_assert(sizeof(gs_fp8_quantize_args) == 200, "gs_fp8_quantize_args has padding");
+_Static_assert(sizeof(gs_fp8_quantize_args) == 216, "gs_fp8_quantize_args has padding");
 _Static_assert(sizeof(gs_fp8_gemm_args) == 192, "gs_fp8_gemm_args has padding");
-_Static_assert(sizeof(gs_fp8_bq_args) == 72, "gs_fp8_bq_args has padding");
+_Static_assert(sizeof(gs_fp8_bq_args) == 80, "gs_fp8_bq_args has padding");
 #endif
 
 #endif

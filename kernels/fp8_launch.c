@@ -164,6 +164,7 @@ static CUresult quantize_launch(kernel_ctx *kc, CUstream stream, const fp8_opera
   for (int i = 0; i < n; i++) {
     CUresult r = operand_args(&ops[i], quantize, &q.op[i]);
     if (r != CUDA_SUCCESS) return r;
+    q.stats[i] = quantize ? ops[i].stats : NULL;
   }
   /* Two folds into one ring would race for its counter. */
   if (n == 2 && ops[0].ring == ops[1].ring) return CUDA_ERROR_INVALID_VALUE;
@@ -203,14 +204,14 @@ CUresult fp8_amax_init_operands(kernel_ctx *kc, CUstream stream, const fp8_opera
 CUresult fp8_quantize(kernel_ctx *kc, CUstream stream, int src_type, const void *src, int64_t rows,
                       int64_t cols, int64_t ld, int64_t stride, int64_t batch, int trans, int is_b,
                       uint8_t *dst, gs_fp8_ring *ring, int parity) {
-  const fp8_operand o = {src_type, src, rows, cols, ld, stride, batch, trans, is_b, dst, ring};
+  const fp8_operand o = {src_type, src, rows, cols, ld, stride, batch, trans, is_b, dst, ring, NULL};
   return quantize_launch(kc, stream, &o, 1, parity, 1);
 }
 
 CUresult fp8_amax_init(kernel_ctx *kc, CUstream stream, int src_type, const void *src, int64_t rows,
                        int64_t cols, int64_t ld, int64_t stride, int64_t batch, gs_fp8_ring *ring,
                        int parity) {
-  const fp8_operand o = {src_type, src, rows, cols, ld, stride, batch, 0, 0, NULL, ring};
+  const fp8_operand o = {src_type, src, rows, cols, ld, stride, batch, 0, 0, NULL, ring, NULL};
   return quantize_launch(kc, stream, &o, 1, parity, 0);
 }
 

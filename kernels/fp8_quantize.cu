@@ -21,6 +21,7 @@
 #include "fp8_block.h"
 #include "fp8_convert.h"
 #include "fp8_kernels.h"
+#include "fp8_stats.h"
 
 #if !defined(GS_FP8_Q_SM89)
 #define GS_FP8_Q_SM89 0
@@ -246,12 +247,12 @@ static __device__ __forceinline__ void fp8_tile_encode(const gs_fp8_q_operand &a
                                                        float rcp, uint32_t fast_below,
 #endif
                                                        uint32_t s_tile[GS_FP8_Q_TILE][FP8_Q_PITCH_WORDS],
-                                                       uint32_t &amax) {
+                                                       uint32_t &amax, int counting, gs_fp8_counts &counts) {
   const unsigned tid = threadIdx.x;
   const int64_t rows = a.rows, cols = a.cols;
   const int64_t r0 = pos.r0, c0 = pos.c0;
   uint8_t *dst = MODE == GS_FP8_MODE_QUANTIZE ? a.dst + pos.b * rows * cols : a.dst; /* NULL for amax */
-  (void)fmt, (void)scale, (void)s_tile, (void)dst;
+  (void)fmt, (void)scale, (void)s_tile, (void)dst, (void)counting, (void)counts;
 
 GS_FP8_UNROLL
   for (int u = 0; u < FP8_Q_PER_THREAD; u++) {
@@ -282,6 +283,13 @@ GS_FP8_UNROLL
         codes |= (uint64_t)gs_f32_to_fp8_sat(mag > 0x7F800000u ? xs[q] : xs[q] / scale, fmt) << (8 * q);
       }
     }
+    /* fp8_stats.h: compared calls only (counting is uniform over the
+     * launch), from the values and codes at hand; fixed trip count. */
+    if (counting) {
+GS_FP8_UNROLL
+      for (int q = 0; q < 8; q++)
+        if (q < len[u]) gs_fp8_count(xs[q], (uint32_t)(codes >> (8 * q)), scale, fmt, counts);
+    }
 #else
 GS_FP8_UNROLL
     for (int q = 0; q < 8; q++) {
@@ -292,8 +300,11 @@ GS_FP8_UNROLL
       /* A NaN skips the division: GPUs return the canonical (positive)
        * NaN from arithmetic, the host keeps the operand's; encoding the
        * input keeps its sign on both. */
-      if constexpr (MODE == GS_FP8_MODE_QUANTIZE)
-        codes |= (uint64_t)gs_f32_to_fp8_sat(mag > 0x7F800000u ? x : x / scale, fmt) << (8 * q);
+      if constexpr (MODE == GS_FP8_MODE_QUANTIZE) {
+        const uint8_t code = gs_f32_to_fp8_sat(mag > 0x7F800000u ? x : x / scale, fmt);
+        codes |= (uint64_t)code << (8 * q);
+        if (counting) gs_fp8_count(x, code, scale, fmt, counts); /* fp8_stats.h: compared calls only */
+      }
     }
 #endif
     if constexpr (MODE == GS_FP8_MODE_QUANTIZE) {
@@ -335,7 +346,7 @@ GS_FP8_UNROLL
 
 template <int E, int MODE>
 static __device__ __forceinline__ void fp8_quantize_body(const gs_fp8_q_operand &a, const unsigned bx,
-                                                         const int parity) {
+                                                         const int parity, gs_fp8_op_stats *stats) {
   __shared__ uint32_t s_tile[GS_FP8_Q_TILE][FP8_Q_PITCH_WORDS];
   __shared__ unsigned s_block_amax, s_slots_amax, s_others_amax, s_last;
 
@@ -377,6 +388,8 @@ static __device__ __forceinline__ void fp8_quantize_body(const gs_fp8_q_operand 
   const uint32_t fast_below = scale >= 0x1p-60f && scale <= 0x1p60f ? gs_f32_bits(scale * 0x1p64f) : 0u;
 #endif
   uint32_t amax = 0; /* |x| bits: unsigned order is float order, NaN on top */
+  gs_fp8_counts counts = {0, 0};
+  const int counting = MODE == GS_FP8_MODE_QUANTIZE && stats != nullptr;
 
   for (int64_t t = bx; t < tiles; t += nb) {
     fp8_tile_load<E>(a, t + nb, tiles, nxt_pos, nxt, nxt_len);
@@ -385,7 +398,7 @@ static __device__ __forceinline__ void fp8_quantize_body(const gs_fp8_q_operand 
 #if GS_FP8_Q_SM89
                              rcp, fast_below,
 #endif
-                             s_tile, amax);
+                             s_tile, amax, counting, counts);
 GS_FP8_UNROLL
     for (int u = 0; u < FP8_Q_PER_THREAD; u++) {
       cur[u] = nxt[u];
@@ -394,6 +407,7 @@ GS_FP8_UNROLL
     cur_pos = nxt_pos;
   }
 
+  if constexpr (MODE == GS_FP8_MODE_QUANTIZE) gs_fp8_counts_flush(stats, counts);
   /* Block amax -> one slot; the last block to count itself folds. */
   if (amax != 0) gs_fp8_atomic_max(&s_block_amax, amax);
   __syncthreads();
@@ -424,6 +438,10 @@ GS_FP8_UNROLL
   if (others != 0) gs_fp8_atomic_max(&s_others_amax, others);
   __syncthreads();
   if (tid == 0) fp8_fold<MODE>(ring, parity, s_slots_amax, s_others_amax, pos);
+  if (tid == 0 && stats) {
+    stats->amax = s_slots_amax;
+    stats->step = gs_f32_bits(scale);
+  }
 }
 
 /* The grid's first op[0].blocks blocks take A, the rest B: each operand is
@@ -432,9 +450,9 @@ GS_FP8_UNROLL
  * body picking fields at run time took ~30 more registers (ptxas). */
 template <int E, int MODE> static __device__ __forceinline__ void fp8_quantize_operands(const gs_fp8_quantize_args &args) {
   if (args.operands > 1 && blockIdx.x >= (unsigned)args.op[0].blocks)
-    fp8_quantize_body<E, MODE>(args.op[1], blockIdx.x - (unsigned)args.op[0].blocks, args.parity);
+    fp8_quantize_body<E, MODE>(args.op[1], blockIdx.x - (unsigned)args.op[0].blocks, args.parity, args.stats[1]);
   else
-    fp8_quantize_body<E, MODE>(args.op[0], blockIdx.x, args.parity);
+    fp8_quantize_body<E, MODE>(args.op[0], blockIdx.x, args.parity, args.stats[0]);
 }
 
 #define GS_FP8_Q_DEFINE(name, E, MODE)                                         \

@@ -31,10 +31,12 @@
  *
  * One thread block of 128 threads per unit (a 1 x 128 segment for VEC128
  * and MX32, a 128 x 128 tile for BLK128), grid-stride over units; thread
- * t owns k index c * 128 + t. */
+ * t owns k index c * 128 + t. A compared call's statistics (a non-NULL
+ * stats) are counted per scale block by fp8_stats.h's helpers. */
 #include "fp8_block.h"
 #include "fp8_convert.h"
 #include "fp8_kernels.h"
+#include "fp8_stats.h"
 
 #if defined(__clang__)
 #pragma clang fp contract(off)
@@ -76,6 +78,12 @@ static __device__ __forceinline__ uint32_t bq_group_max(uint32_t *s, unsigned t,
   return r;
 }
 
+/* Of the `width` k indices from `start`, those below k: a scale block's
+ * elements inside the matrix, for its statistics (fp8_stats.h). */
+static __device__ __forceinline__ int64_t bq_inside(int64_t k, int64_t start, int64_t width) {
+  return k - start < 0 ? 0 : k - start < width ? k - start : width;
+}
+
 static __device__ __forceinline__ uint8_t bq_encode(float x, int fmt) {
   return fmt == GS_FP8_DEV_E4M3 ? gs_f32_to_e4m3_sat(x) : gs_f32_to_e5m2_sat(x);
 }
@@ -108,11 +116,16 @@ template <int E> static __device__ void bq_body(const gs_fp8_bq_args &a) {
         }
       amax = bq_group_max(s_red, t, 128, amax);
       const float scale = bq_pow2_scale(amax, a.fmt);
+      gs_fp8_counts n = {0, 0};
       if (q < a.k_pad)
         for (int64_t r = rb * 128; r < r_end; r++) {
           float x = q < a.k ? bq_load<E>(a.src, r * a.stride_r + q * a.stride_q) : 0.0f;
-          a.dst[r * a.k_pad + q] = bq_encode(x * scale, a.fmt);
+          const uint8_t code = bq_encode(x * scale, a.fmt);
+          a.dst[r * a.k_pad + q] = code;
+          if (a.stats) gs_fp8_count_scaled(x, x * scale, code, a.fmt, n);
         }
+      gs_fp8_block_stats(a.stats, s_red, t, 128, n, (uint32_t)((r_end - rb * 128) * bq_inside(a.k, c * 128, 128)),
+                         (uint64_t)u, amax, scale);
       float *sc = (float *)a.scales;
       if (t == 0) sc[c + rb * ld] = 1.0f / scale;
       if (t > 0 && c == chunks - 1 && (int64_t)t < ld - chunks + 1) sc[c + t + rb * ld] = 0.0f;
@@ -128,9 +141,13 @@ template <int E> static __device__ void bq_body(const gs_fp8_bq_args &a) {
     const int live = r < a.outer && q < a.k;
     float x = live ? bq_load<E>(a.src, r * a.stride_r + q * a.stride_q) : 0.0f;
     uint32_t amax = bq_group_max(s_red, t, mx ? 32 : 128, gs_f32_bits(x) & 0x7FFFFFFFu);
+    gs_fp8_counts n = {0, 0};
     if (!mx) {
       const float scale = bq_pow2_scale(amax, a.fmt);
-      if (q < a.k_pad) a.dst[r * a.k_pad + q] = bq_encode(x * scale, a.fmt);
+      const uint8_t code = bq_encode(x * scale, a.fmt);
+      if (q < a.k_pad) a.dst[r * a.k_pad + q] = code;
+      if (a.stats && live) gs_fp8_count_scaled(x, x * scale, code, a.fmt, n);
+      gs_fp8_block_stats(a.stats, s_red, t, 128, n, (uint32_t)bq_inside(a.k, c * 128, 128), (uint64_t)u, amax, scale);
       if (t == 0) ((float *)a.scales)[r + c * a.outer] = 1.0f / scale;
       continue;
     }
@@ -143,7 +160,13 @@ template <int E> static __device__ void bq_body(const gs_fp8_bq_args &a) {
     if (a.mode == GS_FP8_BQ_MX32_CEIL && amax && e < 127 &&
         gs_f32_from_bits(amax) * bq_pow2(-e) > (a.fmt == GS_FP8_DEV_E4M3 ? 448.0f : 57344.0f))
       e++;
-    if (r < a.outer && q < a.k_pad) a.dst[r * a.k_pad + q] = bq_encode(e == 128 ? x : x * bq_pow2(-e), a.fmt);
+    const float scale = e == 128 ? 1.0f : bq_pow2(-e);
+    const float xs = e == 128 ? x : x * scale; /* a NaN block's x as it is (its sign kept) */
+    const uint8_t code = bq_encode(xs, a.fmt);
+    if (r < a.outer && q < a.k_pad) a.dst[r * a.k_pad + q] = code;
+    if (a.stats && live) gs_fp8_count_scaled(x, xs, code, a.fmt, n);
+    gs_fp8_block_stats(a.stats, s_red, t, 32, n, (uint32_t)(r < a.outer ? bq_inside(a.k, kb * 32, 32) : 0),
+                       (uint64_t)(r * kblocks + kb), amax, scale);
     if (t % 32 == 0) {
       const int64_t tiles_k = (kblocks + 3) / 4;
       const int64_t off = ((r / 128) * tiles_k + kb / 4) * 512 + (r % 32) * 16 + ((r % 128) / 32) * 4 + kb % 4;

@@ -13,6 +13,8 @@
 #include <string.h>
 
 #include "../shim/shim.h"
+#include "../shim/routes/cost.h"
+#include "../shim/routes/fp8_recipe.h"
 #include "launcher.h"
 
 #define CMD "gemmshim policy"
@@ -133,6 +135,54 @@ static void describe_misses(unsigned misses, const policy_key *k) {
     else printf("%s an unknown site (give --site)", sep);
   }
   printf("\n");
+}
+
+/* What the cost gate (shim/routes/cost.c) decides for a call the policy
+ * sends to `route`: the functions the routes call, on a gs_call of the
+ * GEMM given. No device is queried: the architecture's reference part's
+ * SMs and clocks stand for it (the library reads the device's), beta is
+ * taken as possibly nonzero, and the fp8 recipe is GEMMSHIM_FP8_RECIPE's
+ * default (auto). Printed as the routing log words it. */
+static void explain_gate(int route, const policy_key *k) {
+  const char *name = gs_route_name((gs_route)route);
+  if (route != GS_ROUTE_FFMA && route != GS_ROUTE_FP16 && route != GS_ROUTE_FP8) return;
+  if (k->m < 0) return; /* no shape: nothing to estimate */
+  if (k->sm == POLICY_SM_UNKNOWN) {
+    printf("gate: not estimated (the cost gate needs the device's architecture)\n");
+    return;
+  }
+  gs_call c;
+  memset(&c, 0, sizeof c);
+  c.device = -1;
+  c.sm = k->sm;
+  c.decided = (gs_route)route;
+  gs_gemm *g = &c.g;
+  g->api = k->api;
+  g->m = k->m, g->n = k->n, g->k = k->k, g->batch = k->batch > 0 ? k->batch : 1;
+  g->a_type = k->a_type, g->b_type = k->b_type, g->c_type = g->d_type = k->c_type;
+  g->compute_type = k->compute_type;
+  if (g->m == 0 || g->n == 0 || g->k == 0) {
+    printf("gate: not estimated (an empty GEMM runs native)\n");
+    return;
+  }
+  const double a = (double)g->m * (double)g->k * (double)g->batch, b = (double)g->k * (double)g->n * (double)g->batch;
+  char why[GS_COST_WHY], recipe_why[320] = "", recipe[96] = "";
+  const char *no = NULL;
+  if (route == GS_ROUTE_FFMA) {
+    no = cost_gate_ffma(&c, a, b, g->c_type != CUDA_R_32F, g->c_type != CUDA_R_32F, why);
+  } else if (route == GS_ROUTE_FP16) {
+    no = cost_gate_fp16(&c, a, b, why);
+  } else if (!cost_gate_applies(&c, GS_ROUTE_FP8)) {
+    printf("gate: none for fp8 on sm_%d (below sm_89 the own fp8 kernel runs, a numerics check)\n", k->sm);
+    return;
+  } else {
+    const int r = fp8_recipe_choose(&c, recipe_why, sizeof recipe_why);
+    no = fp8_recipe_gate(&c, fp8_recipe_get(r), why);
+    snprintf(recipe, sizeof recipe, ", recipe %s", gs_fp8_recipe_name(r));
+  }
+  if (no) printf("gate: %s declined: %s; ran native\n", name, no);
+  else printf("gate: %s estimated faster than native on the sm_%d reference part%s\n", name, k->sm, recipe);
+  if (recipe_why[0]) printf("note: %s\n", recipe_why);
 }
 
 static int explain(int argc, char **argv) {
@@ -272,6 +322,7 @@ static int explain(int argc, char **argv) {
   if (match < 0 && mode_takes) {
     printf("note: no rule of the file matched; GEMMSHIM_MODE=%s replaces the built-in rules\n", modes[mode_id]);
     printf("route: %s (GEMMSHIM_MODE=%s)\n", modes[mode_id], modes[mode_id]);
+    explain_gate(mode_id == 2 ? GS_ROUTE_FFMA : mode_id == 3 ? GS_ROUTE_FP8 : GS_ROUTE_FP16, &k);
     return 0;
   }
   char before[160] = "";
@@ -286,6 +337,7 @@ static int explain(int argc, char **argv) {
   } else {
     policy_rule_describe(&table, match, rule, sizeof rule);
     printf("route: %s (%spolicy: %s)\n", gs_route_name(table.rules[match].route), before, rule);
+    explain_gate(table.rules[match].route, &k);
   }
   if (k.sm == POLICY_SM_UNKNOWN) printf("note: with the device unknown, only rules without an sm key match\n");
   return 0;

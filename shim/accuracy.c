@@ -50,11 +50,12 @@ size_t accuracy_scratch_bytes(void) {
 void accuracy_measure(gs_call *c, const accuracy_output *o, const void *native, void *scratch) {
   gs_gpu_time *t = &c->gpu;
   const char *why = NULL;
-  gs_acc_stats *slot = accuracy_slot_take(c->ctx, t->ctx_id, &why);
-  if (!slot) {
+  gs_compare_slot *taken = accuracy_slot_take(c->ctx, t->ctx_id, &why);
+  if (!taken) {
     call_note(c, "accuracy not measured: %s", why);
     return;
   }
+  gs_acc_stats *slot = &taken->acc;
   gs_acc_partial *partials = scratch;
   gs_acc_stats *dev = (gs_acc_stats *)(void *)((char *)scratch + ((sizeof(gs_acc_partial) * GS_ACC_PARTIALS + 255) &
                                                                   ~(size_t)255));

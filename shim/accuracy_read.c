@@ -25,8 +25,8 @@
 typedef struct acc_pool {
   void *ctx;                 /* the context's address, to tell it gone */
   unsigned long long ctx_id; /* 0: unused */
-  gs_acc_stats *block[BLOCKS];
-  gs_acc_stats *free[SLOTS_PER_BLOCK * BLOCKS];
+  gs_compare_slot *block[BLOCKS];
+  gs_compare_slot *free[SLOTS_PER_BLOCK * BLOCKS];
   unsigned n, blocks;
 } acc_pool;
 
@@ -60,10 +60,10 @@ static acc_pool *pool_of(void *ctx, unsigned long long ctx_id, int create) {
 /* A slot of the call's context, or NULL with *why set. The block is
  * allocated in the call's context, which is current (a routed call runs in
  * it). */
-gs_acc_stats *accuracy_slot_take(void *ctx, unsigned long long ctx_id, const char **why) {
+gs_compare_slot *accuracy_slot_take(void *ctx, unsigned long long ctx_id, const char **why) {
   pthread_mutex_lock(&pool_lock);
   acc_pool *p = pool_of(ctx, ctx_id, 1);
-  gs_acc_stats *s = NULL;
+  gs_compare_slot *s = NULL;
   if (!p) {
     *why = "more live contexts than the accuracy slots serve (16)";
   } else if (p->n) {
@@ -73,14 +73,14 @@ gs_acc_stats *accuracy_slot_take(void *ctx, unsigned long long ctx_id, const cha
   } else {
     void *mem = NULL;
     CUresult r = !gs_sys.cuMemHostAlloc ? CUDA_ERROR_NOT_FOUND
-                                        : GS_CALL(cuMemHostAlloc, &mem, sizeof(gs_acc_stats) * SLOTS_PER_BLOCK,
+                                        : GS_CALL(cuMemHostAlloc, &mem, sizeof(gs_compare_slot) * SLOTS_PER_BLOCK,
                                                   CU_MEMHOSTALLOC_PORTABLE);
     if (r != CUDA_SUCCESS || !mem) {
       *why = r == CUDA_ERROR_NOT_FOUND ? "the driver has no cuMemHostAlloc"
              : r == CUDA_ERROR_OUT_OF_MEMORY ? "cuMemHostAlloc: out of page-locked memory (CUresult 2)"
                                              : "cuMemHostAlloc failed";
     } else {
-      gs_acc_stats *b = mem;
+      gs_compare_slot *b = mem;
       p->block[p->blocks++] = b;
       for (unsigned i = 1; i < SLOTS_PER_BLOCK; i++) p->free[p->n++] = &b[i];
       s = &b[0];
@@ -173,5 +173,30 @@ void accuracy_resolve(gs_gpu_time *t) {
 
 void accuracy_release(gs_gpu_time *t, int ctx_alive) {
   if (t->acc_slot && ctx_alive) accuracy_slot_give(t->ctx_id, t->acc_slot);
-  t->acc_slot = NULL;
+  if (t->fp8_slot && ctx_alive) accuracy_slot_give(t->ctx_id, t->fp8_slot);
+  t->acc_slot = t->fp8_slot = NULL;
+}
+
+/* ---- the fp8 route's counters (routes/fp8_stats.c) ------------------------ */
+void fp8_stats_summarise(const gs_fp8_stats *s, gs_gpu_time *t) {
+  for (int i = 0; i < 2; i++) {
+    const gs_fp8_op_stats *o = &s->op[i];
+    t->fp8[i].saturated = o->saturated;
+    t->fp8[i].flushed = o->flushed;
+    memcpy(&t->fp8[i].amax, &o->amax, sizeof o->amax);
+    memcpy(&t->fp8[i].step, &o->step, sizeof o->step);
+    /* The keys (kernels/fp8_stats.h): fraction above, 2^32 - 1 - index below. */
+    t->fp8[i].worst_sat = (double)(o->worst_sat >> 32) / 4294967296.0;
+    t->fp8[i].worst_flush = (double)(o->worst_flush >> 32) / 4294967296.0;
+    t->fp8[i].worst_sat_block = 0xFFFFFFFFull - (o->worst_sat & 0xFFFFFFFFull);
+    t->fp8[i].worst_flush_block = 0xFFFFFFFFull - (o->worst_flush & 0xFFFFFFFFull);
+  }
+  t->has_fp8 = 1;
+}
+
+void fp8_stats_resolve(gs_gpu_time *t) {
+  if (!t->fp8_slot) return;
+  fp8_stats_summarise(&((const gs_compare_slot *)t->fp8_slot)->fp8, t);
+  accuracy_slot_give(t->ctx_id, t->fp8_slot);
+  t->fp8_slot = NULL;
 }

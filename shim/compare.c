@@ -77,6 +77,14 @@ int compare_due(uint64_t site) {
   return due;
 }
 
+int compare_decide(gs_call *c) {
+  if (!c->compare_asked) {
+    c->compare_asked = 1;
+    c->compare_due = compare_due(c->site ? c->site : site_id(c->caller, &c->g));
+  }
+  return c->compare_due;
+}
+
 void compare_forget_for_tests(void) {
   pthread_mutex_lock(&sets_lock);
   memset(sets, 0, sizeof sets);
@@ -173,7 +181,7 @@ void compare_after_route(gs_call *c) {
   /* The record's site: for the delayed recipe the per-layer one its
    * acquire named, so that "first, then every Nth" counts each layer
    * (counted on the call site, every Nth call could fall on one layer). */
-  if (!compare_due(c->site ? c->site : site_id(c->caller, &c->g))) return;
+  if (!compare_decide(c)) return;
   /* Only calls the gate could turn native count for the measured gate
    * (the own fp8 kernels are numerics checks it leaves alone). */
   c->gpu.gated = (uint8_t)cost_gate_applies(c, c->route);

@@ -251,6 +251,7 @@ static int resolve(gs_gpu_time *t) {
       t->has_native_ns = 1;
     }
     if (ev[GS_GPU_EV_ACC_END]) accuracy_resolve(t); /* the copy into the slot is done */
+    fp8_stats_resolve(t); /* copied before END (routes/fp8_stats.c) */
   }
   gpu_time_discard(t);
   return 1;

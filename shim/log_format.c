@@ -424,6 +424,45 @@ FMT_INLINE void fmt_rel_err_p99(json_out *o, const log_rec *r, const gs_gpu_time
   put_figure(o, gpu->acc_p99, "%.4g", ck);
 }
 
+/* The fp8 statistics (routes/fp8_stats.c): amax as the fp32 it is (9
+ * significant digits give its bits back), the scale as TransformerEngine
+ * writes it (x8 = x * scale) from the step the kernels divide by, rounded
+ * to fp32; counts as integers. */
+static void put_fp8_scale(json_out *o, float step, int ck) {
+  put_figure(o, step > 0 ? (double)(float)(1.0 / (double)step) : __builtin_inf(), "%.9g", ck);
+}
+#define FMT_FP8_OPERAND(x, i)                                                                              \
+  FMT_INLINE void fmt_##x##_amax(json_out *o, const log_rec *r, const gs_gpu_time *gpu, int ck) {          \
+    put_figure(o, (double)gpu->fp8[i].amax, "%.9g", ck);                                                  \
+  }                                                                                                        \
+  FMT_INLINE void fmt_##x##_scale(json_out *o, const log_rec *r, const gs_gpu_time *gpu, int ck) {         \
+    put_fp8_scale(o, gpu->fp8[i].step, ck);                                                                \
+  }                                                                                                        \
+  FMT_INLINE void fmt_##x##_elems(json_out *o, const log_rec *r, const gs_gpu_time *gpu, int ck) {         \
+    put_u64(o, gpu->fp8[i].elems, ck);                                                                     \
+  }                                                                                                        \
+  FMT_INLINE void fmt_##x##_sat(json_out *o, const log_rec *r, const gs_gpu_time *gpu, int ck) {           \
+    put_u64(o, gpu->fp8[i].saturated, ck);                                                                 \
+  }                                                                                                        \
+  FMT_INLINE void fmt_##x##_flush(json_out *o, const log_rec *r, const gs_gpu_time *gpu, int ck) {         \
+    put_u64(o, gpu->fp8[i].flushed, ck);                                                                   \
+  }                                                                                                        \
+  FMT_INLINE void fmt_##x##_worst_sat(json_out *o, const log_rec *r, const gs_gpu_time *gpu, int ck) {     \
+    put_figure(o, gpu->fp8[i].worst_sat, "%.6g", ck);                                                     \
+  }                                                                                                        \
+  FMT_INLINE void fmt_##x##_worst_sat_block(json_out *o, const log_rec *r, const gs_gpu_time *gpu, int ck) { \
+    put_u64(o, gpu->fp8[i].worst_sat_block, ck);                                                           \
+  }                                                                                                        \
+  FMT_INLINE void fmt_##x##_worst_flush(json_out *o, const log_rec *r, const gs_gpu_time *gpu, int ck) {   \
+    put_figure(o, gpu->fp8[i].worst_flush, "%.6g", ck);                                                   \
+  }                                                                                                        \
+  FMT_INLINE void fmt_##x##_worst_flush_block(json_out *o, const log_rec *r, const gs_gpu_time *gpu,       \
+                                               int ck) {                                                   \
+    put_u64(o, gpu->fp8[i].worst_flush_block, ck);                                                         \
+  }
+FMT_FP8_OPERAND(a, 0)
+FMT_FP8_OPERAND(b, 1)
+
 FMT_INLINE void fmt_gpu_skipped(json_out *o, const log_rec *r, const gs_gpu_time *gpu, int ck) {
   const char *why = gpu_time_skip_name(gpu->skip);
   PUT_LIT(o, "\"", ck), put_bytes(o, why, strlen(why), ck), PUT_LIT(o, "\"", ck);
@@ -454,6 +493,8 @@ FMT_INLINE void put_id(json_out *o, uint64_t v, int ck) { put_hex(o, v, 16, ck),
 #define WHEN_GPU_NATIVE(key) (gpu && gpu->has_gpu_ns && gpu->has_native_ns)
 #define WHEN_GPU_ACC(key) (gpu && gpu->has_gpu_ns && gpu->has_acc)
 #define WHEN_GPU_ACC_Q(key) (gpu && gpu->has_gpu_ns && gpu->has_acc && gpu->has_acc_quantiles)
+#define WHEN_GPU_FP8(key) (gpu && gpu->has_gpu_ns && gpu->has_fp8)
+#define WHEN_GPU_FP8_BLOCKS(key) (gpu && gpu->has_gpu_ns && gpu->has_fp8 && gpu->fp8_blocks)
 #define WHEN_GPU_SKIPPED(key) (gpu && !gpu->has_gpu_ns && gpu_time_skip_name(gpu->skip))
 
 #define OPEN_U64 ""

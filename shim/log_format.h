@@ -20,10 +20,10 @@
 #include "shim.h"
 
 /* A record's text less its backend and reason: every key, every value at
- * its widest (~1250 bytes), and the slack the unchecked formatter may write
+ * its widest (~1540 bytes with the fp8 statistics), and the slack the unchecked formatter may write
  * past the end before overwriting it (32 bytes) plus the NUL. The unit
  * tests check a record with every field at its widest against it. */
-#define LOG_TEXT_FIXED 1536
+#define LOG_TEXT_FIXED 2048
 
 /* The record's fields, one line each, in the order of their keys in a
  * line of the log (docs/log-format.md): the record's struct, its copy from
@@ -46,7 +46,8 @@
  *       only); BIAS, BACKEND (the call has one); RECIPE (an fp8 call: not
  *       0, gs_fp8_recipe's "none"); SITE_EVENT, EVICTED (the
  *       site_event bits say so); GPU_NS, GPU_KERNELS, GPU_NATIVE,
- *       GPU_SKIPPED, GPU_ACC, GPU_ACC_Q (what the GPU block measured)
+ *       GPU_SKIPPED, GPU_ACC, GPU_ACC_Q, GPU_FP8, GPU_FP8_BLOCKS (what the
+ *       GPU block measured)
  * from  where the value comes from in the gs_call c (g is &c->g), copied
  *       by log_rec_fill for the stored types
  */
@@ -101,6 +102,24 @@
   X(nonfinite_mismatch, none, OWN(nonfinite_mismatch), GPU_ACC, c->gpu.acc_mismatch) \
   X(rel_err_p50, none, OWN(rel_err_p50), GPU_ACC_Q, c->gpu.acc_p50)            \
   X(rel_err_p99, none, OWN(rel_err_p99), GPU_ACC_Q, c->gpu.acc_p99)            \
+  X(a_amax, none, OWN(a_amax), GPU_FP8, c->gpu.fp8[0].amax)                    \
+  X(a_scale, none, OWN(a_scale), GPU_FP8, c->gpu.fp8[0].step)                  \
+  X(a_elems, none, OWN(a_elems), GPU_FP8, c->gpu.fp8[0].elems)                 \
+  X(a_sat, none, OWN(a_sat), GPU_FP8, c->gpu.fp8[0].saturated)                 \
+  X(a_flush, none, OWN(a_flush), GPU_FP8, c->gpu.fp8[0].flushed)               \
+  X(a_worst_sat, none, OWN(a_worst_sat), GPU_FP8_BLOCKS, c->gpu.fp8[0].worst_sat)      \
+  X(a_worst_sat_block, none, OWN(a_worst_sat_block), GPU_FP8_BLOCKS, c->gpu.fp8[0].worst_sat_block) \
+  X(a_worst_flush, none, OWN(a_worst_flush), GPU_FP8_BLOCKS, c->gpu.fp8[0].worst_flush)  \
+  X(a_worst_flush_block, none, OWN(a_worst_flush_block), GPU_FP8_BLOCKS, c->gpu.fp8[0].worst_flush_block) \
+  X(b_amax, none, OWN(b_amax), GPU_FP8, c->gpu.fp8[1].amax)                    \
+  X(b_scale, none, OWN(b_scale), GPU_FP8, c->gpu.fp8[1].step)                  \
+  X(b_elems, none, OWN(b_elems), GPU_FP8, c->gpu.fp8[1].elems)                 \
+  X(b_sat, none, OWN(b_sat), GPU_FP8, c->gpu.fp8[1].saturated)                 \
+  X(b_flush, none, OWN(b_flush), GPU_FP8, c->gpu.fp8[1].flushed)               \
+  X(b_worst_sat, none, OWN(b_worst_sat), GPU_FP8_BLOCKS, c->gpu.fp8[1].worst_sat)      \
+  X(b_worst_sat_block, none, OWN(b_worst_sat_block), GPU_FP8_BLOCKS, c->gpu.fp8[1].worst_sat_block) \
+  X(b_worst_flush, none, OWN(b_worst_flush), GPU_FP8_BLOCKS, c->gpu.fp8[1].worst_flush)  \
+  X(b_worst_flush_block, none, OWN(b_worst_flush_block), GPU_FP8_BLOCKS, c->gpu.fp8[1].worst_flush_block) \
   X(gpu_skipped, none, OWN(gpu_skipped), GPU_SKIPPED, c->gpu.skip)
 
 /* The keys, as strings, in their order: GS_LOG_FIELDS(LOG_KEY_NAME). */

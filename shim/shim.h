@@ -118,6 +118,18 @@ typedef struct gs_gpu_time {
   void *acc_slot;
   double acc_sqnr_db, acc_max_rel, acc_p50, acc_p99; /* may be +-inf */
   uint64_t acc_mismatch;
+  /* GEMMSHIM_COMPARE, fp8 route (routes/fp8_stats.c): the host copy of the
+   * quantize kernels' counters until resolved, then what the log prints of
+   * them, per operand (A, B); elems is set when the copy is issued. */
+  void *fp8_slot;
+  uint8_t has_fp8;
+  uint8_t fp8_blocks; /* a block-scaled recipe: the worst_* figures are set */
+  struct gs_fp8_figures {
+    uint64_t elems, saturated, flushed;
+    float amax, step;
+    double worst_sat, worst_flush;               /* fractions of the worst blocks */
+    uint64_t worst_sat_block, worst_flush_block; /* their indices */
+  } fp8[2];
 } gs_gpu_time;
 
 /* ------------------------------------------------------------------------ */
@@ -153,6 +165,8 @@ typedef struct gs_call {
   int captured;        /* a route found the call's stream being captured
                         * (routes/memory.c): its work was recorded, not run */
   int nvtx_open;       /* an NVTX range is open for the call (nvtx.c) */
+  int compare_asked;   /* compare_decide has asked compare_due for this call ... */
+  int compare_due;     /* ... and this is its answer */
   char reason[GS_REASON_MAX]; /* call_begin clears only what precedes it */
   /* GEMMSHIM_LOG_GPU_TIME (gpu_time.c): valid once work_begun, and then
    * only .on unless GPU time is wanted (gpu_time_begin sets it all). */
@@ -289,6 +303,10 @@ const char *gpu_time_skip_name(int skip); /* NULL for GS_GPU_SKIP_NONE */
  * GEMM native into scratch memory, timed (native_gpu_ns). */
 void compare_after_route(gs_call *c);
 int compare_due(uint64_t site);      /* this call of the site is one to compare */
+/* compare_due for call c's site (c->site, else its call site), asked once
+ * per call: a route that must know before its work (fp8's statistics,
+ * routes/fp8_stats.c) and compare_after_route get the same answer. */
+int compare_decide(gs_call *c);
 unsigned compare_set_of(uint64_t site); /* the set of compare_due's table a site's count lives in */
 
 /* "accuracy.c": a compared call's route output against the native one, on
@@ -308,6 +326,10 @@ void accuracy_measure(gs_call *c, const accuracy_output *o, const void *native, 
 void accuracy_summarise(const struct gs_acc_stats *s, gs_gpu_time *t); /* the acc_* results */
 void accuracy_resolve(gs_gpu_time *t);                /* once ACC_END completed: read, slot back */
 void accuracy_release(gs_gpu_time *t, int ctx_alive); /* unread: slot back (if its context lives) */
+struct gs_fp8_stats;
+/* The fp8 statistics' figures (has_fp8, fp8[i]) from the counters read back. */
+void fp8_stats_summarise(const struct gs_fp8_stats *s, gs_gpu_time *t);
+void fp8_stats_resolve(gs_gpu_time *t); /* once the call's last event completed: read, slot back */
 double gs_log10(double x); /* x > 0 and finite; without libm */
 
 /* "guard.c": GEMMSHIM_GUARD_SQNR, sites whose measured accuracy fell below

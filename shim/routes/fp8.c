@@ -24,9 +24,11 @@
 #include <string.h>
 
 #include "../../kernels/fp8.h"
+#include "../../kernels/fp8_stats.h"
 #include "../../kernels/kernels.h"
 #include "cost.h"
 #include "fp8_recipe.h"
+#include "fp8_stats.h"
 #include "memory.h"
 #include "../resolve.h"
 #include "lt.h"
@@ -42,6 +44,11 @@ static int elem_type(int t) { return t == CUDA_R_16BF || t == CUDA_R_16F || t ==
 static size_t type_size(int t) { return t == F32 ? 4 : 2; }
 
 
+/* rows x cols x batch, which plan() has checked fits the transient memory. */
+static uint64_t g_elems(int64_t rows, int64_t cols, int64_t batch) {
+  return (uint64_t)rows * (uint64_t)cols * (uint64_t)batch;
+}
+
 static const char *fmt_name(int fmt) { return fmt == GS_FP8_E5M2 ? "e5m2" : "e4m3"; }
 
 static cudaDataType fmt_type(int fmt) { return fmt == GS_FP8_E5M2 ? CUDA_R_8F_E5M2 : CUDA_R_8F_E4M3; }
@@ -52,7 +59,7 @@ static cudaDataType fmt_type(int fmt) { return fmt == GS_FP8_E5M2 ? CUDA_R_8F_E5
 typedef struct fp8_plan {
   int64_t a_rows, a_cols, b_rows, b_cols;
   int64_t k_pad; /* k of A8 and B8: the recipe's padding (fp8_recipe_k_pad) */
-  size_t off[3]; /* A8, B8, the recipe's scratch */
+  size_t off[4]; /* A8, B8, the recipe's scratch, the fp8 statistics' counters */
   size_t bytes;
   int epilogue;
   const void *bias;
@@ -60,7 +67,7 @@ typedef struct fp8_plan {
   char why[GS_COST_WHY]; /* the cost gate's reason */
 } fp8_plan;
 
-enum { BUF_A8, BUF_B8, BUF_SCRATCH };
+enum { BUF_A8, BUF_B8, BUF_SCRATCH, BUF_STATS };
 
 /* ---- checks ------------------------------------------------------------------------ */
 static const char *check_types(const gs_gemm *g) {
@@ -123,18 +130,14 @@ static const char *plan(const gs_call *c, const fp8_recipe *rc, fp8_plan *p) {
    * the current recipe pays an amax pass, the others quantize in one
    * (block and mxfp8 one launch per operand). */
   if (cost_gate_applies(c, GS_ROUTE_FP8)) {
-    why = cost_gate_fp8(c, (double)g->m * (double)g->k * (double)g->batch,
-                        (double)g->k * (double)g->n * (double)g->batch,
-                        rc == &fp8_recipe_current   ? GS_COST_FP8_CURRENT
-                        : rc == &fp8_recipe_delayed ? GS_COST_FP8_ONE_PASS
-                                                    : GS_COST_FP8_BLOCK,
-                        p->why);
+    why = fp8_recipe_gate(c, rc, p->why);
     if (why) return why;
   }
   p->k_pad = fp8_recipe_k_pad(rc, c);
   const size_t scratch = fp8_recipe_scratch(rc, c);
-  const transient_part parts[3] = {{g->m, p->k_pad, g->batch, 1}, {p->k_pad, g->n, g->batch, 1}, {1, 1, 1, scratch}};
-  why = transient_plan(parts, scratch ? 3 : 2, gs_opt.fp8_max_bytes, "needs more transient memory than GEMMSHIM_FP8_MAX_BYTES",
+  const transient_part parts[4] = {{g->m, p->k_pad, g->batch, 1}, {p->k_pad, g->n, g->batch, 1}, {1, 1, 1, scratch},
+                                   {1, 1, 1, fp8_stats_bytes()}};
+  why = transient_plan(parts, 4, gs_opt.fp8_max_bytes, "needs more transient memory than GEMMSHIM_FP8_MAX_BYTES",
                        p->off, &p->bytes);
   if (why) return why;
   if (g->api == GS_API_LT_MATMUL) {
@@ -166,9 +169,9 @@ static CUresult quantize_operands(const gs_call *c, const fp8_recipe *rc, kernel
   /* A and B in one launch, each with its own ring. */
   const fp8_operand ops[2] = {
       {g->a_type, g->A, p->a_rows, p->a_cols, g->lda, g->stride_a, g->batch, g->transa != CUBLAS_OP_N, 0,
-       (uint8_t *)(base + p->off[BUF_A8]), u->ring[0]},
+       (uint8_t *)(base + p->off[BUF_A8]), u->ring[0], u->stats ? &u->stats->op[0] : NULL},
       {g->b_type, g->B, p->b_rows, p->b_cols, g->ldb, g->stride_b, g->batch, g->transb != CUBLAS_OP_N, 1,
-       (uint8_t *)(base + p->off[BUF_B8]), u->ring[1]},
+       (uint8_t *)(base + p->off[BUF_B8]), u->ring[1], u->stats ? &u->stats->op[1] : NULL},
   };
   CUresult r = CUDA_SUCCESS;
   if (u->needs_amax_init) {
@@ -409,9 +412,15 @@ int route_fp8(gs_call *c) {
     return FP8_DECLINE(c, "%s; the own fp8 kernel is slower than native bf16 on sm_89+", own_why);
   }
   call_work_begin(c, GS_ROUTE_FP8);
+  /* A compared call's statistics (fp8_stats.c), counted by every
+   * recipe's quantize kernels. */
+  const CUdeviceptr stats_dev = fp8_stats_bytes() ? t.ptr + (CUdeviceptr)p.off[BUF_STATS] : 0;
+  void *stats_slot = fp8_stats_begin(c, stats_dev);
+  u.stats = stats_slot ? (gs_fp8_stats *)(uintptr_t)stats_dev : NULL;
   unsigned ran = 0;
   CUresult r = quantize_operands(c, rc, &kc, &p, &u, base, &ran);
   if (r != CUDA_SUCCESS) {
+    fp8_stats_abandon(c, stats_slot);
     transient_release(&t);
     rc->release(&u, ran);
     return FP8_DECLINE(c, "quantize kernel launch failed (CUresult %d)", (int)r);
@@ -436,6 +445,7 @@ int route_fp8(gs_call *c) {
    * through and scale pointers it would not take. */
   if (!lt && c->sm >= 89 && gs_opt.fp8_backend != GS_FP8_BACKEND_OWN &&
       gs_opt.fp8_backend != GS_FP8_BACKEND_OWN_MMA) {
+    fp8_stats_abandon(c, stats_slot);
     transient_release(&t);
     rc->release(&u, ran);
     if (plan_why) return FP8_DECLINE(c, "cuBLASLt fp8: %s", plan_why);
@@ -460,12 +470,15 @@ int route_fp8(gs_call *c) {
   if (!lt && !mma) {
     r = own_fp8(c, &kc, &p, &u, base, 0);
     if (r != CUDA_SUCCESS) {
+      fp8_stats_abandon(c, stats_slot);
       transient_release(&t);
       rc->release(&u, ran);
       return FP8_DECLINE(c, "fp8 GEMM kernel launch failed (CUresult %d)", (int)r);
     }
   }
   if (c->gpu.on) gpu_time_mark(c, GS_GPU_EV_GEMM_END);
+  fp8_stats_finish(c, stats_dev, stats_slot, g_elems(c->g.m, c->g.k, c->g.batch), g_elems(c->g.k, c->g.n, c->g.batch),
+                   u.scaled);
   transient_release(&t);
   c->recipe = recipe;
   describe_formats(c, &u, recipe_why);

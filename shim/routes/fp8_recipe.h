@@ -38,6 +38,10 @@ typedef struct fp8_scales {
   int32_t scale_mode[2];
   CUdeviceptr scales[2];
   int64_t k_pad;
+  /* Set by the route after acquire: a compared call's device counters
+   * (kernels/fp8_stats.h), which every recipe's quantize passes on; NULL
+   * for other calls. */
+  struct gs_fp8_stats *stats;
 } fp8_scales;
 
 typedef struct fp8_recipe {
@@ -70,6 +74,10 @@ static inline int64_t fp8_recipe_k_pad(const fp8_recipe *rc, const gs_call *c) {
   const int64_t a = rc->k_align > 1 ? rc->k_align : 1;
   return (c->g.k + a - 1) / a * a;
 }
+/* The cost gate (cost.h) for call c under recipe rc: its passes and
+ * launches over A (m x k) and B (k x n), every batch member; NULL when fp8
+ * pays, else why (GS_COST_WHY bytes). Also `gemmshim policy explain`'s. */
+const char *fp8_recipe_gate(const gs_call *c, const fp8_recipe *rc, char *why);
 /* The scratch bytes rc needs for call c. */
 size_t fp8_recipe_scratch(const fp8_recipe *rc, const gs_call *c);
 

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "cost.h"
 #include "fp8_recipe.h"
 
 static const fp8_recipe *const table[GS_FP8_RECIPES] = {
@@ -41,6 +42,17 @@ int fp8_recipe_choose(const gs_call *c, char *why, size_t len) {
   return GS_FP8_RECIPE_CURRENT;
 }
 
+
+const char *fp8_recipe_gate(const gs_call *c, const fp8_recipe *rc, char *why) {
+  const gs_gemm *g = &c->g;
+  /* The current recipe pays an amax pass, the others quantize in one
+   * (block and mxfp8 one launch per operand). */
+  return cost_gate_fp8(c, (double)g->m * (double)g->k * (double)g->batch, (double)g->k * (double)g->n * (double)g->batch,
+                       rc == &fp8_recipe_current   ? GS_COST_FP8_CURRENT
+                       : rc == &fp8_recipe_delayed ? GS_COST_FP8_ONE_PASS
+                                                   : GS_COST_FP8_BLOCK,
+                       why);
+}
 
 size_t fp8_recipe_scratch(const fp8_recipe *rc, const gs_call *c) {
   return rc->scratch ? rc->scratch(c) : rc->scratch_bytes;

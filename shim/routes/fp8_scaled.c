@@ -15,6 +15,7 @@
 #include "fp8_scaled.h"
 
 #include "../../kernels/fp8_kernels.h"
+#include "../../kernels/fp8_stats.h"
 
 static int64_t cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
@@ -76,9 +77,11 @@ CUresult fp8_scaled_quantize_operands(const gs_call *c, kernel_ctx *kc, const fp
   const int ta = g->transa != CUBLAS_OP_N, tb = g->transb != CUBLAS_OP_N;
   const gs_fp8_bq_args args[2] = {
       {g->A, a8, (void *)(uintptr_t)s->scales[0], g->m, g->k, k_pad, ta ? g->lda : 1, ta ? 1 : g->lda,
-       kernel_mode(s->scale_mode[0]), s->fmt[0] == GS_FP8_E5M2 ? GS_FP8_DEV_E5M2 : GS_FP8_DEV_E4M3},
+       kernel_mode(s->scale_mode[0]), s->fmt[0] == GS_FP8_E5M2 ? GS_FP8_DEV_E5M2 : GS_FP8_DEV_E4M3,
+       s->stats ? &s->stats->op[0] : NULL},
       {g->B, b8, (void *)(uintptr_t)s->scales[1], g->n, g->k, k_pad, tb ? 1 : g->ldb, tb ? g->ldb : 1,
-       kernel_mode(s->scale_mode[1]), s->fmt[1] == GS_FP8_E5M2 ? GS_FP8_DEV_E5M2 : GS_FP8_DEV_E4M3},
+       kernel_mode(s->scale_mode[1]), s->fmt[1] == GS_FP8_E5M2 ? GS_FP8_DEV_E5M2 : GS_FP8_DEV_E4M3,
+       s->stats ? &s->stats->op[1] : NULL},
   };
   CUresult r = fp8_scaled_quantize(kc, (CUstream)g->stream, g->a_type, &args[0]);
   if (r == CUDA_SUCCESS) r = fp8_scaled_quantize(kc, (CUstream)g->stream, g->b_type, &args[1]);

@@ -59,7 +59,7 @@ class Args(ctypes.Structure):  # kernels/fp8_kernels.h gs_fp8_bq_args
     _fields_ = [("src", ctypes.c_void_p), ("dst", ctypes.c_void_p), ("scales", ctypes.c_void_p),
                 ("outer", ctypes.c_int64), ("k", ctypes.c_int64), ("k_pad", ctypes.c_int64),
                 ("stride_r", ctypes.c_int64), ("stride_q", ctypes.c_int64),
-                ("mode", ctypes.c_int32), ("fmt", ctypes.c_int32)]
+                ("mode", ctypes.c_int32), ("fmt", ctypes.c_int32), ("stats", ctypes.c_void_p)]
 
 
 def cdiv(a, b):

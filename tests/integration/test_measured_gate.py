@@ -9,7 +9,9 @@ that much more GPU time (tests/standin/driver_init.c), as the fp8 quantize
 kernels did on an H200 (docs/gpu-results.md): the fp16 route's three
 kernels then put it far behind native's stand-in GEMM. --wait-log makes the
 client wait for each record before its next call, so the log's writer has
-read every measurement before the next call asks."""
+read every measurement before the next call asks. The fp8 tests at the
+end do the same where the fp8 gate applies (cuBLASLt's fp8 GEMM, sm_90),
+with STANDIN_CLOCK_KHZ and STANDIN_GEMM_NS (tests/standin/README.md)."""
 
 import json
 import os
@@ -48,6 +50,17 @@ def run_sites(client, standin, tmp_path, env, tag):
     return r, read_log(log)
 
 
+def slower_reason(route, measured):
+    """The reason docs/cost-model.md gives once the compared calls measured
+    were slower in sum."""
+    route_ns = sum(x["gpu_ns"] for x in measured)
+    native_ns = sum(x["native_gpu_ns"] for x in measured)
+    n = len(measured)
+    return ("%s off for this site: slower than native here, measured %.3gx native's GPU time over %d compared "
+            "calls (route %.1f us, native %.1f us a call); GEMMSHIM_GATE=off routes it anyway") % (
+        route, route_ns / native_ns, n, route_ns / n / 1e3, native_ns / n / 1e3)
+
+
 def test_a_slower_site_runs_native_after_three_compared_calls(client, standin, tmp_path):
     r, recs = run_sites(client, standin, tmp_path, ENV, "on")
     assert len(recs) == 7
@@ -58,11 +71,7 @@ def test_a_slower_site_runs_native_after_three_compared_calls(client, standin, t
     for x in s[:3]:
         assert (x["route"], x["reason"]) == ("fp16", "GEMMSHIM_MODE=fp16"), x
         assert x["gpu_ns"] >= 3 * KERNEL_NS > x["native_gpu_ns"], x
-    route_ns = sum(x["gpu_ns"] for x in s[:3])
-    native_ns = sum(x["native_gpu_ns"] for x in s[:3])
-    want = ("fp16 off for this site: slower than native here, measured %.3gx native's GPU time over 3 compared "
-            "calls (route %.1f us, native %.1f us a call); GEMMSHIM_GATE=off routes it anyway") % (
-        route_ns / native_ns, route_ns / 3 / 1e3, native_ns / 3 / 1e3)
+    want = slower_reason("fp16", s[:3])
     for x in s[3:]:
         assert (x["route"], x["reason"]) == ("native", "GEMMSHIM_MODE=fp16; " + want), x
     # The other site has two compared calls: fewer than three, still routed.
@@ -87,3 +96,60 @@ def test_gate_off_keeps_the_route(client, standin, tmp_path):
     r, recs = run_sites(client, standin, tmp_path, {**ENV, "GEMMSHIM_GATE": "off"}, "off")
     assert [x["route"] for x in recs] == ["fp16"] * 7, recs
     assert "summary: slower site" not in r.stderr, r.describe()
+
+
+# fp8 where the gate applies: cuBLASLt's fp8 GEMM on an emulated H100
+# (sm_90). STANDIN_CLOCK_KHZ=1 makes the device's SM clock 1 kHz, so the
+# cost model (rates scaled by SMs x clock, docs/cost-model.md) estimates
+# the 64^3 GEMM slow enough for fp8 to pay: the estimate routes it, and
+# only the measured gate can turn it native. STANDIN_KERNEL_NS then makes
+# the route's two quantize kernels (current recipe: amax pass, quantize
+# pass) 1 s each; STANDIN_GEMM_NS instead makes every stand-in GEMM 1 s,
+# an fp8 one 0.5 s (tests/standin/driver_init.c: NVIDIA's H100 datasheet
+# dense peaks, fp8 twice bf16), so the route is faster than native.
+FP8_ENV = {"STANDIN_CC": "9.0", "STANDIN_CLOCK_KHZ": "1", "GEMMSHIM_MODE": "fp8", "GEMMSHIM_FP8_RECIPE": "current",
+           "GEMMSHIM_COMPARE": "1", "GEMMSHIM_COMPARE_EVERY": "1"}
+FP8_SHAPE = dict(m=64, n=64, k=64, beta=0, pad=0)  # pad 0: C 16-byte aligned, as cuBLASLt's fp8 GEMM needs
+
+
+def run_fp8(client, standin, tmp_path, env, tag, calls=5):
+    log = tmp_path / f"{tag}.jsonl"
+    args = [gemm(f"f{i}", **FP8_SHAPE) for i in range(calls)]
+    r = run([client, *args, "--fp8", f"--wait-log={log}"], standin[13], shim=True,
+            env={**FP8_ENV, **env, "GEMMSHIM_LOG": str(log)}, timeout=300)
+    assert r.returncode == 0 and "standin:" not in r.stderr, r.describe()
+    recs = read_log(log)
+    assert len(recs) == calls and len({x["site"] for x in recs}) == 1, recs
+    return recs
+
+
+def test_a_slower_fp8_site_runs_native_after_three_compared_calls(client, standin, tmp_path):
+    recs = run_fp8(client, standin, tmp_path, {"STANDIN_KERNEL_NS": str(KERNEL_NS)}, "fp8-slow")
+    for x in recs[:3]:
+        assert (x["route"], x["backend"], x["reason"]) == ("fp8", "cublaslt-fp8", "GEMMSHIM_MODE=fp8; fp8 e4m3 x e4m3"), x
+        assert x["gpu_ns"] >= 2 * KERNEL_NS > x["native_gpu_ns"], x
+    want = slower_reason("fp8", recs[:3])
+    for x in recs[3:]:
+        assert (x["route"], x["reason"]) == ("native", "GEMMSHIM_MODE=fp8; " + want), x
+
+
+def test_a_faster_fp8_site_stays_fp8(client, standin, tmp_path):
+    recs = run_fp8(client, standin, tmp_path, {"STANDIN_GEMM_NS": str(KERNEL_NS)}, "fp8-fast")
+    for x in recs:
+        assert (x["route"], x["backend"], x["reason"]) == ("fp8", "cublaslt-fp8", "GEMMSHIM_MODE=fp8; fp8 e4m3 x e4m3"), x
+        # The native GEMM 1 s, the route's fp8 GEMM 0.5 s, its kernels
+        # their host time.
+        assert KERNEL_NS // 2 <= x["gpu_ns"] < x["native_gpu_ns"], x
+        assert x["native_gpu_ns"] >= KERNEL_NS, x
+
+
+def test_without_the_slow_clock_the_estimate_keeps_fp8_off(client, standin, tmp_path):
+    """The control: at the H100's own clock the estimate alone declines
+    the 64^3 GEMM (10 launches of 5 us against a GEMM of nanoseconds), so
+    the tests above measure the gate only because the clock is slowed."""
+    log = tmp_path / "clock.jsonl"
+    r = run([client, gemm("f", **FP8_SHAPE), "--fp8"], standin[13], shim=True,
+            env={**FP8_ENV, "STANDIN_CLOCK_KHZ": "0", "GEMMSHIM_LOG": str(log)}, timeout=300)
+    assert r.returncode == 0, r.describe()
+    (x,) = read_log(log)
+    assert x["route"] == "native" and "fp8 declined: estimated " in x["reason"], x

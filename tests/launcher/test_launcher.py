@@ -563,7 +563,8 @@ def test_the_files_rules_decide_before_the_mode(launcher, standin, tmp_path):
                     "--shape", f"{rec['m']}x{rec['n']}x{rec['k']}", "--batch", str(rec["batch"]),
                     "--policy", str(policy)], standin)
         assert e.returncode == 0, e.describe()
-        m = re.fullmatch(r"route: (\w+) \((.*)\)", e.stdout.splitlines()[-1])
+        (route_line,) = [x for x in e.stdout.splitlines() if x.startswith("route: ")]
+        m = re.fullmatch(r"route: (\w+) \((.*)\)", route_line)
         assert m, e.stdout
         assert rec["decided"] == m.group(1), (rec, e.stdout)
         assert rec["reason"] == m.group(2) or rec["reason"].startswith(m.group(2) + "; "), (rec["reason"], e.stdout)
@@ -591,11 +592,12 @@ def test_policy_size_and_site_keys(launcher, standin, tmp_path):
     r = launch([*base, "--shape", "50257x4096x768"], standin)
     assert r.stdout.splitlines()[-1] == f"route: native (policy: {p}:1 (native m=50257))", r.describe()
     r = launch([*base, "--shape", "512x2048x768", "--site", "cd"], standin)
-    assert r.stdout.splitlines()[-4:] == [
+    assert r.stdout.splitlines()[-5:-1] == [
         f"  1. {p}:1 (native m=50257): no, the rule does not take m=512",
         f"  2. {p}:2 (native k=-64 batch=2-): no, the rule does not take k=768, batch=1",
         f"  3. {p}:3 (fp8 n=1024- site=00000000000000ab,00000000000000cd): matches",
         f"route: fp8 (policy: {p}:3 (fp8 n=1024- site=00000000000000ab,00000000000000cd))"], r.describe()
+    assert r.stdout.splitlines()[-1].startswith("gate: fp8 "), r.describe()  # the cost gate's word on the shape
     r = launch([*base], standin)  # no shape: size rules cannot match, and say why
     assert f"  1. {p}:1 (native m=50257): no, the rule does not take an unknown m (give --shape)" in r.stdout
     for bad, msg in (("m=1-2-3", "bad m '1-2-3'; expected a size like 1024, a range like 1-4096, an open range "
@@ -631,3 +633,49 @@ def test_report_summarizes_a_log(launcher, standin, tmp_path):
         f"gemmshim report: no such file: {tmp_path / 'nope.jsonl'}\n"
         "gemmshim report: a run that made no cuBLAS call (a CPU-only framework, or a GEMM-free program) writes no "
         "log; check GEMMSHIM_LOG's path and its %p/%r placeholders\n")
+
+
+def test_explain_runs_the_library_cost_gate(launcher, standin, tmp_path):
+    """With --shape, explain asks the library's cost gate (shim/routes/cost.c,
+    the functions the routes call) what it decides on the architecture
+    named: the decision the library logged for the same GEMMs on the
+    stand-in, and for a declined one the reason word for word but for the
+    bandwidth, which explain takes from the reference part (docs/cost-model.md's
+    table: no device is queried) and the library from the device (the
+    stand-in's 9.0 board: 3352 GB/s from its memory clock and bus width)."""
+    client = CLIENT_DIR / "ffma_client_cu13"
+    require_built([client])
+    cases = [("9.0", "fp8", "64x64x64"), ("7.5", "fp16", "64x64x64"), ("7.5", "fp16", "384x384x384")]
+    for sm, mode, shape in cases:
+        m, n, k = shape.split("x")
+        log = tmp_path / f"{sm}-{shape}.jsonl"
+        r = launch(["--log", str(log), "--mode", mode, "--", client,
+                    f"--gemm=m={m},n={n},k={k},beta=0,pad=0,spad=0,c=bf16"], standin, env={"STANDIN_CC": sm})
+        assert r.returncode == 0, r.describe()
+        (rec,) = read_log(log)
+        e = launch(["policy", "explain", "--mode", mode, "--sm", sm, "--ab", "bf16", "--c", "bf16", "--compute", "32f",
+                    "--api", "cublasGemmEx", "--shape", shape], standin)
+        assert e.returncode == 0 and e.stderr == "", e.describe()
+        lines = e.stdout.splitlines()
+        assert lines[-2] == f"route: {mode} (GEMMSHIM_MODE={mode})", e.stdout
+        gate = lines[-1]
+        if rec["route"] == "native":
+            want = rec["reason"][len(f"GEMMSHIM_MODE={mode}; "):]
+            assert want.startswith(f"{mode} declined: estimated "), rec
+            assert re.sub(r"\d+ GB/s", "B GB/s", gate) == "gate: " + re.sub(r"\d+ GB/s", "B GB/s", want), (gate, want)
+            # the route time differs only by the passes at the other bandwidth
+            ratio = lambda t: float(re.search(r"estimated ([0-9.e+-]+)x", t).group(1))
+            assert abs(ratio(gate) / ratio(want) - 1) < 0.01, (gate, want)
+        else:
+            assert rec["route"] == mode, rec
+            assert gate == f"gate: {mode} estimated faster than native on the sm_{sm.replace('.', '')} reference part" + (
+                ", recipe current" if mode == "fp8" else ""), gate
+    # No shape: no estimate (the route line ends the output); a device
+    # unknown: none, and it says so.
+    base = ["policy", "explain", "--mode", "fp8", "--ab", "bf16", "--c", "bf16", "--compute", "32f",
+            "--api", "cublasGemmEx"]
+    e = launch([*base, "--sm", "9.0"], standin)
+    assert e.stdout.splitlines()[-1] == "route: fp8 (GEMMSHIM_MODE=fp8)", e.stdout
+    e = launch([*base, "--sm", "unknown", "--shape", "64x64x64"], standin)
+    assert e.stdout.splitlines()[-2:] == ["route: fp8 (GEMMSHIM_MODE=fp8)",
+                                          "gate: not estimated (the cost gate needs the device's architecture)"], e.stdout

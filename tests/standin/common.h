@@ -50,5 +50,8 @@ void standin_append_line(const char *var, const char *fmt, ...) __attribute__((f
 
 /* "standin: <message>\n" on stderr, one write. */
 void standin_msg(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* libcuda (driver_stream.c): a stand-in GEMM ran; STANDIN_GEMM_NS moves
+ * the GPU clock on by its time (fp8 A and B: half). */
+void cuStandinGemmRan(int fp8);
 
 #endif

@@ -120,6 +120,8 @@ typedef struct sd_state {
   uint64_t mem_limit;     /* STANDIN_MEM_LIMIT, 0 = none */
   uint64_t event_lag;     /* STANDIN_EVENT_LAG, 0 = events complete at once */
   uint64_t kernel_ns;     /* STANDIN_KERNEL_NS, 0 = kernels take their host time */
+  uint64_t gemm_ns;       /* STANDIN_GEMM_NS, 0 = GEMMs take their host time */
+  uint64_t clock_khz;     /* STANDIN_CLOCK_KHZ, 0 = each board's own */
   uint64_t clock_ns;      /* GPU time the kernels took beyond their host time (under sd_lock) */
   char kernels[1024];     /* STANDIN_KERNELS, "" = none */
   unsigned long long forbidden_syncs;

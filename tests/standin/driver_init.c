@@ -43,7 +43,23 @@
  *                            where the shim's own kernels are slow (an
  *                            H200 ran the fp8 quantize kernels at 22% of
  *                            copy bandwidth). The stand-in cuBLAS's GEMMs
- *                            are not kernels and take their host time.
+ *                            are not kernels and take their host time,
+ *                            unless STANDIN_GEMM_NS is set.
+ *   STANDIN_GEMM_NS=N        each GEMM the stand-in cuBLAS/cuBLASLt runs
+ *                            takes N ns of GPU time beyond its host time,
+ *                            one with fp8 A and B N/2 ns (NVIDIA's H100
+ *                            datasheet: dense fp8 1979 TFLOP/s, bf16 989),
+ *                            whatever its shape: a GEMM native runs
+ *                            slower than a routed fp8 call's own GEMM, as
+ *                            on a GPU where fp8 pays
+ *                            (cuStandinGemmRan, below the public API).
+ *   STANDIN_CLOCK_KHZ=N      every device's SM clock
+ *                            (CU_DEVICE_ATTRIBUTE_CLOCK_RATE) in kHz: a slow
+ *                            device, on which the shim's cost model
+ *                            (shim/routes/cost.c: rates scaled by SMs x
+ *                            clock, DRAM bandwidth from the memory clock)
+ *                            estimates GEMMs slow against the passes and
+ *                            launches, so routes pay at small shapes.
  *   STANDIN_TRACE=path       every kernel launch and every GEMM of the
  *                            stand-in cuBLAS/cuBLASLt appends a line
  *                            "<tid> launch <kernel>" / "<tid> gemm MxNxK
@@ -182,10 +198,19 @@ __attribute__((constructor)) static void sd_load(void) {
   if (standin_env_size("STANDIN_MEM_LIMIT", &sd.mem_limit) < 0) sd.config_error = 1;
   if (standin_env_size("STANDIN_EVENT_LAG", &sd.event_lag) < 0) sd.config_error = 1;
   if (standin_env_size("STANDIN_KERNEL_NS", &sd.kernel_ns) < 0) sd.config_error = 1;
+  if (standin_env_size("STANDIN_GEMM_NS", &sd.gemm_ns) < 0) sd.config_error = 1;
+  if (standin_env_size("STANDIN_CLOCK_KHZ", &sd.clock_khz) < 0) {
+    sd.config_error = 1;
+  } else if (sd.clock_khz > INT32_MAX) {
+    standin_msg("STANDIN_CLOCK_KHZ=%llu: expected kHz up to %d", (unsigned long long)sd.clock_khz, INT32_MAX);
+    sd.config_error = 1;
+  }
   const char *k = getenv("STANDIN_KERNELS");
   if (k) snprintf(sd.kernels, sizeof sd.kernels, "%s", k);
-  for (int i = 0; i < sd.ndev; i++)
+  for (int i = 0; i < sd.ndev; i++) {
     if (sd.mem_limit) sd.dev[i].total_mem = sd.mem_limit;
+    if (sd.clock_khz) sd.dev[i].clock_khz = (int)sd.clock_khz;
+  }
   standin_counts_truncate();
   atexit(sd_at_exit);
 }

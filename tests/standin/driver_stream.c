@@ -575,6 +575,16 @@ static uint64_t sd_now_ns(void) {
   return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec + sd.clock_ns;
 }
 
+/* STANDIN_GEMM_NS (driver_init.c): a GEMM of the stand-in cuBLAS or
+ * cuBLASLt ran (gemm_ref.c) and moves the clock on. Not a driver
+ * function: only the stand-in libraries call it. */
+void cuStandinGemmRan(int fp8) {
+  if (!sd.gemm_ns) return;
+  pthread_mutex_lock(&sd_lock);
+  sd.clock_ns += fp8 ? sd.gemm_ns / 2 : sd.gemm_ns;
+  pthread_mutex_unlock(&sd_lock);
+}
+
 CUresult cuEventCreate(CUevent *phEvent, unsigned int flags) {
   SD_COUNT(cuEventCreate);
   const unsigned known = CU_EVENT_BLOCKING_SYNC | CU_EVENT_DISABLE_TIMING | CU_EVENT_INTERPROCESS;

@@ -229,5 +229,7 @@ int sg_gemm(const sg_problem *p) {
   if (p->m == 0 || p->n == 0 || p->batch == 0) return 0;
   standin_trace("gemm %lldx%lldx%lld batch %lld", (long long)p->m, (long long)p->n, (long long)p->k,
                 (long long)p->batch);
+  cuStandinGemmRan((p->a.type == CUDA_R_8F_E4M3 || p->a.type == CUDA_R_8F_E5M2) &&
+                   (p->b.type == CUDA_R_8F_E4M3 || p->b.type == CUDA_R_8F_E5M2));
   return p->d.type == CUDA_R_64F ? sg_gemm_f64(p) : sg_gemm_f32(p);
 }

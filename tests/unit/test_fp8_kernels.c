@@ -42,6 +42,7 @@
 #include "base.h"
 #include "../../kernels/fp8_convert.h"
 #include "../../kernels/fp8_kernels.h"
+#include "../../kernels/fp8_stats.h"
 #include "../../kernels/module.h"
 #include "../standin/standin_kernel.h"
 #include "resolve.h"
@@ -550,8 +551,8 @@ static void test_quantize_persistent_grid(void **state) {
   ring_model ma, mb;
   gs_fp8_ring *ra = ring_new(&ma, 4, GS_FP8_E4M3, 1.0f), *rb = ring_new(&mb, 4, GS_FP8_E4M3, 1.0f);
   uint8_t *a8 = dst_alloc(1280 * 1300), *b8 = dst_alloc(640 * 640);
-  const fp8_operand ops[2] = {{CUDA_R_16BF, a.p, 1280, 1300, 1280, 0, 1, 0, 0, a8, ra},
-                              {CUDA_R_16BF, b.p, 640, 640, 640, 0, 1, 0, 1, b8, rb}};
+  const fp8_operand ops[2] = {{CUDA_R_16BF, a.p, 1280, 1300, 1280, 0, 1, 0, 0, a8, ra, NULL},
+                              {CUDA_R_16BF, b.p, 640, 640, 640, 0, 1, 0, 1, b8, rb, NULL}};
   grid_launch_real = gs_sys.cuLaunchKernel;
   gs_sys.cuLaunchKernel = grid_launch;
   grid_seen = 0;
@@ -925,7 +926,7 @@ static CUresult golden_quantize_pair(CUcontext c, const golden_operand *const g[
   fp8_operand ops[2];
   for (int i = 0; i < 2; i++)
     ops[i] = (fp8_operand){g[i]->type, src[i], g[i]->rows, g[i]->cols, g[i]->ld, g[i]->stride, g[i]->batch,
-                           g[i]->trans, i, dst[i], ring[i]};
+                           g[i]->trans, i, dst[i], ring[i], NULL};
   golden_launch_real = gs_sys.cuLaunchKernel;
   gs_sys.cuLaunchKernel = golden_launch;
   golden_launches = 0;
@@ -1077,9 +1078,9 @@ static void test_quantize_geometry(void **state) {
     const int64_t ar = shapes[i].ta ? k : m, ac = shapes[i].ta ? m : k;
     const int64_t br = shapes[i].tb ? n : k, bc = shapes[i].tb ? k : n;
     const fp8_operand ops[2] = {
-        {CUDA_R_16BF, p, ar, ac, ar, ar * ac, batch, shapes[i].ta, 0, (uint8_t *)p + 0x40000000, rings[0]},
+        {CUDA_R_16BF, p, ar, ac, ar, ar * ac, batch, shapes[i].ta, 0, (uint8_t *)p + 0x40000000, rings[0], NULL},
         {CUDA_R_16BF, p + 0x20000000, br, bc, br, br * bc, batch, shapes[i].tb, 1, (uint8_t *)p + 0x60000000,
-         rings[1]},
+         rings[1], NULL},
     };
     golden_launches = 0;
     assert_int_equal(fp8_quantize_operands(KERNEL_CTX(ctx), NULL, ops, 2, 0), CUDA_SUCCESS);
@@ -1111,6 +1112,75 @@ static void test_quantize_sm89(void **state) {
   qctx = ctx;
 }
 
+/* fp8 statistics (kernels/fp8_stats.h, docs/log-format.md "fp8
+ * statistics"): A and B quantized in one launch with a step of 0.5, as the
+ * delayed recipe quantizes with the scale of a history smaller than this
+ * call's values. The counts are taken from the definitions here, element
+ * by element: saturated = not NaN and |x / step| above the format's
+ * largest finite value (OCP 8-bit Floating Point Specification v1.0: E4M3
+ * 448, E5M2 57344), infinities included; flushed = finite, non-zero, and
+ * encoded as +-0. Values at, just below and above both formats' limits,
+ * tiny ones at and around half the smallest subnormal (E4M3 2^-9, E5M2
+ * 2^-16) times the step, zeros, infinities and a NaN in A; several blocks
+ * and partial tiles; on the sm_61 and the sm_89 kernels. amax is the
+ * operand's (NaN in A), the step the one used. A NULL pointer counts
+ * nothing (the other tests pass it). */
+static void test_quantize_stats(void **state) {
+  (void)state;
+  static const float values[] = {0.0f, -0.0f, 1.0f, -3.0f, 224.0f, 225.0f, -300.0f, 28672.0f, 28673.0f,
+                                 -1e5f, 0x1p-11f, 0x1p-12f, -0x1.2p-11f, 0x1p-18f, 0x1p-17f, 0x1.1p-18f, INFINITY,
+                                 -INFINITY};
+  const int nv = (int)(sizeof values / sizeof values[0]);
+  for (int dev = 0; dev < 2; dev++)
+    for (int fmt = 0; fmt < 2; fmt++) {
+      qctx = dev ? ctx90 : ctx;
+      smat m[2];
+      smat_make(&m[0], CUDA_R_16BF, 200, 130, 200, 0, 1, 1.0);
+      smat_make(&m[1], CUDA_R_16BF, 70, 90, 72, 0, 1, 1.0);
+      uint64_t want_sat[2] = {0, 0}, want_flush[2] = {0, 0};
+      for (int o = 0; o < 2; o++)
+        for (int64_t c = 0; c < m[o].cols; c++)
+          for (int64_t r = 0; r < m[o].rows; r++) {
+            float x = values[rng_below((unsigned)nv)];
+            if (o == 0 && r == 7 && c == 100) x = NAN;
+            smat_put(&m[o], 0, r, c, x);
+            x = smat_get(&m[o], 0, r, c); /* as bf16 stored it */
+            if (x != x) continue;
+            const float q = x / 0.5f;
+            const uint8_t code = gs_f32_to_fp8_sat(q, fmt);
+            want_sat[o] += fabsf(q) > (fmt ? 57344.0f : 448.0f);
+            want_flush[o] += x != 0 && !isinf(x) && (code & 0x7F) == 0;
+          }
+      assert_true(want_sat[0] > 0 && want_sat[1] > 0 && want_flush[0] > 0 && want_flush[1] > 0);
+      ring_model rm[2];
+      gs_fp8_ring *ring[2];
+      uint8_t *dst[2];
+      for (int o = 0; o < 2; o++) {
+        ring[o] = ring_new(&rm[o], 4, fmt, 1.0f);
+        ring[o]->scale[0][0] = 0.5f;
+        dst[o] = dst_alloc(m[o].rows * m[o].cols);
+      }
+      gs_fp8_stats *st = dev_alloc(sizeof *st);
+      memset(st, 0, sizeof *st);
+      const fp8_operand ops[2] = {
+          {CUDA_R_16BF, m[0].p, 200, 130, 200, 0, 1, 0, 0, dst[0], ring[0], &st->op[0]},
+          {CUDA_R_16BF, m[1].p, 70, 90, 72, 0, 1, 1, 1, dst[1], ring[1], &st->op[1]},
+      };
+      assert_int_equal(fp8_quantize_operands(KERNEL_CTX(qctx), NULL, ops, 2, 0), CUDA_SUCCESS);
+      for (int o = 0; o < 2; o++) {
+        check_quantized(&m[o], o, o, dst[o], 0.5f, fmt, "stats");
+        assert_int_equal(st->op[o].saturated, want_sat[o]);
+        assert_int_equal(st->op[o].flushed, want_flush[o]);
+        assert_int_equal(st->op[o].step, 0x3F000000u); /* 0.5 */
+      }
+      assert_true(st->op[0].amax > 0x7F800000u); /* the NaN */
+      assert_int_equal(st->op[1].amax, 0x7F800000u); /* an infinity */
+      for (int o = 0; o < 2; o++) dev_free(dst[o]), dev_free(ring[o]), dev_free(m[o].p);
+      dev_free(st);
+    }
+  qctx = ctx;
+}
+
 /* ---- block-scaled quantize launcher ----------------------------------------------- */
 /* The launcher (fp8_scaled_launch.c) against the host kernel called
  * directly with one block (whose output the NumPy model of the cuBLAS
@@ -1128,7 +1198,7 @@ static void test_scaled_quantize_launcher(void **state) {
   static const size_t sc_bytes[] = {136 * 2 * 4, 2 * 4 * 4, 4 * 512, 4 * 512};
   uint8_t *sc = dev_alloc(4 * 512), *want_sc = malloc(4 * 512);
   for (int mode = GS_FP8_BQ_VEC128; mode <= GS_FP8_BQ_MX32_CEIL; mode++) {
-    gs_fp8_bq_args a = {src, dst, sc, outer, k, k_pad, k, 1, mode, GS_FP8_DEV_E4M3};
+    gs_fp8_bq_args a = {src, dst, sc, outer, k, k_pad, k, 1, mode, GS_FP8_DEV_E4M3, NULL};
     memset(dst, 0xA5, outer * k_pad);
     memset(sc, 0xA5, 4 * 512);
     const unsigned one[3] = {1, 1, 1};
@@ -1143,11 +1213,11 @@ static void test_scaled_quantize_launcher(void **state) {
     assert_int_equal(fp8_scaled_quantize(KERNEL_CTX(ctx), NULL, CUDA_R_32F, &a), CUDA_ERROR_NOT_SUPPORTED);
   }
   gs_fp8_bq_args bad[] = {
-      {src, dst, sc, outer, k, k - 1, k, 1, GS_FP8_BQ_VEC128, GS_FP8_DEV_E4M3}, /* k_pad < k */
-      {src, dst, sc, 0, k, k_pad, k, 1, GS_FP8_BQ_VEC128, GS_FP8_DEV_E4M3},     /* no rows */
-      {src, dst, sc, outer, k, k_pad, k, 1, 4, GS_FP8_DEV_E4M3},                /* no such mode */
-      {src, dst, sc, outer, k, k_pad, k, 1, GS_FP8_BQ_MX32, 2},                 /* no such format */
-      {src, dst, NULL, outer, k, k_pad, k, 1, GS_FP8_BQ_MX32, GS_FP8_DEV_E4M3}, /* no scales */
+      {src, dst, sc, outer, k, k - 1, k, 1, GS_FP8_BQ_VEC128, GS_FP8_DEV_E4M3, NULL}, /* k_pad < k */
+      {src, dst, sc, 0, k, k_pad, k, 1, GS_FP8_BQ_VEC128, GS_FP8_DEV_E4M3, NULL},     /* no rows */
+      {src, dst, sc, outer, k, k_pad, k, 1, 4, GS_FP8_DEV_E4M3, NULL},                /* no such mode */
+      {src, dst, sc, outer, k, k_pad, k, 1, GS_FP8_BQ_MX32, 2, NULL},                 /* no such format */
+      {src, dst, NULL, outer, k, k_pad, k, 1, GS_FP8_BQ_MX32, GS_FP8_DEV_E4M3, NULL}, /* no scales */
   };
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
     assert_int_equal(fp8_scaled_quantize(KERNEL_CTX(ctx90), NULL, CUDA_R_32F, &bad[i]), CUDA_ERROR_INVALID_VALUE);
@@ -1158,6 +1228,71 @@ static void test_scaled_quantize_launcher(void **state) {
   assert_non_null(fp8_scaled_ready(KERNEL_CTX(ctx90), CUDA_R_8I));
   dev_free(src), dev_free(dst), dev_free(sc);
   free(want), free(want_sc);
+}
+
+/* The block-scaled kernels' statistics (kernels/fp8_stats.h): the worst
+ * block by flushed and by saturated fraction of its elements inside the
+ * matrix, and its index (docs/log-format.md, "fp8 statistics"), in the
+ * three layouts, on data whose counts are known by construction: values
+ * of 1 (scale 256 under TransformerEngine's power-of-two rule for E4M3,
+ * 448 / 1 rounded down) with 2^-20 among them (2^-20 * 256 = 2^-12, below
+ * half of E4M3's smallest subnormal 2^-9: flushed); under the OCP MX spec's
+ * rule (GS_FP8_BQ_MX32: shared exponent floor(log2 amax) - 8) a block of
+ * amax 500 has the scale 1 and its 500s saturate (above 448). */
+static void bq_stats_case(int mode, int64_t outer, int64_t k, int64_t k_pad, const int64_t (*special)[3],
+                          int nspecial, gs_fp8_op_stats *st) {
+  float *src = dev_alloc((size_t)(outer * k) * sizeof(float));
+  for (int64_t i = 0; i < outer * k; i++) src[i] = 1.0f;
+  /* special[i]: row, first column, count of 2^-20 (or of 500 in MX32) */
+  for (int i = 0; i < nspecial; i++)
+    for (int64_t j = 0; j < special[i][2]; j++)
+      src[special[i][0] * k + special[i][1] + j] = mode == GS_FP8_BQ_MX32 ? 500.0f : 0x1p-20f;
+  uint8_t *dst = dev_alloc((size_t)((outer + 127) / 128 * 128 * k_pad)), *sc = dev_alloc(1 << 16);
+  memset(st, 0, sizeof *st);
+  gs_fp8_bq_args a = {src, dst, sc, outer, k, k_pad, k, 1, mode, GS_FP8_DEV_E4M3, st};
+  assert_int_equal(fp8_scaled_quantize(KERNEL_CTX(ctx90), NULL, CUDA_R_32F, &a), CUDA_SUCCESS);
+  dev_free(src), dev_free(dst), dev_free(sc);
+}
+
+static unsigned long long bq_key(unsigned long long count, unsigned long long elems, unsigned long long index) {
+  return ((count << 32) / elems) << 32 | (0xFFFFFFFFull - index);
+}
+
+static void test_scaled_quantize_stats(void **state) {
+  (void)state;
+  gs_fp8_op_stats *st = dev_alloc(sizeof *st);
+  /* 1 x 128 along k, k = 300: blocks of 128, 128 and 44 per row, index
+   * row * 3 + segment. 40 of block (2, 1)'s 128 flush, 20 of block
+   * (3, 2)'s 44: the latter is the worst, by fraction. */
+  static const int64_t vec[][3] = {{2, 128, 40}, {3, 256, 20}};
+  bq_stats_case(GS_FP8_BQ_VEC128, 4, 300, 304, vec, 2, st);
+  assert_int_equal(st->saturated, 0);
+  assert_int_equal(st->flushed, 60);
+  assert_true(st->worst_flush == bq_key(20, 44, 11));
+  assert_true(st->worst_sat == bq_key(0, 128, 0)); /* none: the lowest index */
+  assert_int_equal(st->amax, 0x3F800000u);                  /* 1.0 */
+  assert_int_equal(st->step, 0x3B800000u);                  /* 1/256: the smallest scale's step */
+  /* 128 x 128 tiles, 130 x 200: tile (1, 1) holds 2 x 72 elements, 9 of
+   * which flush; tile (0, 0) 100 of 16384. Index row block * 2 + column
+   * block. */
+  static const int64_t blk[][3] = {{129, 128, 9}, {0, 0, 100}};
+  bq_stats_case(GS_FP8_BQ_BLK128, 130, 200, 208, blk, 2, st);
+  assert_int_equal(st->flushed, 109);
+  assert_true(st->worst_flush == bq_key(9, 144, 3));
+  /* 32-element blocks under the spec's rule, 2 x 64: three 500s in block
+   * (1, 1), index row * 2 + block: 3 of its 32 saturate; the 1s of the
+   * others (scale 256) do not. */
+  static const int64_t mx[][3] = {{1, 40, 3}};
+  bq_stats_case(GS_FP8_BQ_MX32, 2, 64, 64, mx, 1, st);
+  assert_int_equal(st->saturated, 3);
+  assert_int_equal(st->flushed, 0);
+  assert_true(st->worst_sat == bq_key(3, 32, 3));
+  assert_int_equal(st->amax, 0x43FA0000u); /* 500 */
+  /* TransformerEngine's rounding (MX32_CEIL) gives that block the scale
+   * 1/2: nothing saturates. */
+  bq_stats_case(GS_FP8_BQ_MX32_CEIL, 2, 64, 64, mx, 1, st);
+  assert_int_equal(st->saturated, 0);
+  dev_free(st);
 }
 
 /* ---- GEMM ------------------------------------------------------------------------- */
@@ -1795,6 +1930,7 @@ int main(void) {
       cmocka_unit_test(test_quantize_empty),
       cmocka_unit_test(test_quantize_golden),
       cmocka_unit_test(test_quantize_sm89),
+      cmocka_unit_test(test_quantize_stats),
       cmocka_unit_test(test_quantize_geometry),
       cmocka_unit_test(test_quantize_argument_checks),
       cmocka_unit_test(test_gemm_shapes),
@@ -1807,6 +1943,7 @@ int main(void) {
       cmocka_unit_test(test_gemm_argument_checks),
       cmocka_unit_test(test_other_context),
       cmocka_unit_test(test_scaled_quantize_launcher),
+      cmocka_unit_test(test_scaled_quantize_stats),
       cmocka_unit_test(test_module_once_per_context),
       cmocka_unit_test(test_mma_absent_below_sm89),
       cmocka_unit_test_setup_teardown(test_mma_ffma_cases, mma_setup, mma_teardown),

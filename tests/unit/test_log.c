@@ -54,7 +54,7 @@
  * record fits either no more. */
 #define LOG_BIN_BYTES (128u * 1024)
 #define LOG_TEXT_BYTES (1024u * 1024)
-#define LOG_TEXT_FIXED 1536
+#define LOG_TEXT_FIXED 2048
 #define LOG_REC_HEADER 232
 #define LOG_RECORD_MAX 4096
 
@@ -615,16 +615,21 @@ static void test_format_gpu_time(void **state) {
  * calls"): the fields after native_gpu_ns, at their widest within the
  * reserved text; infinities as the strings "inf"/"-inf"; quantiles only
  * when some position was finite in both outputs. */
+/* widest_timed_call with every accuracy figure at its widest. */
+static void widest_compared_call(gs_call *c, char *saved) {
+  widest_timed_call(c, saved);
+  c->gpu.has_acc = c->gpu.has_acc_quantiles = 1;
+  c->gpu.acc_sqnr_db = -6320.123456;
+  c->gpu.acc_max_rel = c->gpu.acc_p50 = c->gpu.acc_p99 = -1.23456789e-300;
+  c->gpu.acc_mismatch = UINT64_MAX;
+}
+
 static void test_format_accuracy(void **state) {
   (void)state;
   static char buf[16384];
   char saved[sizeof gs_opt.log_path];
   gs_call c;
-  widest_timed_call(&c, saved);
-  c.gpu.has_acc = c.gpu.has_acc_quantiles = 1;
-  c.gpu.acc_sqnr_db = -6320.123456;
-  c.gpu.acc_max_rel = c.gpu.acc_p50 = c.gpu.acc_p99 = -1.23456789e-300;
-  c.gpu.acc_mismatch = UINT64_MAX;
+  widest_compared_call(&c, saved);
   size_t n = format_both_ways(&c, buf, sizeof buf);
   assert_true(n + 32 + 1 <= LOG_TEXT_FIXED);
   assert_non_null(strstr(buf, "\"native_gpu_ns\":18446744073709551615,\"sqnr_db\":-6320.12,\"max_rel\":-1.235e-300,"
@@ -645,6 +650,57 @@ static void test_format_accuracy(void **state) {
   c.gpu.has_acc = 0;
   format_both_ways(&c, buf, sizeof buf);
   assert_null(strstr(buf, "sqnr_db"));
+  gs_opt.log_gpu_time = 0;
+  memcpy(gs_opt.log_path, saved, sizeof saved);
+}
+
+/* The fp8 statistics (docs/log-format.md, "fp8 statistics") after the
+ * accuracy figures, every one at its widest within the reserved text;
+ * the scale is the fp32 reciprocal of the step; absent without has_fp8. */
+static void test_format_fp8_stats(void **state) {
+  (void)state;
+  static char buf[16384];
+  char saved[sizeof gs_opt.log_path];
+  gs_call c;
+  widest_compared_call(&c, saved);
+  c.gpu.has_fp8 = c.gpu.fp8_blocks = 1;
+  for (int i = 0; i < 2; i++) {
+    c.gpu.fp8[i].elems = c.gpu.fp8[i].saturated = c.gpu.fp8[i].flushed = UINT64_MAX;
+    c.gpu.fp8[i].worst_sat = c.gpu.fp8[i].worst_flush = -1.23456789e-300;
+    c.gpu.fp8[i].worst_sat_block = c.gpu.fp8[i].worst_flush_block = UINT64_MAX;
+    c.gpu.fp8[i].amax = -3.40282347e38f;
+    c.gpu.fp8[i].step = 1.17549435e-38f * 0x1p-22f; /* a subnormal: scale 2^148 overflows fp32 */
+  }
+  size_t n = format_both_ways(&c, buf, sizeof buf);
+  assert_true(n + 32 + 1 <= LOG_TEXT_FIXED);
+  c.gpu.fp8_blocks = 0; /* the ring recipes: no worst blocks */
+  c.gpu.fp8[0].amax = 3.0f;
+  c.gpu.fp8[0].step = 3.0f / 448.0f;
+  c.gpu.fp8[0].elems = 4096, c.gpu.fp8[0].saturated = 1, c.gpu.fp8[0].flushed = 512;
+  c.gpu.fp8[1].amax = 7.0f;
+  c.gpu.fp8[1].step = 0.015625f;
+  c.gpu.fp8[1].elems = 64, c.gpu.fp8[1].saturated = 0, c.gpu.fp8[1].flushed = 0;
+  format_both_ways(&c, buf, sizeof buf);
+  char want[256];
+  snprintf(want, sizeof want,
+           ",\"rel_err_p99\":-1.235e-300,\"a_amax\":3,\"a_scale\":%.9g,\"a_elems\":4096,\"a_sat\":1,"
+           "\"a_flush\":512,\"b_amax\":7,\"b_scale\":64,\"b_elems\":64,\"b_sat\":0,\"b_flush\":0}\n",
+           (double)(float)(1.0 / (double)(3.0f / 448.0f)));
+  assert_non_null(strstr(buf, want));
+  /* A block-scaled recipe: each operand's worst blocks after its counts. */
+  c.gpu.fp8_blocks = 1;
+  c.gpu.fp8[0].worst_sat = 0, c.gpu.fp8[0].worst_sat_block = 0;
+  c.gpu.fp8[0].worst_flush = 0.125, c.gpu.fp8[0].worst_flush_block = 70;
+  c.gpu.fp8[1].worst_sat = 1.0 / 3, c.gpu.fp8[1].worst_sat_block = 3;
+  c.gpu.fp8[1].worst_flush = 0, c.gpu.fp8[1].worst_flush_block = 0;
+  format_both_ways(&c, buf, sizeof buf);
+  assert_non_null(strstr(buf, "\"a_flush\":512,\"a_worst_sat\":0,\"a_worst_sat_block\":0,\"a_worst_flush\":0.125,"
+                              "\"a_worst_flush_block\":70,\"b_amax\":7,"));
+  assert_non_null(strstr(buf, "\"b_flush\":0,\"b_worst_sat\":0.333333,\"b_worst_sat_block\":3,\"b_worst_flush\":0,"
+                              "\"b_worst_flush_block\":0}\n"));
+  c.gpu.has_fp8 = 0;
+  format_both_ways(&c, buf, sizeof buf);
+  assert_null(strstr(buf, "a_amax"));
   gs_opt.log_gpu_time = 0;
   memcpy(gs_opt.log_path, saved, sizeof saved);
 }
@@ -1995,6 +2051,7 @@ int main(void) {
       cmocka_unit_test(test_format_widest_record),
       cmocka_unit_test(test_format_gpu_time),
       cmocka_unit_test(test_format_accuracy),
+      cmocka_unit_test(test_format_fp8_stats),
       cmocka_unit_test(test_accuracy_summarise),
       cmocka_unit_test_teardown(test_expand_pid_host, teardown),
       cmocka_unit_test(test_expand_rank),

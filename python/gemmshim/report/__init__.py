@@ -15,7 +15,11 @@ over the same calls: those whose record has both the route's GPU time and
 the native run's (`native_gpu_ns`); and their accuracy per call site and
 shape (the worst and median `sqnr_db`, the worst median element in dB,
 -20 log10 `rel_err_p50`, and calls compared, worst first), with the sites
-GEMMSHIM_GUARD_SQNR turned native.
+GEMMSHIM_GUARD_SQNR turned native; for the fp8 route, the fp8 statistics
+of the compared calls per site, recipe and shape (each operand's largest
+amax, smallest scale, the worst call's saturated and flushed fractions,
+and for the block recipes the worst scale block of any call with its
+index; most saturated first; JSON: `fp8_stats`, with the totals).
 
   --trace OUT.json   the calls in the Chrome trace event format, for
                      ui.perfetto.dev or chrome://tracing: one track per

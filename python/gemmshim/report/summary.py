@@ -109,10 +109,64 @@ class Accuracy:
         self.sqnr, self.element_db, self.max_rel, self.mismatch = [], [], [], 0
 
 
+class Fp8Operand:
+    """One operand's fp8 statistics over a site's compared calls
+    (docs/log-format.md, "fp8 statistics"): the largest amax, the smallest
+    scale, the worst saturated and flushed fractions, and the totals."""
+
+    __slots__ = ("amax", "scale", "sat_worst", "flush_worst", "elems", "sat", "flush", "block_sat", "block_flush")
+
+    def __init__(self):
+        self.amax = self.scale = None
+        self.sat_worst = self.flush_worst = 0.0
+        self.elems = self.sat = self.flush = 0
+        # block recipes: the worst block of any call, [fraction, index]
+        self.block_sat = self.block_flush = None
+
+    def add_block(self, sat, flush):
+        for name, v in (("block_sat", sat), ("block_flush", flush)):
+            old = getattr(self, name)
+            if v is not None and (old is None or v[0] > old[0]):
+                setattr(self, name, v)
+
+    def add(self, amax, scale, elems, sat, flush):
+        if amax is not None and (self.amax is None or amax > self.amax or amax != amax) and self.amax == self.amax:
+            self.amax = amax  # a NaN amax stays
+        if scale is not None and (self.scale is None or scale < self.scale):
+            self.scale = scale
+        if elems:
+            self.sat_worst = max(self.sat_worst, sat / elems)
+            self.flush_worst = max(self.flush_worst, flush / elems)
+        self.elems += elems
+        self.sat += sat
+        self.flush += flush
+
+
+def fp8_operand_fields(r, x):
+    """Operand x's ("a", "b") statistics of record r, or None when it has
+    none or they are not plain values."""
+    elems, sat, flush = r.get(x + "_elems"), r.get(x + "_sat"), r.get(x + "_flush")
+    if not all(v.__class__ is int and v >= 0 for v in (elems, sat, flush)):
+        return None
+    amax = r.get(x + "_amax")
+    return math.nan if amax == "nan" else figure(amax), figure(r.get(x + "_scale")), elems, sat, flush
+
+
+def fp8_block_fields(r, x):
+    """Operand x's worst blocks ([fraction, index] by saturated, by
+    flushed fraction; None each) of a block recipe's record."""
+    out = []
+    for kind in ("sat", "flush"):
+        frac, idx = figure(r.get(f"{x}_worst_{kind}")), r.get(f"{x}_worst_{kind}_block")
+        out.append([frac, idx] if frac is not None and idx.__class__ is int else None)
+    return out
+
+
 class Summary:
     def __init__(self, step_starts=None):
         self.calls = 0
         self.accuracy = {}
+        self.fp8 = {}
         self.guarded = {}
         self.slower = {}
         self.cells = {}
@@ -150,6 +204,16 @@ class Summary:
             mm = g("nonfinite_mismatch")
             if mm.__class__ is int:
                 a.mismatch += mm
+        ops = [fp8_operand_fields(r, x) for x in ("a", "b")]
+        if None not in ops:
+            fk = (key[C_SITE], g("recipe") if g("recipe").__class__ is str else "-", _shape_of(key))
+            f = self.fp8.get(fk)
+            if f is None:
+                f = self.fp8[fk] = [0, Fp8Operand(), Fp8Operand()]
+            f[0] += 1
+            for o, x in ((f[1], "a"), (f[2], "b")):
+                o.add(*ops[0 if x == "a" else 1])
+                o.add_block(*fp8_block_fields(r, x))
         reason = key[C_REASON]
         if reason.__class__ is str and GUARD_MARK in reason:
             gk = (key[C_SITE], key[C_DECIDED], _shape_of(key))
@@ -268,6 +332,7 @@ class Summary:
             "accuracy": [{**d, **{k: db_json(d[k]) for k in ("sqnr_db_worst", "sqnr_db_median", "element_db_worst",
                                                              "max_rel_worst")}}
                          for d in accuracy_rows(self.accuracy, self.guarded)],
+            "fp8_stats": fp8_rows(self.fp8),
             "guarded": [{"site": site, "route": route, "shape": shape, "native_calls": n, "reason": reason}
                         for (site, route, shape), (n, reason) in sorted(self.guarded.items(), key=lambda kv: str(kv[0]))],
             "slower": [{"site": site, "route": route, "shape": shape, "native_calls": n, "reason": reason}
@@ -307,6 +372,30 @@ def accuracy_rows(accuracy, guarded):
                      "guarded": any(g[0] == site and g[1] == route for g in guarded)})
     rows.sort(key=lambda d: (min(d["sqnr_db_worst"], d["element_db_worst"] if d["element_db_worst"] is not None
                                  else math.inf), str(d["site"]), d["shape"]))
+    return rows
+
+
+def fig_json(x):
+    """amax or scale for JSON: "nan", "inf" as the log writes them."""
+    return "nan" if x is not None and x != x else db_json(x)
+
+
+def fp8_rows(fp8):
+    """The fp8 statistics table: per (site, recipe, shape) the compared
+    calls that counted, and per operand the largest amax, the smallest
+    scale, the worst saturated and flushed fractions of one call and the
+    totals; most saturated first, then most flushed."""
+    rows = []
+    for (site, recipe, shape), (n, a, b) in fp8.items():
+        d = {"site": site, "recipe": recipe, "shape": shape, "compared": n}
+        for x, o in (("a", a), ("b", b)):
+            d.update({f"{x}_amax_max": fig_json(o.amax), f"{x}_scale_min": fig_json(o.scale),
+                      f"{x}_sat_worst": o.sat_worst, f"{x}_flush_worst": o.flush_worst,
+                      f"{x}_elems": o.elems, f"{x}_sat": o.sat, f"{x}_flush": o.flush,
+                      f"{x}_worst_block_sat": o.block_sat, f"{x}_worst_block_flush": o.block_flush})
+        rows.append(d)
+    rows.sort(key=lambda d: (-max(d["a_sat_worst"], d["b_sat_worst"]), -max(d["a_flush_worst"], d["b_flush_worst"]),
+                             str(d["site"]), d["shape"]))
     return rows
 
 
@@ -441,6 +530,17 @@ def print_summary(out, s, files, bad, top, verdict=()):
                      for d in s["accuracy"][:top]],
                     ("site", "route", "compared", "sqnr worst", "sqnr median", "median element worst", "max_rel worst",
                      "nonfinite", "guarded", "shape"))
+    if s.get("fp8_stats"):
+        print_table(out, "fp8 statistics of compared calls, per operand (worst call's fractions; docs/log-format.md):",
+                    [(d["site"], d["recipe"], d["compared"],
+                      *(v for x in ("a", "b") for v in (fig_text(d[f"{x}_amax_max"]), fig_text(d[f"{x}_scale_min"]),
+                                                        pct_text(d[f"{x}_sat_worst"]),
+                                                        pct_text(d[f"{x}_flush_worst"]),
+                                                        block_text(d[f"{x}_worst_block_sat"],
+                                                                   d[f"{x}_worst_block_flush"]))),
+                      d["shape"]) for d in s["fp8_stats"][:top]],
+                    ("site", "recipe", "compared", "A amax", "A scale", "A sat", "A flush", "A worst block",
+                     "B amax", "B scale", "B sat", "B flush", "B worst block", "shape"))
     if s["guarded"]:
         print_table(out, "guarded sites (GEMMSHIM_GUARD_SQNR: native from the call after the measurement):",
                     [(d["site"], d["route"], d["native_calls"], d["shape"], d["reason"].split("; ")[-1])
@@ -452,6 +552,23 @@ def print_summary(out, s, files, bad, top, verdict=()):
                     [(d["site"], d["route"], d["native_calls"], d["shape"], d["reason"].split("; ")[-2])
                      for d in s["slower"]],
                     ("site", "route", "native calls", "shape", "measured"))
+
+
+def fig_text(x):
+    """amax or scale: a number (4 significant digits), or its string."""
+    return "-" if x is None else x if isinstance(x, str) else f"{x:.4g}"
+
+
+def block_text(sat, flush):
+    """A block recipe's worst blocks: "sat F% @I, flush F% @I"; "-" for
+    the others."""
+    parts = [f"{name} {pct_text(v[0])} @{v[1]}" for name, v in (("sat", sat), ("flush", flush)) if v is not None]
+    return ", ".join(parts) or "-"
+
+
+def pct_text(x):
+    """A fraction as a percentage; a nonzero one never shows as 0."""
+    return "0" if x == 0 else f"{100 * x:.3g}%"
 
 
 def db_text(x):
