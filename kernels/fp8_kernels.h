@@ -36,15 +36,18 @@ typedef struct gs_fp8_ring_dev {
 
 /* Quantize (and amax) kernels: 64 x 64 tiles of the source as stored, one
  * block of 256 threads per tile at a time, each block taking every
- * grid-th tile (see fp8_quantize.cu). A launch has at most GS_FP8_Q_GRID
- * blocks, shared by its operands in proportion to their tiles: 3 blocks
- * per SM on the 132 SMs of an H100/H200 SXM (NVIDIA's H100 whitepaper),
- * one wave where 3 fit an SM (__launch_bounds__(256, 3)) (docs/perf-static.md has the kernels' blocks
- * per SM). Elsewhere it is more or less than a wave; the grid-stride loop
- * covers any count. */
+ * grid-th tile (see fp8_quantize.cu). A launch has at most
+ * GS_FP8_Q_BLOCKS_PER_SM blocks per SM of its device (kernel_ctx.sms, the
+ * driver's CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT), shared by its
+ * operands in proportion to their tiles: one wave where 3 fit an SM
+ * (__launch_bounds__(256, 3); docs/perf-static.md has the kernels' blocks
+ * per SM). Where the count is unknown, GS_FP8_Q_GRID: 3 blocks on each of
+ * the 132 SMs of an H100/H200 SXM (NVIDIA's H100 whitepaper). The
+ * grid-stride loop covers any count. */
 #define GS_FP8_Q_TILE 64
 #define GS_FP8_Q_THREADS 256
-#define GS_FP8_Q_GRID 396
+#define GS_FP8_Q_BLOCKS_PER_SM 3
+#define GS_FP8_Q_GRID (GS_FP8_Q_BLOCKS_PER_SM * 132)
 
 /* One operand of a quantize launch. Sizes and strides are in elements,
  * validated by the launcher. */

@@ -116,7 +116,7 @@ static int64_t operand_tiles(const gs_fp8_q_operand *q) { return q->tiles_r * q-
  * source still gets one block: it measures nothing, so the fold keeps the
  * scale, and the ring's parity contract (scale[parity ^ 1] is published by
  * every call) holds for every call. */
-static CUresult operand_args(const fp8_operand *o, int quantize, gs_fp8_q_operand *q) {
+static CUresult operand_args(const fp8_operand *o, int quantize, int64_t grid_max, gs_fp8_q_operand *q) {
   int e = elem_of(o->src_type);
   if (e < 0 || !o->ring) return CUDA_ERROR_INVALID_VALUE;
   if (o->rows < 0 || o->cols < 0 || o->batch < 0 || o->ld < max64(1, o->rows)) return CUDA_ERROR_INVALID_VALUE;
@@ -139,7 +139,7 @@ static CUresult operand_args(const fp8_operand *o, int quantize, gs_fp8_q_operan
   q->tiles_c = ceil_div(o->cols, GS_FP8_Q_TILE);
   /* 16-byte loads need every column start 16-byte aligned. */
   q->vec_in = aligned(o->src, 16) && (o->ld * es) % 16 == 0 && (o->batch == 1 || (q->stride * es) % 16 == 0);
-  q->blocks = (int32_t)min64(operand_tiles(q), GS_FP8_Q_GRID); /* quantize_launch shares the grid out */
+  q->blocks = (int32_t)min64(operand_tiles(q), grid_max); /* quantize_launch shares the grid out */
   if (quantize) {
     if (!o->dst) return CUDA_ERROR_INVALID_VALUE;
     /* op(A) is m x k, op(B) k x n; k must end up contiguous. Stored
@@ -161,8 +161,12 @@ static CUresult quantize_launch(kernel_ctx *kc, CUstream stream, const fp8_opera
   gs_fp8_quantize_args q;
   memset(&q, 0, sizeof q);
   q.parity = parity;
+  /* One wave of GS_FP8_Q_BLOCKS_PER_SM blocks on each of the device's SMs
+   * (fp8_kernels.h); at least 2, so that two operands get a block each. */
+  const int64_t grid_max =
+      kc->sms > 0 ? max64(2, min64((int64_t)kc->sms * GS_FP8_Q_BLOCKS_PER_SM, GRID_MAX)) : GS_FP8_Q_GRID;
   for (int i = 0; i < n; i++) {
-    CUresult r = operand_args(&ops[i], quantize, &q.op[i]);
+    CUresult r = operand_args(&ops[i], quantize, grid_max, &q.op[i]);
     if (r != CUDA_SUCCESS) return r;
   }
   /* Two folds into one ring would race for its counter. */
@@ -173,15 +177,15 @@ static CUresult quantize_launch(kernel_ctx *kc, CUstream stream, const fp8_opera
     return r == CUDA_SUCCESS ? quantize_launch(kc, stream, &ops[1], 1, parity, quantize) : r;
   }
   q.operands = n;
-  /* Two operands share GS_FP8_Q_GRID blocks in proportion to their tiles,
+  /* Two operands share grid_max blocks in proportion to their tiles,
    * so each block has about the same number of tiles to do; each gets at
    * least one block (an empty one still folds). */
   if (n == 2) {
     const int64_t t0 = operand_tiles(&q.op[0]), t1 = operand_tiles(&q.op[1]);
-    if (t0 + t1 > GS_FP8_Q_GRID) {
-      int64_t b0 = max64(1, min64(t0, GS_FP8_Q_GRID * t0 / (t0 + t1)));
-      int64_t b1 = max64(1, min64(t1, GS_FP8_Q_GRID - b0));
-      if (b0 + b1 > GS_FP8_Q_GRID) b0 = GS_FP8_Q_GRID - b1;
+    if (t0 + t1 > grid_max) {
+      int64_t b0 = max64(1, min64(t0, grid_max * t0 / (t0 + t1)));
+      int64_t b1 = max64(1, min64(t1, grid_max - b0));
+      if (b0 + b1 > grid_max) b0 = grid_max - b1;
       q.op[0].blocks = (int32_t)b0;
       q.op[1].blocks = (int32_t)b1;
     }

@@ -153,6 +153,8 @@ static gs_cost_device device_figures(int device, int sm) {
   return d;
 }
 
+int cost_device_sms(int device, int sm) { return device_figures(device, sm).sms; }
+
 const char *cost_gate(int device, int sm, gs_cost_route r, const gs_cost_work *w, char *why) {
   /* Asked with the gate off too: the queries are made once per device,
    * and so the fault loop's forced routes cover them. */

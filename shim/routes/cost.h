@@ -58,6 +58,10 @@ int cost_estimate(const gs_cost_device *d, gs_cost_route r, const gs_cost_work *
 #define GS_COST_WHY 320
 const char *cost_gate(int device, int sm, gs_cost_route r, const gs_cost_work *w, char *why);
 
+/* The SM count of device `device` (ordinal), from the same figures as the
+ * gate (queried once per device); 0 where the driver could not say. */
+int cost_device_sms(int device, int sm);
+
 /* The routes' admission checks: the bytes their kernels move (docs/cost-model.md)
  * from the elements of their operands, all members counted. */
 struct gs_call;

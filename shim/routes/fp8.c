@@ -367,6 +367,7 @@ int route_fp8(gs_call *c) {
   why = transient_capture_why(c);
   if (why) return FP8_DECLINE(c, "%s", why);
   kernel_ctx kc = route_kernel_ctx(c);
+  kc.sms = cost_device_sms(c->device, c->sm); /* the quantize grid: a wave of the device's SMs */
   why = route_kernels_ready(&kc);
   if (why) return FP8_DECLINE(c, "kernels not loaded (%s)", why);
 

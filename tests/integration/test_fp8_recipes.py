@@ -330,3 +330,64 @@ def test_block_recipes_leave_batches_to_current(shim, standin, tmp_path, cc, rec
     (rec,) = res.recs
     assert (rec["route"], rec.get("backend"), rec.get("recipe"), rec["reason"]) == (
         "fp8", "cublaslt-fp8", "current", f"GEMMSHIM_MODE=fp8; fp8 e4m3 x e4m3; recipe current instead: {why}"), rec
+
+
+def grids(path):
+    """STANDIN_GRIDS lines: (kernel, X) of each launch that ran."""
+    return [(w[1], int(w[2])) for w in (line.split() for line in path.read_text().splitlines())]
+
+
+@pytest.mark.parametrize("cc,sms", [("8.9", 58), ("9.0", 132), ("10.0", 148)])
+def test_quantize_grid_is_a_wave_of_the_devices_sms(shim, standin, tmp_path, cc, sms):
+    """The current recipe's quantize launch has 3 blocks per SM of the
+    device (CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT: the stand-in's boards
+    have NVIDIA's SM counts, 58 for an L40-class sm_89, 132 for an H100
+    SXM, 148 for a B200), capped by the operands' 64 x 64 tiles: k = 16384
+    gives A 256 tiles and B 256. The codes do not depend on the grid (each
+    element is encoded on its own, the amax is a max): the output is the
+    same bytes on every device."""
+    require_built([FFMA_CLIENT])
+    import route_client
+    dump = tmp_path / f"dump-{cc}"
+    dump.mkdir()
+    trace = tmp_path / f"grids-{cc}"
+    args = [route_client.gemm("deep_k", m=64, n=64, k=16384, pad=0), "--fp8", f"--dump={dump}"]
+    env = {"STANDIN_CC": cc, "GEMMSHIM_MODE": "fp8", "GEMMSHIM_GATE": "off", "GEMMSHIM_FP8_RECIPE": "current",
+           "STANDIN_GRIDS": str(trace)}
+    res = route_client.run_client(FFMA_CLIENT, standin, tmp_path, args, env, tag=cc)
+    route_client.assert_all_ok(res)
+    (rec,) = res.recs
+    assert (rec["route"], rec["backend"], rec["recipe"]) == ("fp8", "cublaslt-fp8", "current"), rec
+    quantize = [x for k, x in grids(trace) if k.startswith("gs_fp8_quantize_")]
+    assert quantize == [min(3 * sms, 512)], grids(trace)
+    out = (dump / "deep_k.out").read_bytes()
+    ref = tmp_path / "dump-ref"
+    if cc == "9.0":
+        return
+    # Against the 9.0 run's bytes (run here too, so each case stands alone).
+    ref.mkdir(exist_ok=True)
+    env90 = {**env, "STANDIN_CC": "9.0", "STANDIN_GRIDS": str(tmp_path / "grids-ref")}
+    route_client.run_client(FFMA_CLIENT, standin, tmp_path, args[:-1] + [f"--dump={ref}"], env90, tag="ref")
+    assert (ref / "deep_k.out").read_bytes() == out
+
+
+MXFP8_CUBLAS_12_7 = "mxfp8 needs cuBLAS 12.8 or newer, the loaded cuBLASLt is 12.7.9"
+
+
+@pytest.mark.parametrize("version,ran,why", [
+    ("120800", "mxfp8", None),
+    ("120709", "current", f"{MXFP8_CUBLAS_12_7}; {block_sm(100)}"),
+])
+def test_mxfp8_checks_the_cublas_version(threads_client, standin, tmp_path, version, ran, why):
+    """VEC32_UE8M0 came with cuBLAS 12.8, the first with Blackwell (CUDA
+    12.8 release notes, "cuBLAS: Release 12.8"): an older cuBLASLt (the
+    stand-in's STANDIN_CUBLASLT_VERSION) sends mxfp8 to the next recipe
+    with the version named, as block does below 12.9."""
+    g, rec = one_gemm(threads_client, standin, tmp_path, "10.0",
+                      {"GEMMSHIM_FP8_RECIPE": "mxfp8", "STANDIN_CUBLASLT_VERSION": version})
+    assert g["status"] == 0 and g["sqnr"] >= 25.0, g
+    assert (rec["route"], rec["backend"], rec["recipe"]) == ("fp8", "cublaslt-fp8", ran), rec
+    want = "GEMMSHIM_MODE=fp8; fp8 e4m3 x e4m3"
+    if why:
+        want += f"; recipe {ran} instead: {why}"
+    assert rec["reason"] == want, rec

@@ -537,13 +537,13 @@ static CUresult grid_launch(CUfunction f, unsigned gx, unsigned gy, unsigned gz,
   return grid_launch_real(f, gx, gy, gz, bx, by, bz, shmem, s, params, extra);
 }
 
-/* More tiles than GS_FP8_Q_GRID blocks, A and B in one launch: the grid
- * stays at GS_FP8_Q_GRID, shared in proportion to the operands' tiles
- * (420 and 100: 319 and 77 blocks), and every block's several tiles (the
- * transposing path for A, the copying one for B) give the codes and the
- * folds the reference gives. */
-static void test_quantize_persistent_grid(void **state) {
-  (void)state;
+/* More tiles than the grid has blocks, A and B in one launch: the grid
+ * is GS_FP8_Q_BLOCKS_PER_SM blocks per SM of the device (kernel_ctx.sms;
+ * GS_FP8_Q_GRID where unknown), shared in proportion to the operands'
+ * tiles (420 and 100), and every block's several tiles (the transposing
+ * path for A, the copying one for B) give the codes and the folds the
+ * reference gives: the grid changes no code. */
+static void quantize_grid_case(int sms, int grid, const char *what) {
   smat a, b;
   smat_make(&a, CUDA_R_16BF, 1280, 1300, 1280, 0, 1, 1.0); /* A untransposed: 20 x 21 = 420 tiles */
   smat_make(&b, CUDA_R_16BF, 640, 640, 640, 0, 1, 0.5);    /* B untransposed: 10 x 10 = 100 tiles */
@@ -552,24 +552,38 @@ static void test_quantize_persistent_grid(void **state) {
   uint8_t *a8 = dst_alloc(1280 * 1300), *b8 = dst_alloc(640 * 640);
   const fp8_operand ops[2] = {{CUDA_R_16BF, a.p, 1280, 1300, 1280, 0, 1, 0, 0, a8, ra},
                               {CUDA_R_16BF, b.p, 640, 640, 640, 0, 1, 0, 1, b8, rb}};
+  kernel_ctx *kc = KERNEL_CTX(qctx);
+  kc->sms = sms;
   grid_launch_real = gs_sys.cuLaunchKernel;
   gs_sys.cuLaunchKernel = grid_launch;
   grid_seen = 0;
-  CUresult r = fp8_quantize_operands(KERNEL_CTX(qctx), NULL, ops, 2, 0);
+  CUresult r = fp8_quantize_operands(kc, NULL, ops, 2, 0);
   gs_sys.cuLaunchKernel = grid_launch_real;
   assert_int_equal(r, CUDA_SUCCESS);
-  assert_int_equal(grid_seen, GS_FP8_Q_GRID);
-  assert_int_equal(args_seen.op[0].blocks, GS_FP8_Q_GRID * 420 / 520);
-  assert_int_equal(args_seen.op[1].blocks, GS_FP8_Q_GRID - GS_FP8_Q_GRID * 420 / 520);
+  assert_int_equal(grid_seen, grid);
+  assert_int_equal(args_seen.op[0].blocks, grid * 420 / 520);
+  assert_int_equal(args_seen.op[1].blocks, grid - grid * 420 / 520);
   assert_int_equal(args_seen.op[0].transpose, 1);
   assert_int_equal(args_seen.op[1].transpose, 0);
-  check_quantized(&a, 0, 0, a8, 1.0f, GS_FP8_E4M3, "persistent grid A");
-  check_quantized(&b, 1, 0, b8, 1.0f, GS_FP8_E4M3, "persistent grid B");
+  check_quantized(&a, 0, 0, a8, 1.0f, GS_FP8_E4M3, what);
+  check_quantized(&b, 1, 0, b8, 1.0f, GS_FP8_E4M3, what);
   model_fold(&ma, smat_amax(&a), 0, 0);
   model_fold(&mb, smat_amax(&b), 0, 0);
-  ring_check(ra, &ma, "persistent grid A");
-  ring_check(rb, &mb, "persistent grid B");
+  ring_check(ra, &ma, what);
+  ring_check(rb, &mb, what);
   dev_free(a8), dev_free(b8), dev_free(ra), dev_free(rb), dev_free(a.p), dev_free(b.p);
+}
+
+/* SM count unknown: GS_FP8_Q_GRID, 396 blocks (319 and 77). */
+static void test_quantize_persistent_grid(void **state) {
+  (void)state;
+  quantize_grid_case(0, GS_FP8_Q_GRID, "persistent grid");
+}
+
+/* 58 SMs (the stand-in's sm_89 board): 174 blocks, 140 and 34. */
+static void test_quantize_grid_follows_the_sm_count(void **state) {
+  (void)state;
+  quantize_grid_case(58, 58 * GS_FP8_Q_BLOCKS_PER_SM, "sm-count grid");
 }
 
 /* ---- the ring state machine ------------------------------------------------------ */
@@ -1788,6 +1802,7 @@ int main(void) {
       cmocka_unit_test(test_quantize_many_blocks),
       cmocka_unit_test(test_quantize_grid_stride),
       cmocka_unit_test(test_quantize_persistent_grid),
+      cmocka_unit_test(test_quantize_grid_follows_the_sm_count),
       cmocka_unit_test(test_ring_state_machine),
       cmocka_unit_test(test_margin_is_transformer_engines),
       cmocka_unit_test(test_first_amax_entered_once),
