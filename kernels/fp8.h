@@ -79,6 +79,7 @@ typedef struct fp8_operand {
   int trans, is_b;
   uint8_t *dst; /* unused by the amax pass */
   gs_fp8_ring *ring;
+  int64_t dst_ld; /* dst's k stride (>= k; padding zeroed); 0: k */
 } fp8_operand;
 
 /* A GEMM's A and B (n = 2; or one operand) quantized in one launch, each

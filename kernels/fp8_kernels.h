@@ -57,9 +57,11 @@ typedef struct gs_fp8_q_operand {
   gs_fp8_ring_dev *ring; /* its own ring: each operand folds its own amax */
   int64_t rows, cols, ld, stride, batch;
   int64_t tiles_r, tiles_c; /* ceil(rows / 64), ceil(cols / 64) */
-  int32_t transpose;     /* dst[r*cols + c] (1) or dst[c*rows + r] (0) */
+  int64_t dst_ld;        /* dst's k stride, >= k (cols when transposing, else rows);
+                            k..dst_ld-1 are written as zeros */
+  int32_t transpose;     /* dst[r*dst_ld + c] (1) or dst[c*dst_ld + r] (0) */
   int32_t vec_in;        /* src 16-byte aligned, ld and stride too */
-  int32_t vec_out;       /* dst rows (cols when transposing) 8-byte aligned */
+  int32_t vec_out;       /* dst and dst_ld 8-byte aligned */
   int32_t blocks;        /* the operand's blocks: op[0] takes the grid's first */
 } gs_fp8_q_operand;
 
@@ -153,11 +155,11 @@ typedef struct gs_fp8_bq_args {
 /* The layouts must not depend on the compiler: checked in every build
  * (gcc for the launchers, clang for the device, g++ for the host kernels). */
 #if defined(__cplusplus)
-static_assert(sizeof(gs_fp8_quantize_args) == 200, "gs_fp8_quantize_args has padding");
+static_assert(sizeof(gs_fp8_quantize_args) == 216, "gs_fp8_quantize_args has padding");
 static_assert(sizeof(gs_fp8_gemm_args) == 192, "gs_fp8_gemm_args has padding");
 static_assert(sizeof(gs_fp8_bq_args) == 72, "gs_fp8_bq_args has padding");
 #else
-_Static_assert(sizeof(gs_fp8_quantize_args) == 200, "gs_fp8_quantize_args has padding");
+_Static_assert(sizeof(gs_fp8_quantize_args) == 216, "gs_fp8_quantize_args has padding");
 _Static_assert(sizeof(gs_fp8_gemm_args) == 192, "gs_fp8_gemm_args has padding");
 _Static_assert(sizeof(gs_fp8_bq_args) == 72, "gs_fp8_bq_args has padding");
 #endif

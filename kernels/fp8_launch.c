@@ -147,7 +147,11 @@ static CUresult operand_args(const fp8_operand *o, int quantize, int64_t grid_ma
      * columns. */
     q->transpose = (o->trans != 0) == (o->is_b != 0);
     q->dst = o->dst;
-    q->vec_out = aligned(o->dst, 8) && (q->transpose ? o->cols : o->rows) % 8 == 0;
+    const int64_t k = q->transpose ? o->cols : o->rows;
+    q->dst_ld = o->dst_ld ? o->dst_ld : k;
+    /* The kernel zeroes k's padding within k's last tile only. */
+    if (q->dst_ld < k || q->dst_ld > ceil_div(k, GS_FP8_Q_TILE) * GS_FP8_Q_TILE) return CUDA_ERROR_INVALID_VALUE;
+    q->vec_out = aligned(o->dst, 8) && q->dst_ld % 8 == 0;
   }
   return CUDA_SUCCESS;
 }

@@ -166,9 +166,9 @@ static CUresult quantize_operands(const gs_call *c, const fp8_recipe *rc, kernel
   /* A and B in one launch, each with its own ring. */
   const fp8_operand ops[2] = {
       {g->a_type, g->A, p->a_rows, p->a_cols, g->lda, g->stride_a, g->batch, g->transa != CUBLAS_OP_N, 0,
-       (uint8_t *)(base + p->off[BUF_A8]), u->ring[0]},
+       (uint8_t *)(base + p->off[BUF_A8]), u->ring[0], p->k_pad},
       {g->b_type, g->B, p->b_rows, p->b_cols, g->ldb, g->stride_b, g->batch, g->transb != CUBLAS_OP_N, 1,
-       (uint8_t *)(base + p->off[BUF_B8]), u->ring[1]},
+       (uint8_t *)(base + p->off[BUF_B8]), u->ring[1], p->k_pad},
   };
   CUresult r = CUDA_SUCCESS;
   if (u->needs_amax_init) {

@@ -18,7 +18,6 @@
 #include "fp8_scaled.h"
 
 #define CUBLAS_12_9 120900 /* cublasLtGetVersion's number (fp8_scaled.h) */
-#define K_ALIGN 16 /* cuBLASLt fp8: k a multiple of 16 (leading dimensions of TN operands) */
 
 static int64_t k_pad(const gs_call *c) { return fp8_recipe_k_pad(&fp8_recipe_block, c); }
 
@@ -63,4 +62,4 @@ static const char *block_acquire(gs_call *c, CUdeviceptr scratch, fp8_scales *s)
 }
 
 const fp8_recipe fp8_recipe_block = {"block", GS_FP8_RECIPE_CURRENT, block_unfit,   0, block_acquire,
-                                     fp8_scaled_release,    K_ALIGN,     block_scratch, fp8_scaled_quantize_operands};
+                                     fp8_scaled_release,    FP8_LT_K_ALIGN,     block_scratch, fp8_scaled_quantize_operands};

@@ -66,4 +66,4 @@ static const char *current_acquire(gs_call *c, CUdeviceptr scratch, fp8_scales *
 static void current_release(fp8_scales *s, unsigned ran) { (void)s, (void)ran; }
 
 const fp8_recipe fp8_recipe_current = {"current", GS_FP8_RECIPE_AUTO, NULL, 2 * RING_STRIDE, current_acquire,
-                                        current_release, 0, NULL, NULL};
+                                        current_release, FP8_LT_K_ALIGN, NULL, NULL};

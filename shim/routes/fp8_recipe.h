@@ -54,8 +54,8 @@ typedef struct fp8_recipe {
   const char *(*acquire)(gs_call *c, CUdeviceptr scratch, fp8_scales *s);
   /* End the call: ran is what ran (FP8_RAN_*). */
   void (*release)(fp8_scales *s, unsigned ran);
-  /* Block-scaled recipes only (NULL otherwise): k padded with zeros to a
-   * multiple of k_align; the scratch bytes for call c (replacing
+  /* k padded with zeros to a multiple of k_align (fp8_recipe_k_pad).
+   * Block-scaled recipes only (NULL otherwise): the scratch bytes for call c (replacing
    * scratch_bytes); quantize A and B of c into a8/b8 (k_pad x m and
    * k_pad x n, k contiguous) with the scales acquire placed. */
   int k_align;
@@ -65,9 +65,16 @@ typedef struct fp8_recipe {
 
 extern const fp8_recipe fp8_recipe_current, fp8_recipe_delayed, fp8_recipe_block, fp8_recipe_mxfp8;
 
-/* k as recipe rc lays the fp8 operands out: g->k rounded up to k_align. */
+/* cuBLASLt's fp8 GEMM: k a multiple of 16 (16-byte leading dimensions of
+ * the TN operands, cuBLAS documentation, cublasLtMatmul). */
+#define FP8_LT_K_ALIGN 16
+
+/* k as recipe rc lays the fp8 operands out: g->k rounded up to k_align
+ * where cuBLASLt's fp8 GEMM reads them (sm_89+, no own kernel asked for);
+ * the own kernels take k as it is. */
 static inline int64_t fp8_recipe_k_pad(const fp8_recipe *rc, const gs_call *c) {
-  const int64_t a = rc->k_align > 1 ? rc->k_align : 1;
+  const int own = c->sm < 89 || gs_opt.fp8_backend == GS_FP8_BACKEND_OWN || gs_opt.fp8_backend == GS_FP8_BACKEND_OWN_MMA;
+  const int64_t a = rc->k_align > 1 && !own ? rc->k_align : 1;
   return (c->g.k + a - 1) / a * a;
 }
 /* The scratch bytes rc needs for call c. */

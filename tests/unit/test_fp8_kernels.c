@@ -514,7 +514,7 @@ static void test_quantize_grid_stride(void **state) {
   uint8_t *dst = dst_alloc(100 * 300 * 3);
   gs_fp8_quantize_args a = {
       .op = {{.src = s.p, .dst = dst, .ring = (gs_fp8_ring_dev *)ring, .rows = 100, .cols = 300, .ld = 100,
-              .stride = 100 * 300, .batch = 3, .tiles_r = 2, .tiles_c = 5, .transpose = 1, .vec_in = 0,
+              .stride = 100 * 300, .batch = 3, .tiles_r = 2, .tiles_c = 5, .dst_ld = 300, .transpose = 1, .vec_in = 0,
               .vec_out = 0, .blocks = 4}},
       .parity = 0, .operands = 1};
   const unsigned grid[3] = {4, 1, 1};
@@ -550,8 +550,8 @@ static void quantize_grid_case(int sms, int grid, const char *what) {
   ring_model ma, mb;
   gs_fp8_ring *ra = ring_new(&ma, 4, GS_FP8_E4M3, 1.0f), *rb = ring_new(&mb, 4, GS_FP8_E4M3, 1.0f);
   uint8_t *a8 = dst_alloc(1280 * 1300), *b8 = dst_alloc(640 * 640);
-  const fp8_operand ops[2] = {{CUDA_R_16BF, a.p, 1280, 1300, 1280, 0, 1, 0, 0, a8, ra},
-                              {CUDA_R_16BF, b.p, 640, 640, 640, 0, 1, 0, 1, b8, rb}};
+  const fp8_operand ops[2] = {{CUDA_R_16BF, a.p, 1280, 1300, 1280, 0, 1, 0, 0, a8, ra, 0},
+                              {CUDA_R_16BF, b.p, 640, 640, 640, 0, 1, 0, 1, b8, rb, 0}};
   kernel_ctx *kc = KERNEL_CTX(qctx);
   kc->sms = sms;
   grid_launch_real = gs_sys.cuLaunchKernel;
@@ -584,6 +584,49 @@ static void test_quantize_persistent_grid(void **state) {
 static void test_quantize_grid_follows_the_sm_count(void **state) {
   (void)state;
   quantize_grid_case(58, 58 * GS_FP8_Q_BLOCKS_PER_SM, "sm-count grid");
+}
+
+/* k padded for cuBLASLt's fp8 GEMM (k a multiple of 16: 16-byte leading
+ * dimensions of the TN operands, cuBLAS documentation, cublasLtMatmul):
+ * with dst_ld = 48 for k = 40, both paths (A untransposed: transposing;
+ * B untransposed: copying) write the codes the unpadded launch writes at
+ * k stride 48, zeros in columns 40..47 over the poison, and nothing past
+ * the buffers (two batch members). A dst_ld below k, or past k's last
+ * 64-wide tile, is refused. */
+static void test_quantize_pads_k(void **state) {
+  (void)state;
+  enum { M = 24, K = 40, N = 20, KP = 48, B = 2 };
+  smat a, b;
+  smat_make(&a, CUDA_R_16BF, M, K, M, M * K, B, 1.0);
+  smat_make(&b, CUDA_R_32F, K, N, K, K * N, B, 3.0);
+  ring_model m0[2], m1[2];
+  gs_fp8_ring *r0[2] = {ring_new(&m0[0], 4, GS_FP8_E4M3, 1.0f), ring_new(&m0[1], 4, GS_FP8_E4M3, 1.0f)};
+  gs_fp8_ring *r1[2] = {ring_new(&m1[0], 4, GS_FP8_E4M3, 1.0f), ring_new(&m1[1], 4, GS_FP8_E4M3, 1.0f)};
+  uint8_t *plain[2] = {dst_alloc(M * K * B), dst_alloc(K * N * B)};
+  uint8_t *pad[2] = {dst_alloc(M * KP * B), dst_alloc(KP * N * B)};
+  fp8_operand ops[2] = {{CUDA_R_16BF, a.p, M, K, M, M * K, B, 0, 0, plain[0], r0[0], 0},
+                        {CUDA_R_32F, b.p, K, N, K, K * N, B, 0, 1, plain[1], r0[1], 0}};
+  assert_int_equal(fp8_quantize_operands(KERNEL_CTX(qctx), NULL, &ops[0], 1, 0), CUDA_SUCCESS);
+  assert_int_equal(fp8_quantize_operands(KERNEL_CTX(qctx), NULL, &ops[1], 1, 0), CUDA_SUCCESS);
+  for (int i = 0; i < 2; i++) ops[i].dst = pad[i], ops[i].ring = r1[i], ops[i].dst_ld = KP;
+  assert_int_equal(fp8_quantize_operands(KERNEL_CTX(qctx), NULL, &ops[0], 1, 0), CUDA_SUCCESS);
+  assert_int_equal(fp8_quantize_operands(KERNEL_CTX(qctx), NULL, &ops[1], 1, 0), CUDA_SUCCESS);
+  const int outer[2] = {M, N};
+  for (int i = 0; i < 2; i++) {
+    for (int64_t o = 0; o < (int64_t)outer[i] * B; o++)
+      for (int64_t k = 0; k < KP; k++) {
+        const uint8_t got = pad[i][o * KP + k], want = k < K ? plain[i][o * K + k] : 0;
+        if (got != want) fail_msg("operand %d row %lld k %lld: 0x%02x, want 0x%02x", i, (long long)o, (long long)k, got, want);
+      }
+    const int64_t bytes = (int64_t)outer[i] * KP * B;
+    for (int g = 0; g < GUARD; g++) assert_int_equal(pad[i][bytes + g], FP8_POISON);
+  }
+  ops[0].dst_ld = K - 1;
+  assert_int_equal(fp8_quantize_operands(KERNEL_CTX(qctx), NULL, &ops[0], 1, 0), CUDA_ERROR_INVALID_VALUE);
+  ops[0].dst_ld = 65; /* past k's last tile (k = 40: columns 0..63) */
+  assert_int_equal(fp8_quantize_operands(KERNEL_CTX(qctx), NULL, &ops[0], 1, 0), CUDA_ERROR_INVALID_VALUE);
+  for (int i = 0; i < 2; i++) dev_free(plain[i]), dev_free(pad[i]), dev_free(r0[i]), dev_free(r1[i]);
+  dev_free(a.p), dev_free(b.p);
 }
 
 /* ---- the ring state machine ------------------------------------------------------ */
@@ -939,7 +982,7 @@ static CUresult golden_quantize_pair(CUcontext c, const golden_operand *const g[
   fp8_operand ops[2];
   for (int i = 0; i < 2; i++)
     ops[i] = (fp8_operand){g[i]->type, src[i], g[i]->rows, g[i]->cols, g[i]->ld, g[i]->stride, g[i]->batch,
-                           g[i]->trans, i, dst[i], ring[i]};
+                           g[i]->trans, i, dst[i], ring[i], 0};
   golden_launch_real = gs_sys.cuLaunchKernel;
   gs_sys.cuLaunchKernel = golden_launch;
   golden_launches = 0;
@@ -1091,9 +1134,9 @@ static void test_quantize_geometry(void **state) {
     const int64_t ar = shapes[i].ta ? k : m, ac = shapes[i].ta ? m : k;
     const int64_t br = shapes[i].tb ? n : k, bc = shapes[i].tb ? k : n;
     const fp8_operand ops[2] = {
-        {CUDA_R_16BF, p, ar, ac, ar, ar * ac, batch, shapes[i].ta, 0, (uint8_t *)p + 0x40000000, rings[0]},
+        {CUDA_R_16BF, p, ar, ac, ar, ar * ac, batch, shapes[i].ta, 0, (uint8_t *)p + 0x40000000, rings[0], 0},
         {CUDA_R_16BF, p + 0x20000000, br, bc, br, br * bc, batch, shapes[i].tb, 1, (uint8_t *)p + 0x60000000,
-         rings[1]},
+         rings[1], 0},
     };
     golden_launches = 0;
     assert_int_equal(fp8_quantize_operands(KERNEL_CTX(ctx), NULL, ops, 2, 0), CUDA_SUCCESS);
@@ -1803,6 +1846,7 @@ int main(void) {
       cmocka_unit_test(test_quantize_grid_stride),
       cmocka_unit_test(test_quantize_persistent_grid),
       cmocka_unit_test(test_quantize_grid_follows_the_sm_count),
+      cmocka_unit_test(test_quantize_pads_k),
       cmocka_unit_test(test_ring_state_machine),
       cmocka_unit_test(test_margin_is_transformer_engines),
       cmocka_unit_test(test_first_amax_entered_once),
