@@ -211,14 +211,14 @@ CUresult fp8_amax_init_operands(kernel_ctx *kc, CUstream stream, const fp8_opera
 CUresult fp8_quantize(kernel_ctx *kc, CUstream stream, int src_type, const void *src, int64_t rows,
                       int64_t cols, int64_t ld, int64_t stride, int64_t batch, int trans, int is_b,
                       uint8_t *dst, gs_fp8_ring *ring, int parity) {
-  const fp8_operand o = {src_type, src, rows, cols, ld, stride, batch, trans, is_b, dst, ring};
+  const fp8_operand o = {src_type, src, rows, cols, ld, stride, batch, trans, is_b, dst, ring, 0};
   return quantize_launch(kc, stream, &o, 1, parity, 1);
 }
 
 CUresult fp8_amax_init(kernel_ctx *kc, CUstream stream, int src_type, const void *src, int64_t rows,
                        int64_t cols, int64_t ld, int64_t stride, int64_t batch, gs_fp8_ring *ring,
                        int parity) {
-  const fp8_operand o = {src_type, src, rows, cols, ld, stride, batch, 0, 0, NULL, ring};
+  const fp8_operand o = {src_type, src, rows, cols, ld, stride, batch, 0, 0, NULL, ring, 0};
   return quantize_launch(kc, stream, &o, 1, parity, 0);
 }
 

@@ -70,7 +70,10 @@ const char *cost_gate_ffma(const struct gs_call *c, double a_elems, double b_ele
 const char *cost_gate_fp16(const struct gs_call *c, double a_elems, double b_elems, char *why);
 /* recipe: GS_COST_FP8_CURRENT, _ONE_PASS (delayed), _BLOCK (block, mxfp8) */
 enum { GS_COST_FP8_CURRENT, GS_COST_FP8_ONE_PASS, GS_COST_FP8_BLOCK };
-const char *cost_gate_fp8(const struct gs_call *c, double a_elems, double b_elems, int recipe, char *why);
+/* out_bytes, out_launches: what the call adds around the GEMM (an unaligned
+ * C/D through a transient output: C widened in, D' cast out). */
+const char *cost_gate_fp8(const struct gs_call *c, double a_elems, double b_elems, int recipe, double out_bytes,
+                          int out_launches, char *why);
 
 /* Whether the gates (this estimate and the measured one) judge call c for
  * route (a gs_route): not the fp8 route below sm_89, nor with an own fp8
