@@ -394,3 +394,33 @@ def test_mxfp8_checks_the_cublas_version(threads_client, standin, tmp_path, vers
     if why:
         want += f"; recipe {ran} instead: {why}"
     assert rec["reason"] == want, rec
+
+
+def test_current_hybrid_puts_backward_gradients_in_e5m2(shim, standin, tmp_path):
+    """GEMMSHIM_FP8_FORMAT=hybrid under current scaling, as TE's
+    Format.HYBRID defines it (transformer_engine/common/recipe/__init__.py:
+    E4M3 in the forward pass, E5M2 in the backward pass): fp8_client_cu13's
+    backward GEMMs run on a thread named pt_autograd_0, and both (dgrad,
+    wgrad) pass grad_output as B, as PyTorch's nn.Linear backward reaches
+    cuBLAS; B is E5M2 there, the forward stays E4M3 x E4M3. An E5M2 operand
+    has one mantissa bit less: 18 dB for those, 25 for the rest."""
+    client = CLIENT_DIR / "fp8_client_cu13"
+    require_built([client])
+    log = tmp_path / "gemms.jsonl"
+    r = run_ok([client, "--layers=2", "--steps=2"], standin[13], shim=True,
+               env={"STANDIN_CC": "9.0", "GEMMSHIM_MODE": "fp8", "GEMMSHIM_GATE": "off",
+                    "GEMMSHIM_FP8_RECIPE": "current", "GEMMSHIM_FP8_FORMAT": "hybrid", "GEMMSHIM_LOG": str(log)})
+    lines = [parse_fields(w[1:]) for w in r.lines("gemm")]
+    recs = read_log(log)
+    assert len(lines) == len(recs) == 2 * 2 * 3, r.describe()
+    for g, rec in zip(lines, recs):
+        backward = g["kind"] != "fwd"
+        formats = "fp8 e4m3 x e5m2 (B: gradient)" if backward else "fp8 e4m3 x e4m3"
+        assert (rec["route"], rec["backend"], rec["recipe"]) == ("fp8", "cublaslt-fp8", "current"), rec
+        want = f"GEMMSHIM_MODE=fp8; {formats}"
+        # Before the first backward GEMM no autograd thread has been seen:
+        # the first step's forward cannot be told from a backward one.
+        if not backward and int(g["step"]) == 0:
+            want += "; hybrid asked for, but no autograd thread has been seen to tell backward GEMMs apart: e4m3 for both"
+        assert rec["reason"] == want, rec
+        assert int(g["status"]) == 0 and float(g["sqnr"]) >= (18.0 if backward else 25.0), g
