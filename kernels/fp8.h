@@ -81,6 +81,7 @@ typedef struct fp8_operand {
   gs_fp8_ring *ring;
   struct gs_fp8_op_stats *stats; /* device counters (fp8_stats.h) of a compared call; NULL: none, and
                                   * always for the amax pass */
+  int64_t dst_ld; /* dst's k stride (>= k; padding zeroed); 0: k */
 } fp8_operand;
 
 /* A GEMM's A and B (n = 2; or one operand) quantized in one launch, each

@@ -36,15 +36,18 @@ typedef struct gs_fp8_ring_dev {
 
 /* Quantize (and amax) kernels: 64 x 64 tiles of the source as stored, one
  * block of 256 threads per tile at a time, each block taking every
- * grid-th tile (see fp8_quantize.cu). A launch has at most GS_FP8_Q_GRID
- * blocks, shared by its operands in proportion to their tiles: 3 blocks
- * per SM on the 132 SMs of an H100/H200 SXM (NVIDIA's H100 whitepaper),
- * one wave where 3 fit an SM (__launch_bounds__(256, 3)) (docs/perf-static.md has the kernels' blocks
- * per SM). Elsewhere it is more or less than a wave; the grid-stride loop
- * covers any count. */
+ * grid-th tile (see fp8_quantize.cu). A launch has at most
+ * GS_FP8_Q_BLOCKS_PER_SM blocks per SM of its device (kernel_ctx.sms, the
+ * driver's CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT), shared by its
+ * operands in proportion to their tiles: one wave where 3 fit an SM
+ * (__launch_bounds__(256, 3); docs/perf-static.md has the kernels' blocks
+ * per SM). Where the count is unknown, GS_FP8_Q_GRID: 3 blocks on each of
+ * the 132 SMs of an H100/H200 SXM (NVIDIA's H100 whitepaper). The
+ * grid-stride loop covers any count. */
 #define GS_FP8_Q_TILE 64
 #define GS_FP8_Q_THREADS 256
-#define GS_FP8_Q_GRID 396
+#define GS_FP8_Q_BLOCKS_PER_SM 3
+#define GS_FP8_Q_GRID (GS_FP8_Q_BLOCKS_PER_SM * 132)
 
 /* One operand of a quantize launch. Sizes and strides are in elements,
  * validated by the launcher. */
@@ -54,9 +57,11 @@ typedef struct gs_fp8_q_operand {
   gs_fp8_ring_dev *ring; /* its own ring: each operand folds its own amax */
   int64_t rows, cols, ld, stride, batch;
   int64_t tiles_r, tiles_c; /* ceil(rows / 64), ceil(cols / 64) */
-  int32_t transpose;     /* dst[r*cols + c] (1) or dst[c*rows + r] (0) */
+  int64_t dst_ld;        /* dst's k stride, >= k (cols when transposing, else rows);
+                            k..dst_ld-1 are written as zeros */
+  int32_t transpose;     /* dst[r*dst_ld + c] (1) or dst[c*dst_ld + r] (0) */
   int32_t vec_in;        /* src 16-byte aligned, ld and stride too */
-  int32_t vec_out;       /* dst rows (cols when transposing) 8-byte aligned */
+  int32_t vec_out;       /* dst and dst_ld 8-byte aligned */
   int32_t blocks;        /* the operand's blocks: op[0] takes the grid's first */
 } gs_fp8_q_operand;
 
@@ -152,11 +157,11 @@ typedef struct gs_fp8_bq_args {
 /* The layouts must not depend on the compiler: checked in every build
  * (gcc for the launchers, clang for the device, g++ for the host kernels). */
 #if defined(__cplusplus)
-static_assert(sizeof(gs_fp8_quantize_args) == 216, "gs_fp8_quantize_args has padding");
+static_assert(sizeof(gs_fp8_quantize_args) == 232, "gs_fp8_quantize_args has padding");
 static_assert(sizeof(gs_fp8_gemm_args) == 192, "gs_fp8_gemm_args has padding");
 static_assert(sizeof(gs_fp8_bq_args) == 80, "gs_fp8_bq_args has padding");
 #else
-_Static_assert(sizeof(gs_fp8_quantize_args) == 216, "gs_fp8_quantize_args has padding");
+_Static_assert(sizeof(gs_fp8_quantize_args) == 232, "gs_fp8_quantize_args has padding");
 _Static_assert(sizeof(gs_fp8_gemm_args) == 192, "gs_fp8_gemm_args has padding");
 _Static_assert(sizeof(gs_fp8_bq_args) == 80, "gs_fp8_bq_args has padding");
 #endif

@@ -116,7 +116,7 @@ static int64_t operand_tiles(const gs_fp8_q_operand *q) { return q->tiles_r * q-
  * source still gets one block: it measures nothing, so the fold keeps the
  * scale, and the ring's parity contract (scale[parity ^ 1] is published by
  * every call) holds for every call. */
-static CUresult operand_args(const fp8_operand *o, int quantize, gs_fp8_q_operand *q) {
+static CUresult operand_args(const fp8_operand *o, int quantize, int64_t grid_max, gs_fp8_q_operand *q) {
   int e = elem_of(o->src_type);
   if (e < 0 || !o->ring) return CUDA_ERROR_INVALID_VALUE;
   if (o->rows < 0 || o->cols < 0 || o->batch < 0 || o->ld < max64(1, o->rows)) return CUDA_ERROR_INVALID_VALUE;
@@ -139,7 +139,7 @@ static CUresult operand_args(const fp8_operand *o, int quantize, gs_fp8_q_operan
   q->tiles_c = ceil_div(o->cols, GS_FP8_Q_TILE);
   /* 16-byte loads need every column start 16-byte aligned. */
   q->vec_in = aligned(o->src, 16) && (o->ld * es) % 16 == 0 && (o->batch == 1 || (q->stride * es) % 16 == 0);
-  q->blocks = (int32_t)min64(operand_tiles(q), GS_FP8_Q_GRID); /* quantize_launch shares the grid out */
+  q->blocks = (int32_t)min64(operand_tiles(q), grid_max); /* quantize_launch shares the grid out */
   if (quantize) {
     if (!o->dst) return CUDA_ERROR_INVALID_VALUE;
     /* op(A) is m x k, op(B) k x n; k must end up contiguous. Stored
@@ -147,7 +147,11 @@ static CUresult operand_args(const fp8_operand *o, int quantize, gs_fp8_q_operan
      * columns. */
     q->transpose = (o->trans != 0) == (o->is_b != 0);
     q->dst = o->dst;
-    q->vec_out = aligned(o->dst, 8) && (q->transpose ? o->cols : o->rows) % 8 == 0;
+    const int64_t k = q->transpose ? o->cols : o->rows;
+    q->dst_ld = o->dst_ld ? o->dst_ld : k;
+    /* The kernel zeroes k's padding within k's last tile only. */
+    if (q->dst_ld < k || q->dst_ld > ceil_div(k, GS_FP8_Q_TILE) * GS_FP8_Q_TILE) return CUDA_ERROR_INVALID_VALUE;
+    q->vec_out = aligned(o->dst, 8) && q->dst_ld % 8 == 0;
   }
   return CUDA_SUCCESS;
 }
@@ -161,8 +165,12 @@ static CUresult quantize_launch(kernel_ctx *kc, CUstream stream, const fp8_opera
   gs_fp8_quantize_args q;
   memset(&q, 0, sizeof q);
   q.parity = parity;
+  /* One wave of GS_FP8_Q_BLOCKS_PER_SM blocks on each of the device's SMs
+   * (fp8_kernels.h); at least 2, so that two operands get a block each. */
+  const int64_t grid_max =
+      kc->sms > 0 ? max64(2, min64((int64_t)kc->sms * GS_FP8_Q_BLOCKS_PER_SM, GRID_MAX)) : GS_FP8_Q_GRID;
   for (int i = 0; i < n; i++) {
-    CUresult r = operand_args(&ops[i], quantize, &q.op[i]);
+    CUresult r = operand_args(&ops[i], quantize, grid_max, &q.op[i]);
     if (r != CUDA_SUCCESS) return r;
     q.stats[i] = quantize ? ops[i].stats : NULL;
   }
@@ -174,15 +182,15 @@ static CUresult quantize_launch(kernel_ctx *kc, CUstream stream, const fp8_opera
     return r == CUDA_SUCCESS ? quantize_launch(kc, stream, &ops[1], 1, parity, quantize) : r;
   }
   q.operands = n;
-  /* Two operands share GS_FP8_Q_GRID blocks in proportion to their tiles,
+  /* Two operands share grid_max blocks in proportion to their tiles,
    * so each block has about the same number of tiles to do; each gets at
    * least one block (an empty one still folds). */
   if (n == 2) {
     const int64_t t0 = operand_tiles(&q.op[0]), t1 = operand_tiles(&q.op[1]);
-    if (t0 + t1 > GS_FP8_Q_GRID) {
-      int64_t b0 = max64(1, min64(t0, GS_FP8_Q_GRID * t0 / (t0 + t1)));
-      int64_t b1 = max64(1, min64(t1, GS_FP8_Q_GRID - b0));
-      if (b0 + b1 > GS_FP8_Q_GRID) b0 = GS_FP8_Q_GRID - b1;
+    if (t0 + t1 > grid_max) {
+      int64_t b0 = max64(1, min64(t0, grid_max * t0 / (t0 + t1)));
+      int64_t b1 = max64(1, min64(t1, grid_max - b0));
+      if (b0 + b1 > grid_max) b0 = grid_max - b1;
       q.op[0].blocks = (int32_t)b0;
       q.op[1].blocks = (int32_t)b1;
     }
@@ -204,14 +212,14 @@ CUresult fp8_amax_init_operands(kernel_ctx *kc, CUstream stream, const fp8_opera
 CUresult fp8_quantize(kernel_ctx *kc, CUstream stream, int src_type, const void *src, int64_t rows,
                       int64_t cols, int64_t ld, int64_t stride, int64_t batch, int trans, int is_b,
                       uint8_t *dst, gs_fp8_ring *ring, int parity) {
-  const fp8_operand o = {src_type, src, rows, cols, ld, stride, batch, trans, is_b, dst, ring, NULL};
+  const fp8_operand o = {src_type, src, rows, cols, ld, stride, batch, trans, is_b, dst, ring, NULL, 0};
   return quantize_launch(kc, stream, &o, 1, parity, 1);
 }
 
 CUresult fp8_amax_init(kernel_ctx *kc, CUstream stream, int src_type, const void *src, int64_t rows,
                        int64_t cols, int64_t ld, int64_t stride, int64_t batch, gs_fp8_ring *ring,
                        int parity) {
-  const fp8_operand o = {src_type, src, rows, cols, ld, stride, batch, 0, 0, NULL, ring, NULL};
+  const fp8_operand o = {src_type, src, rows, cols, ld, stride, batch, 0, 0, NULL, ring, NULL, 0};
   return quantize_launch(kc, stream, &o, 1, parity, 0);
 }
 

@@ -251,15 +251,25 @@ static __device__ __forceinline__ void fp8_tile_encode(const gs_fp8_q_operand &a
   const unsigned tid = threadIdx.x;
   const int64_t rows = a.rows, cols = a.cols;
   const int64_t r0 = pos.r0, c0 = pos.c0;
-  uint8_t *dst = MODE == GS_FP8_MODE_QUANTIZE ? a.dst + pos.b * rows * cols : a.dst; /* NULL for amax */
+  /* dst: k x outer per member, k stride dst_ld (k padded with zeros) */
+  const int64_t dld = a.dst_ld;
+  uint8_t *dst = MODE == GS_FP8_MODE_QUANTIZE ? a.dst + pos.b * dld * (a.transpose ? rows : cols) : a.dst; /* NULL for amax */
   (void)fmt, (void)scale, (void)s_tile, (void)dst, (void)counting, (void)counts;
 
 GS_FP8_UNROLL
   for (int u = 0; u < FP8_Q_PER_THREAD; u++) {
-    if (len[u] == 0) continue;
     const unsigned g = tid + u * GS_FP8_Q_THREADS;
     const int64_t cl = g / 8, rg = g % 8;
     const int64_t c = c0 + cl, r = r0 + rg * 8;
+    if (len[u] == 0) {
+      /* k's zero padding (rows..dld-1, within the last tile: k pads to
+       * less than a tile) for the copying path; the transposing one pads
+       * its rows below. */
+      if constexpr (MODE == GS_FP8_MODE_QUANTIZE)
+        if (!a.transpose && c < cols && r >= rows && r < dld)
+          for (int64_t q = r; q < dld && q < r + 8; q++) dst[c * dld + q] = 0;
+      continue;
+    }
     /* Fixed trip counts, so the group stays in registers. */
     uint64_t codes = 0;
 #if GS_FP8_Q_SM89
@@ -312,9 +322,12 @@ GS_FP8_UNROLL
         s_tile[cl][rg * 2] = (uint32_t)codes;
         s_tile[cl][rg * 2 + 1] = (uint32_t)(codes >> 32);
       } else if (a.vec_out && len[u] == 8) {
-        gs_st8(dst + c * rows + r, codes);
+        gs_st8(dst + c * dld + r, codes);
       } else {
-        for (int q = 0; q < len[u]; q++) dst[c * rows + r + q] = (uint8_t)(codes >> (8 * q));
+        /* A partial group's codes past len are 0 (+0 or not set): they
+         * pad k up to dld. */
+        const int n = dld - r < 8 ? (int)(dld - r) : 8;
+        for (int q = 0; q < n; q++) dst[c * dld + r + q] = q < len[u] ? (uint8_t)(codes >> (8 * q)) : 0;
       }
     }
   }
@@ -326,17 +339,19 @@ GS_FP8_UNROLL
       for (unsigned g = tid; g < FP8_Q_GROUPS; g += GS_FP8_Q_THREADS) {
         const int64_t rl = g / 8, cg = g % 8;
         const int64_t r = r0 + rl, c = c0 + cg * 8;
-        if (r >= rows || c >= cols) continue;
-        const int n = cols - c < 8 ? (int)(cols - c) : 8;
+        if (r >= rows || c >= dld) continue;
+        /* Codes for c < cols, zeros from cols to dld (k's padding). */
+        const int valid = cols - c < 8 ? (int)(cols - c) : 8;
+        const int n = dld - c < 8 ? (int)(dld - c) : 8;
         uint64_t codes = 0;
-        for (int q = 0; q < n; q++) {
+        for (int q = 0; q < valid; q++) {
           uint32_t word = s_tile[cg * 8 + q][rl >> 2];
           codes |= (uint64_t)((word >> (8 * (rl & 3))) & 0xFFu) << (8 * q);
         }
         if (a.vec_out && n == 8) {
-          gs_st8(dst + r * cols + c, codes);
+          gs_st8(dst + r * dld + c, codes);
         } else {
-          for (int q = 0; q < n; q++) dst[r * cols + c + q] = (uint8_t)(codes >> (8 * q));
+          for (int q = 0; q < n; q++) dst[r * dld + c + q] = (uint8_t)(codes >> (8 * q));
         }
       }
       __syncthreads(); /* the tile buffer is refilled by the next tile */

@@ -41,6 +41,7 @@ typedef struct kernel_ctx {
   int sm;                    /* its device's major*10 + minor; -1: asked of the driver */
   int current_known;         /* set by the first launch: */
   CUcontext current;         /* the thread's current context then */
+  int sms;                   /* its device's SM count, sizing persistent grids; 0: unknown */
 } kernel_ctx;
 #define KERNEL_CTX(c) (&(kernel_ctx){.ctx = (c), .sm = -1})
 

@@ -177,7 +177,9 @@ static void explain_gate(int route, const policy_key *k) {
     return;
   } else {
     const int r = fp8_recipe_choose(&c, recipe_why, sizeof recipe_why);
-    no = fp8_recipe_gate(&c, fp8_recipe_get(r), why);
+    fp8_out out;
+    fp8_recipe_out(&c, fp8_recipe_get(r), &out);
+    no = fp8_recipe_gate(&c, fp8_recipe_get(r), &out, why);
     snprintf(recipe, sizeof recipe, ", recipe %s", gs_fp8_recipe_name(r));
   }
   if (no) printf("gate: %s declined: %s; ran native\n", name, no);

@@ -295,12 +295,13 @@ def fp8_current_passes(w):
     what the arrangement is estimated to reach (docs/fp8.md has the
     design). Every figure here is an estimate until a GPU measures it."""
     sms, blocks_per_sm, threads = 132, 3, 256
-    grid = sms * blocks_per_sm                      # GS_FP8_Q_GRID
+    grid = sms * blocks_per_sm                      # GS_FP8_Q_BLOCKS_PER_SM x the device's SMs
     reg_bytes = blocks_per_sm * threads * 32        # next tile's 2 x 16-byte bf16 loads a thread
     need = 4.3e12 * 700e-9 / sms                    # bandwidth x latency, per SM
     w("### The current recipe's passes (estimates)\n")
-    w(f"Both passes (amax, then quantize) launch at most {grid} blocks ({blocks_per_sm} a SM, what "
-      f"`launch_bounds({threads}, {blocks_per_sm})` guarantees, on an H200's {sms} SMs), A and B sharing them "
+    w(f"Both passes (amax, then quantize) launch at most {grid} blocks ({blocks_per_sm} a SM of the device, "
+      f"read from the driver, what `launch_bounds({threads}, {blocks_per_sm})` guarantees: one wave; here an "
+      f"H200's {sms} SMs), A and B sharing them "
       "in proportion to their 64 x 64 tiles; a block loops over its tiles, loading the next tile before it "
       "encodes the current one and prefetching the one after into L2, and pays its fixed chain (ring read, "
       "barrier, slot atomic, fence, counter atomic) once, not once a tile. Bytes in flight a SM: "

@@ -443,6 +443,9 @@ const char *route_handle_math(const gs_gemm *g, unsigned *mode);
  * lookup; a route makes one per call and passes it to every load and
  * launch the call makes. */
 kernel_ctx route_kernel_ctx(const gs_call *c);
+/* beta is only known on the host in host pointer mode (an fp32 scalar for
+ * the routes' compute types); otherwise C is taken to be read. */
+int route_beta_may_be_nonzero(const gs_gemm *g);
 /* The call's kernels loaded in its context: NULL, or why not (the driver
  * not found, or kernels_ready's reason). */
 const char *route_kernels_ready(kernel_ctx *kc);

@@ -22,6 +22,11 @@ const char *route_kernels_ready(kernel_ctx *kc) {
   return why ? why : kernels_ready(kc);
 }
 
+int route_beta_may_be_nonzero(const gs_gemm *g) {
+  if (g->pointer_mode != CUBLAS_POINTER_MODE_HOST || !g->beta) return 1;
+  return *(const float *)g->beta != 0.0f;
+}
+
 static int64_t max1(int64_t v) { return v > 1 ? v : 1; }
 
 void route_operand_shapes(const gs_gemm *g, int64_t *a_rows, int64_t *a_cols, int64_t *b_rows, int64_t *b_cols) {

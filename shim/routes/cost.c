@@ -153,6 +153,8 @@ static gs_cost_device device_figures(int device, int sm) {
   return d;
 }
 
+int cost_device_sms(int device, int sm) { return device_figures(device, sm).sms; }
+
 const char *cost_gate(int device, int sm, gs_cost_route r, const gs_cost_work *w, char *why) {
   /* Asked with the gate off too: the queries are made once per device,
    * and so the fault loop's forced routes cover them. */
@@ -204,11 +206,14 @@ const char *cost_gate_fp16(const gs_call *c, double a_elems, double b_elems, cha
  * once per operand and write a scale per 128 (4 bytes) or 32 (1 byte)
  * elements, taken here at the larger. The kernels at their measured share
  * of bandwidth (GS_COST_FP8_STREAM_SHARE). */
-const char *cost_gate_fp8(const gs_call *c, double a_elems, double b_elems, int recipe, char *why) {
+const char *cost_gate_fp8(const gs_call *c, double a_elems, double b_elems, int recipe, double out_bytes,
+                          int out_launches, char *why) {
   const gs_gemm *g = &c->g;
   double in = g->a_type == CUDA_R_32F ? 4.0 : 2.0, elems = a_elems + b_elems;
   gs_cost_work w = {flops_of(g), g->a_type, (in + 1.0) * elems, 1, GS_COST_FP8_STREAM_SHARE};
   if (recipe == GS_COST_FP8_CURRENT) w.pass_bytes += in * elems, w.launches = 10;
   if (recipe == GS_COST_FP8_BLOCK) w.pass_bytes += elems / 32.0, w.launches = 2;
+  w.pass_bytes += out_bytes;
+  w.launches += out_launches;
   return cost_gate(c->device, c->sm, GS_COST_FP8, &w, why);
 }

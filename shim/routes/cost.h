@@ -58,6 +58,10 @@ int cost_estimate(const gs_cost_device *d, gs_cost_route r, const gs_cost_work *
 #define GS_COST_WHY 320
 const char *cost_gate(int device, int sm, gs_cost_route r, const gs_cost_work *w, char *why);
 
+/* The SM count of device `device` (ordinal), from the same figures as the
+ * gate (queried once per device); 0 where the driver could not say. */
+int cost_device_sms(int device, int sm);
+
 /* The routes' admission checks: the bytes their kernels move (docs/cost-model.md)
  * from the elements of their operands, all members counted. */
 struct gs_call;
@@ -66,7 +70,10 @@ const char *cost_gate_ffma(const struct gs_call *c, double a_elems, double b_ele
 const char *cost_gate_fp16(const struct gs_call *c, double a_elems, double b_elems, char *why);
 /* recipe: GS_COST_FP8_CURRENT, _ONE_PASS (delayed), _BLOCK (block, mxfp8) */
 enum { GS_COST_FP8_CURRENT, GS_COST_FP8_ONE_PASS, GS_COST_FP8_BLOCK };
-const char *cost_gate_fp8(const struct gs_call *c, double a_elems, double b_elems, int recipe, char *why);
+/* out_bytes, out_launches: what the call adds around the GEMM (an unaligned
+ * C/D through a transient output: C widened in, D' cast out). */
+const char *cost_gate_fp8(const struct gs_call *c, double a_elems, double b_elems, int recipe, double out_bytes,
+                          int out_launches, char *why);
 
 /* Whether the gates (this estimate and the measured one) judge call c for
  * route (a gs_route): not the fp8 route below sm_89, nor with an own fp8

@@ -52,13 +52,6 @@ typedef struct ffma_plan {
 
 enum { BUF_A, BUF_B, BUF_C, BUF_BIAS };
 
-/* beta is only known on the host in host pointer mode; otherwise assume C
- * is read. */
-static int beta_may_be_nonzero(const gs_gemm *g) {
-  if (g->pointer_mode != CUBLAS_POINTER_MODE_HOST || !g->beta) return 1;
-  return *(const float *)g->beta != 0.0f;
-}
-
 static const char *check_types(const gs_gemm *g) {
   if (!half_type(g->a_type) || g->b_type != g->a_type) return "A and B are not both bf16 or both fp16";
   if (fast_compute(g->compute_type))
@@ -107,7 +100,7 @@ static const char *plan(const gs_call *c, ffma_plan *p) {
   if (why) return why;
 
   p->own_out = g->c_type != F32;
-  p->cast_c = p->own_out && beta_may_be_nonzero(g);
+  p->cast_c = p->own_out && route_beta_may_be_nonzero(g);
   why = cost_gate_ffma(c, (double)p->a_rows * (double)p->a_cols * (double)g->batch,
                        (double)p->b_rows * (double)p->b_cols * (double)g->batch, p->own_out, p->cast_c, p->why);
   if (why) return why;

@@ -59,7 +59,10 @@ static cudaDataType fmt_type(int fmt) { return fmt == GS_FP8_E5M2 ? CUDA_R_8F_E5
 typedef struct fp8_plan {
   int64_t a_rows, a_cols, b_rows, b_cols;
   int64_t k_pad; /* k of A8 and B8: the recipe's padding (fp8_recipe_k_pad) */
-  size_t off[4]; /* A8, B8, the recipe's scratch, the fp8 statistics' counters */
+  /* C or D unaligned for cuBLASLt's fp8 GEMM, or m padded: the transient
+   * output D' (fp8_recipe_out, fp8_recipe.h). */
+  fp8_out out;
+  size_t off[5]; /* A8, B8, the recipe's scratch, D', the fp8 statistics' counters */
   size_t bytes;
   int epilogue;
   const void *bias;
@@ -67,7 +70,7 @@ typedef struct fp8_plan {
   char why[GS_COST_WHY]; /* the cost gate's reason */
 } fp8_plan;
 
-enum { BUF_A8, BUF_B8, BUF_SCRATCH, BUF_STATS };
+enum { BUF_A8, BUF_B8, BUF_SCRATCH, BUF_D, BUF_STATS };
 
 /* ---- checks ------------------------------------------------------------------------ */
 static const char *check_types(const gs_gemm *g) {
@@ -126,20 +129,26 @@ static const char *plan(const gs_call *c, const fp8_recipe *rc, fp8_plan *p) {
    * kernels take strided operands only. */
   if (route_is_ptr_array(g->api)) return "pointer-array batch (the fp8 kernels take strided operands only)";
   if (g->m == 0 || g->n == 0 || g->k == 0 || g->batch == 0) return "empty GEMM: nothing to quantize";
-  /* The cost gate where the GEMM would be cuBLASLt's (cost_gate_applies):
-   * the current recipe pays an amax pass, the others quantize in one
-   * (block and mxfp8 one launch per operand). */
+  /* Where cuBLASLt's fp8 GEMM runs (cost_gate_applies: sm_89+, no own
+   * kernel named), an unaligned C or D or an m cuBLASLt refuses goes
+   * through D'; the cost gate (fp8_recipe_gate) charges its copies. */
+  fp8_recipe_out(c, rc, &p->out);
   if (cost_gate_applies(c, GS_ROUTE_FP8)) {
-    why = fp8_recipe_gate(c, rc, p->why);
+    why = fp8_recipe_gate(c, rc, &p->out, p->why);
     if (why) return why;
   }
   p->k_pad = fp8_recipe_k_pad(rc, c);
   const size_t scratch = fp8_recipe_scratch(rc, c);
-  const transient_part parts[4] = {{g->m, p->k_pad, g->batch, 1}, {p->k_pad, g->n, g->batch, 1}, {1, 1, 1, scratch},
-                                   {1, 1, 1, fp8_stats_bytes()}};
-  why = transient_plan(parts, 4, gs_opt.fp8_max_bytes, "needs more transient memory than GEMMSHIM_FP8_MAX_BYTES",
-                       p->off, &p->bytes);
+  transient_part parts[5] = {{p->out.m_pad, p->k_pad, g->batch, 1}, {p->k_pad, g->n, g->batch, 1}};
+  int idx[5] = {BUF_A8, BUF_B8}, n = 2;
+  if (scratch) idx[n] = BUF_SCRATCH, parts[n++] = (transient_part){1, 1, 1, scratch};
+  if (p->out.out_t) idx[n] = BUF_D, parts[n++] = (transient_part){p->out.ld_t, g->n, g->batch, 4};
+  idx[n] = BUF_STATS, parts[n++] = (transient_part){1, 1, 1, fp8_stats_bytes()};
+  size_t off[5];
+  why = transient_plan(parts, n, gs_opt.fp8_max_bytes, "needs more transient memory than GEMMSHIM_FP8_MAX_BYTES", off,
+                       &p->bytes);
   if (why) return why;
+  for (int i = 0; i < n; i++) p->off[idx[i]] = off[i];
   if (g->api == GS_API_LT_MATMUL) {
     p->epilogue = g->epilogue;
     p->bias = (g->epilogue & CUBLASLT_EPILOGUE_BIAS) ? g->bias : NULL;
@@ -156,6 +165,29 @@ static CUdeviceptr scale_ptr(const gs_fp8_ring *ring, int parity) {
   return (CUdeviceptr)(uintptr_t)&ring->scale[parity][0];
 }
 
+/* ---- an unaligned C/D through D' ------------------------------------------------ */
+/* C into D' (fp32, ld_t), widened exactly, when beta may be nonzero:
+ * cuBLASLt then reads C from D' and writes D' in place. */
+static CUresult out_in(const gs_call *c, kernel_ctx *kc, const fp8_plan *p, char *base) {
+  const gs_gemm *g = &c->g;
+  const kernel_cast_operand op = {g->c_type, g->C,       0,       g->ldc, g->batch > 1 ? g->stride_c : 0,
+                                  base + p->off[BUF_D], 0, p->out.ld_t, p->out.ld_t * g->n, g->m, g->n, g->batch};
+  return kernel_widen_operands(kc, (CUstream)g->stream, &op, 1);
+}
+
+/* D' into the caller's D: rounded to bf16/fp16 as cuBLASLt rounds its
+ * fp32 result, or copied (fp32). Stream-ordered after the GEMM. */
+static CUresult out_out(const gs_call *c, kernel_ctx *kc, const fp8_plan *p, char *base) {
+  const gs_gemm *g = &c->g;
+  const float *src = (const float *)(uintptr_t)(base + p->off[BUF_D]);
+  const int64_t sd = g->batch > 1 ? g->stride_d : 0;
+  if (g->d_type != F32)
+    return kernel_narrow(kc, (CUstream)g->stream, g->d_type, src, p->out.ld_t, p->out.ld_t * g->n, g->D, g->ldd, sd, g->m,
+                         g->n, g->batch);
+  const kernel_cast_operand op = {F32, src, 0, p->out.ld_t, p->out.ld_t * g->n, g->D, 0, g->ldd, sd, g->m, g->n, g->batch};
+  return kernel_widen_operands(kc, (CUstream)g->stream, &op, 1);
+}
+
 /* ---- quantization ------------------------------------------------------------------- */
 static CUresult quantize_operands(const gs_call *c, const fp8_recipe *rc, kernel_ctx *kc, const fp8_plan *p,
                                   const fp8_scales *u, char *base, unsigned *ran) {
@@ -169,9 +201,9 @@ static CUresult quantize_operands(const gs_call *c, const fp8_recipe *rc, kernel
   /* A and B in one launch, each with its own ring. */
   const fp8_operand ops[2] = {
       {g->a_type, g->A, p->a_rows, p->a_cols, g->lda, g->stride_a, g->batch, g->transa != CUBLAS_OP_N, 0,
-       (uint8_t *)(base + p->off[BUF_A8]), u->ring[0], u->stats ? &u->stats->op[0] : NULL},
+       (uint8_t *)(base + p->off[BUF_A8]), u->ring[0], u->stats ? &u->stats->op[0] : NULL, p->k_pad},
       {g->b_type, g->B, p->b_rows, p->b_cols, g->ldb, g->stride_b, g->batch, g->transb != CUBLAS_OP_N, 1,
-       (uint8_t *)(base + p->off[BUF_B8]), u->ring[1], u->stats ? &u->stats->op[1] : NULL},
+       (uint8_t *)(base + p->off[BUF_B8]), u->ring[1], u->stats ? &u->stats->op[1] : NULL, p->k_pad},
   };
   CUresult r = CUDA_SUCCESS;
   if (u->needs_amax_init) {
@@ -249,7 +281,6 @@ static cublasLtHandle_t lt_handle_for(const gs_call *c, const char **why) {
   return h;
 }
 
-static int aligned16(const void *p) { return ((uintptr_t)p & 15) == 0; }
 
 /* Why this call cannot take cuBLASLt's fp8 GEMM, or NULL. Its rules: sm_89
  * or newer, TN (our buffers are), k a multiple of 16, m of 8, 16-byte
@@ -262,14 +293,11 @@ static const char *lt_unfit(const gs_call *c, const fp8_plan *p, const fp8_scale
   if (c->sm < 89) return "cuBLASLt fp8 needs sm_89 or newer";
   if (u->fmt[0] == GS_FP8_E5M2 && u->fmt[1] == GS_FP8_E5M2) return "cuBLASLt fp8 has no E5M2 x E5M2";
   if (p->k_pad % 16) return "k is not a multiple of 16 (cuBLASLt fp8 leading dimensions)";
-  int64_t es = (int64_t)type_size(g->d_type);
-  if (!aligned16(g->C) || !aligned16(g->D) || (g->ldc * es) % 16 || (g->ldd * es) % 16 ||
-      (g->batch > 1 && ((g->stride_c * es) % 16 || (g->stride_d * es) % 16)))
-    return "C or D is not 16-byte aligned (cuBLASLt fp8)";
+  if (!p->out.out_t && !fp8_lt_c_d_aligned(g)) return "C or D is not 16-byte aligned (cuBLASLt fp8)";
   /* Not in cuBLAS's docs: an H200 with cuBLAS 13.1 refused m = 100 and 260
    * and took 200 and 256 (docs/gpu-results.md). */
-  if (g->m % 8) return "m is not a multiple of 8 (cuBLASLt fp8 refuses it)";
-  if (p->bias && p->bias_type != (g->d_type == F32 ? CUDA_R_16BF : g->d_type))
+  if (p->out.m_pad % 8) return "m is not a multiple of 8 (cuBLASLt fp8 refuses it)";
+  if (p->bias && p->bias_type != (g->d_type == F32 || p->out.out_t ? CUDA_R_16BF : g->d_type))
     return "bias type is not cuBLASLt's fp8 bias type";
   if (!resolve_hooked(GS_SYS_cublasLtMatmul) || !route_lt_available())
     return "cuBLASLt not loaded";
@@ -314,14 +342,22 @@ static cublasStatus_t lt_fp8(const gs_call *c, const fp8_plan *p, const fp8_scal
   }
   const char *a8 = base + p->off[BUF_A8], *b8 = base + p->off[BUF_B8];
   const int64_t kp = p->k_pad; /* zeros past g->k add nothing */
-  route_lt_key_layout(&k, 0, fmt_type(u->fmt[0]), kp, g->m, kp, g->batch, kp * g->m);
+  route_lt_key_layout(&k, 0, fmt_type(u->fmt[0]), kp, p->out.m_pad, kp, g->batch, kp * p->out.m_pad);
   route_lt_key_layout(&k, 1, fmt_type(u->fmt[1]), kp, g->n, kp, g->batch, kp * g->n);
-  route_lt_key_layout(&k, 2, g->c_type, g->m, g->n, g->ldc, g->batch, g->stride_c);
-  route_lt_key_layout(&k, 3, g->d_type, g->m, g->n, g->ldd, g->batch, g->stride_d);
+  /* D' (out_t) is C and D both: C was widened into it. */
+  void *d = p->out.out_t ? (void *)(uintptr_t)(base + p->off[BUF_D]) : g->D;
+  const void *cm = p->out.out_t ? d : g->C;
+  if (p->out.out_t) {
+    route_lt_key_layout(&k, 2, F32, p->out.m_pad, g->n, p->out.ld_t, g->batch, p->out.ld_t * g->n);
+    route_lt_key_layout(&k, 3, F32, p->out.m_pad, g->n, p->out.ld_t, g->batch, p->out.ld_t * g->n);
+  } else {
+    route_lt_key_layout(&k, 2, g->c_type, g->m, g->n, g->ldc, g->batch, g->stride_c);
+    route_lt_key_layout(&k, 3, g->d_type, g->m, g->n, g->ldd, g->batch, g->stride_d);
+  }
   k.align[0] = route_lt_alignment(a8);
   k.align[1] = route_lt_alignment(b8);
-  k.align[2] = route_lt_alignment(g->C);
-  k.align[3] = route_lt_alignment(g->D);
+  k.align[2] = route_lt_alignment(cm);
+  k.align[3] = route_lt_alignment(d);
   void *ws = g->workspace;
   size_t wss = g->workspace_size;
   if (g->api != GS_API_LT_MATMUL) *ws_why = route_lt_workspace(c, &ws, &wss);
@@ -330,7 +366,7 @@ static cublasStatus_t lt_fp8(const gs_call *c, const fp8_plan *p, const fp8_scal
   const route_lt_plan *plan = route_lt_plan_get(h, &k, p->bias, &s, why);
   if (!plan) return s;
   if (u->per_call) s = route_lt_set_scales(plan, sa, sb);
-  if (s == CUBLAS_STATUS_SUCCESS) s = route_lt_matmul(h, plan, g->alpha, a8, b8, g->beta, g->C, g->D, p->bias, ws, wss, g->stream);
+  if (s == CUBLAS_STATUS_SUCCESS) s = route_lt_matmul(h, plan, g->alpha, a8, b8, g->beta, cm, d, p->bias, ws, wss, g->stream);
   route_lt_plan_put(plan);
   return s;
 }
@@ -374,6 +410,7 @@ int route_fp8(gs_call *c) {
     return FP8_DECLINE(c, "the delayed recipe is not captured into CUDA graphs: its per-site state (amax history "
                           "parity, site matching) is kept on the host, and replays would not advance it");
   kernel_ctx kc = route_kernel_ctx(c);
+  kc.sms = cost_device_sms(c->device, c->sm); /* the quantize grid: a wave of the device's SMs */
   why = route_kernels_ready(&kc);
   if (why) return FP8_DECLINE(c, "kernels not loaded (%s)", why);
 
@@ -429,6 +466,27 @@ int route_fp8(gs_call *c) {
   /* Nothing of the caller's is written until a GEMM succeeds: a cuBLASLt
    * call that returns an error has launched nothing, and neither has a
    * failed launch of the own kernel. */
+  /* A8's columns past m (m padded): zeros, one memset of
+   * (m_pad - m) x k_pad bytes after A8's m columns. */
+  if (!own_why && p.out.m_pad != c->g.m) {
+    char *tail = base + p.off[BUF_A8] + c->g.m * p.k_pad;
+    r = gs_sys.cuMemsetD8Async ? GS_CALL(cuMemsetD8Async, (CUdeviceptr)(uintptr_t)tail, 0,
+                                         (size_t)((p.out.m_pad - c->g.m) * p.k_pad), (CUstream)c->g.stream)
+                               : CUDA_ERROR_NOT_FOUND;
+    if (r != CUDA_SUCCESS) {
+      transient_release(&t);
+      rc->release(&u, ran);
+      return FP8_DECLINE(c, "cuMemsetD8Async failed (CUresult %d)", (int)r);
+    }
+  }
+  if (!own_why && p.out.cast_c) {
+    r = out_in(c, &kc, &p, base);
+    if (r != CUDA_SUCCESS) {
+      transient_release(&t);
+      rc->release(&u, ran);
+      return FP8_DECLINE(c, "C copy kernel launch failed (CUresult %d)", (int)r);
+    }
+  }
   if (c->gpu.on) gpu_time_mark(c, GS_GPU_EV_GEMM_BEGIN);
   cublasLtHandle_t lt = NULL;
   if (!own_why) lt = lt_handle_for(c, &own_why);
@@ -437,6 +495,16 @@ int route_fp8(gs_call *c) {
   if (lt) {
     lt_status = lt_fp8(c, &p, &u, lt, base, &plan_why, &ws_why);
     if (lt_status != CUBLAS_STATUS_SUCCESS) lt = NULL;
+  }
+  /* The GEMM wrote D' only: if its copy out cannot be launched, nothing of
+   * the caller's was written and the call runs native. */
+  if (lt && p.out.out_t) {
+    r = out_out(c, &kc, &p, base);
+    if (r != CUDA_SUCCESS) {
+      transient_release(&t);
+      rc->release(&u, ran);
+      return FP8_DECLINE(c, "output copy kernel launch failed (CUresult %d)", (int)r);
+    }
   }
   /* sm_89+: what cuBLASLt refuses at run time runs native, never the own
    * kernel (slower than native bf16 there: docs/fp8.md). A refused

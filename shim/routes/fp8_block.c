@@ -15,14 +15,9 @@
  * on both operands, which is always valid, only finer for a weight. */
 #include <stdio.h>
 
-#include "../base/sys.h"
-#include "../resolve.h"
 #include "fp8_scaled.h"
 
-/* cublasLtGetVersion's number: major * 10000 + minor * 100 + patch
- * (cublasLt.h: CUBLASLT_VERSION from CUBLAS_VER_*). */
-#define CUBLAS_12_9 120900
-#define K_ALIGN 16 /* cuBLASLt fp8: k a multiple of 16 (leading dimensions of TN operands) */
+#define CUBLAS_12_9 120900 /* cublasLtGetVersion's number (fp8_scaled.h) */
 
 static int64_t k_pad(const gs_call *c) { return fp8_recipe_k_pad(&fp8_recipe_block, c); }
 
@@ -31,15 +26,8 @@ static const char *block_unfit(const gs_call *c, char *buf, size_t len) {
     snprintf(buf, len, "block needs sm_90 (cuBLASLt's 1x128/128x128 scale modes), device is sm_%d", c->sm);
     return buf;
   }
-  /* Resolving cublasLtMatmul loads cuBLASLt's other entries (resolve.c). */
-  if (!resolve_hooked(GS_SYS_cublasLtMatmul) || !gs_sys.cublasLtGetVersion) return "block needs cuBLAS 12.9 or newer, and cublasLtGetVersion was not found";
-  size_t v = GS_CALL(cublasLtGetVersion);
-  if (v == 0) return "block needs cuBLAS 12.9 or newer, and cublasLtGetVersion returned 0";
-  if (v < CUBLAS_12_9) {
-    snprintf(buf, len, "block needs cuBLAS 12.9 or newer, the loaded cuBLASLt is %zu.%zu.%zu", v / 10000,
-             v / 100 % 100, v % 100);
-    return buf;
-  }
+  const char *old_lt = fp8_scaled_cublas_before(CUBLAS_12_9, "block needs cuBLAS 12.9 or newer", buf, len);
+  if (old_lt) return old_lt;
   /* VEC128/BLK128 need M and N multiples of 4 (an H200 refused n = 258,
    * docs/gpu-results.md): refused here, the call goes to the next recipe
    * before anything is quantized. */
@@ -74,4 +62,4 @@ static const char *block_acquire(gs_call *c, CUdeviceptr scratch, fp8_scales *s)
 }
 
 const fp8_recipe fp8_recipe_block = {"block", GS_FP8_RECIPE_CURRENT, block_unfit,   0, block_acquire,
-                                     fp8_scaled_release,    K_ALIGN,     block_scratch, fp8_scaled_quantize_operands};
+                                     fp8_scaled_release,    FP8_LT_K_ALIGN,     block_scratch, fp8_scaled_quantize_operands};

@@ -18,10 +18,15 @@
  *
  * Formats: E4M3 for both operands (E5M2 under GEMMSHIM_FP8_FORMAT=e5m2),
  * torchao's default for input, weight and
- * grad_output alike (torchao/float8/config.py, CastConfig). TE's HYBRID
- * (E5M2 gradients) needs to know which operand is a gradient; the only
- * guess the shim has is the delayed recipe's site table, which this recipe
- * keeps out of (docs/fp8.md, "Recipes"). */
+ * grad_output alike (torchao/float8/config.py, CastConfig). Under
+ * GEMMSHIM_FP8_FORMAT=hybrid, TE's Format.HYBRID (transformer_engine/common/
+ * recipe/__init__.py: E4M3 in the forward pass, E5M2 in the backward
+ * pass): a GEMM on PyTorch's autograd thread is a backward one, and both
+ * of nn.Linear's backward GEMMs reach cuBLAS with grad_output as B (dgrad
+ * dX^T = W^T-as-stored x dY^T: A = W, B = dY; wgrad dW^T = X^T x dY: A =
+ * X, B = dY; TE's linear.py passes grad_output second to both), so B is
+ * E5M2 there. Elsewhere, and where no autograd thread has been seen, E4M3
+ * (docs/fp8.md, "Recipes"). */
 #include "fp8_recipe.h"
 #include "fp8_ring.h"
 
@@ -38,9 +43,10 @@ static const char *current_acquire(gs_call *c, CUdeviceptr scratch, fp8_scales *
     return "cuCtxPushCurrent failed before initialising the call's fp8 scales";
   CUresult r = CUDA_SUCCESS;
   const char *failed = NULL;
+  const int hybrid = gs_opt.fp8_format == GS_FP8_FORMAT_HYBRID, backward = hybrid && fp8_thread_backward();
   for (int i = 0; i < 2 && r == CUDA_SUCCESS; i++) {
-    s->fmt[i] = gs_opt.fp8_format == GS_FP8_FORMAT_E5M2 ? GS_FP8_E5M2 : GS_FP8_E4M3;
-    s->gradient[i] = 0;
+    s->gradient[i] = backward && i == 1;
+    s->fmt[i] = gs_opt.fp8_format == GS_FP8_FORMAT_E5M2 || s->gradient[i] ? GS_FP8_E5M2 : GS_FP8_E4M3;
     s->ring[i] = (gs_fp8_ring *)(uintptr_t)(scratch + (CUdeviceptr)(i * RING_STRIDE));
     r = fp8_ring_init(scratch + (CUdeviceptr)(i * RING_STRIDE), s->fmt[i], 1, 0, st, &failed);
   }
@@ -57,8 +63,8 @@ static const char *current_acquire(gs_call *c, CUdeviceptr scratch, fp8_scales *
   s->per_call = 1;
   /* Fast accumulation for forward GEMMs only (fp8.c, lt_fp8). */
   s->forward = fp8_thread_forward();
-  s->note = gs_opt.fp8_format == GS_FP8_FORMAT_HYBRID
-                ? "hybrid asked for, but the current recipe cannot tell gradients apart: e4m3 for both"
+  s->note = hybrid && !backward && !s->forward
+                ? "hybrid asked for, but no autograd thread has been seen to tell backward GEMMs apart: e4m3 for both"
                 : NULL;
   return NULL;
 }
@@ -66,4 +72,4 @@ static const char *current_acquire(gs_call *c, CUdeviceptr scratch, fp8_scales *
 static void current_release(fp8_scales *s, unsigned ran) { (void)s, (void)ran; }
 
 const fp8_recipe fp8_recipe_current = {"current", GS_FP8_RECIPE_AUTO, NULL, 2 * RING_STRIDE, current_acquire,
-                                        current_release, 0, NULL, NULL};
+                                        current_release, FP8_LT_K_ALIGN, NULL, NULL};

@@ -25,4 +25,4 @@ static const char *delayed_acquire(gs_call *c, CUdeviceptr scratch, fp8_scales *
 
 static void delayed_release(fp8_scales *s, unsigned ran) { fp8_site_release(&s->use, ran); }
 
-const fp8_recipe fp8_recipe_delayed = {"delayed", GS_FP8_RECIPE_AUTO, NULL, 0, delayed_acquire, delayed_release, 0, NULL, NULL};
+const fp8_recipe fp8_recipe_delayed = {"delayed", GS_FP8_RECIPE_AUTO, NULL, 0, delayed_acquire, delayed_release, FP8_LT_K_ALIGN, NULL, NULL};

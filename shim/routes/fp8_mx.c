@@ -23,6 +23,10 @@
 #include "fp8_scaled.h"
 
 #define K_ALIGN 32
+/* cuBLASLt's VEC32_UE8M0 mode came with cuBLAS 12.8, the first with
+ * Blackwell support (CUDA 12.8 release notes, "cuBLAS: Release 12.8").
+ * cublasLtGetVersion's number (fp8_scaled.h). */
+#define CUBLAS_12_8 120800
 
 static int64_t k_pad(const gs_call *c) { return fp8_recipe_k_pad(&fp8_recipe_mxfp8, c); }
 
@@ -31,6 +35,8 @@ static const char *mxfp8_unfit(const gs_call *c, char *buf, size_t len) {
     snprintf(buf, len, "mxfp8 needs sm_100 or newer (cuBLASLt's VEC32_UE8M0 scale mode), device is sm_%d", c->sm);
     return buf;
   }
+  const char *old_lt = fp8_scaled_cublas_before(CUBLAS_12_8, "mxfp8 needs cuBLAS 12.8 or newer", buf, len);
+  if (old_lt) return old_lt;
   return fp8_scaled_unfit(c, "mxfp8");
 }
 

@@ -58,8 +58,8 @@ typedef struct fp8_recipe {
   const char *(*acquire)(gs_call *c, CUdeviceptr scratch, fp8_scales *s);
   /* End the call: ran is what ran (FP8_RAN_*). */
   void (*release)(fp8_scales *s, unsigned ran);
-  /* Block-scaled recipes only (NULL otherwise): k padded with zeros to a
-   * multiple of k_align; the scratch bytes for call c (replacing
+  /* k padded with zeros to a multiple of k_align (fp8_recipe_k_pad).
+   * Block-scaled recipes only (NULL otherwise): the scratch bytes for call c (replacing
    * scratch_bytes); quantize A and B of c into a8/b8 (k_pad x m and
    * k_pad x n, k contiguous) with the scales acquire placed. */
   int k_align;
@@ -69,15 +69,38 @@ typedef struct fp8_recipe {
 
 extern const fp8_recipe fp8_recipe_current, fp8_recipe_delayed, fp8_recipe_block, fp8_recipe_mxfp8;
 
-/* k as recipe rc lays the fp8 operands out: g->k rounded up to k_align. */
+/* cuBLASLt's fp8 GEMM: k a multiple of 16 (16-byte leading dimensions of
+ * the TN operands, cuBLAS documentation, cublasLtMatmul). */
+#define FP8_LT_K_ALIGN 16
+
+/* k as recipe rc lays the fp8 operands out: g->k rounded up to k_align
+ * where cuBLASLt's fp8 GEMM reads them (sm_89+, no own kernel asked for);
+ * the own kernels take k as it is. */
 static inline int64_t fp8_recipe_k_pad(const fp8_recipe *rc, const gs_call *c) {
-  const int64_t a = rc->k_align > 1 ? rc->k_align : 1;
+  const int own = c->sm < 89 || gs_opt.fp8_backend == GS_FP8_BACKEND_OWN || gs_opt.fp8_backend == GS_FP8_BACKEND_OWN_MMA;
+  const int64_t a = rc->k_align > 1 && !own ? rc->k_align : 1;
   return (c->g.k + a - 1) / a * a;
 }
-/* The cost gate (cost.h) for call c under recipe rc: its passes and
- * launches over A (m x k) and B (k x n), every batch member; NULL when fp8
- * pays, else why (GS_COST_WHY bytes). Also `gemmshim policy explain`'s. */
-const char *fp8_recipe_gate(const gs_call *c, const fp8_recipe *rc, char *why);
+/* Where cuBLASLt's fp8 GEMM cannot write the caller's C/D as given, the
+ * route has it write an fp32 transient D' (16-byte aligned, ld_t) and casts
+ * D' into D after, C widened into D' first when beta may be nonzero
+ * (cast_c); m is rounded up to 8 in A8 and D' where cuBLASLt refuses m % 8
+ * (docs/fp8.md, "Transient output"). */
+typedef struct fp8_out {
+  int64_t m_pad; /* m as cuBLASLt sees it */
+  int64_t ld_t;  /* D''s leading dimension */
+  int out_t, cast_c;
+} fp8_out;
+/* C and D as cuBLASLt's fp8 GEMM takes them: 16-byte aligned pointers,
+ * leading dimensions and batch strides. */
+int fp8_lt_c_d_aligned(const gs_gemm *g);
+/* The output layout of call c under recipe rc (no D' off cuBLASLt's path). */
+void fp8_recipe_out(const gs_call *c, const fp8_recipe *rc, fp8_out *o);
+/* The cost gate (cost.h) for call c under recipe rc with output layout o:
+ * its passes and launches over A (m x k) and B (k x n), every batch member,
+ * and D''s copies; NULL when fp8 pays, else why (GS_COST_WHY bytes). Also
+ * `gemmshim policy explain`'s. */
+const char *fp8_recipe_gate(const gs_call *c, const fp8_recipe *rc, const fp8_out *o, char *why);
 /* The scratch bytes rc needs for call c. */
 size_t fp8_recipe_scratch(const fp8_recipe *rc, const gs_call *c);
 

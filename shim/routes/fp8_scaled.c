@@ -13,6 +13,8 @@
  * ceil(outer/128) x roundup(ceil(K/128), 4) fp32; VEC32_UE8M0
  * ceil(outer/128) x ceil(ceil(K/32)/4) tiles of 512 bytes. */
 #include "fp8_scaled.h"
+#include "../base/sys.h"
+#include "../resolve.h"
 
 #include "../../kernels/fp8_kernels.h"
 #include "../../kernels/fp8_stats.h"
@@ -114,4 +116,20 @@ const char *fp8_scaled_format(fp8_scales *s) {
   s->gradient[0] = s->gradient[1] = 0;
   return gs_opt.fp8_format == GS_FP8_FORMAT_HYBRID ? "hybrid asked for, but gradients cannot be told apart: e4m3 for both"
                                                     : NULL;
+}
+
+const char *fp8_scaled_cublas_before(size_t need, const char *what, char *buf, size_t len) {
+  /* Resolving cublasLtMatmul loads cuBLASLt's other entries (resolve.c). */
+  if (!resolve_hooked(GS_SYS_cublasLtMatmul) || !gs_sys.cublasLtGetVersion) {
+    snprintf(buf, len, "%s, and cublasLtGetVersion was not found", what);
+    return buf;
+  }
+  size_t v = GS_CALL(cublasLtGetVersion);
+  if (v == 0) {
+    snprintf(buf, len, "%s, and cublasLtGetVersion returned 0", what);
+    return buf;
+  }
+  if (v >= need) return NULL;
+  snprintf(buf, len, "%s, the loaded cuBLASLt is %zu.%zu.%zu", what, v / 10000, v / 100 % 100, v % 100);
+  return buf;
 }

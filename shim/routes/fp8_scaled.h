@@ -25,6 +25,11 @@ CUresult fp8_scaled_quantize_operands(const gs_call *c, kernel_ctx *kc, const fp
 void fp8_scaled_release(fp8_scales *s, unsigned ran);
 /* Why call c cannot run a block-scaled recipe whatever its GPU, or NULL. */
 const char *fp8_scaled_unfit(const gs_call *c, const char *recipe);
+/* NULL when the loaded cuBLASLt is at least version `need`
+ * (cublasLtGetVersion's number: major * 10000 + minor * 100 + patch,
+ * cublasLt.h's CUBLASLT_VERSION), else why not: `what` (e.g. "block needs
+ * cuBLAS 12.9 or newer") and the version found, in buf or a static string. */
+const char *fp8_scaled_cublas_before(size_t need, const char *what, char *buf, size_t len);
 /* The operands' formats under GEMMSHIM_FP8_FORMAT; a note or NULL. */
 const char *fp8_scaled_format(fp8_scales *s);
 

@@ -291,6 +291,8 @@ static int thread_is_autograd(void) {
   return 0;
 }
 
+int fp8_thread_backward(void) { return thread_is_autograd(); }
+
 int fp8_thread_forward(void) {
   return !thread_is_autograd() && atomic_load_explicit(&autograd_seen, memory_order_relaxed);
 }

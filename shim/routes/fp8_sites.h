@@ -51,6 +51,9 @@ void fp8_site_release(fp8_use *u, unsigned ran);
  * every backward GEMM) and this thread is not one of them. 0 when that
  * cannot be told (no autograd thread seen yet, or a program without one). */
 int fp8_thread_forward(void);
+/* Whether this thread is PyTorch's autograd thread: its GEMMs are backward
+ * ones (dgrad, wgrad). */
+int fp8_thread_backward(void);
 
 /* ---- for tests -------------------------------------------------------------- */
 /* Live sites of context ctx (0 when it has none); of the newest context at

@@ -10,7 +10,7 @@
 #                    under the sanitizer
 FAULT_JOBS   ?= 2
 FAULT_DIR    := $(BUILD)/faults
-FAULT_ROUTES_CHECK ?= $(if $(SAN),native,native;ffma;ffma graph;ffma no-pools;fp8 own;fp8 cublaslt;fp8 block;fp16;ffma gpu-time)
+FAULT_ROUTES_CHECK ?= $(if $(SAN),native,native;ffma;ffma graph;ffma no-pools;fp8 own;fp8 cublaslt;fp8 block;fp8 padded;fp16;ffma gpu-time)
 FAULT_DEPS   := $(SHIM_SO) $(FFMA_CLIENT) $(STANDIN_LIBS_CU13) $(KERNELS_HOST_SO)
 
 .PHONY: faults fault-check

@@ -246,9 +246,14 @@ def test_no_shape_runs_the_own_kernel_on_sm90(shim, standin, tmp_path, cc, recip
     fp8 buffers means k a multiple of 16, and has no E5M2 x E5M2; the
     stand-in refuses the same). Shapes: aligned (cuBLASLt), odd k, odd m
     with ldc = m, D's leading dimension unaligned (cublasLtMatmul out of
-    place), E5M2 operands. The block-scaled recipes lay their fp8 buffers
-    out themselves, k padded with zeros to a multiple of 16 (block) or 32
-    (mxfp8: whole E8M0 blocks), so odd k runs on cuBLASLt there."""
+    place), E5M2 operands. Every recipe lays its fp8 buffers out itself,
+    k padded with zeros to a multiple of 16 (current, delayed, block) or
+    32 (mxfp8: whole E8M0 blocks), so odd k runs on cuBLASLt: two
+    cublasLtMatmul calls of the stand-in for the aligned and odd-k GEMMs,
+    each held to 25 dB against float64 by the client's --fp8. An odd m
+    (cuBLASLt refuses m % 8, docs/gpu-results.md) and an unaligned C/D
+    run through an aligned transient output (fp8.c); the client checks
+    the caller's D, its padding untouched."""
     require_built([FFMA_CLIENT])
     import route_client
     args = [route_client.gemm("aligned", m=64, n=48, k=64, pad=0),
@@ -262,17 +267,15 @@ def test_no_shape_runs_the_own_kernel_on_sm90(shim, standin, tmp_path, cc, recip
     got = [(r["route"], r.get("backend"), r["reason"]) for r in res.recs]
     first = {"delayed": "; first call: scales from its own amax", "block": f"; {BLOCK_NOTE}"}.get(recipe, "")
     ran = ("fp8", "cublaslt-fp8", f"GEMMSHIM_MODE=fp8; fp8 e4m3 x e4m3{first}")
-    odd_k = ran if recipe in ("block", "mxfp8") else (
-        "native", None, "GEMMSHIM_MODE=fp8; fp8 declined: k is not a multiple of 16 (cuBLASLt fp8 leading "
-                        f"dimensions); {SLOWER}; ran native")
-    assert got == [
-        ran,
-        odd_k,
-        ("native", None, f"GEMMSHIM_MODE=fp8; fp8 declined: C or D is not 16-byte aligned (cuBLASLt fp8); {SLOWER}; "
-                         "ran native"),
-        ("native", None, f"GEMMSHIM_MODE=fp8; fp8 declined: C or D is not 16-byte aligned (cuBLASLt fp8); {SLOWER}; "
-                         "ran native"),
-    ], got
+    # odd m (33, ldc 33) and an unaligned D (ldd 65) go through an aligned
+    # fp32 transient D', m padded to 40 for the first; block's scale modes
+    # want m and n multiples of 4, so it hands odd m to current.
+    odd_m = ran if recipe != "block" else (
+        "fp8", "cublaslt-fp8", "GEMMSHIM_MODE=fp8; fp8 e4m3 x e4m3; recipe current instead: block needs m and n "
+                               "multiples of 4 (cuBLASLt's 1x128/128x128 scale modes), the call is 33x16")
+    assert got == [ran, ran, odd_m, ran], got
+    # The stand-in's cuBLASLt ran an fp8 GEMM for each call.
+    assert res.counts["standin_fp8_gemms"] == 4, res.counts
 
     env["GEMMSHIM_FP8_FORMAT"] = "e5m2"
     res = route_client.run_client(FFMA_CLIENT, standin, tmp_path, args[:1] + ["--fp8"], env, tag=recipe + "-e5m2")
@@ -330,3 +333,94 @@ def test_block_recipes_leave_batches_to_current(shim, standin, tmp_path, cc, rec
     (rec,) = res.recs
     assert (rec["route"], rec.get("backend"), rec.get("recipe"), rec["reason"]) == (
         "fp8", "cublaslt-fp8", "current", f"GEMMSHIM_MODE=fp8; fp8 e4m3 x e4m3; recipe current instead: {why}"), rec
+
+
+def grids(path):
+    """STANDIN_GRIDS lines: (kernel, X) of each launch that ran."""
+    return [(w[1], int(w[2])) for w in (line.split() for line in path.read_text().splitlines())]
+
+
+@pytest.mark.parametrize("cc,sms", [("8.9", 58), ("9.0", 132), ("10.0", 148)])
+def test_quantize_grid_is_a_wave_of_the_devices_sms(shim, standin, tmp_path, cc, sms):
+    """The current recipe's quantize launch has 3 blocks per SM of the
+    device (CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT: the stand-in's boards
+    have NVIDIA's SM counts, 58 for an L40-class sm_89, 132 for an H100
+    SXM, 148 for a B200), capped by the operands' 64 x 64 tiles: k = 16384
+    gives A 256 tiles and B 256. The codes do not depend on the grid (each
+    element is encoded on its own, the amax is a max): the output is the
+    same bytes on every device."""
+    require_built([FFMA_CLIENT])
+    import route_client
+    dump = tmp_path / f"dump-{cc}"
+    dump.mkdir()
+    trace = tmp_path / f"grids-{cc}"
+    args = [route_client.gemm("deep_k", m=64, n=64, k=16384, pad=0), "--fp8", f"--dump={dump}"]
+    env = {"STANDIN_CC": cc, "GEMMSHIM_MODE": "fp8", "GEMMSHIM_GATE": "off", "GEMMSHIM_FP8_RECIPE": "current",
+           "STANDIN_GRIDS": str(trace)}
+    res = route_client.run_client(FFMA_CLIENT, standin, tmp_path, args, env, tag=cc)
+    route_client.assert_all_ok(res)
+    (rec,) = res.recs
+    assert (rec["route"], rec["backend"], rec["recipe"]) == ("fp8", "cublaslt-fp8", "current"), rec
+    quantize = [x for k, x in grids(trace) if k.startswith("gs_fp8_quantize_")]
+    assert quantize == [min(3 * sms, 512)], grids(trace)
+    out = (dump / "deep_k.out").read_bytes()
+    ref = tmp_path / "dump-ref"
+    if cc == "9.0":
+        return
+    # Against the 9.0 run's bytes (run here too, so each case stands alone).
+    ref.mkdir(exist_ok=True)
+    env90 = {**env, "STANDIN_CC": "9.0", "STANDIN_GRIDS": str(tmp_path / "grids-ref")}
+    route_client.run_client(FFMA_CLIENT, standin, tmp_path, args[:-1] + [f"--dump={ref}"], env90, tag="ref")
+    assert (ref / "deep_k.out").read_bytes() == out
+
+
+MXFP8_CUBLAS_12_7 = "mxfp8 needs cuBLAS 12.8 or newer, the loaded cuBLASLt is 12.7.9"
+
+
+@pytest.mark.parametrize("version,ran,why", [
+    ("120800", "mxfp8", None),
+    ("120709", "current", f"{MXFP8_CUBLAS_12_7}; {block_sm(100)}"),
+])
+def test_mxfp8_checks_the_cublas_version(threads_client, standin, tmp_path, version, ran, why):
+    """VEC32_UE8M0 came with cuBLAS 12.8, the first with Blackwell (CUDA
+    12.8 release notes, "cuBLAS: Release 12.8"): an older cuBLASLt (the
+    stand-in's STANDIN_CUBLASLT_VERSION) sends mxfp8 to the next recipe
+    with the version named, as block does below 12.9."""
+    g, rec = one_gemm(threads_client, standin, tmp_path, "10.0",
+                      {"GEMMSHIM_FP8_RECIPE": "mxfp8", "STANDIN_CUBLASLT_VERSION": version})
+    assert g["status"] == 0 and g["sqnr"] >= 25.0, g
+    assert (rec["route"], rec["backend"], rec["recipe"]) == ("fp8", "cublaslt-fp8", ran), rec
+    want = "GEMMSHIM_MODE=fp8; fp8 e4m3 x e4m3"
+    if why:
+        want += f"; recipe {ran} instead: {why}"
+    assert rec["reason"] == want, rec
+
+
+def test_current_hybrid_puts_backward_gradients_in_e5m2(shim, standin, tmp_path):
+    """GEMMSHIM_FP8_FORMAT=hybrid under current scaling, as TE's
+    Format.HYBRID defines it (transformer_engine/common/recipe/__init__.py:
+    E4M3 in the forward pass, E5M2 in the backward pass): fp8_client_cu13's
+    backward GEMMs run on a thread named pt_autograd_0, and both (dgrad,
+    wgrad) pass grad_output as B, as PyTorch's nn.Linear backward reaches
+    cuBLAS; B is E5M2 there, the forward stays E4M3 x E4M3. An E5M2 operand
+    has one mantissa bit less: 18 dB for those, 25 for the rest."""
+    client = CLIENT_DIR / "fp8_client_cu13"
+    require_built([client])
+    log = tmp_path / "gemms.jsonl"
+    r = run_ok([client, "--layers=2", "--steps=2"], standin[13], shim=True,
+               env={"STANDIN_CC": "9.0", "GEMMSHIM_MODE": "fp8", "GEMMSHIM_GATE": "off",
+                    "GEMMSHIM_FP8_RECIPE": "current", "GEMMSHIM_FP8_FORMAT": "hybrid", "GEMMSHIM_LOG": str(log)})
+    lines = [parse_fields(w[1:]) for w in r.lines("gemm")]
+    recs = read_log(log)
+    assert len(lines) == len(recs) == 2 * 2 * 3, r.describe()
+    for g, rec in zip(lines, recs):
+        backward = g["kind"] != "fwd"
+        formats = "fp8 e4m3 x e5m2 (B: gradient)" if backward else "fp8 e4m3 x e4m3"
+        assert (rec["route"], rec["backend"], rec["recipe"]) == ("fp8", "cublaslt-fp8", "current"), rec
+        want = f"GEMMSHIM_MODE=fp8; {formats}"
+        # Before the first backward GEMM no autograd thread has been seen:
+        # the first step's forward cannot be told from a backward one.
+        if not backward and int(g["step"]) == 0:
+            want += "; hybrid asked for, but no autograd thread has been seen to tell backward GEMMs apart: e4m3 for both"
+        assert rec["reason"] == want, rec
+        assert int(g["status"]) == 0 and float(g["sqnr"]) >= (18.0 if backward else 25.0), g

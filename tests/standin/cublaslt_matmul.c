@@ -198,7 +198,7 @@ static cublasStatus_t lt_check_device(int device, const sg_problem *p) {
   if (rt_device_cc(device, &major, &minor)) return CUBLAS_STATUS_EXECUTION_FAILED;
   if (sg_is_fp8(p->a.type) && major * 10 + minor < 89) return CUBLAS_STATUS_NOT_SUPPORTED;
   return (cublasStatus_t)sm_check_device(p->a_scale_mode, p->b_scale_mode, major * 10 + minor,
-                                         STANDIN_CUBLAS_VERSION);
+                                         (int)standin_lt_version());
 }
 
 static size_t lt_span(const sg_matrix *x) {

@@ -64,6 +64,8 @@
  *                            stand-in cuBLAS/cuBLASLt appends a line
  *                            "<tid> launch <kernel>" / "<tid> gemm MxNxK
  *                            batch B" (common.h), in the order they run
+ *   STANDIN_GRIDS=path       every kernel launch that runs appends
+ *                            "<tid> <kernel> X Y Z", its grid
  *   STANDIN_KERNELS=path.so  the host build of the device kernels
  *                            (standin_kernel.h).
  *

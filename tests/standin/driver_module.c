@@ -394,6 +394,7 @@ CUresult cuLaunchKernel(CUfunction f, unsigned int gridDimX, unsigned int gridDi
   pthread_mutex_unlock(&sd_lock);
   if (r || recorded) return r;
   standin_trace("launch %s", f->name);
+  standin_append_line("STANDIN_GRIDS", "%s %u %u %u", f->name, gridDimX, gridDimY, gridDimZ);
   r = sd_kernel_call(fn, &l);
   if (!r && sd.kernel_ns) {
     pthread_mutex_lock(&sd_lock);

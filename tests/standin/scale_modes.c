@@ -38,7 +38,11 @@ int sm_check_modes(int32_t amode, int32_t bmode, int64_t m, int64_t n) {
 
 int sm_check_device(int32_t amode, int32_t bmode, int cc, int cublas_version) {
   (void)bmode;
-  if (amode == SM_VEC32) return cc >= 100 ? CUBLAS_STATUS_SUCCESS : CUBLAS_STATUS_NOT_SUPPORTED;
+  /* VEC32_UE8M0 from cuBLAS 12.8 (the first with Blackwell), VEC128/BLK128
+   * from 12.9 (cuBLAS documentation, "Narrow precision data types usage";
+   * NVIDIA's cuBLAS 12.9 blog post). */
+  if (amode == SM_VEC32)
+    return cc >= 100 && cublas_version >= 120800 ? CUBLAS_STATUS_SUCCESS : CUBLAS_STATUS_NOT_SUPPORTED;
   if (sm_is_hopper_block(amode))
     return cc == 90 && cublas_version >= 120900 ? CUBLAS_STATUS_SUCCESS : CUBLAS_STATUS_NOT_SUPPORTED;
   return CUBLAS_STATUS_SUCCESS;

@@ -912,7 +912,6 @@ static void test_event_query_and_capture_modes(void **state) {
 }
 
 /* ---- user objects (driver_userobj.c) -------------------------------------- */
-static int destroyed_count;
 static int destructor_cuda_call;
 static void count_destroy(void *p) { (*(int *)p)++; }
 static void destroy_calling_cuda(void *p) {

@@ -515,7 +515,7 @@ static void test_quantize_grid_stride(void **state) {
   uint8_t *dst = dst_alloc(100 * 300 * 3);
   gs_fp8_quantize_args a = {
       .op = {{.src = s.p, .dst = dst, .ring = (gs_fp8_ring_dev *)ring, .rows = 100, .cols = 300, .ld = 100,
-              .stride = 100 * 300, .batch = 3, .tiles_r = 2, .tiles_c = 5, .transpose = 1, .vec_in = 0,
+              .stride = 100 * 300, .batch = 3, .tiles_r = 2, .tiles_c = 5, .dst_ld = 300, .transpose = 1, .vec_in = 0,
               .vec_out = 0, .blocks = 4}},
       .parity = 0, .operands = 1};
   const unsigned grid[3] = {4, 1, 1};
@@ -538,39 +538,96 @@ static CUresult grid_launch(CUfunction f, unsigned gx, unsigned gy, unsigned gz,
   return grid_launch_real(f, gx, gy, gz, bx, by, bz, shmem, s, params, extra);
 }
 
-/* More tiles than GS_FP8_Q_GRID blocks, A and B in one launch: the grid
- * stays at GS_FP8_Q_GRID, shared in proportion to the operands' tiles
- * (420 and 100: 319 and 77 blocks), and every block's several tiles (the
- * transposing path for A, the copying one for B) give the codes and the
- * folds the reference gives. */
-static void test_quantize_persistent_grid(void **state) {
-  (void)state;
+/* More tiles than the grid has blocks, A and B in one launch: the grid
+ * is GS_FP8_Q_BLOCKS_PER_SM blocks per SM of the device (kernel_ctx.sms;
+ * GS_FP8_Q_GRID where unknown), shared in proportion to the operands'
+ * tiles (420 and 100), and every block's several tiles (the transposing
+ * path for A, the copying one for B) give the codes and the folds the
+ * reference gives: the grid changes no code. */
+static void quantize_grid_case(int sms, int grid, const char *what) {
   smat a, b;
   smat_make(&a, CUDA_R_16BF, 1280, 1300, 1280, 0, 1, 1.0); /* A untransposed: 20 x 21 = 420 tiles */
   smat_make(&b, CUDA_R_16BF, 640, 640, 640, 0, 1, 0.5);    /* B untransposed: 10 x 10 = 100 tiles */
   ring_model ma, mb;
   gs_fp8_ring *ra = ring_new(&ma, 4, GS_FP8_E4M3, 1.0f), *rb = ring_new(&mb, 4, GS_FP8_E4M3, 1.0f);
   uint8_t *a8 = dst_alloc(1280 * 1300), *b8 = dst_alloc(640 * 640);
-  const fp8_operand ops[2] = {{CUDA_R_16BF, a.p, 1280, 1300, 1280, 0, 1, 0, 0, a8, ra, NULL},
-                              {CUDA_R_16BF, b.p, 640, 640, 640, 0, 1, 0, 1, b8, rb, NULL}};
+  const fp8_operand ops[2] = {{CUDA_R_16BF, a.p, 1280, 1300, 1280, 0, 1, 0, 0, a8, ra, NULL, 0},
+                              {CUDA_R_16BF, b.p, 640, 640, 640, 0, 1, 0, 1, b8, rb, NULL, 0}};
+  kernel_ctx *kc = KERNEL_CTX(qctx);
+  kc->sms = sms;
   grid_launch_real = gs_sys.cuLaunchKernel;
   gs_sys.cuLaunchKernel = grid_launch;
   grid_seen = 0;
-  CUresult r = fp8_quantize_operands(KERNEL_CTX(qctx), NULL, ops, 2, 0);
+  CUresult r = fp8_quantize_operands(kc, NULL, ops, 2, 0);
   gs_sys.cuLaunchKernel = grid_launch_real;
   assert_int_equal(r, CUDA_SUCCESS);
-  assert_int_equal(grid_seen, GS_FP8_Q_GRID);
-  assert_int_equal(args_seen.op[0].blocks, GS_FP8_Q_GRID * 420 / 520);
-  assert_int_equal(args_seen.op[1].blocks, GS_FP8_Q_GRID - GS_FP8_Q_GRID * 420 / 520);
+  assert_int_equal(grid_seen, grid);
+  assert_int_equal(args_seen.op[0].blocks, grid * 420 / 520);
+  assert_int_equal(args_seen.op[1].blocks, grid - grid * 420 / 520);
   assert_int_equal(args_seen.op[0].transpose, 1);
   assert_int_equal(args_seen.op[1].transpose, 0);
-  check_quantized(&a, 0, 0, a8, 1.0f, GS_FP8_E4M3, "persistent grid A");
-  check_quantized(&b, 1, 0, b8, 1.0f, GS_FP8_E4M3, "persistent grid B");
+  check_quantized(&a, 0, 0, a8, 1.0f, GS_FP8_E4M3, what);
+  check_quantized(&b, 1, 0, b8, 1.0f, GS_FP8_E4M3, what);
   model_fold(&ma, smat_amax(&a), 0, 0);
   model_fold(&mb, smat_amax(&b), 0, 0);
-  ring_check(ra, &ma, "persistent grid A");
-  ring_check(rb, &mb, "persistent grid B");
+  ring_check(ra, &ma, what);
+  ring_check(rb, &mb, what);
   dev_free(a8), dev_free(b8), dev_free(ra), dev_free(rb), dev_free(a.p), dev_free(b.p);
+}
+
+/* SM count unknown: GS_FP8_Q_GRID, 396 blocks (319 and 77). */
+static void test_quantize_persistent_grid(void **state) {
+  (void)state;
+  quantize_grid_case(0, GS_FP8_Q_GRID, "persistent grid");
+}
+
+/* 58 SMs (the stand-in's sm_89 board): 174 blocks, 140 and 34. */
+static void test_quantize_grid_follows_the_sm_count(void **state) {
+  (void)state;
+  quantize_grid_case(58, 58 * GS_FP8_Q_BLOCKS_PER_SM, "sm-count grid");
+}
+
+/* k padded for cuBLASLt's fp8 GEMM (k a multiple of 16: 16-byte leading
+ * dimensions of the TN operands, cuBLAS documentation, cublasLtMatmul):
+ * with dst_ld = 48 for k = 40, both paths (A untransposed: transposing;
+ * B untransposed: copying) write the codes the unpadded launch writes at
+ * k stride 48, zeros in columns 40..47 over the poison, and nothing past
+ * the buffers (two batch members). A dst_ld below k, or past k's last
+ * 64-wide tile, is refused. */
+static void test_quantize_pads_k(void **state) {
+  (void)state;
+  enum { M = 24, K = 40, N = 20, KP = 48, B = 2 };
+  smat a, b;
+  smat_make(&a, CUDA_R_16BF, M, K, M, M * K, B, 1.0);
+  smat_make(&b, CUDA_R_32F, K, N, K, K * N, B, 3.0);
+  ring_model m0[2], m1[2];
+  gs_fp8_ring *r0[2] = {ring_new(&m0[0], 4, GS_FP8_E4M3, 1.0f), ring_new(&m0[1], 4, GS_FP8_E4M3, 1.0f)};
+  gs_fp8_ring *r1[2] = {ring_new(&m1[0], 4, GS_FP8_E4M3, 1.0f), ring_new(&m1[1], 4, GS_FP8_E4M3, 1.0f)};
+  uint8_t *plain[2] = {dst_alloc(M * K * B), dst_alloc(K * N * B)};
+  uint8_t *pad[2] = {dst_alloc(M * KP * B), dst_alloc(KP * N * B)};
+  fp8_operand ops[2] = {{CUDA_R_16BF, a.p, M, K, M, M * K, B, 0, 0, plain[0], r0[0], NULL, 0},
+                        {CUDA_R_32F, b.p, K, N, K, K * N, B, 0, 1, plain[1], r0[1], NULL, 0}};
+  assert_int_equal(fp8_quantize_operands(KERNEL_CTX(qctx), NULL, &ops[0], 1, 0), CUDA_SUCCESS);
+  assert_int_equal(fp8_quantize_operands(KERNEL_CTX(qctx), NULL, &ops[1], 1, 0), CUDA_SUCCESS);
+  for (int i = 0; i < 2; i++) ops[i].dst = pad[i], ops[i].ring = r1[i], ops[i].dst_ld = KP;
+  assert_int_equal(fp8_quantize_operands(KERNEL_CTX(qctx), NULL, &ops[0], 1, 0), CUDA_SUCCESS);
+  assert_int_equal(fp8_quantize_operands(KERNEL_CTX(qctx), NULL, &ops[1], 1, 0), CUDA_SUCCESS);
+  const int outer[2] = {M, N};
+  for (int i = 0; i < 2; i++) {
+    for (int64_t o = 0; o < (int64_t)outer[i] * B; o++)
+      for (int64_t k = 0; k < KP; k++) {
+        const uint8_t got = pad[i][o * KP + k], want = k < K ? plain[i][o * K + k] : 0;
+        if (got != want) fail_msg("operand %d row %lld k %lld: 0x%02x, want 0x%02x", i, (long long)o, (long long)k, got, want);
+      }
+    const int64_t bytes = (int64_t)outer[i] * KP * B;
+    for (int g = 0; g < GUARD; g++) assert_int_equal(pad[i][bytes + g], FP8_POISON);
+  }
+  ops[0].dst_ld = K - 1;
+  assert_int_equal(fp8_quantize_operands(KERNEL_CTX(qctx), NULL, &ops[0], 1, 0), CUDA_ERROR_INVALID_VALUE);
+  ops[0].dst_ld = 65; /* past k's last tile (k = 40: columns 0..63) */
+  assert_int_equal(fp8_quantize_operands(KERNEL_CTX(qctx), NULL, &ops[0], 1, 0), CUDA_ERROR_INVALID_VALUE);
+  for (int i = 0; i < 2; i++) dev_free(plain[i]), dev_free(pad[i]), dev_free(r0[i]), dev_free(r1[i]);
+  dev_free(a.p), dev_free(b.p);
 }
 
 /* ---- the ring state machine ------------------------------------------------------ */
@@ -926,7 +983,7 @@ static CUresult golden_quantize_pair(CUcontext c, const golden_operand *const g[
   fp8_operand ops[2];
   for (int i = 0; i < 2; i++)
     ops[i] = (fp8_operand){g[i]->type, src[i], g[i]->rows, g[i]->cols, g[i]->ld, g[i]->stride, g[i]->batch,
-                           g[i]->trans, i, dst[i], ring[i], NULL};
+                           g[i]->trans, i, dst[i], ring[i], NULL, 0};
   golden_launch_real = gs_sys.cuLaunchKernel;
   gs_sys.cuLaunchKernel = golden_launch;
   golden_launches = 0;
@@ -1078,9 +1135,9 @@ static void test_quantize_geometry(void **state) {
     const int64_t ar = shapes[i].ta ? k : m, ac = shapes[i].ta ? m : k;
     const int64_t br = shapes[i].tb ? n : k, bc = shapes[i].tb ? k : n;
     const fp8_operand ops[2] = {
-        {CUDA_R_16BF, p, ar, ac, ar, ar * ac, batch, shapes[i].ta, 0, (uint8_t *)p + 0x40000000, rings[0], NULL},
+        {CUDA_R_16BF, p, ar, ac, ar, ar * ac, batch, shapes[i].ta, 0, (uint8_t *)p + 0x40000000, rings[0], NULL, 0},
         {CUDA_R_16BF, p + 0x20000000, br, bc, br, br * bc, batch, shapes[i].tb, 1, (uint8_t *)p + 0x60000000,
-         rings[1], NULL},
+         rings[1], NULL, 0},
     };
     golden_launches = 0;
     assert_int_equal(fp8_quantize_operands(KERNEL_CTX(ctx), NULL, ops, 2, 0), CUDA_SUCCESS);
@@ -1163,8 +1220,8 @@ static void test_quantize_stats(void **state) {
       gs_fp8_stats *st = dev_alloc(sizeof *st);
       memset(st, 0, sizeof *st);
       const fp8_operand ops[2] = {
-          {CUDA_R_16BF, m[0].p, 200, 130, 200, 0, 1, 0, 0, dst[0], ring[0], &st->op[0]},
-          {CUDA_R_16BF, m[1].p, 70, 90, 72, 0, 1, 1, 1, dst[1], ring[1], &st->op[1]},
+          {CUDA_R_16BF, m[0].p, 200, 130, 200, 0, 1, 0, 0, dst[0], ring[0], &st->op[0], 0},
+          {CUDA_R_16BF, m[1].p, 70, 90, 72, 0, 1, 1, 1, dst[1], ring[1], &st->op[1], 0},
       };
       assert_int_equal(fp8_quantize_operands(KERNEL_CTX(qctx), NULL, ops, 2, 0), CUDA_SUCCESS);
       for (int o = 0; o < 2; o++) {
@@ -1923,6 +1980,8 @@ int main(void) {
       cmocka_unit_test(test_quantize_many_blocks),
       cmocka_unit_test(test_quantize_grid_stride),
       cmocka_unit_test(test_quantize_persistent_grid),
+      cmocka_unit_test(test_quantize_grid_follows_the_sm_count),
+      cmocka_unit_test(test_quantize_pads_k),
       cmocka_unit_test(test_ring_state_machine),
       cmocka_unit_test(test_margin_is_transformer_engines),
       cmocka_unit_test(test_first_amax_entered_once),

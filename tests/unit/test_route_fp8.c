@@ -457,16 +457,34 @@ static const result_case result_cases[] = {
      * forwarded for cuBLAS's NOT_SUPPORTED (tests/integration/test_arguments.py). */
     {{0, GS_API_GEMM_EX, N_, N_, 40, 24, 64, 1, F32, F32, CUBLAS_COMPUTE_32F_FAST_16F, 0, -1, 0.5f, 0.0f, 0, 2},
      "cublaslt-fp8", "fp8 e4m3 x e4m3; first call: scales from its own amax"},
-    /* Shapes cuBLASLt's fp8 GEMM refuses run native on sm_89+, where the
-     * own kernel would be slower than native bf16. */
-    {{0, GS_API_GEMM_EX_64, N_, T_, 33, 17, 48, 1, BF16, BF16, C32F, 0, -1, 1.0f, 0.0f, 0, 3}, NULL,
-     "fp8 declined: C or D is not 16-byte aligned (cuBLASLt fp8); the own fp8 kernel is slower than native bf16 on sm_89+; ran native"},
+    /* m = 33, ldc 33: cuBLASLt's fp8 GEMM wants 16-byte aligned C/D
+     * (cuBLAS documentation, cublasLtMatmul) and refuses m % 8 (an H200,
+     * docs/gpu-results.md): the route writes an aligned fp32 D' with m
+     * padded to 40 and A8's extra columns zero, then casts D' into D. */
+    {{0, GS_API_GEMM_EX_64, N_, T_, 33, 17, 48, 1, BF16, BF16, C32F, 0, -1, 1.0f, 0.0f, 0, 3}, "cublaslt-fp8",
+     "fp8 e4m3 x e4m3; first call: scales from its own amax"},
+    /* A batch keeps m as it is (the quantize kernels' A8 member stride
+     * is m x k): an odd-m batch stays native with its reason. */
+    {{0, GS_API_GEMM_STRIDED_BATCHED_EX, N_, T_, 33, 17, 48, 2, BF16, BF16, C32F, 0, -1, 1.0f, 0.5f, 0, 12}, NULL,
+     "fp8 declined: m is not a multiple of 8 (cuBLASLt fp8 refuses it); the own fp8 kernel is slower than native bf16 on sm_89+; ran native"},
+    /* beta = 0.5 through D': C widened into D' first, m padded to 40. */
+    {{0, GS_API_GEMM_EX, N_, T_, 33, 17, 48, 1, BF16, BF16, C32F, 0, -1, 1.0f, 0.5f, 0, 13}, "cublaslt-fp8",
+     "fp8 e4m3 x e4m3; first call: scales from its own amax"},
+    /* The same with alpha/beta read from device memory (C always read). */
+    {{0, GS_API_GEMM_EX, N_, T_, 33, 17, 48, 1, F16, F16, C32F, 0, -1, 1.0f, 0.5f, 1, 14}, "cublaslt-fp8",
+     "fp8 e4m3 x e4m3; first call: scales from its own amax"},
+    /* fp32 D (D' copied out, not rounded) through an Lt call with GELU. */
+    {{0, GS_API_LT_MATMUL, T_, N_, 33, 24, 48, 1, BF16, F32, C32F, CUBLASLT_EPILOGUE_GELU, -1, 1.0f, 0.5f, 0, 15},
+     "cublaslt-fp8", "fp8 e4m3 x e4m3; first call: scales from its own amax"},
     {{0, GS_API_GEMM_STRIDED_BATCHED_EX, T_, T_, 32, 40, 80, 3, BF16, BF16, C32F, 0, -1, 1.0f, 0.5f, 1, 4},
      "cublaslt-fp8", "fp8 e4m3 x e4m3; first call: scales from its own amax"},
     {{0, GS_API_GEMM_STRIDED_BATCHED_EX_64, N_, N_, 24, 16, 32, 2, F32, F32, C32F, 0, -1, 1.0f, 0.0f, 0, 5},
      "cublaslt-fp8", "fp8 e4m3 x e4m3; first call: scales from its own amax"},
-    {{0, GS_API_GEMM_EX, T_, N_, 64, 48, 40, 1, BF16, BF16, C32F, 0, -1, 1.0f, 0.0f, 0, 6}, NULL,
-     "fp8 declined: k is not a multiple of 16 (cuBLASLt fp8 leading dimensions); the own fp8 kernel is slower than native bf16 on sm_89+; ran native"},
+    /* k = 40: cuBLASLt's fp8 GEMM wants k a multiple of 16 (16-byte
+     * leading dimensions of its TN operands, cuBLAS documentation,
+     * cublasLtMatmul); the route's fp8 buffers pad k to 48 with zeros. */
+    {{0, GS_API_GEMM_EX, T_, N_, 64, 48, 40, 1, BF16, BF16, C32F, 0, -1, 1.0f, 0.0f, 0, 6}, "cublaslt-fp8",
+     "fp8 e4m3 x e4m3; first call: scales from its own amax"},
     {{0, GS_API_LT_MATMUL, T_, N_, 64, 32, 64, 1, BF16, BF16, C32F, CUBLASLT_EPILOGUE_BIAS, BF16, 1.0f, 0.0f, 0, 7},
      "cublaslt-fp8", "fp8 e4m3 x e4m3; first call: scales from its own amax"},
     {{0, GS_API_LT_MATMUL, N_, N_, 48, 32, 64, 1, F16, F16, C32F, CUBLASLT_EPILOGUE_GELU_BIAS, F16, 1.0f, 0.0f, 1, 8},
