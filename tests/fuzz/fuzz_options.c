@@ -45,7 +45,7 @@ typedef struct var {
   uint64_t lo, hi;
 } var;
 
-static const char *const modes[] = {"auto", "native", "ffma", "fp8", NULL};
+static const char *const modes[] = {"auto", "native", "ffma", "fp8", "fp16", NULL};
 static const char *const levels[] = {"WARN", "INFO", "TRACE", NULL};
 static const char *const formats[] = {"e4m3", "e5m2", "hybrid", NULL};
 static const char *const backends[] = {"auto", "own", "cublaslt", "own-mma", NULL};
