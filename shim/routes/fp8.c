@@ -467,13 +467,17 @@ int route_fp8(gs_call *c) {
    * call that returns an error has launched nothing, and neither has a
    * failed launch of the own kernel. */
   /* A8's columns past m (m padded): zeros, one memset of
-   * (m_pad - m) x k_pad bytes after A8's m columns. */
+   * (m_pad - m) x k_pad bytes after A8's m columns. Row i of D' reads row i
+   * of op(A) only, and rows past m are never copied out, so the result does
+   * not need them; they are zeroed so that the GEMM never reads memory
+   * nothing wrote (compute-sanitizer's initcheck reports such reads). */
   if (!own_why && p.out.m_pad != c->g.m) {
     char *tail = base + p.off[BUF_A8] + c->g.m * p.k_pad;
     r = gs_sys.cuMemsetD8Async ? GS_CALL(cuMemsetD8Async, (CUdeviceptr)(uintptr_t)tail, 0,
                                          (size_t)((p.out.m_pad - c->g.m) * p.k_pad), (CUstream)c->g.stream)
                                : CUDA_ERROR_NOT_FOUND;
     if (r != CUDA_SUCCESS) {
+      fp8_stats_abandon(c, stats_slot);
       transient_release(&t);
       rc->release(&u, ran);
       return FP8_DECLINE(c, "cuMemsetD8Async failed (CUresult %d)", (int)r);
@@ -482,6 +486,7 @@ int route_fp8(gs_call *c) {
   if (!own_why && p.out.cast_c) {
     r = out_in(c, &kc, &p, base);
     if (r != CUDA_SUCCESS) {
+      fp8_stats_abandon(c, stats_slot);
       transient_release(&t);
       rc->release(&u, ran);
       return FP8_DECLINE(c, "C copy kernel launch failed (CUresult %d)", (int)r);
@@ -501,6 +506,7 @@ int route_fp8(gs_call *c) {
   if (lt && p.out.out_t) {
     r = out_out(c, &kc, &p, base);
     if (r != CUDA_SUCCESS) {
+      fp8_stats_abandon(c, stats_slot);
       transient_release(&t);
       rc->release(&u, ran);
       return FP8_DECLINE(c, "output copy kernel launch failed (CUresult %d)", (int)r);

@@ -36,6 +36,14 @@ static const char *block_unfit(const gs_call *c, char *buf, size_t len) {
              (long long)c->g.m, (long long)c->g.n);
     return buf;
   }
+  /* cuBLASLt's fp8 GEMM refuses m % 8 (an H200 refused m = 100 and 260,
+   * docs/gpu-results.md); current pads m in its output, block cannot (its
+   * 1x128 scale layout has m for its stride): the next recipe takes it. */
+  if (c->g.m % 8) {
+    snprintf(buf, len, "block needs m a multiple of 8 (cuBLASLt's fp8 GEMM; its 1x128 scales cannot be padded in m), the call has m = %lld",
+             (long long)c->g.m);
+    return buf;
+  }
   return fp8_scaled_unfit(c, "block");
 }
 

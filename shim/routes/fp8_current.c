@@ -25,7 +25,9 @@
  * of nn.Linear's backward GEMMs reach cuBLAS with grad_output as B (dgrad
  * dX^T = W^T-as-stored x dY^T: A = W, B = dY; wgrad dW^T = X^T x dY: A =
  * X, B = dY; TE's linear.py passes grad_output second to both), so B is
- * E5M2 there. Elsewhere, and where no autograd thread has been seen, E4M3
+ * E5M2 there; not a (T,N) GEMM there, nn.Linear's forward layout, which
+ * activation checkpointing recomputes on the autograd thread. Elsewhere,
+ * and where no autograd thread has been seen, E4M3
  * (docs/fp8.md, "Recipes"). */
 #include "fp8_recipe.h"
 #include "fp8_ring.h"
@@ -43,7 +45,11 @@ static const char *current_acquire(gs_call *c, CUdeviceptr scratch, fp8_scales *
     return "cuCtxPushCurrent failed before initialising the call's fp8 scales";
   CUresult r = CUDA_SUCCESS;
   const char *failed = NULL;
-  const int hybrid = gs_opt.fp8_format == GS_FP8_FORMAT_HYBRID, backward = hybrid && fp8_thread_backward();
+  /* A (T,N) GEMM is nn.Linear's forward layout (dgrad is (N,N), wgrad
+   * (N,T)): on the autograd thread it is a forward recomputed by
+   * torch.utils.checkpoint, whose B is an activation, not a gradient. */
+  const int tn = c->g.transa != CUBLAS_OP_N && c->g.transb == CUBLAS_OP_N;
+  const int hybrid = gs_opt.fp8_format == GS_FP8_FORMAT_HYBRID, backward = hybrid && !tn && fp8_thread_backward();
   for (int i = 0; i < 2 && r == CUDA_SUCCESS; i++) {
     s->gradient[i] = backward && i == 1;
     s->fmt[i] = gs_opt.fp8_format == GS_FP8_FORMAT_E5M2 || s->gradient[i] ? GS_FP8_E5M2 : GS_FP8_E4M3;

@@ -20,12 +20,15 @@
  * the handle, the stream and the weights are made again. The new context
  * usually has the old one's address; "reset step=S same_address=0|1" says.
  *
+ * --checkpoint=1 recomputes each layer's forward on the backward thread
+ * before its gradients (kind=recompute), as torch.utils.checkpoint does.
+ *
  * --churn=N instead runs N times what cudaDeviceReset and JAX client
  * rebuilds do around a GEMM: retain the primary context, make a cuBLAS
  * handle and a stream, run one forward GEMM (step=i), destroy the handle
  * and the stream and release the primary context to zero.
  *
- * Prints one line per GEMM: "gemm step=S kind=fwd|dgrad|wgrad layer=L
+ * Prints one line per GEMM: "gemm step=S kind=fwd|recompute|dgrad|wgrad layer=L
  * status=N sqnr=DB", the SQNR of its output against a float64 reference of
  * the stored inputs, and exits 0 when every call returned 0. */
 #define _GNU_SOURCE
@@ -40,7 +43,7 @@
 #include "../../kernels/convert.h"
 #include "client.h"
 
-static int L = 4, STEPS = 3, H = 64, T = 32, RESET_BEFORE = -1, CHURN = 0;
+static int L = 4, STEPS = 3, H = 64, T = 32, RESET_BEFORE = -1, CHURN = 0, CHECKPOINT = 0;
 static const char *reset_kind = "primary";
 static CUdevice dev;
 static CUcontext ctx;
@@ -113,6 +116,11 @@ static void *backward(void *arg) {
   mat dy = mat_new(H, T, 1.0f);
   for (int l = L - 1; l >= 0; l--) {
     mat dx = mat_new(H, T, 0.0f), dW = mat_new(H, H, 0.0f);
+    if (CHECKPOINT) {
+      /* torch.utils.checkpoint: the layer's forward again, on this thread */
+      mat y = mat_new(H, T, 0.0f);
+      gemm(cur_step, "recompute", l, CUBLAS_OP_T, CUBLAS_OP_N, &W[l], &x[l], &y);
+    }
     gemm(cur_step, "dgrad", l, CUBLAS_OP_N, CUBLAS_OP_N, &W[l], &dy, &dx);
     gemm(cur_step, "wgrad", l, CUBLAS_OP_N, CUBLAS_OP_T, &x[l], &dy, &dW);
     dy = dx;
@@ -192,7 +200,8 @@ int main(int argc, char **argv) {
   for (int i = 1; i < argc; i++) {
     if (sscanf(argv[i], "--layers=%d", &L) == 1 || sscanf(argv[i], "--steps=%d", &STEPS) == 1 ||
         sscanf(argv[i], "--dim=%d", &H) == 1 || sscanf(argv[i], "--tokens=%d", &T) == 1 ||
-        sscanf(argv[i], "--reset-before=%d", &RESET_BEFORE) == 1 || sscanf(argv[i], "--churn=%d", &CHURN) == 1)
+        sscanf(argv[i], "--reset-before=%d", &RESET_BEFORE) == 1 || sscanf(argv[i], "--churn=%d", &CHURN) == 1 ||
+        sscanf(argv[i], "--checkpoint=%d", &CHECKPOINT) == 1)
       continue;
     if (sscanf(argv[i], "--reset=%15s", kind) == 1 && (!strcmp(kind, "primary") || !strcmp(kind, "created") || !strcmp(kind, "device"))) {
       reset_kind = kind;

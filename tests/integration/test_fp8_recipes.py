@@ -233,6 +233,24 @@ def test_block_n_not_multiple_of_4_goes_to_current(shim, standin, tmp_path):
             "the call is 64x6") in rec["reason"], rec
 
 
+def test_block_m_not_multiple_of_8_goes_to_current(shim, standin, tmp_path):
+    """cuBLASLt's fp8 GEMM refuses m not a multiple of 8 (an H200 refused
+    m = 100 and 260, docs/gpu-results.md); current pads m through its
+    transient output, block cannot (its 1x128 scales have m for their
+    stride): an m of 36 (a multiple of 4, which the scale modes accept) goes
+    to current with the reason and runs fp8 there."""
+    require_built([FFMA_CLIENT])
+    import route_client
+    args = [route_client.gemm("m36", m=36, n=64, k=64, pad=0), "--fp8"]
+    env = {"STANDIN_CC": "9.0", "GEMMSHIM_MODE": "fp8", "GEMMSHIM_GATE": "off", "GEMMSHIM_FP8_RECIPE": "block"}
+    res = route_client.run_client(FFMA_CLIENT, standin, tmp_path, args, env, tag="m36")
+    route_client.assert_all_ok(res)
+    (rec,) = res.recs
+    assert (rec["route"], rec.get("backend"), rec.get("recipe")) == ("fp8", "cublaslt-fp8", "current"), rec
+    assert ("recipe current instead: block needs m a multiple of 8 (cuBLASLt's fp8 GEMM; its 1x128 scales cannot "
+            "be padded in m), the call has m = 36") in rec["reason"], rec
+
+
 FFMA_CLIENT = CLIENT_DIR / "ffma_client_cu13"
 SLOWER = "the own fp8 kernel is slower than native bf16 on sm_89+"
 
@@ -394,6 +412,29 @@ def test_mxfp8_checks_the_cublas_version(threads_client, standin, tmp_path, vers
     if why:
         want += f"; recipe {ran} instead: {why}"
     assert rec["reason"] == want, rec
+
+
+def test_current_hybrid_keeps_recomputed_forwards_in_e4m3(shim, standin, tmp_path):
+    """Activation checkpointing (torch.utils.checkpoint) recomputes a
+    layer's forward during backward, on the autograd thread: a (T,N) GEMM
+    there, nn.Linear's forward layout, whose B is an activation, not a
+    gradient, so it stays E4M3 x E4M3; dgrad and wgrad keep B in E5M2."""
+    client = CLIENT_DIR / "fp8_client_cu13"
+    require_built([client])
+    log = tmp_path / "gemms.jsonl"
+    r = run_ok([client, "--layers=2", "--steps=2", "--checkpoint=1"], standin[13], shim=True,
+               env={"STANDIN_CC": "9.0", "GEMMSHIM_MODE": "fp8", "GEMMSHIM_GATE": "off",
+                    "GEMMSHIM_FP8_RECIPE": "current", "GEMMSHIM_FP8_FORMAT": "hybrid", "GEMMSHIM_LOG": str(log)})
+    lines = [parse_fields(w[1:]) for w in r.lines("gemm")]
+    recs = read_log(log)
+    assert len(lines) == len(recs) == 2 * 2 * 4, r.describe()
+    kinds = [g["kind"] for g in lines]
+    assert kinds.count("recompute") == 4, kinds
+    for g, rec in zip(lines, recs):
+        gradient = g["kind"] in ("dgrad", "wgrad")
+        formats = "fp8 e4m3 x e5m2 (B: gradient)" if gradient else "fp8 e4m3 x e4m3"
+        assert rec["reason"].startswith(f"GEMMSHIM_MODE=fp8; {formats}"), (g, rec)
+        assert int(g["status"]) == 0 and float(g["sqnr"]) >= (18.0 if gradient else 25.0), g
 
 
 def test_current_hybrid_puts_backward_gradients_in_e5m2(shim, standin, tmp_path):

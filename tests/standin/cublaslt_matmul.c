@@ -286,6 +286,20 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t lightHandle, cublasLtMatmulDesc_t
   if ((s = lt_check_device(device, &p))) return s;
   if (sg_is_fp8(p.a.type) && (((uintptr_t)A | (uintptr_t)B) % 16))
     return CUBLAS_STATUS_NOT_SUPPORTED;
+  /* cuBLAS documentation, cublasLtMatmul, FP8 requirements: "All matrix
+   * dimensions must meet the optimal requirements listed in Tensor Core
+   * Usage (i.e. pointers and matrix dimension must support 16-byte
+   * alignment)": C and D too, their leading dimensions and batch strides. */
+  if (sg_is_fp8(p.a.type)) {
+    const sg_matrix *cd[2] = {&p.c, &p.d};
+    const void *cdp[2] = {C, D};
+    for (int i = 0; i < 2; i++) {
+      const uint64_t es = sg_type_size(cd[i]->type);
+      if ((uintptr_t)cdp[i] % 16 || ((uint64_t)cd[i]->ld * es) % 16 ||
+          (cd[i]->batch_count > 1 && ((uint64_t)cd[i]->stride * es) % 16))
+        return CUBLAS_STATUS_NOT_SUPPORTED;
+    }
+  }
 
   cudaDataType_t st = (cudaDataType_t)d->scale;
   int dev_mode = d->pointer_mode == CUBLASLT_POINTER_MODE_DEVICE;
