@@ -5,7 +5,10 @@
  *   --recipe=pytorch   torch.cuda.graph / make_graphed_callables
  *                      (torch/cuda/graphs.py): warm-up iterations on a side
  *                      stream, capture on the graph's own stream (global
- *                      capture mode, static input and output buffers), then
+ *                      capture mode, static input and output buffers), the
+ *                      graph destroyed right after its instantiation
+ *                      (aten/src/ATen/cuda/CUDAGraph.cpp, capture_end:
+ *                      cudaGraphDestroy unless keep_graph), then
  *                      replays on the program's stream (CUDAGraph.replay
  *                      launches on the current stream) interleaved with
  *                      eager calls of the same layer on fresh inputs.
@@ -156,6 +159,7 @@ static void pytorch(CUstream main_stream) {
   int captured = gemm(capture, &W, &X, &Y);
   check("cuStreamEndCapture", gr.end(capture, &g));
   check("cuGraphInstantiateWithFlags", gr.instantiate(&e, g, 0));
+  check("cuGraphDestroy", gr.destroy(g)); /* the executable alone holds the buffer now */
   if (captured) failures++;
   /* an eager call of the layer first (e.g. an evaluation step outside the
    * graph), then replays and eager calls in turn */
@@ -170,7 +174,6 @@ static void pytorch(CUstream main_stream) {
     report("replay", step, 0, &W, &X, &Y);
   }
   check("cuGraphExecDestroy", gr.exec_destroy(e));
-  check("cuGraphDestroy", gr.destroy(g));
 }
 
 static void xla(CUstream s) {
