@@ -20,11 +20,15 @@
  *   --recipe=two-streams  one graph instantiated twice, the two
  *                      executables replayed in turn on two streams, eager
  *                      calls of the layer on a third between them.
- *   --recipe=cycles=N  N times: capture the layer, instantiate, launch,
- *                      destroy exec and graph (make_graphed_callables
- *                      per shape, XLA re-tracing); prints the most device
- *                      memory in use after any cycle beyond what it was
- *                      before the first ("cycles n=N grew=BYTES").
+ *   --recipe=cycles=N  N times, in PyTorch's order: an eager warm-up
+ *                      call, capture the layer, instantiate, destroy the
+ *                      graph, launch, destroy the executable
+ *                      (make_graphed_callables per shape); prints the
+ *                      most device memory in use after any cycle beyond
+ *                      what it was before the first ("cycles n=N
+ *                      grew=BYTES"), then makes one eager call.
+ *   --recipe=recapture=N  the same without the warm-ups: each capture
+ *                      follows the previous cycle's destruction directly.
  *   --recipe=beside-global  this thread captures the layer in global mode
  *                      while another thread holds a global-mode capture of
  *                      its own: neither capture may be invalidated.
@@ -338,7 +342,7 @@ static void two_streams(void) {
 /* n capture / launch / destroy cycles; the device memory in use, from
  * cuMemGetInfo, at its highest after a cycle, beyond what it was before.
  * Only the last replay's result is printed (the loop is the point). */
-static void cycles(int n) {
+static void cycles(int n, int warm) {
   CUstream s;
   if (client_drv.cuStreamCreate(&s, 0)) exit(2);
   mat_fill(&X, 1.0f);
@@ -351,16 +355,17 @@ static void cycles(int n) {
   for (int i = 0; i < n && !bad; i++) {
     CUgraph g = NULL;
     CUgraphExec e = NULL;
+    if (warm) bad |= gemm(s, &W, &X, &Y) != 0; /* the eager warm-up */
     bad |= gr.begin(s, CU_STREAM_CAPTURE_MODE_GLOBAL) != CUDA_SUCCESS;
     bad |= gemm(s, &W, &X, &Y) != 0;
     bad |= gr.end(s, &g) != CUDA_SUCCESS;
     bad |= !g || gr.instantiate(&e, g, 0) != CUDA_SUCCESS;
+    if (g) bad |= gr.destroy(g) != CUDA_SUCCESS;
     if (i == n - 1) mat_fill(&X, 1.0f);
     bad |= !e || gr.launch(e, s) != CUDA_SUCCESS;
     client_drv.cuStreamSynchronize(s);
     if (i == n - 1) report("replay", i, 0, &W, &X, &Y);
     if (e) bad |= gr.exec_destroy(e) != CUDA_SUCCESS;
-    if (g) bad |= gr.destroy(g) != CUDA_SUCCESS;
     size_t f = 0;
     gr.mem_info(&f, &total);
     if (f < free0 && free0 - f > grew) grew = free0 - f;
@@ -436,12 +441,15 @@ int main(int argc, char **argv) {
   if (!strncmp(recipe, "cycles=", 7)) {
     ncycles = atoi(recipe + 7);
     recipe = ncycles > 0 ? "cycles" : "";
+  } else if (!strncmp(recipe, "recapture=", 10)) {
+    ncycles = atoi(recipe + 10);
+    recipe = ncycles > 0 ? "recapture" : "";
   }
   if (strcmp(recipe, "pytorch") && strcmp(recipe, "xla") && strcmp(recipe, "fork") &&
       strcmp(recipe, "other-thread") && strcmp(recipe, "two-streams") && strcmp(recipe, "cycles") &&
-      strcmp(recipe, "beside-global") && strcmp(recipe, "ctx-reset")) {
-    fprintf(stderr,
-            "usage: graph_client --recipe=pytorch|xla|two-streams|cycles=N|beside-global|ctx-reset|fork|other-thread\n");
+      strcmp(recipe, "recapture") && strcmp(recipe, "beside-global") && strcmp(recipe, "ctx-reset")) {
+    fprintf(stderr, "usage: graph_client --recipe=pytorch|xla|two-streams|cycles=N|recapture=N|beside-global|"
+                    "ctx-reset|fork|other-thread\n");
     return 2;
   }
   const char *why = client_driver_load();
@@ -482,7 +490,8 @@ int main(int argc, char **argv) {
   else if (!strcmp(recipe, "fork")) fork_recipe(s);
   else if (!strcmp(recipe, "other-thread")) other_thread_recipe(ctx);
   else if (!strcmp(recipe, "two-streams")) two_streams();
-  else if (!strcmp(recipe, "cycles")) cycles(ncycles);
+  else if (!strcmp(recipe, "cycles")) cycles(ncycles, 1);
+  else if (!strcmp(recipe, "recapture")) cycles(ncycles, 0);
   else if (!strcmp(recipe, "beside-global")) beside_global(ctx);
   else if (!strcmp(recipe, "ctx-reset")) ctx_reset(dev);
   else xla(s);
