@@ -38,6 +38,11 @@
  *                      and the memory they held ("Destroy all allocations
  *                      and reset all state on the primary context", CUDA
  *                      driver API, cuDevicePrimaryCtxReset).
+ *   --recipe=fork-child  a graph destroyed (its buffer released, not yet
+ *                      freed) and a second one alive, then fork(): the
+ *                      child makes an eager call and exits; the parent
+ *                      waits, replays the live graph, destroys it and
+ *                      makes an eager call. Prints "child pid=P status=S".
  *   --recipe=fork      an eager call on one stream while the stream the
  *                      layer last ran on is being captured by the program.
  *   --recipe=other-thread  the program's first calls of the layer, on a
@@ -59,6 +64,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "../../kernels/convert.h"
 #include "client.h"
@@ -414,6 +421,61 @@ static void beside_global(CUcontext ctx) {
   if (g) check("cuGraphDestroy", gr.destroy(g));
 }
 
+/* Capture the layer on s (global mode) into *g and instantiate it. */
+static CUgraphExec capture_layer(CUstream s, CUgraph *g) {
+  CUgraphExec e = NULL;
+  *g = NULL;
+  check("cuStreamBeginCapture_v2", gr.begin(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
+  if (gemm(s, &W, &X, &Y)) failures++;
+  check("cuStreamEndCapture", gr.end(s, g));
+  check("cuGraphInstantiateWithFlags", gr.instantiate(&e, *g, 0));
+  return e;
+}
+
+/* The same with the graph destroyed, as PyTorch does, and one launch. */
+static CUgraphExec capture_once(CUstream s) {
+  CUgraph g;
+  CUgraphExec e = capture_layer(s, &g);
+  check("cuGraphDestroy", gr.destroy(g));
+  check("cuGraphLaunch", gr.launch(e, s));
+  client_drv.cuStreamSynchronize(s);
+  return e;
+}
+
+static void fork_child(CUstream s) {
+  mat_fill(&X, 1.0f);
+  int st = gemm(s, &W, &X, &Y);
+  client_drv.cuStreamSynchronize(s);
+  report("eager", 0, st, &W, &X, &Y);
+  check("cuGraphExecDestroy", gr.exec_destroy(capture_once(s))); /* its buffer released */
+  CUgraphExec live = capture_once(s);
+  fflush(stdout);
+  pid_t pid = fork();
+  if (pid < 0) exit(2);
+  if (pid == 0) {
+    mat_fill(&X2, 1.0f);
+    st = gemm(s, &W, &X2, &Y2);
+    client_drv.cuStreamSynchronize(s);
+    report("eager", 1, st, &W, &X2, &Y2);
+    cublasDestroy(handle);
+    exit(failures ? 1 : 0); /* atexit handlers run: the shim's and the driver's */
+  }
+  int status = 0;
+  if (waitpid(pid, &status, 0) != pid) exit(2);
+  int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  printf("child pid=%d status=%d\n", (int)pid, code);
+  if (code) failures++;
+  mat_fill(&X, 1.0f);
+  check("cuGraphLaunch", gr.launch(live, s));
+  client_drv.cuStreamSynchronize(s);
+  report("replay", 0, 0, &W, &X, &Y);
+  check("cuGraphExecDestroy", gr.exec_destroy(live));
+  mat_fill(&X2, 1.0f);
+  st = gemm(s, &W, &X2, &Y2); /* frees both graphs' buffers */
+  client_drv.cuStreamSynchronize(s);
+  report("eager", 2, st, &W, &X2, &Y2);
+}
+
 static void ctx_reset(CUdevice dev) {
   CUstream s;
   if (client_drv.cuStreamCreate(&s, 0)) exit(2);
@@ -421,12 +483,8 @@ static void ctx_reset(CUdevice dev) {
   int st = gemm(s, &W, &X, &Y);
   client_drv.cuStreamSynchronize(s);
   report("eager", 0, st, &W, &X, &Y);
-  CUgraph g = NULL;
-  CUgraphExec e = NULL;
-  check("cuStreamBeginCapture_v2", gr.begin(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
-  if (gemm(s, &W, &X, &Y)) failures++;
-  check("cuStreamEndCapture", gr.end(s, &g));
-  check("cuGraphInstantiateWithFlags", gr.instantiate(&e, g, 0));
+  CUgraph g;
+  CUgraphExec e = capture_layer(s, &g);
   mat_fill(&X, 1.0f);
   check("cuGraphLaunch", gr.launch(e, s));
   client_drv.cuStreamSynchronize(s);
@@ -445,11 +503,11 @@ int main(int argc, char **argv) {
     ncycles = atoi(recipe + 10);
     recipe = ncycles > 0 ? "recapture" : "";
   }
-  if (strcmp(recipe, "pytorch") && strcmp(recipe, "xla") && strcmp(recipe, "fork") &&
+  if (strcmp(recipe, "pytorch") && strcmp(recipe, "xla") && strcmp(recipe, "fork") && strcmp(recipe, "fork-child") &&
       strcmp(recipe, "other-thread") && strcmp(recipe, "two-streams") && strcmp(recipe, "cycles") &&
       strcmp(recipe, "recapture") && strcmp(recipe, "beside-global") && strcmp(recipe, "ctx-reset")) {
     fprintf(stderr, "usage: graph_client --recipe=pytorch|xla|two-streams|cycles=N|recapture=N|beside-global|"
-                    "ctx-reset|fork|other-thread\n");
+                    "ctx-reset|fork|fork-child|other-thread\n");
     return 2;
   }
   const char *why = client_driver_load();
@@ -488,6 +546,7 @@ int main(int argc, char **argv) {
   mat_fill(&W, 1.0f / sqrtf((float)H));
   if (!strcmp(recipe, "pytorch")) pytorch(s);
   else if (!strcmp(recipe, "fork")) fork_recipe(s);
+  else if (!strcmp(recipe, "fork-child")) fork_child(s);
   else if (!strcmp(recipe, "other-thread")) other_thread_recipe(ctx);
   else if (!strcmp(recipe, "two-streams")) two_streams();
   else if (!strcmp(recipe, "cycles")) cycles(ncycles, 1);

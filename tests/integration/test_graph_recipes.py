@@ -272,6 +272,38 @@ def test_recapture_frees_nothing_in_the_capture(graph_client, standin, tmp_path)
     assert c["mem_free_in_own_capture"] == 0, c
 
 
+def test_forked_child_leaves_the_parents_graph_buffers(graph_client, standin, tmp_path):
+    """fork() while one graph's buffer waits on the released list and
+    another graph holds its own. CUDA does not duplicate its state into a
+    forked child ("CUDA does not support the fork() system call",
+    NVIDIA/cuda-python pull request 1309): the parent's buffers are not
+    the child's to free, neither at its calls nor at its exit. The
+    stand-in serves a child's calls (tests/standin/driver_init.c), so the
+    child's eager call routes, frees nothing, and the child exits 0; the
+    parent then replays its live graph, and its next eager call frees
+    both buffers."""
+    log = tmp_path / "gemms.jsonl"
+    r = run_ok([graph_client, "--recipe=fork-child"], standin[13], shim=True,
+               env={"STANDIN_CC": "6.1", "GEMMSHIM_MODE": "ffma", "GEMMSHIM_GATE": "off",
+                    "GEMMSHIM_LOG": str(log), "STANDIN_COUNTS": str(tmp_path / "counts.%p")})
+    child = parse(r, "child")
+    assert len(child) == 1 and child[0]["status"] == "0", r.describe()
+    assert [x["kind"] for x in assert_results(r, "ffma")] == ["eager", "eager", "replay", "eager"], r.describe()
+    capture = ["cuStreamBeginCapture_v2", "cuStreamEndCapture", "cuGraphInstantiateWithFlags", "cuGraphDestroy",
+               "cuGraphLaunch"]
+    assert [(d["fn"], d["status"]) for d in parse(r, "driver")] == [
+        (fn, "0") for fn in capture + ["cuGraphExecDestroy"] + capture + ["cuGraphLaunch", "cuGraphExecDestroy"]], \
+        r.describe()
+    counts = {p.name.split(".", 1)[1]: standin_counts(p) for p in tmp_path.glob("counts.*")}
+    c_child = counts.pop(child[0]["pid"])
+    assert len(counts) == 1, counts
+    c = counts.popitem()[1]
+    assert c_child["cuMemFree_v2"] == 0 and c_child["cuMemAlloc_v2"] == CLIENT_BUFFERS + 2, c_child
+    assert c["user_object_destroyed"] == 2 and c["cuMemFree_v2"] == 2, c
+    assert c["mem_free_in_own_capture"] == 0, c
+    assert all(rec["route"] == "ffma" and rec["status"] == 0 for rec in read_log(log)), read_log(log)
+
+
 @pytest.mark.parametrize("mode,cc,env,fp8_recipe", [ROUTES[0], ROUTES[2]], ids=["ffma", "fp8-current-lt"])
 def test_capture_beside_another_threads_global_capture(graph_client, standin, tmp_path, mode, cc, env,
                                                        fp8_recipe):
