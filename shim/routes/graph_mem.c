@@ -23,8 +23,8 @@
  * synchronization" for memory not from the stream-ordered allocator (CUDA
  * Runtime API, cudaFree), and a synchronisation during capture can
  * invalidate it; a buffer a failed captured call made waits on the list
- * too. A buffer whose context is gone (or
- * reset: another id) went with it and is only forgotten.
+ * too. A buffer whose context is gone (or reset: another id) went with it
+ * and is only forgotten.
  *
  * GEMMSHIM_GRAPH_MAX_BYTES bounds what captured calls' buffers hold in
  * all, until they are freed; a call that would pass it runs native, with
