@@ -18,8 +18,13 @@
  * "Destructor callbacks cannot make CUDA API calls" (cuda.h,
  * cuUserObjectCreate): the destructor only pushes the buffer on a
  * lock-free list; the shim frees what is there at its next routed call
- * and at exit, in relaxed capture mode. A buffer whose context is gone (or
- * reset: another id) went with it and is only forgotten.
+ * whose stream is not being captured, and at exit, in relaxed capture
+ * mode. Never in a captured call: cudaFree "may perform implicit
+ * synchronization" for memory not from the stream-ordered allocator (CUDA
+ * Runtime API, cudaFree), and a synchronisation during capture can
+ * invalidate it; a buffer a failed captured call made waits on the list
+ * too. A buffer whose context is gone (or reset: another id) went with it
+ * and is only forgotten.
  *
  * GEMMSHIM_GRAPH_MAX_BYTES bounds what captured calls' buffers hold in
  * all, until they are freed; a call that would pass it runs native, with
@@ -76,7 +81,11 @@ static void graph_buf_free(graph_buf *b) {
   free(b);
 }
 
-void graph_mem_reclaim(void) {
+/* Leave b for the next reclaim (as its destructor would). */
+static void graph_buf_defer(graph_buf *b) { graph_buf_released(b); }
+
+void graph_mem_reclaim(const gs_call *c) {
+  if (c && c->captured) return;
   if (!atomic_load_explicit(&released, memory_order_relaxed)) return;
   graph_buf *b = atomic_exchange_explicit(&released, NULL, memory_order_acquire);
   while (b) {
@@ -90,7 +99,7 @@ void graph_mem_reclaim(void) {
  * graphs destroyed by then gave back. Graphs still alive keep theirs. */
 static void reclaim_at_exit(void) {
   cancel_enter();
-  graph_mem_reclaim();
+  graph_mem_reclaim(NULL);
   cancel_leave();
 }
 
@@ -110,7 +119,6 @@ uint64_t graph_mem_held(void) { return atomic_load_explicit(&held, memory_order_
 
 const char *graph_mem_alloc(gs_call *c, size_t bytes, CUdeviceptr *ptr) {
   static __thread char why[256] __attribute__((tls_model("initial-exec")));
-  graph_mem_reclaim();
   if (!gs_sys.cuStreamGetCaptureInfo_v2 || !gs_sys.cuUserObjectCreate || !gs_sys.cuGraphRetainUserObject ||
       !gs_sys.cuUserObjectRelease)
     return "the driver has no user objects (cuUserObjectCreate) to tie the call's buffers to the graph";
@@ -161,18 +169,23 @@ const char *graph_mem_alloc(gs_call *c, size_t bytes, CUdeviceptr *ptr) {
   CUuserObject obj;
   if (GS_CALL(cuUserObjectCreate, &obj, b, graph_buf_released, 1, CU_USER_OBJECT_NO_DESTRUCTOR_SYNC) !=
       CUDA_SUCCESS) {
-    graph_buf_free(b);
+    graph_buf_defer(b);
     return "cuUserObjectCreate failed";
   }
   if (GS_CALL(cuGraphRetainUserObject, graph, obj, 1, CU_GRAPH_USER_OBJECT_MOVE) != CUDA_SUCCESS) {
     /* Ours alone still: releasing it hands the buffer to the destructor.
-     * If even that fails, the object (a few bytes) is kept, never
-     * destroyed, and the buffer is freed here. */
-    if (GS_CALL(cuUserObjectRelease, obj, 1) == CUDA_SUCCESS) {
-      graph_mem_reclaim();
-    } else {
-      graph_buf_unmap(b);
-      atomic_fetch_sub_explicit(&held, bytes, memory_order_relaxed);
+     * If even that fails, the object (a few bytes) is kept with an empty
+     * record, never destroyed, and a copy of the record goes on the list
+     * (freed here only if the copy cannot be made). */
+    if (GS_CALL(cuUserObjectRelease, obj, 1) != CUDA_SUCCESS) {
+      graph_buf *copy = GS_CALL(malloc, sizeof *copy);
+      if (copy) {
+        *copy = *b;
+        graph_buf_defer(copy);
+      } else {
+        graph_buf_unmap(b);
+        atomic_fetch_sub_explicit(&held, bytes, memory_order_relaxed);
+      }
       b->ptr = 0;
       b->bytes = 0;
     }

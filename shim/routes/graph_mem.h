@@ -18,8 +18,10 @@
  * every replay of it, its clones and child copies, under
  * GEMMSHIM_GRAPH_MAX_BYTES: NULL with *ptr, or why not (nothing held). */
 const char *graph_mem_alloc(gs_call *c, size_t bytes, CUdeviceptr *ptr);
-/* Free the buffers of graphs gone since the last call (cheap when none). */
-void graph_mem_reclaim(void);
+/* Free the buffers of graphs gone since the last call (cheap when none),
+ * unless c is a captured call (c->captured): then they wait for a call
+ * whose stream is not being captured. c NULL: at exit. */
+void graph_mem_reclaim(const gs_call *c);
 /* Bytes the graphs' buffers hold, freed or not yet. */
 uint64_t graph_mem_held(void);
 

@@ -372,7 +372,7 @@ const char *transient_capture_why(gs_call *c) {
 const char *transient_alloc(gs_call *c, size_t bytes, gs_transient *t) {
   memset(t, 0, sizeof *t);
   t->stream = c->g.stream;
-  graph_mem_reclaim(); /* what destroyed graphs gave back */
+  graph_mem_reclaim(c); /* what destroyed graphs gave back, never in a capture */
   if (bytes == 0) return NULL;
   if (!c->ctx) return "the call's context is unknown";
   if (c->captured) {

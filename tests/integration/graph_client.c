@@ -5,7 +5,10 @@
  *   --recipe=pytorch   torch.cuda.graph / make_graphed_callables
  *                      (torch/cuda/graphs.py): warm-up iterations on a side
  *                      stream, capture on the graph's own stream (global
- *                      capture mode, static input and output buffers), then
+ *                      capture mode, static input and output buffers), the
+ *                      graph destroyed right after its instantiation
+ *                      (aten/src/ATen/cuda/CUDAGraph.cpp, capture_end:
+ *                      cudaGraphDestroy unless keep_graph), then
  *                      replays on the program's stream (CUDAGraph.replay
  *                      launches on the current stream) interleaved with
  *                      eager calls of the same layer on fresh inputs.
@@ -17,11 +20,15 @@
  *   --recipe=two-streams  one graph instantiated twice, the two
  *                      executables replayed in turn on two streams, eager
  *                      calls of the layer on a third between them.
- *   --recipe=cycles=N  N times: capture the layer, instantiate, launch,
- *                      destroy exec and graph (make_graphed_callables
- *                      per shape, XLA re-tracing); prints the most device
- *                      memory in use after any cycle beyond what it was
- *                      before the first ("cycles n=N grew=BYTES").
+ *   --recipe=cycles=N  N times, in PyTorch's order: an eager warm-up
+ *                      call, capture the layer, instantiate, destroy the
+ *                      graph, launch, destroy the executable
+ *                      (make_graphed_callables per shape); prints the
+ *                      most device memory in use after any cycle beyond
+ *                      what it was before the first ("cycles n=N
+ *                      grew=BYTES"), then makes one eager call.
+ *   --recipe=recapture=N  the same without the warm-ups: each capture
+ *                      follows the previous cycle's destruction directly.
  *   --recipe=beside-global  this thread captures the layer in global mode
  *                      while another thread holds a global-mode capture of
  *                      its own: neither capture may be invalidated.
@@ -31,6 +38,11 @@
  *                      and the memory they held ("Destroy all allocations
  *                      and reset all state on the primary context", CUDA
  *                      driver API, cuDevicePrimaryCtxReset).
+ *   --recipe=fork-child  a graph destroyed (its buffer released, not yet
+ *                      freed) and a second one alive, then fork(): the
+ *                      child makes an eager call and exits; the parent
+ *                      waits, replays the live graph, destroys it and
+ *                      makes an eager call. Prints "child pid=P status=S".
  *   --recipe=fork      an eager call on one stream while the stream the
  *                      layer last ran on is being captured by the program.
  *   --recipe=other-thread  the program's first calls of the layer, on a
@@ -52,6 +64,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "../../kernels/convert.h"
 #include "client.h"
@@ -156,6 +170,7 @@ static void pytorch(CUstream main_stream) {
   int captured = gemm(capture, &W, &X, &Y);
   check("cuStreamEndCapture", gr.end(capture, &g));
   check("cuGraphInstantiateWithFlags", gr.instantiate(&e, g, 0));
+  check("cuGraphDestroy", gr.destroy(g)); /* the executable alone holds the buffer now */
   if (captured) failures++;
   /* an eager call of the layer first (e.g. an evaluation step outside the
    * graph), then replays and eager calls in turn */
@@ -170,7 +185,6 @@ static void pytorch(CUstream main_stream) {
     report("replay", step, 0, &W, &X, &Y);
   }
   check("cuGraphExecDestroy", gr.exec_destroy(e));
-  check("cuGraphDestroy", gr.destroy(g));
 }
 
 static void xla(CUstream s) {
@@ -335,7 +349,7 @@ static void two_streams(void) {
 /* n capture / launch / destroy cycles; the device memory in use, from
  * cuMemGetInfo, at its highest after a cycle, beyond what it was before.
  * Only the last replay's result is printed (the loop is the point). */
-static void cycles(int n) {
+static void cycles(int n, int warm) {
   CUstream s;
   if (client_drv.cuStreamCreate(&s, 0)) exit(2);
   mat_fill(&X, 1.0f);
@@ -348,16 +362,17 @@ static void cycles(int n) {
   for (int i = 0; i < n && !bad; i++) {
     CUgraph g = NULL;
     CUgraphExec e = NULL;
+    if (warm) bad |= gemm(s, &W, &X, &Y) != 0; /* the eager warm-up */
     bad |= gr.begin(s, CU_STREAM_CAPTURE_MODE_GLOBAL) != CUDA_SUCCESS;
     bad |= gemm(s, &W, &X, &Y) != 0;
     bad |= gr.end(s, &g) != CUDA_SUCCESS;
     bad |= !g || gr.instantiate(&e, g, 0) != CUDA_SUCCESS;
+    if (g) bad |= gr.destroy(g) != CUDA_SUCCESS;
     if (i == n - 1) mat_fill(&X, 1.0f);
     bad |= !e || gr.launch(e, s) != CUDA_SUCCESS;
     client_drv.cuStreamSynchronize(s);
     if (i == n - 1) report("replay", i, 0, &W, &X, &Y);
     if (e) bad |= gr.exec_destroy(e) != CUDA_SUCCESS;
-    if (g) bad |= gr.destroy(g) != CUDA_SUCCESS;
     size_t f = 0;
     gr.mem_info(&f, &total);
     if (f < free0 && free0 - f > grew) grew = free0 - f;
@@ -406,6 +421,61 @@ static void beside_global(CUcontext ctx) {
   if (g) check("cuGraphDestroy", gr.destroy(g));
 }
 
+/* Capture the layer on s (global mode) into *g and instantiate it. */
+static CUgraphExec capture_layer(CUstream s, CUgraph *g) {
+  CUgraphExec e = NULL;
+  *g = NULL;
+  check("cuStreamBeginCapture_v2", gr.begin(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
+  if (gemm(s, &W, &X, &Y)) failures++;
+  check("cuStreamEndCapture", gr.end(s, g));
+  check("cuGraphInstantiateWithFlags", gr.instantiate(&e, *g, 0));
+  return e;
+}
+
+/* The same with the graph destroyed, as PyTorch does, and one launch. */
+static CUgraphExec capture_once(CUstream s) {
+  CUgraph g;
+  CUgraphExec e = capture_layer(s, &g);
+  check("cuGraphDestroy", gr.destroy(g));
+  check("cuGraphLaunch", gr.launch(e, s));
+  client_drv.cuStreamSynchronize(s);
+  return e;
+}
+
+static void fork_child(CUstream s) {
+  mat_fill(&X, 1.0f);
+  int st = gemm(s, &W, &X, &Y);
+  client_drv.cuStreamSynchronize(s);
+  report("eager", 0, st, &W, &X, &Y);
+  check("cuGraphExecDestroy", gr.exec_destroy(capture_once(s))); /* its buffer released */
+  CUgraphExec live = capture_once(s);
+  fflush(stdout);
+  pid_t pid = fork();
+  if (pid < 0) exit(2);
+  if (pid == 0) {
+    mat_fill(&X2, 1.0f);
+    st = gemm(s, &W, &X2, &Y2);
+    client_drv.cuStreamSynchronize(s);
+    report("eager", 1, st, &W, &X2, &Y2);
+    cublasDestroy(handle);
+    exit(failures ? 1 : 0); /* atexit handlers run: the shim's and the driver's */
+  }
+  int status = 0;
+  if (waitpid(pid, &status, 0) != pid) exit(2);
+  int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  printf("child pid=%d status=%d\n", (int)pid, code);
+  if (code) failures++;
+  mat_fill(&X, 1.0f);
+  check("cuGraphLaunch", gr.launch(live, s));
+  client_drv.cuStreamSynchronize(s);
+  report("replay", 0, 0, &W, &X, &Y);
+  check("cuGraphExecDestroy", gr.exec_destroy(live));
+  mat_fill(&X2, 1.0f);
+  st = gemm(s, &W, &X2, &Y2); /* frees both graphs' buffers */
+  client_drv.cuStreamSynchronize(s);
+  report("eager", 2, st, &W, &X2, &Y2);
+}
+
 static void ctx_reset(CUdevice dev) {
   CUstream s;
   if (client_drv.cuStreamCreate(&s, 0)) exit(2);
@@ -413,12 +483,8 @@ static void ctx_reset(CUdevice dev) {
   int st = gemm(s, &W, &X, &Y);
   client_drv.cuStreamSynchronize(s);
   report("eager", 0, st, &W, &X, &Y);
-  CUgraph g = NULL;
-  CUgraphExec e = NULL;
-  check("cuStreamBeginCapture_v2", gr.begin(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
-  if (gemm(s, &W, &X, &Y)) failures++;
-  check("cuStreamEndCapture", gr.end(s, &g));
-  check("cuGraphInstantiateWithFlags", gr.instantiate(&e, g, 0));
+  CUgraph g;
+  CUgraphExec e = capture_layer(s, &g);
   mat_fill(&X, 1.0f);
   check("cuGraphLaunch", gr.launch(e, s));
   client_drv.cuStreamSynchronize(s);
@@ -433,12 +499,15 @@ int main(int argc, char **argv) {
   if (!strncmp(recipe, "cycles=", 7)) {
     ncycles = atoi(recipe + 7);
     recipe = ncycles > 0 ? "cycles" : "";
+  } else if (!strncmp(recipe, "recapture=", 10)) {
+    ncycles = atoi(recipe + 10);
+    recipe = ncycles > 0 ? "recapture" : "";
   }
-  if (strcmp(recipe, "pytorch") && strcmp(recipe, "xla") && strcmp(recipe, "fork") &&
+  if (strcmp(recipe, "pytorch") && strcmp(recipe, "xla") && strcmp(recipe, "fork") && strcmp(recipe, "fork-child") &&
       strcmp(recipe, "other-thread") && strcmp(recipe, "two-streams") && strcmp(recipe, "cycles") &&
-      strcmp(recipe, "beside-global") && strcmp(recipe, "ctx-reset")) {
-    fprintf(stderr,
-            "usage: graph_client --recipe=pytorch|xla|two-streams|cycles=N|beside-global|ctx-reset|fork|other-thread\n");
+      strcmp(recipe, "recapture") && strcmp(recipe, "beside-global") && strcmp(recipe, "ctx-reset")) {
+    fprintf(stderr, "usage: graph_client --recipe=pytorch|xla|two-streams|cycles=N|recapture=N|beside-global|"
+                    "ctx-reset|fork|fork-child|other-thread\n");
     return 2;
   }
   const char *why = client_driver_load();
@@ -477,9 +546,11 @@ int main(int argc, char **argv) {
   mat_fill(&W, 1.0f / sqrtf((float)H));
   if (!strcmp(recipe, "pytorch")) pytorch(s);
   else if (!strcmp(recipe, "fork")) fork_recipe(s);
+  else if (!strcmp(recipe, "fork-child")) fork_child(s);
   else if (!strcmp(recipe, "other-thread")) other_thread_recipe(ctx);
   else if (!strcmp(recipe, "two-streams")) two_streams();
-  else if (!strcmp(recipe, "cycles")) cycles(ncycles);
+  else if (!strcmp(recipe, "cycles")) cycles(ncycles, 1);
+  else if (!strcmp(recipe, "recapture")) cycles(ncycles, 0);
   else if (!strcmp(recipe, "beside-global")) beside_global(ctx);
   else if (!strcmp(recipe, "ctx-reset")) ctx_reset(dev);
   else xla(s);

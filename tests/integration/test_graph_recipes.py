@@ -98,11 +98,15 @@ def assert_graph_buffers_returned(c, graphs):
     graph's references was destroyed; the shim freed the buffer at its next
     call or at exit (docs/graphs.md). Nothing else of the shim's is freed
     by cuMemFree in these runs (transient memory is pooled, cuBLASLt
-    workspaces are kept for the process's life)."""
+    workspaces are kept for the process's life). None is freed while the
+    thread captures: cudaFree "may perform implicit synchronization" for
+    memory not from the stream-ordered allocator (CUDA Runtime API,
+    cudaFree), which can invalidate the capture."""
     assert c["cuUserObjectCreate"] == graphs, c
     assert c["cuGraphRetainUserObject"] == graphs, c
     assert c["user_object_destroyed"] == graphs, c
     assert c["cuMemFree_v2"] == graphs, c
+    assert c["mem_free_in_own_capture"] == 0, c
 
 
 @pytest.mark.parametrize("recipe", ["pytorch", "xla"])
@@ -110,8 +114,11 @@ def assert_graph_buffers_returned(c, graphs):
 def test_recipe(graph_client, standin, tmp_path, recipe, mode, cc, env, fp8_recipe):
     r, recs, c = run_recipe(graph_client, standin, tmp_path, recipe, mode, cc, env)
     driver = parse(r, "driver")
-    want_fns = (["cuStreamBeginCapture_v2", "cuStreamEndCapture", "cuGraphInstantiateWithFlags"]
-                + ["cuGraphLaunch"] * 3 + ["cuGraphExecDestroy", "cuGraphDestroy"]) if recipe == "pytorch" else (
+    # PyTorch destroys the graph right after instantiating it
+    # (aten/src/ATen/cuda/CUDAGraph.cpp, capture_end): the executable alone
+    # keeps the buffer, through the references it took at instantiation
+    want_fns = (["cuStreamBeginCapture_v2", "cuStreamEndCapture", "cuGraphInstantiateWithFlags", "cuGraphDestroy"]
+                + ["cuGraphLaunch"] * 3 + ["cuGraphExecDestroy"]) if recipe == "pytorch" else (
         ["cuStreamBeginCapture_v2", "cuStreamEndCapture", "cuGraphClone", "cuGraphCreate",
          "cuGraphAddChildGraphNode"] + ["cuGraphInstantiateWithFlags"] * 4 + ["cuGraphLaunch"] * 4
         + ["cuGraphExecDestroy"] * 4 + ["cuGraphDestroy"] * 3)
@@ -224,10 +231,13 @@ def test_context_reset_takes_the_graphs_buffer_with_it(graph_client, standin, tm
 
 
 def test_capture_destroy_cycles_bounded_memory(graph_client, standin, tmp_path):
-    """2000 capture / instantiate / launch / destroy cycles (a framework
-    re-capturing per shape): each cycle's buffer is freed at the next
-    routed call, so the device memory in use never grows by more than one
-    buffer, and every buffer is freed by the end."""
+    """2000 cycles in PyTorch's order (torch/cuda/graphs.py warms up
+    eagerly before each capture; CUDAGraph.cpp capture_end destroys the
+    graph after instantiation): a framework re-capturing per shape. Each
+    cycle's buffer is freed at the next eager call (the next cycle's
+    warm-up), never by the captured call, so the device memory in use
+    never grows by more than one buffer, and every buffer is freed by the
+    end."""
     n = 2000
     r, recs, c = run_recipe(graph_client, standin, tmp_path, f"cycles={n}", "ffma", "6.1", {})
     cyc = parse(r, "cycles")
@@ -240,6 +250,58 @@ def test_capture_destroy_cycles_bounded_memory(graph_client, standin, tmp_path):
     assert 0 < int(cyc[0]["grew"]) <= one_buffer + 1024, cyc
     assert c["user_object_destroyed"] == n and c["cuMemFree_v2"] == n, c
     assert c["cuMemAlloc_v2"] == CLIENT_BUFFERS + n, c
+    assert c["mem_free_in_own_capture"] == 0, c
+
+
+def test_recapture_frees_nothing_in_the_capture(graph_client, standin, tmp_path):
+    """Two capture / instantiate / destroy graph / launch / destroy cycles
+    with no eager call between them: the second captured call finds the
+    first graph's buffer released, and leaves it on the list, since
+    cudaFree "may perform implicit synchronization" for memory not from
+    the stream-ordered allocator (CUDA Runtime API, cudaFree) and a
+    synchronisation can invalidate the capture. The eager call after the
+    last cycle frees both buffers: in between both were held."""
+    r, recs, c = run_recipe(graph_client, standin, tmp_path, "recapture=2", "ffma", "6.1", {})
+    cyc = parse(r, "cycles")
+    assert len(cyc) == 1 and cyc[0]["status"] == "0", r.describe()
+    assert_results(r, "ffma")
+    assert [rec.get("captured") for rec in recs] == [None, 1, 1, None], recs
+    one_buffer = 64 * 64 * 4 + 2 * 64 * 32 * 4
+    assert 2 * one_buffer <= int(cyc[0]["grew"]) <= 2 * one_buffer + 1024, cyc
+    assert c["user_object_destroyed"] == 2 and c["cuMemFree_v2"] == 2, c
+    assert c["mem_free_in_own_capture"] == 0, c
+
+
+def test_forked_child_leaves_the_parents_graph_buffers(graph_client, standin, tmp_path):
+    """fork() while one graph's buffer waits on the released list and
+    another graph holds its own. CUDA does not duplicate its state into a
+    forked child ("CUDA does not support the fork() system call",
+    NVIDIA/cuda-python pull request 1309): the parent's buffers are not
+    the child's to free, neither at its calls nor at its exit. The
+    stand-in serves a child's calls (tests/standin/driver_init.c), so the
+    child's eager call routes, frees nothing, and the child exits 0; the
+    parent then replays its live graph, and its next eager call frees
+    both buffers."""
+    log = tmp_path / "gemms.jsonl"
+    r = run_ok([graph_client, "--recipe=fork-child"], standin[13], shim=True,
+               env={"STANDIN_CC": "6.1", "GEMMSHIM_MODE": "ffma", "GEMMSHIM_GATE": "off",
+                    "GEMMSHIM_LOG": str(log), "STANDIN_COUNTS": str(tmp_path / "counts.%p")})
+    child = parse(r, "child")
+    assert len(child) == 1 and child[0]["status"] == "0", r.describe()
+    assert [x["kind"] for x in assert_results(r, "ffma")] == ["eager", "eager", "replay", "eager"], r.describe()
+    capture = ["cuStreamBeginCapture_v2", "cuStreamEndCapture", "cuGraphInstantiateWithFlags", "cuGraphDestroy",
+               "cuGraphLaunch"]
+    assert [(d["fn"], d["status"]) for d in parse(r, "driver")] == [
+        (fn, "0") for fn in capture + ["cuGraphExecDestroy"] + capture + ["cuGraphLaunch", "cuGraphExecDestroy"]], \
+        r.describe()
+    counts = {p.name.split(".", 1)[1]: standin_counts(p) for p in tmp_path.glob("counts.*")}
+    c_child = counts.pop(child[0]["pid"])
+    assert len(counts) == 1, counts
+    c = counts.popitem()[1]
+    assert c_child["cuMemFree_v2"] == 0 and c_child["cuMemAlloc_v2"] == CLIENT_BUFFERS + 2, c_child
+    assert c["user_object_destroyed"] == 2 and c["cuMemFree_v2"] == 2, c
+    assert c["mem_free_in_own_capture"] == 0, c
+    assert all(rec["route"] == "ffma" and rec["status"] == 0 for rec in read_log(log)), read_log(log)
 
 
 @pytest.mark.parametrize("mode,cc,env,fp8_recipe", [ROUTES[0], ROUTES[2]], ids=["ffma", "fp8-current-lt"])
@@ -288,6 +350,9 @@ def test_fault_in_capture(graph_client, standin, tmp_path, fault, why):
     assert rec["reason"] == f"GEMMSHIM_MODE=ffma; ffma declined: {why}; ran native", rec
     assert [x["route"] for x in recs[:3] + recs[4:]] == ["ffma"] * 6, recs
     assert c["cuMemAlloc_v2"] - c["cuMemFree_v2"] == CLIENT_BUFFERS, c
+    # the failed call's buffer is freed by a later eager call, not in the
+    # capture (cudaFree may synchronise: CUDA Runtime API, cudaFree)
+    assert c["mem_free_in_own_capture"] == 0, c
 
 
 @pytest.mark.parametrize("mode,cc", [("ffma", "6.1"), ("fp8", "9.0"), ("fp8", "6.1")])

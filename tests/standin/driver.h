@@ -69,6 +69,7 @@
   X(cuEventCreate) X(cuEventRecord) X(cuEventQuery) X(cuEventSynchronize)      \
   X(cuEventElapsedTime_v2) X(cuEventDestroy_v2)                                \
   X(cuMemAlloc_v2) X(cuMemFree_v2) X(cuMemAllocAsync) X(cuMemFreeAsync)        \
+  X(mem_free_in_own_capture)                                                   \
   X(cuMemGetInfo_v2) X(cuMemcpyHtoD_v2) X(cuMemcpyDtoH_v2) X(cuMemcpyDtoD_v2)  \
   X(cuMemcpyDtoDAsync_v2) X(cuMemsetD8_v2) X(cuMemsetD8Async) X(cuMemsetD32_v2) \
   X(cuMemsetD32Async) X(cuMemHostAlloc) X(cuMemFreeHost) X(cuMemcpyDtoHAsync_v2) \
@@ -286,6 +287,8 @@ CUresult sd_stream_lookup_locked(CUstream s, CUcontext *ctx, struct CUstream_st 
  * invalidating the captures that prohibit the call, or CUDA_SUCCESS.
  * Lock held. */
 CUresult sd_capture_forbids_locked(void);
+/* 1 when the calling thread has a capture under way, on any stream. */
+int sd_thread_capturing_locked(void);
 /* A synchronising call: counted, and under STANDIN_FORBID_SYNC reported. */
 void sd_note_sync(const char *fn);
 /* Free every stream/event of ctx (context destruction). Lock held. */

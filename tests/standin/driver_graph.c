@@ -28,7 +28,7 @@ struct CUgraphNode_st {
 
 struct CUgraphExec_st {
   CUcontext ctx;
-  struct CUgraph_st *graph; /* kept alive (destroyed flag) while this lives */
+  struct CUgraph_st *graph; /* its record kept (destroyed flag) while this lives */
   sd_node *nodes;
   size_t n;
   unsigned long long flags; /* CUDA_GRAPH_INSTANTIATE_FLAG_* */
@@ -91,9 +91,16 @@ void sd_graph_free_locked(struct CUgraph_st *g) {
   free(g);
 }
 
-/* A destroyed graph goes once no instantiation holds it. */
+/* A destroyed graph gives back its user object references at once: from
+ * then on only its executables' own copies, taken at instantiation, keep
+ * the objects (CUDA C++ Programming Guide, "CUDA User Objects": references
+ * owned by a graph are copied to its executables; cuGraphDestroy destroys
+ * the graph). Its record (the allocations of its memory nodes, which its
+ * executables' launches check) goes once no instantiation is left. */
 static void sd_graph_release_locked(struct CUgraph_st *g) {
-  if (g->destroyed && g->execs == 0) sd_graph_free_locked(g);
+  if (!g->destroyed) return;
+  sd_user_refs_drop_locked(&g->refs);
+  if (g->execs == 0) sd_graph_free_locked(g);
 }
 
 static void sd_exec_free_locked(struct CUgraphExec_st *e) {

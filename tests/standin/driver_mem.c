@@ -126,12 +126,18 @@ CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize) {
   return r;
 }
 
+/* cudaFree "may perform implicit synchronization" for memory not from the
+ * stream-ordered allocator (CUDA Runtime API, cudaFree), and a
+ * synchronisation during capture can invalidate it. A free allowed in
+ * relaxed mode while the calling thread captures is counted
+ * (mem_free_in_own_capture) so that tests can assert none happen. */
 CUresult cuMemFree_v2(CUdeviceptr dptr) {
   SD_COUNT(cuMemFree_v2);
   pthread_mutex_lock(&sd_lock);
   CUcontext ctx;
   CUresult r = sd_ctx_current_locked(&ctx);
   if (!r) r = sd_capture_forbids_locked();
+  if (!r && sd_thread_capturing_locked()) SD_COUNT(mem_free_in_own_capture);
   if (!r) r = sd_mem_free_locked(dptr);
   pthread_mutex_unlock(&sd_lock);
   return r;

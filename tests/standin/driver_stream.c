@@ -152,6 +152,18 @@ CUresult sd_capture_forbids_locked(void) {
   return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
 }
 
+static void sd_thread_capture_one(void *obj, void *arg) {
+  struct CUstream_st *st = obj;
+  if (st->capture == CU_STREAM_CAPTURE_STATUS_ACTIVE && pthread_equal(st->capture_thread, pthread_self()))
+    *(int *)arg = 1;
+}
+
+int sd_thread_capturing_locked(void) {
+  int capturing = 0;
+  sd_reg_each(SD_STREAM, sd_thread_capture_one, &capturing);
+  return capturing;
+}
+
 void sd_note_sync(const char *fn) {
   if (!sd.forbid_sync) return;
   __atomic_fetch_add(&sd.forbidden_syncs, 1ull, __ATOMIC_RELAXED);

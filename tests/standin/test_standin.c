@@ -1002,6 +1002,23 @@ static void test_user_objects(void **state) {
   CU_OK(cuGraphExecDestroy(e2)); /* the last owner */
   assert_int_equal(n, 1);
 
+  /* cuGraphDestroy destroys the graph, and its references with it; an
+   * executable keeps the object through the copy it took at instantiation
+   * ("CUDA User Objects": references owned by a graph are copied to its
+   * executables). Whichever goes first, graph or executable, the
+   * destructor waits for the other. */
+  for (int exec_first = 0; exec_first < 2; exec_first++) {
+    n = 0;
+    CU_OK(cuGraphCreate(&g, 0));
+    CU_OK(cuUserObjectCreate(&o, &n, count_destroy, 1, CU_USER_OBJECT_NO_DESTRUCTOR_SYNC));
+    CU_OK(cuGraphRetainUserObject(g, o, 1, CU_GRAPH_USER_OBJECT_MOVE));
+    CU_OK(cuGraphInstantiateWithFlags(&e1, g, 0));
+    CU_OK(exec_first ? cuGraphExecDestroy(e1) : cuGraphDestroy(g));
+    assert_int_equal(n, 0);
+    CU_OK(exec_first ? cuGraphDestroy(g) : cuGraphExecDestroy(e1));
+    assert_int_equal(n, 1);
+  }
+
   /* a second capture has another id; a graph gives back only what it owns */
   CU_OK(cuStreamBeginCapture_v2(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
   CU_OK(cuStreamGetCaptureInfo(s, &cs, &id2, &cg, NULL, NULL, NULL));
