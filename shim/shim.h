@@ -307,6 +307,10 @@ int compare_due(uint64_t site);      /* this call of the site is one to compare 
  * per call: a route that must know before its work (fp8's statistics,
  * routes/fp8_stats.c) and compare_after_route get the same answer. */
 int compare_decide(gs_call *c);
+/* The route asked compare_decide and then declined (the call runs native,
+ * not compared): the site's count as before the call, so that only routed
+ * calls count. */
+void compare_forgo(gs_call *c);
 unsigned compare_set_of(uint64_t site); /* the set of compare_due's table a site's count lives in */
 
 /* "accuracy.c": a compared call's route output against the native one, on

@@ -227,3 +227,28 @@ def test_block_scale_is_the_amax_blocks_not_a_zero_blocks():
     st = bq_stats(np.zeros((2, 256), np.float32), VEC128, 256)
     assert (st.amax, st.step) == (0, f32_bits(1.0)), (hex(st.amax), hex(st.step))
 
+
+def test_a_declined_fp8_call_does_not_use_up_the_sites_first_compare(client, standin, tmp_path):
+    """docs/profiling.md: compared are the first routed call of each call
+    site, then every GEMMSHIM_COMPARE_EVERY-th. The statistics ask whether
+    the call is compared before the quantize launch; when the call then
+    declines (its first kernel launch fails: GEMMSHIM_FAULT=cuLaunchKernel:1)
+    and runs native, it must not count: the site's first routed call (the
+    second call) is compared. The same run without the fault compares the
+    first call (control)."""
+    env = {**ENV, "GEMMSHIM_FP8_RECIPE": "current", "GEMMSHIM_COMPARE_EVERY": "2"}
+    args = [f"--gemm=name=c{i},m=64,n=64,k=64,beta=0,ab=bf16,c=fp32,pad=0" for i in range(2)]
+    out = {}
+    for tag, fault in (("control", {}), ("fault", {"GEMMSHIM_FAULT": "cuLaunchKernel:1"})):
+        log = tmp_path / f"{tag}.jsonl"
+        r = run([client, *args, "--fp8", f"--wait-log={log}"], standin[13], shim=True,
+                env={**env, **fault, "GEMMSHIM_LOG": str(log)})
+        assert r.returncode == 0, r.describe()
+        out[tag] = read_log(log)
+    c, f = out["control"], out["fault"]
+    assert [g["route"] for g in c] == ["fp8", "fp8"], c
+    assert "native_gpu_ns" in c[0] and "native_gpu_ns" not in c[1], c  # the first, then every 2nd
+    assert f[0]["route"] == "native" and f[1]["route"] == "fp8", f
+    assert f[0]["site"] == f[1]["site"], f
+    assert "native_gpu_ns" not in f[0], f
+    assert "native_gpu_ns" in f[1] and "a_amax" in f[1], ("the site's first routed call was not compared", f)
