@@ -433,6 +433,9 @@ void route_operand_shapes(const gs_gemm *g, int64_t *a_rows, int64_t *a_cols, in
 const char *route_check_arguments(const gs_gemm *g);
 /* A strided batch whose D members overlap: the reason, else NULL. */
 const char *route_check_output_members(const gs_gemm *g);
+/* A GEMM under the route's GEMMSHIM_*_MIN_FLOPS floor (ffma, fp16; fp8 has
+ * none): the reason, else NULL. policy explain asks it too. */
+const char *route_check_min_flops(const gs_gemm *g, int route);
 int route_is_ptr_array(gs_api api); /* cublasGemmBatchedEx(_64): device arrays of member pointers */
 const char *route_check_lt(const gs_gemm *g); /* attributes, orders, epilogue, scales, bias, batch */
 /* route_check_lt, and alpha/beta as scalars by value or pointer: for a
