@@ -23,6 +23,7 @@
 #ifndef GEMMSHIM_FP8_STATS_H
 #define GEMMSHIM_FP8_STATS_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 /* One operand's counters, zeroed before the quantize launch. The ring
@@ -35,9 +36,13 @@
 typedef struct gs_fp8_op_stats {
   unsigned long long saturated, flushed;
   unsigned long long worst_sat, worst_flush; /* block-scaled only */
-  uint32_t amax; /* bits of max |x| over the operand (NaN's bits win) */
+  /* step below amax: the block-scaled kernels keep both as one 64-bit
+   * word (little-endian: amax the high half), amax << 32 | step, whose
+   * maximum is the step of the block holding the amax. */
   uint32_t step; /* bits of the step quantized with (block-scaled: the
-                  * largest, 1 / the smallest block scale) */
+                  * step of the block holding the amax, the largest step
+                  * among equal amaxes) */
+  uint32_t amax; /* bits of max |x| over the operand (NaN's bits win) */
 } gs_fp8_op_stats;
 
 typedef struct gs_fp8_stats {
@@ -46,8 +51,14 @@ typedef struct gs_fp8_stats {
 
 #if defined(__cplusplus)
 static_assert(sizeof(gs_fp8_stats) == 80, "gs_fp8_stats has padding");
+static_assert(offsetof(gs_fp8_op_stats, step) % 8 == 0 &&
+                  offsetof(gs_fp8_op_stats, amax) == offsetof(gs_fp8_op_stats, step) + 4,
+              "gs_fp8_op_stats: step and amax are one 64-bit word");
 #else
 _Static_assert(sizeof(gs_fp8_stats) == 80, "gs_fp8_stats has padding");
+_Static_assert(offsetof(gs_fp8_op_stats, step) % 8 == 0 &&
+                   offsetof(gs_fp8_op_stats, amax) == offsetof(gs_fp8_op_stats, step) + 4,
+               "gs_fp8_op_stats: step and amax are one 64-bit word");
 #endif
 
 #if defined(__cplusplus) && (defined(__CUDA__) || defined(GS_EMU))
@@ -127,8 +138,12 @@ static __device__ __forceinline__ void gs_fp8_block_stats(gs_fp8_op_stats *st, u
   if (t % width || !elems) return;
   if (sat) gs_fp8_atomic_add64(&st->saturated, sat);
   if (flush) gs_fp8_atomic_add64(&st->flushed, flush);
-  gs_fp8_atomic_max(&st->amax, amax_bits);
-  gs_fp8_atomic_max(&st->step, gs_f32_bits(1.0f / scale) & 0x7FFFFFFFu);
+  /* One maximum over amax << 32 | step: the step of the block holding the
+   * amax. Separate maxima would let a block of amax 0, Inf or NaN (scale
+   * 1, TransformerEngine's compute_scale_from_amax) set step 1 whatever
+   * the other blocks hold. */
+  gs_fp8_atomic_max64((unsigned long long *)&st->step,
+                      (unsigned long long)amax_bits << 32 | (gs_f32_bits(1.0f / scale) & 0x7FFFFFFFu));
   const unsigned long long low = 0xFFFFFFFFull - (index < 0xFFFFFFFEull ? index : 0xFFFFFFFEull);
   const unsigned long long fs = ((unsigned long long)sat << 32) / elems, ff = ((unsigned long long)flush << 32) / elems;
   gs_fp8_atomic_max64(&st->worst_sat, (fs < 0xFFFFFFFFull ? fs : 0xFFFFFFFFull) << 32 | low);

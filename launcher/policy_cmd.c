@@ -139,10 +139,13 @@ static void describe_misses(unsigned misses, const policy_key *k) {
 
 /* What the cost gate (shim/routes/cost.c) decides for a call the policy
  * sends to `route`: the functions the routes call, on a gs_call of the
- * GEMM given. No device is queried: the architecture's reference part's
- * SMs and clocks stand for it (the library reads the device's), beta is
- * taken as possibly nonzero, and the fp8 recipe is GEMMSHIM_FP8_RECIPE's
- * default (auto). Printed as the routing log words it. */
+ * GEMM given, with the options read from the environment as the library
+ * reads them (explain: GEMMSHIM_GATE, GEMMSHIM_FP8_BACKEND,
+ * GEMMSHIM_FP8_RECIPE, the MIN_FLOPS floors). No device is queried: the
+ * architecture's reference part's SMs and clocks stand for it (the
+ * library reads the device's), and beta is taken as possibly nonzero.
+ * Printed as the routing log words it. */
+
 static void explain_gate(int route, const policy_key *k) {
   const char *name = gs_route_name((gs_route)route);
   if (route != GS_ROUTE_FFMA && route != GS_ROUTE_FP16 && route != GS_ROUTE_FP8) return;
@@ -167,13 +170,18 @@ static void explain_gate(int route, const policy_key *k) {
   }
   const double a = (double)g->m * (double)g->k * (double)g->batch, b = (double)g->k * (double)g->n * (double)g->batch;
   char why[GS_COST_WHY], recipe_why[320] = "", recipe[96] = "";
-  const char *no = NULL;
+  const char *no = route_check_min_flops(g, route);
+  if (no) {
+    printf("gate: %s declined: %s; ran native\n", name, no);
+    return;
+  }
   if (route == GS_ROUTE_FFMA) {
     no = cost_gate_ffma(&c, a, b, g->c_type != CUDA_R_32F, g->c_type != CUDA_R_32F, why);
   } else if (route == GS_ROUTE_FP16) {
     no = cost_gate_fp16(&c, a, b, why);
   } else if (!cost_gate_applies(&c, GS_ROUTE_FP8)) {
-    printf("gate: none for fp8 on sm_%d (below sm_89 the own fp8 kernel runs, a numerics check)\n", k->sm);
+    printf("gate: none for fp8 on sm_%d (%s: the own fp8 kernel runs, a numerics check)\n", k->sm,
+           k->sm < 89 ? "below sm_89" : "GEMMSHIM_FP8_BACKEND names the own kernel");
     return;
   } else {
     const int r = fp8_recipe_choose(&c, recipe_why, sizeof recipe_why);
@@ -183,11 +191,21 @@ static void explain_gate(int route, const policy_key *k) {
     snprintf(recipe, sizeof recipe, ", recipe %s", gs_fp8_recipe_name(r));
   }
   if (no) printf("gate: %s declined: %s; ran native\n", name, no);
+  else if (!gs_opt.gate) printf("gate: off (GEMMSHIM_GATE=off): %s runs whatever the estimate%s\n", name, recipe);
   else printf("gate: %s estimated faster than native on the sm_%d reference part%s\n", name, k->sm, recipe);
   if (recipe_why[0]) printf("note: %s\n", recipe_why);
 }
 
+static void explain_problem(const char *message, void *arg) {
+  (void)arg;
+  fprintf(stderr, "gemmshim: policy explain: %s\n", message);
+}
+
 static int explain(int argc, char **argv) {
+  /* The options table (shim/options.c) over the environment, as the
+   * library reads it: the gate line then follows what the routes do. A
+   * bad value is said, and its default stands, as in the library. */
+  options_check(explain_problem, NULL);
   const char *policy = getenv("GEMMSHIM_POLICY");
   if (policy && !*policy) policy = NULL;
   const char *sm = NULL, *ab = NULL, *a = NULL, *b = NULL, *c = NULL, *compute = NULL, *api = NULL,

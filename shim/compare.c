@@ -85,6 +85,23 @@ int compare_decide(gs_call *c) {
   return c->compare_due;
 }
 
+void compare_forgo(gs_call *c) {
+  if (!c->compare_asked) return;
+  c->compare_asked = 0;
+  const uint64_t site = c->site ? c->site : site_id(c->caller, &c->g);
+  pthread_mutex_lock(&sets_lock);
+  struct compare_set *s = &sets[compare_set_of(site)];
+  for (int w = 0; w < COMPARE_WAYS; w++)
+    if (s->way[w].last && s->way[w].site == site) {
+      /* its place in "first, then every Nth" back: the next call of the
+       * site asks again as this one did (a site evicted since has lost
+       * its count anyway) */
+      if (s->way[w].calls) s->way[w].calls--;
+      break;
+    }
+  pthread_mutex_unlock(&sets_lock);
+}
+
 void compare_forget_for_tests(void) {
   pthread_mutex_lock(&sets_lock);
   memset(sets, 0, sizeof sets);

@@ -307,6 +307,10 @@ int compare_due(uint64_t site);      /* this call of the site is one to compare 
  * per call: a route that must know before its work (fp8's statistics,
  * routes/fp8_stats.c) and compare_after_route get the same answer. */
 int compare_decide(gs_call *c);
+/* The route asked compare_decide and then declined (the call runs native,
+ * not compared): the site's count as before the call, so that only routed
+ * calls count. */
+void compare_forgo(gs_call *c);
 unsigned compare_set_of(uint64_t site); /* the set of compare_due's table a site's count lives in */
 
 /* "accuracy.c": a compared call's route output against the native one, on
@@ -429,6 +433,9 @@ void route_operand_shapes(const gs_gemm *g, int64_t *a_rows, int64_t *a_cols, in
 const char *route_check_arguments(const gs_gemm *g);
 /* A strided batch whose D members overlap: the reason, else NULL. */
 const char *route_check_output_members(const gs_gemm *g);
+/* A GEMM under the route's GEMMSHIM_*_MIN_FLOPS floor (ffma, fp16; fp8 has
+ * none): the reason, else NULL. policy explain asks it too. */
+const char *route_check_min_flops(const gs_gemm *g, int route);
 int route_is_ptr_array(gs_api api); /* cublasGemmBatchedEx(_64): device arrays of member pointers */
 const char *route_check_lt(const gs_gemm *g); /* attributes, orders, epilogue, scales, bias, batch */
 /* route_check_lt, and alpha/beta as scalars by value or pointer: for a

@@ -89,6 +89,13 @@ const char *route_check_output_members(const gs_gemm *g) {
   return NULL;
 }
 
+const char *route_check_min_flops(const gs_gemm *g, int route) {
+  const double flops = 2.0 * (double)g->m * (double)g->n * (double)g->k * (double)g->batch;
+  if (route == GS_ROUTE_FFMA && flops < (double)gs_opt.ffma_min_flops) return "GEMM smaller than GEMMSHIM_FFMA_MIN_FLOPS";
+  if (route == GS_ROUTE_FP16 && flops < (double)gs_opt.fp16_min_flops) return "GEMM smaller than GEMMSHIM_FP16_MIN_FLOPS";
+  return NULL;
+}
+
 const char *route_check_arguments(const gs_gemm *g) {
   int64_t a_rows, a_cols, b_rows, b_cols;
   route_operand_shapes(g, &a_rows, &a_cols, &b_rows, &b_cols);

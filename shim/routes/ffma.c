@@ -91,8 +91,7 @@ static const char *plan(const gs_call *c, ffma_plan *p) {
   if (!why) why = route_check_output_members(g);
   if (why) return why;
   if (g->m == 0 || g->n == 0 || g->k == 0 || g->batch == 0) return "empty GEMM: nothing to cast";
-  double flops = 2.0 * (double)g->m * (double)g->n * (double)g->k * (double)g->batch;
-  if (flops < (double)gs_opt.ffma_min_flops) return "GEMM smaller than GEMMSHIM_FFMA_MIN_FLOPS";
+  if ((why = route_check_min_flops(g, GS_ROUTE_FFMA))) return why;
   if (route_is_ptr_array(g->api)) {
     if (g->c_type == F32) return "pointer-array batch with fp32 C";
   }

@@ -100,8 +100,7 @@ static const char *plan(const gs_call *c, fp16_plan *p) {
       g->pointer_mode != CUBLAS_POINTER_MODE_DEVICE)
     return "the handle's pointer mode is unknown";
   if (g->m == 0 || g->n == 0 || g->k == 0 || g->batch == 0) return "empty GEMM: nothing to scale";
-  double flops = 2.0 * (double)g->m * (double)g->n * (double)g->k * (double)g->batch;
-  if (flops < (double)gs_opt.fp16_min_flops) return "GEMM smaller than GEMMSHIM_FP16_MIN_FLOPS";
+  if ((why = route_check_min_flops(g, GS_ROUTE_FP16))) return why;
   why = g->api == GS_API_LT_MATMUL ? route_lt_bias_stride(g, &p->bias_stride) : check_math_mode(g);
   if (why) return why;
 

@@ -383,7 +383,8 @@ static CUresult own_fp8(const gs_call *c, kernel_ctx *kc, const fp8_plan *p, con
 
 /* ---- the route ---------------------------------------------------------------------- */
 /* Every decline of this route reads "fp8 declined: <why>; ran native". */
-#define FP8_DECLINE(c, ...) ROUTE_DECLINE((c), "fp8", __VA_ARGS__)
+/* A decline after fp8_stats_begin asked compare_decide gives the count back. */
+#define FP8_DECLINE(c, ...) (compare_forgo(c), ROUTE_DECLINE((c), "fp8", __VA_ARGS__))
 
 static void describe_formats(gs_call *c, const fp8_scales *u, const char *recipe_why) {
   static const char *const grad[4] = {"", " (A: gradient)", " (B: gradient)", ""};

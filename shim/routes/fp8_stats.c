@@ -30,6 +30,11 @@ void *fp8_stats_begin(gs_call *c, CUdeviceptr dev) {
     call_note(c, "fp8 statistics not counted: %s", why);
     return NULL;
   }
+  if (!gs_sys.cuMemsetD8Async) { /* an old driver: optional in the call table (fp8_ring.c) */
+    call_note(c, "fp8 statistics not counted: the driver has no cuMemsetD8Async");
+    accuracy_slot_give(c->gpu.ctx_id, slot);
+    return NULL;
+  }
   CUresult r = GS_CALL(cuMemsetD8Async, dev, 0, sizeof(gs_fp8_stats), (CUstream)c->g.stream);
   if (r != CUDA_SUCCESS) {
     call_note(c, "fp8 statistics not counted: cuMemsetD8Async failed (CUresult %d)", (int)r);
@@ -49,11 +54,14 @@ void fp8_stats_finish(gs_call *c, CUdeviceptr dev, void *slot, uint64_t a_elems,
     accuracy_slot_give(c->gpu.ctx_id, slot);
     return;
   }
-  CUresult r = !gs_sys.cuMemcpyDtoHAsync_v2 ? CUDA_ERROR_NOT_FOUND
-                                             : GS_CALL(cuMemcpyDtoHAsync_v2, slot, dev, sizeof(gs_fp8_stats),
-                                                       (CUstream)c->g.stream);
+  CUresult r = !gs_sys.cuMemcpyDtoHAsync_v2
+                   ? CUDA_ERROR_NOT_FOUND
+                   : GS_CALL(cuMemcpyDtoHAsync_v2, slot, dev, sizeof(gs_fp8_stats), (CUstream)c->g.stream);
   if (r != CUDA_SUCCESS) {
-    call_note(c, "fp8 statistics not read: cuMemcpyDtoHAsync failed (CUresult %d)", (int)r);
+    if (!gs_sys.cuMemcpyDtoHAsync_v2)
+      call_note(c, "fp8 statistics not read: the driver has no cuMemcpyDtoHAsync");
+    else
+      call_note(c, "fp8 statistics not read: cuMemcpyDtoHAsync failed (CUresult %d)", (int)r);
     accuracy_slot_give(c->gpu.ctx_id, slot);
     return;
   }

@@ -19,6 +19,7 @@ delayed recipe (TransformerEngine's DelayedScaling) quantizes with the scale
 of the previous call's amax history, so a call whose values are larger than
 the history's saturates."""
 
+import ctypes
 import json
 import os
 import subprocess
@@ -27,7 +28,9 @@ import sys
 import numpy as np
 import pytest
 
+import harness
 from harness import CLIENT_DIR, ROOT, read_log, require_built, run
+from test_fp8_scaled_quantize import BLK128, E4M3, VEC128, Args, Dim3, Launch
 
 ENV = {"STANDIN_CC": "9.0", "GEMMSHIM_MODE": "fp8", "GEMMSHIM_GATE": "off", "GEMMSHIM_COMPARE": "1",
        "GEMMSHIM_COMPARE_EVERY": "1"}
@@ -173,3 +176,79 @@ def test_block_recipe_worst_block(client, standin, tmp_path):
     # gemmshim report: the worst block of the site's compared calls.
     (row,) = json.loads(report(tmp_path / "stats.jsonl", "--json", "-").stdout)["fp8_stats"]
     assert (row["recipe"], row["a_worst_block_flush"], row["a_worst_block_sat"]) == ("block", [frac, worst], [0.0, 0]), row
+
+
+class OpStats(ctypes.Structure):  # kernels/fp8_stats.h gs_fp8_op_stats
+    _fields_ = [("saturated", ctypes.c_ulonglong), ("flushed", ctypes.c_ulonglong),
+                ("worst_sat", ctypes.c_ulonglong), ("worst_flush", ctypes.c_ulonglong),
+                ("step", ctypes.c_uint32), ("amax", ctypes.c_uint32)]
+
+
+def bq_stats(x, mode, k_pad):
+    """The host build of the block-scaled quantize kernel on x (outer x k,
+    fp32, k contiguous) with a statistics pointer: its counters."""
+    lib = ctypes.CDLL(str(harness.KERNELS_HOST))
+    outer, k = x.shape
+    src = np.ascontiguousarray(x, np.float32)
+    dst = np.zeros(((outer + 127) // 128 * 128) * k_pad, np.uint8)
+    sc = np.zeros(1 << 16, np.uint8)
+    st = OpStats()
+    a = Args(src.ctypes.data, dst.ctypes.data, sc.ctypes.data, outer, k, k_pad, k, 1, mode, E4M3,
+             ctypes.addressof(st))
+    params = (ctypes.c_void_p * 1)(ctypes.cast(ctypes.pointer(a), ctypes.c_void_p))
+    launch = Launch(1, Dim3(3, 1, 1), Dim3(128, 1, 1), 0, None, params, None, 0, 9, 0)
+    fn = getattr(lib, "standin_kernel_gs_fp8_bq_f32")
+    fn.argtypes = [ctypes.POINTER(Launch)]
+    assert fn(ctypes.byref(launch)) == 0
+    return st
+
+
+def f32_bits(v):
+    return int(np.array([v], np.float32).view(np.uint32)[0])
+
+
+def test_block_scale_is_the_amax_blocks_not_a_zero_blocks():
+    """a_scale of a block recipe is the scale of the block holding a_amax
+    (docs/log-format.md). Row 0 holds 0.0625 everywhere: TE's power-of-two
+    scale 448 / 0.0625 = 7168 rounded down is 4096 (step 2^-12,
+    transformer_engine/common/recipe/__init__.py, Float8BlockScaling);
+    the other blocks are all zeros (padding rows, masked tokens), which
+    TE's compute_scale_from_amax (transformer_engine/common/recipe/
+    recipe_common.cuh) scales by 1: their step 1.0 must not be the
+    operand's. 1 x 128 blocks and 128 x 128 blocks alike."""
+    require_built([harness.KERNELS_HOST])
+    for mode, outer in ((VEC128, 2), (BLK128, 130)):
+        xx = np.zeros((outer, 256), np.float32)
+        xx[0, :] = 0.0625
+        st = bq_stats(xx, mode, 256)
+        assert st.amax == f32_bits(0.0625), (mode, hex(st.amax))
+        assert st.step == f32_bits(2.0 ** -12), f"mode {mode}: step bits {st.step:#x} (1.0 is 0x3f800000)"
+    # All zeros: the amax 0 and TE's scale 1 (step 1.0).
+    st = bq_stats(np.zeros((2, 256), np.float32), VEC128, 256)
+    assert (st.amax, st.step) == (0, f32_bits(1.0)), (hex(st.amax), hex(st.step))
+
+
+def test_a_declined_fp8_call_does_not_use_up_the_sites_first_compare(client, standin, tmp_path):
+    """docs/profiling.md: compared are the first routed call of each call
+    site, then every GEMMSHIM_COMPARE_EVERY-th. The statistics ask whether
+    the call is compared before the quantize launch; when the call then
+    declines (its first kernel launch fails: GEMMSHIM_FAULT=cuLaunchKernel:1)
+    and runs native, it must not count: the site's first routed call (the
+    second call) is compared. The same run without the fault compares the
+    first call (control)."""
+    env = {**ENV, "GEMMSHIM_FP8_RECIPE": "current", "GEMMSHIM_COMPARE_EVERY": "2"}
+    args = [f"--gemm=name=c{i},m=64,n=64,k=64,beta=0,ab=bf16,c=fp32,pad=0" for i in range(2)]
+    out = {}
+    for tag, fault in (("control", {}), ("fault", {"GEMMSHIM_FAULT": "cuLaunchKernel:1"})):
+        log = tmp_path / f"{tag}.jsonl"
+        r = run([client, *args, "--fp8", f"--wait-log={log}"], standin[13], shim=True,
+                env={**env, **fault, "GEMMSHIM_LOG": str(log)})
+        assert r.returncode == 0, r.describe()
+        out[tag] = read_log(log)
+    c, f = out["control"], out["fault"]
+    assert [g["route"] for g in c] == ["fp8", "fp8"], c
+    assert "native_gpu_ns" in c[0] and "native_gpu_ns" not in c[1], c  # the first, then every 2nd
+    assert f[0]["route"] == "native" and f[1]["route"] == "fp8", f
+    assert f[0]["site"] == f[1]["site"], f
+    assert "native_gpu_ns" not in f[0], f
+    assert "native_gpu_ns" in f[1] and "a_amax" in f[1], ("the site's first routed call was not compared", f)

@@ -679,3 +679,53 @@ def test_explain_runs_the_library_cost_gate(launcher, standin, tmp_path):
     e = launch([*base, "--sm", "unknown", "--shape", "64x64x64"], standin)
     assert e.stdout.splitlines()[-2:] == ["route: fp8 (GEMMSHIM_MODE=fp8)",
                                           "gate: not estimated (the cost gate needs the device's architecture)"], e.stdout
+
+
+def test_explain_gate_line_follows_the_environment_as_the_library_does(launcher, standin, tmp_path):
+    """explain reads the options table from the environment as the library
+    does (GEMMSHIM_GATE, GEMMSHIM_FP8_BACKEND, GEMMSHIM_FP8_RECIPE, the
+    MIN_FLOPS floors: docs/environment.md) and its gate line says what the
+    library did with the same GEMM and environment on the stand-in."""
+    client = CLIENT_DIR / "ffma_client_cu13"
+    require_built([client])
+
+    def both(sm, mode, shape, env):
+        m, n, k = shape.split("x")
+        log = tmp_path / "lib.jsonl"
+        log.unlink(missing_ok=True)
+        r = launch(["--log", str(log), "--mode", mode, "--", client,
+                    f"--gemm=m={m},n={n},k={k},beta=0,pad=0,spad=0,c=bf16", *(["--fp8"] if mode == "fp8" else [])],
+                   standin, env={"STANDIN_CC": sm, **env})
+        assert r.returncode == 0, r.describe()
+        (rec,) = read_log(log)
+        e = launch(["policy", "explain", "--mode", mode, "--sm", sm, "--ab", "bf16", "--c", "bf16", "--compute",
+                    "32f", "--api", "cublasGemmEx", "--shape", shape], standin, env=env)
+        assert e.returncode == 0 and e.stderr == "", e.describe()
+        return rec, e.stdout.splitlines()
+
+    # The gate off: the library routes a 64^3 GEMM the gate declines.
+    rec, out = both("9.0", "fp8", "64x64x64", {"GEMMSHIM_GATE": "off"})
+    assert rec["route"] == "fp8", rec
+    assert out[-1] == "gate: off (GEMMSHIM_GATE=off): fp8 runs whatever the estimate, recipe current", out
+    # The own fp8 kernel on sm_90: no cost gate (a numerics check), routed.
+    rec, out = both("9.0", "fp8", "64x64x64", {"GEMMSHIM_FP8_BACKEND": "own"})
+    assert rec["route"] == "fp8", rec
+    assert out[-1] == ("gate: none for fp8 on sm_90 (GEMMSHIM_FP8_BACKEND names the own kernel: the own fp8 "
+                       "kernel runs, a numerics check)"), out
+    # A floor above the GEMM: declined before any estimate, the same words.
+    rec, out = both("8.0", "ffma", "64x64x64", {"GEMMSHIM_GATE": "off", "GEMMSHIM_FFMA_MIN_FLOPS": "1000000"})
+    assert rec["route"] == "native", rec
+    assert rec["reason"] == "GEMMSHIM_MODE=ffma; ffma declined: GEMM smaller than GEMMSHIM_FFMA_MIN_FLOPS; ran native"
+    assert out[-1] == "gate: ffma declined: GEMM smaller than GEMMSHIM_FFMA_MIN_FLOPS; ran native", out
+    # The recipe asked for is the one explain weighs: block, which needs
+    # cuBLAS 12.9 (TransformerEngine's Float8BlockScaling on cuBLASLt's
+    # VEC128/BLK128 scale modes); explain loads no cuBLAS, so it says the
+    # version is unknown and weighs the recipe the library would fall
+    # back to.
+    e = launch(["policy", "explain", "--mode", "fp8", "--sm", "9.0", "--ab", "bf16", "--c", "bf16", "--compute",
+                "32f", "--api", "cublasGemmEx", "--shape", "64x64x64"], standin,
+               env={"GEMMSHIM_GATE": "off", "GEMMSHIM_FP8_RECIPE": "block"})
+    # (stderr not asked: the recipe's cuBLAS probe warns that the launcher
+    # has no cuBLAS loaded)
+    assert e.returncode == 0, e.describe()
+    assert e.stdout.splitlines()[-1].startswith("note: block needs cuBLAS 12.9 or newer"), e.stdout

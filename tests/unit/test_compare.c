@@ -36,6 +36,28 @@ static void test_first_call_then_every_nth(void **state) {
   assert_memory_equal(due, want, sizeof due);
 }
 
+/* A call that asked and then declined (ran native) gives its count back:
+ * the site's next call is asked as it was, so the first routed call of
+ * the site is still the first compared (compare.c's contract). */
+static void test_a_declined_call_does_not_count(void **state) {
+  gs_opt.compare_every = 3;
+  gs_call c;
+  memset(&c, 0, sizeof c);
+  c.site = 0x1234;
+  assert_true(compare_decide(&c)); /* the first: due */
+  compare_forgo(&c);
+  assert_int_equal(c.compare_asked, 0);
+  int due[7];
+  for (int i = 0; i < 7; i++) {
+    memset(&c, 0, sizeof c);
+    c.site = 0x1234;
+    due[i] = compare_decide(&c);
+    if (i == 1) compare_forgo(&c); /* a not-due call declined too: no count */
+  }
+  int want[7] = {1, 0, 0, 0, 1, 0, 0};
+  assert_memory_equal(due, want, sizeof due);
+}
+
 /* The pattern that found the defect: two sites that share a place of the
  * table, called in turn. Each must keep its own count: calls 1 and 101 of
  * each are compared, 4 of 300 (a direct-mapped table compared all 300). */
@@ -100,6 +122,7 @@ static void test_other_sets_are_apart(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup(test_first_call_then_every_nth, setup),
+      cmocka_unit_test_setup(test_a_declined_call_does_not_count, setup),
       cmocka_unit_test_setup(test_two_sites_sharing_a_set_keep_their_counts, setup),
       cmocka_unit_test_setup(test_more_sites_than_places_compare_once_per_n, setup),
       cmocka_unit_test_setup(test_any_order_stays_within_the_bound, setup),
