@@ -20,7 +20,14 @@ import sys
 
 import pytest
 
-from harness import CLIENT_DIR, ROOT, read_log, require_built, run
+from harness import CLIENT_DIR, PRELOAD_PREFIX, ROOT, read_log, require_built, run
+
+# The stand-in's GPU time includes the kernels' host emulation, which
+# ThreadSanitizer slows several times over: an fp8 route measured against
+# native by elapsed time is then not the route the test set up. The plain
+# and ASan builds run these.
+UNDER_TSAN_SKIP = pytest.mark.skipif(any("tsan" in p for p in PRELOAD_PREFIX),
+                                     reason="stand-in GPU time includes host emulation, slowed by TSan")
 from route_client import gemm
 
 KERNEL_NS = 1_000_000_000  # 1 s a kernel: far above any host time here
@@ -133,6 +140,7 @@ def test_a_slower_fp8_site_runs_native_after_three_compared_calls(client, standi
         assert (x["route"], x["reason"]) == ("native", "GEMMSHIM_MODE=fp8; " + want), x
 
 
+@UNDER_TSAN_SKIP
 def test_a_faster_fp8_site_stays_fp8(client, standin, tmp_path):
     recs = run_fp8(client, standin, tmp_path, {"STANDIN_GEMM_NS": str(KERNEL_NS)}, "fp8-fast")
     for x in recs:
@@ -155,6 +163,7 @@ def test_without_the_slow_clock_the_estimate_keeps_fp8_off(client, standin, tmp_
     assert x["route"] == "native" and "fp8 declined: estimated " in x["reason"], x
 
 
+@UNDER_TSAN_SKIP
 @pytest.mark.parametrize("kernel_ns, ratio", [(150_000_000, 0.8), (350_000_000, 1.2)])
 def test_the_measured_gate_turns_at_native_time(client, standin, tmp_path, kernel_ns, ratio):
     """docs/cost-model.md, "The measured gate": a site runs native once its
