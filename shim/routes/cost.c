@@ -9,6 +9,7 @@
 #include "../shim.h"
 #include "../base/sys.h"
 #include "cost.h"
+#include "fp8_recipe.h"
 
 /* Rates in TFLOP/s of a reference part, with that part's SMs, boost clock
  * and DRAM bandwidth. Sources (docs/cost-model.md gives them in full):
@@ -173,7 +174,7 @@ const char *cost_gate(int device, int sm, gs_cost_route r, const gs_cost_work *w
 
 int cost_gate_applies(const gs_call *c, int route) {
   if (route != GS_ROUTE_FP8) return 1;
-  return c->sm >= 89 && gs_opt.fp8_backend != GS_FP8_BACKEND_OWN && gs_opt.fp8_backend != GS_FP8_BACKEND_OWN_MMA;
+  return fp8_lt_path(c);
 }
 
 static double flops_of(const gs_gemm *g) { return 2.0 * (double)g->m * (double)g->n * (double)g->k * (double)g->batch; }

@@ -386,6 +386,15 @@ static CUresult own_fp8(const gs_call *c, kernel_ctx *kc, const fp8_plan *p, con
 /* A decline after fp8_stats_begin asked compare_decide gives the count back. */
 #define FP8_DECLINE(c, ...) (compare_forgo(c), ROUTE_DECLINE((c), "fp8", __VA_ARGS__))
 
+/* A decline after the quantize kernels were asked for: the statistics
+ * slot, the transient buffers and the recipe's per-call state go back, in
+ * that order (FP8_DECLINE then gives compare's count back). */
+static void undo(gs_call *c, void *stats_slot, gs_transient *t, const fp8_recipe *rc, fp8_scales *u, unsigned ran) {
+  fp8_stats_abandon(c, stats_slot);
+  transient_release(t);
+  rc->release(u, ran);
+}
+
 static void describe_formats(gs_call *c, const fp8_scales *u, const char *recipe_why) {
   static const char *const grad[4] = {"", " (A: gradient)", " (B: gradient)", ""};
   call_note(c, "fp8 %s x %s%s%s%s", fmt_name(u->fmt[0]), fmt_name(u->fmt[1]),
@@ -443,8 +452,7 @@ int route_fp8(gs_call *c) {
    * fp8 GEMM cannot take runs native there, unless the own kernel was asked
    * for by name. */
   const char *own_why = lt_unfit(c, &p, &u);
-  if (own_why && c->sm >= 89 && gs_opt.fp8_backend != GS_FP8_BACKEND_OWN &&
-      gs_opt.fp8_backend != GS_FP8_BACKEND_OWN_MMA) {
+  if (own_why && fp8_lt_path(c)) {
     transient_release(&t);
     rc->release(&u, 0);
     return FP8_DECLINE(c, "%s; the own fp8 kernel is slower than native bf16 on sm_89+", own_why);
@@ -458,9 +466,7 @@ int route_fp8(gs_call *c) {
   unsigned ran = 0;
   CUresult r = quantize_operands(c, rc, &kc, &p, &u, base, &ran);
   if (r != CUDA_SUCCESS) {
-    fp8_stats_abandon(c, stats_slot);
-    transient_release(&t);
-    rc->release(&u, ran);
+    undo(c, stats_slot, &t, rc, &u, ran);
     return FP8_DECLINE(c, "quantize kernel launch failed (CUresult %d)", (int)r);
   }
 
@@ -478,18 +484,14 @@ int route_fp8(gs_call *c) {
                                          (size_t)((p.out.m_pad - c->g.m) * p.k_pad), (CUstream)c->g.stream)
                                : CUDA_ERROR_NOT_FOUND;
     if (r != CUDA_SUCCESS) {
-      fp8_stats_abandon(c, stats_slot);
-      transient_release(&t);
-      rc->release(&u, ran);
+      undo(c, stats_slot, &t, rc, &u, ran);
       return FP8_DECLINE(c, "cuMemsetD8Async failed (CUresult %d)", (int)r);
     }
   }
   if (!own_why && p.out.cast_c) {
     r = out_in(c, &kc, &p, base);
     if (r != CUDA_SUCCESS) {
-      fp8_stats_abandon(c, stats_slot);
-      transient_release(&t);
-      rc->release(&u, ran);
+      undo(c, stats_slot, &t, rc, &u, ran);
       return FP8_DECLINE(c, "C copy kernel launch failed (CUresult %d)", (int)r);
     }
   }
@@ -507,9 +509,7 @@ int route_fp8(gs_call *c) {
   if (lt && p.out.out_t) {
     r = out_out(c, &kc, &p, base);
     if (r != CUDA_SUCCESS) {
-      fp8_stats_abandon(c, stats_slot);
-      transient_release(&t);
-      rc->release(&u, ran);
+      undo(c, stats_slot, &t, rc, &u, ran);
       return FP8_DECLINE(c, "output copy kernel launch failed (CUresult %d)", (int)r);
     }
   }
@@ -518,11 +518,8 @@ int route_fp8(gs_call *c) {
    * cublasLtMatmul launched nothing, so nothing of the caller's is written.
    * Seen on an H200 (docs/gpu-results.md): shapes the static rules let
    * through and scale pointers it would not take. */
-  if (!lt && c->sm >= 89 && gs_opt.fp8_backend != GS_FP8_BACKEND_OWN &&
-      gs_opt.fp8_backend != GS_FP8_BACKEND_OWN_MMA) {
-    fp8_stats_abandon(c, stats_slot);
-    transient_release(&t);
-    rc->release(&u, ran);
+  if (!lt && fp8_lt_path(c)) {
+    undo(c, stats_slot, &t, rc, &u, ran);
     if (plan_why) return FP8_DECLINE(c, "cuBLASLt fp8: %s", plan_why);
     if (lt_status != CUBLAS_STATUS_SUCCESS)
       return FP8_DECLINE(c, "cuBLASLt fp8 refused this call (status %d)", (int)lt_status);
@@ -545,9 +542,7 @@ int route_fp8(gs_call *c) {
   if (!lt && !mma) {
     r = own_fp8(c, &kc, &p, &u, base, 0);
     if (r != CUDA_SUCCESS) {
-      fp8_stats_abandon(c, stats_slot);
-      transient_release(&t);
-      rc->release(&u, ran);
+      undo(c, stats_slot, &t, rc, &u, ran);
       return FP8_DECLINE(c, "fp8 GEMM kernel launch failed (CUresult %d)", (int)r);
     }
   }

@@ -69,6 +69,13 @@ typedef struct fp8_recipe {
 
 extern const fp8_recipe fp8_recipe_current, fp8_recipe_delayed, fp8_recipe_block, fp8_recipe_mxfp8;
 
+/* Whether call c's fp8 GEMM is cuBLASLt's: sm_89+ with no own kernel
+ * named (the own kernels are slower than native bf16 there, docs/fp8.md).
+ * The cost gate applies to exactly these calls (cost_gate_applies). */
+static inline int fp8_lt_path(const gs_call *c) {
+  return c->sm >= 89 && gs_opt.fp8_backend != GS_FP8_BACKEND_OWN && gs_opt.fp8_backend != GS_FP8_BACKEND_OWN_MMA;
+}
+
 /* cuBLASLt's fp8 GEMM: k a multiple of 16 (16-byte leading dimensions of
  * the TN operands, cuBLAS documentation, cublasLtMatmul). */
 #define FP8_LT_K_ALIGN 16
@@ -77,8 +84,7 @@ extern const fp8_recipe fp8_recipe_current, fp8_recipe_delayed, fp8_recipe_block
  * where cuBLASLt's fp8 GEMM reads them (sm_89+, no own kernel asked for);
  * the own kernels take k as it is. */
 static inline int64_t fp8_recipe_k_pad(const fp8_recipe *rc, const gs_call *c) {
-  const int own = c->sm < 89 || gs_opt.fp8_backend == GS_FP8_BACKEND_OWN || gs_opt.fp8_backend == GS_FP8_BACKEND_OWN_MMA;
-  const int64_t a = rc->k_align > 1 && !own ? rc->k_align : 1;
+  const int64_t a = rc->k_align > 1 && fp8_lt_path(c) ? rc->k_align : 1;
   return (c->g.k + a - 1) / a * a;
 }
 /* Where cuBLASLt's fp8 GEMM cannot write the caller's C/D as given, the
