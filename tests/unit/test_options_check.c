@@ -184,7 +184,8 @@ static void test_misses_agree_with_match(void **state) {
           for (size_t cp = 0; cp < 3; cp++)
             for (int api = 0; api < GS_API_COUNT; api++)
               for (size_t who = 0; who < 3; who++) {
-              policy_key k = {sms[s], types[a], types[b], types[c], computes[cp], (gs_api)api, callers[who]};
+              policy_key k = {.sm = sms[s], .a_type = types[a], .b_type = types[b], .c_type = types[c],
+                              .compute_type = computes[cp], .api = (gs_api)api, .caller = callers[who]};
               int match = policy_match(&t, &k), first = -1;
               for (int i = 0; i < t.n && first < 0; i++)
                 if (policy_rule_misses(&t, i, &k) == 0) first = i;
@@ -196,8 +197,8 @@ static void test_misses_agree_with_match(void **state) {
   for (int i = 0; i < t.n; i++) assert_true(matched_by[i] > 0); /* every rule wins somewhere */
 
   /* Rule 2 (ffma sm=6.1 compute=32f api=...): one miss per wrong key. */
-  policy_key k = {90, CUDA_R_16BF, CUDA_R_16BF, CUDA_R_16BF, CUBLAS_COMPUTE_64F, GS_API_GEMM_BATCHED_EX,
-                  GS_CALLER_APP};
+  policy_key k = {.sm = 90, .a_type = CUDA_R_16BF, .b_type = CUDA_R_16BF, .c_type = CUDA_R_16BF,
+                  .compute_type = CUBLAS_COMPUTE_64F, .api = GS_API_GEMM_BATCHED_EX, .caller = GS_CALLER_APP};
   assert_int_equal(policy_rule_misses(&t, 1, &k), POLICY_MISS_SM | POLICY_MISS_COMPUTE | POLICY_MISS_API);
   k.sm = 61;
   assert_int_equal(policy_rule_misses(&t, 1, &k), POLICY_MISS_COMPUTE | POLICY_MISS_API);
@@ -205,13 +206,15 @@ static void test_misses_agree_with_match(void **state) {
   k.api = GS_API_LT_MATMUL;
   assert_int_equal(policy_rule_misses(&t, 1, &k), 0);
   /* Rule 1's ab: both A and B must be in the list. */
-  k = (policy_key){90, CUDA_R_16BF, CUDA_R_8F_E4M3, CUDA_R_32F, CUBLAS_COMPUTE_32F, GS_API_GEMM_EX, GS_CALLER_APP};
+  k = (policy_key){.sm = 90, .a_type = CUDA_R_16BF, .b_type = CUDA_R_8F_E4M3, .c_type = CUDA_R_32F,
+                   .compute_type = CUBLAS_COMPUTE_32F, .api = GS_API_GEMM_EX, .caller = GS_CALLER_APP};
   assert_int_equal(policy_rule_misses(&t, 0, &k), POLICY_MISS_AB | POLICY_MISS_C);
   /* A rule without a caller key takes the program's calls only; rule 4
    * takes cuSOLVER's and cuBLAS's, not the program's. */
   k.caller = GS_CALLER_CUSOLVER;
   assert_int_equal(policy_rule_misses(&t, 0, &k), POLICY_MISS_AB | POLICY_MISS_C | POLICY_MISS_CALLER);
-  k = (policy_key){90, CUDA_R_16F, CUDA_R_16F, CUDA_R_16F, CUBLAS_COMPUTE_32F, GS_API_GEMM_EX, GS_CALLER_APP};
+  k = (policy_key){.sm = 90, .a_type = CUDA_R_16F, .b_type = CUDA_R_16F, .c_type = CUDA_R_16F,
+                   .compute_type = CUBLAS_COMPUTE_32F, .api = GS_API_GEMM_EX, .caller = GS_CALLER_APP};
   assert_int_equal(policy_rule_misses(&t, 3, &k), POLICY_MISS_CALLER);
   k.caller = GS_CALLER_CUBLAS;
   assert_int_equal(policy_rule_misses(&t, 3, &k), 0);
