@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "../shim/shim.h"
+#include "../shim/base/sys.h"
 #include "../shim/routes/cost.h"
 #include "../shim/routes/fp8_recipe.h"
 #include "launcher.h"
@@ -23,10 +24,11 @@ static void usage(FILE *f) {
   fprintf(f, "usage: " CMD " check FILE\n"
              "       " CMD " explain --sm X.Y|unknown --ab TYPE [--a TYPE --b TYPE] --c TYPE --compute TYPE\n"
              "                              --api NAME [--caller NAME] [--shape MxNxK] [--batch N] [--site ID]\n"
-             "                              [--mode MODE] [--policy FILE]\n"
+             "                              [--mode MODE] [--policy FILE] [--cublas X.Y[.Z]]\n"
              "  --caller: who makes the GEMM, app (the default: the program) or an NVIDIA library.\n"
              "  --shape, --batch, --site: for rules with m, n, k, batch or site keys (the log's values).\n"
              "  --mode: GEMMSHIM_MODE's value (default: the environment's); the file's rules come before it.\n"
+             "  --cublas: the cuBLAS version the program loads, for fp8 recipes that need one (block, mxfp8).\n"
              "  explain reads GEMMSHIM_POLICY when --policy is not given; without either, the built-in rules.\n");
 }
 
@@ -146,6 +148,22 @@ static void describe_misses(unsigned misses, const policy_key *k) {
  * library reads the device's), and beta is taken as possibly nonzero.
  * Printed as the routing log words it. */
 
+/* explain loads no cuBLAS. The recipes that need a version ask
+ * cublasLtGetVersion through the call table, after checking that
+ * cublasLtMatmul resolved (fp8_scaled.c): explain fills both slots, the
+ * version from --cublas (none given: no version entry, so the recipe says
+ * it could not tell), and a matmul that is never called, so that nothing
+ * searches the process for a cuBLAS it does not have. */
+static size_t explain_lt_version;
+static size_t explain_get_version(void) { return explain_lt_version; }
+static cublasStatus_t explain_no_matmul(cublasLtHandle_t h, cublasLtMatmulDesc_t desc, const void *alpha,
+                                        const void *A, cublasLtMatrixLayout_t ad, const void *B,
+                                        cublasLtMatrixLayout_t bd, const void *beta, const void *C,
+                                        cublasLtMatrixLayout_t cd, void *D, cublasLtMatrixLayout_t dd,
+                                        const cublasLtMatmulAlgo_t *algo, void *ws, size_t wss, cudaStream_t s) {
+  return CUBLAS_STATUS_NOT_SUPPORTED;
+}
+
 static void explain_gate(int route, const policy_key *k) {
   const char *name = gs_route_name((gs_route)route);
   if (route != GS_ROUTE_FFMA && route != GS_ROUTE_FP16 && route != GS_ROUTE_FP8) return;
@@ -184,6 +202,8 @@ static void explain_gate(int route, const policy_key *k) {
            k->sm < 89 ? "below sm_89" : "GEMMSHIM_FP8_BACKEND names the own kernel");
     return;
   } else {
+    gs_sys.cublasLtMatmul = explain_no_matmul;
+    gs_sys.cublasLtGetVersion = explain_lt_version ? explain_get_version : NULL;
     const int r = fp8_recipe_choose(&c, recipe_why, sizeof recipe_why);
     fp8_out out;
     fp8_recipe_out(&c, fp8_recipe_get(r), &out);
@@ -193,7 +213,9 @@ static void explain_gate(int route, const policy_key *k) {
   if (no) printf("gate: %s declined: %s; ran native\n", name, no);
   else if (!gs_opt.gate) printf("gate: off (GEMMSHIM_GATE=off): %s runs whatever the estimate%s\n", name, recipe);
   else printf("gate: %s estimated faster than native on the sm_%d reference part%s\n", name, k->sm, recipe);
-  if (recipe_why[0]) printf("note: %s\n", recipe_why);
+  if (recipe_why[0])
+    printf("note: %s%s\n", recipe_why,
+           explain_lt_version ? "" : " (explain loads no cuBLAS: give --cublas X.Y with the version the program loads)");
 }
 
 static void explain_problem(const char *message, void *arg) {
@@ -209,14 +231,15 @@ static int explain(int argc, char **argv) {
   const char *policy = getenv("GEMMSHIM_POLICY");
   if (policy && !*policy) policy = NULL;
   const char *sm = NULL, *ab = NULL, *a = NULL, *b = NULL, *c = NULL, *compute = NULL, *api = NULL,
-             *caller = "app", *shape = NULL, *batch = NULL, *site = NULL, *mode = getenv("GEMMSHIM_MODE");
+             *caller = "app", *shape = NULL, *batch = NULL, *site = NULL, *mode = getenv("GEMMSHIM_MODE"),
+             *cublas = NULL;
   struct {
     const char *flag;
     const char **value;
   } flags[] = {{"--sm", &sm},           {"--ab", &ab},   {"--a", &a},          {"--b", &b},
                {"--c", &c},             {"--compute", &compute}, {"--api", &api}, {"--caller", &caller},
                {"--policy", &policy},   {"--shape", &shape}, {"--batch", &batch}, {"--site", &site},
-               {"--mode", &mode}};
+               {"--mode", &mode},       {"--cublas", &cublas}};
   for (int i = 1; i < argc; i++) {
     /* --flag VALUE or --flag=VALUE, as the launcher's own options take. */
     const char *eq = strchr(argv[i], '=');
@@ -226,7 +249,7 @@ static int explain(int argc, char **argv) {
       if (strlen(flags[f].flag) == name_len && strncmp(argv[i], flags[f].flag, name_len) == 0) break;
     if (f == sizeof flags / sizeof flags[0])
       return usage_error("explain: unknown argument '%s'; expected --sm, --ab (or --a and --b), --c, --compute,"
-                         " --api, --caller, --shape, --batch, --site, --mode or --policy", argv[i]);
+                         " --api, --caller, --shape, --batch, --site, --mode, --policy or --cublas", argv[i]);
     if (eq) {
       *flags[f].value = eq + 1;
       continue;
@@ -296,6 +319,19 @@ static int explain(int argc, char **argv) {
       return LAUNCH_EXIT_USAGE;
     }
     k.site = id;
+  }
+  if (cublas) {
+    /* As cublasLtGetVersion numbers it: major * 10000 + minor * 100 + patch
+     * (cublasLt.h, CUBLASLT_VERSION). */
+    unsigned maj, min, patch = 0;
+    int used = 0;
+    int got = sscanf(cublas, "%u.%u%n.%u%n", &maj, &min, &used, &patch, &used);
+    if (got < 2 || cublas[used] || maj < 1 || maj > 99 || min > 99 || patch > 99 || *cublas < '0' || *cublas > '9') {
+      fprintf(stderr, CMD " explain: --cublas '%s': expected the cuBLAS version the program loads, like 12.9 or 12.8.4\n",
+              cublas);
+      return LAUNCH_EXIT_USAGE;
+    }
+    explain_lt_version = (size_t)maj * 10000 + min * 100 + patch;
   }
   int mode_id = 0; /* auto; the options table's names */
   static const char *const modes[] = {"auto", "native", "ffma", "fp8", "fp16"};

@@ -19,7 +19,11 @@
  *  L40S: NVIDIA L40S datasheet dense peaks (fp8 733, bf16/fp16 362.05 with
  *   fp32 accumulation, fp32 91.6; no measured rate used);
  *  H100 SXM5: bf16 ~797 TFLOP/s measured (same repository, #79), fp32 the
- *   datasheet peak, fp8 an assumption (2x bf16, as the datasheet's peaks).
+ *   datasheet peak, fp8 an assumption (2x bf16, as the datasheet's peaks);
+ *  B200 (HGX): NVIDIA HGX B200 datasheet, dense peaks (half its sparse
+ *   figures: fp8 9 -> 4.5 PFLOP/s, bf16/fp16 4.5 -> 2.25), fp32 75, 7.7
+ *   TB/s; 148 SMs at 1965 MHz an assumption (no datasheet gives them; only
+ *   their ratio to the device's matters).
  * SMs, boost clocks and bandwidth: NVIDIA's product specifications. */
 typedef struct cost_rates {
   int sm;
@@ -37,6 +41,7 @@ static const cost_rates rates[] = {
     {80, "A100 SXM4", 19.5, 312, 312, 0, 108, 1410, 1555},
     {89, "L40S", 91.6, 362.05, 362.05, 733, 142, 2520, 864},
     {90, "H100 SXM5", 67, 790, 790, 1580, 132, 1980, 3350},
+    {100, "B200", 75, 2250, 2250, 4500, 148, 1965, 7700},
 };
 #define N_RATES (sizeof rates / sizeof rates[0])
 

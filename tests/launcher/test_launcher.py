@@ -718,14 +718,38 @@ def test_explain_gate_line_follows_the_environment_as_the_library_does(launcher,
     assert rec["reason"] == "GEMMSHIM_MODE=ffma; ffma declined: GEMM smaller than GEMMSHIM_FFMA_MIN_FLOPS; ran native"
     assert out[-1] == "gate: ffma declined: GEMM smaller than GEMMSHIM_FFMA_MIN_FLOPS; ran native", out
     # The recipe asked for is the one explain weighs: block, which needs
-    # cuBLAS 12.9 (TransformerEngine's Float8BlockScaling on cuBLASLt's
-    # VEC128/BLK128 scale modes); explain loads no cuBLAS, so it says the
-    # version is unknown and weighs the recipe the library would fall
-    # back to.
-    e = launch(["policy", "explain", "--mode", "fp8", "--sm", "9.0", "--ab", "bf16", "--c", "bf16", "--compute",
-                "32f", "--api", "cublasGemmEx", "--shape", "64x64x64"], standin,
-               env={"GEMMSHIM_GATE": "off", "GEMMSHIM_FP8_RECIPE": "block"})
-    # (stderr not asked: the recipe's cuBLAS probe warns that the launcher
-    # has no cuBLAS loaded)
-    assert e.returncode == 0, e.describe()
-    assert e.stdout.splitlines()[-1].startswith("note: block needs cuBLAS 12.9 or newer"), e.stdout
+    # cuBLAS 12.9 (cuBLASLt's VEC128/BLK128 scale modes: the cuBLAS 12.9
+    # release notes and cublasLt.h's cublasLtMatmulMatrixScale_t). explain
+    # loads no cuBLAS: without --cublas it says the version is unknown and
+    # weighs the recipe the library falls back to; with it, what the
+    # library does under a cuBLASLt of that version (the stand-in's
+    # STANDIN_CUBLASLT_VERSION). Nothing is searched for: stderr is empty.
+    def explain_block(*extra):
+        e = launch(["policy", "explain", "--mode", "fp8", "--sm", "9.0", "--ab", "bf16", "--c", "bf16", "--compute",
+                    "32f", "--api", "cublasGemmEx", "--shape", "64x64x64", *extra], standin,
+                   env={"GEMMSHIM_GATE": "off", "GEMMSHIM_FP8_RECIPE": "block"})
+        assert e.returncode == 0 and e.stderr == "", e.describe()
+        return e.stdout.splitlines()
+
+    out = explain_block()
+    assert out[-2:] == ["gate: off (GEMMSHIM_GATE=off): fp8 runs whatever the estimate, recipe current",
+                        "note: block needs cuBLAS 12.9 or newer, and cublasLtGetVersion was not found (explain loads "
+                        "no cuBLAS: give --cublas X.Y with the version the program loads)"], out
+    for version, number in (("12.8.4", "120804"), ("12.9", "120900"), ("13.1.0", "130100")):
+        rec, _ = both("9.0", "fp8", "64x64x64", {"GEMMSHIM_GATE": "off", "GEMMSHIM_FP8_RECIPE": "block",
+                                                 "STANDIN_CUBLASLT_VERSION": number})
+        out = explain_block("--cublas", version)
+        recipe = "current" if version == "12.8.4" else "block"
+        assert rec["route"] == "fp8" and rec["recipe"] == recipe, rec
+        assert out[-1 if recipe == "block" else -2] == (
+            f"gate: off (GEMMSHIM_GATE=off): fp8 runs whatever the estimate, recipe {recipe}"), out
+        if recipe == "current":
+            assert out[-1] == "note: block needs cuBLAS 12.9 or newer, the loaded cuBLASLt is 12.8.4", out
+            assert "block needs cuBLAS 12.9 or newer, the loaded cuBLASLt is 12.8.4" in rec["reason"] + str(
+                rec.get("notes", "")), rec
+    for bad in ("12", "12.9.1.2", "x", "-12.9", "12.100"):
+        e = launch(["policy", "explain", "--mode", "fp8", "--sm", "9.0", "--ab", "bf16", "--c", "bf16", "--compute",
+                    "32f", "--api", "cublasGemmEx", "--cublas", bad], standin)
+        assert e.returncode == 2 and e.stdout == "", e.describe()
+        assert e.stderr == (f"gemmshim policy explain: --cublas '{bad}': expected the cuBLAS version the program "
+                            "loads, like 12.9 or 12.8.4\n"), e.describe()

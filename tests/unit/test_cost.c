@@ -167,9 +167,18 @@ static void test_rows_chosen(void **state) {
   assert_int_equal(cost_estimate(&d, GS_COST_FP8, &w, &e), -1);
   d.sm = 52;
   assert_int_equal(cost_estimate(&d, GS_COST_FFMA, &w, &e), -1);
+  /* A major with no row of its own: the newest older one's (sm_12.0 ->
+   * B200's), and sm_10.0 its own. */
   d.sm = 100;
   assert_int_equal(cost_estimate(&d, GS_COST_FP8, &w, &e), 0);
-  assert_string_equal(e.part, "H100 SXM5");
+  assert_string_equal(e.part, "B200");
+  assert_true(e.route_tflops == 4500.0 && e.native_tflops == 2250.0);
+  d.sm = 120;
+  assert_int_equal(cost_estimate(&d, GS_COST_FP8, &w, &e), 0);
+  assert_string_equal(e.part, "B200");
+  d.sm = 103;
+  assert_int_equal(cost_estimate(&d, GS_COST_FP8, &w, &e), 0);
+  assert_string_equal(e.part, "B200");
 }
 
 /* GEMMSHIM_GATE=0: no estimate asked; an unknown architecture declines
