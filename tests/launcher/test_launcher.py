@@ -501,7 +501,7 @@ def test_policy_explain_errors(launcher, standin):
     r = launch(["policy", "explain", "--size", "1"], standin)
     assert r.returncode == 2 and r.stderr.startswith(
         "gemmshim policy: explain: unknown argument '--size'; expected --sm, --ab (or --a and --b), --c, --compute,"
-        " --api, --caller, --shape, --batch, --site, --mode or --policy\n"), r.stderr
+        " --api, --caller, --shape, --batch, --site, --mode, --policy or --cublas\n"), r.stderr
 
 
 @pytest.mark.parametrize("policy_text", [None, "ffma sm=6.1 ab=fp16\nnative api=cublasGemmStridedBatchedEx\n"])

@@ -2,6 +2,7 @@
  * stand-in libraries (see common.h). */
 #define _GNU_SOURCE /* gettid */
 #include "common.h"
+#include "cublas_status.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -138,4 +139,27 @@ int standin_env_size(const char *name, uint64_t *out) {
   }
   *out = (uint64_t)x * mul;
   return 1;
+}
+
+/* STANDIN_CUBLASLT_VERSION=N (major*10000 + minor*100 + patch, 10000 to
+ * 999999) stands in for an older or newer cuBLAS release: the version
+ * queries of cuBLAS and cuBLASLt (built from this file each) and
+ * cuBLASLt's refusals by version follow it. Read once; a bad value is named
+ * and the build's version kept. */
+size_t standin_lt_version(void) {
+  static size_t v;
+  size_t got = __atomic_load_n(&v, __ATOMIC_RELAXED);
+  if (got) return got;
+  got = STANDIN_CUBLAS_VERSION;
+  const char *e = getenv("STANDIN_CUBLASLT_VERSION");
+  if (e && *e) {
+    char *end = NULL;
+    unsigned long x = strtoul(e, &end, 10);
+    if (*end || x < 10000 || x > 999999)
+      standin_msg("STANDIN_CUBLASLT_VERSION=\"%s\": expected a version number 10000 to 999999 (e.g. 120800); using %zu", e, got);
+    else
+      got = x;
+  }
+  __atomic_store_n(&v, got, __ATOMIC_RELAXED);
+  return got;
 }

@@ -50,6 +50,9 @@ void standin_append_line(const char *var, const char *fmt, ...) __attribute__((f
 
 /* "standin: <message>\n" on stderr, one write. */
 void standin_msg(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* The cuBLAS/cuBLASLt version this stand-in answers as
+ * (STANDIN_CUBLASLT_VERSION, else the build's: cublas_status.h). */
+size_t standin_lt_version(void);
 /* libcuda (driver_stream.c): a stand-in GEMM ran; STANDIN_GEMM_NS moves
  * the GPU clock on by its time (fp8 A and B: half). */
 void cuStandinGemmRan(int fp8);

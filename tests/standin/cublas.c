@@ -110,11 +110,13 @@ cublasStatus_t cublasDestroy_v2(cublasHandle_t handle) {
   return CUBLAS_STATUS_SUCCESS;
 }
 
-/* Works without a handle, as the real library's does. */
+/* Works without a handle, as the real library's does. cuBLAS and
+ * cuBLASLt ship together, one version for both: STANDIN_CUBLASLT_VERSION
+ * moves both (standin_lt_version). */
 cublasStatus_t cublasGetVersion_v2(cublasHandle_t handle, int *version) {
   BL_COUNT(cublasGetVersion_v2);
   if (!version) return CUBLAS_STATUS_INVALID_VALUE;
-  *version = STANDIN_CUBLAS_VERSION;
+  *version = (int)standin_lt_version();
   return CUBLAS_STATUS_SUCCESS;
 }
 
@@ -122,9 +124,9 @@ cublasStatus_t cublasGetProperty(libraryPropertyType type, int *value) {
   BL_COUNT(cublasGetProperty);
   if (!value) return CUBLAS_STATUS_INVALID_VALUE;
   switch (type) {
-  case MAJOR_VERSION: *value = STANDIN_CUBLAS_MAJOR; return CUBLAS_STATUS_SUCCESS;
-  case MINOR_VERSION: *value = STANDIN_CUBLAS_MINOR; return CUBLAS_STATUS_SUCCESS;
-  case PATCH_LEVEL: *value = STANDIN_CUBLAS_PATCH; return CUBLAS_STATUS_SUCCESS;
+  case MAJOR_VERSION: *value = (int)(standin_lt_version() / 10000); return CUBLAS_STATUS_SUCCESS;
+  case MINOR_VERSION: *value = (int)(standin_lt_version() / 100 % 100); return CUBLAS_STATUS_SUCCESS;
+  case PATCH_LEVEL: *value = (int)(standin_lt_version() % 100); return CUBLAS_STATUS_SUCCESS;
   default: return CUBLAS_STATUS_INVALID_VALUE;
   }
 }

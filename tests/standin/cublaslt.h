@@ -102,9 +102,6 @@ _Static_assert(sizeof(lt_desc) <= sizeof(cublasLtMatmulDescOpaque_t), "matmul de
 _Static_assert(sizeof(lt_layout) <= sizeof(cublasLtMatrixLayoutOpaque_t), "layout fits");
 _Static_assert(sizeof(lt_pref) <= sizeof(cublasLtMatmulPreferenceOpaque_t), "preference fits");
 
-/* The cuBLASLt version this stand-in answers as (STANDIN_CUBLASLT_VERSION,
- * else the build's: cublas_status.h). */
-size_t standin_lt_version(void);
 
 static inline const lt_desc *lt_desc_of(cublasLtMatmulDesc_t d) { return (const lt_desc *)d; }
 static inline const lt_layout *lt_layout_of(cublasLtMatrixLayout_t l) {

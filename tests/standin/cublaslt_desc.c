@@ -61,28 +61,6 @@ cublasStatus_t cublasLtDestroy(cublasLtHandle_t lightHandle) {
   return CUBLAS_STATUS_SUCCESS;
 }
 
-/* STANDIN_CUBLASLT_VERSION=N (major*10000 + minor*100 + patch, 10000 to
- * 999999) stands in for an older or newer cuBLASLt: its version queries
- * and its refusals by version follow it. Read once; a bad value is named
- * and the build's version kept. */
-size_t standin_lt_version(void) {
-  static size_t v;
-  size_t got = __atomic_load_n(&v, __ATOMIC_RELAXED);
-  if (got) return got;
-  got = STANDIN_CUBLAS_VERSION;
-  const char *e = getenv("STANDIN_CUBLASLT_VERSION");
-  if (e && *e) {
-    char *end = NULL;
-    unsigned long x = strtoul(e, &end, 10);
-    if (*end || x < 10000 || x > 999999)
-      standin_msg("STANDIN_CUBLASLT_VERSION=\"%s\": expected a version number 10000 to 999999 (e.g. 120800); using %zu", e, got);
-    else
-      got = x;
-  }
-  __atomic_store_n(&v, got, __ATOMIC_RELAXED);
-  return got;
-}
-
 size_t cublasLtGetVersion(void) {
   LT_COUNT(cublasLtGetVersion);
   return standin_lt_version();

@@ -2456,6 +2456,8 @@ static void test_cublas_handle(void **state) {
   BL_OK(cublasGetProperty(PATCH_LEVEL, &v));
   assert_int_equal(v, EXPECT_CUBLAS_VERSION % 100);
   assert_int_equal(cublasGetProperty((libraryPropertyType)7, &v), CUBLAS_STATUS_INVALID_VALUE);
+  BL_OK(cublasGetVersion_v2(NULL, &v)); /* one release: cuBLAS's version is cuBLASLt's */
+  assert_int_equal((size_t)v, cublasLtGetVersion());
   assert_string_equal(cublasGetStatusName(CUBLAS_STATUS_NOT_SUPPORTED), "CUBLAS_STATUS_NOT_SUPPORTED");
   assert_string_equal(cublasGetStatusString(CUBLAS_STATUS_INVALID_VALUE),
                       "an unsupported value or parameter was passed to the function");
