@@ -5,8 +5,9 @@ first (as cuSOLVER users and frameworks rebuilding their state do) costs
 the same instructions as one in a process that destroyed one, and at most
 LOOKUP more than in a process that destroyed none (the routing log is on:
 then every call looks up its device, which checks the handle). Counted
-with callgrind (exact and repeatable, never timed): the difference of a run
-of N2 and a run of N1 calls, divided by N2 - N1, so set-up work cancels.
+with callgrind (exact and repeatable, never timed) on the calling thread
+only: the difference of a run of N2 and a run of N1 calls, divided by
+N2 - N1, so set-up work cancels.
 Usage: check_costs.py [BUILD_DIR]. Exits 1 when the costs differ by more
 than SLACK instructions per call."""
 import os
@@ -22,8 +23,8 @@ LOOKUP = 120  # 1 destroyed vs none: one hash bucket's loads
 
 
 def per_call(api, env, tmp):
-    a = run_bench.instructions(api, N1, env, tmp)
-    b = run_bench.instructions(api, N2, env, tmp)
+    a = run_bench.instructions_of_main_thread(api, N1, env, tmp)
+    b = run_bench.instructions_of_main_thread(api, N2, env, tmp)
     return (b - a) / (N2 - N1)
 
 

@@ -61,6 +61,17 @@ def instructions(api, calls, env, tmp):
     return instructions_by_object(api, calls, env, tmp, split=False)[0]
 
 
+def instructions_of_main_thread(api, calls, env, tmp):
+    """Instructions of the thread that makes the calls (the client's main
+    thread; callgrind numbers it 1 with --separate-threads=yes). The log
+    writer's thread is left out: how many records it takes a wake-up, and
+    so its instructions a record, follows the machine's load."""
+    out = os.path.join(tmp, "cg.out")
+    run(["valgrind", "--tool=callgrind", "--separate-threads=yes", "--callgrind-out-file=" + out, CLIENT, api,
+         str(calls)], env)
+    return _callgrind_total(out + "-01")
+
+
 def instructions_by_object(api, calls, env, tmp, split=True):
     """Instructions of the whole run, and per shared object (callgrind_annotate)."""
     out = os.path.join(tmp, "cg.out")
