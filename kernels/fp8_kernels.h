@@ -136,40 +136,30 @@ typedef struct gs_fp8_gemm_args {
 #define GS_FP8_MODE_AMAX_PART 3
 #define GS_FP8_MODE_QUANTIZE_CUR 4
 #define GS_FP8_MODE_STATS 8
+/* One kernel for each source element: pre_bf16post, pre_f16post, pre_f32post. */
+#define GS_FP8_Q3(X, pre, post, mode)                                          \
+  X(pre##_bf16##post, GS_ELEM_BF16, mode)                                      \
+  X(pre##_f16##post, GS_ELEM_F16, mode)                                        \
+  X(pre##_f32##post, GS_ELEM_F32, mode)
+/* gs_fp8_quantize_bf16, gs_fp8_quantize_bf16_stats, gs_fp8_amax_init_bf16,
+ * gs_fp8_quantize_cur_bf16, gs_fp8_quantize_cur_bf16_stats,
+ * gs_fp8_amax_part_bf16, and the same for f16 and f32. */
 #define GS_FP8_QUANTIZE_KERNELS(X)                                             \
-  X(gs_fp8_quantize_bf16, GS_ELEM_BF16, GS_FP8_MODE_QUANTIZE)                  \
-  X(gs_fp8_quantize_f16, GS_ELEM_F16, GS_FP8_MODE_QUANTIZE)                    \
-  X(gs_fp8_quantize_f32, GS_ELEM_F32, GS_FP8_MODE_QUANTIZE)                    \
-  X(gs_fp8_quantize_bf16_stats, GS_ELEM_BF16, GS_FP8_MODE_QUANTIZE | GS_FP8_MODE_STATS) \
-  X(gs_fp8_quantize_f16_stats, GS_ELEM_F16, GS_FP8_MODE_QUANTIZE | GS_FP8_MODE_STATS) \
-  X(gs_fp8_quantize_f32_stats, GS_ELEM_F32, GS_FP8_MODE_QUANTIZE | GS_FP8_MODE_STATS) \
-  X(gs_fp8_amax_init_bf16, GS_ELEM_BF16, GS_FP8_MODE_AMAX_INIT)                \
-  X(gs_fp8_amax_init_f16, GS_ELEM_F16, GS_FP8_MODE_AMAX_INIT)                  \
-  X(gs_fp8_amax_init_f32, GS_ELEM_F32, GS_FP8_MODE_AMAX_INIT)                  \
-  X(gs_fp8_quantize_cur_bf16, GS_ELEM_BF16, GS_FP8_MODE_QUANTIZE_CUR)          \
-  X(gs_fp8_quantize_cur_f16, GS_ELEM_F16, GS_FP8_MODE_QUANTIZE_CUR)            \
-  X(gs_fp8_quantize_cur_f32, GS_ELEM_F32, GS_FP8_MODE_QUANTIZE_CUR)            \
-  X(gs_fp8_quantize_cur_bf16_stats, GS_ELEM_BF16, GS_FP8_MODE_QUANTIZE_CUR | GS_FP8_MODE_STATS) \
-  X(gs_fp8_quantize_cur_f16_stats, GS_ELEM_F16, GS_FP8_MODE_QUANTIZE_CUR | GS_FP8_MODE_STATS) \
-  X(gs_fp8_quantize_cur_f32_stats, GS_ELEM_F32, GS_FP8_MODE_QUANTIZE_CUR | GS_FP8_MODE_STATS) \
-  X(gs_fp8_amax_part_bf16, GS_ELEM_BF16, GS_FP8_MODE_AMAX_PART)                \
-  X(gs_fp8_amax_part_f16, GS_ELEM_F16, GS_FP8_MODE_AMAX_PART)                  \
-  X(gs_fp8_amax_part_f32, GS_ELEM_F32, GS_FP8_MODE_AMAX_PART)
+  GS_FP8_Q3(X, gs_fp8_quantize, , GS_FP8_MODE_QUANTIZE)                        \
+  GS_FP8_Q3(X, gs_fp8_quantize, _stats, GS_FP8_MODE_QUANTIZE | GS_FP8_MODE_STATS) \
+  GS_FP8_Q3(X, gs_fp8_amax_init, , GS_FP8_MODE_AMAX_INIT)                      \
+  GS_FP8_Q3(X, gs_fp8_quantize_cur, , GS_FP8_MODE_QUANTIZE_CUR)                \
+  GS_FP8_Q3(X, gs_fp8_quantize_cur, _stats, GS_FP8_MODE_QUANTIZE_CUR | GS_FP8_MODE_STATS) \
+  GS_FP8_Q3(X, gs_fp8_amax_part, , GS_FP8_MODE_AMAX_PART)
 /* The same quantize kernels for sm_89+ (fp8_quantize_sm89.cu: the
- * hardware fp8 conversion), their own module, loaded only there. */
+ * hardware fp8 conversion), their own module, loaded only there:
+ * gs_fp8_quantize_bf16_sm89, ..._sm89_stats, gs_fp8_quantize_cur_bf16_sm89,
+ * ..._sm89_stats, and the same for f16 and f32. */
 #define GS_FP8_QUANTIZE_SM89_KERNELS(X)                                        \
-  X(gs_fp8_quantize_bf16_sm89, GS_ELEM_BF16, GS_FP8_MODE_QUANTIZE)             \
-  X(gs_fp8_quantize_f16_sm89, GS_ELEM_F16, GS_FP8_MODE_QUANTIZE)               \
-  X(gs_fp8_quantize_f32_sm89, GS_ELEM_F32, GS_FP8_MODE_QUANTIZE)               \
-  X(gs_fp8_quantize_bf16_sm89_stats, GS_ELEM_BF16, GS_FP8_MODE_QUANTIZE | GS_FP8_MODE_STATS) \
-  X(gs_fp8_quantize_f16_sm89_stats, GS_ELEM_F16, GS_FP8_MODE_QUANTIZE | GS_FP8_MODE_STATS) \
-  X(gs_fp8_quantize_f32_sm89_stats, GS_ELEM_F32, GS_FP8_MODE_QUANTIZE | GS_FP8_MODE_STATS) \
-  X(gs_fp8_quantize_cur_bf16_sm89, GS_ELEM_BF16, GS_FP8_MODE_QUANTIZE_CUR)     \
-  X(gs_fp8_quantize_cur_f16_sm89, GS_ELEM_F16, GS_FP8_MODE_QUANTIZE_CUR)       \
-  X(gs_fp8_quantize_cur_f32_sm89, GS_ELEM_F32, GS_FP8_MODE_QUANTIZE_CUR)       \
-  X(gs_fp8_quantize_cur_bf16_sm89_stats, GS_ELEM_BF16, GS_FP8_MODE_QUANTIZE_CUR | GS_FP8_MODE_STATS) \
-  X(gs_fp8_quantize_cur_f16_sm89_stats, GS_ELEM_F16, GS_FP8_MODE_QUANTIZE_CUR | GS_FP8_MODE_STATS) \
-  X(gs_fp8_quantize_cur_f32_sm89_stats, GS_ELEM_F32, GS_FP8_MODE_QUANTIZE_CUR | GS_FP8_MODE_STATS)
+  GS_FP8_Q3(X, gs_fp8_quantize, _sm89, GS_FP8_MODE_QUANTIZE)                   \
+  GS_FP8_Q3(X, gs_fp8_quantize, _sm89_stats, GS_FP8_MODE_QUANTIZE | GS_FP8_MODE_STATS) \
+  GS_FP8_Q3(X, gs_fp8_quantize_cur, _sm89, GS_FP8_MODE_QUANTIZE_CUR)           \
+  GS_FP8_Q3(X, gs_fp8_quantize_cur, _sm89_stats, GS_FP8_MODE_QUANTIZE_CUR | GS_FP8_MODE_STATS)
 #define GS_FP8_GEMM_KERNELS(X) X(gs_fp8_gemm, GS_ELEM_F32, GS_FP8_MODE_GEMM)
 #define GS_FP8_KERNELS(X) GS_FP8_QUANTIZE_KERNELS(X) GS_FP8_GEMM_KERNELS(X)
 /* The tensor-core GEMM (fp8_gemm_mma.cu, sm_89 PTX): the same arguments and
