@@ -124,12 +124,14 @@ typedef struct gs_fp8_gemm_args {
  *
  * Ring kernels (the delayed recipe, fp8_sites.c): QUANTIZE quantizes with
  * ring->scale[parity] and folds its amax into the ring (atomics and a
- * last-block counter); AMAX_INIT measures and publishes scale[parity].
- * Current-recipe kernels (write-only, docs/graphs.md): AMAX_PART stores
- * each block's amax in its own slot; QUANTIZE_CUR reduces the slots and
- * quantizes. GS_FP8_MODE_STATS marks a quantize kernel that counts
- * fp8_stats.h's statistics (compared calls); the plain ones have no
- * counting code (its registers made them spill: docs/perf-static.md). */
+ * last-block counter), counting fp8_stats.h's statistics where given
+ * counters (a branch uniform over the launch); AMAX_INIT measures and
+ * publishes scale[parity]. Current-recipe kernels (write-only,
+ * docs/graphs.md): AMAX_PART stores each block's amax in its own slot;
+ * QUANTIZE_CUR reduces the slots and quantizes, with no counting code,
+ * or, marked GS_FP8_MODE_STATS (`_stats`, compared calls), counting.
+ * Why the ring kernels have no such split: docs/fp8.md, "fp8_quantize.cu:
+ * tiles and the fold". */
 #define GS_FP8_MODE_QUANTIZE 0
 #define GS_FP8_MODE_AMAX_INIT 1
 #define GS_FP8_MODE_GEMM 2
@@ -141,23 +143,21 @@ typedef struct gs_fp8_gemm_args {
   X(pre##_bf16##post, GS_ELEM_BF16, mode)                                      \
   X(pre##_f16##post, GS_ELEM_F16, mode)                                        \
   X(pre##_f32##post, GS_ELEM_F32, mode)
-/* gs_fp8_quantize_bf16, gs_fp8_quantize_bf16_stats, gs_fp8_amax_init_bf16,
- * gs_fp8_quantize_cur_bf16, gs_fp8_quantize_cur_bf16_stats,
- * gs_fp8_amax_part_bf16, and the same for f16 and f32. */
+/* gs_fp8_quantize_bf16, gs_fp8_amax_init_bf16, gs_fp8_quantize_cur_bf16,
+ * gs_fp8_quantize_cur_bf16_stats, gs_fp8_amax_part_bf16, and the same for
+ * f16 and f32. */
 #define GS_FP8_QUANTIZE_KERNELS(X)                                             \
   GS_FP8_Q3(X, gs_fp8_quantize, , GS_FP8_MODE_QUANTIZE)                        \
-  GS_FP8_Q3(X, gs_fp8_quantize, _stats, GS_FP8_MODE_QUANTIZE | GS_FP8_MODE_STATS) \
   GS_FP8_Q3(X, gs_fp8_amax_init, , GS_FP8_MODE_AMAX_INIT)                      \
   GS_FP8_Q3(X, gs_fp8_quantize_cur, , GS_FP8_MODE_QUANTIZE_CUR)                \
   GS_FP8_Q3(X, gs_fp8_quantize_cur, _stats, GS_FP8_MODE_QUANTIZE_CUR | GS_FP8_MODE_STATS) \
   GS_FP8_Q3(X, gs_fp8_amax_part, , GS_FP8_MODE_AMAX_PART)
 /* The same quantize kernels for sm_89+ (fp8_quantize_sm89.cu: the
  * hardware fp8 conversion), their own module, loaded only there:
- * gs_fp8_quantize_bf16_sm89, ..._sm89_stats, gs_fp8_quantize_cur_bf16_sm89,
- * ..._sm89_stats, and the same for f16 and f32. */
+ * gs_fp8_quantize_bf16_sm89, gs_fp8_quantize_cur_bf16_sm89,
+ * gs_fp8_quantize_cur_bf16_sm89_stats, and the same for f16 and f32. */
 #define GS_FP8_QUANTIZE_SM89_KERNELS(X)                                        \
   GS_FP8_Q3(X, gs_fp8_quantize, _sm89, GS_FP8_MODE_QUANTIZE)                   \
-  GS_FP8_Q3(X, gs_fp8_quantize, _sm89_stats, GS_FP8_MODE_QUANTIZE | GS_FP8_MODE_STATS) \
   GS_FP8_Q3(X, gs_fp8_quantize_cur, _sm89, GS_FP8_MODE_QUANTIZE_CUR)           \
   GS_FP8_Q3(X, gs_fp8_quantize_cur, _sm89_stats, GS_FP8_MODE_QUANTIZE_CUR | GS_FP8_MODE_STATS)
 #define GS_FP8_GEMM_KERNELS(X) X(gs_fp8_gemm, GS_ELEM_F32, GS_FP8_MODE_GEMM)

@@ -97,9 +97,11 @@ static int volume_ok(int64_t a, int64_t b, int64_t c) {
 enum { Q_RING = 0, Q_RING_AMAX, Q_CUR, Q_CUR_AMAX };
 #define IDS3(pre, post) {[GS_ELEM_F32] = GS_K_##pre##_f32##post, [GS_ELEM_BF16] = GS_K_##pre##_bf16##post, \
                          [GS_ELEM_F16] = GS_K_##pre##_f16##post}
-/* [kind][counting statistics][element]; the amax passes never count. */
+/* [kind][counting statistics][element]: the current recipe's quantize
+ * pass has a counting variant; the ring kernels count where given
+ * counters, and the amax passes never count. */
 static const gs_kernel_id quantize_ids[4][2][3] = {
-    [Q_RING] = {IDS3(gs_fp8_quantize, ), IDS3(gs_fp8_quantize, _stats)},
+    [Q_RING] = {IDS3(gs_fp8_quantize, ), IDS3(gs_fp8_quantize, )},
     [Q_RING_AMAX] = {IDS3(gs_fp8_amax_init, ), IDS3(gs_fp8_amax_init, )},
     [Q_CUR] = {IDS3(gs_fp8_quantize_cur, ), IDS3(gs_fp8_quantize_cur, _stats)},
     [Q_CUR_AMAX] = {IDS3(gs_fp8_amax_part, ), IDS3(gs_fp8_amax_part, )},
@@ -107,7 +109,7 @@ static const gs_kernel_id quantize_ids[4][2][3] = {
 /* Where the device runs them (sm_89+): the hardware conversion. The amax
  * passes have no conversion: the sm_61 kernels everywhere. */
 static const gs_kernel_id quantize_sm89_ids[4][2][3] = {
-    [Q_RING] = {IDS3(gs_fp8_quantize, _sm89), IDS3(gs_fp8_quantize, _sm89_stats)},
+    [Q_RING] = {IDS3(gs_fp8_quantize, _sm89), IDS3(gs_fp8_quantize, _sm89)},
     [Q_RING_AMAX] = {IDS3(gs_fp8_amax_init, ), IDS3(gs_fp8_amax_init, )},
     [Q_CUR] = {IDS3(gs_fp8_quantize_cur, _sm89), IDS3(gs_fp8_quantize_cur, _sm89_stats)},
     [Q_CUR_AMAX] = {IDS3(gs_fp8_amax_part, ), IDS3(gs_fp8_amax_part, )},
@@ -217,8 +219,9 @@ static CUresult quantize_launch(kernel_ctx *kc, CUstream stream, const fp8_opera
   }
   const unsigned grid[3] = {(unsigned)q.op[0].blocks + (n == 2 ? (unsigned)q.op[1].blocks : 0u), 1, 1};
   const int e = elem_of(ops[0].src_type);
-  /* The counting kernels only where a compared call asked for statistics
-   * (fp8_stats.h): the plain ones carry no counting code. */
+  /* The current recipe's counting kernels only where a compared call
+   * asked for statistics (fp8_stats.h): the plain ones carry no counting
+   * code. */
   const int stats = q.stats[0] != NULL || q.stats[1] != NULL;
   return fp8_launch_either(kc, stream, quantize_sm89_ids[kind][stats][e], quantize_ids[kind][stats][e], grid,
                            GS_FP8_Q_THREADS, &q);

@@ -257,15 +257,15 @@ static __device__ __forceinline__ void fp8_tile_encode(const gs_fp8_q_operand &a
                                                        float rcp, uint32_t fast_below,
 #endif
                                                        uint32_t s_tile[GS_FP8_Q_TILE][FP8_Q_PITCH_WORDS],
-                                                       uint32_t &amax, gs_fp8_counts &counts) {
-  constexpr bool quantize = fp8_mode<MODE>::quantize, counting = fp8_mode<MODE>::stats;
+                                                       uint32_t &amax, int counting, gs_fp8_counts &counts) {
+  constexpr bool quantize = fp8_mode<MODE>::quantize;
   const unsigned tid = threadIdx.x;
   const int64_t rows = a.rows, cols = a.cols;
   const int64_t r0 = pos.r0, c0 = pos.c0;
   /* dst: k x outer per member, k stride dst_ld (k padded with zeros) */
   const int64_t dld = a.dst_ld;
   uint8_t *dst = quantize ? a.dst + pos.b * dld * (a.transpose ? rows : cols) : a.dst; /* NULL for amax */
-  (void)fmt, (void)scale, (void)s_tile, (void)dst, (void)counts;
+  (void)fmt, (void)scale, (void)s_tile, (void)dst, (void)counting, (void)counts;
 
 GS_FP8_UNROLL
   for (int u = 0; u < FP8_Q_PER_THREAD; u++) {
@@ -304,9 +304,10 @@ GS_FP8_UNROLL
         codes |= (uint64_t)gs_f32_to_fp8_sat(mag > 0x7F800000u ? xs[q] : xs[q] / scale, fmt) << (8 * q);
       }
     }
-    /* fp8_stats.h: the counting kernels only (compared calls), from the
-     * values and codes at hand; fixed trip count. */
-    if constexpr (counting) {
+    /* fp8_stats.h: compared calls only (counting is uniform over the
+     * launch, and 0 at compile time in the plain current-recipe kernels),
+     * from the values and codes at hand; fixed trip count. */
+    if (counting) {
 GS_FP8_UNROLL
       for (int q = 0; q < 8; q++)
         if (q < len[u]) gs_fp8_count(xs[q], (uint32_t)(codes >> (8 * q)), scale, fmt, counts);
@@ -324,7 +325,7 @@ GS_FP8_UNROLL
       if constexpr (quantize) {
         const uint8_t code = gs_f32_to_fp8_sat(mag > 0x7F800000u ? x : x / scale, fmt);
         codes |= (uint64_t)code << (8 * q);
-        if constexpr (counting) gs_fp8_count(x, code, scale, fmt, counts); /* fp8_stats.h: counting kernels only */
+        if (counting) gs_fp8_count(x, code, scale, fmt, counts); /* fp8_stats.h: compared calls only */
       }
     }
 #endif
@@ -455,6 +456,11 @@ static __device__ __forceinline__ void fp8_quantize_body(const gs_fp8_q_operand 
 #endif
   uint32_t amax = 0; /* |x| bits: unsigned order is float order, NaN on top */
   gs_fp8_counts counts = {0, 0};
+  /* The current recipe counts in its _stats kernels only (a constant:
+   * the plain ones carry no counting code); the ring kernels wherever
+   * they are given counters. */
+  constexpr bool ring_quantize = M::base == GS_FP8_MODE_QUANTIZE;
+  const int counting = M::stats || (ring_quantize && stats != nullptr);
 
   for (int64_t t = bx; t < tiles; t += nb) {
     fp8_tile_load<E>(a, t + nb, tiles, nxt_pos, nxt, nxt_len);
@@ -463,7 +469,7 @@ static __device__ __forceinline__ void fp8_quantize_body(const gs_fp8_q_operand 
 #if GS_FP8_Q_SM89
                              rcp, fast_below,
 #endif
-                             s_tile, amax, counts);
+                             s_tile, amax, counting, counts);
 GS_FP8_UNROLL
     for (int u = 0; u < FP8_Q_PER_THREAD; u++) {
       cur[u] = nxt[u];
@@ -472,7 +478,7 @@ GS_FP8_UNROLL
     cur_pos = nxt_pos;
   }
 
-  if constexpr (M::stats) gs_fp8_counts_flush(stats, counts);
+  if constexpr (M::stats || ring_quantize) gs_fp8_counts_flush(stats, counts);
   if constexpr (M::base == GS_FP8_MODE_QUANTIZE_CUR) return; /* its amax is the amax pass's */
 
   /* Block amax -> one slot. */
@@ -512,11 +518,10 @@ GS_FP8_UNROLL
   if (others != 0) gs_fp8_atomic_max(&s_others_amax, others);
   __syncthreads();
   if (tid == 0) fp8_fold<M::base>(ring, parity, s_slots_amax, s_others_amax, pos);
-  if constexpr (M::stats)
-    if (tid == 0 && stats) {
-      stats->amax = s_slots_amax;
-      stats->step = gs_f32_bits(scale);
-    }
+  if (tid == 0 && stats) {
+    stats->amax = s_slots_amax;
+    stats->step = gs_f32_bits(scale);
+  }
 }
 
 /* The grid's first op[0].blocks blocks take A, the rest B: each operand is

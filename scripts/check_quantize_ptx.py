@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
-"""The plain fp8 quantize kernels (no _stats suffix, fp8_kernels.h) carry no
-statistics counting, and the current recipe's plain bf16/fp16 kernels do not
-spill on sm_89 and sm_90 (ptxas -v: 0 bytes spill stores and loads). The
+"""The current recipe's plain fp8 quantize kernels (gs_fp8_quantize_cur_*
+without the _stats suffix, fp8_kernels.h) carry no statistics counting, and
+their bf16/fp16 builds do not spill on sm_89 and sm_90 (ptxas -v: 0 bytes
+spill stores and loads). The
 counting code (fp8_stats.h) is the only user of 64-bit global atomics in
 these files (atom.global.add.u64, the per-block flush), so a plain kernel
 holding one has counting in it. Run by kernels-ptx-check.
@@ -45,7 +46,7 @@ def main(argv):
         with open(path) as f:
             ptx = f.read()
         for name, body in entries(ptx).items():
-            if not name.startswith("gs_fp8_quantize") or name.endswith("_stats"):
+            if not name.startswith("gs_fp8_quantize_cur") or name.endswith("_stats"):
                 continue
             if "atom.global.add.u64" in body:
                 print(f"check_quantize_ptx: FAILED: {name} ({path}) is a plain kernel but holds the statistics "
@@ -64,8 +65,8 @@ def main(argv):
         print("check_quantize_ptx: FAILED: no current-recipe quantize kernel found to check")
         bad = 1
     if not bad:
-        print(f"check_quantize_ptx: plain quantize kernels hold no counting; {checked} current-recipe bf16/fp16 "
-              f"kernel builds ({', '.join(ARCHS)}) spill nothing")
+        print(f"check_quantize_ptx: the current recipe's plain quantize kernels hold no counting; {checked} "
+              f"bf16/fp16 builds of them ({', '.join(ARCHS)}) spill nothing")
     return bad
 
 
