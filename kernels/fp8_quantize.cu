@@ -6,6 +6,13 @@
  * publishes the next scale into scale[parity ^ 1]. The amax kernels run the
  * same pass without writing (a site's first call).
  *
+ * The current recipe's kernels (fp8_kernels.h's AMAX_PART, QUANTIZE_CUR)
+ * run the same passes with no ring: each amax block stores its maximum in
+ * its own slot, and each quantize block reduces the slots to its step
+ * itself, block 0 storing the step for the GEMM. Plain stores only, so
+ * overlapping graph replays with the same inputs write the same bytes
+ * (docs/graphs.md).
+ *
  * Bandwidth is the limit: 2 (or 4) bytes in, 1 out per element. A grid
  * of a few blocks per SM (fp8_launch.c) loops over 64 x 64 tiles; for each
  * tile each of a block's 256 threads moves 2 groups of 8 elements along a
