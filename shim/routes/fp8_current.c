@@ -44,7 +44,7 @@
  * kernels and the GEMM use (a gs_fp8_ring pointer names it), 16 bytes a
  * record: cuBLASLt's scale pointers stay 16-byte aligned
  * (docs/gpu-results.md). */
-#define RING_STRIDE ((size_t)16)
+#define STEP_STRIDE ((size_t)16)
 _Static_assert(offsetof(gs_fp8_ring, scale) == 0, "the step is not at the ring's start");
 /* Then each operand's per-block amax slots. */
 #define SLOTS_BYTES (GS_FP8_CUR_SLOTS * sizeof(uint32_t))
@@ -58,8 +58,8 @@ static const char *current_acquire(gs_call *c, CUdeviceptr scratch, fp8_scales *
   for (int i = 0; i < 2; i++) {
     s->gradient[i] = backward && i == 1;
     s->fmt[i] = gs_opt.fp8_format == GS_FP8_FORMAT_E5M2 || s->gradient[i] ? GS_FP8_E5M2 : GS_FP8_E4M3;
-    s->ring[i] = (gs_fp8_ring *)(uintptr_t)(scratch + (CUdeviceptr)(i * RING_STRIDE));
-    s->partial[i] = (uint32_t *)(uintptr_t)(scratch + (CUdeviceptr)(2 * RING_STRIDE + i * SLOTS_BYTES));
+    s->ring[i] = (gs_fp8_ring *)(uintptr_t)(scratch + (CUdeviceptr)(i * STEP_STRIDE));
+    s->partial[i] = (uint32_t *)(uintptr_t)(scratch + (CUdeviceptr)(2 * STEP_STRIDE + i * SLOTS_BYTES));
   }
   s->parity = 0;
   s->needs_amax_init = 1;
@@ -74,5 +74,5 @@ static const char *current_acquire(gs_call *c, CUdeviceptr scratch, fp8_scales *
 
 static void current_release(fp8_scales *s, unsigned ran) { (void)s, (void)ran; }
 
-const fp8_recipe fp8_recipe_current = {"current", GS_FP8_RECIPE_AUTO, NULL, 2 * (RING_STRIDE + SLOTS_BYTES),
+const fp8_recipe fp8_recipe_current = {"current", GS_FP8_RECIPE_AUTO, NULL, 2 * (STEP_STRIDE + SLOTS_BYTES),
                                         current_acquire, current_release, FP8_LT_K_ALIGN, NULL, NULL};
