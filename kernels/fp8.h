@@ -82,6 +82,12 @@ typedef struct fp8_operand {
   struct gs_fp8_op_stats *stats; /* device counters (fp8_stats.h) of a compared call; NULL: none, and
                                   * always for the amax pass */
   int64_t dst_ld; /* dst's k stride (>= k; padding zeroed); 0: k */
+  /* The current recipe's launchers only (fp8_current_*): GS_FP8_CUR_SLOTS
+   * words of device memory for the per-block amax (fp8_kernels.h), and the
+   * format (GS_FP8_E4M3 / E5M2); ring then only receives the step in
+   * scale[0][0], and is otherwise neither read nor written. */
+  uint32_t *partial;
+  int fmt;
 } fp8_operand;
 
 /* A GEMM's A and B (n = 2; or one operand) quantized in one launch, each
@@ -91,6 +97,18 @@ CUresult fp8_quantize_operands(kernel_ctx *kc, CUstream stream, const fp8_operan
 
 /* The same for fp8_amax_init. */
 CUresult fp8_amax_init_operands(kernel_ctx *kc, CUstream stream, const fp8_operand *ops, int n, int parity);
+
+/* The current recipe, write-only (docs/graphs.md): fp8_current_amax stores
+ * each block's amax of each operand in its partial slots; then
+ * fp8_current_quantize, on the same stream with the same ops, has every
+ * block reduce those slots to the step (amax / fmt_max; 1 for an amax of 0,
+ * inf or NaN), quantize with it, and block 0 store it in ring->scale[0][0].
+ * No memset, atomic or counter on anything outside the launch's blocks:
+ * the codes and step are the ring kernels' for a fresh ring of one entry
+ * (fp8_ring_init(.., 1, 0, ..) then fp8_amax_init_operands and
+ * fp8_quantize_operands with parity 0), bit for bit. */
+CUresult fp8_current_amax(kernel_ctx *kc, CUstream stream, const fp8_operand *ops, int n);
+CUresult fp8_current_quantize(kernel_ctx *kc, CUstream stream, const fp8_operand *ops, int n);
 
 /* First call of a site: amax of src, and scale[parity] published from it
  * (the history is left alone: the call's quantize enters the amax). */

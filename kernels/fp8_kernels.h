@@ -63,7 +63,19 @@ typedef struct gs_fp8_q_operand {
   int32_t vec_in;        /* src 16-byte aligned, ld and stride too */
   int32_t vec_out;       /* dst and dst_ld 8-byte aligned */
   int32_t blocks;        /* the operand's blocks: op[0] takes the grid's first */
+  /* Current-recipe kernels only (GS_FP8_MODE_AMAX_PART, _QUANTIZE_CUR):
+   * block b of the amax pass stores its max |x| bits in partial[b], every
+   * block of the quantize pass reduces partial[0..blocks) to the step it
+   * uses, and its block 0 stores that step in ring->scale[0][0], the one
+   * field of the ring they touch. fmt: GS_FP8_DEV_E4M3 / E5M2 (the ring
+   * kernels read ring->fmt). */
+  uint32_t *partial;
+  int32_t fmt, unused;
 } gs_fp8_q_operand;
+
+/* Per-block amax slots of one operand in the current recipe: at most
+ * this many blocks (GS_FP8_Q_BLOCKS_PER_SM per SM: 341 SMs) per operand. */
+#define GS_FP8_CUR_SLOTS 1024
 
 /* Passed by value as the kernel's only parameter: a GEMM's A and B (or one
  * operand), quantized in one launch. Every field is 8 bytes or one of a pair
@@ -108,23 +120,46 @@ typedef struct gs_fp8_gemm_args {
 
 /* X(name, source element, mode). The quantize list is defined by
  * fp8_quantize.cu, the GEMM list by fp8_gemm.cu; the launcher looks up
- * every kernel of GS_FP8_KERNELS in the module. */
+ * every kernel of GS_FP8_KERNELS in the module.
+ *
+ * Ring kernels (the delayed recipe, fp8_sites.c): QUANTIZE quantizes with
+ * ring->scale[parity] and folds its amax into the ring (atomics and a
+ * last-block counter), counting fp8_stats.h's statistics where given
+ * counters (a branch uniform over the launch); AMAX_INIT measures and
+ * publishes scale[parity]. Current-recipe kernels (write-only,
+ * docs/graphs.md): AMAX_PART stores each block's amax in its own slot;
+ * QUANTIZE_CUR reduces the slots and quantizes, with no counting code,
+ * or, marked GS_FP8_MODE_STATS (`_stats`, compared calls), counting.
+ * Why the ring kernels have no such split: docs/fp8.md, "fp8_quantize.cu:
+ * tiles and the fold". */
 #define GS_FP8_MODE_QUANTIZE 0
 #define GS_FP8_MODE_AMAX_INIT 1
 #define GS_FP8_MODE_GEMM 2
+#define GS_FP8_MODE_AMAX_PART 3
+#define GS_FP8_MODE_QUANTIZE_CUR 4
+#define GS_FP8_MODE_STATS 8
+/* One kernel for each source element: pre_bf16post, pre_f16post, pre_f32post. */
+#define GS_FP8_Q3(X, pre, post, mode)                                          \
+  X(pre##_bf16##post, GS_ELEM_BF16, mode)                                      \
+  X(pre##_f16##post, GS_ELEM_F16, mode)                                        \
+  X(pre##_f32##post, GS_ELEM_F32, mode)
+/* gs_fp8_quantize_bf16, gs_fp8_amax_init_bf16, gs_fp8_quantize_cur_bf16,
+ * gs_fp8_quantize_cur_bf16_stats, gs_fp8_amax_part_bf16, and the same for
+ * f16 and f32. */
 #define GS_FP8_QUANTIZE_KERNELS(X)                                             \
-  X(gs_fp8_quantize_bf16, GS_ELEM_BF16, GS_FP8_MODE_QUANTIZE)                  \
-  X(gs_fp8_quantize_f16, GS_ELEM_F16, GS_FP8_MODE_QUANTIZE)                    \
-  X(gs_fp8_quantize_f32, GS_ELEM_F32, GS_FP8_MODE_QUANTIZE)                    \
-  X(gs_fp8_amax_init_bf16, GS_ELEM_BF16, GS_FP8_MODE_AMAX_INIT)                \
-  X(gs_fp8_amax_init_f16, GS_ELEM_F16, GS_FP8_MODE_AMAX_INIT)                  \
-  X(gs_fp8_amax_init_f32, GS_ELEM_F32, GS_FP8_MODE_AMAX_INIT)
+  GS_FP8_Q3(X, gs_fp8_quantize, , GS_FP8_MODE_QUANTIZE)                        \
+  GS_FP8_Q3(X, gs_fp8_amax_init, , GS_FP8_MODE_AMAX_INIT)                      \
+  GS_FP8_Q3(X, gs_fp8_quantize_cur, , GS_FP8_MODE_QUANTIZE_CUR)                \
+  GS_FP8_Q3(X, gs_fp8_quantize_cur, _stats, GS_FP8_MODE_QUANTIZE_CUR | GS_FP8_MODE_STATS) \
+  GS_FP8_Q3(X, gs_fp8_amax_part, , GS_FP8_MODE_AMAX_PART)
 /* The same quantize kernels for sm_89+ (fp8_quantize_sm89.cu: the
- * hardware fp8 conversion), their own module, loaded only there. */
+ * hardware fp8 conversion), their own module, loaded only there:
+ * gs_fp8_quantize_bf16_sm89, gs_fp8_quantize_cur_bf16_sm89,
+ * gs_fp8_quantize_cur_bf16_sm89_stats, and the same for f16 and f32. */
 #define GS_FP8_QUANTIZE_SM89_KERNELS(X)                                        \
-  X(gs_fp8_quantize_bf16_sm89, GS_ELEM_BF16, GS_FP8_MODE_QUANTIZE)             \
-  X(gs_fp8_quantize_f16_sm89, GS_ELEM_F16, GS_FP8_MODE_QUANTIZE)               \
-  X(gs_fp8_quantize_f32_sm89, GS_ELEM_F32, GS_FP8_MODE_QUANTIZE)
+  GS_FP8_Q3(X, gs_fp8_quantize, _sm89, GS_FP8_MODE_QUANTIZE)                   \
+  GS_FP8_Q3(X, gs_fp8_quantize_cur, _sm89, GS_FP8_MODE_QUANTIZE_CUR)           \
+  GS_FP8_Q3(X, gs_fp8_quantize_cur, _sm89_stats, GS_FP8_MODE_QUANTIZE_CUR | GS_FP8_MODE_STATS)
 #define GS_FP8_GEMM_KERNELS(X) X(gs_fp8_gemm, GS_ELEM_F32, GS_FP8_MODE_GEMM)
 #define GS_FP8_KERNELS(X) GS_FP8_QUANTIZE_KERNELS(X) GS_FP8_GEMM_KERNELS(X)
 /* The tensor-core GEMM (fp8_gemm_mma.cu, sm_89 PTX): the same arguments and
@@ -157,11 +192,11 @@ typedef struct gs_fp8_bq_args {
 /* The layouts must not depend on the compiler: checked in every build
  * (gcc for the launchers, clang for the device, g++ for the host kernels). */
 #if defined(__cplusplus)
-static_assert(sizeof(gs_fp8_quantize_args) == 232, "gs_fp8_quantize_args has padding");
+static_assert(sizeof(gs_fp8_quantize_args) == 264, "gs_fp8_quantize_args has padding");
 static_assert(sizeof(gs_fp8_gemm_args) == 192, "gs_fp8_gemm_args has padding");
 static_assert(sizeof(gs_fp8_bq_args) == 80, "gs_fp8_bq_args has padding");
 #else
-_Static_assert(sizeof(gs_fp8_quantize_args) == 232, "gs_fp8_quantize_args has padding");
+_Static_assert(sizeof(gs_fp8_quantize_args) == 264, "gs_fp8_quantize_args has padding");
 _Static_assert(sizeof(gs_fp8_gemm_args) == 192, "gs_fp8_gemm_args has padding");
 _Static_assert(sizeof(gs_fp8_bq_args) == 80, "gs_fp8_bq_args has padding");
 #endif

@@ -92,22 +92,29 @@ static int volume_ok(int64_t a, int64_t b, int64_t c) {
 }
 
 /* ---- quantize and amax ---------------------------------------------------- */
-static const gs_kernel_id quantize_ids[3] = {
-    [GS_ELEM_F32] = GS_K_gs_fp8_quantize_f32,
-    [GS_ELEM_BF16] = GS_K_gs_fp8_quantize_bf16,
-    [GS_ELEM_F16] = GS_K_gs_fp8_quantize_f16,
+/* What a quantize launch runs: the ring kernels' quantize or amax pass, or
+ * the current recipe's. */
+enum { Q_RING = 0, Q_RING_AMAX, Q_CUR, Q_CUR_AMAX };
+#define IDS3(pre, post) {[GS_ELEM_F32] = GS_K_##pre##_f32##post, [GS_ELEM_BF16] = GS_K_##pre##_bf16##post, \
+                         [GS_ELEM_F16] = GS_K_##pre##_f16##post}
+/* [kind][counting statistics][element]: the current recipe's quantize
+ * pass has a counting variant; the ring kernels count where given
+ * counters, and the amax passes never count. */
+static const gs_kernel_id quantize_ids[4][2][3] = {
+    [Q_RING] = {IDS3(gs_fp8_quantize, ), IDS3(gs_fp8_quantize, )},
+    [Q_RING_AMAX] = {IDS3(gs_fp8_amax_init, ), IDS3(gs_fp8_amax_init, )},
+    [Q_CUR] = {IDS3(gs_fp8_quantize_cur, ), IDS3(gs_fp8_quantize_cur, _stats)},
+    [Q_CUR_AMAX] = {IDS3(gs_fp8_amax_part, ), IDS3(gs_fp8_amax_part, )},
 };
-/* Where the device runs them (sm_89+): the hardware conversion. */
-static const gs_kernel_id quantize_sm89_ids[3] = {
-    [GS_ELEM_F32] = GS_K_gs_fp8_quantize_f32_sm89,
-    [GS_ELEM_BF16] = GS_K_gs_fp8_quantize_bf16_sm89,
-    [GS_ELEM_F16] = GS_K_gs_fp8_quantize_f16_sm89,
+/* Where the device runs them (sm_89+): the hardware conversion. The amax
+ * passes have no conversion: the sm_61 kernels everywhere. */
+static const gs_kernel_id quantize_sm89_ids[4][2][3] = {
+    [Q_RING] = {IDS3(gs_fp8_quantize, _sm89), IDS3(gs_fp8_quantize, _sm89)},
+    [Q_RING_AMAX] = {IDS3(gs_fp8_amax_init, ), IDS3(gs_fp8_amax_init, )},
+    [Q_CUR] = {IDS3(gs_fp8_quantize_cur, _sm89), IDS3(gs_fp8_quantize_cur, _sm89_stats)},
+    [Q_CUR_AMAX] = {IDS3(gs_fp8_amax_part, ), IDS3(gs_fp8_amax_part, )},
 };
-static const gs_kernel_id amax_ids[3] = {
-    [GS_ELEM_F32] = GS_K_gs_fp8_amax_init_f32,
-    [GS_ELEM_BF16] = GS_K_gs_fp8_amax_init_bf16,
-    [GS_ELEM_F16] = GS_K_gs_fp8_amax_init_f16,
-};
+#undef IDS3
 
 /* An operand's 64 x 64 tiles (<= rows*cols*batch: fits int64); 0 when empty. */
 static int64_t operand_tiles(const gs_fp8_q_operand *q) { return q->tiles_r * q->tiles_c * q->batch; }
@@ -116,13 +123,20 @@ static int64_t operand_tiles(const gs_fp8_q_operand *q) { return q->tiles_r * q-
  * source still gets one block: it measures nothing, so the fold keeps the
  * scale, and the ring's parity contract (scale[parity ^ 1] is published by
  * every call) holds for every call. */
-static CUresult operand_args(const fp8_operand *o, int quantize, int64_t grid_max, gs_fp8_q_operand *q) {
+static CUresult operand_args(const fp8_operand *o, int kind, int64_t grid_max, gs_fp8_q_operand *q) {
+  const int quantize = kind == Q_RING || kind == Q_CUR, current = kind == Q_CUR || kind == Q_CUR_AMAX;
   int e = elem_of(o->src_type);
   if (e < 0 || !o->ring) return CUDA_ERROR_INVALID_VALUE;
+  if (current && (!o->partial || (o->fmt != GS_FP8_E4M3 && o->fmt != GS_FP8_E5M2) || !aligned(o->partial, 4)))
+    return CUDA_ERROR_INVALID_VALUE;
   if (o->rows < 0 || o->cols < 0 || o->batch < 0 || o->ld < max64(1, o->rows)) return CUDA_ERROR_INVALID_VALUE;
   memset(q, 0, sizeof *q);
   q->ring = (gs_fp8_ring_dev *)o->ring;
   q->blocks = 1;
+  if (current) {
+    q->partial = o->partial;
+    q->fmt = o->fmt == GS_FP8_E5M2 ? GS_FP8_DEV_E5M2 : GS_FP8_DEV_E4M3;
+  }
   if (o->rows == 0 || o->cols == 0 || o->batch == 0) return CUDA_SUCCESS; /* tiles stay 0 */
   int64_t span = member_span(o->ld, o->rows, o->cols);
   if (span < 0 || !batch_ok(o->stride, o->batch, span, 0) || !volume_ok(o->rows, o->cols, o->batch))
@@ -160,26 +174,34 @@ static CUresult operand_args(const fp8_operand *o, int quantize, int64_t grid_ma
  * share their source type (a GEMM's A and B do), else one each. Everything
  * is checked before anything is launched. */
 static CUresult quantize_launch(kernel_ctx *kc, CUstream stream, const fp8_operand *ops, int n, int parity,
-                                int quantize) {
+                                int kind) {
   if (n < 1 || n > 2 || !ops || (parity != 0 && parity != 1)) return CUDA_ERROR_INVALID_VALUE;
+  const int quantize = kind == Q_RING || kind == Q_CUR, current = kind == Q_CUR || kind == Q_CUR_AMAX;
   gs_fp8_quantize_args q;
   memset(&q, 0, sizeof q);
   q.parity = parity;
   /* One wave of GS_FP8_Q_BLOCKS_PER_SM blocks on each of the device's SMs
-   * (fp8_kernels.h); at least 2, so that two operands get a block each. */
-  const int64_t grid_max =
+   * (fp8_kernels.h); at least 2, so that two operands get a block each.
+   * The current recipe's passes: at most GS_FP8_CUR_SLOTS blocks an
+   * operand, one slot each (both passes size the grid alike, so the
+   * quantize pass reduces exactly the slots the amax pass stored). */
+  int64_t grid_max =
       kc->sms > 0 ? max64(2, min64((int64_t)kc->sms * GS_FP8_Q_BLOCKS_PER_SM, GRID_MAX)) : GS_FP8_Q_GRID;
+  if (current) grid_max = min64(grid_max, GS_FP8_CUR_SLOTS);
   for (int i = 0; i < n; i++) {
-    CUresult r = operand_args(&ops[i], quantize, grid_max, &q.op[i]);
+    CUresult r = operand_args(&ops[i], kind, grid_max, &q.op[i]);
     if (r != CUDA_SUCCESS) return r;
     q.stats[i] = quantize ? ops[i].stats : NULL;
   }
-  /* Two folds into one ring would race for its counter. */
+  /* Two folds into one ring would race for its counter; two current
+   * operands sharing slots or a step would overwrite each other's. */
   if (n == 2 && ops[0].ring == ops[1].ring) return CUDA_ERROR_INVALID_VALUE;
-  const gs_kernel_id *ids = quantize ? quantize_ids : amax_ids;
+  if (n == 2 && current && ops[0].partial + GS_FP8_CUR_SLOTS > ops[1].partial &&
+      ops[1].partial + GS_FP8_CUR_SLOTS > ops[0].partial)
+    return CUDA_ERROR_INVALID_VALUE;
   if (n == 2 && ops[0].src_type != ops[1].src_type) {
-    CUresult r = quantize_launch(kc, stream, &ops[0], 1, parity, quantize);
-    return r == CUDA_SUCCESS ? quantize_launch(kc, stream, &ops[1], 1, parity, quantize) : r;
+    CUresult r = quantize_launch(kc, stream, &ops[0], 1, parity, kind);
+    return r == CUDA_SUCCESS ? quantize_launch(kc, stream, &ops[1], 1, parity, kind) : r;
   }
   q.operands = n;
   /* Two operands share grid_max blocks in proportion to their tiles,
@@ -197,30 +219,42 @@ static CUresult quantize_launch(kernel_ctx *kc, CUstream stream, const fp8_opera
   }
   const unsigned grid[3] = {(unsigned)q.op[0].blocks + (n == 2 ? (unsigned)q.op[1].blocks : 0u), 1, 1};
   const int e = elem_of(ops[0].src_type);
-  return fp8_launch_either(kc, stream, quantize ? quantize_sm89_ids[e] : ids[e], ids[e], grid, GS_FP8_Q_THREADS,
-                           &q);
+  /* The current recipe's counting kernels only where a compared call
+   * asked for statistics (fp8_stats.h): the plain ones carry no counting
+   * code. */
+  const int stats = q.stats[0] != NULL || q.stats[1] != NULL;
+  return fp8_launch_either(kc, stream, quantize_sm89_ids[kind][stats][e], quantize_ids[kind][stats][e], grid,
+                           GS_FP8_Q_THREADS, &q);
 }
 
 CUresult fp8_quantize_operands(kernel_ctx *kc, CUstream stream, const fp8_operand *ops, int n, int parity) {
-  return quantize_launch(kc, stream, ops, n, parity, 1);
+  return quantize_launch(kc, stream, ops, n, parity, Q_RING);
 }
 
 CUresult fp8_amax_init_operands(kernel_ctx *kc, CUstream stream, const fp8_operand *ops, int n, int parity) {
-  return quantize_launch(kc, stream, ops, n, parity, 0);
+  return quantize_launch(kc, stream, ops, n, parity, Q_RING_AMAX);
+}
+
+CUresult fp8_current_amax(kernel_ctx *kc, CUstream stream, const fp8_operand *ops, int n) {
+  return quantize_launch(kc, stream, ops, n, 0, Q_CUR_AMAX);
+}
+
+CUresult fp8_current_quantize(kernel_ctx *kc, CUstream stream, const fp8_operand *ops, int n) {
+  return quantize_launch(kc, stream, ops, n, 0, Q_CUR);
 }
 
 CUresult fp8_quantize(kernel_ctx *kc, CUstream stream, int src_type, const void *src, int64_t rows,
                       int64_t cols, int64_t ld, int64_t stride, int64_t batch, int trans, int is_b,
                       uint8_t *dst, gs_fp8_ring *ring, int parity) {
-  const fp8_operand o = {src_type, src, rows, cols, ld, stride, batch, trans, is_b, dst, ring, NULL, 0};
-  return quantize_launch(kc, stream, &o, 1, parity, 1);
+  const fp8_operand o = {src_type, src, rows, cols, ld, stride, batch, trans, is_b, dst, ring, NULL, 0, NULL, 0};
+  return quantize_launch(kc, stream, &o, 1, parity, Q_RING);
 }
 
 CUresult fp8_amax_init(kernel_ctx *kc, CUstream stream, int src_type, const void *src, int64_t rows,
                        int64_t cols, int64_t ld, int64_t stride, int64_t batch, gs_fp8_ring *ring,
                        int parity) {
-  const fp8_operand o = {src_type, src, rows, cols, ld, stride, batch, 0, 0, NULL, ring, NULL, 0};
-  return quantize_launch(kc, stream, &o, 1, parity, 0);
+  const fp8_operand o = {src_type, src, rows, cols, ld, stride, batch, 0, 0, NULL, ring, NULL, 0, NULL, 0};
+  return quantize_launch(kc, stream, &o, 1, parity, Q_RING_AMAX);
 }
 
 /* ---- GEMM ------------------------------------------------------------------ */

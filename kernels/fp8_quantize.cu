@@ -6,6 +6,13 @@
  * publishes the next scale into scale[parity ^ 1]. The amax kernels run the
  * same pass without writing (a site's first call).
  *
+ * The current recipe's kernels (fp8_kernels.h's AMAX_PART, QUANTIZE_CUR)
+ * run the same passes with no ring: each amax block stores its maximum in
+ * its own slot, and each quantize block reduces the slots to its step
+ * itself, block 0 storing the step for the GEMM. Plain stores only, so
+ * overlapping graph replays with the same inputs write the same bytes
+ * (docs/graphs.md).
+ *
  * Bandwidth is the limit: 2 (or 4) bytes in, 1 out per element. A grid
  * of a few blocks per SM (fp8_launch.c) loops over 64 x 64 tiles; for each
  * tile each of a block's 256 threads moves 2 groups of 8 elements along a
@@ -42,6 +49,16 @@
  * into FLT_MAX; in step form that is this step, whose reciprocal is FLT_MAX
  * to within 2^-21. */
 #define FP8_MIN_STEP_BITS 0x00200001u
+
+/* A kernel's mode (fp8_kernels.h): its base mode and whether it counts
+ * statistics, both fixed at compile time, so a plain kernel has no
+ * counting code and a current-recipe kernel no ring fold. */
+template <int MODE> struct fp8_mode {
+  static constexpr int base = MODE & (GS_FP8_MODE_STATS - 1);
+  static constexpr bool stats = (MODE & GS_FP8_MODE_STATS) != 0;
+  static constexpr bool quantize = base == GS_FP8_MODE_QUANTIZE || base == GS_FP8_MODE_QUANTIZE_CUR;
+  static constexpr bool current = base == GS_FP8_MODE_AMAX_PART || base == GS_FP8_MODE_QUANTIZE_CUR;
+};
 
 template <int E> struct fp8_src_elem;
 template <> struct fp8_src_elem<GS_ELEM_BF16> { typedef uint16_t bits; };
@@ -248,12 +265,13 @@ static __device__ __forceinline__ void fp8_tile_encode(const gs_fp8_q_operand &a
 #endif
                                                        uint32_t s_tile[GS_FP8_Q_TILE][FP8_Q_PITCH_WORDS],
                                                        uint32_t &amax, int counting, gs_fp8_counts &counts) {
+  constexpr bool quantize = fp8_mode<MODE>::quantize;
   const unsigned tid = threadIdx.x;
   const int64_t rows = a.rows, cols = a.cols;
   const int64_t r0 = pos.r0, c0 = pos.c0;
   /* dst: k x outer per member, k stride dst_ld (k padded with zeros) */
   const int64_t dld = a.dst_ld;
-  uint8_t *dst = MODE == GS_FP8_MODE_QUANTIZE ? a.dst + pos.b * dld * (a.transpose ? rows : cols) : a.dst; /* NULL for amax */
+  uint8_t *dst = quantize ? a.dst + pos.b * dld * (a.transpose ? rows : cols) : a.dst; /* NULL for amax */
   (void)fmt, (void)scale, (void)s_tile, (void)dst, (void)counting, (void)counts;
 
 GS_FP8_UNROLL
@@ -265,7 +283,7 @@ GS_FP8_UNROLL
       /* k's zero padding (rows..dld-1, within the last tile: k pads to
        * less than a tile) for the copying path; the transposing one pads
        * its rows below. */
-      if constexpr (MODE == GS_FP8_MODE_QUANTIZE)
+      if constexpr (quantize)
         if (!a.transpose && c < cols && r >= rows && r < dld)
           for (int64_t q = r; q < dld && q < r + 8; q++) dst[c * dld + q] = 0;
       continue;
@@ -294,7 +312,8 @@ GS_FP8_UNROLL
       }
     }
     /* fp8_stats.h: compared calls only (counting is uniform over the
-     * launch), from the values and codes at hand; fixed trip count. */
+     * launch, and 0 at compile time in the plain current-recipe kernels),
+     * from the values and codes at hand; fixed trip count. */
     if (counting) {
 GS_FP8_UNROLL
       for (int q = 0; q < 8; q++)
@@ -310,14 +329,14 @@ GS_FP8_UNROLL
       /* A NaN skips the division: GPUs return the canonical (positive)
        * NaN from arithmetic, the host keeps the operand's; encoding the
        * input keeps its sign on both. */
-      if constexpr (MODE == GS_FP8_MODE_QUANTIZE) {
+      if constexpr (quantize) {
         const uint8_t code = gs_f32_to_fp8_sat(mag > 0x7F800000u ? x : x / scale, fmt);
         codes |= (uint64_t)code << (8 * q);
         if (counting) gs_fp8_count(x, code, scale, fmt, counts); /* fp8_stats.h: compared calls only */
       }
     }
 #endif
-    if constexpr (MODE == GS_FP8_MODE_QUANTIZE) {
+    if constexpr (quantize) {
       if (a.transpose) {
         s_tile[cl][rg * 2] = (uint32_t)codes;
         s_tile[cl][rg * 2 + 1] = (uint32_t)(codes >> 32);
@@ -332,7 +351,7 @@ GS_FP8_UNROLL
     }
   }
 
-  if constexpr (MODE == GS_FP8_MODE_QUANTIZE) {
+  if constexpr (quantize) {
     if (a.transpose) {
       __syncthreads();
       /* A warp writes 4 rows of 64 contiguous bytes each. */
@@ -359,9 +378,19 @@ GS_FP8_UNROLL
   }
 }
 
+/* The current recipe's step from its amax (bits): amax / fmt_max, as the
+ * ring kernels' first fold computes it for a fresh ring of one entry with
+ * no margin and scale 1 (fp8_fold<AMAX_INIT>; what fp8_ring_init made
+ * before this recipe stopped using rings): 1 for an amax of 0, inf or NaN. */
+static __device__ __forceinline__ float fp8_current_step(uint32_t amax_bits, int fmt) {
+  if (amax_bits == 0 || amax_bits >= 0x7F800000u) return 1.0f;
+  return fp8_next_scale(gs_f32_from_bits(amax_bits), fmt ? 57344.0f : 448.0f, 1.0f, 1.0f);
+}
+
 template <int E, int MODE>
 static __device__ __forceinline__ void fp8_quantize_body(const gs_fp8_q_operand &a, const unsigned bx,
                                                          const int parity, gs_fp8_op_stats *stats) {
+  typedef fp8_mode<MODE> M;
   __shared__ uint32_t s_tile[GS_FP8_Q_TILE][FP8_Q_PITCH_WORDS];
   __shared__ unsigned s_block_amax, s_slots_amax, s_others_amax, s_last;
 
@@ -372,7 +401,8 @@ static __device__ __forceinline__ void fp8_quantize_body(const gs_fp8_q_operand 
   /* Block bx takes tiles bx, bx + nb, ... (a grid of a few blocks per SM:
    * fp8_launch.c). The next tile's loads are issued before the current
    * one is encoded and stored, and the first tile's before anything else
-   * (the ring's scale included) is waited on: one tile's groups, 32 bytes
+   * (the ring's scale, or the current recipe's slots, included) is waited
+   * on: one tile's groups, 32 bytes
    * of bf16 (64 of fp32) a thread, are in flight in registers while the
    * current one is encoded, and the tile after that is prefetched into L2. */
   fp8_group<E> cur[FP8_Q_PER_THREAD], nxt[FP8_Q_PER_THREAD];
@@ -389,8 +419,37 @@ static __device__ __forceinline__ void fp8_quantize_body(const gs_fp8_q_operand 
   __syncthreads();
 
   gs_fp8_ring_dev *ring = a.ring;
-  const int fmt = (int)ring->fmt;
-  const float scale = ring->scale[parity][0];
+  int fmt;
+  float scale;
+  if constexpr (M::current) {
+    fmt = a.fmt;
+    scale = 1.0f;
+    if constexpr (M::quantize) {
+      /* Every block reduces the amax pass's slots itself (at most
+       * GS_FP8_CUR_SLOTS words, one or two loads a thread from L2) to the
+       * same step; block 0 alone stores it where the GEMM reads it, so
+       * within one launch nothing is written twice (docs/graphs.md). */
+      uint32_t m = 0;
+      for (unsigned i = tid; i < (unsigned)a.blocks; i += GS_FP8_Q_THREADS) {
+        const uint32_t v = a.partial[i];
+        m = v > m ? v : m;
+      }
+      if (m != 0) gs_fp8_atomic_max(&s_slots_amax, m);
+      __syncthreads();
+      scale = fp8_current_step(s_slots_amax, fmt);
+      if (bx == 0 && tid == 0) {
+        ring->scale[0][0] = scale;
+        if constexpr (M::stats)
+          if (stats) {
+            stats->amax = s_slots_amax;
+            stats->step = gs_f32_bits(scale);
+          }
+      }
+    }
+  } else {
+    fmt = (int)ring->fmt;
+    scale = ring->scale[parity][0];
+  }
 #if GS_FP8_Q_SM89
   /* A group goes through the hardware path when its largest |x| is below
    * 2^64 * step (so no quotient overflows the correction) and the step is
@@ -404,7 +463,11 @@ static __device__ __forceinline__ void fp8_quantize_body(const gs_fp8_q_operand 
 #endif
   uint32_t amax = 0; /* |x| bits: unsigned order is float order, NaN on top */
   gs_fp8_counts counts = {0, 0};
-  const int counting = MODE == GS_FP8_MODE_QUANTIZE && stats != nullptr;
+  /* The current recipe counts in its _stats kernels only (a constant:
+   * the plain ones carry no counting code); the ring kernels wherever
+   * they are given counters. */
+  constexpr bool ring_quantize = M::base == GS_FP8_MODE_QUANTIZE;
+  const int counting = M::stats || (ring_quantize && stats != nullptr);
 
   for (int64_t t = bx; t < tiles; t += nb) {
     fp8_tile_load<E>(a, t + nb, tiles, nxt_pos, nxt, nxt_len);
@@ -422,10 +485,19 @@ GS_FP8_UNROLL
     cur_pos = nxt_pos;
   }
 
-  if constexpr (MODE == GS_FP8_MODE_QUANTIZE) gs_fp8_counts_flush(stats, counts);
-  /* Block amax -> one slot; the last block to count itself folds. */
+  if constexpr (M::stats || ring_quantize) gs_fp8_counts_flush(stats, counts);
+  if constexpr (M::base == GS_FP8_MODE_QUANTIZE_CUR) return; /* its amax is the amax pass's */
+
+  /* Block amax -> one slot. */
   if (amax != 0) gs_fp8_atomic_max(&s_block_amax, amax);
   __syncthreads();
+  if constexpr (M::base == GS_FP8_MODE_AMAX_PART) {
+    /* Every block stores its slot, 0 included (an empty block's), so
+     * nothing needs resetting between calls: write-only. */
+    if (tid == 0) a.partial[bx] = s_block_amax;
+    return;
+  }
+  /* Ring kernels: the last block to count itself folds. */
   if (tid == 0) {
     if (s_block_amax != 0)
       gs_fp8_atomic_max(&ring->amax_slot[bx % GS_FP8_DEV_AMAX_SLOTS], s_block_amax);
@@ -443,7 +515,7 @@ GS_FP8_UNROLL
     uint32_t s = gs_fp8_atomic_exch(&ring->amax_slot[i], 0);
     slots = s > slots ? s : slots;
   }
-  if constexpr (MODE == GS_FP8_MODE_QUANTIZE) {
+  if constexpr (M::base == GS_FP8_MODE_QUANTIZE) {
     for (uint32_t i = tid; i < hlen; i += GS_FP8_Q_THREADS) {
       uint32_t h = gs_f32_bits(ring->hist[i]);
       if (i != pos && h > others) others = h;
@@ -452,7 +524,7 @@ GS_FP8_UNROLL
   if (slots != 0) gs_fp8_atomic_max(&s_slots_amax, slots);
   if (others != 0) gs_fp8_atomic_max(&s_others_amax, others);
   __syncthreads();
-  if (tid == 0) fp8_fold<MODE>(ring, parity, s_slots_amax, s_others_amax, pos);
+  if (tid == 0) fp8_fold<M::base>(ring, parity, s_slots_amax, s_others_amax, pos);
   if (tid == 0 && stats) {
     stats->amax = s_slots_amax;
     stats->step = gs_f32_bits(scale);

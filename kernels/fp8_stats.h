@@ -6,9 +6,11 @@
  * and host builds).
  *
  * The kernels take a gs_fp8_op_stats pointer per operand, NULL when the
- * call is not compared (shim/compare.c): then they skip the counting on
- * a branch uniform over the launch (its register cost: docs/log-format.md,
- * "fp8 statistics"). Counting, for one
+ * call is not compared (shim/compare.c). The current recipe's quantize
+ * kernels count only in their `_stats` variants (fp8_kernels.h), which
+ * the launcher runs for compared calls; the ring and block-scaled ones
+ * skip the counting on a branch uniform over the launch (register costs:
+ * docs/log-format.md, "fp8 statistics"). Counting, for one
  * element x of code c (the encoded byte) and step s (x8 = x / s):
  *   saturated  x is not NaN and |x / s| > the format's largest finite
  *              value (E4M3 448, E5M2 57344: OCP 8-bit Floating Point

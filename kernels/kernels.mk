@@ -115,6 +115,7 @@ kernels-ptx-check: $(KERNELS_PTX)
 	    '$(PTXAS) -arch={} -o "$${ptx%.ptx}.{}.cubin" "$$ptx" || { echo "kernels-ptx-check: FAILED: $(PTXAS) -arch={} $$ptx"; exit 1; }' \
 	    || exit 1; \
 	  echo "kernels-ptx-check: $$ptx (PTX ISA $(call kernels_isa,$f), .target $(call kernels_target,$f)) assembles for$$archs";)
+	@$(PYTHON) scripts/check_quantize_ptx.py $(PTXAS) $(BUILD)/kernels/fp8_quantize.ptx $(BUILD)/kernels/fp8_quantize_sm89.ptx
 # The PTX does not depend on the sanitizer (KERNELS_CUDA_FLAGS carry none):
 # checked once, in the plain build.
 ifeq ($(SAN),)

@@ -303,8 +303,10 @@ def fp8_current_passes(w):
       f"read from the driver, what `launch_bounds({threads}, {blocks_per_sm})` guarantees: one wave; here an "
       f"H200's {sms} SMs), A and B sharing them "
       "in proportion to their 64 x 64 tiles; a block loops over its tiles, loading the next tile before it "
-      "encodes the current one and prefetching the one after into L2, and pays its fixed chain (ring read, "
-      "barrier, slot atomic, fence, counter atomic) once, not once a tile. Bytes in flight a SM: "
+      "encodes the current one and prefetching the one after into L2, and pays its fixed chain once, not once "
+      "a tile: in the amax pass a shared-memory maximum, a barrier and the plain store of the block's own slot; "
+      "in the quantize pass the reduction of its operand's slots (below) and, in block 0, the store of the "
+      "step. No memset, global atomic or counter (write-only, docs/graphs.md). Bytes in flight a SM: "
       f"{blocks_per_sm} blocks x {threads} threads x 32 bytes = {reg_bytes / 1024:.0f} KB in registers, about "
       f"as much again in L2 prefetches, against 4.3 TB/s x ~700 ns / {sms} SMs = {need / 1024:.1f} KB that the "
       "bandwidth asks for (the latency an assumption; loaded latency is higher). Tiles a block (two operands of "
@@ -322,6 +324,13 @@ def fp8_current_passes(w):
     w(md_table(["m x n x k", "tiles an operand", "tiles a block", "slowest / mean", "bytes (5 an element)",
                 "both passes at 80% of 4.3 TB/s, times the imbalance"], rows))
     w("")
+    per_op = grid // 2                              # blocks (and slots) of one of two equal operands
+    w(f"The slots: with two equal operands each has {per_op} blocks, so each quantize block loads {per_op} "
+      f"4-byte slots = {per_op * 4} bytes from L2 before its first encode, {grid} x {per_op * 4} bytes = "
+      f"{grid * per_op * 4 / 1e6:.2f} MB a launch, against the {5 * 2 * 8192 * 8192 / 1e6:.0f} MB both passes move "
+      f"at 8192^3 ({grid * per_op * 4 / (5 * 2 * 8192 * 8192) * 100:.2f}%), at most {grid * 4} bytes a "
+      "block when one operand has every block; the loads are issued after the block's first tile's DRAM loads, "
+      "so their L2 latency (under a microsecond, an assumption) overlaps those. Estimates, not measured.\n")
     w("Measured before this arrangement (one tile a block, 2026-12-04): 413, 112 and 34 us. At 4096x4096x1024 "
       "the grid's blocks do 5 or 6 tiles, so the slowest sets the time; the fixed chain per block (a few us, "
       "an assumption) and two launches add to the small shape most. Not yet measured.\n")
@@ -441,14 +450,17 @@ def main():
 
     # 2. SASS
     w("## fp8 quantize on sm_90: SASS per element\n")
-    path = hot_path(sass_function(a.nvdisasm, cubins[("fp8_quantize_sm89", "sm_90")], "gs_fp8_quantize_bf16_sm89"))
+    # The default (current) recipe's plain kernel: what an uncompared call runs.
+    hot = "gs_fp8_quantize_cur_bf16_sm89"
+    path = hot_path(sass_function(a.nvdisasm, cubins[("fp8_quantize_sm89", "sm_90")], hot))
     kinds = {}
     for t in path:
         toks = t.split()
         op = (toks[1] if toks[0].startswith("@") else toks[0]).split(".")[0]
         kinds[op] = kinds.get(op, 0) + 1
     per_elem = len(path) / 8
-    w(f"`gs_fp8_quantize_bf16_sm89` (sm_89 PTX assembled for sm_90): the fast path of one 8-element group, "
+    w(f"`{hot}` (sm_89 PTX assembled for sm_90; the current recipe's, plain): the fast path of one 8-element "
+      "group, "
       f"from its 16-byte load to its eight packed codes (E4M3; widening, the |x| maximum, the reciprocal "
       f"quotient with its correction, `F2FP.SATFINITE`, packing, and the group's address arithmetic and "
       f"branches), counted in nvdisasm's output: **{len(path)} instructions, {per_elem:.1f} per element** "

@@ -201,11 +201,21 @@ static CUresult quantize_operands(const gs_call *c, const fp8_recipe *rc, kernel
   /* A and B in one launch, each with its own ring. */
   const fp8_operand ops[2] = {
       {g->a_type, g->A, p->a_rows, p->a_cols, g->lda, g->stride_a, g->batch, g->transa != CUBLAS_OP_N, 0,
-       (uint8_t *)(base + p->off[BUF_A8]), u->ring[0], u->stats ? &u->stats->op[0] : NULL, p->k_pad},
+       (uint8_t *)(base + p->off[BUF_A8]), u->ring[0], u->stats ? &u->stats->op[0] : NULL, p->k_pad, u->partial[0],
+       u->fmt[0]},
       {g->b_type, g->B, p->b_rows, p->b_cols, g->ldb, g->stride_b, g->batch, g->transb != CUBLAS_OP_N, 1,
-       (uint8_t *)(base + p->off[BUF_B8]), u->ring[1], u->stats ? &u->stats->op[1] : NULL, p->k_pad},
+       (uint8_t *)(base + p->off[BUF_B8]), u->ring[1], u->stats ? &u->stats->op[1] : NULL, p->k_pad, u->partial[1],
+       u->fmt[1]},
   };
   CUresult r = CUDA_SUCCESS;
+  if (u->partial[0]) { /* the current recipe: write-only passes, no ring (docs/graphs.md) */
+    r = fp8_current_amax(kc, s, ops, 2);
+    if (r != CUDA_SUCCESS) return r;
+    *ran |= FP8_RAN_AMAX_INIT;
+    r = fp8_current_quantize(kc, s, ops, 2);
+    if (r == CUDA_SUCCESS) *ran |= FP8_RAN_QUANTIZE;
+    return r;
+  }
   if (u->needs_amax_init) {
     r = fp8_amax_init_operands(kc, s, ops, 2, u->parity);
     if (r != CUDA_SUCCESS) return r;

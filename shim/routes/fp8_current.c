@@ -5,16 +5,20 @@
  * wait. No state outlives the call, so no identity is guessed and no
  * history is shared.
  *
- * The two rings live in the call's transient buffer, made new by memsets
- * (fp8_ring.c) with a history of one entry: the amax pass publishes
- * scale[0] = amax / fp8_max as a step (x8 = x / step, TransformerEngine's
+ * Write-only (docs/graphs.md, "Replays, eager calls and a second
+ * instantiation"): the amax pass stores each block's amax in its own slot
+ * of the call's scratch, and every block of the quantize pass reduces the
+ * slots to the step, amax / fp8_max (x8 = x / step, TransformerEngine's
  * scale = fp8_max / amax, transformer_engine/common/recipe/
- * recipe_common.cuh, compute_scale_from_amax): an amax of 0, inf or NaN
- * leaves the step at 1 as TE's scale 1; a step below the kernel's floor is
+ * recipe_common.cuh, compute_scale_from_amax); block 0 stores it where the
+ * GEMM reads it (a 16-byte record holding scale[0][0] of gs_fp8_ring, the
+ * only field used). No memset, atomic or counter: a replay of a captured call
+ * writes each byte from the call's inputs alone. An amax of 0, inf or NaN
+ * gives the step 1 as TE's scale 1; a step below the kernel's floor is
  * clamped as TE turns an infinite scale into FLT_MAX. Not rounded to a power
  * of two: neither TE's Float8CurrentScaling (QParams power_2_scale False)
  * nor torchao's tensorwise recipe (round_scales_to_power_of_2 False) does
- * by default. The quantize pass's fold into scale[1] is unused.
+ * by default.
  *
  * Formats: E4M3 for both operands (E5M2 under GEMMSHIM_FP8_FORMAT=e5m2),
  * torchao's default for input, weight and
@@ -30,39 +34,32 @@
  * and where no autograd thread has been seen, E4M3
  * (docs/fp8.md, "Recipes"). */
 #include "fp8_recipe.h"
-#include "fp8_ring.h"
 
-#include <stdio.h>
+#include <stddef.h>
 
+#include "../../kernels/fp8_kernels.h"
 #include "../base/sys.h"
 
-/* gs_fp8_ring_bytes(1), rounded up to 16 bytes. */
-#define RING_STRIDE ((sizeof(gs_fp8_ring) + sizeof(float) + 15) & ~(size_t)15)
+/* Each operand's step: gs_fp8_ring's scale[0][0], the one field the
+ * kernels and the GEMM use (a gs_fp8_ring pointer names it), 16 bytes a
+ * record: cuBLASLt's scale pointers stay 16-byte aligned
+ * (docs/gpu-results.md). */
+#define STEP_STRIDE ((size_t)16)
+_Static_assert(offsetof(gs_fp8_ring, scale) == 0, "the step is not at the ring's start");
+/* Then each operand's per-block amax slots. */
+#define SLOTS_BYTES (GS_FP8_CUR_SLOTS * sizeof(uint32_t))
 
 static const char *current_acquire(gs_call *c, CUdeviceptr scratch, fp8_scales *s) {
-  CUstream st = (CUstream)c->g.stream;
-  if (GS_CALL(cuCtxPushCurrent_v2, (CUcontext)c->ctx) != CUDA_SUCCESS)
-    return "cuCtxPushCurrent failed before initialising the call's fp8 scales";
-  CUresult r = CUDA_SUCCESS;
-  const char *failed = NULL;
   /* A (T,N) GEMM is nn.Linear's forward layout (dgrad is (N,N), wgrad
    * (N,T)): on the autograd thread it is a forward recomputed by
    * torch.utils.checkpoint, whose B is an activation, not a gradient. */
   const int tn = c->g.transa != CUBLAS_OP_N && c->g.transb == CUBLAS_OP_N;
   const int hybrid = gs_opt.fp8_format == GS_FP8_FORMAT_HYBRID, backward = hybrid && !tn && fp8_thread_backward();
-  for (int i = 0; i < 2 && r == CUDA_SUCCESS; i++) {
+  for (int i = 0; i < 2; i++) {
     s->gradient[i] = backward && i == 1;
     s->fmt[i] = gs_opt.fp8_format == GS_FP8_FORMAT_E5M2 || s->gradient[i] ? GS_FP8_E5M2 : GS_FP8_E4M3;
-    s->ring[i] = (gs_fp8_ring *)(uintptr_t)(scratch + (CUdeviceptr)(i * RING_STRIDE));
-    r = fp8_ring_init(scratch + (CUdeviceptr)(i * RING_STRIDE), s->fmt[i], 1, 0, st, &failed);
-  }
-  CUcontext popped;
-  GS_CALL(cuCtxPopCurrent_v2, &popped);
-  if (r != CUDA_SUCCESS) {
-    /* Thread-local: the reason is copied before the next call. */
-    static __thread char why[96] __attribute__((tls_model("initial-exec")));
-    snprintf(why, sizeof why, "could not initialise the call's fp8 scales (%s failed, CUresult %d)", failed, (int)r);
-    return why;
+    s->ring[i] = (gs_fp8_ring *)(uintptr_t)(scratch + (CUdeviceptr)(i * STEP_STRIDE));
+    s->partial[i] = (uint32_t *)(uintptr_t)(scratch + (CUdeviceptr)(2 * STEP_STRIDE + i * SLOTS_BYTES));
   }
   s->parity = 0;
   s->needs_amax_init = 1;
@@ -77,5 +74,5 @@ static const char *current_acquire(gs_call *c, CUdeviceptr scratch, fp8_scales *
 
 static void current_release(fp8_scales *s, unsigned ran) { (void)s, (void)ran; }
 
-const fp8_recipe fp8_recipe_current = {"current", GS_FP8_RECIPE_AUTO, NULL, 2 * RING_STRIDE, current_acquire,
-                                        current_release, FP8_LT_K_ALIGN, NULL, NULL};
+const fp8_recipe fp8_recipe_current = {"current", GS_FP8_RECIPE_AUTO, NULL, 2 * (STEP_STRIDE + SLOTS_BYTES),
+                                        current_acquire, current_release, FP8_LT_K_ALIGN, NULL, NULL};

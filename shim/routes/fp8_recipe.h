@@ -27,6 +27,10 @@ typedef struct fp8_scales {
   int needs_amax_init;  /* run the amax pass before the quantize pass */
   int per_call;         /* the scales live in this call's transient memory:
                          * their pointers change from call to call */
+  uint32_t *partial[2]; /* device, the current recipe's per-block amax slots
+                         * (GS_FP8_CUR_SLOTS words each): its write-only
+                         * passes (fp8_current_amax/_quantize) in place of the
+                         * ring kernels; NULL for the ring recipes */
   int forward;          /* the GEMM is known to compute a forward output */
   const char *note;     /* extra words for the call's reason, or NULL */
   fp8_use use;          /* delayed: the held site */

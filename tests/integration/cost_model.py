@@ -64,7 +64,7 @@ def work(route, m, n, k, batch=1, ab="bf16", c="bf16", beta=0.0, recipe="current
         return 2.0 * m * n * k * batch, 6.0 * ab_elems + (8.0 if c == "fp32" else 6.0) * mn, 3
     # fp8 (docs/fp8.md): the quantize pass reads A and B and writes a byte
     # an element, one launch; current adds an amax pass over A and B, one
-    # launch, and eight memsets of the scale records (counted as launches).
+    # launch (its per-block amax slots need no memset).
     # block and mxfp8: one launch per operand, scales taken at a byte per 32
     # elements.
     size = 4.0 if ab == "fp32" else 2.0
@@ -72,7 +72,7 @@ def work(route, m, n, k, batch=1, ab="bf16", c="bf16", beta=0.0, recipe="current
         return 2.0 * m * n * k * batch, (size + 1.0) * ab_elems, 1
     if recipe in ("block", "mxfp8"):
         return 2.0 * m * n * k * batch, (size + 1.0 + 1.0 / 32) * ab_elems, 2
-    return 2.0 * m * n * k * batch, (2 * size + 1.0) * ab_elems, 10
+    return 2.0 * m * n * k * batch, (2 * size + 1.0) * ab_elems, 2
 
 
 def estimate(cc, route, m, n, k, batch=1, ab="bf16", c="bf16", beta=0.0, sms=None, recipe="current"):

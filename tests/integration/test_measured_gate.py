@@ -153,7 +153,7 @@ def test_a_faster_fp8_site_stays_fp8(client, standin, tmp_path):
 
 def test_without_the_slow_clock_the_estimate_keeps_fp8_off(client, standin, tmp_path):
     """The control: at the H100's own clock the estimate alone declines
-    the 64^3 GEMM (10 launches of 5 us against a GEMM of nanoseconds), so
+    the 64^3 GEMM (2 launches of 5 us against a GEMM of nanoseconds), so
     the tests above measure the gate only because the clock is slowed."""
     log = tmp_path / "clock.jsonl"
     r = run([client, gemm("f", **FP8_SHAPE), "--fp8"], standin[13], shim=True,

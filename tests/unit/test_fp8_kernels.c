@@ -551,8 +551,8 @@ static void quantize_grid_case(int sms, int grid, const char *what) {
   ring_model ma, mb;
   gs_fp8_ring *ra = ring_new(&ma, 4, GS_FP8_E4M3, 1.0f), *rb = ring_new(&mb, 4, GS_FP8_E4M3, 1.0f);
   uint8_t *a8 = dst_alloc(1280 * 1300), *b8 = dst_alloc(640 * 640);
-  const fp8_operand ops[2] = {{CUDA_R_16BF, a.p, 1280, 1300, 1280, 0, 1, 0, 0, a8, ra, NULL, 0},
-                              {CUDA_R_16BF, b.p, 640, 640, 640, 0, 1, 0, 1, b8, rb, NULL, 0}};
+  const fp8_operand ops[2] = {{CUDA_R_16BF, a.p, 1280, 1300, 1280, 0, 1, 0, 0, a8, ra, NULL, 0, NULL, 0},
+                              {CUDA_R_16BF, b.p, 640, 640, 640, 0, 1, 0, 1, b8, rb, NULL, 0, NULL, 0}};
   kernel_ctx *kc = KERNEL_CTX(qctx);
   kc->sms = sms;
   grid_launch_real = gs_sys.cuLaunchKernel;
@@ -605,8 +605,8 @@ static void test_quantize_pads_k(void **state) {
   gs_fp8_ring *r1[2] = {ring_new(&m1[0], 4, GS_FP8_E4M3, 1.0f), ring_new(&m1[1], 4, GS_FP8_E4M3, 1.0f)};
   uint8_t *plain[2] = {dst_alloc(M * K * B), dst_alloc(K * N * B)};
   uint8_t *pad[2] = {dst_alloc(M * KP * B), dst_alloc(KP * N * B)};
-  fp8_operand ops[2] = {{CUDA_R_16BF, a.p, M, K, M, M * K, B, 0, 0, plain[0], r0[0], NULL, 0},
-                        {CUDA_R_32F, b.p, K, N, K, K * N, B, 0, 1, plain[1], r0[1], NULL, 0}};
+  fp8_operand ops[2] = {{CUDA_R_16BF, a.p, M, K, M, M * K, B, 0, 0, plain[0], r0[0], NULL, 0, NULL, 0},
+                        {CUDA_R_32F, b.p, K, N, K, K * N, B, 0, 1, plain[1], r0[1], NULL, 0, NULL, 0}};
   assert_int_equal(fp8_quantize_operands(KERNEL_CTX(qctx), NULL, &ops[0], 1, 0), CUDA_SUCCESS);
   assert_int_equal(fp8_quantize_operands(KERNEL_CTX(qctx), NULL, &ops[1], 1, 0), CUDA_SUCCESS);
   for (int i = 0; i < 2; i++) ops[i].dst = pad[i], ops[i].ring = r1[i], ops[i].dst_ld = KP;
@@ -983,7 +983,7 @@ static CUresult golden_quantize_pair(CUcontext c, const golden_operand *const g[
   fp8_operand ops[2];
   for (int i = 0; i < 2; i++)
     ops[i] = (fp8_operand){g[i]->type, src[i], g[i]->rows, g[i]->cols, g[i]->ld, g[i]->stride, g[i]->batch,
-                           g[i]->trans, i, dst[i], ring[i], NULL, 0};
+                           g[i]->trans, i, dst[i], ring[i], NULL, 0, NULL, 0};
   golden_launch_real = gs_sys.cuLaunchKernel;
   gs_sys.cuLaunchKernel = golden_launch;
   golden_launches = 0;
@@ -1072,6 +1072,185 @@ static void test_quantize_golden(void **state) {
     }
 }
 
+/* ---- the current recipe's write-only kernels ---------------------------------- */
+/* What a current-recipe operand holds: golden data, or a special pattern
+ * (TransformerEngine's compute_scale_from_amax, transformer_engine/common/
+ * recipe/recipe_common.cuh: scale 1 for an amax of 0, inf or NaN; an
+ * infinite scale becomes FLT_MAX, whose step is min_step() here). */
+enum { CUR_GOLDEN, CUR_ZERO, CUR_NAN, CUR_INF, CUR_TINY, CUR_HUGE };
+static void cur_fill(const golden_operand *g, int kind, void *p) {
+  int64_t len = (g->batch - 1) * g->stride + g->ld * (g->cols - 1) + g->rows;
+  for (int64_t i = 0; i < len; i++) {
+    float v = golden_value(g->step, g->fmt);
+    if (kind == CUR_ZERO) v = (i % 3) ? 0.0f : -0.0f;
+    if (kind == CUR_TINY) v = ldexpf((float)(i % 7) - 3.0f, -140); /* amax / fmt_max below min_step() */
+    if (kind == CUR_HUGE) v = (i % 2 ? -3.0e38f : 1.0e38f) * (0.25f * (float)(i % 5));
+    if (kind == CUR_NAN && !isfinite(v)) v = 1.0f;
+    if (kind == CUR_INF && !isfinite(v)) v = 2.0f;
+    put_elem(g->type, p, i, v);
+  }
+  if (kind == CUR_NAN) put_elem(g->type, p, g->ld + 1, NAN); /* row 1 of column 1 */
+  if (kind == CUR_INF) put_elem(g->type, p, len - 1, -INFINITY);
+}
+
+/* Counting launches and the function of the last (golden_launch). */
+static void cur_hook(void) {
+  golden_launch_real = gs_sys.cuLaunchKernel;
+  gs_sys.cuLaunchKernel = golden_launch;
+  golden_launches = 0;
+}
+
+/* The current recipe's passes (fp8_current_amax, fp8_current_quantize)
+ * give, for every input, the codes, step and statistics that the ring
+ * kernels gave it before (a fresh ring of one entry, margin 0, scale 1:
+ * fp8_amax_init_operands then fp8_quantize_operands, parity 0), on the
+ * sm_61 kernels and on the sm_89 ones (9.0 device), plain and counting.
+ * Their scratch starts as garbage and is never reset: the amax pass
+ * writes every slot the quantize pass reads. Run twice as two overlapping
+ * replays would be ordered at worst by kernel (amax, amax, quantize,
+ * quantize on the same buffers): the same bytes. */
+static void test_current_matches_ring(void **state) {
+  (void)state;
+  static const struct {
+    golden_operand a, b;
+    int kind_a, kind_b;
+  } cases[] = {
+      {golden_cases[0].a, golden_cases[0].b, CUR_GOLDEN, CUR_GOLDEN},
+      {golden_cases[2].a, golden_cases[2].b, CUR_GOLDEN, CUR_GOLDEN},
+      /* 160 tiles: more blocks than the ring's 32 amax slots */
+      {{CUDA_R_16BF, 0, GS_FP8_E4M3, 1024, 640, 1024, 0, 1, 0.5f, 1.0f},
+       {CUDA_R_16BF, 1, GS_FP8_E4M3, 640, 96, 648, 0, 1, 2.0f, 1.0f}, CUR_GOLDEN, CUR_ZERO},
+      {{CUDA_R_32F, 0, GS_FP8_E4M3, 130, 100, 136, 0, 1, 1.0f, 1.0f},
+       {CUDA_R_32F, 1, GS_FP8_E5M2, 96, 100, 96, 0, 1, 1.0f, 1.0f}, CUR_NAN, CUR_INF},
+      {{CUDA_R_16F, 1, GS_FP8_E5M2, 70, 90, 72, 72 * 90, 2, 1.0f, 1.0f},
+       {CUDA_R_32F, 0, GS_FP8_E4M3, 70, 40, 70, 0, 1, 1.0f, 1.0f}, CUR_ZERO, CUR_TINY},
+      {{CUDA_R_32F, 0, GS_FP8_E5M2, 200, 64, 200, 0, 1, 1.0f, 1.0f},
+       {CUDA_R_32F, 1, GS_FP8_E4M3, 0, 64, 1, 0, 1, 1.0f, 1.0f}, CUR_HUGE, CUR_GOLDEN},
+  };
+  CUcontext *ctxs[2] = {&ctx, &ctx90};
+  for (int w = 0; w < 2; w++)
+    for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++)
+      for (int counting = 0; counting < 2; counting++) {
+        const golden_operand *g[2] = {&cases[ci].a, &cases[ci].b};
+        const int kinds[2] = {cases[ci].kind_a, cases[ci].kind_b};
+        void *src[2];
+        uint8_t *dst_ring[2], *dst_cur[2];
+        gs_fp8_ring *ring[2], *rec[2];
+        uint32_t *slots[2];
+        gs_fp8_op_stats *st = dev_alloc(4 * sizeof *st);
+        memset(st, 0, 4 * sizeof *st);
+        ring_model unused;
+        size_t out[2];
+        fp8_operand rops[2], cops[2];
+        golden_state = 0xC0FFEE00u + (uint32_t)ci;
+        for (int i = 0; i < 2; i++) {
+          int64_t len = (g[i]->batch - 1) * g[i]->stride + g[i]->ld * (g[i]->cols - 1) + g[i]->rows;
+          if (g[i]->rows == 0) len = 0;
+          src[i] = dev_alloc((size_t)(len > 0 ? len : 1) * type_size(g[i]->type));
+          if (len > 0) cur_fill(g[i], kinds[i], src[i]);
+          out[i] = (size_t)(g[i]->rows * g[i]->cols * g[i]->batch);
+          dst_ring[i] = dev_alloc(out[i] + 1);
+          dst_cur[i] = dev_alloc(out[i] + 1);
+          memset(dst_ring[i], 0x5A, out[i] + 1);
+          memset(dst_cur[i], 0x5A, out[i] + 1);
+          ring[i] = ring_new(&unused, 1, g[i]->fmt, 1.0f);
+          rec[i] = dev_alloc(16);
+          memset(rec[i], 0xA7, 16);
+          slots[i] = dev_alloc(GS_FP8_CUR_SLOTS * sizeof(uint32_t));
+          memset(slots[i], 0xFF, GS_FP8_CUR_SLOTS * sizeof(uint32_t)); /* NaN bits: any slot read unwritten shows */
+          rops[i] = (fp8_operand){g[i]->type, src[i], g[i]->rows, g[i]->cols, g[i]->ld, g[i]->stride, g[i]->batch,
+                                  g[i]->trans, i, dst_ring[i], ring[i], counting ? &st[i] : NULL, 0, NULL, 0};
+          cops[i] = rops[i];
+          cops[i].dst = dst_cur[i];
+          cops[i].ring = rec[i];
+          cops[i].stats = counting ? &st[2 + i] : NULL;
+          cops[i].partial = slots[i];
+          cops[i].fmt = g[i]->fmt;
+        }
+        kernel_ctx *kc = KERNEL_CTX(*ctxs[w]);
+        assert_int_equal(fp8_amax_init_operands(kc, NULL, rops, 2, 0), CUDA_SUCCESS);
+        assert_int_equal(fp8_quantize_operands(kc, NULL, rops, 2, 0), CUDA_SUCCESS);
+        for (int rep = 0; rep < 2; rep++) {
+          cur_hook();
+          CUresult r = fp8_current_amax(kc, NULL, cops, 2);
+          if (r == CUDA_SUCCESS && rep) r = fp8_current_amax(kc, NULL, cops, 2);
+          const int amax_launches = golden_launches;
+          if (r == CUDA_SUCCESS) r = fp8_current_quantize(kc, NULL, cops, 2);
+          if (r == CUDA_SUCCESS && rep) r = fp8_current_quantize(kc, NULL, cops, 2);
+          gs_sys.cuLaunchKernel = golden_launch_real;
+          assert_int_equal(r, CUDA_SUCCESS);
+          /* one launch a pass, two where the source types differ */
+          assert_int_equal(golden_launches, 2 * amax_launches);
+          assert_int_equal(amax_launches, (g[0]->type == g[1]->type ? 1 : 2) * (rep ? 2 : 1));
+          /* the quantize pass ran the kernel for B's type and this device, counting or not */
+          const int e = g[1]->type == CUDA_R_16BF ? 0 : g[1]->type == CUDA_R_16F ? 1 : 2;
+          static const gs_kernel_id want_ids[2][2][3] = {
+              {{GS_K_gs_fp8_quantize_cur_bf16, GS_K_gs_fp8_quantize_cur_f16, GS_K_gs_fp8_quantize_cur_f32},
+               {GS_K_gs_fp8_quantize_cur_bf16_stats, GS_K_gs_fp8_quantize_cur_f16_stats,
+                GS_K_gs_fp8_quantize_cur_f32_stats}},
+              {{GS_K_gs_fp8_quantize_cur_bf16_sm89, GS_K_gs_fp8_quantize_cur_f16_sm89,
+                GS_K_gs_fp8_quantize_cur_f32_sm89},
+               {GS_K_gs_fp8_quantize_cur_bf16_sm89_stats, GS_K_gs_fp8_quantize_cur_f16_sm89_stats,
+                GS_K_gs_fp8_quantize_cur_f32_sm89_stats}}};
+          CUfunction want;
+          const char *why;
+          assert_int_equal(kernels_function(kc, want_ids[w][counting][e], &want, &why), CUDA_SUCCESS);
+          assert_ptr_equal(golden_last_fn, want);
+          for (int i = 0; i < 2; i++) {
+            if (memcmp(dst_ring[i], dst_cur[i], out[i] + 1) != 0)
+              fail_msg("case %zu context %d counting %d operand %d: codes differ from the ring kernels'", ci, w,
+                       counting, i);
+            if (gs_f32_bits(rec[i]->scale[0][0]) != gs_f32_bits(ring[i]->scale[0][0]))
+              fail_msg("case %zu context %d operand %d: step 0x%08x, the ring kernels' 0x%08x", ci, w, i,
+                       gs_f32_bits(rec[i]->scale[0][0]), gs_f32_bits(ring[i]->scale[0][0]));
+            if (counting) { /* counted twice (two quantize launches) on the second round */
+              assert_int_equal(st[2 + i].saturated, st[i].saturated * (rep ? 3 : 1));
+              assert_int_equal(st[2 + i].flushed, st[i].flushed * (rep ? 3 : 1));
+              assert_int_equal(st[2 + i].amax, st[i].amax);
+              assert_int_equal(st[2 + i].step, st[i].step);
+            }
+          }
+        }
+        /* the specials' steps, from TE's rules (not the kernels) */
+        for (int i = 0; i < 2; i++) {
+          const float step = rec[i]->scale[0][0];
+          if (kinds[i] == CUR_ZERO || kinds[i] == CUR_NAN || kinds[i] == CUR_INF || g[i]->rows == 0)
+            assert_true(step == 1.0f);
+          if (kinds[i] == CUR_TINY) assert_true(step == min_step());
+          if (kinds[i] == CUR_HUGE) assert_true(step == 3.0e38f / fmt_max(g[i]->fmt));
+        }
+        for (int i = 0; i < 2; i++) {
+          dev_free(src[i]), dev_free(dst_ring[i]), dev_free(dst_cur[i]);
+          dev_free(ring[i]), dev_free(rec[i]), dev_free(slots[i]);
+        }
+        dev_free(st);
+      }
+}
+
+/* The current launchers check what only they take: slots and a format. */
+static void test_current_argument_checks(void **state) {
+  (void)state;
+  uint16_t *src = dev_alloc(64 * 2);
+  uint8_t *dst = dev_alloc(64);
+  gs_fp8_ring *rec = dev_alloc(32);
+  uint32_t *slots = dev_alloc(2 * GS_FP8_CUR_SLOTS * sizeof(uint32_t));
+  memset(src, 0, 64 * 2);
+  fp8_operand o[2] = {{CUDA_R_16BF, src, 8, 8, 8, 0, 1, 0, 0, dst, rec, NULL, 0, slots, GS_FP8_E4M3},
+                      {CUDA_R_16BF, src, 8, 8, 8, 0, 1, 0, 1, dst, rec + 1, NULL, 0, slots + GS_FP8_CUR_SLOTS,
+                       GS_FP8_E4M3}};
+  kernel_ctx *kc = KERNEL_CTX(ctx);
+  assert_int_equal(fp8_current_amax(kc, NULL, o, 2), CUDA_SUCCESS);
+  o[1].partial = slots + GS_FP8_CUR_SLOTS - 1; /* overlapping slots */
+  assert_int_equal(fp8_current_amax(kc, NULL, o, 2), CUDA_ERROR_INVALID_VALUE);
+  assert_int_equal(fp8_current_quantize(kc, NULL, o, 2), CUDA_ERROR_INVALID_VALUE);
+  o[1].partial = NULL;
+  assert_int_equal(fp8_current_quantize(kc, NULL, o, 2), CUDA_ERROR_INVALID_VALUE);
+  o[1].partial = slots + GS_FP8_CUR_SLOTS;
+  o[1].fmt = 7;
+  assert_int_equal(fp8_current_amax(kc, NULL, o, 2), CUDA_ERROR_INVALID_VALUE);
+  dev_free(src), dev_free(dst), dev_free(rec), dev_free(slots);
+}
+
 /* The quantize launch's geometry, recorded instead of run: one launch for
  * A and B, op[0].blocks + op[1].blocks blocks of GS_FP8_Q_THREADS, each
  * block a 64 x 64 tile at a time (fp8_quantize.cu); thread t takes the
@@ -1135,9 +1314,9 @@ static void test_quantize_geometry(void **state) {
     const int64_t ar = shapes[i].ta ? k : m, ac = shapes[i].ta ? m : k;
     const int64_t br = shapes[i].tb ? n : k, bc = shapes[i].tb ? k : n;
     const fp8_operand ops[2] = {
-        {CUDA_R_16BF, p, ar, ac, ar, ar * ac, batch, shapes[i].ta, 0, (uint8_t *)p + 0x40000000, rings[0], NULL, 0},
+        {CUDA_R_16BF, p, ar, ac, ar, ar * ac, batch, shapes[i].ta, 0, (uint8_t *)p + 0x40000000, rings[0], NULL, 0, NULL, 0},
         {CUDA_R_16BF, p + 0x20000000, br, bc, br, br * bc, batch, shapes[i].tb, 1, (uint8_t *)p + 0x60000000,
-         rings[1], NULL, 0},
+         rings[1], NULL, 0, NULL, 0},
     };
     golden_launches = 0;
     assert_int_equal(fp8_quantize_operands(KERNEL_CTX(ctx), NULL, ops, 2, 0), CUDA_SUCCESS);
@@ -1220,8 +1399,8 @@ static void test_quantize_stats(void **state) {
       gs_fp8_stats *st = dev_alloc(sizeof *st);
       memset(st, 0, sizeof *st);
       const fp8_operand ops[2] = {
-          {CUDA_R_16BF, m[0].p, 200, 130, 200, 0, 1, 0, 0, dst[0], ring[0], &st->op[0], 0},
-          {CUDA_R_16BF, m[1].p, 70, 90, 72, 0, 1, 1, 1, dst[1], ring[1], &st->op[1], 0},
+          {CUDA_R_16BF, m[0].p, 200, 130, 200, 0, 1, 0, 0, dst[0], ring[0], &st->op[0], 0, NULL, 0},
+          {CUDA_R_16BF, m[1].p, 70, 90, 72, 0, 1, 1, 1, dst[1], ring[1], &st->op[1], 0, NULL, 0},
       };
       assert_int_equal(fp8_quantize_operands(KERNEL_CTX(qctx), NULL, ops, 2, 0), CUDA_SUCCESS);
       for (int o = 0; o < 2; o++) {
@@ -2000,6 +2179,8 @@ int main(void) {
       cmocka_unit_test(test_gemm_grid_stride),
       cmocka_unit_test(test_gemm_sqnr),
       cmocka_unit_test(test_gemm_argument_checks),
+      cmocka_unit_test(test_current_matches_ring),
+      cmocka_unit_test(test_current_argument_checks),
       cmocka_unit_test(test_other_context),
       cmocka_unit_test(test_scaled_quantize_launcher),
       cmocka_unit_test(test_scaled_quantize_stats),
