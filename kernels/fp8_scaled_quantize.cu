@@ -25,14 +25,17 @@
  *     rounding (its MXFP8 documentation: float_to_e8m0(amax / max_norm),
  *     rounded up): e = ceil(log2(amax / fp8_max)), one more than the
  *     spec's when amax / 2^e would exceed fp8_max, so nothing saturates.
- * Each block's amax is local to the thread block that quantizes it: one
- * pass over the source (a 128 x 128 tile is read twice; the second read
- * is expected to hit L2: 32 KiB of bf16 per tile, not measured).
+ * Each block's amax is local to the warp or thread block that quantizes
+ * it: one pass over the source (a 128 x 128 tile is read twice; the second
+ * read is expected to hit L2: 32 KiB of bf16 per tile, not measured).
  *
- * One thread block of 128 threads per unit (a 1 x 128 segment for VEC128
- * and MX32, a 128 x 128 tile for BLK128), grid-stride over units; thread
- * t owns k index c * 128 + t. A compared call's statistics (a non-NULL
- * stats) are counted per scale block by fp8_stats.h's helpers. */
+ * Five kernels a source type (fp8_kernels.h; fp8_scaled_launch.c picks):
+ * the general one, a thread block of 128 threads per unit (a 1 x 128
+ * segment for VEC128 and MX32, a 128 x 128 tile for BLK128), thread t at
+ * k index c * 128 + t, grid-stride, any strides, and the only one that
+ * counts a compared call's statistics (a non-NULL stats, fp8_stats.h's
+ * helpers); and four fast ones for aligned layouts ("the fast paths"
+ * below), persistent, 16-byte loads, the same bytes. */
 #include "fp8_block.h"
 #include "fp8_convert.h"
 #include "fp8_kernels.h"
@@ -195,6 +198,20 @@ template <int E> static __device__ void bq_generic(const gs_fp8_bq_args &a) {
  * scales from bq_pow2_scale / the E8M0 rule, and the same codes (cvt
  * .rn.satfinite equals gs_f32_to_fp8_sat away from NaN, fp8_convert.h; a
  * group holding a NaN is encoded by the general path's expression). */
+/* perf-report's SASS count (kernels.mk, fp8_scaled_quantize_count*.ptx):
+ * the fast paths as NaN-free E4M3 data in one mode runs them, the other
+ * modes', format's and the NaN branches compiled out (GS_FP8_BQ_COUNT is
+ * the mode). Never loaded. */
+#if defined(GS_FP8_BQ_COUNT)
+#define BQ_MODE(a) GS_FP8_BQ_COUNT
+#define BQ_FMT(a) GS_FP8_DEV_E4M3
+#define BQ_HAS_NAN(key, inf) 0
+#else
+#define BQ_MODE(a) ((a).mode)
+#define BQ_FMT(a) ((a).fmt)
+#define BQ_HAS_NAN(key, inf) ((key) > (inf))
+#endif
+
 template <int E> struct bq_src {
   static constexpr int V = E == GS_ELEM_F32 ? 4 : 8; /* elements a 16-byte load */
   static constexpr int SZ = 16 / V;                  /* bytes an element */
@@ -253,7 +270,8 @@ static __device__ __forceinline__ uint32_t bq_cvt_x2(float hi, float lo, int fmt
 template <int E, int N, typename F>
 static __device__ __forceinline__ uint64_t bq_encode_n(F raw, uint32_t key, float scale, int fmt, int keep) {
   uint64_t codes = 0;
-  if (key > bq_src<E>::INF) {
+  (void)key;
+  if (BQ_HAS_NAN(key, bq_src<E>::INF)) {
 GS_FP8_UNROLL
     for (int i = 0; i < N; i++) {
       const float x = bq_widen_exact<E>(raw(i));
@@ -329,7 +347,8 @@ GS_FP8_UNROLL
 template <int E> static __device__ __forceinline__ void bq_k_rows(const gs_fp8_bq_args &a) {
   constexpr int V = bq_src<E>::V, SZ = bq_src<E>::SZ, SPAN = BQ_U * 32 * V;
   const unsigned l = threadIdx.x % 32, w = threadIdx.x / 32;
-  const int mx = a.mode >= GS_FP8_BQ_MX32, ceil_mode = a.mode == GS_FP8_BQ_MX32_CEIL;
+  const int mode = BQ_MODE(a), fmt = BQ_FMT(a);
+  const int mx = mode >= GS_FP8_BQ_MX32, ceil_mode = mode == GS_FP8_BQ_MX32_CEIL;
   const int64_t rows = mx ? (a.outer + 127) / 128 * 128 : a.outer, upr = (a.k_pad + SPAN - 1) / SPAN;
   const int64_t units = (rows * upr + 3) / 4; /* a block's unit: its 4 warps' units */
   const int64_t kblocks = (a.k_pad + 31) / 32, tiles_k = (a.k_pad + 127) / 128;
@@ -365,10 +384,10 @@ GS_FP8_UNROLL
       const int live = r < rows && q < a.k_pad;
       int e = 0;
       float scale;
-      if (!mx) scale = bq_pow2_scale(amax, a.fmt);
-      else e = bq_mx_exp(amax, a.fmt, ceil_mode), scale = e == 128 ? 1.0f : bq_pow2(-e);
+      if (!mx) scale = bq_pow2_scale(amax, fmt);
+      else e = bq_mx_exp(amax, fmt, ceil_mode), scale = e == 128 ? 1.0f : bq_pow2(-e);
       const gs_u32x4 g = cur[j];
-      const uint64_t codes = bq_encode_n<E, V>([&](int i) __attribute__((always_inline)) { return bq_raw<E>(g, i); }, key, scale, a.fmt, e == 128);
+      const uint64_t codes = bq_encode_n<E, V>([&](int i) __attribute__((always_inline)) { return bq_raw<E>(g, i); }, key, scale, fmt, e == 128);
       if (live && r < a.outer) {
         if constexpr (V == 8) gs_st8(a.dst + r * a.k_pad + q, codes);
         else *(uint32_t *)(a.dst + r * a.k_pad + q) = (uint32_t)codes;
@@ -403,7 +422,8 @@ GS_FP8_UNROLL
 template <int E> static __device__ __forceinline__ void bq_s_rows(const gs_fp8_bq_args &a) {
   constexpr int V = bq_src<E>::V, SZ = bq_src<E>::SZ, RW = 2 * V;
   const unsigned l = threadIdx.x % 32, w = threadIdx.x / 32, ql = l % 16;
-  const int mx = a.mode >= GS_FP8_BQ_MX32, ceil_mode = a.mode == GS_FP8_BQ_MX32_CEIL;
+  const int mode = BQ_MODE(a), fmt = BQ_FMT(a);
+  const int mx = mode >= GS_FP8_BQ_MX32, ceil_mode = mode == GS_FP8_BQ_MX32_CEIL;
   const int64_t rows = mx ? (a.outer + 127) / 128 * 128 : a.outer, chunks = (a.k_pad + 127) / 128;
   const int64_t rtiles = (rows + RW - 1) / RW, units = (rtiles * chunks + 3) / 4;
   const int64_t kblocks = (a.k_pad + 31) / 32;
@@ -435,10 +455,10 @@ GS_FP8_UNROLL
       const uint32_t amax = bq_key_amax<E>(bq_lanes_max(key, mx ? 2 : 8));
       int e = 0;
       float scale;
-      if (!mx) scale = bq_pow2_scale(amax, a.fmt);
-      else e = bq_mx_exp(amax, a.fmt, ceil_mode), scale = e == 128 ? 1.0f : bq_pow2(-e);
+      if (!mx) scale = bq_pow2_scale(amax, fmt);
+      else e = bq_mx_exp(amax, fmt, ceil_mode), scale = e == 128 ? 1.0f : bq_pow2(-e);
       const uint64_t codes =
-          bq_encode_n<E, 8>([&](int j) __attribute__((always_inline)) { return bq_raw<E>(cur[j], i); }, key, scale, a.fmt, e == 128);
+          bq_encode_n<E, 8>([&](int j) __attribute__((always_inline)) { return bq_raw<E>(cur[j], i); }, key, scale, fmt, e == 128);
       const int live = c < chunks && r < rows;
       if (live && r < a.outer && q0 < a.k_pad) gs_st8(a.dst + r * a.k_pad + q0, codes);
       if (!mx) {
