@@ -124,6 +124,20 @@ def sass_function(nvdisasm, cubin, name):
 INSN = re.compile(r"/\*[0-9a-f]{4,}\*/\s+(.*?)\s*;")
 
 
+def sass_insns(sass):
+    """nvdisasm lines as (instructions, {label: index of the next one})."""
+    insns, labels = [], {}
+    for line in sass:
+        t = line.strip()
+        if re.match(r"^\.L_x_\d+:$", t):
+            labels[t[:-1]] = len(insns)
+            continue
+        m = INSN.search(line)
+        if m:
+            insns.append(m.group(1))
+    return insns, labels
+
+
 def hot_path(sass):
     """The fast path of one 8-element group, as instructions: from the
     last 16-byte load or L2 prefetch before it (the next tiles') to the end of the block that
@@ -132,15 +146,7 @@ def hot_path(sass):
     conversions and the packing, plus the per-group address arithmetic and
     branches on the way. The store and the loop's tile bookkeeping are not
     in it (they are shared by the thread's groups)."""
-    insns, labels = [], {}
-    for line in sass:
-        s = line.strip()
-        if re.match(r"^\.L_x_\d+:$", s):
-            labels[s[:-1]] = len(insns)
-            continue
-        m = INSN.search(line)
-        if m:
-            insns.append(m.group(1))
+    insns, labels = sass_insns(sass)
     first = next(i for i, t in enumerate(insns) if "F2FP.SATFINITE.E4M3" in t)
     # The loop issues the next tile's loads and the L2 prefetch of the one
     # after (CCTL.E.PF2) before it encodes: the group's own work starts
@@ -338,15 +344,7 @@ def bq_loop(sass):
     a warp issues per unit where every group is whole. Blocks a warp skips
     (the scale stores of lanes at a segment's start) are counted, so this
     bounds the issue from above."""
-    insns, labels = [], {}
-    for line in sass:
-        t = line.strip()
-        if re.match(r"^\.L_x_\d+:$", t):
-            labels[t[:-1]] = len(insns)
-            continue
-        m = INSN.search(line)
-        if m:
-            insns.append(m.group(1))
+    insns, labels = sass_insns(sass)
     back = []
     for i, t in enumerate(insns):
         m = re.search(r"BRA\s+`\((\.L_x_\d+)\)", t)
@@ -365,6 +363,19 @@ def bq_loop(sass):
 
 
 BQ_SMS, BQ_CLOCK, BQ_BLOCKS_PER_SM, BQ_BW = 132, 1.98e9, 6, 4.3e12
+
+
+def bq_operand_time(outer, kk):
+    """The block recipe's 1 x 128 quantize of one bf16 operand (outer x
+    kk, k-contiguous) on an H200, estimated: bytes at 80% of 4.3 TB/s times
+    the persistent grid's imbalance. (seconds, bytes, units, units a block,
+    the most a block does)."""
+    grid = BQ_SMS * BQ_BLOCKS_PER_SM
+    el = outer * kk
+    qb = 3 * el + 4 * el // 128
+    units = -(-outer * -(-kk // 1024) // 4)  # k-contiguous bf16: 4 warps' runs of 1024 of a row
+    per, most = units / grid, -(-units // grid)
+    return qb / (0.8 * BQ_BW) * max(most / per, 1.0), qb, units, per, most
 
 
 def bq_section(w, a, tmp):
@@ -424,10 +435,7 @@ def bq_section(w, a, tmp):
         t, parts, mx_b = 0.0, [], 0
         for outer in (mm, nn):
             el = outer * kk
-            qb = 3 * el + 4 * el // 128
-            units = -(-outer * -(-kk // 1024) // 4)  # k-contiguous bf16: 4 warps' runs of 1024 of a row
-            per, most = units / grid, -(-units // grid)
-            tt = qb / (0.8 * BQ_BW) * max(most / per, 1.0)
+            tt, qb, units, per, most = bq_operand_time(outer, kk)
             t += tt
             parts.append(f"{qb / 1e6:.1f} MB, {units:,} units, {per:.1f} a block (at most {most}): {tt * 1e6:.1f} us")
             mx_b += 3 * el + el // 32
@@ -459,16 +467,15 @@ def fp8_recipe_estimates(w, launch):
       "TFLOP/s for 1 x 128 / 128 x 128 scaling on an H800); quantize bytes, first column, at "
       "its kernels' rate: current and delayed at 1.62 TB/s (what the current recipe's kernels reached: "
       "413 us for 8192^3's two operands, 671 MB at 5 bytes an element; delayed's are taken at the same rate, "
-      "an assumption), block at 3.44 TB/s (80% of the 4.3 TB/s copy: its vector, persistent kernels' static "
-      "estimate, the section above; not measured); second column, every recipe at 3.44 TB/s (the goal). B200: "
+      "an assumption), block at its vector, persistent kernels' static "
+      "estimate per shape (80% of the 4.3 TB/s copy times the grid's imbalance, \"Block-scaled quantize\" "
+      "above; not measured); second column, every recipe at 3.44 TB/s (the goal). B200: "
       "bf16 2250 and fp8 4500 TFLOP/s dense (NVIDIA's datasheet peaks, taken at 80%: an assumption), 8 TB/s "
       "(datasheet) at 80%; nothing measured on a B200. Launches: current 3 (amax, quantize, GEMM), the others "
       "2, 5 us each. Smaller GEMMs are taken at the large-GEMM rates, natively and routed alike (an "
       "assumption that flatters neither side).\n")
     rows = []
     h200 = dict(bf16=780e12, fp8=(1300e12, 1600e12), bw=(1.62e12, 3.44e12))
-    # the block recipe's kernels at their static estimate in both columns
-    own_rate = {"block": 3.44e12}
     b200 = dict(bf16=2250e12 * 0.8, fp8=(4500e12 * 0.8, 4500e12 * 0.8), bw=(8e12 * 0.8, 8e12 * 0.8))
     for gpu, rates, recipes in (("H200", h200, ("current", "delayed", "block")), ("B200", b200, ("mxfp8",))):
         for shape in FP8_SHAPES:
@@ -479,15 +486,17 @@ def fp8_recipe_estimates(w, launch):
                 qb = fp8_recipe_bytes(recipe, mm, nn, kk)
                 launches = 3 if recipe == "current" else 2
                 spans = []
-                bws = (own_rate.get(recipe, rates["bw"][0]), rates["bw"][1]) if gpu == "H200" else rates["bw"]
-                for bw in bws:
-                    lo = fl / rates["fp8"][0] + qb / bw + launches * launch
-                    hi = fl / rates["fp8"][1] + qb / bw + launches * launch
+                qt = [qb / bw for bw in rates["bw"]]
+                if gpu == "H200" and recipe == "block":
+                    qt[0] = bq_operand_time(mm, kk)[0] + bq_operand_time(nn, kk)[0]
+                for q in qt:
+                    lo = fl / rates["fp8"][0] + q + launches * launch
+                    hi = fl / rates["fp8"][1] + q + launches * launch
                     spans.append((native / lo, native / hi))
                 cell = lambda a: f"{a[0]:.2f}x" if f"{a[0]:.2f}" == f"{a[1]:.2f}" else f"{a[0]:.2f}-{a[1]:.2f}x"
                 arith = (f"{fl / 1e9:.0f} GFLOP; native {native * 1e6:.0f} us; GEMM "
                          f"{fl / rates['fp8'][1] * 1e6:.0f}-{fl / rates['fp8'][0] * 1e6:.0f} us; quantize "
-                         f"{qb / 1e6:.0f} MB = {qb / bws[0] * 1e6:.0f} / {qb / bws[1] * 1e6:.0f} us; "
+                         f"{qb / 1e6:.0f} MB = {qt[0] * 1e6:.0f} / {qt[1] * 1e6:.0f} us; "
                          f"{launches} x 5 us")
                 rows.append((gpu, recipe, "x".join(map(str, shape)), cell(spans[0]), cell(spans[1]), arith))
     w(md_table(["GPU", "recipe", "m x n x k", "speedup, quantize at its kernels' rate", "speedup, quantize at 80% of copy",
