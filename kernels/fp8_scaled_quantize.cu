@@ -590,7 +590,9 @@ GS_FP8_UNROLL
 }
 
 /* The fast kernels take the layout their name says (fp8_kernels.h; the
- * launcher checks it) and ignore stats; the general one takes anything. */
+ * launcher checks it) and ignore stats; the general one takes anything.
+ * The general one has no minimum residency (0: none), so ptxas keeps it
+ * at the 32 registers it picks unasked; a minimum of 1 gives it 48. */
 template <int E, int PATH> static __device__ __forceinline__ void bq_entry(const gs_fp8_bq_args &a) {
   if constexpr (PATH == GS_FP8_BQ_GENERAL) bq_generic<E>(a);
   else if constexpr (PATH == GS_FP8_BQ_K) bq_k_rows<E>(a);
@@ -600,7 +602,7 @@ template <int E, int PATH> static __device__ __forceinline__ void bq_entry(const
 
 #define GS_FP8_BQ_DEFINE(name, E, PATH)                                        \
   extern "C" __global__ void __launch_bounds__(GS_FP8_BQ_THREADS,             \
-                                               PATH == GS_FP8_BQ_GENERAL ? 1 : GS_FP8_BQ_BLOCKS_PER_SM) \
+                                               PATH == GS_FP8_BQ_GENERAL ? 0 : GS_FP8_BQ_BLOCKS_PER_SM) \
       name(gs_fp8_bq_args args) {                                              \
     bq_entry<E, PATH>(args);                                                   \
   }
