@@ -1,8 +1,9 @@
 /* fp8_block.h: the block-level CUDA that the fp8 kernels need beyond
- * device.h: __shared__ memory, __syncthreads(), 32-bit atomics and
- * __threadfence(). On the GPU they are the hardware's, through clang's NVPTX
- * builtins (no CUDA headers). In the host build (GS_EMU) a block's threads
- * run as fibers on the calling thread, so a barrier is a real barrier.
+ * device.h: __shared__ memory, __syncthreads(), 32-bit atomics,
+ * __threadfence() and full-warp shuffles. On the GPU they are the
+ * hardware's, through clang's NVPTX builtins (no CUDA headers). In the
+ * host build (GS_EMU) a block's threads run as fibers on the calling
+ * thread, so a barrier is a real barrier.
  *
  * Why: emu.h (the cast kernels' emulation) runs a block's threads one
  * after another and rejects __syncthreads(); the fp8 kernels need a
@@ -54,6 +55,15 @@ static __device__ __forceinline__ float gs_fp8_load_const(const float *p) { retu
 /* membar.gl: this thread's global writes are seen by every block before its
  * later ones (the threadFenceReduction pattern). */
 static __device__ __forceinline__ void gs_fp8_threadfence(void) { __nvvm_membar_gl(); }
+/* shfl.sync over the full warp: v of lane src (idx) or of lane ^ mask
+ * (bfly). Every thread of the block calls them from uniform control flow
+ * (the host build's version below has barriers). */
+static __device__ __forceinline__ uint32_t gs_fp8_shfl_idx(uint32_t v, unsigned src) {
+  return (uint32_t)__nvvm_shfl_sync_idx_i32(0xFFFFFFFFu, (int)v, (int)src, 0x1F);
+}
+static __device__ __forceinline__ uint32_t gs_fp8_shfl_xor(uint32_t v, unsigned mask) {
+  return (uint32_t)__nvvm_shfl_sync_bfly_i32(0xFFFFFFFFu, (int)v, (int)mask, 0x1F);
+}
 
 #else /* GS_EMU */
 
@@ -191,6 +201,20 @@ inline void gs_fp8_syncthreads(void) {
   __asm__ __volatile__("" ::: "memory");
 }
 #define __syncthreads gs_fp8_syncthreads
+
+/* Warp shuffles (the device's shfl.sync) through a word a thread and two
+ * barriers: every thread of the block must call them, as the kernels do
+ * (uniform control flow); lanes are threadIdx.x % 32. */
+inline uint32_t gs_fp8_shfl_idx(uint32_t v, unsigned src) {
+  static thread_local uint32_t s[1024];
+  const unsigned t = threadIdx.x;
+  s[t] = v;
+  gs_fp8_syncthreads();
+  const uint32_t r = s[(t & ~31u) | (src & 31u)];
+  gs_fp8_syncthreads();
+  return r;
+}
+inline uint32_t gs_fp8_shfl_xor(uint32_t v, unsigned mask) { return gs_fp8_shfl_idx(v, (threadIdx.x ^ mask) & 31u); }
 
 /* Resume fiber i; returns when it waits at a barrier or has finished. */
 inline void gs_fp8_fiber_resume(gs_fp8_block_run *r, unsigned i) {

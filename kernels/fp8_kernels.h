@@ -184,10 +184,37 @@ typedef struct gs_fp8_bq_args {
   int32_t mode, fmt;     /* GS_FP8_BQ_*, GS_FP8_DEV_E4M3 / E5M2 */
   struct gs_fp8_op_stats *stats; /* counters of a compared call (fp8_stats.h), NULL: none */
 } gs_fp8_bq_args;
+/* Five kernels a source type, the same results (fp8_scaled_quantize.cu):
+ * the general one (gs_fp8_bq_<type>) takes any strides and counts a
+ * compared call's statistics; the fast ones need stats NULL, src 16-byte
+ * aligned, dst 8, scales 4, k_pad a multiple of 8, and either stride_q 1
+ * with stride_r a whole number of 16-byte groups (_k_, _kt_: k-contiguous)
+ * or stride_r 1 with stride_q so (_s_, _st_: k-strided); _k_ and _s_ take
+ * VEC128 and MX32, _kt_ and _st_ BLK128. fp8_scaled_launch.c picks. */
+#define GS_FP8_BQ_GENERAL 0
+#define GS_FP8_BQ_K 1  /* k-contiguous, 1 x 128 / 1 x 32 */
+#define GS_FP8_BQ_S 2  /* k-strided, 1 x 128 / 1 x 32 */
+#define GS_FP8_BQ_KT 3 /* k-contiguous, 128 x 128 */
+#define GS_FP8_BQ_ST 4 /* k-strided, 128 x 128 */
+/* The fast kernels' residency (__launch_bounds__ minimum blocks a SM): the
+ * launcher's persistent grid is this many blocks a SM. */
+#define GS_FP8_BQ_BLOCKS_PER_SM 6
 #define GS_FP8_SCALED_QUANTIZE_KERNELS(X)                                      \
-  X(gs_fp8_bq_bf16, GS_ELEM_BF16, GS_FP8_MODE_QUANTIZE)                        \
-  X(gs_fp8_bq_f16, GS_ELEM_F16, GS_FP8_MODE_QUANTIZE)                          \
-  X(gs_fp8_bq_f32, GS_ELEM_F32, GS_FP8_MODE_QUANTIZE)
+  X(gs_fp8_bq_bf16, GS_ELEM_BF16, GS_FP8_BQ_GENERAL)                           \
+  X(gs_fp8_bq_f16, GS_ELEM_F16, GS_FP8_BQ_GENERAL)                             \
+  X(gs_fp8_bq_f32, GS_ELEM_F32, GS_FP8_BQ_GENERAL)                             \
+  X(gs_fp8_bq_k_bf16, GS_ELEM_BF16, GS_FP8_BQ_K)                               \
+  X(gs_fp8_bq_k_f16, GS_ELEM_F16, GS_FP8_BQ_K)                                 \
+  X(gs_fp8_bq_k_f32, GS_ELEM_F32, GS_FP8_BQ_K)                                 \
+  X(gs_fp8_bq_s_bf16, GS_ELEM_BF16, GS_FP8_BQ_S)                               \
+  X(gs_fp8_bq_s_f16, GS_ELEM_F16, GS_FP8_BQ_S)                                 \
+  X(gs_fp8_bq_s_f32, GS_ELEM_F32, GS_FP8_BQ_S)                                 \
+  X(gs_fp8_bq_kt_bf16, GS_ELEM_BF16, GS_FP8_BQ_KT)                             \
+  X(gs_fp8_bq_kt_f16, GS_ELEM_F16, GS_FP8_BQ_KT)                               \
+  X(gs_fp8_bq_kt_f32, GS_ELEM_F32, GS_FP8_BQ_KT)                               \
+  X(gs_fp8_bq_st_bf16, GS_ELEM_BF16, GS_FP8_BQ_ST)                             \
+  X(gs_fp8_bq_st_f16, GS_ELEM_F16, GS_FP8_BQ_ST)                               \
+  X(gs_fp8_bq_st_f32, GS_ELEM_F32, GS_FP8_BQ_ST)
 
 /* The layouts must not depend on the compiler: checked in every build
  * (gcc for the launchers, clang for the device, g++ for the host kernels). */

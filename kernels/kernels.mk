@@ -143,8 +143,15 @@ $(PERF_CLIENT): scripts/perf/route_calls.c $(BUILD)/standin/cu13/libcuda.so.1 $(
 # tests/integration/test_steady_state.py holds the routes to exact counts with it.
 TEST_DEPS += $(PERF_CLIENT)
 
+# The block-scaled fast paths as perf-report counts them: one mode each
+# (GS_FP8_BQ_COUNT: 0 VEC128, 3 MX32_CEIL), the other branches compiled out.
+PERF_BQ_PTX := $(BUILD)/perf/bq_count0.ptx $(BUILD)/perf/bq_count3.ptx
+$(BUILD)/perf/bq_count%.ptx: kernels/fp8_scaled_quantize.cu $(KERNELS_HDR)
+	@mkdir -p $(dir $@)
+	$(CLANG_CUDA) $(KERNELS_CUDA_FLAGS) --cuda-gpu-arch=sm_90 $(call kernels_isa_flag,fp8_scaled_quantize) -DGS_FP8_BQ_COUNT=$* -S $< -o $@
+
 .PHONY: perf-report
-perf-report: $(PERF_VENV)/.installed $(KERNELS_PTX) $(SHIM_SO) $(KERNELS_HOST_SO) $(PERF_CLIENT)
+perf-report: $(PERF_VENV)/.installed $(KERNELS_PTX) $(PERF_BQ_PTX) $(SHIM_SO) $(KERNELS_HOST_SO) $(PERF_CLIENT)
 	$(PYTHON) scripts/perf_report.py --build $(BUILD) --cuda $(CUDA) --client $(PERF_CLIENT) --out docs/perf-static.md \
 	  --ptxas12 "$$(ls $(PERF_VENV)/lib/python3*/site-packages/nvidia/cuda_nvcc/bin/ptxas)" \
 	  --nvdisasm "$$(ls $(PERF_VENV)/lib/python3*/site-packages/nvidia/cu13/bin/nvdisasm)"

@@ -44,7 +44,11 @@ LIMITS = {
     "sm_80": dict(threads=2048, blocks=32, smem=164 * 1024, smem_unit=128, gpu="A100 class (Ampere)"),
     "sm_89": dict(threads=1536, blocks=24, smem=100 * 1024, smem_unit=128, gpu="Ada"),
     "sm_90": dict(threads=2048, blocks=32, smem=228 * 1024, smem_unit=128, gpu="H100/H200 (Hopper)"),
+    "sm_100": dict(threads=2048, blocks=32, smem=228 * 1024, smem_unit=128, gpu="B200 (Blackwell)"),
 }
+# Targets beyond a file's own that it is assembled for: the block-scaled
+# quantize also feeds mxfp8 on sm_100.
+EXTRA_TARGETS = {"fp8_scaled_quantize": ["sm_100"]}
 REGS_PER_SM, REG_UNIT, PARTITIONS = 65536, 256, 4
 
 
@@ -120,6 +124,20 @@ def sass_function(nvdisasm, cubin, name):
 INSN = re.compile(r"/\*[0-9a-f]{4,}\*/\s+(.*?)\s*;")
 
 
+def sass_insns(sass):
+    """nvdisasm lines as (instructions, {label: index of the next one})."""
+    insns, labels = [], {}
+    for line in sass:
+        t = line.strip()
+        if re.match(r"^\.L_x_\d+:$", t):
+            labels[t[:-1]] = len(insns)
+            continue
+        m = INSN.search(line)
+        if m:
+            insns.append(m.group(1))
+    return insns, labels
+
+
 def hot_path(sass):
     """The fast path of one 8-element group, as instructions: from the
     last 16-byte load or L2 prefetch before it (the next tiles') to the end of the block that
@@ -128,15 +146,7 @@ def hot_path(sass):
     conversions and the packing, plus the per-group address arithmetic and
     branches on the way. The store and the loop's tile bookkeeping are not
     in it (they are shared by the thread's groups)."""
-    insns, labels = [], {}
-    for line in sass:
-        s = line.strip()
-        if re.match(r"^\.L_x_\d+:$", s):
-            labels[s[:-1]] = len(insns)
-            continue
-        m = INSN.search(line)
-        if m:
-            insns.append(m.group(1))
+    insns, labels = sass_insns(sass)
     first = next(i for i, t in enumerate(insns) if "F2FP.SATFINITE.E4M3" in t)
     # The loop issues the next tile's loads and the L2 prefetch of the one
     # after (CCTL.E.PF2) before it encodes: the group's own work starts
@@ -336,6 +346,124 @@ def fp8_current_passes(w):
       "an assumption) and two launches add to the small shape most. Not yet measured.\n")
 
 
+def bq_loop(sass):
+    """The unit loop of a block-scaled fast kernel (the widest backward
+    branch) as instructions, less the basic blocks that load elements one
+    by one (a group cut by the matrix's edge, not taken inside it): what
+    a warp issues per unit where every group is whole. Blocks a warp skips
+    (the scale stores of lanes at a segment's start) are counted, so this
+    bounds the issue from above."""
+    insns, labels = sass_insns(sass)
+    back = []
+    for i, t in enumerate(insns):
+        m = re.search(r"BRA\s+`\((\.L_x_\d+)\)", t)
+        if m and labels.get(m.group(1), len(insns)) <= i:
+            back.append((labels[m.group(1)], i))
+    head, tail = max(back, key=lambda b: b[1] - b[0])
+    starts = set(labels.values()) | {i + 1 for i, t in enumerate(insns) if re.search(r"\bBRA\b", t)}
+    blocks, cur = [], []
+    for i in range(head, tail + 1):
+        if i in starts and cur:
+            blocks.append(cur)
+            cur = []
+        cur.append(insns[i])
+    blocks.append(cur)
+    return [t for b in blocks if not any(re.search(r"\bLDG\.E(\.U16|\.U8)?\s", t) for t in b) for t in b]
+
+
+BQ_SMS, BQ_CLOCK, BQ_BLOCKS_PER_SM, BQ_BW = 132, 1.98e9, 6, 4.3e12
+
+
+def bq_operand_time(outer, kk):
+    """The block recipe's 1 x 128 quantize of one bf16 operand (outer x
+    kk, k-contiguous) on an H200, estimated: bytes at 80% of 4.3 TB/s times
+    the persistent grid's imbalance. (seconds, bytes, units, units a block,
+    the most a block does)."""
+    grid = BQ_SMS * BQ_BLOCKS_PER_SM
+    el = outer * kk
+    qb = 3 * el + 4 * el // 128
+    units = -(-outer * -(-kk // 1024) // 4)  # k-contiguous bf16: 4 warps' runs of 1024 of a row
+    per, most = units / grid, -(-units // grid)
+    return qb / (0.8 * BQ_BW) * max(most / per, 1.0), qb, units, per, most
+
+
+def bq_section(w, a, tmp):
+    """The block and mxfp8 recipes' quantize kernels (kernels/
+    fp8_scaled_quantize.cu): their SASS per element, bytes in flight, the
+    persistent grid's balance, and the estimated time per shape."""
+    w("## Block-scaled quantize (block, mxfp8) on sm_90: SASS, bytes in flight, estimate\n")
+    counts, table = {}, []
+    for mode, label in ((0, "1 x 128 (VEC128)"), (3, "1 x 32 (MX32, E8M0)")):
+        cubin = os.path.join(tmp, f"bq_count{mode}.cubin")
+        ptxas_v(os.path.join(a.cuda, "bin", "ptxas"), "sm_90", os.path.join(a.build, "perf", f"bq_count{mode}.ptx"), cubin)
+        for kern, elems, layout in (("gs_fp8_bq_k_bf16", 4 * 8, "k-contiguous, bf16"),
+                                    ("gs_fp8_bq_s_bf16", 8 * 8, "k-strided, bf16"),
+                                    ("gs_fp8_bq_k_f32", 4 * 4, "k-contiguous, fp32")):
+            path = bq_loop(sass_function(a.nvdisasm, cubin, kern))
+            kinds = {}
+            for t in path:
+                toks = t.split()
+                op = (toks[1] if toks[0].startswith("@") else toks[0]).split(".")[0]
+                kinds[op] = kinds.get(op, 0) + 1
+            counts[(mode, kern)] = len(path) / elems
+            top = ", ".join(f"{k} {v}" for k, v in sorted(kinds.items(), key=lambda x: -x[1])[:6])
+            table.append((label, f"`{kern}`", layout, len(path), elems, f"{len(path) / elems:.1f}", top))
+    w("Counted in nvdisasm's output of the kernels built for one mode each (`GS_FP8_BQ_COUNT`: the other "
+      "modes', the E5M2 and the NaN branches compiled out; E4M3 data without NaNs runs this path): the unit "
+      "loop, less the blocks that load a group cut by the matrix's edge element by element. Per iteration a "
+      "thread handles 4 groups of 8 bf16 (k-contiguous), 8 x 8 (k-strided) or 4 x 4 fp32; everything a warp "
+      "issues on the way is counted (the next unit's loads and position, the maxima's shuffles, the scales, "
+      "the encode, the stores, and the scale stores that only a segment's first lane makes), so this bounds "
+      "the issue from above.\n")
+    w(md_table(["scales", "kernel", "source", "loop instructions", "elements a thread", "per element",
+                "largest opcodes"], table))
+    w("")
+    issue = BQ_SMS * 4 * BQ_CLOCK * 32
+    need_kb = BQ_BW * 700e-9 / BQ_SMS / 1024
+    inflight = {"k": BQ_BLOCKS_PER_SM * 128 * 4 * 16, "s": BQ_BLOCKS_PER_SM * 128 * 8 * 16,
+                "t": BQ_BLOCKS_PER_SM * 128 * 8 * 16}
+    worst = max(v for key, v in counts.items() if "bf16" in key[1])
+    worst32 = max(v for key, v in counts.items() if "f32" in key[1])
+    w(f"Issue against bandwidth (H200: {BQ_SMS} SMs x 4 schedulers x 1 warp instruction a cycle x "
+      f"{BQ_CLOCK / 1e9:.2f} GHz x 32 = {issue / 1e12:.1f} T thread-instructions/s): at the most "
+      f"{worst:.1f} instructions per bf16 element the kernels can issue {issue / worst / 1e12:.2f} T "
+      f"elements/s, against {0.8 * BQ_BW / 3 / 1e12:.2f} T that 80% of 4.3 TB/s moves at 3 bytes an element "
+      f"({0.8 * BQ_BW / 3 / (issue / worst):.0%} of the issue slots); fp32 sources, {worst32:.1f} per "
+      f"element at 5 bytes: {0.8 * BQ_BW / 5 / (issue / worst32):.0%}. Bandwidth-bound with that margin, "
+      f"not a wide one. Bytes in flight a SM, {BQ_BLOCKS_PER_SM} blocks of 128 threads "
+      f"(`__launch_bounds__(128, {BQ_BLOCKS_PER_SM})`, registers in the table above): k-contiguous rows "
+      f"{inflight['k'] // 1024} KB (the next unit's four 16-byte loads a thread, issued before the current unit "
+      f"is reduced), k-strided rows and 128 x 128 tiles {inflight['s'] // 1024} KB (eight 16-byte loads a "
+      f"thread issued together), against 4.3 TB/s x ~700 ns / {BQ_SMS} SMs = {need_kb:.1f} KB (the latency an "
+      "assumption, as above). A 128 x 128 tile is read twice (its maximum first): the second read, 32 KiB "
+      "of bf16 a tile with at most 792 tiles in flight (26 MB, under the H200's 50 MB L2), is taken to hit "
+      "L2; not measured.\n")
+    grid = BQ_SMS * BQ_BLOCKS_PER_SM
+    rows = []
+    for mm, nn, kk in FP8_SHAPES:
+        t, parts, mx_b = 0.0, [], 0
+        for outer in (mm, nn):
+            el = outer * kk
+            tt, qb, units, per, most = bq_operand_time(outer, kk)
+            t += tt
+            parts.append(f"{qb / 1e6:.1f} MB, {units:,} units, {per:.1f} a block (at most {most}): {tt * 1e6:.1f} us")
+            mx_b += 3 * el + el // 32
+        rows.append((f"{mm}x{nn}x{kk}", "; ".join(parts), f"{t * 1e6:.1f} us",
+                     f"{mx_b / 1e6:.1f} MB / 6.4 TB/s = {mx_b / 6.4e12 * 1e6:.1f} us"))
+    w("Estimated quantize time per shape, A (m x k) and B (n x k) bf16 and k-contiguous (the forward GEMM "
+      f"of nn.Linear, (T, N)). block on the H200: the 1 x 128 kernels on a grid of {grid} blocks "
+      f"({BQ_BLOCKS_PER_SM} a SM of {BQ_SMS}), bytes (3 an element plus 4 a 128 for the scales) at 80% of "
+      "4.3 TB/s, times the grid's imbalance (the slowest block's units over the mean: a block's units are "
+      "taken at its share of the grid's bandwidth), one launch an operand. mxfp8 on a B200 (sm_100, the same "
+      "kernels; ptxas figures above): bytes (plus 1 a 32) at 80% of its 8 TB/s, the grid's balance not "
+      "worked out (its SM count not checked here). Estimates from the figures above, not measured; "
+      "k-strided sources (grad-input and grad-weight GEMMs) move the same bytes in units of 16 rows x 128. "
+      "Where the grid is full (8192^3: 20.7 units a block) the kernels run at the 80% the goal asks for; "
+      "at the small shapes a block has one to three units and the slowest block sets the time.\n")
+    w(md_table(["m x n x k", "block (H200): A; B", "block, both operands", "mxfp8 (B200), both operands"], rows))
+    w("")
+
+
 def fp8_recipe_estimates(w, launch):
     """The fp8 route per recipe against native bf16: the fp8 GEMM at a
     range of rates, the quantize bytes at two bandwidths (what the current
@@ -345,14 +473,18 @@ def fp8_recipe_estimates(w, launch):
       "[gpu-results.md](gpu-results.md)); the fp8 GEMM at 1300 to 1600 TFLOP/s (measured: cuBLASLt 1.35 "
       "PFLOP/s at 4096^3 and 1.50 at 8192^3 with per-tensor scales; torch._scaled_mm 1.18-1.25; block-scaled "
       "GEMMs were not timed, and are taken at the same range, an assumption: DeepGEMM's README reports ~1550 "
-      "TFLOP/s for 1 x 128 / 128 x 128 scaling on an H800); quantize bytes at 0.98 TB/s (what the current "
-      "recipe's kernels reached: 413 us for 8192^3's two operands, 671 MB at 5 bytes an element, 1.62 TB/s; the other recipes' kernels are taken at the same rate, an assumption) and at 3.4 TB/s (80% of the 4.3 TB/s copy, the goal). B200: "
+      "TFLOP/s for 1 x 128 / 128 x 128 scaling on an H800); quantize bytes, first column, at "
+      "its kernels' rate: current and delayed at 1.62 TB/s (what the current recipe's kernels reached: "
+      "413 us for 8192^3's two operands, 671 MB at 5 bytes an element; delayed's are taken at the same rate, "
+      "an assumption), block at its vector, persistent kernels' static "
+      "estimate per shape (80% of the 4.3 TB/s copy times the grid's imbalance, \"Block-scaled quantize\" "
+      "above; not measured); second column, every recipe at 3.44 TB/s (the goal). B200: "
       "bf16 2250 and fp8 4500 TFLOP/s dense (NVIDIA's datasheet peaks, taken at 80%: an assumption), 8 TB/s "
       "(datasheet) at 80%; nothing measured on a B200. Launches: current 3 (amax, quantize, GEMM), the others "
       "2, 5 us each. Smaller GEMMs are taken at the large-GEMM rates, natively and routed alike (an "
       "assumption that flatters neither side).\n")
     rows = []
-    h200 = dict(bf16=780e12, fp8=(1300e12, 1600e12), bw=(1.62e12, 3.4e12))
+    h200 = dict(bf16=780e12, fp8=(1300e12, 1600e12), bw=(1.62e12, 3.44e12))
     b200 = dict(bf16=2250e12 * 0.8, fp8=(4500e12 * 0.8, 4500e12 * 0.8), bw=(8e12 * 0.8, 8e12 * 0.8))
     for gpu, rates, recipes in (("H200", h200, ("current", "delayed", "block")), ("B200", b200, ("mxfp8",))):
         for shape in FP8_SHAPES:
@@ -363,17 +495,20 @@ def fp8_recipe_estimates(w, launch):
                 qb = fp8_recipe_bytes(recipe, mm, nn, kk)
                 launches = 3 if recipe == "current" else 2
                 spans = []
-                for bw in rates["bw"]:
-                    lo = fl / rates["fp8"][0] + qb / bw + launches * launch
-                    hi = fl / rates["fp8"][1] + qb / bw + launches * launch
+                qt = [qb / bw for bw in rates["bw"]]
+                if gpu == "H200" and recipe == "block":
+                    qt[0] = bq_operand_time(mm, kk)[0] + bq_operand_time(nn, kk)[0]
+                for q in qt:
+                    lo = fl / rates["fp8"][0] + q + launches * launch
+                    hi = fl / rates["fp8"][1] + q + launches * launch
                     spans.append((native / lo, native / hi))
                 cell = lambda a: f"{a[0]:.2f}x" if f"{a[0]:.2f}" == f"{a[1]:.2f}" else f"{a[0]:.2f}-{a[1]:.2f}x"
                 arith = (f"{fl / 1e9:.0f} GFLOP; native {native * 1e6:.0f} us; GEMM "
                          f"{fl / rates['fp8'][1] * 1e6:.0f}-{fl / rates['fp8'][0] * 1e6:.0f} us; quantize "
-                         f"{qb / 1e6:.0f} MB = {qb / rates['bw'][0] * 1e6:.0f} / {qb / rates['bw'][1] * 1e6:.0f} us; "
+                         f"{qb / 1e6:.0f} MB = {qt[0] * 1e6:.0f} / {qt[1] * 1e6:.0f} us; "
                          f"{launches} x 5 us")
                 rows.append((gpu, recipe, "x".join(map(str, shape)), cell(spans[0]), cell(spans[1]), arith))
-    w(md_table(["GPU", "recipe", "m x n x k", "speedup, quantize as measured", "speedup, quantize at 80% of copy",
+    w(md_table(["GPU", "recipe", "m x n x k", "speedup, quantize at its kernels' rate", "speedup, quantize at 80% of copy",
                 "arithmetic"], rows))
     w("")
     w("Where a cell is below 1x the route loses to native there, and the gate should keep such calls native. "
@@ -407,7 +542,8 @@ def main():
     ap.add_argument("--out", default="docs/perf-static.md")
     a = ap.parse_args()
     ptxas13 = os.path.join(a.cuda, "bin", "ptxas")
-    tools = {"sm_61": a.ptxas12, "sm_70": a.ptxas12, "sm_75": ptxas13, "sm_80": ptxas13, "sm_89": ptxas13, "sm_90": ptxas13}
+    tools = {"sm_61": a.ptxas12, "sm_70": a.ptxas12, "sm_75": ptxas13, "sm_80": ptxas13, "sm_89": ptxas13, "sm_90": ptxas13,
+             "sm_100": ptxas13}
     tmp = tempfile.mkdtemp(prefix="perf-report-")
     doc = []
     w = doc.append
@@ -416,7 +552,7 @@ def main():
       "Nothing here ran on a GPU: register and SASS figures come from the assemblers, call counts from the "
       "CPU stand-in, and the times in the last section are **estimates** from the figures shown with them.\n")
     w(f"Tools: ptxas {version(a.ptxas12)} (PyPI `nvidia-cuda-nvcc-cu12`) for sm_61 and sm_70; ptxas {version(ptxas13)} "
-      f"(the toolkit) for sm_75, sm_80, sm_89, sm_90; nvdisasm {version(a.nvdisasm)} (PyPI "
+      f"(the toolkit) for sm_75, sm_80, sm_89, sm_90, sm_100; nvdisasm {version(a.nvdisasm)} (PyPI "
       f"`nvidia-cuda-nvdisasm`).\n")
 
     # 1. kernels x targets
@@ -425,14 +561,15 @@ def main():
       "and occupancy (resident threads / the SM's maximum) computed from them with the CUDA C++ Programming "
       "Guide's per-capability limits (threads, blocks and shared memory per SM; 64K registers) and the "
       "occupancy calculator's allocation rules (registers per warp in units of 256, warps per SM "
-      "sub-partition). A file for a newer target (sm_89) is assembled for the targets it serves only.\n")
+      "sub-partition). A file for a newer target (sm_89) is assembled for the targets it serves only; "
+      "the block-scaled quantize also for sm_100 (B200, mxfp8).\n")
     rows, by = [], {}
     cubins = {}
     for ptx in sorted(glob.glob(os.path.join(a.build, "kernels", "*.ptx"))):
         target, kernels = ptx_info(ptx)
         base = os.path.basename(ptx)[:-4]
         for arch in LIMITS:
-            if int(arch[3:]) < int(target[3:]):
+            if int(arch[3:]) < int(target[3:]) or (arch == "sm_100" and arch not in EXTRA_TARGETS.get(base, [])):
                 continue
             cubin = os.path.join(tmp, f"{base}.{arch}.cubin")
             info = ptxas_v(tools[arch], arch, ptx, cubin)
@@ -467,6 +604,8 @@ def main():
       f"(goal: at most 12). The store and the tile loop's bookkeeping (the next tile's loads and position, "
       f"the L2 prefetch of the one after), shared by a thread's two groups (16 elements), are not in it, so "
       f"the issue estimate below is a lower bound on the instructions. By opcode: " + ", ".join(f"{k} {v}" for k, v in sorted(kinds.items(), key=lambda x: -x[1])) + ".\n")
+
+    bq_section(w, a, tmp)
 
     w("## own-mma (`gs_fp8_gemm_mma`): what ptxas makes of fp8 `mma.sync`\n")
     rows = []

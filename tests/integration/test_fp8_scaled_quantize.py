@@ -222,3 +222,93 @@ def test_outlier_stays_in_its_block():
         same[0, :blk] = False
         assert (data[same] == ref[same]).all()
         assert (data[0, 1:blk] != ref[0, 1:blk]).any()  # the outlier's block did move
+
+
+# ---- the fast kernels (fp8_kernels.h: _k_/_kt_ k-contiguous, _s_/_st_
+# k-strided), which the launcher picks for aligned layouts: the same model,
+# at shapes that cut every vector group, warp unit and tile (odd outer and
+# k, a leading dimension wider than the matrix), on a grid smaller than
+# the work (each block loops) and one larger (idle warps).
+
+def aligned(n, dtype):
+    """A zeroed array of n elements at a 64-byte boundary."""
+    raw = np.zeros(n * np.dtype(dtype).itemsize + 64, np.uint8)
+    off = (-raw.ctypes.data) % 64
+    return raw[off:off + n * np.dtype(dtype).itemsize].view(dtype)
+
+
+def run_fast(x, elem, transposed, mode, fmt, k_pad, grid, kernel=None):
+    """x (outer x k) stored k-contiguous (or transposed) with its leading
+    dimension 8 elements past the next multiple of 8, through the fast
+    kernel of that layout (or `kernel`, e.g. the general one)."""
+    lib = ctypes.CDLL(str(KERNELS_HOST))
+    outer, k = x.shape
+    stored = x.T if transposed else x
+    ld = cdiv(stored.shape[1], 8) * 8 + 8
+    if elem == "bf16":
+        bits = (np.ascontiguousarray(stored).view(np.uint32) >> 16).astype(np.uint16)
+    elif elem == "f16":
+        bits = stored.astype(np.float16).view(np.uint16)
+    else:
+        bits = np.ascontiguousarray(stored).view(np.uint32)
+    buf = aligned(stored.shape[0] * ld, bits.dtype)
+    buf.reshape(stored.shape[0], ld)[:, :stored.shape[1]] = bits
+    dst = aligned(outer * k_pad, np.uint8)
+    dst[:] = 0xA5  # poisoned: every byte must be written
+    sc = aligned(scale_bytes(mode, outer, k_pad), np.uint8)
+    sc[:] = 0xA5
+    a = Args(buf.ctypes.data, dst.ctypes.data, sc.ctypes.data, outer, k, k_pad,
+             1 if transposed else ld, ld if transposed else 1, mode, fmt)
+    params = (ctypes.c_void_p * 1)(ctypes.cast(ctypes.pointer(a), ctypes.c_void_p))
+    launch = Launch(1, Dim3(grid, 1, 1), Dim3(128, 1, 1), 0, None, params, None, 0, 9, 0)
+    if kernel is None:
+        kernel = ("st_" if transposed else "kt_") if mode == BLK128 else ("s_" if transposed else "k_")
+    fn = getattr(lib, "standin_kernel_gs_fp8_bq_" + kernel + elem)
+    fn.argtypes = [ctypes.POINTER(Launch)]
+    assert fn(ctypes.byref(launch)) == 0
+    return dst.reshape(outer, k_pad).copy(), sc.tobytes()
+
+
+@pytest.mark.parametrize("mode", [VEC128, BLK128, MX32, MX32_CEIL])
+@pytest.mark.parametrize("elem,fmt,transposed", [("bf16", E4M3, False), ("bf16", E5M2, True), ("f16", E4M3, False),
+                                                 ("f16", E4M3, True), ("f32", E5M2, False), ("f32", E4M3, True)])
+def test_fast_kernels_match_model(mode, elem, fmt, transposed):
+    rng = np.random.default_rng(23 + mode * 5 + fmt)
+    # 131 rows: a second 128-row tile of 3 (and, strided, a partial group
+    # of rows); k = 203: a partial 16-byte group, padded to a multiple of
+    # 16 (32 for MX, as the routes pad it)
+    outer, k = 131, 203
+    k_pad = 208 if mode < MX32 else 224
+    x = source(rng, outer, k, elem)
+    want_data, want_sc = model(x, mode, fmt, k_pad)
+    got_data, got_sc = run_fast(x, elem, transposed, mode, fmt, k_pad, grid=3 if mode % 2 else 64)
+    bad = np.argwhere(got_data != want_data)
+    assert bad.size == 0, f"{len(bad)} data bytes differ, first at {bad[0]}: {got_data[tuple(bad[0])]:#x} vs {want_data[tuple(bad[0])]:#x}"
+    g, w = np.frombuffer(got_sc, np.uint8), np.frombuffer(want_sc, np.uint8)
+    diff = np.flatnonzero(g != w)
+    assert diff.size == 0, f"{diff.size} scale bytes differ, first at byte {diff[0]}"
+
+
+@pytest.mark.parametrize("elem,fmt", [("bf16", E4M3), ("f16", E5M2), ("f32", E4M3)])
+def test_fast_kernels_equal_general_on_specials(elem, fmt):
+    """NaN of either sign, infinities, -0, subnormals and the largest finite
+    values (which the model above does not take): the fast kernels' bytes
+    are the general kernel's in every mode and layout (what cuBLASLt reads
+    must not depend on which kernel the launcher picked)."""
+    rng = np.random.default_rng(41)
+    outer, k = 130, 260
+    x = source(rng, outer, k, elem)
+    big = {"bf16": 3.3e38, "f16": 65504.0, "f32": 3.4e38}[elem]
+    tiny = {"bf16": 1e-39, "f16": 6e-8, "f32": 1e-40}[elem]
+    for (r, q), v in {(1, 5): np.nan, (2, 130): -np.nan, (3, 7): np.inf, (4, 40): -np.inf, (5, 9): -0.0,
+                      (6, 250): tiny, (7, 33): -big, (128, 259): np.nan, (129, 0): big}.items():
+        x[r, q] = v
+    if elem == "bf16":
+        x = (x.view(np.uint32) & 0xFFFF0000).view(np.float32)
+    for mode in (VEC128, BLK128, MX32, MX32_CEIL):
+        k_pad = 272 if mode < MX32 else 288
+        for transposed in (False, True):
+            got = run_fast(x, elem, transposed, mode, fmt, k_pad, grid=5)
+            want = run_fast(x, elem, transposed, mode, fmt, k_pad, grid=5, kernel="")
+            assert (got[0] == want[0]).all(), (mode, transposed, np.argwhere(got[0] != want[0])[:3])
+            assert got[1] == want[1], (mode, transposed)

@@ -1418,23 +1418,29 @@ static void test_quantize_stats(void **state) {
 }
 
 /* ---- block-scaled quantize launcher ----------------------------------------------- */
-/* The launcher (fp8_scaled_launch.c) against the host kernel called
- * directly with one block (whose output the NumPy model of the cuBLAS
+/* The launcher (fp8_scaled_launch.c), which picks a fast kernel per
+ * layout, against the general host kernel called directly with one block (whose output the NumPy model of the cuBLAS
  * layouts checks byte for byte: tests/integration/test_fp8_scaled_quantize.py):
  * the same bytes in every mode; refusals before the driver; not loaded on
  * the 6.1 device. */
 static void test_scaled_quantize_launcher(void **state) {
   (void)state;
   const int64_t outer = 136, k = 200, k_pad = 256;
-  float *src = dev_alloc(sizeof(float) * outer * k);
-  for (int64_t i = 0; i < outer * k; i++) src[i] = (float)((rng_unit() - 0.5) * 1000.0);
+  float *src = dev_alloc(sizeof(float) * (outer * k + 1));
+  for (int64_t i = 0; i < outer * k + 1; i++) src[i] = (float)((rng_unit() - 0.5) * 1000.0);
   uint8_t *dst = dev_alloc(outer * k_pad), *want = malloc(outer * k_pad);
   /* scale bytes per mode (fp8_kernels.h's layouts): 136 x 2 fp32;
    * 2 x roundup(2, 4) fp32; 2 x 2 tiles of 512 (MX32 and MX32_CEIL) */
   static const size_t sc_bytes[] = {136 * 2 * 4, 2 * 4 * 4, 4 * 512, 4 * 512};
   uint8_t *sc = dev_alloc(4 * 512), *want_sc = malloc(4 * 512);
-  for (int mode = GS_FP8_BQ_VEC128; mode <= GS_FP8_BQ_MX32_CEIL; mode++) {
-    gs_fp8_bq_args a = {src, dst, sc, outer, k, k_pad, k, 1, mode, GS_FP8_DEV_E4M3, NULL};
+  /* the launcher's kernel per layout (fp8_kernels.h): k-contiguous and
+   * aligned (_k_/_kt_), k-strided (_s_/_st_: 136 fp32 a column), and
+   * k-contiguous one element off 16 bytes (the general kernel) */
+  assert_true((uintptr_t)src % 16 == 0 && (uintptr_t)dst % 16 == 0); /* cuMemAlloc: 256-byte aligned */
+  for (int case_ = 0; case_ < 12; case_++) {
+    const int mode = case_ % 4, layout = case_ / 4;
+    gs_fp8_bq_args a = {layout == 2 ? src + 1 : src, dst, sc, outer, k, k_pad, layout == 1 ? 1 : k,
+                        layout == 1 ? outer : 1, mode, GS_FP8_DEV_E4M3, NULL};
     memset(dst, 0xA5, outer * k_pad);
     memset(sc, 0xA5, 4 * 512);
     const unsigned one[3] = {1, 1, 1};
