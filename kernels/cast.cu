@@ -60,9 +60,26 @@ template <typename T> static __device__ __forceinline__ void store4(T *p, const 
   }
 }
 
-/* Chunk c (counted from the operand's first) of operand p. */
+/* One output element: the source converted, or, when narrowing with a C
+ * column cc, narrow(x + beta * C) with the sum rounded once (fma). */
 template <int S, int D>
-static __device__ __forceinline__ void cast_chunk(const gs_cast_operand &p, uint64_t c) {
+static __device__ __forceinline__ typename elem<D>::bits out_elem(typename elem<S>::bits x,
+                                                                   const typename elem<D>::bits *cc, int64_t r,
+                                                                   float beta) {
+  if constexpr (S == GS_ELEM_F32 && D != GS_ELEM_F32) {
+    if (cc) {
+      const float cv = gs_f32_from_bits(convert<D, GS_ELEM_F32>(cc[r]));
+      return convert<S, D>(gs_f32_bits(__builtin_fmaf(beta, cv, gs_f32_from_bits(x))));
+    }
+  }
+  return convert<S, D>(x);
+}
+
+/* Chunk c (counted from the operand's first) of operand p; C's column
+ * (narrowing with beta != 0) at the same position, from oc. */
+template <int S, int D>
+static __device__ __forceinline__ void cast_chunk(const gs_cast_operand &p, uint64_t c, const gs_cast_out_c &oc,
+                                                  float beta) {
   typedef typename elem<S>::bits sbits;
   typedef typename elem<D>::bits dbits;
   const uint64_t col_all = gs_div_by(c, p.per_col);
@@ -74,20 +91,32 @@ static __device__ __forceinline__ void cast_chunk(const gs_cast_operand &p, uint
   dbits *d = p.dst_array ? ((dbits *const *)p.dst)[b] : (dbits *)p.dst + (int64_t)b * p.stride_dst;
   s += col * p.ld_src;
   d += col * p.ld_dst;
+  const dbits *cc = 0;
+  if constexpr (S == GS_ELEM_F32 && D != GS_ELEM_F32) {
+    if (beta != 0.0f) {
+      cc = oc.c_array ? ((const dbits *const *)oc.c)[b] : (const dbits *)oc.c + (int64_t)b * oc.stride_c;
+      cc += col * oc.ld_c;
+    }
+  }
   const int64_t rows = p.rows;
   /* Chunks start where the source's address is a multiple of 4 elements;
-   * a column is vector-capable iff the destination's is too. */
-  const uintptr_t sa = (uintptr_t)s, da = (uintptr_t)d;
+   * a column is vector-capable iff the destination's (and C's) is too. */
+  const uintptr_t sa = (uintptr_t)s, da = (uintptr_t)d, ca = (uintptr_t)cc;
   const int64_t s_off = (int64_t)(sa / sizeof(sbits) % GS_CAST_VEC);
   const int vec = sa % sizeof(sbits) == 0 && da % sizeof(dbits) == 0 &&
-                  s_off == (int64_t)(da / sizeof(dbits) % GS_CAST_VEC);
+                  s_off == (int64_t)(da / sizeof(dbits) % GS_CAST_VEC) &&
+                  (!cc || (ca % sizeof(dbits) == 0 && s_off == (int64_t)(ca / sizeof(dbits) % GS_CAST_VEC)));
   const int64_t r0 = j * GS_CAST_CHUNK - (vec ? s_off : 0);
   if (vec && r0 >= 0 && r0 + GS_CAST_CHUNK <= rows) {
     sbits in[GS_CAST_CHUNK];
-    dbits out[GS_CAST_CHUNK];
+    dbits out[GS_CAST_CHUNK], cin[GS_CAST_CHUNK];
     load4(s + r0, in);
     load4(s + r0 + GS_CAST_VEC, in + GS_CAST_VEC);
-    for (int i = 0; i < GS_CAST_CHUNK; i++) out[i] = convert<S, D>(in[i]);
+    if (cc) {
+      load4(cc + r0, cin);
+      load4(cc + r0 + GS_CAST_VEC, cin + GS_CAST_VEC);
+    }
+    for (int i = 0; i < GS_CAST_CHUNK; i++) out[i] = out_elem<S, D>(in[i], cc ? cin : 0, i, beta);
     store4(d + r0, out);
     store4(d + r0 + GS_CAST_VEC, out + GS_CAST_VEC);
     return;
@@ -96,12 +125,13 @@ static __device__ __forceinline__ void cast_chunk(const gs_cast_operand &p, uint
   for (int64_t g = r0; g < r0 + GS_CAST_CHUNK; g += GS_CAST_VEC) {
     if (vec && g >= 0 && g + GS_CAST_VEC <= rows) {
       sbits in[GS_CAST_VEC];
-      dbits out[GS_CAST_VEC];
+      dbits out[GS_CAST_VEC], cin[GS_CAST_VEC];
       load4(s + g, in);
-      for (int i = 0; i < GS_CAST_VEC; i++) out[i] = convert<S, D>(in[i]);
+      if (cc) load4(cc + g, cin);
+      for (int i = 0; i < GS_CAST_VEC; i++) out[i] = out_elem<S, D>(in[i], cc ? cin : 0, i, beta);
       store4(d + g, out);
     } else {
-      for (int64_t r = g < 0 ? 0 : g; r < g + GS_CAST_VEC && r < rows; r++) d[r] = convert<S, D>(s[r]);
+      for (int64_t r = g < 0 ? 0 : g; r < g + GS_CAST_VEC && r < rows; r++) d[r] = out_elem<S, D>(s[r], cc, r, beta);
     }
   }
 }
@@ -109,12 +139,19 @@ static __device__ __forceinline__ void cast_chunk(const gs_cast_operand &p, uint
 template <int S, int D> static __device__ __forceinline__ void cast_operands(const gs_cast_args &a) {
   const uint64_t u = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x;
   if (u >= (uint64_t)a.chunks) return;
+  float beta = 0.0f;
+  if constexpr (S == GS_ELEM_F32 && D != GS_ELEM_F32) {
+    /* Read once a thread; no thread of the launch writes it. */
+    if (a.out_c.c) beta = a.out_c.beta_ptr ? *a.out_c.beta_ptr : a.out_c.beta;
+  } else {
+    if (u == 0 && a.out_c.zero) *a.out_c.zero = 0.0f;
+  }
   /* Fixed indices into the parameter block (a computed index would copy
    * it to local memory). */
-  if (u < (uint64_t)a.op[1].first) cast_chunk<S, D>(a.op[0], u);
-  else if (u < (uint64_t)a.op[2].first) cast_chunk<S, D>(a.op[1], u - a.op[1].first);
-  else if (u < (uint64_t)a.op[3].first) cast_chunk<S, D>(a.op[2], u - a.op[2].first);
-  else cast_chunk<S, D>(a.op[3], u - a.op[3].first);
+  if (u < (uint64_t)a.op[1].first) cast_chunk<S, D>(a.op[0], u, a.out_c, beta);
+  else if (u < (uint64_t)a.op[2].first) cast_chunk<S, D>(a.op[1], u - a.op[1].first, a.out_c, beta);
+  else if (u < (uint64_t)a.op[3].first) cast_chunk<S, D>(a.op[2], u - a.op[2].first, a.out_c, beta);
+  else cast_chunk<S, D>(a.op[3], u - a.op[3].first, a.out_c, beta);
 }
 
 #define GS_CAST_DEFINE(name, S, D)                                             \
