@@ -55,7 +55,7 @@ typedef struct gs_cast_operand {
  * the sum rounded once to fp32 (an fma), C in D's type at the same (r, c, b)
  * as D, by ld_c/stride_c or the device array c. beta is read from beta_ptr
  * (device pointer mode) or taken from `beta`; where it is 0, or c is NULL,
- * C is not read at all (BLAS: "if beta == 0, C does not have to be a valid
+ * C is not read at all ("if beta == 0 then C does not have to be a valid
  * input", cuBLAS documentation, cublas<t>gemm). A widening launch instead
  * may store 0.0f to `zero` (thread 0): the device beta of 0 that an fp32
  * GEMM in device pointer mode then reads, written, never read back. */

@@ -149,7 +149,7 @@ def test_split_rounding_bit_for_bit(client, standin, tmp_path, api, spec):
     fp32 rounding for the sum and one to bf16/fp16, nearest even. The
     client's float64 model of exactly that (ffma_client exact=1) must
     match every element bit for bit; where beta is 0, C is NaN and must
-    not be read ("if beta == 0, C does not have to be a valid input",
+    not be read ("if beta == 0 then C does not have to be a valid input",
     cuBLAS documentation, cublas<t>gemm)."""
     res = run_client(client, standin, tmp_path, [gemm("split", api, **{**EXACT, **spec})])
     assert_all_ok(res)
