@@ -22,6 +22,13 @@
 #include "convert.h"
 #include "divide.h"
 
+/* A float no thread of the launch writes (the device beta). */
+#if defined(GS_EMU)
+static inline float gs_ldg_f32(const float *p) { return *p; }
+#else
+static __device__ __forceinline__ float gs_ldg_f32(const float *p) { return __nvvm_ldg_f(p); }
+#endif
+
 template <int E> struct elem;
 template <> struct elem<GS_ELEM_F32> { typedef uint32_t bits; };
 template <> struct elem<GS_ELEM_BF16> { typedef uint16_t bits; };
@@ -60,15 +67,15 @@ template <typename T> static __device__ __forceinline__ void store4(T *p, const 
   }
 }
 
-/* One output element: the source converted, or, when narrowing with a C
- * column cc, narrow(x + beta * C) with the sum rounded once (fma). */
+/* One output element: the source converted, or, when narrowing with C
+ * (use_c), narrow(x + beta * c) with the sum rounded once (fma). Values,
+ * not pointers, so the chunk's arrays stay in registers. */
 template <int S, int D>
-static __device__ __forceinline__ typename elem<D>::bits out_elem(typename elem<S>::bits x,
-                                                                   const typename elem<D>::bits *cc, int64_t r,
-                                                                   float beta) {
+static __device__ __forceinline__ typename elem<D>::bits out_elem(typename elem<S>::bits x, typename elem<D>::bits c,
+                                                                   float beta, bool use_c) {
   if constexpr (S == GS_ELEM_F32 && D != GS_ELEM_F32) {
-    if (cc) {
-      const float cv = gs_f32_from_bits(convert<D, GS_ELEM_F32>(cc[r]));
+    if (use_c) {
+      const float cv = gs_f32_from_bits(convert<D, GS_ELEM_F32>(c));
       return convert<S, D>(gs_f32_bits(__builtin_fmaf(beta, cv, gs_f32_from_bits(x))));
     }
   }
@@ -109,14 +116,14 @@ static __device__ __forceinline__ void cast_chunk(const gs_cast_operand &p, uint
   const int64_t r0 = j * GS_CAST_CHUNK - (vec ? s_off : 0);
   if (vec && r0 >= 0 && r0 + GS_CAST_CHUNK <= rows) {
     sbits in[GS_CAST_CHUNK];
-    dbits out[GS_CAST_CHUNK], cin[GS_CAST_CHUNK];
+    dbits out[GS_CAST_CHUNK], cin[GS_CAST_CHUNK] = {};
     load4(s + r0, in);
     load4(s + r0 + GS_CAST_VEC, in + GS_CAST_VEC);
     if (cc) {
       load4(cc + r0, cin);
       load4(cc + r0 + GS_CAST_VEC, cin + GS_CAST_VEC);
     }
-    for (int i = 0; i < GS_CAST_CHUNK; i++) out[i] = out_elem<S, D>(in[i], cc ? cin : 0, i, beta);
+    for (int i = 0; i < GS_CAST_CHUNK; i++) out[i] = out_elem<S, D>(in[i], cin[i], beta, cc != 0);
     store4(d + r0, out);
     store4(d + r0 + GS_CAST_VEC, out + GS_CAST_VEC);
     return;
@@ -125,13 +132,14 @@ static __device__ __forceinline__ void cast_chunk(const gs_cast_operand &p, uint
   for (int64_t g = r0; g < r0 + GS_CAST_CHUNK; g += GS_CAST_VEC) {
     if (vec && g >= 0 && g + GS_CAST_VEC <= rows) {
       sbits in[GS_CAST_VEC];
-      dbits out[GS_CAST_VEC], cin[GS_CAST_VEC];
+      dbits out[GS_CAST_VEC], cin[GS_CAST_VEC] = {};
       load4(s + g, in);
       if (cc) load4(cc + g, cin);
-      for (int i = 0; i < GS_CAST_VEC; i++) out[i] = out_elem<S, D>(in[i], cc ? cin : 0, i, beta);
+      for (int i = 0; i < GS_CAST_VEC; i++) out[i] = out_elem<S, D>(in[i], cin[i], beta, cc != 0);
       store4(d + g, out);
     } else {
-      for (int64_t r = g < 0 ? 0 : g; r < g + GS_CAST_VEC && r < rows; r++) d[r] = out_elem<S, D>(s[r], cc, r, beta);
+      for (int64_t r = g < 0 ? 0 : g; r < g + GS_CAST_VEC && r < rows; r++)
+        d[r] = out_elem<S, D>(s[r], cc ? cc[r] : (dbits)0, beta, cc != 0);
     }
   }
 }
@@ -141,8 +149,13 @@ template <int S, int D> static __device__ __forceinline__ void cast_operands(con
   if (u >= (uint64_t)a.chunks) return;
   float beta = 0.0f;
   if constexpr (S == GS_ELEM_F32 && D != GS_ELEM_F32) {
-    /* Read once a thread; no thread of the launch writes it. */
-    if (a.out_c.c) beta = a.out_c.beta_ptr ? *a.out_c.beta_ptr : a.out_c.beta;
+    /* Read once a thread; no thread of the launch writes it. (Not as
+     * p ? *p : v, which clang turns into a load through a select of two
+     * pointers, one of them to a local copy of the parameter.) */
+    if (a.out_c.c) {
+      beta = a.out_c.beta;
+      if (a.out_c.beta_ptr) beta = gs_ldg_f32(a.out_c.beta_ptr);
+    }
   } else {
     if (u == 0 && a.out_c.zero) *a.out_c.zero = 0.0f;
   }
