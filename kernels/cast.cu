@@ -1,9 +1,12 @@
 /* cast.cu: the ffma route's element casts. On sm_60-sm_75 (no bf16 tensor
  * cores) a bf16/fp16 GEMM with fp32 compute runs as an fp32 GEMM: these
- * kernels widen A, B, C and a bias to fp32 into transient buffers (all of
- * one call's operands in one launch), narrow the fp32 result back (round to
- * nearest even, see convert.h). Column-major, any leading dimension, strided
- * or pointer-array batches.
+ * kernels widen A, B (C for a cuBLASLt activation epilogue) and a bias to
+ * fp32 into transient buffers (all of one call's operands in one launch),
+ * and narrow the fp32 result back, adding beta * C on the way (round to
+ * nearest even, see convert.h): the result buffer is only ever written,
+ * so overlapping replays of a captured call cannot disturb each other
+ * (docs/graphs.md). Column-major, any leading dimension, strided or
+ * pointer-array batches.
  *
  * The work is pure bandwidth: per element one load, a few integer ops, one
  * store. Each thread of a one-dimensional grid takes one chunk of
