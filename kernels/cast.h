@@ -51,6 +51,23 @@ typedef struct gs_cast_operand {
   int32_t src_array, dst_array;
 } gs_cast_operand;
 
+/* What a narrowing launch adds to its fp32 source: D = narrow(src + beta*C),
+ * the sum rounded once to fp32 (an fma), C in D's type at the same (r, c, b)
+ * as D, by ld_c/stride_c or the device array c. beta is read from beta_ptr
+ * (device pointer mode) or taken from `beta`; where it is 0, or c is NULL,
+ * C is not read at all ("if beta == 0 then C does not have to be a valid
+ * input", cuBLAS documentation, cublas<t>gemm). A widening launch instead
+ * may store 0.0f to `zero` (thread 0): the device beta of 0 that an fp32
+ * GEMM in device pointer mode then reads, written, never read back. */
+typedef struct gs_cast_out_c {
+  const void *c;
+  const float *beta_ptr;
+  float *zero;
+  int64_t ld_c, stride_c;
+  float beta;
+  int32_t c_array;
+} gs_cast_out_c;
+
 /* Passed by value as the kernel's only parameter, so the launcher and the
  * kernel cannot disagree on argument order; every field is 8 bytes or one of
  * a pair of 4-byte fields, so C (gcc, host) and CUDA C++ (clang, nvptx64) lay
@@ -59,6 +76,7 @@ typedef struct gs_cast_args {
   gs_cast_operand op[GS_CAST_MAX_OPERANDS];
   int64_t chunks; /* all operands' chunks */
   int64_t operands;
+  gs_cast_out_c out_c; /* all zero: a plain cast */
 } gs_cast_args;
 
 #if !defined(__CUDA_ARCH__)
@@ -79,6 +97,11 @@ static inline gs_cast_div gs_cast_div_for(uint64_t d) {
 static_assert(sizeof(gs_cast_operand) == 120, "gs_cast_operand has padding");
 #else
 _Static_assert(sizeof(gs_cast_operand) == 120, "gs_cast_operand has padding");
+#endif
+#if defined(__cplusplus)
+static_assert(sizeof(gs_cast_out_c) == 48, "gs_cast_out_c has padding");
+#else
+_Static_assert(sizeof(gs_cast_out_c) == 48, "gs_cast_out_c has padding");
 #endif
 
 /* X(name, source element, destination element) */

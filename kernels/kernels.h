@@ -70,6 +70,12 @@ typedef struct kernel_cast_operand {
  * in one launch per distinct source type: a GEMM's A, B, C and bias are
  * one launch. Every operand is checked before anything is launched. */
 CUresult kernel_widen_operands(kernel_ctx *kc, CUstream stream, const kernel_cast_operand *ops, int n);
+/* The same, and the first launch's thread 0 stores 0.0f at zero (when not
+ * NULL; 4-byte aligned device memory): a device beta of 0 for a GEMM run
+ * after it in device pointer mode, written by every call, never read back
+ * by the kernels. */
+CUresult kernel_widen_operands_zero(kernel_ctx *kc, CUstream stream, const kernel_cast_operand *ops, int n,
+                                    float *zero);
 
 /* bf16/fp16 -> fp32, widening exactly. */
 CUresult kernel_widen(kernel_ctx *kc, CUstream stream, int src_type, const void *src, int64_t ld_src,
@@ -93,6 +99,28 @@ CUresult kernel_narrow(kernel_ctx *kc, CUstream stream, int dst_type, const floa
 CUresult kernel_narrow_ptrarray(kernel_ctx *kc, CUstream stream, int dst_type, const float *src,
                                 int64_t ld_src, int64_t stride_src, void *const *dst_array,
                                 int64_t ld_dst, int64_t rows, int64_t cols, int64_t batch);
+
+/* C and beta for kernel_narrow_c: C in D's type, element (r, c) of member
+ * b at c + b*stride_c + c*ld_c + r, or ((T *const *)c)[b] + c*ld_c + r
+ * with c_array. beta from the device pointer beta_ptr, or the value beta
+ * when beta_ptr is NULL. */
+typedef struct kernel_cast_c {
+  const void *c;
+  int c_array;
+  int64_t ld_c, stride_c;
+  float beta;
+  const float *beta_ptr;
+} kernel_cast_c;
+
+/* fp32 -> bf16/fp16 with beta*C added: D = narrow(fma(beta, C, src)),
+ * rounded once to fp32 then to D's type (nearest even). C is not read
+ * where beta is 0 (cb NULL, host beta 0, or a device beta read as 0 by
+ * the kernel), as cuBLAS's gemm never reads C then; C may be D (each
+ * element is read and written by one thread). dst_array: dst is a device
+ * array of member pointers. */
+CUresult kernel_narrow_c(kernel_ctx *kc, CUstream stream, int dst_type, const float *src, int64_t ld_src,
+                         int64_t stride_src, void *dst, int dst_array, int64_t ld_dst, int64_t stride_dst,
+                         int64_t rows, int64_t cols, int64_t batch, const kernel_cast_c *cb);
 
 /* A vector of n elements (bias): bf16/fp16/fp32 -> fp32. */
 CUresult kernel_widen_vector(kernel_ctx *kc, CUstream stream, int src_type, const void *src,

@@ -194,7 +194,8 @@ static void explain_gate(int route, const policy_key *k) {
     return;
   }
   if (route == GS_ROUTE_FFMA) {
-    no = cost_gate_ffma(&c, a, b, g->c_type != CUDA_R_32F, g->c_type != CUDA_R_32F, why);
+    no = cost_gate_ffma(&c, a, b, g->c_type != CUDA_R_32F, g->c_type != CUDA_R_32F ? GS_COST_FFMA_C_READ : GS_COST_FFMA_C_NONE,
+                        why);
   } else if (route == GS_ROUTE_FP16) {
     no = cost_gate_fp16(&c, a, b, why);
   } else if (!cost_gate_applies(&c, GS_ROUTE_FP8)) {

@@ -185,12 +185,14 @@ int cost_gate_applies(const gs_call *c, int route) {
 static double flops_of(const gs_gemm *g) { return 2.0 * (double)g->m * (double)g->n * (double)g->k * (double)g->batch; }
 
 /* Widen A and B (read 2 bytes, write 4 an element); with a bf16/fp16 D,
- * narrow the fp32 result (read 4, write 2) and, when beta may be nonzero,
- * widen C first (read 2, write 4). One launch in, one out. */
-const char *cost_gate_ffma(const gs_call *c, double a_elems, double b_elems, int own_out, int cast_c, char *why) {
+ * narrow the fp32 result (read 4, write 2), and when beta may be nonzero
+ * read C there too (2), or, for a cuBLASLt relu/gelu epilogue, widen C
+ * first (read 2, write 4). One launch in, one out. */
+const char *cost_gate_ffma(const gs_call *c, double a_elems, double b_elems, int own_out, int c_pass, char *why) {
   const gs_gemm *g = &c->g;
   double mn = (double)g->m * (double)g->n * (double)g->batch;
-  gs_cost_work w = {flops_of(g), g->a_type, 6.0 * (a_elems + b_elems) + (own_out ? 6.0 * mn : 0) + (cast_c ? 6.0 * mn : 0),
+  double c_bytes = c_pass == GS_COST_FFMA_C_READ ? 2.0 : c_pass == GS_COST_FFMA_C_WIDENED ? 6.0 : 0.0;
+  gs_cost_work w = {flops_of(g), g->a_type, 6.0 * (a_elems + b_elems) + (own_out ? 6.0 * mn : 0) + c_bytes * mn,
                     1 + (own_out ? 1 : 0), 0};
   return cost_gate(c->device, c->sm, GS_COST_FFMA, &w, why);
 }

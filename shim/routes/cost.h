@@ -65,7 +65,11 @@ int cost_device_sms(int device, int sm);
 /* The routes' admission checks: the bytes their kernels move (docs/cost-model.md)
  * from the elements of their operands, all members counted. */
 struct gs_call;
-const char *cost_gate_ffma(const struct gs_call *c, double a_elems, double b_elems, int own_out, int cast_c,
+/* What the ffma route does with a bf16/fp16 C: nothing (beta 0, or fp32
+ * C), read it in the output kernel (2 bytes an element), or widen it for a
+ * cuBLASLt relu/gelu epilogue (read 2, write 4). */
+enum { GS_COST_FFMA_C_NONE, GS_COST_FFMA_C_READ, GS_COST_FFMA_C_WIDENED };
+const char *cost_gate_ffma(const struct gs_call *c, double a_elems, double b_elems, int own_out, int c_pass,
                            char *why);
 const char *cost_gate_fp16(const struct gs_call *c, double a_elems, double b_elems, char *why);
 /* recipe: GS_COST_FP8_CURRENT, _ONE_PASS (delayed), _BLOCK (block, mxfp8) */

@@ -2,11 +2,20 @@
  *
  * GPUs without bf16 tensor cores (sm_60-sm_75) run cuBLAS's bf16 GEMM
  * through a convert-then-multiply path about 1.85x slower than sgemm (GTX
- * 1080, 4096^2). Here A and B (and C when beta may be nonzero) are widened
- * to fp32 in transient device buffers by the shim's kernels, the real fp32
- * GEMM runs on the caller's handle and stream, and the result is narrowed
- * into the caller's output type. The caller's tensors keep their types and
- * memory; the buffers are freed stream-ordered.
+ * 1080, 4096^2). Here A and B are widened to fp32 in transient device
+ * buffers by the shim's kernels, the real fp32 GEMM runs on the caller's
+ * handle and stream with beta 0 into an fp32 result, and the output kernel
+ * narrows it into the caller's type, adding beta * C on the way. The
+ * caller's tensors keep their types and memory; the buffers are freed
+ * stream-ordered.
+ *
+ * Every byte of the buffer is written before it is read, from the call's
+ * inputs alone, and nothing is accumulated in place: two replays of two
+ * executables of one captured call that overlap write the same bytes
+ * (docs/graphs.md). Hence beta * C in the output kernel rather than C
+ * widened into the result for the GEMM to accumulate onto; a cuBLASLt
+ * relu/gelu epilogue, which must see beta * C before the activation, gets
+ * C widened into a buffer of its own and runs out of place instead.
  *
  * Anything this file does not handle declines before touching caller memory
  * and runs native with the reason logged. */
@@ -41,16 +50,24 @@ static cublasComputeType_t fp32_compute_for(int ct) {
 /* The plan of one call: operand shapes as stored and buffer offsets. */
 typedef struct ffma_plan {
   int64_t a_rows, a_cols, b_rows, b_cols;
-  int cast_c;    /* C is read (beta may be nonzero) and is bf16/fp16 */
   int own_out;   /* the fp32 result goes to a transient buffer, then narrowed */
+  int c_out;     /* the output kernel adds beta * C (bf16/fp16 C, beta may be nonzero) */
+  int c_apart;   /* Lt relu/gelu: C widened apart, the fp32 matmul out of place */
+  int dev_zero;  /* the fp32 GEMM's beta 0 as a device scalar (device pointer mode) */
   int own_bias;  /* Lt bias widened to fp32 */
   int64_t bias_stride; /* Lt: the caller's bias batch stride (elements) */
-  size_t off[4]; /* A32, B32, C32 (result), bias32 */
+  size_t off[6]; /* A32, B32, result, bias32, C32 (c_apart), the device zero */
   size_t bytes;
   char why[GS_COST_WHY]; /* the cost gate's reason */
 } ffma_plan;
 
-enum { BUF_A, BUF_B, BUF_C, BUF_BIAS };
+enum { BUF_A, BUF_B, BUF_C, BUF_BIAS, BUF_C32, BUF_ZERO };
+
+static const float host_zero = 0.0f;
+
+static int device_scalars(const gs_gemm *g) {
+  return g->pointer_mode == (g->api == GS_API_LT_MATMUL ? CUBLASLT_POINTER_MODE_DEVICE : CUBLAS_POINTER_MODE_DEVICE);
+}
 
 static const char *check_types(const gs_gemm *g) {
   if (!half_type(g->a_type) || g->b_type != g->a_type) return "A and B are not both bf16 or both fp16";
@@ -99,27 +116,36 @@ static const char *plan(const gs_call *c, ffma_plan *p) {
   if (why) return why;
 
   p->own_out = g->c_type != F32;
-  p->cast_c = p->own_out && route_beta_may_be_nonzero(g);
+  const int read_c = p->own_out && route_beta_may_be_nonzero(g);
+  /* relu(alpha*AB + beta*C + bias): beta * C must come before the
+   * activation, so it stays in cuBLASLt's matmul. */
+  p->c_apart = read_c && g->api == GS_API_LT_MATMUL && (g->epilogue & (CUBLASLT_EPILOGUE_RELU | CUBLASLT_EPILOGUE_GELU));
+  p->c_out = read_c && !p->c_apart;
+  p->dev_zero = p->own_out && !p->c_apart && device_scalars(g);
   why = cost_gate_ffma(c, (double)p->a_rows * (double)p->a_cols * (double)g->batch,
-                       (double)p->b_rows * (double)p->b_cols * (double)g->batch, p->own_out, p->cast_c, p->why);
+                       (double)p->b_rows * (double)p->b_cols * (double)g->batch, p->own_out,
+                       p->c_apart ? GS_COST_FFMA_C_WIDENED : p->c_out ? GS_COST_FFMA_C_READ : GS_COST_FFMA_C_NONE,
+                       p->why);
   if (why) return why;
   p->own_bias = g->bias && g->bias_type != F32 && (g->epilogue & CUBLASLT_EPILOGUE_BIAS);
   /* A widened bias with a batch stride: one vector of m per member. */
   int64_t bias_members = p->bias_stride ? g->batch : 1;
-  const transient_part parts[4] = {
+  const transient_part parts[6] = {
       {p->a_rows, p->a_cols, g->batch, 4},
       {p->b_rows, p->b_cols, g->batch, 4},
       {g->m, g->n, p->own_out ? g->batch : 0, 4},
       {g->m, bias_members, p->own_bias ? 1 : 0, 4},
+      {g->m, g->n, p->c_apart ? g->batch : 0, 4},
+      {1, 1, p->dev_zero ? 1 : 0, 4},
   };
-  return transient_plan(parts, 4, gs_opt.ffma_max_bytes, "needs more transient memory than GEMMSHIM_FFMA_MAX_BYTES",
+  return transient_plan(parts, 6, gs_opt.ffma_max_bytes, "needs more transient memory than GEMMSHIM_FFMA_MAX_BYTES",
                         p->off, &p->bytes);
 }
 
 /* ---- casts in ---------------------------------------------------------------- */
 
-/* A, B, C (when read) and the bias share one type (check_types, check_lt):
- * one launch widens them all. */
+/* A, B, C (Lt relu/gelu only) and the bias share one type (check_types,
+ * check_lt): one launch widens them all, and stores the device zero. */
 static CUresult casts_in(const gs_call *c, kernel_ctx *kc, const ffma_plan *p, char *base) {
   const gs_gemm *g = &c->g;
   const int arr = route_is_ptr_array(g->api);
@@ -129,24 +155,31 @@ static CUresult casts_in(const gs_call *c, kernel_ctx *kc, const ffma_plan *p, c
                                    p->a_rows * p->a_cols, p->a_rows, p->a_cols, g->batch};
   ops[n++] = (kernel_cast_operand){g->b_type, g->B, arr, g->ldb, g->stride_b, base + p->off[BUF_B], 0, p->b_rows,
                                    p->b_rows * p->b_cols, p->b_rows, p->b_cols, g->batch};
-  if (p->cast_c)
-    ops[n++] = (kernel_cast_operand){g->c_type, g->C, arr, g->ldc, g->stride_c, base + p->off[BUF_C], 0, g->m,
+  if (p->c_apart)
+    ops[n++] = (kernel_cast_operand){g->c_type, g->C, arr, g->ldc, g->stride_c, base + p->off[BUF_C32], 0, g->m,
                                      g->m * g->n, g->m, g->n, g->batch};
   /* A bias with a batch stride: one vector of m per member. */
   if (p->own_bias)
     ops[n++] = (kernel_cast_operand){g->bias_type, g->bias, 0, g->m, p->bias_stride, base + p->off[BUF_BIAS], 0,
                                      g->m, g->m, g->m, 1, p->bias_stride ? g->batch : 1};
-  return kernel_widen_operands(kc, g->stream, ops, n);
+  return kernel_widen_operands_zero(kc, g->stream, ops, n, p->dev_zero ? (float *)(base + p->off[BUF_ZERO]) : NULL);
 }
 
+/* D = narrow(result + beta * C): C read here, never copied into the
+ * buffer; beta from the caller's pointer in device mode. */
 static CUresult cast_out(const gs_call *c, kernel_ctx *kc, const ffma_plan *p, char *base) {
   const gs_gemm *g = &c->g;
   const float *res = (const float *)(base + p->off[BUF_C]);
-  if (route_is_ptr_array(g->api))
-    return kernel_narrow_ptrarray(kc, g->stream, g->d_type, res, g->m, g->m * g->n, (void *const *)g->D,
-                                  g->ldd, g->m, g->n, g->batch);
-  return kernel_narrow(kc, g->stream, g->d_type, res, g->m, g->m * g->n, g->D, g->ldd, g->stride_d, g->m,
-                       g->n, g->batch);
+  const int arr = route_is_ptr_array(g->api);
+  const int dev = device_scalars(g);
+  const kernel_cast_c cb = {.c = g->C,
+                            .c_array = arr,
+                            .ld_c = g->ldc,
+                            .stride_c = g->stride_c,
+                            .beta = dev || !g->beta ? 0.0f : *(const float *)g->beta,
+                            .beta_ptr = dev ? (const float *)g->beta : NULL};
+  return kernel_narrow_c(kc, g->stream, g->d_type, res, g->m, g->m * g->n, g->D, arr, g->ldd, g->stride_d, g->m,
+                         g->n, g->batch, p->c_out ? &cb : NULL);
 }
 
 /* ---- the fp32 GEMM ------------------------------------------------------------ */
@@ -162,10 +195,18 @@ static gs_sys_id fp32_entry(gs_api api) {
   }
 }
 
+/* The fp32 GEMM's beta: the caller's with an fp32 C (written in place),
+ * else 0 (the result is only written), on the host or the device zero. */
+static const void *fp32_beta(const gs_gemm *g, const ffma_plan *p, char *base) {
+  if (!p->own_out || p->c_apart) return g->beta;
+  return p->dev_zero ? (const void *)(base + p->off[BUF_ZERO]) : &host_zero;
+}
+
 static cublasStatus_t gemm_ex_fp32(const gs_call *c, const ffma_plan *p, char *base) {
   const gs_gemm *g = &c->g;
   if (!resolve_hooked(fp32_entry(g->api))) return CUBLAS_STATUS_NOT_SUPPORTED;
   const void *A = base + p->off[BUF_A], *B = base + p->off[BUF_B];
+  const void *beta = fp32_beta(g, p, base);
   void *C = p->own_out ? (void *)(base + p->off[BUF_C]) : g->D;
   int64_t ldc = p->own_out ? g->m : g->ldc;
   int64_t sc = p->own_out ? g->m * g->n : g->stride_c;
@@ -176,19 +217,19 @@ static cublasStatus_t gemm_ex_fp32(const gs_call *c, const ffma_plan *p, char *b
   switch (g->api) {
     case GS_API_GEMM_EX:
       return GS_CALL(cublasGemmEx, h, ta, tb, (int)g->m, (int)g->n, (int)g->k, g->alpha, A, F32, (int)p->a_rows, B,
-                     F32, (int)p->b_rows, g->beta, C, F32, (int)ldc, comp, CUBLAS_GEMM_DEFAULT);
+                     F32, (int)p->b_rows, beta, C, F32, (int)ldc, comp, CUBLAS_GEMM_DEFAULT);
     case GS_API_GEMM_EX_64:
       return GS_CALL(cublasGemmEx_64, h, ta, tb, g->m, g->n, g->k, g->alpha, A, F32, p->a_rows, B, F32, p->b_rows,
-                     g->beta, C, F32, ldc, comp, CUBLAS_GEMM_DEFAULT);
+                     beta, C, F32, ldc, comp, CUBLAS_GEMM_DEFAULT);
     case GS_API_GEMM_STRIDED_BATCHED_EX:
     case GS_API_GEMM_BATCHED_EX:
       return GS_CALL(cublasGemmStridedBatchedEx, h, ta, tb, (int)g->m, (int)g->n, (int)g->k, g->alpha, A, F32,
-                     (int)p->a_rows, sa, B, F32, (int)p->b_rows, sb, g->beta, C, F32, (int)ldc, sc, (int)g->batch,
+                     (int)p->a_rows, sa, B, F32, (int)p->b_rows, sb, beta, C, F32, (int)ldc, sc, (int)g->batch,
                      comp, CUBLAS_GEMM_DEFAULT);
     case GS_API_GEMM_STRIDED_BATCHED_EX_64:
     case GS_API_GEMM_BATCHED_EX_64:
       return GS_CALL(cublasGemmStridedBatchedEx_64, h, ta, tb, g->m, g->n, g->k, g->alpha, A, F32, p->a_rows, sa, B,
-                     F32, p->b_rows, sb, g->beta, C, F32, ldc, sc, g->batch, comp, CUBLAS_GEMM_DEFAULT);
+                     F32, p->b_rows, sb, beta, C, F32, ldc, sc, g->batch, comp, CUBLAS_GEMM_DEFAULT);
     default:
       return CUBLAS_STATUS_NOT_SUPPORTED;
   }
@@ -205,7 +246,7 @@ static cublasStatus_t lt_fp32(const gs_call *c, const ffma_plan *p, char *base, 
   if (!route_lt_available()) return CUBLAS_STATUS_NOT_SUPPORTED;
   const void *bias = p->own_bias ? (const void *)(base + p->off[BUF_BIAS]) : g->bias;
   void *D = p->own_out ? (void *)(base + p->off[BUF_C]) : g->D;
-  const void *C = p->own_out ? D : g->C;
+  const void *C = p->c_apart ? (const void *)(base + p->off[BUF_C32]) : p->own_out ? D : g->C;
   int64_t ldc = p->own_out ? g->m : g->ldc, ldd = p->own_out ? g->m : g->ldd;
   int64_t sc = p->own_out ? g->m * g->n : g->stride_c, sd = p->own_out ? g->m * g->n : g->stride_d;
   const void *A = base + p->off[BUF_A], *B = base + p->off[BUF_B];
@@ -235,7 +276,7 @@ static cublasStatus_t lt_fp32(const gs_call *c, const ffma_plan *p, char *base, 
   cublasStatus_t s;
   const route_lt_plan *plan = route_lt_plan_get(h, &k, bias, &s, why);
   if (!plan) return s;
-  s = route_lt_matmul(h, plan, g->alpha, A, B, g->beta, C, D, bias, ws, wss, g->stream);
+  s = route_lt_matmul(h, plan, g->alpha, A, B, fp32_beta(g, p, base), C, D, bias, ws, wss, g->stream);
   route_lt_plan_put(plan);
   return s;
 }

@@ -56,9 +56,12 @@ def work(route, m, n, k, batch=1, ab="bf16", c="bf16", beta=0.0, recipe="current
     mn = m * n * batch
     ab_elems = (m * k + k * n) * batch
     if route == "ffma":
+        # docs/cost-model.md: a bf16/fp16 C that beta may scale is read by
+        # the output kernel, 2 bytes an element (the GemmEx calls these
+        # tests make; a cuBLASLt relu/gelu epilogue widens it instead: 6)
         own_out = c != "fp32"
-        cast_c = own_out and beta != 0
-        return 2.0 * m * n * k * batch, 6.0 * ab_elems + (6.0 * mn if own_out else 0) + (6.0 * mn if cast_c else 0), \
+        c_bytes = 2.0 if own_out and beta != 0 else 0.0
+        return 2.0 * m * n * k * batch, 6.0 * ab_elems + (6.0 * mn if own_out else 0) + c_bytes * mn, \
             1 + (1 if own_out else 0)
     if route == "fp16":
         return 2.0 * m * n * k * batch, 6.0 * ab_elems + (8.0 if c == "fp32" else 6.0) * mn, 3

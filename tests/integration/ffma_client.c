@@ -51,6 +51,15 @@
  *                             column by column, as three float64s: the
  *                             result, the float64 reference and its bound
  *                             (NaN where the reference is not finite)
+ *   exact=1                   (bf16/fp16 C, no bias or activation) each
+ *                             element must equal, bit for bit, the split
+ *                             model: r = fp32(alpha * AB), v = fp32(r +
+ *                             beta * C) (one rounding; beta 0: v = r), D =
+ *                             v rounded to D's type, nearest even, from
+ *                             the float64 product of the stored inputs;
+ *                             the operands must make AB exact in fp32
+ *                             (apat/bpat), and a sum float64 cannot hold
+ *                             exactly fails the call [0]
  *   seed                      the data's seed (same seed, same data) [the
  *                             run's --seed plus the call's index]
  *   Arguments cuBLAS may refuse (the buffers stay as the keys above size
@@ -260,6 +269,7 @@ typedef struct spec {
   int bias_type;       /* -1: attribute left unset (D's type) */
   int64_t bias_stride;
   int oop, row_major;
+  int exact; /* judge bf16/fp16 results bit for bit by the split model */
   cudaDataType scale;
   int64_t dpad;
   cudaDataType bt, dt;      /* as passed; -1: ab / c */
@@ -405,6 +415,7 @@ static int parse_spec(const char *text, int index, spec *s) {
       else if (!(bad = type_of(v, &t))) s->bias_type = t;
     } else if (!strcmp(kv, "bstride")) s->bias_stride = atoll(v);
     else if (!strcmp(kv, "oop")) s->oop = atoi(v);
+    else if (!strcmp(kv, "exact")) s->exact = atoi(v);
     else if (!strcmp(kv, "order")) s->row_major = !strcmp(v, "row");
     else if (!strcmp(kv, "scale")) bad = type_of(v, &s->scale);
     else if (!strcmp(kv, "dpad")) s->dpad = atoll(v);
@@ -826,6 +837,32 @@ static double bound(cudaDataType out, int64_t k, double ref, double mag) {
   return rel * fabs(ref) + 4.0 * (double)(k + 2) * 0x1p-24 * mag + sub + 1e-30;
 }
 
+/* v rounded to bf16 (8 significant bits) or fp16 (11, subnormal spacing
+ * 2^-24, largest finite 65504), nearest even, overflow to infinity: IEEE
+ * 754 roundTiesToEven on the value, by nearbyint in the default rounding
+ * mode, not by the shim's conversion code. */
+static double round_to(cudaDataType t, double v) {
+  if (v == 0 || !isfinite(v)) return v;
+  const int bits = t == CUDA_R_16F ? 11 : 8;
+  int e = ilogb(v);
+  if (t == CUDA_R_16F && e < -14) e = -14; /* fp16 subnormals: fixed spacing */
+  double q = ldexp(nearbyint(ldexp(v, bits - 1 - e)), e - (bits - 1));
+  const double max = t == CUDA_R_16F ? 65504.0 : 0x1.fep127;
+  return fabs(q) > max ? copysign(INFINITY, q) : q;
+}
+
+/* The split model of one element (exact=1): NaN when float64 cannot hold
+ * the fp32 sum exactly (the model would round twice). */
+static double split_model(const spec *s, double acc, double cv) {
+  double r = (float)((double)s->alpha * acc); /* alpha * AB rounded once to fp32 */
+  if (s->beta == 0.0f) return round_to(s->c, r);
+  double p = (double)s->beta * cv, sum = r + p;
+  /* Two-sum (Knuth): sum is exact iff the error term is 0. */
+  double bb = sum - r, err = (r - (sum - bb)) + (p - bb);
+  if (err != 0) return NAN;
+  return round_to(s->c, (float)sum);
+}
+
 static void gemm_check(gemm *g) {
   const spec *s = &g->s;
   buf *outb = s->oop ? &g->d : &g->c;
@@ -901,6 +938,7 @@ static void gemm_check(gemm *g) {
           }
           double err = fabs(got - ref);
           if (!(err <= bound(s->c, K, ref, mag))) g->ok = 0;
+          if (s->exact && got != split_model(s, acc, get(s->c, g->c.host, ci))) g->ok = 0;
           signal += ref * ref;
           noise += err * err;
           if (isnan(err) || err > g->maxerr) g->maxerr = err;

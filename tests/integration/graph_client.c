@@ -45,6 +45,19 @@
  *                      makes an eager call. Prints "child pid=P status=S".
  *   --recipe=fork      an eager call on one stream while the stream the
  *                      layer last ran on is being captured by the program.
+ *   --recipe=overlap   one graph instantiated twice and both executables
+ *                      replayed at once on two streams with nothing ordering
+ *                      them, under the stand-in's STANDIN_GRAPH_OVERLAP=s
+ *                      (tests/standin/README.md), set here for every shift s
+ *                      from 0 to the graph's node count (cuGraphGetNodes):
+ *                      D as the first replay left it (a copy enqueued
+ *                      behind it on its stream) and as the second left it
+ *                      must each equal an eager call's D bit for bit, and
+ *                      the inputs must be unchanged. Prints "graph nodes=N"
+ *                      and "overlap shift=S first=0|1 second=0|1
+ *                      inputs=0|1".
+ *   --recipe=overlap-beta  the same with a cublasLtMatmul out of place,
+ *                      D = W^T X + 0.5 C (bf16 C, D elsewhere).
  *   --recipe=other-thread  the program's first calls of the layer, on a
  *                      stream never used before, while another thread holds
  *                      a global-mode capture (torch.cuda.graph's default
@@ -85,6 +98,8 @@ static struct {
   __typeof__(cuStreamIsCapturing) *is_capturing;
   __typeof__(cuMemGetInfo_v2) *mem_info;
   __typeof__(cuDevicePrimaryCtxReset_v2) *ctx_reset;
+  __typeof__(cuGraphGetNodes) *get_nodes;
+  __typeof__(cuMemcpyDtoHAsync_v2) *copy_async;
 } gr;
 
 static cublasHandle_t handle;
@@ -152,6 +167,94 @@ static void report(const char *kind, int step, int status, const mat *W, const m
 }
 
 static mat W, X, Y, X2, Y2;
+
+/* The overlap recipes' call: the layer, or (beta) cublasLtMatmul with
+ * D = Y = W^T X + 0.5 C, C = Y2, out of place (cuBLASLt takes C != D). */
+static cublasLtHandle_t lt;
+static cublasStatus_t overlap_call(CUstream s, int beta) {
+  if (!beta) return gemm(s, &W, &X, &Y);
+  const float one = 1.0f, half = 0.5f;
+  cublasLtMatmulDesc_t d = NULL;
+  cublasLtMatrixLayout_t la = NULL, lb = NULL, lc = NULL;
+  const cublasOperation_t t = CUBLAS_OP_T;
+  cublasStatus_t st = cublasLtMatmulDescCreate(&d, CUBLAS_COMPUTE_32F, CUDA_R_32F);
+  if (!st) st = cublasLtMatmulDescSetAttribute(d, CUBLASLT_MATMUL_DESC_TRANSA, &t, sizeof t);
+  if (!st) st = cublasLtMatrixLayoutCreate(&la, CUDA_R_16BF, H, H, H);
+  if (!st) st = cublasLtMatrixLayoutCreate(&lb, CUDA_R_16BF, H, T, H);
+  if (!st) st = cublasLtMatrixLayoutCreate(&lc, CUDA_R_16BF, H, T, H);
+  if (!st)
+    st = cublasLtMatmul(lt, d, &one, (const void *)W.dev, la, (const void *)X.dev, lb, &half, (const void *)Y2.dev,
+                        lc, (void *)Y.dev, lc, NULL, NULL, 0, s);
+  if (lc) cublasLtMatrixLayoutDestroy(lc);
+  if (lb) cublasLtMatrixLayoutDestroy(lb);
+  if (la) cublasLtMatrixLayoutDestroy(la);
+  if (d) cublasLtMatmulDescDestroy(d);
+  return st;
+}
+
+/* Whether the device buffer of m still holds its host copy. */
+static int mat_same(const mat *m) {
+  uint16_t now[H * H];
+  size_t bytes = (size_t)m->rows * m->cols * 2;
+  client_drv.cuMemcpyDtoH_v2(now, m->dev, bytes);
+  return !memcmp(now, m->host, bytes);
+}
+
+/* Two executables of one captured call launched on two streams with
+ * nothing between them, for every shift the stand-in may interleave them
+ * by; D against an eager call's, the inputs against what was written. */
+static void overlap(int beta) {
+  CUstream s[3];
+  for (int i = 0; i < 3; i++)
+    if (client_drv.cuStreamCreate(&s[i], CU_STREAM_NON_BLOCKING)) exit(2);
+  if (beta && cublasLtCreate(&lt)) exit(2);
+  mat_fill(&X, 1.0f);
+  mat_fill(&Y2, 1.0f);
+  int st = overlap_call(s[0], beta);
+  client_drv.cuStreamSynchronize(s[0]);
+  uint16_t eager[H * T];
+  client_drv.cuMemcpyDtoH_v2(eager, Y.dev, sizeof eager);
+  if (!beta) report("eager", 0, st, &W, &X, &Y);
+  else if (st) failures++;
+  CUgraph g = NULL;
+  CUgraphExec e[2] = {0};
+  check("cuStreamBeginCapture_v2", gr.begin(s[0], CU_STREAM_CAPTURE_MODE_GLOBAL));
+  if (overlap_call(s[0], beta)) failures++;
+  check("cuStreamEndCapture", gr.end(s[0], &g));
+  size_t nodes = 0;
+  check("cuGraphGetNodes", g ? gr.get_nodes(g, NULL, &nodes) : CUDA_ERROR_INVALID_VALUE);
+  printf("graph nodes=%zu\n", nodes);
+  check("cuGraphInstantiateWithFlags", gr.instantiate(&e[0], g, 0));
+  check("cuGraphInstantiateWithFlags", gr.instantiate(&e[1], g, 0));
+  for (size_t shift = 0; e[0] && e[1] && shift <= nodes; shift++) {
+    uint16_t poison[H * T], got[H * T];
+    for (int i = 0; i < H * T; i++) poison[i] = 0x7fc1; /* a bf16 NaN: D is written by every replay */
+    client_drv.cuMemcpyHtoD_v2(Y.dev, poison, sizeof poison);
+    char v[32];
+    snprintf(v, sizeof v, "%zu", shift);
+    setenv("STANDIN_GRAPH_OVERLAP", v, 1);
+    /* D as the first replay leaves it: a copy behind it on its stream */
+    uint16_t first[H * T];
+    CUresult r0 = gr.launch(e[0], s[1]);
+    CUresult rc = gr.copy_async(first, Y.dev, sizeof first, s[1]);
+    CUresult r1 = gr.launch(e[1], s[2]);
+    unsetenv("STANDIN_GRAPH_OVERLAP");
+    check("cuGraphLaunch", r0);
+    check("cuMemcpyDtoHAsync_v2", rc);
+    check("cuGraphLaunch", r1);
+    client_drv.cuStreamSynchronize(s[1]);
+    client_drv.cuStreamSynchronize(s[2]);
+    client_drv.cuMemcpyDtoH_v2(got, Y.dev, sizeof got);
+    int same1 = !memcmp(first, eager, sizeof first), same2 = !memcmp(got, eager, sizeof got);
+    int inputs = mat_same(&W) && mat_same(&X) && (!beta || mat_same(&Y2));
+    printf("overlap shift=%zu first=%d second=%d inputs=%d\n", shift, same1, same2, inputs);
+    if (!same1 || !same2 || !inputs) failures++;
+  }
+  for (int i = 0; i < 2; i++)
+    if (e[i]) check("cuGraphExecDestroy", gr.exec_destroy(e[i]));
+  if (g) check("cuGraphDestroy", gr.destroy(g));
+  if (beta) cublasLtDestroy(lt);
+}
 
 static void pytorch(CUstream main_stream) {
   CUstream side, capture;
@@ -505,9 +608,10 @@ int main(int argc, char **argv) {
   }
   if (strcmp(recipe, "pytorch") && strcmp(recipe, "xla") && strcmp(recipe, "fork") && strcmp(recipe, "fork-child") &&
       strcmp(recipe, "other-thread") && strcmp(recipe, "two-streams") && strcmp(recipe, "cycles") &&
-      strcmp(recipe, "recapture") && strcmp(recipe, "beside-global") && strcmp(recipe, "ctx-reset")) {
+      strcmp(recipe, "recapture") && strcmp(recipe, "beside-global") && strcmp(recipe, "ctx-reset") &&
+      strcmp(recipe, "overlap") && strcmp(recipe, "overlap-beta")) {
     fprintf(stderr, "usage: graph_client --recipe=pytorch|xla|two-streams|cycles=N|recapture=N|beside-global|"
-                    "ctx-reset|fork|fork-child|other-thread\n");
+                    "ctx-reset|fork|fork-child|other-thread|overlap|overlap-beta\n");
     return 2;
   }
   const char *why = client_driver_load();
@@ -526,12 +630,14 @@ int main(int argc, char **argv) {
     SYM(is_capturing, cuStreamIsCapturing);
     SYM(mem_info, cuMemGetInfo_v2);
     SYM(ctx_reset, cuDevicePrimaryCtxReset_v2);
+    SYM(get_nodes, cuGraphGetNodes);
+    SYM(copy_async, cuMemcpyDtoHAsync_v2);
 #undef SYM
   }
   CUdevice dev;
   CUcontext ctx;
   CUstream s;
-  if (why || !cuda || !gr.add_child || !gr.launch || !gr.is_capturing || !gr.mem_info || client_drv.cuInit(0) || client_drv.cuDeviceGet(&dev, 0) ||
+  if (why || !cuda || !gr.add_child || !gr.launch || !gr.get_nodes || !gr.copy_async || !gr.is_capturing || !gr.mem_info || client_drv.cuInit(0) || client_drv.cuDeviceGet(&dev, 0) ||
       client_drv.cuDevicePrimaryCtxRetain(&ctx, dev) || client_drv.cuCtxSetCurrent(ctx) ||
       client_drv.cuStreamCreate(&s, 0) || cublasCreate(&handle)) {
     fprintf(stderr, "graph_client: set-up failed: %s\n", why ? why : "driver, graph API or cuBLAS");
@@ -553,6 +659,8 @@ int main(int argc, char **argv) {
   else if (!strcmp(recipe, "recapture")) cycles(ncycles, 0);
   else if (!strcmp(recipe, "beside-global")) beside_global(ctx);
   else if (!strcmp(recipe, "ctx-reset")) ctx_reset(dev);
+  else if (!strcmp(recipe, "overlap")) overlap(0);
+  else if (!strcmp(recipe, "overlap-beta")) overlap(1);
   else xla(s);
   cublasDestroy(handle);
   return failures ? 1 : 0;

@@ -95,25 +95,65 @@ def test_device_pointer_mode(client, standin, tmp_path, api):
         # One launch widens A, B, [C] and [the bias]; one narrows the result.
         ("ex", {"pm": "host", "beta": 0}, 2),
         ("ex", {"pm": "host", "beta": 0.75}, 2),
-        ("ex", {"pm": "device", "beta": 0}, 2),  # beta unknown on the host: C is widened
+        ("ex", {"pm": "device", "beta": 0}, 2),  # beta unknown on the host: read by the output kernel
         ("ex", {"pm": "device", "beta": 0.75}, 2),
         ("ex", {"pm": "device", "beta": 0.75, "c": "fp32"}, 1),  # the fp32 GEMM writes C itself
         ("batched", {"pm": "device", "beta": 0}, 2),
         ("lt", {"pm": "host", "beta": 0}, 2),
         ("lt", {"pm": "device", "beta": 0}, 2),
         ("lt", {"pm": "device", "beta": 0.5, "oop": 1}, 2),
+        ("lt", {"pm": "host", "beta": 0.5, "oop": 1, "epi": "relu"}, 2),  # C widened apart, in the same launch
         ("lt", {"pm": "device", "beta": 0, "epi": "bias"}, 2),  # the bias in the same launch
         ("lt", {"pm": "host", "beta": 0, "c": "fp32", "epi": "bias"}, 1),  # fp32 bias used as it is
     ],
 )
 def test_which_operands_are_widened(client, standin, tmp_path, api, spec, launches):
-    """Exactly the kernels a call needs: C is widened whenever beta may be
-    nonzero (always in device pointer mode), never when C is fp32, and the
-    result narrowed only when C is not fp32 (stand-in launch counter)."""
+    """Exactly the kernels a call needs: one widening launch (A, B, the bias,
+    and C only for a cuBLASLt relu/gelu epilogue) and, unless C is fp32,
+    one output launch that narrows the result and adds beta * C
+    (stand-in launch counter)."""
     res = run_client(client, standin, tmp_path, [gemm("one", api, **spec)])
     assert_all_ok(res)
     assert_ffma(res.recs[0])
     assert res.counts["cuLaunchKernel"] == launches, res.counts
+
+
+# ---- 1b. what the route computes, bit for bit -------------------------------------------
+# Small dyadic operands: every product and partial sum of A B is exact in
+# fp32, so the fp32 GEMM's accumulation order cannot matter and the result
+# follows from the definition alone. alpha 0.7 and beta 0.3 are not
+# dyadic: alpha * AB and the sum with beta * C round.
+EXACT = {"apat": "1:-2:0.5:3:-1.5:0.25", "bpat": "2:-1:1.5:-0.5:1", "alpha": 0.7, "beta": 0.3, "exact": 1}
+
+
+@pytest.mark.parametrize("api,spec", [
+    ("ex", {"pm": "host"}),  # C is D: read, then written, by one thread
+    ("ex", {"pm": "device"}),  # beta read on the device by the output kernel
+    ("ex", {"pm": "host", "ab": "fp16"}),
+    ("ex64", {"pm": "host", "alpha": 1}),  # alpha 1: alpha * AB is AB, no rounding
+    ("strided", {"pm": "device", "batch": 3}),
+    ("batched", {"pm": "host", "batch": 3}),  # pointer arrays for C/D
+    ("lt", {"pm": "host", "oop": 1, "dpad": 5, "batch": 2}),  # C apart from D, ldc != ldd
+    ("lt", {"pm": "device", "oop": 1, "batch": 2}),
+    ("ex", {"pm": "host", "beta": 0}),  # C NaN-poisoned: never read
+    ("ex", {"pm": "device", "beta": 0}),  # the kernel reads beta 0 and skips C
+    ("lt", {"pm": "device", "beta": 0, "oop": 1}),
+], ids=["ex-host", "ex-device", "ex-fp16", "ex64-alpha1", "strided-device", "batched-host", "lt-oop-ldd",
+        "lt-oop-device", "ex-beta0-host", "ex-beta0-device", "lt-beta0-device"])
+def test_split_rounding_bit_for_bit(client, standin, tmp_path, api, spec):
+    """cuBLAS's definition (cuBLAS documentation, cublasGemmEx with
+    CUBLAS_COMPUTE_32F: D = alpha op(A) op(B) + beta C computed in fp32,
+    then converted to D's type) as the route splits it (docs/ffma.md,
+    "What it computes"): the fp32 GEMM writes r = fp32(alpha * AB) with
+    beta 0, the output kernel writes D = round(fp32(r + beta * C)), one
+    fp32 rounding for the sum and one to bf16/fp16, nearest even. The
+    client's float64 model of exactly that (ffma_client exact=1) must
+    match every element bit for bit; where beta is 0, C is NaN and must
+    not be read ("if beta == 0 then C does not have to be a valid input",
+    cuBLAS documentation, cublas<t>gemm)."""
+    res = run_client(client, standin, tmp_path, [gemm("split", api, **{**EXACT, **spec})])
+    assert_all_ok(res)
+    assert_ffma(res.recs[0])
 
 
 # ---- 2. the caller's math mode ------------------------------------------------------------

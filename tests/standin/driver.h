@@ -62,6 +62,7 @@
   X(cuThreadExchangeStreamCaptureMode)                                         \
   X(cuGraphCreate) X(cuGraphClone) X(cuGraphAddChildGraphNode)                 \
   X(cuGraphInstantiateWithFlags) X(cuGraphLaunch) X(cuGraphExecDestroy)        \
+  X(cuGraphGetNodes)                                                           \
   X(cuLaunchHostFunc)                                                          \
   X(cuStreamGetCaptureInfo_v2) X(cuStreamGetCaptureInfo_v3)                   \
   X(cuUserObjectCreate) X(cuUserObjectRetain) X(cuUserObjectRelease)          \
@@ -89,7 +90,17 @@ typedef enum sd_api_id {
 } sd_api_id;
 
 extern unsigned long long sd_counts[SD_API_COUNT];
-#define SD_COUNT(name) STANDIN_BUMP(sd_counts, SD_API_##name)
+/* Every entry point counts itself, then runs a graph launch that
+ * STANDIN_GRAPH_OVERLAP held back (driver_graph.c): whatever the call is,
+ * it may observe or order that launch. The three calls that may pair with
+ * or join a held launch (cuGraphLaunch, cuLaunchHostFunc,
+ * cuMemcpyDtoHAsync_v2) count with SD_COUNT_ONLY and decide themselves. */
+#define SD_COUNT_ONLY(name) STANDIN_BUMP(sd_counts, SD_API_##name)
+#define SD_COUNT(name)                                                         \
+  do {                                                                         \
+    SD_COUNT_ONLY(name);                                                       \
+    sd_graph_overlap_flush();                                                  \
+  } while (0)
 
 /* ------------------------------------------------------------------------ */
 /* "driver_init.c": devices and process-wide state. */
@@ -271,6 +282,13 @@ struct CUgraph_st *sd_graph_new_locked(CUcontext ctx);
 void sd_graph_free_locked(struct CUgraph_st *g);
 /* Free every graph and instantiation of ctx (context destruction). */
 void sd_graphs_drop_ctx_locked(CUcontext ctx);
+/* STANDIN_GRAPH_OVERLAP: run the graph launch held back for pairing, if
+ * any (every entry point makes this first, in SD_COUNT). Lock not held. */
+void sd_graph_overlap_flush(void);
+/* Append n (a host function or a copy enqueued on `stream`) to the held
+ * launch when it is on that stream: 1. Otherwise run the held launch and
+ * answer 0 (the caller runs n itself). Lock not held. */
+int sd_graph_overlap_join(CUstream stream, const sd_node *n);
 
 /* Resolve a stream handle for enqueuing work: NULL, CU_STREAM_LEGACY and
  * CU_STREAM_PER_THREAD mean the current context. Fails like a driver:

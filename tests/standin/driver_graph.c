@@ -371,30 +371,169 @@ static CUresult sd_exec_check_locked(const struct CUgraphExec_st *e) {
   return CUDA_SUCCESS;
 }
 
+/* ---- STANDIN_GRAPH_OVERLAP=s: two executables' replays interleaved ----
+ * A GPU may run two launches of two executables on two streams with no
+ * ordering between them at once ("To execute a graph concurrently, it must
+ * be instantiated multiple times", cuda.h, cuGraphInstantiate); launches
+ * of one executable never overlap ("Each launch is ordered behind both any
+ * previous work in hStream and any previous launches of hGraphExec",
+ * cuGraphLaunch). Here everything runs on the host at once, so such a race
+ * never shows. Under the knob, a launch on a stream of the program's own
+ * (not NULL, the legacy or the per-thread stream, which order against
+ * other work) is held back; if the very next driver call is a launch of
+ * another executable on another such stream, the two run interleaved, the
+ * second's operations shifted by s: at step t the first runs its
+ * operation t, then the second its operation t - s (each executable's
+ * operations stay in their order). Any other call first runs the held
+ * launch to its end, so anything that orders the two (an event, a
+ * synchronisation, a copy, work on the same stream) makes them run one
+ * after the other, as they would on a GPU. Read at every launch. */
+static pthread_mutex_t sd_overlap_lock = PTHREAD_MUTEX_INITIALIZER;
+/* The held launch, and what was enqueued behind it on its stream (host
+ * functions, device-to-host copies) before the launch it pairs with. */
+#define SD_OVERLAP_TAIL 8
+typedef struct sd_overlap_held {
+  struct CUgraphExec_st *exec; /* NULL: none held */
+  CUstream stream;
+  sd_node tail[SD_OVERLAP_TAIL];
+  size_t ntail;
+} sd_overlap_held;
+static sd_overlap_held sd_overlap;
+
+/* The shift, or -1 when the knob is unset (or bad: one message). */
+static long long sd_overlap_shift(void) {
+  const char *v = getenv("STANDIN_GRAPH_OVERLAP");
+  if (!v || !*v) return -1;
+  char *end = NULL;
+  long long s = strtoll(v, &end, 10);
+  if (*end || s < 0 || v[0] == '-') {
+    static int told;
+    if (!__atomic_exchange_n(&told, 1, __ATOMIC_RELAXED))
+      standin_msg("STANDIN_GRAPH_OVERLAP=\"%s\": expected a shift (a count of operations, 0 or more); "
+                  "graph launches run one at a time", v);
+    return -1;
+  }
+  return s;
+}
+
+static int sd_overlap_stream_ok(CUstream s) {
+  return s != NULL && s != CU_STREAM_LEGACY && s != CU_STREAM_PER_THREAD;
+}
+
+/* Take the held launch (h->exec NULL when none). */
+static void sd_overlap_take(sd_overlap_held *h) {
+  h->exec = NULL;
+  if (!__atomic_load_n(&sd_overlap.exec, __ATOMIC_ACQUIRE)) return;
+  pthread_mutex_lock(&sd_overlap_lock);
+  *h = sd_overlap;
+  __atomic_store_n(&sd_overlap.exec, NULL, __ATOMIC_RELEASE);
+  sd_overlap.ntail = 0;
+  pthread_mutex_unlock(&sd_overlap_lock);
+}
+
+/* Operation t of a held launch: its executable's, then its tail's. */
+static size_t sd_overlap_len(const sd_overlap_held *h) { return h->exec->n + h->ntail; }
+static const sd_node *sd_overlap_node(const sd_overlap_held *h, size_t t) {
+  return t < h->exec->n ? &h->exec->nodes[t] : &h->tail[t - h->exec->n];
+}
+
+static void sd_overlap_failed(CUresult r) {
+  if (r) standin_msg("STANDIN_GRAPH_OVERLAP: an operation of a held graph launch failed (CUresult %d)", (int)r);
+}
+
+static void sd_overlap_run_held(const sd_overlap_held *h) {
+  CUresult r = CUDA_SUCCESS;
+  for (size_t t = 0; !r && t < sd_overlap_len(h); t++) r = sd_node_run(sd_overlap_node(h, t), h->stream);
+  sd_overlap_failed(r);
+}
+
+/* The held launch's operations and e2's, e2's shifted by `shift` steps:
+ * at step t the held one's operation t, then e2's operation t - shift. */
+static CUresult sd_overlap_pair(const sd_overlap_held *h, struct CUgraphExec_st *e2, CUstream s2, size_t shift) {
+  CUresult r1 = CUDA_SUCCESS, r2 = CUDA_SUCCESS;
+  const size_t n1 = sd_overlap_len(h);
+  for (size_t t = 0; t < n1 || t < shift + e2->n; t++) {
+    if (t < n1 && !r1) r1 = sd_node_run(sd_overlap_node(h, t), h->stream);
+    if (t >= shift && t - shift < e2->n && !r2) r2 = sd_node_run(&e2->nodes[t - shift], s2);
+  }
+  sd_overlap_failed(r1);
+  return r2;
+}
+
+void sd_graph_overlap_flush(void) {
+  sd_overlap_held h;
+  sd_overlap_take(&h);
+  if (h.exec) sd_overlap_run_held(&h);
+}
+
+int sd_graph_overlap_join(CUstream stream, const sd_node *n) {
+  if (!__atomic_load_n(&sd_overlap.exec, __ATOMIC_ACQUIRE)) return 0;
+  pthread_mutex_lock(&sd_overlap_lock);
+  int joined = sd_overlap.exec && sd_overlap.stream == stream && sd_overlap.ntail < SD_OVERLAP_TAIL && !n->blob;
+  if (joined) sd_overlap.tail[sd_overlap.ntail++] = *n;
+  pthread_mutex_unlock(&sd_overlap_lock);
+  if (!joined) sd_graph_overlap_flush();
+  return joined;
+}
+
 /* Launching into a capture (a graph node of its own) is not modelled:
  * CUDA_ERROR_NOT_SUPPORTED. */
 CUresult cuGraphLaunch(CUgraphExec hGraphExec, CUstream hStream) {
-  SD_COUNT(cuGraphLaunch);
+  SD_COUNT_ONLY(cuGraphLaunch);
+  /* A held launch is taken, not run: this launch may pair with it. */
+  sd_overlap_held held;
+  sd_overlap_take(&held);
   CUresult r = sd_check_init();
-  if (r) return r;
+  long long shift = sd_overlap_shift();
   pthread_mutex_lock(&sd_lock);
   CUcontext ctx;
   struct CUstream_st *st = NULL;
-  if (!sd_reg_has(hGraphExec, SD_GRAPH_EXEC)) r = CUDA_ERROR_INVALID_VALUE;
+  if (!r && !sd_reg_has(hGraphExec, SD_GRAPH_EXEC)) r = CUDA_ERROR_INVALID_VALUE;
   if (!r) r = sd_stream_enqueue_locked(hStream, &ctx, &st);
   if (!r && ctx != hGraphExec->ctx) r = CUDA_ERROR_INVALID_CONTEXT;
   if (!r && sd_capture_graph_locked(st)) r = CUDA_ERROR_NOT_SUPPORTED;
   if (!r) r = sd_exec_check_locked(hGraphExec);
   if (!r) hGraphExec->launched = 1;
   pthread_mutex_unlock(&sd_lock);
+  const int overlap = !r && shift >= 0 && sd_overlap_stream_ok(hStream);
+  if (held.exec && overlap && held.exec != hGraphExec && held.stream != hStream)
+    return sd_overlap_pair(&held, hGraphExec, hStream, (size_t)shift);
+  if (held.exec) sd_overlap_run_held(&held);
+  if (r) return r;
+  if (overlap) {
+    pthread_mutex_lock(&sd_overlap_lock);
+    sd_overlap.stream = hStream;
+    sd_overlap.ntail = 0;
+    __atomic_store_n(&sd_overlap.exec, hGraphExec, __ATOMIC_RELEASE);
+    pthread_mutex_unlock(&sd_overlap_lock);
+    return CUDA_SUCCESS;
+  }
   for (size_t i = 0; !r && i < hGraphExec->n; i++) r = sd_node_run(&hGraphExec->nodes[i], hStream);
+  return r;
+}
+
+/* The count of a graph's operations (cuda.h, cuGraphGetNodes: "nodes may
+ * be NULL, in which case this function will return the number of nodes in
+ * numNodes"). A child graph's operations count one by one here (the
+ * stand-in flattens child graphs; the driver counts the child node once).
+ * The node handles themselves are not modelled: CUDA_ERROR_NOT_SUPPORTED. */
+CUresult cuGraphGetNodes(CUgraph hGraph, CUgraphNode *nodes, size_t *numNodes) {
+  SD_COUNT(cuGraphGetNodes);
+  CUresult r = sd_check_init();
+  if (r) return r;
+  if (!numNodes) return CUDA_ERROR_INVALID_VALUE;
+  pthread_mutex_lock(&sd_lock);
+  if (!sd_reg_has(hGraph, SD_GRAPH)) r = CUDA_ERROR_INVALID_VALUE;
+  else if (nodes) r = CUDA_ERROR_NOT_SUPPORTED;
+  else *numNodes = hGraph->n;
+  pthread_mutex_unlock(&sd_lock);
   return r;
 }
 
 /* A host function runs in stream order; in a capture it becomes a host node
  * (run at each launch). */
 CUresult cuLaunchHostFunc(CUstream hStream, CUhostFn fn, void *userData) {
-  SD_COUNT(cuLaunchHostFunc);
+  SD_COUNT_ONLY(cuLaunchHostFunc);
   CUresult r = sd_check_init();
   if (r) return r;
   if (!fn) return CUDA_ERROR_INVALID_VALUE;
@@ -410,6 +549,9 @@ CUresult cuLaunchHostFunc(CUstream hStream, CUhostFn fn, void *userData) {
     recorded = 1;
   }
   pthread_mutex_unlock(&sd_lock);
-  if (!r && !recorded) fn(userData);
+  /* Behind a held launch on this stream, it runs after that launch. */
+  sd_node later = {.kind = SD_NODE_HOST, .host_fn = fn, .user_data = userData};
+  if (!r && !recorded && !sd_graph_overlap_join(hStream, &later)) fn(userData);
+  else if (r || recorded) sd_graph_overlap_flush();
   return r;
 }

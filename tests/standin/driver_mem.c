@@ -348,7 +348,7 @@ CUresult cuMemFreeHost(void *p) {
 /* Stream-ordered like the other async copies (run at once, or a node under
  * capture). */
 CUresult cuMemcpyDtoHAsync_v2(void *dstHost, CUdeviceptr srcDevice, size_t ByteCount, CUstream hStream) {
-  SD_COUNT(cuMemcpyDtoHAsync_v2);
+  SD_COUNT_ONLY(cuMemcpyDtoHAsync_v2);
   pthread_mutex_lock(&sd_lock);
   CUcontext ctx;
   struct CUstream_st *st = NULL;
@@ -357,7 +357,13 @@ CUresult cuMemcpyDtoHAsync_v2(void *dstHost, CUdeviceptr srcDevice, size_t ByteC
   sd_node n = {.kind = SD_NODE_MEMCPY, .dst = (CUdeviceptr)(uintptr_t)dstHost, .src = srcDevice, .bytes = ByteCount};
   int recorded = !r && sd_mem_record_locked(st, &n, &r);
   pthread_mutex_unlock(&sd_lock);
-  if (!r && ByteCount && !recorded) memcpy(dstHost, (const void *)srcDevice, ByteCount);
+  /* Behind a held graph launch on this stream (STANDIN_GRAPH_OVERLAP), it
+   * runs after that launch. */
+  if (!r && !recorded && !sd_graph_overlap_join(hStream, &n)) {
+    if (ByteCount) memcpy(dstHost, (const void *)srcDevice, ByteCount);
+  } else if (r || recorded) {
+    sd_graph_overlap_flush();
+  }
   return r;
 }
 

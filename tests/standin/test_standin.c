@@ -1048,6 +1048,86 @@ static void test_user_objects(void **state) {
   CU_OK(cuStreamDestroy_v2(s));
 }
 
+/* STANDIN_GRAPH_OVERLAP (README, "Environment"): host nodes 'a' 'b' 'c'
+ * tell the order the operations of two executables of one graph ran in. */
+static char overlap_trace[64];
+static size_t overlap_len;
+static void overlap_tag(void *tag) {
+  if (overlap_len + 1 < sizeof overlap_trace) overlap_trace[overlap_len++] = *(const char *)tag;
+  overlap_trace[overlap_len] = 0;
+}
+static const char overlap_tags[] = "abcX";
+
+static const char *overlap_pair(CUgraphExec e1, CUstream s1, CUgraphExec e2, CUstream s2, const char *shift,
+                                int between) {
+  overlap_len = 0;
+  overlap_trace[0] = 0;
+  if (shift) setenv("STANDIN_GRAPH_OVERLAP", shift, 1);
+  CU_OK(cuGraphLaunch(e1, s1));
+  if (between == 1) CU_OK(cuLaunchHostFunc(s1, overlap_tag, (void *)&overlap_tags[3])); /* joins e1 */
+  if (between == 2) CU_OK(cuStreamSynchronize(s1)); /* orders e1 before e2 */
+  CU_OK(cuGraphLaunch(e2, s2));
+  unsetenv("STANDIN_GRAPH_OVERLAP");
+  CU_OK(cuCtxSynchronize());
+  return overlap_trace;
+}
+
+static void test_graph_overlap(void **state) {
+  (void)state;
+  CUstream cap, s1, s2;
+  CU_OK(cuStreamCreate(&cap, CU_STREAM_NON_BLOCKING));
+  CU_OK(cuStreamCreate(&s1, CU_STREAM_NON_BLOCKING));
+  CU_OK(cuStreamCreate(&s2, 0));
+  CUgraph g = NULL;
+  CU_OK(cuStreamBeginCapture_v2(cap, CU_STREAM_CAPTURE_MODE_GLOBAL));
+  for (int i = 0; i < 3; i++) CU_OK(cuLaunchHostFunc(cap, overlap_tag, (void *)&overlap_tags[i]));
+  CU_OK(cuStreamEndCapture(cap, &g));
+  /* cuda.h, cuGraphGetNodes: "nodes may be NULL, in which case this
+   * function will return the number of nodes in numNodes" */
+  size_t n = 0;
+  CU_OK(cuGraphGetNodes(g, NULL, &n));
+  assert_int_equal(n, 3);
+  CUgraphNode nodes[3];
+  assert_int_equal(cuGraphGetNodes(g, nodes, &n), CUDA_ERROR_NOT_SUPPORTED); /* not modelled */
+  assert_int_equal(cuGraphGetNodes(g, NULL, NULL), CUDA_ERROR_INVALID_VALUE);
+  CUgraphExec e1, e2;
+  CU_OK(cuGraphInstantiateWithFlags(&e1, g, 0));
+  CU_OK(cuGraphInstantiateWithFlags(&e2, g, 0));
+  /* Unset: each launch runs to its end at once. */
+  assert_string_equal(overlap_pair(e1, s1, e2, s2, NULL, 0), "abcabc");
+  /* The second executable's operations s steps behind the first's. */
+  assert_string_equal(overlap_pair(e1, s1, e2, s2, "0", 0), "aabbcc");
+  assert_string_equal(overlap_pair(e1, s1, e2, s2, "1", 0), "abacbc");
+  assert_string_equal(overlap_pair(e1, s1, e2, s2, "2", 0), "abcabc");
+  assert_string_equal(overlap_pair(e1, s1, e2, s2, "3", 0), "abcabc");
+  assert_string_equal(overlap_pair(e2, s2, e1, s1, "1", 0), "abacbc");
+  /* A host function behind the first on its stream runs after it. */
+  assert_string_equal(overlap_pair(e1, s1, e2, s2, "1", 1), "abacbXc");
+  /* Anything between the launches orders them. */
+  assert_string_equal(overlap_pair(e1, s1, e2, s2, "0", 2), "abcabc");
+  /* One executable's launches never overlap (cuda.h, cuGraphLaunch: "Each
+   * launch is ordered behind ... any previous launches of hGraphExec"),
+   * nor launches on one stream, nor on the legacy stream. */
+  assert_string_equal(overlap_pair(e1, s1, e1, s2, "0", 0), "abcabc");
+  assert_string_equal(overlap_pair(e1, s1, e2, s1, "0", 0), "abcabc");
+  assert_string_equal(overlap_pair(e1, s1, e2, CU_STREAM_LEGACY, "0", 0), "abcabc");
+  assert_string_equal(overlap_pair(e1, NULL, e2, s2, "0", 0), "abcabc");
+  /* A launch held back alone runs at the next call. */
+  overlap_len = 0;
+  setenv("STANDIN_GRAPH_OVERLAP", "0", 1);
+  CU_OK(cuGraphLaunch(e1, s1));
+  unsetenv("STANDIN_GRAPH_OVERLAP");
+  assert_string_equal(overlap_trace, "abcabc"); /* the previous pair's, untouched */
+  CU_OK(cuStreamSynchronize(s2));
+  assert_string_equal(overlap_trace, "abc");
+  CU_OK(cuGraphExecDestroy(e1));
+  CU_OK(cuGraphExecDestroy(e2));
+  CU_OK(cuGraphDestroy(g));
+  CU_OK(cuStreamDestroy_v2(cap));
+  CU_OK(cuStreamDestroy_v2(s1));
+  CU_OK(cuStreamDestroy_v2(s2));
+}
+
 /* Launch-time answers of graphs with memory (cuda.h, cuGraphLaunch: "If
  * any allocations created by hGraphExec remain unfreed (from a previous
  * launch) and hGraphExec was not instantiated with
@@ -3962,6 +4042,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_event_query_and_capture_modes),
       cmocka_unit_test(test_graphs),
       cmocka_unit_test(test_graph_launch_memory),
+      cmocka_unit_test(test_graph_overlap),
       cmocka_unit_test(test_user_objects),
       cmocka_unit_test(test_graph_gemm),
       cmocka_unit_test(test_memory),

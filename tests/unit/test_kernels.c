@@ -728,6 +728,117 @@ static void dmat_check(const dmat *src, const dmat *dst, const char *what) {
     }
 }
 
+/* kernel_narrow_c: D = round(fp32(src + beta * C)), one fma then the
+ * reference rounding (ref_narrow, ref_widen: plain arithmetic, not the
+ * kernels' code). Shapes that take the vector path and the element path
+ * (C's offset mod 4 unlike the source's), ldc != ldd, C == D, strided and
+ * pointer-array members, a device beta, and beta 0 with C all NaN (not
+ * read: "if beta == 0 then C does not have to be a valid input", cuBLAS
+ * documentation, cublas<t>gemm). */
+typedef struct narrow_c_case {
+  const char *what;
+  int type, rows, cols, batch, ldd, ldc, c_off, in_place, c_array, device_beta;
+  float beta;
+} narrow_c_case;
+
+static void test_narrow_with_c(void **state) {
+  (void)state;
+  CUcontext ctx = new_context(DEV_61);
+  static const narrow_c_case cases[] = {
+      {"bf16 vectors", CUDA_R_16BF, 40, 5, 2, 40, 40, 0, 0, 0, 0, 0.3f},
+      {"fp16 ldc != ldd", CUDA_R_16F, 37, 6, 3, 41, 39, 0, 0, 0, 0, -1.5f},
+      {"bf16 C offset 1 (elements)", CUDA_R_16BF, 33, 4, 1, 36, 36, 1, 0, 0, 0, 0.7f},
+      {"bf16 in place", CUDA_R_16BF, 35, 5, 2, 36, 36, 0, 1, 0, 0, 0.25f},
+      {"fp16 pointer arrays", CUDA_R_16F, 29, 3, 4, 30, 31, 0, 0, 1, 0, 2.0f},
+      {"bf16 device beta", CUDA_R_16BF, 24, 7, 2, 24, 28, 0, 0, 0, 1, 0.6f},
+      {"bf16 beta 0, C NaN", CUDA_R_16BF, 31, 4, 2, 32, 32, 0, 0, 0, 0, 0.0f},
+      {"fp16 device beta 0, C NaN", CUDA_R_16F, 31, 4, 2, 32, 32, 0, 0, 0, 1, 0.0f},
+  };
+  for (size_t t = 0; t < sizeof cases / sizeof cases[0]; t++) {
+    const narrow_c_case *k = &cases[t];
+    const fmt16 *f = k->type == CUDA_R_16F ? &F16 : &BF16;
+    const int64_t n = (int64_t)k->rows * k->cols;
+    const int64_t sd = (int64_t)k->ldd * k->cols, sc = (int64_t)k->ldc * k->cols + k->c_off;
+    float *src = dev_alloc(ctx, (size_t)n * k->batch * 4);
+    uint16_t *d = dev_alloc(ctx, (size_t)(sd * k->batch + 8) * 2);
+    uint16_t *c = k->in_place ? d : dev_alloc(ctx, (size_t)(sc * k->batch + 8) * 2);
+    uint16_t *c_host = malloc((size_t)(sc * k->batch + 8) * 2);
+    assert_non_null(c_host);
+    for (int64_t i = 0; i < n * k->batch; i++) src[i] = (float)((int64_t)rng_below(2001) - 1000) / 64.0f;
+    for (int64_t i = 0; i < sc * k->batch + 8; i++) {
+      uint16_t v = ref_narrow(f, (float)((int64_t)rng_below(2001) - 1000) / 128.0f);
+      c_host[i] = k->beta == 0.0f ? 0x7FC1 : v; /* NaN where it must not be read */
+      if (!k->in_place) c[i] = c_host[i];
+    }
+    if (k->in_place)
+      for (int64_t i = 0; i < sd * k->batch + 8; i++) d[i] = c_host[i];
+    else
+      memset(d, 0xEE, (size_t)(sd * k->batch + 8) * 2);
+    uint16_t *cbase = c + k->c_off;
+    float *beta_dev = dev_alloc(ctx, 4);
+    *beta_dev = k->beta;
+    void **darr = NULL, **carr = NULL;
+    if (k->c_array) {
+      darr = dev_alloc(ctx, sizeof(void *) * (size_t)k->batch);
+      carr = dev_alloc(ctx, sizeof(void *) * (size_t)k->batch);
+      for (int b = 0; b < k->batch; b++) darr[b] = d + b * sd, carr[b] = cbase + b * sc;
+    }
+    const kernel_cast_c cb = {.c = k->c_array ? (const void *)carr : cbase,
+                              .c_array = k->c_array,
+                              .ld_c = k->ldc,
+                              .stride_c = sc,
+                              .beta = k->device_beta ? 0.0f : k->beta,
+                              .beta_ptr = k->device_beta ? beta_dev : NULL};
+    assert_int_equal(kernel_narrow_c(KERNEL_CTX(ctx), NULL, k->type, src, k->rows, n,
+                                     k->c_array ? (void *)darr : d, k->c_array, k->ldd, sd, k->rows, k->cols, k->batch,
+                                     &cb),
+                     CUDA_SUCCESS);
+    for (int b = 0; b < k->batch; b++)
+      for (int j = 0; j < k->cols; j++)
+        for (int i = 0; i < k->ldd; i++) {
+          const int64_t di = b * sd + (int64_t)j * k->ldd + i;
+          if (i >= k->rows) {
+            /* padding: untouched (in place it is C's own) */
+            uint16_t was = k->in_place ? c_host[di] : 0xEEEE;
+            if (d[di] != was) fail_msg("%s: padding at %" PRId64 " written", k->what, di);
+            continue;
+          }
+          const float x = src[b * n + (int64_t)j * k->rows + i];
+          float v = x;
+          if (k->beta != 0.0f)
+            v = fmaf(k->beta, f32(ref_widen(f, c_host[k->c_off + b * sc + (int64_t)j * k->ldc + i])), x);
+          const uint16_t want = ref_narrow(f, v);
+          if (d[di] != want)
+            fail_msg("%s: member %d (%d, %d) is 0x%04x, want 0x%04x", k->what, b, i, j, d[di], want);
+        }
+    if (darr) dev_free(ctx, darr), dev_free(ctx, carr);
+    dev_free(ctx, beta_dev);
+    if (!k->in_place) dev_free(ctx, c);
+    dev_free(ctx, d), dev_free(ctx, src);
+    free(c_host);
+  }
+  /* Argument checks: C NULL, ldc below the rows, a misaligned C, a
+   * misaligned device beta; none with host beta 0 (C not read). */
+  float *src = dev_alloc(ctx, 64 * 4);
+  uint16_t *d = dev_alloc(ctx, 64 * 2);
+  kernel_cast_c cb = {.c = NULL, .ld_c = 8, .beta = 1.0f};
+  assert_int_equal(kernel_narrow_c(KERNEL_CTX(ctx), NULL, CUDA_R_16BF, src, 8, 0, d, 0, 8, 0, 8, 8, 1, &cb),
+                   CUDA_ERROR_INVALID_VALUE);
+  cb.c = d, cb.ld_c = 7;
+  assert_int_equal(kernel_narrow_c(KERNEL_CTX(ctx), NULL, CUDA_R_16BF, src, 8, 0, d, 0, 8, 0, 8, 8, 1, &cb),
+                   CUDA_ERROR_INVALID_VALUE);
+  cb.c = (const char *)d + 1, cb.ld_c = 8;
+  assert_int_equal(kernel_narrow_c(KERNEL_CTX(ctx), NULL, CUDA_R_16BF, src, 8, 0, d, 0, 8, 0, 8, 8, 1, &cb),
+                   CUDA_ERROR_INVALID_VALUE);
+  cb.c = d, cb.beta_ptr = (const float *)((const char *)src + 2);
+  assert_int_equal(kernel_narrow_c(KERNEL_CTX(ctx), NULL, CUDA_R_16BF, src, 8, 0, d, 0, 8, 0, 8, 8, 1, &cb),
+                   CUDA_ERROR_INVALID_VALUE);
+  cb = (kernel_cast_c){.c = NULL, .ld_c = 0, .beta = 0.0f};
+  assert_int_equal(kernel_narrow_c(KERNEL_CTX(ctx), NULL, CUDA_R_16BF, src, 8, 0, d, 0, 8, 0, 8, 8, 1, &cb),
+                   CUDA_SUCCESS);
+  dev_free(ctx, src), dev_free(ctx, d);
+}
+
 static void test_launch_results(void **state) {
   (void)state;
   CUcontext ctx = new_context(DEV_61);
@@ -1226,6 +1337,7 @@ int main(void) {
       cmocka_unit_test(test_narrow_f16),
       cmocka_unit_test(test_ptx_has_every_kernel),
       cmocka_unit_test_setup(test_launcher_argument_checks, fresh),
+      cmocka_unit_test_setup(test_narrow_with_c, fresh),
       cmocka_unit_test_setup(test_launch_results, fresh),
       cmocka_unit_test_setup(test_launch_geometry, fresh),
       cmocka_unit_test(test_division_by_multiply),
