@@ -705,7 +705,11 @@ def main():
       f"cycle x {h200_clock / 1e9:.2f} GHz (NVIDIA's H200 SXM boost clock) x 32 = {issue / 1e12:.1f} T "
       f"thread-instructions/s; at {per_elem:.1f} per element that is {quant_rate_issue / 1e12:.2f} T "
       f"elements/s, against {quant_rate_bw / 1e12:.2f} T elements/s that 4.3 TB/s allows at 3 bytes per "
-      f"element: quantize is bandwidth-bound, so its time is bytes / bandwidth.\n")
+      + (f"element: quantize is bandwidth-bound, so its time is bytes / bandwidth.\n"
+         if quant_rate_issue >= quant_rate_bw else
+         f"element: by this count quantize is issue-bound, at most {quant_rate_issue * 3 / 4.3e12:.0%} of "
+         f"4.3 TB/s (less, as the count is a lower bound); the estimates below take bytes / bandwidth at the "
+         f"rates they name, which this ceiling caps.\n"))
     rows = []
     launch = 5e-6
 
