@@ -87,6 +87,41 @@ static CUresult sd_ptx_check(const char *ptx, const sd_device *d) {
   return CUDA_SUCCESS;
 }
 
+/* The module's `.entry` declarations, each from `.entry` to its
+ * parameter list's `)`, one a line: all that cuModuleGetFunction and the
+ * launches read of the PTX. Kept instead of the whole text, which a
+ * context reset would copy and scan again per kernel (megabytes a module). */
+static char *sd_ptx_entries(const char *ptx) {
+  size_t cap = 4096, len = 0;
+  char *out = malloc(cap);
+  if (!out) return NULL;
+  out[0] = 0;
+  for (const char *p = strstr(ptx, ".entry"); p; p = strstr(p + 6, ".entry")) {
+    const char *nl = strchr(p, '\n');
+    const char *line_end = nl ? nl : p + strlen(p);
+    const char *open = memchr(p, '(', (size_t)(line_end - p));
+    const char *close = open ? strchr(open, ')') : NULL;
+    /* The parameter list opens on the entry's line; an entry without one
+     * ends at its line. */
+    const char *end = close ? close + 1 : line_end;
+    size_t n = (size_t)(end - p);
+    if (len + n + 2 > cap) {
+      while (len + n + 2 > cap) cap *= 2;
+      char *grown = realloc(out, cap);
+      if (!grown) {
+        free(out);
+        return NULL;
+      }
+      out = grown;
+    }
+    memcpy(out + len, p, n);
+    len += n;
+    out[len++] = '\n';
+    out[len] = 0;
+  }
+  return out;
+}
+
 /* Does the PTX define `.entry name`? */
 static int sd_ptx_has_entry(const char *ptx, const char *name) {
   size_t n = strlen(name);
@@ -159,7 +194,7 @@ CUresult cuModuleLoadData(CUmodule *module, const void *image) {
   if (!sd_image_is_binary(image) && strstr(text, ".entry")) {
     r = sd_ptx_check(text, &dev);
     if (r) return r;
-    ptx = strdup(text);
+    ptx = sd_ptx_entries(text);
     if (!ptx) return CUDA_ERROR_OUT_OF_MEMORY;
   }
   void *lib = NULL;
