@@ -453,6 +453,9 @@ kernel_ctx route_kernel_ctx(const gs_call *c);
 /* beta is only known on the host in host pointer mode (an fp32 scalar for
  * the routes' compute types); otherwise C is taken to be read. */
 int route_beta_may_be_nonzero(const gs_gemm *g);
+/* alpha and beta are device pointers (cuBLAS's or cuBLASLt's device
+ * pointer mode, as the call's api names it). */
+int route_device_scalars(const gs_gemm *g);
 /* The call's kernels loaded in its context: NULL, or why not (the driver
  * not found, or kernels_ready's reason). */
 const char *route_kernels_ready(kernel_ctx *kc);

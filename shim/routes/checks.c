@@ -27,6 +27,10 @@ int route_beta_may_be_nonzero(const gs_gemm *g) {
   return *(const float *)g->beta != 0.0f;
 }
 
+int route_device_scalars(const gs_gemm *g) {
+  return g->pointer_mode == (g->api == GS_API_LT_MATMUL ? CUBLASLT_POINTER_MODE_DEVICE : CUBLAS_POINTER_MODE_DEVICE);
+}
+
 static int64_t max1(int64_t v) { return v > 1 ? v : 1; }
 
 void route_operand_shapes(const gs_gemm *g, int64_t *a_rows, int64_t *a_cols, int64_t *b_rows, int64_t *b_cols) {

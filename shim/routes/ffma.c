@@ -65,10 +65,6 @@ enum { BUF_A, BUF_B, BUF_C, BUF_BIAS, BUF_C32, BUF_ZERO };
 
 static const float host_zero = 0.0f;
 
-static int device_scalars(const gs_gemm *g) {
-  return g->pointer_mode == (g->api == GS_API_LT_MATMUL ? CUBLASLT_POINTER_MODE_DEVICE : CUBLAS_POINTER_MODE_DEVICE);
-}
-
 static const char *check_types(const gs_gemm *g) {
   if (!half_type(g->a_type) || g->b_type != g->a_type) return "A and B are not both bf16 or both fp16";
   if (fast_compute(g->compute_type))
@@ -121,7 +117,7 @@ static const char *plan(const gs_call *c, ffma_plan *p) {
    * activation, so it stays in cuBLASLt's matmul. */
   p->c_apart = read_c && g->api == GS_API_LT_MATMUL && (g->epilogue & (CUBLASLT_EPILOGUE_RELU | CUBLASLT_EPILOGUE_GELU));
   p->c_out = read_c && !p->c_apart;
-  p->dev_zero = p->own_out && !p->c_apart && device_scalars(g);
+  p->dev_zero = p->own_out && !p->c_apart && route_device_scalars(g);
   why = cost_gate_ffma(c, (double)p->a_rows * (double)p->a_cols * (double)g->batch,
                        (double)p->b_rows * (double)p->b_cols * (double)g->batch, p->own_out,
                        p->c_apart ? GS_COST_FFMA_C_WIDENED : p->c_out ? GS_COST_FFMA_C_READ : GS_COST_FFMA_C_NONE,
@@ -171,7 +167,7 @@ static CUresult cast_out(const gs_call *c, kernel_ctx *kc, const ffma_plan *p, c
   const gs_gemm *g = &c->g;
   const float *res = (const float *)(base + p->off[BUF_C]);
   const int arr = route_is_ptr_array(g->api);
-  const int dev = device_scalars(g);
+  const int dev = route_device_scalars(g);
   const kernel_cast_c cb = {.c = g->C,
                             .c_array = arr,
                             .ld_c = g->ldc,

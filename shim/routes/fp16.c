@@ -128,10 +128,6 @@ static gs_fp16_record *record_of(const fp16_plan *p, char *base) {
   return (gs_fp16_record *)(base + p->off[BUF_RECORD]);
 }
 
-static int device_scalars(const gs_gemm *g) {
-  return g->pointer_mode == (g->api == GS_API_LT_MATMUL ? CUBLASLT_POINTER_MODE_DEVICE : CUBLAS_POINTER_MODE_DEVICE);
-}
-
 /* A and B as the kernels take them: the rows of op(A) are A's stored rows
  * when A is not transposed, the columns of op(B) B's stored rows when B
  * is (CUBLAS_OP_C is CUBLAS_OP_T for real types). */
@@ -161,7 +157,7 @@ static CUresult write_output(const gs_call *c, const fp16_plan *p, const fp16_la
       .b = &b,
       .alpha = g->alpha,
       .beta = g->beta,
-      .device_scalars = device_scalars(g),
+      .device_scalars = route_device_scalars(g),
       .c_type = g->c_type,
       .c_array = arr,
       .c = g->C,
@@ -202,7 +198,7 @@ static cublasStatus_t gemm_ex16(const gs_call *c, const fp16_plan *p, char *base
   if ((unsigned)g->api >= sizeof entry / sizeof entry[0] || !resolve_hooked(entry[g->api]))
     return CUBLAS_STATUS_NOT_SUPPORTED;
   const gs_fp16_record *r = record_of(p, base);
-  const int dev = device_scalars(g);
+  const int dev = route_device_scalars(g);
   const void *alpha = dev ? (const void *)&r->one : &host_one;
   const void *beta = dev ? (const void *)&r->zero : &host_zero;
   const void *A = base + p->off[BUF_A16], *B = base + p->off[BUF_B16];
