@@ -112,7 +112,9 @@ test: setup
 test-deps: all $(TEST_DEPS)
 
 test-steps: all $(TEST_DEPS)
-	@set -e; for step in $(TEST_STEPS); do $(MAKE) --no-print-directory $$step; done
+	@set -e; for step in $(TEST_STEPS); do t0=$$(date +%s); \
+	  $(MAKE) --no-print-directory $$step; \
+	  echo "gemmshim: step $$step took $$(( $$(date +%s) - t0 )) s (BUILD=$(BUILD))"; done
 	@echo "gemmshim: all test steps passed ($(words $(TEST_STEPS)) steps, BUILD=$(BUILD))"
 
 asan:
