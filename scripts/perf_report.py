@@ -295,6 +295,8 @@ def fp8_recipe_bytes(recipe, mm, nn, kk):
         return 5 * el
     if recipe == "block":
         return 3 * el + 4 * el // 128
+    if recipe == "block, A in tiles":
+        return 3 * el + 4 * (-(-mm // 128) * -(-kk // 128)) + 4 * (kk * nn) // 128
     if recipe == "mxfp8":
         return 3 * el + el // 32
     return 3 * el
@@ -346,6 +348,31 @@ def fp8_current_passes(w):
       "an assumption) and two launches add to the small shape most. Not yet measured.\n")
 
 
+def loops(insns, labels):
+    """Backward branches as (head, branch) instruction indices."""
+    back = []
+    for i, t in enumerate(insns):
+        m = re.search(r"BRA\s+`\((\.L_x_\d+)\)", t)
+        if m and labels.get(m.group(1), len(insns)) < i:
+            back.append((labels[m.group(1)], i))
+    return back
+
+
+def whole_group_blocks(insns, labels, head, tail):
+    """Indices of head..tail in basic blocks (a label starts one, a branch
+    ends one) that load no element one by one: what runs where every
+    group is whole."""
+    starts = set(labels.values()) | {i + 1 for i, t in enumerate(insns) if re.search(r"\bBRA\b", t)}
+    blocks, cur = [], []
+    for i in range(head, tail + 1):
+        if i in starts and cur:
+            blocks.append(cur)
+            cur = []
+        cur.append(i)
+    blocks.append(cur)
+    return [i for b in blocks if not any(re.search(r"\bLDG\.E(\.U16|\.U8)?\s", insns[i]) for i in b) for i in b]
+
+
 def bq_loop(sass):
     """The unit loop of a block-scaled fast kernel (the widest backward
     branch) as instructions, less the basic blocks that load elements one
@@ -354,21 +381,26 @@ def bq_loop(sass):
     (the scale stores of lanes at a segment's start) are counted, so this
     bounds the issue from above."""
     insns, labels = sass_insns(sass)
-    back = []
-    for i, t in enumerate(insns):
-        m = re.search(r"BRA\s+`\((\.L_x_\d+)\)", t)
-        if m and labels.get(m.group(1), len(insns)) <= i:
-            back.append((labels[m.group(1)], i))
+    head, tail = max(loops(insns, labels), key=lambda b: b[1] - b[0])
+    return [insns[i] for i in whole_group_blocks(insns, labels, head, tail)]
+
+
+def bq_tile_loops(sass, name):
+    """The tile loop of a 128 x 128 fast kernel (bq_tiles): the widest
+    backward branch and the two loops nested in it (the maximum pass's
+    loads, then the encode pass's), each less the basic blocks that load
+    elements one by one, as bq_loop does. (instructions in the tile loop
+    outside both, [instructions in each nested loop], the instructions)."""
+    insns, labels = sass_insns(sass)
+    back = loops(insns, labels)
     head, tail = max(back, key=lambda b: b[1] - b[0])
-    starts = set(labels.values()) | {i + 1 for i, t in enumerate(insns) if re.search(r"\bBRA\b", t)}
-    blocks, cur = [], []
-    for i in range(head, tail + 1):
-        if i in starts and cur:
-            blocks.append(cur)
-            cur = []
-        cur.append(insns[i])
-    blocks.append(cur)
-    return [t for b in blocks if not any(re.search(r"\bLDG\.E(\.U16|\.U8)?\s", t) for t in b) for t in b]
+    inner = sorted(b for b in back if b != (head, tail) and head <= b[0] and b[1] <= tail)
+    if len(inner) != 2 or inner[0][1] >= inner[1][0]:
+        raise SystemExit(f"perf_report: {name}: expected two loops one after the other inside the tile loop, "
+                         f"found {inner} in {head}..{tail}")
+    kept = whole_group_blocks(insns, labels, head, tail)
+    outside = sum(1 for i in kept if not any(a <= i <= b for a, b in inner))
+    return outside, [sum(1 for i in kept if a <= i <= b) for a, b in inner], [insns[i] for i in kept]
 
 
 BQ_SMS, BQ_CLOCK, BQ_BLOCKS_PER_SM, BQ_BW = 132, 1.98e9, 6, 4.3e12
@@ -385,6 +417,20 @@ def bq_operand_time(outer, kk):
     units = -(-outer * -(-kk // 1024) // 4)  # k-contiguous bf16: 4 warps' runs of 1024 of a row
     per, most = units / grid, -(-units // grid)
     return qb / (0.8 * BQ_BW) * max(most / per, 1.0), qb, units, per, most
+
+
+def bq_tile_time(outer, kk):
+    """The block recipe's 128 x 128 quantize of one bf16 operand (outer x
+    kk, k-contiguous; the weight A of a known forward GEMM) on an H200,
+    estimated as bq_operand_time does: DRAM bytes (3 an element, 4 a tile)
+    at 80% of 4.3 TB/s times the grid's imbalance, a unit being a tile (the
+    second read taken from L2). (seconds, bytes, tiles, tiles a block, the
+    most a block does)."""
+    grid = BQ_SMS * BQ_BLOCKS_PER_SM
+    tiles = -(-outer // 128) * -(-kk // 128)
+    qb = 3 * outer * kk + 4 * tiles
+    per, most = tiles / grid, -(-tiles // grid)
+    return qb / (0.8 * BQ_BW) * max(most / per, 1.0), qb, tiles, per, most
 
 
 def bq_section(w, a, tmp):
@@ -435,10 +481,55 @@ def bq_section(w, a, tmp):
       f"{inflight['k'] // 1024} KB (the next unit's four 16-byte loads a thread, issued before the current unit "
       f"is reduced), k-strided rows and 128 x 128 tiles {inflight['s'] // 1024} KB (eight 16-byte loads a "
       f"thread issued together), against 4.3 TB/s x ~700 ns / {BQ_SMS} SMs = {need_kb:.1f} KB (the latency an "
-      "assumption, as above). A 128 x 128 tile is read twice (its maximum first): the second read, 32 KiB "
-      "of bf16 a tile with at most 792 tiles in flight (26 MB, under the H200's 50 MB L2), is taken to hit "
-      "L2; not measured.\n")
+      "assumption, as above). The 128 x 128 tile kernels: below.\n")
     grid = BQ_SMS * BQ_BLOCKS_PER_SM
+    # The 128 x 128 tile kernels: the tile loop with its two nested loops
+    # (trip counts from bq_tiles' constants: NL loads a thread a tile, 8 a
+    # trip of each nested loop).
+    cubin = os.path.join(tmp, "bq_count0.cubin")
+    tile_rows, tile_counts = [], {}
+    for kern, V, layout in (("gs_fp8_bq_kt_bf16", 8, "k-contiguous, bf16"), ("gs_fp8_bq_st_bf16", 8, "k-strided, bf16"),
+                            ("gs_fp8_bq_kt_f32", 4, "k-contiguous, fp32")):
+        kc = "_kt_" in kern
+        nl = 32 * 128 // (32 * V) if kc else 32 // (2 * V) * 8
+        trips = nl // 8
+        outside, inner, path = bq_tile_loops(sass_function(a.nvdisasm, cubin, kern), kern)
+        total = outside + trips * sum(inner)
+        per = total / 128  # a tile's 16384 elements over 128 threads
+        tile_counts[kern] = per
+        kinds = {}
+        for t in path:
+            toks = t.split()
+            op = (toks[1] if toks[0].startswith("@") else toks[0]).split(".")[0]
+            kinds[op] = kinds.get(op, 0) + 1
+        top = ", ".join(f"{k} {v}" for k, v in sorted(kinds.items(), key=lambda x: -x[1])[:6])
+        tile_rows.append((f"`{kern}`", layout, outside, f"{inner[0]} x {trips}", f"{inner[1]} x {trips}", total,
+                          f"{per:.1f}", top))
+    w("**The 128 x 128 tile kernels** (`_kt_`, `_st_`; the weight A of a GEMM known to be a forward one, "
+      "docs/fp8.md), counted in the same build: the tile loop (the widest backward branch) holds two loops, "
+      "the maximum pass (8 loads a trip) and the encode pass (8 groups a trip), each run NL / 8 times, NL "
+      "the 16-byte loads a thread makes a tile (16 for bf16, 32 for fp32); the tile loop's own instructions "
+      "(position, the block's maximum through shared memory and its two barriers, the scale and its store) "
+      "once. Blocks that load a group element by element are left out, as above; the report fails if the "
+      "tile loop does not hold exactly two loops. A thread handles 128 elements a tile, each read twice.\n")
+    w(md_table(["kernel", "source", "tile loop, outside the two", "maximum pass", "encode pass",
+                "instructions a tile", "per element", "largest opcodes (one trip each)"], tile_rows))
+    w("")
+    tworst = max(v for k, v in tile_counts.items() if "bf16" in k)
+    l2_b = 0.8 * BQ_BW / 3 * 5
+    w(f"Issue: at the most {tworst:.1f} instructions per bf16 element (both passes) the tile kernels can issue "
+      f"{issue / tworst / 1e12:.2f} T elements/s, against the {0.8 * BQ_BW / 3 / 1e12:.2f} T that 80% of "
+      f"4.3 TB/s moves at 3 DRAM bytes an element ({0.8 * BQ_BW / 3 / (issue / tworst):.0%} of the issue "
+      f"slots); fp32, {tile_counts['gs_fp8_bq_kt_f32']:.1f} at 5 bytes: "
+      f"{0.8 * BQ_BW / 5 / (issue / tile_counts['gs_fp8_bq_kt_f32']):.0%}. Fewer than the 1 x 128 kernels: "
+      "a tile has one maximum and one scale, where a row of segments has one a 128. The second read: a tile "
+      f"is 32 KiB of bf16 and at most {grid} are in flight ({grid} blocks of one tile each: "
+      f"{grid * 32 / 1024:.0f} MiB), under the H200's 50 MB L2 (NVIDIA's H100 whitepaper gives 50 MB for the "
+      "SXM5 part; the H200 is taken to have the same, an assumption), so it is taken to hit L2. Then L2 "
+      f"serves 5 bytes an element at the goal's rate (the 3 of DRAM's fills and write-backs plus the 2 of the "
+      f"re-read): {l2_b / 1e12:.1f} TB/s. NVIDIA publishes no L2 bandwidth for the H200; whether L2 serves "
+      "that alongside the DRAM traffic is not established here, so the tile rows below assume it does "
+      "(an assumption, not measured).\n")
     rows = []
     for mm, nn, kk in FP8_SHAPES:
         t, parts, mx_b = 0.0, [], 0
@@ -448,7 +539,11 @@ def bq_section(w, a, tmp):
             t += tt
             parts.append(f"{qb / 1e6:.1f} MB, {units:,} units, {per:.1f} a block (at most {most}): {tt * 1e6:.1f} us")
             mx_b += 3 * el + el // 32
+        ta, qa, tiles, tper, tmost = bq_tile_time(mm, kk)
+        tb = bq_operand_time(nn, kk)[0]
         rows.append((f"{mm}x{nn}x{kk}", "; ".join(parts), f"{t * 1e6:.1f} us",
+                     f"A {qa / 1e6:.1f} MB, {tiles:,} tiles, {tper:.2f} a block (at most {tmost}): "
+                     f"{ta * 1e6:.1f} us; with B: {(ta + tb) * 1e6:.1f} us",
                      f"{mx_b / 1e6:.1f} MB / 6.4 TB/s = {mx_b / 6.4e12 * 1e6:.1f} us"))
     w("Estimated quantize time per shape, A (m x k) and B (n x k) bf16 and k-contiguous (the forward GEMM "
       f"of nn.Linear, (T, N)). block on the H200: the 1 x 128 kernels on a grid of {grid} blocks "
@@ -459,8 +554,14 @@ def bq_section(w, a, tmp):
       "worked out (its SM count not checked here). Estimates from the figures above, not measured; "
       "k-strided sources (grad-input and grad-weight GEMMs) move the same bytes in units of 16 rows x 128. "
       "Where the grid is full (8192^3: 20.7 units a block) the kernels are estimated to run at the 80% the goal asks for; "
-      "at the small shapes a block has one to three units and the slowest block sets the time. Not estimated: the 128 x 128 tile kernels (`_kt_`, `_st_`), which the weight A of a GEMM known to be a forward one gets (docs/fp8.md): their SASS is not counted here, and they read each tile twice, the second read assumed to come from L2; on such calls the rows above price A as if it ran the 1 x 128 kernels.\n")
-    w(md_table(["m x n x k", "block (H200): A; B", "block, both operands", "mxfp8 (B200), both operands"], rows))
+      "at the small shapes a block has one to three units and the slowest block sets the time. The fourth "
+      "column prices A on the 128 x 128 tile kernels (a GEMM known to be a forward one, its A the weight): "
+      "the same DRAM bytes, the second read from L2 (the assumption above), a tile a unit; a shape with fewer "
+      f"tiles than the grid's {grid} blocks leaves blocks idle, and the time is one tile's at a block's share "
+      "of the bandwidth: an upper bound there, as the blocks that run still spread over every SM (384 "
+      "tiles: about 3 blocks, 48 KB of loads in flight, a SM, against the 22.3 KB above).\n")
+    w(md_table(["m x n x k", "block (H200): A; B", "block, both operands",
+                "block, A in 128 x 128 tiles (forward)", "mxfp8 (B200), both operands"], rows))
     w("")
 
 
@@ -478,7 +579,9 @@ def fp8_recipe_estimates(w, launch):
       "413 us for 8192^3's two operands, 671 MB at 5 bytes an element; delayed's are taken at the same rate, "
       "an assumption), block at its vector, persistent kernels' static "
       "estimate per shape (80% of the 4.3 TB/s copy times the grid's imbalance, \"Block-scaled quantize\" "
-      "above; not measured); second column, every recipe at 3.44 TB/s (the goal). B200: "
+      "above; not measured; \"block, A in tiles\": A on the 128 x 128 tile kernels, as a GEMM known to be "
+      "a forward one runs, its second read from L2, an assumption stated there, launches as in the "
+      "block rows); second column, every recipe at 3.44 TB/s (the goal). B200: "
       "bf16 2250 and fp8 4500 TFLOP/s dense (NVIDIA's datasheet peaks, taken at 80%: an assumption), 8 TB/s "
       "(datasheet) at 80%; nothing measured on a B200. Launches: current 3 (amax, quantize, GEMM), the others "
       "2, 5 us each. Smaller GEMMs are taken at the large-GEMM rates, natively and routed alike (an "
@@ -486,7 +589,8 @@ def fp8_recipe_estimates(w, launch):
     rows = []
     h200 = dict(bf16=780e12, fp8=(1300e12, 1600e12), bw=(1.62e12, 3.44e12))
     b200 = dict(bf16=2250e12 * 0.8, fp8=(4500e12 * 0.8, 4500e12 * 0.8), bw=(8e12 * 0.8, 8e12 * 0.8))
-    for gpu, rates, recipes in (("H200", h200, ("current", "delayed", "block")), ("B200", b200, ("mxfp8",))):
+    for gpu, rates, recipes in (("H200", h200, ("current", "delayed", "block", "block, A in tiles")),
+                                ("B200", b200, ("mxfp8",))):
         for shape in FP8_SHAPES:
             mm, nn, kk = shape
             fl = 2.0 * mm * nn * kk
@@ -498,6 +602,8 @@ def fp8_recipe_estimates(w, launch):
                 qt = [qb / bw for bw in rates["bw"]]
                 if gpu == "H200" and recipe == "block":
                     qt[0] = bq_operand_time(mm, kk)[0] + bq_operand_time(nn, kk)[0]
+                if gpu == "H200" and recipe == "block, A in tiles":
+                    qt[0] = bq_tile_time(mm, kk)[0] + bq_operand_time(nn, kk)[0]
                 for q in qt:
                     lo = fl / rates["fp8"][0] + q + launches * launch
                     hi = fl / rates["fp8"][1] + q + launches * launch
@@ -601,9 +707,14 @@ def main():
       f"from its 16-byte load to its eight packed codes (E4M3; widening, the |x| maximum, the reciprocal "
       f"quotient with its correction, `F2FP.SATFINITE`, packing, and the group's address arithmetic and "
       f"branches), counted in nvdisasm's output: **{len(path)} instructions, {per_elem:.1f} per element** "
-      f"(goal: at most 12). The store and the tile loop's bookkeeping (the next tile's loads and position, "
-      f"the L2 prefetch of the one after), shared by a thread's two groups (16 elements), are not in it, so "
-      f"the issue estimate below is a lower bound on the instructions. By opcode: " + ", ".join(f"{k} {v}" for k, v in sorted(kinds.items(), key=lambda x: -x[1])) + ".\n")
+      f"(goal: at most 12). This is not a bound either way: the region also holds the blocks that store a "
+      f"partial group byte by byte (the STG count below; not run where groups are whole), and it leaves out "
+      f"the tile loop's bookkeeping, shared by a thread's two groups (16 elements): the next tile's position "
+      f"and the L2 prefetch's, each two 64-bit divisions (`fp8_tile_at`: a short 32-bit path when the "
+      f"operands fit, else a call to `__internal_..._div_s64`) and 64-bit address arithmetic, which a look at "
+      f"the tile loop's SASS puts at well over a hundred instructions a tile. The block-scaled kernels walk "
+      f"their units incrementally instead (`bq_walk`); the current recipe's kernels do not yet, and no "
+      f"whole-loop count of them is made here. By opcode: " + ", ".join(f"{k} {v}" for k, v in sorted(kinds.items(), key=lambda x: -x[1])) + ".\n")
 
     bq_section(w, a, tmp)
 
@@ -708,7 +819,7 @@ def main():
       + (f"element: quantize is bandwidth-bound, so its time is bytes / bandwidth.\n"
          if quant_rate_issue >= quant_rate_bw else
          f"element: by this count quantize is issue-bound, at most {quant_rate_issue * 3 / 4.3e12:.0%} of "
-         f"4.3 TB/s (less, as the count is a lower bound); the estimates below take bytes / bandwidth at the "
+         f"4.3 TB/s (by this count, which is not a bound: above); the estimates below take bytes / bandwidth at the "
          f"rates they name, which this ceiling caps.\n"))
     rows = []
     launch = 5e-6
