@@ -201,11 +201,40 @@ static __device__ __forceinline__ fp8_tile_pos fp8_tile_at(const gs_fp8_q_operan
   return fp8_tile_pos{b, tr * GS_FP8_Q_TILE, tc * GS_FP8_Q_TILE};
 }
 
-/* One tile's loads: the thread's FP8_Q_PER_THREAD groups of tile t
- * (group g: column g / 8, rows (g % 8) * 8 on), len[u] = the elements of
- * group u inside the matrix (0: none, also for t past the last tile). */
+/* Tiles t0, t0 + s, t0 + 2s, ... walked without dividing: the position
+ * of t0 and the stride's digits (batch member, tile column, tile row) once,
+ * then a digit-wise add with carries per step (each digit of s is below
+ * its radix, so one carry a digit). fp8_tile_at divides twice in 64 bits,
+ * which the tile loop did for the next tile and again for the prefetch's;
+ * the loop keeps one walk, its position the next tile's before a step and
+ * the prefetch's after. */
+struct fp8_tile_walk {
+  int64_t b, tc, tr, db, dc, dr;
+  __device__ __forceinline__ void init(const gs_fp8_q_operand &a, int64_t t0, int64_t s) {
+    const int64_t per_member = a.tiles_r * a.tiles_c;
+    b = t0 / per_member;
+    tc = (t0 - b * per_member) / a.tiles_r;
+    tr = t0 - b * per_member - tc * a.tiles_r;
+    db = s / per_member;
+    dc = (s - db * per_member) / a.tiles_r;
+    dr = s - db * per_member - dc * a.tiles_r;
+  }
+  __device__ __forceinline__ void step(const gs_fp8_q_operand &a) {
+    tr += dr;
+    tc += dc;
+    b += db;
+    if (tr >= a.tiles_r) tr -= a.tiles_r, tc++;
+    if (tc >= a.tiles_c) tc -= a.tiles_c, b++;
+  }
+  __device__ __forceinline__ fp8_tile_pos pos() const { return fp8_tile_pos{b, tr * GS_FP8_Q_TILE, tc * GS_FP8_Q_TILE}; }
+};
+
+/* One tile's loads: the thread's FP8_Q_PER_THREAD groups of the tile at
+ * at (group g: column g / 8, rows (g % 8) * 8 on), len[u] = the elements
+ * of group u inside the matrix (0: none, also for a tile past the last,
+ * live false); pos becomes at. */
 template <int E>
-static __device__ __forceinline__ void fp8_tile_load(const gs_fp8_q_operand &a, int64_t t, int64_t tiles,
+static __device__ __forceinline__ void fp8_tile_load(const gs_fp8_q_operand &a, bool live, const fp8_tile_pos &at,
                                                      fp8_tile_pos &pos, fp8_group<E> grp[FP8_Q_PER_THREAD],
                                                      int len[FP8_Q_PER_THREAD]) {
   typedef typename fp8_src_elem<E>::bits sbits;
@@ -215,8 +244,8 @@ GS_FP8_UNROLL
     len[u] = 0;
     for (int i = 0; i < (E == GS_ELEM_F32 ? 8 : 4); i++) grp[u].w[i] = 0;
   }
-  if (t >= tiles) return;
-  pos = fp8_tile_at(a, t);
+  if (!live) return;
+  pos = at;
   const int64_t r0 = pos.r0, c0 = pos.c0;
   const sbits *src = (const sbits *)a.src + pos.b * a.stride;
 GS_FP8_UNROLL
@@ -236,13 +265,12 @@ GS_FP8_UNROLL
  * per group inside the matrix: DRAM reads in flight that hold no register
  * until fp8_tile_load reads them from L2. */
 template <int E>
-static __device__ __forceinline__ void fp8_tile_prefetch(const gs_fp8_q_operand &a, int64_t t, int64_t tiles) {
+static __device__ __forceinline__ void fp8_tile_prefetch(const gs_fp8_q_operand &a, bool live, const fp8_tile_pos &pos) {
 #if defined(GS_EMU)
-  (void)a, (void)t, (void)tiles;
+  (void)a, (void)live, (void)pos;
 #else
   typedef typename fp8_src_elem<E>::bits sbits;
-  if (t >= tiles) return;
-  const fp8_tile_pos pos = fp8_tile_at(a, t);
+  if (!live) return;
   const sbits *src = (const sbits *)a.src + pos.b * a.stride;
 GS_FP8_UNROLL
   for (int u = 0; u < FP8_Q_PER_THREAD; u++) {
@@ -408,7 +436,8 @@ static __device__ __forceinline__ void fp8_quantize_body(const gs_fp8_q_operand 
   fp8_group<E> cur[FP8_Q_PER_THREAD], nxt[FP8_Q_PER_THREAD];
   int cur_len[FP8_Q_PER_THREAD], nxt_len[FP8_Q_PER_THREAD];
   fp8_tile_pos cur_pos = {0, 0, 0}, nxt_pos = {0, 0, 0};
-  fp8_tile_load<E>(a, (int64_t)bx, tiles, cur_pos, cur, cur_len);
+  if ((int64_t)bx < tiles) fp8_tile_load<E>(a, true, fp8_tile_at(a, (int64_t)bx), cur_pos, cur, cur_len);
+  else fp8_tile_load<E>(a, false, cur_pos, cur_pos, cur, cur_len);
 
   if (tid == 0) {
     s_block_amax = 0;
@@ -469,9 +498,26 @@ static __device__ __forceinline__ void fp8_quantize_body(const gs_fp8_q_operand 
   constexpr bool ring_quantize = M::base == GS_FP8_MODE_QUANTIZE;
   const int counting = M::stats || (ring_quantize && stats != nullptr);
 
+  /* The next tile's position, stepped by nb a tile; one step ahead it is
+   * the prefetch's (initialised only where the loop runs: tiles_r and
+   * tiles_c are at least 1 there). */
+  /* Only in the current recipe's 16-bit kernels: elsewhere the walk's six
+   * 64-bit words raised ptxas's spills on sm_90 (bytes stored/loaded:
+   * current fp32 16/32 -> 88/80, delayed bf16 20/28 -> 92/104), which
+   * cost more than the divisions it saves. */
+  constexpr bool walk = M::current && E != GS_ELEM_F32;
+  fp8_tile_walk next = {};
+  if (walk && (int64_t)bx < tiles) next.init(a, (int64_t)bx + nb, nb);
   for (int64_t t = bx; t < tiles; t += nb) {
-    fp8_tile_load<E>(a, t + nb, tiles, nxt_pos, nxt, nxt_len);
-    fp8_tile_prefetch<E>(a, t + 2 * (int64_t)nb, tiles);
+    const bool live1 = t + nb < tiles, live2 = t + 2 * (int64_t)nb < tiles;
+    if constexpr (walk) {
+      fp8_tile_load<E>(a, live1, next.pos(), nxt_pos, nxt, nxt_len);
+      next.step(a); /* now the prefetch's tile, and the next iteration's load */
+      fp8_tile_prefetch<E>(a, live2, next.pos());
+    } else {
+      fp8_tile_load<E>(a, live1, fp8_tile_at(a, t + nb), nxt_pos, nxt, nxt_len);
+      fp8_tile_prefetch<E>(a, live2, fp8_tile_at(a, t + 2 * (int64_t)nb));
+    }
     fp8_tile_encode<E, MODE>(a, cur_pos, cur, cur_len, fmt, scale,
 #if GS_FP8_Q_SM89
                              rcp, fast_below,

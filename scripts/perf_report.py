@@ -702,6 +702,20 @@ def main():
         op = (toks[1] if toks[0].startswith("@") else toks[0]).split(".")[0]
         kinds[op] = kinds.get(op, 0) + 1
     per_elem = len(path) / 8
+    # Division sequences (the 32-bit reciprocal path, I2F.U32.RP, which the
+    # 64-bit one also starts with) inside the tile loops (the two widest
+    # backward branches: the kernel inlines a body an operand) of the
+    # current and the delayed bf16 kernels.
+    def loop_divs(kern):
+        ins, lab = sass_insns(sass_function(a.nvdisasm, cubins[("fp8_quantize_sm89", "sm_90")], kern))
+        tile_loops = sorted(loops(ins, lab), key=lambda b: b[1] - b[0])[-2:]
+        inside = sum(sum("I2F.U32.RP" in t for t in ins[h:e + 1]) for h, e in tile_loops)
+        return inside, sum("I2F.U32.RP" in t for t in ins)
+    cur_in, cur_all = loop_divs(hot)
+    ring_in = loop_divs("gs_fp8_quantize_bf16_sm89")[0]
+    if cur_in:
+        raise SystemExit(f"perf_report: {hot}: {cur_in} division sequences inside its tile loop")
+    cur_divs = (cur_all, ring_in)
     w(f"`{hot}` (sm_89 PTX assembled for sm_90; the current recipe's, plain): the fast path of one 8-element "
       "group, "
       f"from its 16-byte load to its eight packed codes (E4M3; widening, the |x| maximum, the reciprocal "
@@ -710,11 +724,11 @@ def main():
       f"(goal: at most 12). This is not a bound either way: the region also holds the blocks that store a "
       f"partial group byte by byte (the STG count below; not run where groups are whole), and it leaves out "
       f"the tile loop's bookkeeping, shared by a thread's two groups (16 elements): the next tile's position "
-      f"and the L2 prefetch's, each two 64-bit divisions (`fp8_tile_at`: a short 32-bit path when the "
-      f"operands fit, else a call to `__internal_..._div_s64`) and 64-bit address arithmetic, which a look at "
-      f"the tile loop's SASS puts at well over a hundred instructions a tile. The block-scaled kernels walk "
-      f"their units incrementally instead (`bq_walk`); the current recipe's kernels do not yet, and no "
-      f"whole-loop count of them is made here. By opcode: " + ", ".join(f"{k} {v}" for k, v in sorted(kinds.items(), key=lambda x: -x[1])) + ".\n")
+      f"and the L2 prefetch's, and their 64-bit address arithmetic. The 16-bit current-recipe kernels walk "
+      f"their tiles (`fp8_tile_walk`: adds with carries; their tile loops hold no division, "
+      f"{cur_divs[0]} division sequences in all, outside them, against {cur_divs[1]} in the delayed recipe's "
+      f"two tile loops (one an operand), which still locates each tile with two 64-bit divisions, `fp8_tile_at`); no whole-loop count "
+      f"is made here. By opcode: " + ", ".join(f"{k} {v}" for k, v in sorted(kinds.items(), key=lambda x: -x[1])) + ".\n")
 
     bq_section(w, a, tmp)
 

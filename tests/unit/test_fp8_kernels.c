@@ -1126,6 +1126,14 @@ static void test_current_matches_ring(void **state) {
        {CUDA_R_32F, 0, GS_FP8_E4M3, 70, 40, 70, 0, 1, 1.0f, 1.0f}, CUR_ZERO, CUR_TINY},
       {{CUDA_R_32F, 0, GS_FP8_E5M2, 200, 64, 200, 0, 1, 1.0f, 1.0f},
        {CUDA_R_32F, 1, GS_FP8_E4M3, 0, 64, 1, 0, 1, 1.0f, 1.0f}, CUR_HUGE, CUR_GOLDEN},
+      /* Over three tiles a block, batched: 1200 tiles, 5 a member (260
+       * x 8), against a grid of 396 (3 blocks on each of the devices' 132
+       * SMs), so a block steps 79 members and 1 tile row at a time,
+       * carrying into the tile column and on into the member every fifth
+       * tile (the current kernels walk their tiles; the ring kernels
+       * locate each one by division) */
+      {{CUDA_R_16BF, 0, GS_FP8_E4M3, 260, 8, 264, 264 * 8 + 8, 240, 1.0f, 1.0f},
+       {CUDA_R_16F, 1, GS_FP8_E4M3, 130, 200, 136, 136 * 200, 3, 1.0f, 1.0f}, CUR_GOLDEN, CUR_GOLDEN},
   };
   CUcontext *ctxs[2] = {&ctx, &ctx90};
   for (int w = 0; w < 2; w++)
