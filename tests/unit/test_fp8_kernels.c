@@ -1426,11 +1426,29 @@ static void test_quantize_stats(void **state) {
 }
 
 /* ---- block-scaled quantize launcher ----------------------------------------------- */
+/* The kernel the stand-in ran last, from its STANDIN_GRIDS file (lines
+ * "<tid> <kernel> X Y Z", tests/standin/driver_init.c), into name. */
+static void last_launched(const char *path, char *name, size_t len) {
+  FILE *f = fopen(path, "r");
+  assert_non_null(f);
+  char line[256];
+  name[0] = 0;
+  while (fgets(line, sizeof line, f)) {
+    char tid[32], kern[128];
+    if (sscanf(line, "%31s %127s", tid, kern) == 2) snprintf(name, len, "%s", kern);
+  }
+  fclose(f);
+}
+
 /* The launcher (fp8_scaled_launch.c), which picks a fast kernel per
  * layout, against the general host kernel called directly with one block (whose output the NumPy model of the cuBLAS
  * layouts checks byte for byte: tests/integration/test_fp8_scaled_quantize.py):
- * the same bytes in every mode; refusals before the driver; not loaded on
- * the 6.1 device. */
+ * the same bytes in every mode; the kernel it picks (fp8_kernels.h's
+ * conditions: aligned k-contiguous _k_, k-strided _s_, their 128 x 128
+ * tile twins _kt_/_st_, unaligned or counting statistics the general one),
+ * read from the stand-in's STANDIN_GRIDS launch log, since the bytes alone
+ * cannot tell a fast kernel from the general one; refusals before the
+ * driver; not loaded on the 6.1 device. */
 static void test_scaled_quantize_launcher(void **state) {
   (void)state;
   const int64_t outer = 136, k = 200, k_pad = 256;
@@ -1445,6 +1463,16 @@ static void test_scaled_quantize_launcher(void **state) {
    * aligned (_k_/_kt_), k-strided (_s_/_st_: 136 fp32 a column), and
    * k-contiguous one element off 16 bytes (the general kernel) */
   assert_true((uintptr_t)src % 16 == 0 && (uintptr_t)dst % 16 == 0); /* cuMemAlloc: 256-byte aligned */
+  /* which kernel ran: the stand-in logs each launch's name (STANDIN_GRIDS) */
+  char grids[64], ran[128];
+  snprintf(grids, sizeof grids, "/tmp/gemmshim-test-bq-grids-%d.txt", (int)getpid());
+  unlink(grids);
+  setenv("STANDIN_GRIDS", grids, 1);
+  static const char *const want_kernel[3][4] = {
+      {"gs_fp8_bq_k_f32", "gs_fp8_bq_kt_f32", "gs_fp8_bq_k_f32", "gs_fp8_bq_k_f32"},
+      {"gs_fp8_bq_s_f32", "gs_fp8_bq_st_f32", "gs_fp8_bq_s_f32", "gs_fp8_bq_s_f32"},
+      {"gs_fp8_bq_f32", "gs_fp8_bq_f32", "gs_fp8_bq_f32", "gs_fp8_bq_f32"},
+  };
   for (int case_ = 0; case_ < 12; case_++) {
     const int mode = case_ % 4, layout = case_ / 4;
     gs_fp8_bq_args a = {layout == 2 ? src + 1 : src, dst, sc, outer, k, k_pad, layout == 1 ? 1 : k,
@@ -1458,10 +1486,24 @@ static void test_scaled_quantize_launcher(void **state) {
     memset(dst, 0x5A, outer * k_pad);
     memset(sc, 0x5A, sc_bytes[mode]);
     assert_int_equal(fp8_scaled_quantize(KERNEL_CTX(ctx90), NULL, CUDA_R_32F, &a), CUDA_SUCCESS);
+    last_launched(grids, ran, sizeof ran);
+    assert_string_equal(ran, want_kernel[layout][mode]);
     assert_memory_equal(dst, want, outer * k_pad);
     assert_memory_equal(sc, want_sc, sc_bytes[mode]);
+    /* a compared call (statistics counted) takes the general kernel, the
+     * only one that counts them, whatever the layout */
+    gs_fp8_op_stats st;
+    memset(&st, 0, sizeof st);
+    gs_fp8_bq_args counted = a;
+    counted.stats = &st;
+    assert_int_equal(fp8_scaled_quantize(KERNEL_CTX(ctx90), NULL, CUDA_R_32F, &counted), CUDA_SUCCESS);
+    last_launched(grids, ran, sizeof ran);
+    assert_string_equal(ran, "gs_fp8_bq_f32");
+    assert_memory_equal(dst, want, outer * k_pad);
     assert_int_equal(fp8_scaled_quantize(KERNEL_CTX(ctx), NULL, CUDA_R_32F, &a), CUDA_ERROR_NOT_SUPPORTED);
   }
+  unsetenv("STANDIN_GRIDS");
+  unlink(grids);
   gs_fp8_bq_args bad[] = {
       {src, dst, sc, outer, k, k - 1, k, 1, GS_FP8_BQ_VEC128, GS_FP8_DEV_E4M3, NULL}, /* k_pad < k */
       {src, dst, sc, 0, k, k_pad, k, 1, GS_FP8_BQ_VEC128, GS_FP8_DEV_E4M3, NULL},     /* no rows */
