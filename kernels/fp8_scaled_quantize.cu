@@ -20,7 +20,8 @@
  *   - MX32 follows the OCP Microscaling Formats spec v1.0, 6.3: shared
  *     exponent floor(log2(amax)) - emax_elem (8 for E4M3, 15 for E5M2),
  *     clamped to the E8M0 range [-127, 127]; a zero block gets the code 0
- *     (as does padding). Elements are x / 2^e, encoded with saturation.
+ *     (as does padding), a block holding Inf or NaN the NaN scale 0xFF
+ *     (bq_mx_special). Elements are x / 2^e, encoded with saturation.
  *     GS_FP8_BQ_MX32_CEIL is the same layout with TransformerEngine's
  *     rounding (its MXFP8 documentation: float_to_e8m0(amax / max_norm),
  *     rounded up): e = ceil(log2(amax / fp8_max)), one more than the
@@ -102,6 +103,19 @@ static __device__ __forceinline__ float bq_pow2_scale(uint32_t amax_bits, int fm
   return bq_pow2(bq_floor_log2(s));
 }
 
+/* The E8M0 exponent of an MX block whose amax is Inf or NaN (amax bits
+ * >= 0x7F800000), where floor(log2(amax)) means nothing. OCP MX spec
+ * v1.0, 6.3, as its reference implementation (microsoft/microxcaling,
+ * mx/mx_ops.py _quantize_mx) computes it: a shared exponent above the
+ * E8M0 range is NaN, so a block holding Inf or NaN gets the NaN scale
+ * 0xFF (128 here), and every element of a NaN-scaled block reads as
+ * NaN whatever its code. MX32_CEIL follows TransformerEngine's
+ * float_to_e8m0 (transformer_engine/common/utils.cuh): NaN -> 0xFF,
+ * Inf -> 0xFE (127; also what cvt.rp.satfinite.ue8m0x2.f32 gives Inf). */
+static __device__ __forceinline__ int bq_mx_special(uint32_t amax, int ceil_mode) {
+  return amax == 0x7F800000u && ceil_mode ? 127 : 128;
+}
+
 /* The general path: one unit (a 1 x 128 segment, or a 128 x 128 tile) per
  * block iteration, thread t at k index c * 128 + t, scalar loads. It takes
  * what the fast paths below do not (sources or outputs not aligned for
@@ -161,11 +175,11 @@ template <int E> static __device__ void bq_generic(const gs_fp8_bq_args &a) {
     }
     const int64_t kb = c * 4 + t / 32;
     int e = -127;
-    if (amax > 0x7F800000u) e = 128; /* NaN in the block: the scale is NaN (0xFF) */
+    if (amax >= 0x7F800000u) e = bq_mx_special(amax, a.mode == GS_FP8_BQ_MX32_CEIL);
     else if (amax) e = bq_floor_log2(gs_f32_from_bits(amax)) - (a.fmt == GS_FP8_DEV_E4M3 ? 8 : 15);
     if (e < -127) e = -127;
     /* amax / 2^e is in [2^emax, 2^(emax+1)): above fp8_max, round up */
-    if (a.mode == GS_FP8_BQ_MX32_CEIL && amax && e < 127 &&
+    if (a.mode == GS_FP8_BQ_MX32_CEIL && amax && amax < 0x7F800000u && e < 127 &&
         gs_f32_from_bits(amax) * bq_pow2(-e) > (a.fmt == GS_FP8_DEV_E4M3 ? 448.0f : 57344.0f))
       e++;
     const float scale = e == 128 ? 1.0f : bq_pow2(-e);
@@ -289,7 +303,7 @@ GS_FP8_UNROLL
 /* The E8M0 exponent of an MX block (the general path's rule). */
 static __device__ __forceinline__ int bq_mx_exp(uint32_t amax, int fmt, int ceil_mode) {
   int e = -127;
-  if (amax > 0x7F800000u) return 128;
+  if (amax >= 0x7F800000u) return bq_mx_special(amax, ceil_mode);
   if (amax) e = bq_floor_log2(gs_f32_from_bits(amax)) - (fmt == GS_FP8_DEV_E4M3 ? 8 : 15);
   if (e < -127) e = -127;
   if (ceil_mode && amax && e < 127 && gs_f32_from_bits(amax) * bq_pow2(-e) > (fmt == GS_FP8_DEV_E4M3 ? 448.0f : 57344.0f))

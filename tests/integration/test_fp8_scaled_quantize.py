@@ -135,6 +135,18 @@ def model(x, mode, fmt, k_pad):
         for kb in range(kb_n):
             blk = xp[r, kb * 32:(kb + 1) * 32]
             amax = np.abs(blk).max()
+            if np.isinf(amax):
+                # OCP MX v1.0 6.3 via its reference implementation
+                # (microsoft/microxcaling mx/mx_ops.py: a shared exponent
+                # above 127 is NaN): the NaN scale 0xFF, elements as they
+                # are; TransformerEngine's float_to_e8m0 (MX32_CEIL): Inf
+                # gives 0xFE, elements x * 2^-127
+                e = 127 if mode == MX32_CEIL else 128
+                s = np.float32(2.0 ** -127) if e == 127 else np.float32(1)
+                data[r, kb * 32:kb * 32 + len(blk)] = encode(blk * s, fmt)
+                off = ((r // 128) * tiles_k + kb // 4) * 512 + (r % 32) * 16 + ((r % 128) // 32) * 4 + kb % 4
+                sc[off] = e + 127
+                continue
             e = max(-127, int(np.floor(np.log2(np.float64(amax)))) - emax) if amax > 0 else -127
             if mode == MX32_CEIL and amax > 0:
                 fmax = 448.0 if fmt == E4M3 else 57344.0
@@ -312,3 +324,36 @@ def test_fast_kernels_equal_general_on_specials(elem, fmt):
             want = run_fast(x, elem, transposed, mode, fmt, k_pad, grid=5, kernel="")
             assert (got[0] == want[0]).all(), (mode, transposed, np.argwhere(got[0] != want[0])[:3])
             assert got[1] == want[1], (mode, transposed)
+
+
+@pytest.mark.parametrize("mode", [MX32, MX32_CEIL])
+@pytest.mark.parametrize("elem,fmt,transposed", [("bf16", E4M3, False), ("f16", E5M2, True), ("f32", E4M3, True)])
+def test_mx_block_with_inf(mode, elem, fmt, transposed):
+    """An MX block holding +-Inf (no NaN). MX32: the OCP Microscaling
+    Formats spec v1.0, section 6.3 (shared_exp = floor(log2(max |V_i|)) -
+    emax_elem) has no finite exponent for Inf; its reference
+    implementation (microsoft/microxcaling, mx/mx_ops.py _quantize_mx)
+    sets a shared exponent above the E8M0 maximum 127 to NaN: scale code
+    0xFF, the block reads as NaN. MX32_CEIL: TransformerEngine's
+    float_to_e8m0 (transformer_engine/common/utils.cuh) maps Inf to 0xFE
+    (2^127), and its elements are x * 2^-127 (Inf saturates to the largest
+    finite code). Not floor(log2(Inf)) = 128 less emax (code 247 for E4M3).
+    The general and the fast kernel, against the model."""
+    rng = np.random.default_rng(77 + mode)
+    outer, k, k_pad = 130, 96, 96
+    x = source(rng, outer, k, elem)
+    x[0, 0] = 1.0
+    x[3, 5], x[4, 40], x[129, 95] = np.inf, -np.inf, np.inf
+    want_data, want_sc = model(x, mode, fmt, k_pad)
+    w = np.frombuffer(want_sc, np.uint8)
+    want_code = 0xFE if mode == MX32_CEIL else 0xFF
+    for r, kb in ((3, 0), (4, 1), (129, 2)):
+        off = ((r // 128) * 1 + kb // 4) * 512 + (r % 32) * 16 + ((r % 128) // 32) * 4 + kb % 4
+        assert w[off] == want_code, (r, kb, w[off])
+    for got_data, got_sc in (run_kernel(x, elem, transposed, mode, fmt, k_pad, grid=3),
+                             run_fast(x, elem, transposed, mode, fmt, k_pad, grid=3)):
+        bad = np.argwhere(got_data != want_data)
+        assert bad.size == 0, f"{len(bad)} data bytes differ, first at {bad[0]}"
+        g = np.frombuffer(got_sc, np.uint8)
+        diff = np.flatnonzero(g != w)
+        assert diff.size == 0, f"{diff.size} scale bytes differ, first at byte {diff[0]}: {g[diff[0]]} vs {w[diff[0]]}"
