@@ -194,11 +194,19 @@ static __device__ __forceinline__ void fp8_fold(gs_fp8_ring_dev *ring, int parit
 struct fp8_tile_pos {
   int64_t b, r0, c0;
 };
-static __device__ __forceinline__ fp8_tile_pos fp8_tile_at(const gs_fp8_q_operand &a, int64_t t) {
+/* A tile index as its digits: batch member, tile column, tile row. */
+struct fp8_tile_digits {
+  int64_t b, tc, tr;
+  __device__ __forceinline__ fp8_tile_pos pos() const { return fp8_tile_pos{b, tr * GS_FP8_Q_TILE, tc * GS_FP8_Q_TILE}; }
+};
+static __device__ __forceinline__ fp8_tile_digits fp8_tile_split(const gs_fp8_q_operand &a, int64_t t) {
   const int64_t per_member = a.tiles_r * a.tiles_c;
   const int64_t b = t / per_member, in_member = t - b * per_member;
-  const int64_t tc = in_member / a.tiles_r, tr = in_member - tc * a.tiles_r;
-  return fp8_tile_pos{b, tr * GS_FP8_Q_TILE, tc * GS_FP8_Q_TILE};
+  const int64_t tc = in_member / a.tiles_r;
+  return fp8_tile_digits{b, tc, in_member - tc * a.tiles_r};
+}
+static __device__ __forceinline__ fp8_tile_pos fp8_tile_at(const gs_fp8_q_operand &a, int64_t t) {
+  return fp8_tile_split(a, t).pos();
 }
 
 /* Tiles t0, t0 + s, t0 + 2s, ... walked without dividing: the position
@@ -209,24 +217,19 @@ static __device__ __forceinline__ fp8_tile_pos fp8_tile_at(const gs_fp8_q_operan
  * the loop keeps one walk, its position the next tile's before a step and
  * the prefetch's after. */
 struct fp8_tile_walk {
-  int64_t b, tc, tr, db, dc, dr;
+  fp8_tile_digits at, d;
   __device__ __forceinline__ void init(const gs_fp8_q_operand &a, int64_t t0, int64_t s) {
-    const int64_t per_member = a.tiles_r * a.tiles_c;
-    b = t0 / per_member;
-    tc = (t0 - b * per_member) / a.tiles_r;
-    tr = t0 - b * per_member - tc * a.tiles_r;
-    db = s / per_member;
-    dc = (s - db * per_member) / a.tiles_r;
-    dr = s - db * per_member - dc * a.tiles_r;
+    at = fp8_tile_split(a, t0);
+    d = fp8_tile_split(a, s);
   }
   __device__ __forceinline__ void step(const gs_fp8_q_operand &a) {
-    tr += dr;
-    tc += dc;
-    b += db;
-    if (tr >= a.tiles_r) tr -= a.tiles_r, tc++;
-    if (tc >= a.tiles_c) tc -= a.tiles_c, b++;
+    at.tr += d.tr;
+    at.tc += d.tc;
+    at.b += d.b;
+    if (at.tr >= a.tiles_r) at.tr -= a.tiles_r, at.tc++;
+    if (at.tc >= a.tiles_c) at.tc -= a.tiles_c, at.b++;
   }
-  __device__ __forceinline__ fp8_tile_pos pos() const { return fp8_tile_pos{b, tr * GS_FP8_Q_TILE, tc * GS_FP8_Q_TILE}; }
+  __device__ __forceinline__ fp8_tile_pos pos() const { return at.pos(); }
 };
 
 /* One tile's loads: the thread's FP8_Q_PER_THREAD groups of the tile at
@@ -436,7 +439,8 @@ static __device__ __forceinline__ void fp8_quantize_body(const gs_fp8_q_operand 
   fp8_group<E> cur[FP8_Q_PER_THREAD], nxt[FP8_Q_PER_THREAD];
   int cur_len[FP8_Q_PER_THREAD], nxt_len[FP8_Q_PER_THREAD];
   fp8_tile_pos cur_pos = {0, 0, 0}, nxt_pos = {0, 0, 0};
-  if ((int64_t)bx < tiles) fp8_tile_load<E>(a, true, fp8_tile_at(a, (int64_t)bx), cur_pos, cur, cur_len);
+  const bool live0 = (int64_t)bx < tiles;
+  if (live0) fp8_tile_load<E>(a, true, fp8_tile_at(a, (int64_t)bx), cur_pos, cur, cur_len);
   else fp8_tile_load<E>(a, false, cur_pos, cur_pos, cur, cur_len);
 
   if (tid == 0) {
@@ -500,14 +504,13 @@ static __device__ __forceinline__ void fp8_quantize_body(const gs_fp8_q_operand 
 
   /* The next tile's position, stepped by nb a tile; one step ahead it is
    * the prefetch's (initialised only where the loop runs: tiles_r and
-   * tiles_c are at least 1 there). */
-  /* Only in the current recipe's 16-bit kernels: elsewhere the walk's six
-   * 64-bit words raised ptxas's spills on sm_90 (bytes stored/loaded:
-   * current fp32 16/32 -> 88/80, delayed bf16 20/28 -> 92/104), which
-   * cost more than the divisions it saves. */
+   * tiles_c are at least 1 there). Only in the current recipe's 16-bit
+   * kernels: elsewhere the walk's six 64-bit words raised ptxas's spills
+   * on sm_90 (bytes stored/loaded: current fp32 16/32 -> 88/80, delayed
+   * bf16 20/28 -> 92/104), which cost more than the divisions it saves. */
   constexpr bool walk = M::current && E != GS_ELEM_F32;
   fp8_tile_walk next = {};
-  if (walk && (int64_t)bx < tiles) next.init(a, (int64_t)bx + nb, nb);
+  if (walk && live0) next.init(a, (int64_t)bx + nb, nb);
   for (int64_t t = bx; t < tiles; t += nb) {
     const bool live1 = t + nb < tiles, live2 = t + 2 * (int64_t)nb < tiles;
     if constexpr (walk) {

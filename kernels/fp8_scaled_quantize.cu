@@ -116,6 +116,20 @@ static __device__ __forceinline__ int bq_mx_special(uint32_t amax, int ceil_mode
   return amax == 0x7F800000u && ceil_mode ? 127 : 128;
 }
 
+/* The E8M0 exponent of an MX block from its amax (bits), for the general
+ * and the fast paths: 128 is the NaN scale 0xFF. Clamped to the E8M0
+ * range; TE's rounding (ceil_mode) takes one more where amax / 2^e, in
+ * [2^emax, 2^(emax+1)), is above fp8_max. */
+static __device__ __forceinline__ int bq_mx_exp(uint32_t amax, int fmt, int ceil_mode) {
+  int e = -127;
+  if (amax >= 0x7F800000u) return bq_mx_special(amax, ceil_mode);
+  if (amax) e = bq_floor_log2(gs_f32_from_bits(amax)) - (fmt == GS_FP8_DEV_E4M3 ? 8 : 15);
+  if (e < -127) e = -127;
+  if (ceil_mode && amax && e < 127 && gs_f32_from_bits(amax) * bq_pow2(-e) > (fmt == GS_FP8_DEV_E4M3 ? 448.0f : 57344.0f))
+    e++;
+  return e;
+}
+
 /* The general path: one unit (a 1 x 128 segment, or a 128 x 128 tile) per
  * block iteration, thread t at k index c * 128 + t, scalar loads. It takes
  * what the fast paths below do not (sources or outputs not aligned for
@@ -174,14 +188,7 @@ template <int E> static __device__ void bq_generic(const gs_fp8_bq_args &a) {
       continue;
     }
     const int64_t kb = c * 4 + t / 32;
-    int e = -127;
-    if (amax >= 0x7F800000u) e = bq_mx_special(amax, a.mode == GS_FP8_BQ_MX32_CEIL);
-    else if (amax) e = bq_floor_log2(gs_f32_from_bits(amax)) - (a.fmt == GS_FP8_DEV_E4M3 ? 8 : 15);
-    if (e < -127) e = -127;
-    /* amax / 2^e is in [2^emax, 2^(emax+1)): above fp8_max, round up */
-    if (a.mode == GS_FP8_BQ_MX32_CEIL && amax && amax < 0x7F800000u && e < 127 &&
-        gs_f32_from_bits(amax) * bq_pow2(-e) > (a.fmt == GS_FP8_DEV_E4M3 ? 448.0f : 57344.0f))
-      e++;
+    const int e = bq_mx_exp(amax, a.fmt, a.mode == GS_FP8_BQ_MX32_CEIL);
     const float scale = e == 128 ? 1.0f : bq_pow2(-e);
     const float xs = e == 128 ? x : x * scale; /* a NaN block's x as it is (its sign kept) */
     const uint8_t code = bq_encode(xs, a.fmt);
@@ -298,17 +305,6 @@ GS_FP8_UNROLL
     codes |= (uint64_t)bq_cvt_x2(bq_widen<E>(raw(2 * p + 1)) * scale, bq_widen<E>(raw(2 * p)) * scale, fmt)
              << (16 * p);
   return codes;
-}
-
-/* The E8M0 exponent of an MX block (the general path's rule). */
-static __device__ __forceinline__ int bq_mx_exp(uint32_t amax, int fmt, int ceil_mode) {
-  int e = -127;
-  if (amax >= 0x7F800000u) return bq_mx_special(amax, ceil_mode);
-  if (amax) e = bq_floor_log2(gs_f32_from_bits(amax)) - (fmt == GS_FP8_DEV_E4M3 ? 8 : 15);
-  if (e < -127) e = -127;
-  if (ceil_mode && amax && e < 127 && gs_f32_from_bits(amax) * bq_pow2(-e) > (fmt == GS_FP8_DEV_E4M3 ? 448.0f : 57344.0f))
-    e++;
-  return e;
 }
 
 /* Maximum over the lanes of an aligned group of 2^n lanes (masks 1..m). */

@@ -138,6 +138,18 @@ def sass_insns(sass):
     return insns, labels
 
 
+def by_opcode(path, top=None):
+    """Instructions counted by opcode (its predicate and modifiers dropped),
+    most frequent first, as "IMAD 43, ISETP 34, ..."; the first top only
+    when given."""
+    kinds = {}
+    for t in path:
+        toks = t.split()
+        op = (toks[1] if toks[0].startswith("@") else toks[0]).split(".")[0]
+        kinds[op] = kinds.get(op, 0) + 1
+    return ", ".join(f"{k} {v}" for k, v in sorted(kinds.items(), key=lambda x: -x[1])[:top])
+
+
 def hot_path(sass):
     """The fast path of one 8-element group, as instructions: from the
     last 16-byte load or L2 prefetch before it (the next tiles') to the end of the block that
@@ -446,13 +458,8 @@ def bq_section(w, a, tmp):
                                     ("gs_fp8_bq_s_bf16", 8 * 8, "k-strided, bf16"),
                                     ("gs_fp8_bq_k_f32", 4 * 4, "k-contiguous, fp32")):
             path = bq_loop(sass_function(a.nvdisasm, cubin, kern))
-            kinds = {}
-            for t in path:
-                toks = t.split()
-                op = (toks[1] if toks[0].startswith("@") else toks[0]).split(".")[0]
-                kinds[op] = kinds.get(op, 0) + 1
             counts[(mode, kern)] = len(path) / elems
-            top = ", ".join(f"{k} {v}" for k, v in sorted(kinds.items(), key=lambda x: -x[1])[:6])
+            top = by_opcode(path, 6)
             table.append((label, f"`{kern}`", layout, len(path), elems, f"{len(path) / elems:.1f}", top))
     w("Counted in nvdisasm's output of the kernels built for one mode each (`GS_FP8_BQ_COUNT`: the other "
       "modes', the E5M2 and the NaN branches compiled out; E4M3 data without NaNs runs this path): the unit "
@@ -497,12 +504,7 @@ def bq_section(w, a, tmp):
         total = outside + trips * sum(inner)
         per = total / 128  # a tile's 16384 elements over 128 threads
         tile_counts[kern] = per
-        kinds = {}
-        for t in path:
-            toks = t.split()
-            op = (toks[1] if toks[0].startswith("@") else toks[0]).split(".")[0]
-            kinds[op] = kinds.get(op, 0) + 1
-        top = ", ".join(f"{k} {v}" for k, v in sorted(kinds.items(), key=lambda x: -x[1])[:6])
+        top = by_opcode(path, 6)
         tile_rows.append((f"`{kern}`", layout, outside, f"{inner[0]} x {trips}", f"{inner[1]} x {trips}", total,
                           f"{per:.1f}", top))
     w("**The 128 x 128 tile kernels** (`_kt_`, `_st_`; the weight A of a GEMM known to be a forward one, "
@@ -696,11 +698,6 @@ def main():
     # The default (current) recipe's plain kernel: what an uncompared call runs.
     hot = "gs_fp8_quantize_cur_bf16_sm89"
     path = hot_path(sass_function(a.nvdisasm, cubins[("fp8_quantize_sm89", "sm_90")], hot))
-    kinds = {}
-    for t in path:
-        toks = t.split()
-        op = (toks[1] if toks[0].startswith("@") else toks[0]).split(".")[0]
-        kinds[op] = kinds.get(op, 0) + 1
     per_elem = len(path) / 8
     # Division sequences (the 32-bit reciprocal path, I2F.U32.RP, which the
     # 64-bit one also starts with) inside the tile loops (the two widest
@@ -728,7 +725,7 @@ def main():
       f"their tiles (`fp8_tile_walk`: adds with carries; their tile loops hold no division, "
       f"{cur_divs[0]} division sequences in all, outside them, against {cur_divs[1]} in the delayed recipe's "
       f"two tile loops (one an operand), which still locates each tile with two 64-bit divisions, `fp8_tile_at`); no whole-loop count "
-      f"is made here. By opcode: " + ", ".join(f"{k} {v}" for k, v in sorted(kinds.items(), key=lambda x: -x[1])) + ".\n")
+      f"is made here. By opcode: " + by_opcode(path) + ".\n")
 
     bq_section(w, a, tmp)
 
