@@ -160,6 +160,20 @@ typedef struct gs_fp8_gemm_args {
   GS_FP8_Q3(X, gs_fp8_quantize, _sm89, GS_FP8_MODE_QUANTIZE)                   \
   GS_FP8_Q3(X, gs_fp8_quantize_cur, _sm89, GS_FP8_MODE_QUANTIZE_CUR)           \
   GS_FP8_Q3(X, gs_fp8_quantize_cur, _sm89_stats, GS_FP8_MODE_QUANTIZE_CUR | GS_FP8_MODE_STATS)
+/* The current recipe's fast kernels (fp8_current_fast.h), in the same
+ * module: the same arguments, grid and results as gs_fp8_amax_part_* and
+ * gs_fp8_quantize_cur_*_sm89, for operands with vec_in set (and vec_out,
+ * quantizing) and rows and columns below 2^31 (fp8_launch.c checks); no
+ * statistics. amax_part_v serves any transpose, quantize_cur_v both
+ * (k-contiguous and k-strided, per operand): gs_fp8_amax_part_v_bf16_sm89,
+ * gs_fp8_quantize_cur_v_bf16_sm89, and the same for f16 and f32. */
+#define GS_FP8_CUR_AMAX_V 0
+#define GS_FP8_CUR_QUANTIZE_V 1
+#define GS_FP8_CUR_FAST_KERNELS(X)                                             \
+  GS_FP8_Q3(X, gs_fp8_amax_part_v, _sm89, GS_FP8_CUR_AMAX_V)                   \
+  GS_FP8_Q3(X, gs_fp8_quantize_cur_v, _sm89, GS_FP8_CUR_QUANTIZE_V)
+/* Everything fp8_quantize_sm89.cu defines (module.h). */
+#define GS_FP8_QUANTIZE_SM89_MODULE(X) GS_FP8_QUANTIZE_SM89_KERNELS(X) GS_FP8_CUR_FAST_KERNELS(X)
 #define GS_FP8_GEMM_KERNELS(X) X(gs_fp8_gemm, GS_ELEM_F32, GS_FP8_MODE_GEMM)
 #define GS_FP8_KERNELS(X) GS_FP8_QUANTIZE_KERNELS(X) GS_FP8_GEMM_KERNELS(X)
 /* The tensor-core GEMM (fp8_gemm_mma.cu, sm_89 PTX): the same arguments and

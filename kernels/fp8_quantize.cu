@@ -157,6 +157,34 @@ GS_FP8_UNROLL
              << (16 * p);
   return codes;
 }
+
+/* Eight elements x (widened exactly, NaNs kept) whose largest |x| bits are
+ * group_max: by the instruction where group_max < fast_below (the bound
+ * fp8_quantize_body sets from the step), else element by element by the
+ * sm_61 encoder (a NaN keeps its sign, skipping the division). */
+static __device__ __forceinline__ uint64_t fp8_encode8_sm89(const float xs[8], uint32_t group_max, int fmt,
+                                                            float scale, float rcp, uint32_t fast_below) {
+  if (group_max < fast_below)
+    return fmt ? fp8_encode8_hw<GS_FP8_DEV_E5M2>(xs, scale, rcp) : fp8_encode8_hw<GS_FP8_DEV_E4M3>(xs, scale, rcp);
+  uint64_t codes = 0;
+GS_FP8_UNROLL
+  for (int q = 0; q < 8; q++) {
+    const uint32_t mag = gs_f32_bits(xs[q]) & 0x7FFFFFFFu;
+    codes |= (uint64_t)gs_f32_to_fp8_sat(mag > 0x7F800000u ? xs[q] : xs[q] / scale, fmt) << (8 * q);
+  }
+  return codes;
+}
+
+/* The bound below which a group's |x| bits take the instruction: where
+ * its largest |x| is below 2^64 * step (so no quotient overflows the
+ * correction) and the step is in [2^-60, 2^60] (so 1/step and the residual
+ * stay normal): every step the fold makes from finite amax values but the
+ * most extreme. NaN and infinity are above the bound too: such groups (and
+ * any other) take the sm_61 encoder, whose NaN codes keep the sign, which
+ * the instruction's NaN result is not promised to. 0: none. */
+static __device__ __forceinline__ uint32_t fp8_fast_below(float scale) {
+  return scale >= 0x1p-60f && scale <= 0x1p60f ? gs_f32_bits(scale * 0x1p64f) : 0u;
+}
 #endif
 
 /* The last block's fold, by one thread. amax_bits: this launch's amax;
@@ -333,15 +361,7 @@ GS_FP8_UNROLL
       group_max = mag > group_max ? mag : group_max;
     }
     amax = group_max > amax ? group_max : amax;
-    if (group_max < fast_below) {
-      codes = fmt ? fp8_encode8_hw<GS_FP8_DEV_E5M2>(xs, scale, rcp) : fp8_encode8_hw<GS_FP8_DEV_E4M3>(xs, scale, rcp);
-    } else {
-GS_FP8_UNROLL
-      for (int q = 0; q < 8; q++) {
-        const uint32_t mag = gs_f32_bits(xs[q]) & 0x7FFFFFFFu;
-        codes |= (uint64_t)gs_f32_to_fp8_sat(mag > 0x7F800000u ? xs[q] : xs[q] / scale, fmt) << (8 * q);
-      }
-    }
+    codes = fp8_encode8_sm89(xs, group_max, fmt, scale, rcp, fast_below);
     /* fp8_stats.h: compared calls only (counting is uniform over the
      * launch, and 0 at compile time in the plain current-recipe kernels),
      * from the values and codes at hand; fixed trip count. */
@@ -418,6 +438,25 @@ static __device__ __forceinline__ float fp8_current_step(uint32_t amax_bits, int
   return fp8_next_scale(gs_f32_from_bits(amax_bits), fmt ? 57344.0f : 448.0f, 1.0f, 1.0f);
 }
 
+/* The quantize pass's step, the same in every block: the block reduces its
+ * operand's amax slots (at most GS_FP8_CUR_SLOTS words, one or two loads a
+ * thread from L2) into *s_max (shared, zeroed by the caller before a
+ * barrier), and block 0 alone stores the step where the GEMM reads it, so
+ * within one launch nothing is written twice (docs/graphs.md). */
+static __device__ __forceinline__ float fp8_current_step_of_slots(const gs_fp8_q_operand &a, unsigned bx,
+                                                                  unsigned *s_max) {
+  uint32_t m = 0;
+  for (unsigned i = threadIdx.x; i < (unsigned)a.blocks; i += GS_FP8_Q_THREADS) {
+    const uint32_t v = a.partial[i];
+    m = v > m ? v : m;
+  }
+  if (m != 0) gs_fp8_atomic_max(s_max, m);
+  __syncthreads();
+  const float step = fp8_current_step(*s_max, a.fmt);
+  if (bx == 0 && threadIdx.x == 0) a.ring->scale[0][0] = step;
+  return step;
+}
+
 template <int E, int MODE>
 static __device__ __forceinline__ void fp8_quantize_body(const gs_fp8_q_operand &a, const unsigned bx,
                                                          const int parity, gs_fp8_op_stats *stats) {
@@ -458,20 +497,9 @@ static __device__ __forceinline__ void fp8_quantize_body(const gs_fp8_q_operand 
     fmt = a.fmt;
     scale = 1.0f;
     if constexpr (M::quantize) {
-      /* Every block reduces the amax pass's slots itself (at most
-       * GS_FP8_CUR_SLOTS words, one or two loads a thread from L2) to the
-       * same step; block 0 alone stores it where the GEMM reads it, so
-       * within one launch nothing is written twice (docs/graphs.md). */
-      uint32_t m = 0;
-      for (unsigned i = tid; i < (unsigned)a.blocks; i += GS_FP8_Q_THREADS) {
-        const uint32_t v = a.partial[i];
-        m = v > m ? v : m;
-      }
-      if (m != 0) gs_fp8_atomic_max(&s_slots_amax, m);
-      __syncthreads();
-      scale = fp8_current_step(s_slots_amax, fmt);
+      /* every block the same step; block 0 stores it */
+      scale = fp8_current_step_of_slots(a, bx, &s_slots_amax);
       if (bx == 0 && tid == 0) {
-        ring->scale[0][0] = scale;
         if constexpr (M::stats)
           if (stats) {
             stats->amax = s_slots_amax;
@@ -484,15 +512,9 @@ static __device__ __forceinline__ void fp8_quantize_body(const gs_fp8_q_operand 
     scale = ring->scale[parity][0];
   }
 #if GS_FP8_Q_SM89
-  /* A group goes through the hardware path when its largest |x| is below
-   * 2^64 * step (so no quotient overflows the correction) and the step is
-   * in [2^-60, 2^60] (so 1/step and the residual stay normal): every step
-   * the fold makes from finite amax values but the most extreme. NaN and
-   * infinity are above the bound too: such groups (and any other) take the
-   * sm_61 encoder, whose NaN codes keep the sign, which the instruction's
-   * NaN result is not promised to. */
+  /* fp8_fast_below: which groups take the instruction. */
   const float rcp = 1.0f / scale;
-  const uint32_t fast_below = scale >= 0x1p-60f && scale <= 0x1p60f ? gs_f32_bits(scale * 0x1p64f) : 0u;
+  const uint32_t fast_below = fp8_fast_below(scale);
 #endif
   uint32_t amax = 0; /* |x| bits: unsigned order is float order, NaN on top */
   gs_fp8_counts counts = {0, 0};

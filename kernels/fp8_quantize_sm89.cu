@@ -10,6 +10,9 @@
  * bit for bit (test_fp8_kernels' golden outputs on a 9.0 device). Its
  * module is loaded only on devices of compute capability 8.9 and up
  * (module.h); elsewhere, or if the driver refuses it, the launcher runs the
- * sm_61 kernels. The amax kernels have no conversion and stay there. */
+ * sm_61 kernels. The ring's amax kernels have no conversion and stay there;
+ * the current recipe's fast amax pass lives here with its quantize pass. */
 #define GS_FP8_Q_SM89 1
 #include "fp8_quantize.cu"
+/* and the current recipe's fast kernels, on the same conversion */
+#include "fp8_current_fast.h"

@@ -41,6 +41,7 @@
 #include "fp8_convert.h"
 #include "fp8_kernels.h"
 #include "fp8_stats.h"
+#include "fp8_vec.h"
 
 #if defined(__clang__)
 #pragma clang fp contract(off)
@@ -233,58 +234,6 @@ template <int E> static __device__ void bq_generic(const gs_fp8_bq_args &a) {
 #define BQ_HAS_NAN(key, inf) ((key) > (inf))
 #endif
 
-template <int E> struct bq_src {
-  static constexpr int V = E == GS_ELEM_F32 ? 4 : 8; /* elements a 16-byte load */
-  static constexpr int SZ = 16 / V;                  /* bytes an element */
-  /* the largest non-NaN magnitude key (infinity) */
-  static constexpr uint32_t INF = E == GS_ELEM_F32 ? 0x7F800000u : E == GS_ELEM_BF16 ? 0x7F80u : 0x7C00u;
-};
-
-/* Raw bits of element i of a 16-byte group. */
-template <int E> static __device__ __forceinline__ uint32_t bq_raw(const gs_u32x4 &g, int i) {
-  if constexpr (E == GS_ELEM_F32) return g.v[i];
-  else return i % 2 ? g.v[i / 2] >> 16 : g.v[i / 2] & 0xFFFFu;
-}
-/* |x| as an unsigned key that orders as |x| widened to fp32 does (NaNs
- * above infinity). */
-template <int E> static __device__ __forceinline__ uint32_t bq_key(uint32_t raw) {
-  return raw & (E == GS_ELEM_F32 ? 0x7FFFFFFFu : 0x7FFFu);
-}
-/* The fp32 bits of a key: the general path's amax for the same maximum. */
-template <int E> static __device__ __forceinline__ uint32_t bq_key_amax(uint32_t key) {
-  if constexpr (E == GS_ELEM_BF16) return key << 16;
-  else if constexpr (E == GS_ELEM_F16) return gs_f32_bits(gs_f16_to_f32((uint16_t)key));
-  else return key;
-}
-/* Element widening as the general path's bq_load does it (NaNs kept). */
-template <int E> static __device__ __forceinline__ float bq_widen_exact(uint32_t raw) {
-  if constexpr (E == GS_ELEM_BF16) return gs_bf16_to_f32((uint16_t)raw);
-  else if constexpr (E == GS_ELEM_F16) return gs_f16_to_f32((uint16_t)raw);
-  else return gs_f32_from_bits(raw);
-}
-/* The same for a non-NaN element: fp16 by cvt.f32.f16 on the GPU (exact). */
-template <int E> static __device__ __forceinline__ float bq_widen(uint32_t raw) {
-#if !defined(GS_EMU)
-  if constexpr (E == GS_ELEM_F16) {
-    float f;
-    asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"((uint16_t)raw));
-    return f;
-  }
-#endif
-  return bq_widen_exact<E>(raw);
-}
-/* cvt.rn.satfinite.<fmt>x2.f32 (hi in the upper byte); the host build runs
- * its model. Never given a NaN (fp8_convert.h: the ISA leaves its code). */
-static __device__ __forceinline__ uint32_t bq_cvt_x2(float hi, float lo, int fmt) {
-#if defined(GS_EMU)
-  return gs_cvt_rn_satfinite_x2_model(hi, lo, fmt);
-#else
-  unsigned short d;
-  if (fmt == GS_FP8_DEV_E4M3) asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(d) : "f"(hi), "f"(lo));
-  else asm("cvt.rn.satfinite.e5m2x2.f32 %0, %1, %2;" : "=h"(d) : "f"(hi), "f"(lo));
-  return d;
-#endif
-}
 /* Codes of n (2..8) elements raw(i), byte i = element i: x * scale, or
  * for a group whose key is a NaN's the general path's own expression
  * (keep: an MX block holding a NaN encodes x itself). */
@@ -292,17 +241,17 @@ template <int E, int N, typename F>
 static __device__ __forceinline__ uint64_t bq_encode_n(F raw, uint32_t key, float scale, int fmt, int keep) {
   uint64_t codes = 0;
   (void)key;
-  if (BQ_HAS_NAN(key, bq_src<E>::INF)) {
+  if (BQ_HAS_NAN(key, fp8v_src<E>::INF)) {
 GS_FP8_UNROLL
     for (int i = 0; i < N; i++) {
-      const float x = bq_widen_exact<E>(raw(i));
+      const float x = fp8v_widen_exact<E>(raw(i));
       codes |= (uint64_t)bq_encode(keep ? x : x * scale, fmt) << (8 * i);
     }
     return codes;
   }
 GS_FP8_UNROLL
   for (int p = 0; p < N / 2; p++)
-    codes |= (uint64_t)bq_cvt_x2(bq_widen<E>(raw(2 * p + 1)) * scale, bq_widen<E>(raw(2 * p)) * scale, fmt)
+    codes |= (uint64_t)fp8v_cvt_x2(fp8v_widen<E>(raw(2 * p + 1)) * scale, fp8v_widen<E>(raw(2 * p)) * scale, fmt)
              << (16 * p);
   return codes;
 }
@@ -314,33 +263,6 @@ static __device__ __forceinline__ uint32_t bq_lanes_max(uint32_t v, unsigned m) 
     v = o > v ? o : v;
   }
   return v;
-}
-
-/* A walk over units p = major * n + minor, from p0 in steps of s, with no
- * division in the loop. */
-struct bq_walk {
-  int64_t major, minor, dmaj, dmin, n;
-  __device__ __forceinline__ void init(int64_t p0, int64_t s, int64_t nn) {
-    n = nn, major = p0 / nn, minor = p0 % nn, dmaj = s / nn, dmin = s % nn;
-  }
-  __device__ __forceinline__ void step() {
-    minor += dmin, major += dmaj;
-    if (minor >= n) minor -= n, major++;
-  }
-};
-
-/* 16 bytes of source at p, or for a group cut by the matrix's edge its
- * first n elements (0 <= n < V) one by one, zeros after. */
-template <int E> static __device__ __forceinline__ gs_u32x4 bq_ld(const void *p, int64_t n) {
-  if (n >= bq_src<E>::V) return gs_ld16(p);
-  gs_u32x4 g = {{0, 0, 0, 0}};
-GS_FP8_UNROLL
-  for (int i = 0; i < bq_src<E>::V; i++) {
-    if (i >= n) break;
-    if constexpr (E == GS_ELEM_F32) g.v[i] = ((const uint32_t *)p)[i];
-    else g.v[i / 2] |= (uint32_t)((const uint16_t *)p)[i] << (16 * (i % 2));
-  }
-  return g;
 }
 
 /* 1 x 128 segments (VEC128) and 32-element blocks (MX32), k-contiguous
@@ -355,7 +277,7 @@ GS_FP8_UNROLL
 #define BQ_NO_UNROLL _Pragma("GCC unroll 1")
 #endif
 template <int E> static __device__ __forceinline__ void bq_k_rows(const gs_fp8_bq_args &a) {
-  constexpr int V = bq_src<E>::V, SZ = bq_src<E>::SZ, SPAN = BQ_U * 32 * V;
+  constexpr int V = fp8v_src<E>::V, SZ = fp8v_src<E>::SZ, SPAN = BQ_U * 32 * V;
   const unsigned l = threadIdx.x % 32, w = threadIdx.x / 32;
   const int mode = BQ_MODE(a), fmt = BQ_FMT(a);
   const int mx = mode >= GS_FP8_BQ_MX32, ceil_mode = mode == GS_FP8_BQ_MX32_CEIL;
@@ -363,20 +285,20 @@ template <int E> static __device__ __forceinline__ void bq_k_rows(const gs_fp8_b
   const int64_t units = (rows * upr + 3) / 4; /* a block's unit: its 4 warps' units */
   const int64_t kblocks = (a.k_pad + 31) / 32, tiles_k = (a.k_pad + 127) / 128;
   const char *src = (const char *)a.src;
-  bq_walk at;
+  fp8v_walk at;
   at.init((int64_t)blockIdx.x * 4 + w, (int64_t)gridDim.x * 4, upr);
   gs_u32x4 cur[BQ_U], nxt[BQ_U];
-  auto load = [&](const bq_walk &p, gs_u32x4 *g) __attribute__((always_inline)) {
+  auto load = [&](const fp8v_walk &p, gs_u32x4 *g) __attribute__((always_inline)) {
 GS_FP8_UNROLL
     for (int j = 0; j < BQ_U; j++) {
       const int64_t q = p.minor * SPAN + (j * 32 + l) * V;
       g[j] = gs_u32x4{{0, 0, 0, 0}};
-      if (p.major < a.outer && q < a.k) g[j] = bq_ld<E>(src + (p.major * a.stride_r + q) * SZ, a.k - q);
+      if (p.major < a.outer && q < a.k) g[j] = fp8v_ld<E>(src + (p.major * a.stride_r + q) * SZ, a.k - q);
     }
   };
   load(at, cur);
   for (int64_t u = blockIdx.x; u < units; u += gridDim.x) {
-    bq_walk next = at;
+    fp8v_walk next = at;
     next.step();
     load(next, nxt); /* in flight while this unit is reduced and encoded */
     const int64_t r = at.major;
@@ -386,18 +308,18 @@ GS_FP8_UNROLL
       uint32_t key = 0;
 GS_FP8_UNROLL
       for (int i = 0; i < V; i++) {
-        const uint32_t kk = bq_key<E>(bq_raw<E>(cur[j], i));
+        const uint32_t kk = fp8v_key<E>(fp8v_raw<E>(cur[j], i));
         key = kk > key ? kk : key;
       }
       const uint32_t blk = bq_lanes_max(key, (mx ? 32 : 128) / V / 2);
-      const uint32_t amax = bq_key_amax<E>(blk);
+      const uint32_t amax = fp8v_key_amax<E>(blk);
       const int live = r < rows && q < a.k_pad;
       int e = 0;
       float scale;
       if (!mx) scale = bq_pow2_scale(amax, fmt);
       else e = bq_mx_exp(amax, fmt, ceil_mode), scale = e == 128 ? 1.0f : bq_pow2(-e);
       const gs_u32x4 g = cur[j];
-      const uint64_t codes = bq_encode_n<E, V>([&](int i) __attribute__((always_inline)) { return bq_raw<E>(g, i); }, key, scale, fmt, e == 128);
+      const uint64_t codes = bq_encode_n<E, V>([&](int i) __attribute__((always_inline)) { return fp8v_raw<E>(g, i); }, key, scale, fmt, e == 128);
       if (live && r < a.outer) {
         if constexpr (V == 8) gs_st8(a.dst + r * a.k_pad + q, codes);
         else *(uint32_t *)(a.dst + r * a.k_pad + q) = (uint32_t)codes;
@@ -430,7 +352,7 @@ GS_FP8_UNROLL
  * a segment's maximum is over the 16 lanes of a half-warp and an MX
  * block's over 4. Units run down the rows, chunk by chunk. */
 template <int E> static __device__ __forceinline__ void bq_s_rows(const gs_fp8_bq_args &a) {
-  constexpr int V = bq_src<E>::V, SZ = bq_src<E>::SZ, RW = 2 * V;
+  constexpr int V = fp8v_src<E>::V, SZ = fp8v_src<E>::SZ, RW = 2 * V;
   const unsigned l = threadIdx.x % 32, w = threadIdx.x / 32, ql = l % 16;
   const int mode = BQ_MODE(a), fmt = BQ_FMT(a);
   const int mx = mode >= GS_FP8_BQ_MX32, ceil_mode = mode == GS_FP8_BQ_MX32_CEIL;
@@ -438,16 +360,16 @@ template <int E> static __device__ __forceinline__ void bq_s_rows(const gs_fp8_b
   const int64_t rtiles = (rows + RW - 1) / RW, units = (rtiles * chunks + 3) / 4;
   const int64_t kblocks = (a.k_pad + 31) / 32;
   const char *src = (const char *)a.src;
-  bq_walk at; /* major: chunk, minor: row tile */
+  fp8v_walk at; /* major: chunk, minor: row tile */
   at.init((int64_t)blockIdx.x * 4 + w, (int64_t)gridDim.x * 4, rtiles);
   gs_u32x4 cur[8];
-  auto load = [&](const bq_walk &p, gs_u32x4 *g) __attribute__((always_inline)) {
+  auto load = [&](const fp8v_walk &p, gs_u32x4 *g) __attribute__((always_inline)) {
     const int64_t q0 = p.major * 128 + ql * 8, r0 = p.minor * RW + (l / 16) * V;
 GS_FP8_UNROLL
     for (int j = 0; j < 8; j++) {
       g[j] = gs_u32x4{{0, 0, 0, 0}};
       if (p.major < chunks && r0 < a.outer && q0 + j < a.k)
-        g[j] = bq_ld<E>(src + ((q0 + j) * a.stride_q + r0) * SZ, a.outer - r0);
+        g[j] = fp8v_ld<E>(src + ((q0 + j) * a.stride_q + r0) * SZ, a.outer - r0);
     }
   };
   for (int64_t u = blockIdx.x; u < units; u += gridDim.x, at.step()) {
@@ -459,16 +381,16 @@ GS_FP8_UNROLL
       uint32_t key = 0;
 GS_FP8_UNROLL
       for (int j = 0; j < 8; j++) {
-        const uint32_t kk = bq_key<E>(bq_raw<E>(cur[j], i));
+        const uint32_t kk = fp8v_key<E>(fp8v_raw<E>(cur[j], i));
         key = kk > key ? kk : key;
       }
-      const uint32_t amax = bq_key_amax<E>(bq_lanes_max(key, mx ? 2 : 8));
+      const uint32_t amax = fp8v_key_amax<E>(bq_lanes_max(key, mx ? 2 : 8));
       int e = 0;
       float scale;
       if (!mx) scale = bq_pow2_scale(amax, fmt);
       else e = bq_mx_exp(amax, fmt, ceil_mode), scale = e == 128 ? 1.0f : bq_pow2(-e);
       const uint64_t codes =
-          bq_encode_n<E, 8>([&](int j) __attribute__((always_inline)) { return bq_raw<E>(cur[j], i); }, key, scale, fmt, e == 128);
+          bq_encode_n<E, 8>([&](int j) __attribute__((always_inline)) { return fp8v_raw<E>(cur[j], i); }, key, scale, fmt, e == 128);
       const int live = c < chunks && r < rows;
       if (live && r < a.outer && q0 < a.k_pad) gs_st8(a.dst + r * a.k_pad + q0, codes);
       if (!mx) {
@@ -496,7 +418,7 @@ GS_FP8_UNROLL
  * through 4 words of shared memory, and the second pass reads the tile
  * again (32-64 KiB a tile, expected from L2: not measured). */
 template <int E, int KC> static __device__ __forceinline__ void bq_tiles(const gs_fp8_bq_args &a) {
-  constexpr int V = bq_src<E>::V, SZ = bq_src<E>::SZ;
+  constexpr int V = fp8v_src<E>::V, SZ = fp8v_src<E>::SZ;
   /* loads a thread per tile: k-contiguous 32 rows x 128 / (32 V) each;
    * strided 32 / (2V) pieces of 8 */
   constexpr int NL = KC ? 32 * 128 / (32 * V) : 32 / (2 * V) * 8;
@@ -504,7 +426,7 @@ template <int E, int KC> static __device__ __forceinline__ void bq_tiles(const g
   const unsigned t = threadIdx.x, l = t % 32, w = t / 32;
   const int64_t chunks = (a.k_pad + 127) / 128, tiles_r = (a.outer + 127) / 128, ld = (chunks + 3) / 4 * 4;
   const char *src = (const char *)a.src;
-  bq_walk at; /* major: row tile, minor: chunk */
+  fp8v_walk at; /* major: row tile, minor: chunk */
   at.init(blockIdx.x, gridDim.x, chunks);
   /* load n of the thread in tile (rb, c): its row r and k index q from
    * the thread's first (r0, q0); the group runs along k (k-contiguous) or
@@ -521,8 +443,8 @@ template <int E, int KC> static __device__ __forceinline__ void bq_tiles(const g
     where(n, r, q);
     gs_u32x4 g = {{0, 0, 0, 0}};
     if (r < a.outer && q < a.k) {
-      if (KC) g = bq_ld<E>(base + (int64_t)n * DR * a.stride_r * SZ, a.k - q);
-      else g = bq_ld<E>(base + ((n % 8) * a.stride_q + (n / 8) * DR) * SZ, a.outer - r);
+      if (KC) g = fp8v_ld<E>(base + (int64_t)n * DR * a.stride_r * SZ, a.k - q);
+      else g = fp8v_ld<E>(base + ((n % 8) * a.stride_q + (n / 8) * DR) * SZ, a.outer - r);
     }
     return g;
   };
@@ -540,7 +462,7 @@ GS_FP8_UNROLL
       for (int j = 0; j < 8; j++)
 GS_FP8_UNROLL
         for (int i = 0; i < V; i++) {
-          const uint32_t kk = bq_key<E>(bq_raw<E>(g[j], i));
+          const uint32_t kk = fp8v_key<E>(fp8v_raw<E>(g[j], i));
           key = kk > key ? kk : key;
         }
     }
@@ -551,7 +473,7 @@ GS_FP8_UNROLL
 GS_FP8_UNROLL
     for (int i = 0; i < GS_FP8_BQ_THREADS / 32; i++) amax = s_max[i] > amax ? s_max[i] : amax;
     __syncthreads(); /* s_max is the next tile's */
-    amax = bq_key_amax<E>(amax);
+    amax = fp8v_key_amax<E>(amax);
     const float scale = bq_pow2_scale(amax, a.fmt);
     if (KC) {
 GS_FP8_UNROLL_8
@@ -562,10 +484,10 @@ GS_FP8_UNROLL_8
         uint32_t gk = 0;
 GS_FP8_UNROLL
         for (int i = 0; i < V; i++) {
-          const uint32_t kk = bq_key<E>(bq_raw<E>(g, i));
+          const uint32_t kk = fp8v_key<E>(fp8v_raw<E>(g, i));
           gk = kk > gk ? kk : gk;
         }
-        const uint64_t codes = bq_encode_n<E, V>([&](int i) __attribute__((always_inline)) { return bq_raw<E>(g, i); }, gk, scale, a.fmt, 0);
+        const uint64_t codes = bq_encode_n<E, V>([&](int i) __attribute__((always_inline)) { return fp8v_raw<E>(g, i); }, gk, scale, a.fmt, 0);
         if (r < a.outer && q < a.k_pad) {
           if constexpr (V == 8) gs_st8(a.dst + r * a.k_pad + q, codes);
           else *(uint32_t *)(a.dst + r * a.k_pad + q) = (uint32_t)codes;
@@ -584,10 +506,10 @@ GS_FP8_UNROLL
           uint32_t gk = 0;
 GS_FP8_UNROLL
           for (int j = 0; j < 8; j++) {
-            const uint32_t kk = bq_key<E>(bq_raw<E>(g[j], i));
+            const uint32_t kk = fp8v_key<E>(fp8v_raw<E>(g[j], i));
             gk = kk > gk ? kk : gk;
           }
-          const uint64_t codes = bq_encode_n<E, 8>([&](int j) __attribute__((always_inline)) { return bq_raw<E>(g[j], i); }, gk, scale, a.fmt, 0);
+          const uint64_t codes = bq_encode_n<E, 8>([&](int j) __attribute__((always_inline)) { return fp8v_raw<E>(g[j], i); }, gk, scale, a.fmt, 0);
           if (pr + i < a.outer && pq < a.k_pad) gs_st8(a.dst + (pr + i) * a.k_pad + pq, codes);
         }
       }

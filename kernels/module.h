@@ -30,7 +30,7 @@
   X(fp8_quantize, GS_FP8_QUANTIZE_KERNELS, 61)                                 \
   X(fp8_gemm, GS_FP8_GEMM_KERNELS, 61)                                         \
   X(fp8_gemm_mma, GS_FP8_GEMM_MMA_KERNELS, 89)                                 \
-  X(fp8_quantize_sm89, GS_FP8_QUANTIZE_SM89_KERNELS, 89)                       \
+  X(fp8_quantize_sm89, GS_FP8_QUANTIZE_SM89_MODULE, 89)                        \
   X(fp16, GS_FP16_KERNELS, 70)                                                 \
   X(accuracy, GS_ACC_KERNELS, 61)                                              \
   X(fp8_scaled_quantize, GS_FP8_SCALED_QUANTIZE_KERNELS, 90)
