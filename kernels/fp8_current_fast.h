@@ -53,9 +53,11 @@ enum { CF_HW4, CF_HW5, CF_MIXED };
 template <int E> struct cf_group {
   gs_u32x4 h[E == GS_ELEM_F32 ? 2 : 1];
 };
-/* Groups a thread has in flight a trip (k-contiguous walk): 64 bytes. */
+/* Groups a thread has in flight a trip (k-contiguous walk): 48 bytes of
+ * bf16/fp16, 64 of fp32; four 16-bit groups took ptxas past the 80
+ * registers of 3 blocks a SM (spills). */
 template <int E> struct cf_trip {
-  static constexpr int U = E == GS_ELEM_F32 ? 2 : 4;
+  static constexpr int U = E == GS_ELEM_F32 ? 2 : 3;
 };
 
 template <int E> static __device__ __forceinline__ uint32_t cf_raw(const cf_group<E> &g, int q) {
@@ -288,7 +290,7 @@ static __device__ __forceinline__ float cf_first_then_step(const gs_fp8_q_operan
  * operand's amax bounds every element: all are below fast_below unless the
  * amax is NaN or infinite or the step out of range (above). */
 template <int E, int S> static __device__ __forceinline__ void cf_quantize_as(const gs_fp8_q_operand &a, unsigned bx) {
-  typename std::conditional<S != 0, cf_s_state<E>, cf_k_state<E>>::type st;
+  typename std::conditional<S != 0, cf_s_state<E>, cf_k_state<E>>::type st = {};
   unsigned slots_amax;
   const float scale = cf_first_then_step<E, S>(a, bx, st, slots_amax);
   if (a.rows == 0 || a.cols == 0 || a.batch == 0) return;

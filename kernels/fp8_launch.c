@@ -114,6 +114,14 @@ static const gs_kernel_id quantize_sm89_ids[4][2][3] = {
     [Q_CUR] = {IDS3(gs_fp8_quantize_cur, _sm89), IDS3(gs_fp8_quantize_cur, _sm89_stats)},
     [Q_CUR_AMAX] = {IDS3(gs_fp8_amax_part, ), IDS3(gs_fp8_amax_part, )},
 };
+/* The current recipe's fast kernels (fp8_current_fast.h, the sm_89
+ * module), where every operand of the launch takes them (cur_fast_ok);
+ * their fallback where that module is not loaded is the general kernel
+ * of quantize_ids, on the same grid. */
+static const gs_kernel_id cur_fast_ids[2][3] = {
+    [0] = IDS3(gs_fp8_quantize_cur_v, _sm89),
+    [1] = IDS3(gs_fp8_amax_part_v, _sm89),
+};
 #undef IDS3
 
 /* An operand's 64 x 64 tiles (<= rows*cols*batch: fits int64); 0 when empty. */
@@ -170,6 +178,16 @@ static CUresult operand_args(const fp8_operand *o, int kind, int64_t grid_max, g
   return CUDA_SUCCESS;
 }
 
+/* Whether operand q (filled by operand_args) suits the current recipe's
+ * fast kernels: empty, or its columns on 16 bytes (vec_in) and, to be
+ * quantized, its output rows on 8 (vec_out), with rows, columns and the
+ * output's k stride below 2^31 (their 32-bit walks). */
+static int cur_fast_ok(const gs_fp8_q_operand *q, int quantize) {
+  if (operand_tiles(q) == 0) return 1;
+  const int64_t lim = (int64_t)1 << 31;
+  return q->vec_in && (!quantize || q->vec_out) && q->rows < lim && q->cols < lim && q->dst_ld < lim;
+}
+
 /* n operands (1 or 2), each with its own ring, in one launch when they
  * share their source type (a GEMM's A and B do), else one each. Everything
  * is checked before anything is launched. */
@@ -223,6 +241,12 @@ static CUresult quantize_launch(kernel_ctx *kc, CUstream stream, const fp8_opera
    * asked for statistics (fp8_stats.h): the plain ones carry no counting
    * code. */
   const int stats = q.stats[0] != NULL || q.stats[1] != NULL;
+  /* The current recipe's passes on the fast kernels where the layouts
+   * allow (the grid and the slots are the same as the general kernels':
+   * either may run either pass); compared calls count on the general one. */
+  if (current && !stats && cur_fast_ok(&q.op[0], quantize) && (n == 1 || cur_fast_ok(&q.op[1], quantize)))
+    return fp8_launch_either(kc, stream, cur_fast_ids[kind == Q_CUR_AMAX][e], quantize_ids[kind][0][e], grid,
+                             GS_FP8_Q_THREADS, &q);
   return fp8_launch_either(kc, stream, quantize_sm89_ids[kind][stats][e], quantize_ids[kind][stats][e], grid,
                            GS_FP8_Q_THREADS, &q);
 }

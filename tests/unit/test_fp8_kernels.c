@@ -970,10 +970,10 @@ static void golden_fill(const golden_operand *g, void *p) {
 static int golden_launches;
 static CUresult (*golden_launch_real)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
                                       unsigned, CUstream, void **, void **);
-static CUfunction golden_last_fn;
+static CUfunction golden_last_fn, golden_first_fn;
 static CUresult golden_launch(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
                               unsigned bz, unsigned shmem, CUstream s, void **params, void **extra) {
-  golden_launches++;
+  if (golden_launches++ == 0) golden_first_fn = f;
   golden_last_fn = f;
   return golden_launch_real(f, gx, gy, gz, bx, by, bz, shmem, s, params, extra);
 }
@@ -1093,7 +1093,21 @@ static void cur_fill(const golden_operand *g, int kind, void *p) {
   if (kind == CUR_INF) put_elem(g->type, p, len - 1, -INFINITY);
 }
 
-/* Counting launches and the function of the last (golden_launch). */
+/* Whether operand g (A or B: is_b; its source at src, its output at dst
+ * with k stride k) meets the current recipe's fast kernels' layout rule
+ * as fp8_kernels.h states it: empty, or the source's columns (and batch
+ * members) on 16 bytes and, quantizing, the output's rows on 8 bytes. k
+ * runs across the stored columns for an untransposed A and a transposed
+ * B (fp8.h's TN layout), else down them. */
+static int cur_fast_layout(const golden_operand *g, int is_b, const void *src, const void *dst, int quantize) {
+  const int64_t es = (int64_t)type_size(g->type), k = (g->trans != 0) == (is_b != 0) ? g->cols : g->rows;
+  if (g->rows == 0 || g->cols == 0 || g->batch == 0) return 1;
+  const int in = (uintptr_t)src % 16 == 0 && g->ld * es % 16 == 0 && (g->batch == 1 || g->stride * es % 16 == 0);
+  return in && (!quantize || ((uintptr_t)dst % 8 == 0 && k % 8 == 0));
+}
+
+/* Counting launches and the functions of the first and the last
+ * (golden_launch). */
 static void cur_hook(void) {
   golden_launch_real = gs_sys.cuLaunchKernel;
   gs_sys.cuLaunchKernel = golden_launch;
@@ -1200,10 +1214,30 @@ static void test_current_matches_ring(void **state) {
                 GS_K_gs_fp8_quantize_cur_f32_sm89},
                {GS_K_gs_fp8_quantize_cur_bf16_sm89_stats, GS_K_gs_fp8_quantize_cur_f16_sm89_stats,
                 GS_K_gs_fp8_quantize_cur_f32_sm89_stats}}};
-          CUfunction want;
+          /* on the 9.0 device, the fast kernels (fp8_current_fast.h) where
+           * both operands' layouts take them and nothing is counted; the
+           * amax pass needs the sources' alignment only */
+          static const gs_kernel_id fast_q[3] = {GS_K_gs_fp8_quantize_cur_v_bf16_sm89,
+                                                 GS_K_gs_fp8_quantize_cur_v_f16_sm89,
+                                                 GS_K_gs_fp8_quantize_cur_v_f32_sm89};
+          static const gs_kernel_id fast_a[3] = {GS_K_gs_fp8_amax_part_v_bf16_sm89, GS_K_gs_fp8_amax_part_v_f16_sm89,
+                                                 GS_K_gs_fp8_amax_part_v_f32_sm89};
+          static const gs_kernel_id gen_a[3] = {GS_K_gs_fp8_amax_part_bf16, GS_K_gs_fp8_amax_part_f16,
+                                                GS_K_gs_fp8_amax_part_f32};
+          const int same = g[0]->type == g[1]->type;
+          const int fast_ok_q = cur_fast_layout(g[1], 1, src[1], dst_cur[1], 1) &&
+                                (!same || cur_fast_layout(g[0], 0, src[0], dst_cur[0], 1));
+          const int ea = g[0]->type == CUDA_R_16BF ? 0 : g[0]->type == CUDA_R_16F ? 1 : 2;
+          const int fast_ok_a = cur_fast_layout(g[0], 0, src[0], NULL, 0) &&
+                                (!same || cur_fast_layout(g[1], 1, src[1], NULL, 0));
+          CUfunction want, want_a;
           const char *why;
-          assert_int_equal(kernels_function(kc, want_ids[w][counting][e], &want, &why), CUDA_SUCCESS);
+          assert_int_equal(kernels_function(kc, w && !counting && fast_ok_q ? fast_q[e] : want_ids[w][counting][e],
+                                            &want, &why),
+                           CUDA_SUCCESS);
           assert_ptr_equal(golden_last_fn, want);
+          assert_int_equal(kernels_function(kc, w && fast_ok_a ? fast_a[ea] : gen_a[ea], &want_a, &why), CUDA_SUCCESS);
+          assert_ptr_equal(golden_first_fn, want_a);
           for (int i = 0; i < 2; i++) {
             if (memcmp(dst_ring[i], dst_cur[i], out[i] + 1) != 0)
               fail_msg("case %zu context %d counting %d operand %d: codes differ from the ring kernels'", ci, w,
