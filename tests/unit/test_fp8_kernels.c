@@ -1269,6 +1269,257 @@ static void test_current_matches_ring(void **state) {
       }
 }
 
+/* ---- the current recipe's fast kernels ---------------------------------------- */
+/* Edge values by source type, as raw bits: NaN of both signs, +-inf, the
+ * largest finite (FLT_MAX for fp32), the smallest subnormal, a larger
+ * subnormal, +-0. */
+static uint32_t cf_special(int type, unsigned i) {
+  static const uint32_t bf16[] = {0x7FC1, 0xFFC1, 0x7F80, 0xFF80, 0x7F7F, 0x0001, 0x807F, 0x0000, 0x8000};
+  static const uint32_t f16[] = {0x7E01, 0xFE01, 0x7C00, 0xFC00, 0x7BFF, 0x0001, 0x83FF, 0x0000, 0x8000};
+  static const uint32_t f32[] = {0x7FC00001u, 0xFFC00001u, 0x7F800000u, 0xFF800000u, 0x7F7FFFFFu,
+                                 0x00000001u, 0x807FFFFFu, 0x00000000u, 0x80000000u};
+  const uint32_t *t = type == CUDA_R_16BF ? bf16 : type == CUDA_R_16F ? f16 : f32;
+  return t[i % 9];
+}
+static void put_bits(int type, void *p, int64_t i, uint32_t v) {
+  if (type == CUDA_R_32F) ((uint32_t *)p)[i] = v;
+  else ((uint16_t *)p)[i] = (uint16_t)v;
+}
+
+/* What a case's data is: each picks a different way through the fast
+ * quantize kernel (the instruction for every group where the operand's
+ * amax is finite and its step in [2^-60, 2^60], else the general
+ * kernel's choice group by group) and a different step rule
+ * (TransformerEngine's compute_scale_from_amax, transformer_engine/common/
+ * recipe/recipe_common.cuh: scale 1 for an amax of 0, inf or NaN). */
+enum { CF_NORMAL, CF_FINITE_EDGES, CF_NONFINITE, CF_SMALL, CF_TINY, CF_SUBNORMAL, CF_ZEROS, CF_HUGE, CF_KINDS };
+static void cf_fill(int type, void *p, int64_t len, int kind) {
+  for (int64_t i = 0; i < len; i++) {
+    float v = (float)rng_normal();
+    if (kind == CF_SMALL) v = ldexpf(v, type == CUDA_R_16F ? -12 : -52); /* step near 2^-60 (fp16: its range) */
+    if (kind == CF_TINY) v = ldexpf(v, type == CUDA_R_16F ? -20 : -66);  /* step below 2^-60 (fp16: subnormal) */
+    if (kind == CF_HUGE) v = ldexpf(v, 120);                             /* step above 2^60 */
+    if (kind == CF_ZEROS) v = i % 2 ? -0.0f : 0.0f;
+    put_elem(type, p, i, v);
+    if (kind == CF_SUBNORMAL) put_bits(type, p, i, cf_special(type, 5 + rng_below(4)) | (rng_below(2) << 3));
+    if (kind == CF_FINITE_EDGES && rng_below(6) == 0) put_bits(type, p, i, cf_special(type, 4 + rng_below(5)));
+    if (kind == CF_NONFINITE && rng_below(6) == 0) put_bits(type, p, i, cf_special(type, rng_below(9)));
+  }
+}
+
+typedef struct cf_case {
+  int type, transpose;
+  int64_t rows, cols, ld, stride, batch, dst_ld;
+} cf_case;
+
+/* One operand of a current-recipe launch, built as fp8_launch.c builds it
+ * for an aligned layout, on a grid of `blocks`. */
+static gs_fp8_quantize_args cf_args(const cf_case *c, void *src, uint8_t *dst, void *rec, uint32_t *slots,
+                                    int fmt, int blocks) {
+  gs_fp8_quantize_args q;
+  memset(&q, 0, sizeof q);
+  gs_fp8_q_operand *o = &q.op[0];
+  o->src = src, o->dst = dst, o->ring = rec;
+  o->rows = c->rows, o->cols = c->cols, o->ld = c->ld, o->stride = c->batch > 1 ? c->stride : 0, o->batch = c->batch;
+  o->tiles_r = (c->rows + 63) / 64, o->tiles_c = (c->cols + 63) / 64;
+  o->dst_ld = c->dst_ld, o->transpose = c->transpose, o->vec_in = 1, o->vec_out = 1;
+  o->blocks = blocks, o->partial = slots, o->fmt = fmt;
+  q.operands = 1;
+  return q;
+}
+
+static const char *cf_sfx(int type) { return type == CUDA_R_16BF ? "bf16" : type == CUDA_R_16F ? "f16" : "f32"; }
+
+/* The fast kernels (fp8_current_fast.h) give the general kernels' bytes:
+ * the amax pass the same slots (every block's, 0 included, none past the
+ * grid), the quantize pass the same step and the same codes and zero
+ * padding of k to dst_ld, for k-contiguous and k-strided sources of each
+ * type, odd sizes, batches, grids of 1 to 40 blocks, and data that takes
+ * each of their ways: NaN of both signs, +-inf, FLT_MAX and the types'
+ * largest, subnormals, +-0, steps just inside and outside the bound and
+ * clamped to the smallest. Both are also held to a host model of the
+ * recipe (step = amax / fmt_max, at least min_step(); 1 for an amax of 0,
+ * inf or NaN: TransformerEngine's Float8CurrentScaling; each element x /
+ * step encoded with saturation, cvt.rn.satfinite's rule in the PTX ISA,
+ * a NaN as itself). */
+static void test_current_fast_matches_general(void **state) {
+  (void)state;
+  static const cf_case cases[] = {
+      {CUDA_R_16BF, 0, 37, 19, 40, 0, 1, 40},          /* k-contiguous: k = rows, odd */
+      {CUDA_R_16BF, 0, 130, 7, 136, 0, 1, 136},        /* k padded 130 -> 136 */
+      {CUDA_R_16F, 0, 61, 11, 64, 64 * 11 + 8, 3, 64}, /* batched, k padded 61 -> 64 */
+      {CUDA_R_32F, 0, 45, 9, 48, 0, 1, 48},
+      {CUDA_R_16BF, 1, 37, 45, 40, 0, 1, 48},          /* k-strided: k = cols, padded 45 -> 48 */
+      {CUDA_R_16F, 1, 70, 136, 72, 72 * 136, 2, 136},  /* batched */
+      {CUDA_R_32F, 1, 33, 20, 36, 36 * 20 + 4, 2, 24}, /* batched, k padded 20 -> 24 */
+      {CUDA_R_16BF, 1, 300, 8, 304, 0, 1, 8},          /* many row tiles */
+  };
+  static const int grids[] = {1, 3, 7, 40, 2};
+  void *rec_g = dev_alloc(16), *rec_f = dev_alloc(16);
+  uint32_t *slots_g = dev_alloc((GS_FP8_CUR_SLOTS + 1) * sizeof(uint32_t));
+  uint32_t *slots_f = dev_alloc((GS_FP8_CUR_SLOTS + 1) * sizeof(uint32_t));
+  for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++)
+    for (int kind = 0; kind < CF_KINDS; kind++) {
+      const cf_case *c = &cases[ci];
+      const int fmt = (int)((ci + (size_t)kind) % 2), blocks = grids[(ci + (size_t)kind) % 5];
+      const int64_t len = (c->batch - 1) * c->stride + c->ld * (c->cols - 1) + c->rows;
+      const int64_t outer = c->transpose ? c->rows : c->cols, k = c->transpose ? c->cols : c->rows;
+      const size_t out = (size_t)(c->batch * outer * c->dst_ld);
+      void *src = dev_alloc((size_t)len * type_size(c->type));
+      uint8_t *dst_g = dev_alloc(out + 8), *dst_f = dev_alloc(out + 8);
+      cf_fill(c->type, src, len, kind);
+      memset(dst_g, 0x5A, out + 8), memset(dst_f, 0x5A, out + 8);
+      memset(slots_g, 0xFF, (GS_FP8_CUR_SLOTS + 1) * sizeof(uint32_t));
+      memset(slots_f, 0xFF, (GS_FP8_CUR_SLOTS + 1) * sizeof(uint32_t));
+      memset(rec_g, 0xA7, 16), memset(rec_f, 0xA7, 16);
+      const unsigned grid[3] = {(unsigned)blocks, 1, 1};
+      char name[64];
+      gs_fp8_quantize_args ag = cf_args(c, src, dst_g, rec_g, slots_g, fmt, blocks);
+      gs_fp8_quantize_args af = cf_args(c, src, dst_f, rec_f, slots_f, fmt, blocks);
+      snprintf(name, sizeof name, "gs_fp8_amax_part_%s", cf_sfx(c->type));
+      assert_int_equal(run_host_kernel(name, grid, GS_FP8_Q_THREADS, &ag), CUDA_SUCCESS);
+      snprintf(name, sizeof name, "gs_fp8_amax_part_v_%s_sm89", cf_sfx(c->type));
+      assert_int_equal(run_host_kernel(name, grid, GS_FP8_Q_THREADS, &af), CUDA_SUCCESS);
+      /* the blocks split the work differently (groups, not 64 x 64
+       * tiles): the same maximum over the slots, every slot written */
+      uint32_t max_g = 0, max_f = 0;
+      for (int i = 0; i < blocks; i++) {
+        if (slots_f[i] == 0xFFFFFFFFu) fail_msg("case %zu kind %d grid %d: slot %d not written", ci, kind, blocks, i);
+        max_g = slots_g[i] > max_g ? slots_g[i] : max_g;
+        max_f = slots_f[i] > max_f ? slots_f[i] : max_f;
+      }
+      if (max_f != max_g)
+        fail_msg("case %zu kind %d grid %d: slots' maximum 0x%08x, the general kernel's 0x%08x", ci, kind, blocks,
+                 max_f, max_g);
+      assert_int_equal(slots_f[blocks], 0xFFFFFFFFu); /* nothing past the grid */
+      snprintf(name, sizeof name, "gs_fp8_quantize_cur_%s_sm89", cf_sfx(c->type));
+      assert_int_equal(run_host_kernel(name, grid, GS_FP8_Q_THREADS, &ag), CUDA_SUCCESS);
+      snprintf(name, sizeof name, "gs_fp8_quantize_cur_v_%s_sm89", cf_sfx(c->type));
+      assert_int_equal(run_host_kernel(name, grid, GS_FP8_Q_THREADS, &af), CUDA_SUCCESS);
+      const float step = *(float *)rec_f;
+      if (gs_f32_bits(step) != gs_f32_bits(*(float *)rec_g))
+        fail_msg("case %zu kind %d: step %a, the general kernel's %a", ci, kind, (double)step, (double)*(float *)rec_g);
+      for (size_t i = 0; i < out + 8; i++)
+        if (dst_f[i] != dst_g[i])
+          fail_msg("case %zu kind %d grid %d fmt %d: byte %zu 0x%02x, the general kernel's 0x%02x", ci, kind, blocks,
+                   fmt, i, dst_f[i], dst_g[i]);
+      /* the host model */
+      float amax = 0.0f;
+      int nan = 0;
+      for (int64_t b = 0; b < c->batch; b++)
+        for (int64_t col = 0; col < c->cols; col++)
+          for (int64_t r = 0; r < c->rows; r++) {
+            const float x = get_elem(c->type, src, b * c->stride + col * c->ld + r);
+            nan |= isnan(x);
+            amax = fabsf(x) > amax ? fabsf(x) : amax;
+          }
+      float want_step = 1.0f;
+      if (!nan && amax > 0.0f && isfinite(amax)) {
+        want_step = amax / fmt_max(fmt);
+        if (want_step < min_step()) want_step = min_step();
+      }
+      if (gs_f32_bits(step) != gs_f32_bits(want_step))
+        fail_msg("case %zu kind %d: step %a, the recipe's %a", ci, kind, (double)step, (double)want_step);
+      for (int64_t b = 0; b < c->batch; b++)
+        for (int64_t o = 0; o < outer; o++)
+          for (int64_t q = 0; q < c->dst_ld; q++) {
+            const int64_t r = c->transpose ? o : q, col = c->transpose ? q : o;
+            uint8_t want = 0;
+            if (q < k) {
+              const float x = get_elem(c->type, src, b * c->stride + col * c->ld + r);
+              want = gs_f32_to_fp8_sat(isnan(x) ? x : x / step, fmt);
+            }
+            const uint8_t got = dst_f[(b * outer + o) * c->dst_ld + q];
+            if (got != want)
+              fail_msg("case %zu kind %d: member %" PRId64 " row %" PRId64 " k %" PRId64 ": 0x%02x, the model's 0x%02x",
+                       ci, kind, b, o, q, got, want);
+          }
+      for (int i = 0; i < 8; i++) assert_int_equal(dst_f[out + (size_t)i], 0x5A);
+      dev_free(src), dev_free(dst_g), dev_free(dst_f);
+    }
+  dev_free(rec_g), dev_free(rec_f), dev_free(slots_g), dev_free(slots_f);
+}
+
+/* Kernel `name` of module.h's list in kc's modules. */
+static CUresult kernel_by_name(kernel_ctx *kc, const char *name, CUfunction *f) {
+#define KERNEL_BY_NAME(kname, ...) {#kname, GS_K_##kname},
+#define KERNEL_FILE_BY_NAME(file, list, sm) list(KERNEL_BY_NAME)
+  static const struct {
+    const char *name;
+    gs_kernel_id id;
+  } all[] = {GS_KERNEL_FILES(KERNEL_FILE_BY_NAME)};
+#undef KERNEL_FILE_BY_NAME
+#undef KERNEL_BY_NAME
+  const char *why;
+  for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+    if (strcmp(all[i].name, name) == 0) return kernels_function(kc, all[i].id, f, &why);
+  fail_msg("no kernel %s in module.h's list", name);
+  return CUDA_ERROR_NOT_FOUND;
+}
+
+/* Which kernels the current recipe's launchers run, by layout: on the
+ * 9.0 device the fast ones where every operand of the launch is aligned
+ * (fp8_kernels.h: sources' columns on 16 bytes; quantizing, outputs' rows
+ * on 8, i.e. k % 8 == 0 here), the general ones elsewhere and for a
+ * compared call's quantize pass (the counting lives there); on the 6.1
+ * device the sm_61 ones. A and B bf16, m = n = 64. */
+static void test_current_fast_kernel_choice(void **state) {
+  (void)state;
+  static const struct {
+    const char *what;
+    int ta, tb;
+    int64_t k, lda_pad, ldb_pad;
+    int counting;
+    const char *amax90, *quant90;
+  } cases[] = {
+      {"A^T B: both k-contiguous", 1, 0, 64, 0, 0, 0, "gs_fp8_amax_part_v_bf16_sm89", "gs_fp8_quantize_cur_v_bf16_sm89"},
+      {"A B^T: both k-strided", 0, 1, 64, 0, 0, 0, "gs_fp8_amax_part_v_bf16_sm89", "gs_fp8_quantize_cur_v_bf16_sm89"},
+      {"A B: one of each", 0, 0, 64, 0, 0, 0, "gs_fp8_amax_part_v_bf16_sm89", "gs_fp8_quantize_cur_v_bf16_sm89"},
+      {"k = 60: output rows off 8 bytes", 1, 0, 60, 4, 4, 0, "gs_fp8_amax_part_v_bf16_sm89",
+       "gs_fp8_quantize_cur_bf16_sm89"},
+      {"A's ld off 16 bytes", 1, 0, 64, 1, 0, 0, "gs_fp8_amax_part_bf16", "gs_fp8_quantize_cur_bf16_sm89"},
+      {"a compared call", 1, 0, 64, 0, 0, 1, "gs_fp8_amax_part_v_bf16_sm89", "gs_fp8_quantize_cur_bf16_sm89_stats"},
+  };
+  const int64_t m = 64, n = 64;
+  uint16_t *a = dev_alloc(2 * 80 * 80), *b = dev_alloc(2 * 80 * 80);
+  memset(a, 0, 2 * 80 * 80), memset(b, 0, 2 * 80 * 80);
+  uint8_t *da = dev_alloc(64 * 64), *db = dev_alloc(64 * 64);
+  gs_fp8_ring *rec = dev_alloc(64);
+  uint32_t *slots = dev_alloc(2 * GS_FP8_CUR_SLOTS * sizeof(uint32_t));
+  gs_fp8_op_stats *st = dev_alloc(2 * sizeof *st);
+  memset(st, 0, 2 * sizeof *st);
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+    for (int w = 0; w < 2; w++) {
+      const int64_t k = cases[i].k;
+      const int64_t ar = cases[i].ta ? k : m, ac = cases[i].ta ? m : k;
+      const int64_t br = cases[i].tb ? n : k, bc = cases[i].tb ? k : n;
+      fp8_operand o[2] = {
+          {CUDA_R_16BF, a, ar, ac, ar + cases[i].lda_pad, 0, 1, cases[i].ta, 0, da, rec, cases[i].counting ? &st[0] : NULL,
+           0, slots, GS_FP8_E4M3},
+          {CUDA_R_16BF, b, br, bc, br + cases[i].ldb_pad, 0, 1, cases[i].tb, 1, db, (gs_fp8_ring *)((char *)rec + 32),
+           cases[i].counting ? &st[1] : NULL, 0, slots + GS_FP8_CUR_SLOTS, GS_FP8_E4M3}};
+      kernel_ctx *kc = KERNEL_CTX(w ? ctx90 : ctx);
+      cur_hook();
+      CUresult r = fp8_current_amax(kc, NULL, o, 2);
+      CUfunction amax_fn = golden_last_fn;
+      if (r == CUDA_SUCCESS) r = fp8_current_quantize(kc, NULL, o, 2);
+      gs_sys.cuLaunchKernel = golden_launch_real;
+      assert_int_equal(r, CUDA_SUCCESS);
+      assert_int_equal(golden_launches, 2);
+      const char *want_a = w ? cases[i].amax90 : "gs_fp8_amax_part_bf16";
+      const char *want_q = w ? cases[i].quant90 : cases[i].counting ? "gs_fp8_quantize_cur_bf16_stats"
+                                                                     : "gs_fp8_quantize_cur_bf16";
+      CUfunction fa, fq;
+      assert_int_equal(kernel_by_name(kc, want_a, &fa), CUDA_SUCCESS);
+      assert_int_equal(kernel_by_name(kc, want_q, &fq), CUDA_SUCCESS);
+      if (amax_fn != fa || golden_last_fn != fq)
+        fail_msg("%s on the %s device: ran %s, %s; want %s, %s", cases[i].what, w ? "9.0" : "6.1",
+                 amax_fn == fa ? want_a : "another amax kernel", golden_last_fn == fq ? want_q : "another quantize kernel",
+                 want_a, want_q);
+    }
+  dev_free(a), dev_free(b), dev_free(da), dev_free(db), dev_free(rec), dev_free(slots), dev_free(st);
+}
+
 /* The current launchers check what only they take: slots and a format. */
 static void test_current_argument_checks(void **state) {
   (void)state;
@@ -2241,6 +2492,10 @@ int main(void) {
   rng_state = seed;
   printf("test_fp8_kernels: seed 0x%" PRIx64 " (GS_TEST_SEED=0x%" PRIx64 " repeats this run)\n", seed, seed);
   fflush(stdout);
+  /* GS_TEST_FILTER: run only the tests whose names match (cmocka's
+   * pattern: * and ?), for work on one part */
+  const char *filter = getenv("GS_TEST_FILTER");
+  if (filter && *filter) cmocka_set_test_filter(filter);
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_ptx_has_every_kernel),
       cmocka_unit_test(test_quantize_layouts),
@@ -2271,6 +2526,8 @@ int main(void) {
       cmocka_unit_test(test_gemm_argument_checks),
       cmocka_unit_test(test_current_matches_ring),
       cmocka_unit_test(test_current_argument_checks),
+      cmocka_unit_test(test_current_fast_matches_general),
+      cmocka_unit_test(test_current_fast_kernel_choice),
       cmocka_unit_test(test_other_context),
       cmocka_unit_test(test_scaled_quantize_launcher),
       cmocka_unit_test(test_scaled_quantize_stats),
