@@ -107,7 +107,8 @@ static __device__ __forceinline__ void cf_load(const char *src, const gs_fp8_q_o
                                                cf_group<E> &g) {
   constexpr int V = fp8v_src<E>::V, SZ = fp8v_src<E>::SZ;
   const int64_t r = (int64_t)w.grp * 8;
-  const int64_t left = w.col < (uint64_t)a.cols ? a.rows - r : 0;
+  /* 32-bit: rows and dst_ld are below 2^31 here */
+  const int32_t left = w.col < (uint64_t)a.cols ? (int32_t)a.rows - (int32_t)(w.grp * 8) : 0;
   const char *p = src + ((int64_t)w.col * a.ld + r) * SZ;
 GS_FP8_UNROLL
   for (int h = 0; h < (E == GS_ELEM_F32 ? 2 : 1); h++) g.h[h] = fp8v_ld<E>(p + 16 * h, left - h * V);

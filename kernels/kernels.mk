@@ -175,8 +175,16 @@ $(BUILD)/perf/bq_count%.ptx: kernels/fp8_scaled_quantize.cu $(KERNELS_HDR)
 	@mkdir -p $(dir $@)
 	$(CLANG_CUDA) $(KERNELS_CUDA_FLAGS) --cuda-gpu-arch=sm_90 $(call kernels_isa_flag,fp8_scaled_quantize) -DGS_FP8_BQ_COUNT=$* -S $< -o $@
 
+# The current recipe's fast quantize loops as perf-report counts them: one
+# layout each (GS_FP8_CUR_COUNT: 1 k-contiguous, 2 k-strided), E4M3 data
+# with the step in range, the other ways compiled out.
+PERF_CUR_PTX := $(BUILD)/perf/cur_count1.ptx $(BUILD)/perf/cur_count2.ptx
+$(BUILD)/perf/cur_count%.ptx: kernels/fp8_quantize_sm89.cu kernels/fp8_quantize.cu $(KERNELS_HDR)
+	@mkdir -p $(dir $@)
+	$(CLANG_CUDA) $(KERNELS_CUDA_FLAGS) --cuda-gpu-arch=sm_89 $(call kernels_isa_flag,fp8_quantize_sm89) -DGS_FP8_CUR_COUNT=$* -S $< -o $@
+
 .PHONY: perf-report
-perf-report: $(PERF_VENV)/.installed $(KERNELS_PTX) $(PERF_BQ_PTX) $(SHIM_SO) $(KERNELS_HOST_SO) $(PERF_CLIENT)
+perf-report: $(PERF_VENV)/.installed $(KERNELS_PTX) $(PERF_BQ_PTX) $(PERF_CUR_PTX) $(SHIM_SO) $(KERNELS_HOST_SO) $(PERF_CLIENT)
 	$(PYTHON) scripts/perf_report.py --build $(BUILD) --cuda $(CUDA) --client $(PERF_CLIENT) --out docs/perf-static.md \
 	  --ptxas12 "$$(ls $(PERF_VENV)/lib/python3*/site-packages/nvidia/cuda_nvcc/bin/ptxas)" \
 	  --nvdisasm "$$(ls $(PERF_VENV)/lib/python3*/site-packages/nvidia/cu13/bin/nvdisasm)"

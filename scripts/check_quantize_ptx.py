@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
-"""The current recipe's plain fp8 quantize kernels (gs_fp8_quantize_cur_*
-without the _stats suffix, fp8_kernels.h) carry no statistics counting, and
-their bf16/fp16 builds do not spill on sm_89 and sm_90 (ptxas -v: 0 bytes
-spill stores and loads). The
+"""The current recipe's plain fp8 kernels (gs_fp8_quantize_cur_* without the
+_stats suffix, the fast gs_fp8_quantize_cur_v_* and gs_fp8_amax_part_v_*,
+fp8_kernels.h) carry no statistics counting, and their bf16/fp16 builds do
+not spill on sm_89 and sm_90 (ptxas -v: 0 bytes spill stores and loads);
+the fast ones must be present. The
 counting code (fp8_stats.h) is the only user of 64-bit global atomics in
 these files (atom.global.add.u64, the per-block flush), so a plain kernel
 holding one has counting in it. Run by kernels-ptx-check.
@@ -11,7 +12,9 @@ import re
 import subprocess
 import sys
 
-NO_SPILL = re.compile(r"^gs_fp8_quantize_cur_(bf16|f16)(_sm89)?$")
+NO_SPILL = re.compile(r"^gs_fp8_(quantize_cur|quantize_cur_v|amax_part_v)_(bf16|f16)(_sm89)?$")
+PLAIN = re.compile(r"^gs_fp8_(quantize_cur|amax_part_v)_")
+FAST = {f"gs_fp8_{k}_{t}_sm89" for k in ("quantize_cur_v", "amax_part_v") for t in ("bf16", "f16")}
 ARCHS = ("sm_89", "sm_90")
 
 
@@ -41,12 +44,12 @@ def spills(ptxas, path, arch):
 
 def main(argv):
     ptxas, paths = argv[1], argv[2:]
-    bad, checked = 0, 0
+    bad, checked, seen = 0, 0, set()
     for path in paths:
         with open(path) as f:
             ptx = f.read()
         for name, body in entries(ptx).items():
-            if not name.startswith("gs_fp8_quantize_cur") or name.endswith("_stats"):
+            if not PLAIN.match(name) or name.endswith("_stats"):
                 continue
             if "atom.global.add.u64" in body:
                 print(f"check_quantize_ptx: FAILED: {name} ({path}) is a plain kernel but holds the statistics "
@@ -57,6 +60,7 @@ def main(argv):
                 if not NO_SPILL.match(name):
                     continue
                 checked += 1
+                seen.add(name)
                 if st or ld:
                     print(f"check_quantize_ptx: FAILED: {name} spills on {arch}: {st} bytes stored, {ld} loaded "
                           "(plain kernels must not)")
@@ -64,9 +68,12 @@ def main(argv):
     if not checked:
         print("check_quantize_ptx: FAILED: no current-recipe quantize kernel found to check")
         bad = 1
+    for name in sorted(FAST - seen):
+        print(f"check_quantize_ptx: FAILED: the fast kernel {name} was not found to check")
+        bad = 1
     if not bad:
-        print(f"check_quantize_ptx: the current recipe's plain quantize kernels hold no counting; {checked} "
-              f"bf16/fp16 builds of them ({', '.join(ARCHS)}) spill nothing")
+        print(f"check_quantize_ptx: the current recipe's plain kernels (general and fast) hold no counting; "
+              f"{checked} bf16/fp16 builds of them ({', '.join(ARCHS)}) spill nothing")
     return bad
 
 
