@@ -303,7 +303,7 @@ def fp8_recipe_bytes(recipe, mm, nn, kk):
     1 x 128 on both: the default when the weight is unknown) or 1 byte per
     32 elements (mxfp8)."""
     el = mm * kk + kk * nn
-    if recipe == "current":
+    if recipe.startswith("current"):
         return 5 * el
     if recipe == "block":
         return 3 * el + 4 * el // 128
@@ -416,6 +416,116 @@ def bq_tile_loops(sass, name):
 
 
 BQ_SMS, BQ_CLOCK, BQ_BLOCKS_PER_SM, BQ_BW = 132, 1.98e9, 6, 4.3e12
+
+
+# ---- the current recipe's fast kernels (fp8_current_fast.h) -------------------
+CUR_GRID = 132 * 3                  # GS_FP8_Q_BLOCKS_PER_SM x an H200's SMs
+CUR_U = {"bf16": 3, "f32": 2}       # cf_trip<E>::U: groups of 8 a thread a trip (k-contiguous walk)
+CUR_FAST = {}                       # filled by cur_fast_section: SASS per element by (pass, type)
+
+
+def cur_inner_loops(insns, labels, marker, name):
+    """The innermost backward branches whose bodies hold a 16-byte load
+    (and `marker`, where given): the hot loop of each of the kernel's two
+    inlined operand bodies (fp8_current_fast.h's cf_operands). Exactly two,
+    of one size, or the report fails."""
+    back = loops(insns, labels)
+    hit = [(h, t) for h, t in back if any("LDG.E.128" in x for x in insns[h:t + 1])
+           and (marker is None or any(marker in x for x in insns[h:t + 1]))]
+    inner = [(h, t) for h, t in hit if not any(b != (h, t) and h <= b[0] and b[1] <= t for b in hit)]
+    if len(inner) != 2 or inner[0][1] - inner[0][0] != inner[1][1] - inner[1][0]:
+        raise SystemExit(f"perf_report: {name}: expected two innermost loops of one size holding LDG.E.128"
+                         f"{' and ' + marker if marker else ''} (one an operand), found {inner}")
+    return inner[0]
+
+
+def cur_fast_section(w, a, cubins, tmp):
+    """SASS per element of the current recipe's fast kernels' hot loops."""
+    ptxas13 = os.path.join(a.cuda, "bin", "ptxas")
+    rows = []
+    for t, E in (("bf16", "bf16"), ("f32", "f32")):
+        v = 8 if t == "bf16" else 4
+        for pas, src, marker, per in (
+                ("amax", None, None, CUR_U[t] * 8),
+                ("quantize, k-contiguous", "cur_count1", "F2FP.SATFINITE.E4M3", CUR_U[t] * 8),
+                ("quantize, k-strided", "cur_count2", "F2FP.SATFINITE.E4M3", 8 * v)):
+            kern = f"gs_fp8_{'amax_part' if pas == 'amax' else 'quantize_cur'}_v_{E}_sm89"
+            if src is None:
+                cubin = cubins[("fp8_quantize_sm89", "sm_90")]
+            else:
+                cubin = os.path.join(tmp, f"{src}.sm_90.cubin")
+                if not os.path.exists(cubin):
+                    subprocess.run([ptxas13, "-arch=sm_90", "-o", cubin,
+                                    os.path.join(a.build, "perf", f"{src}.ptx")], check=True)
+            insns, labels = sass_insns(sass_function(a.nvdisasm, cubin, kern))
+            head, tail = cur_inner_loops(insns, labels, marker, kern)
+            kept = whole_group_blocks(insns, labels, head, tail)
+            kinds = {}
+            for i in kept:
+                toks = insns[i].split()
+                op = (toks[1] if toks[0].startswith("@") else toks[0]).split(".")[0]
+                kinds[op] = kinds.get(op, 0) + 1
+            CUR_FAST[(pas, t)] = len(kept) / per
+            rows.append((f"`{kern}`", pas, "bf16" if t == "bf16" else "fp32",
+                         f"{tail - head + 1}", len(kept), per, f"{len(kept) / per:.1f}",
+                         ", ".join(f"{k} {n}" for k, n in sorted(kinds.items(), key=lambda x: -x[1])[:6])))
+    w("### The current recipe's fast kernels: the hot loop counted\n")
+    w("What the current recipe runs on sm_89 and newer for aligned operands (`fp8_current_fast.h`; the general "
+      "kernel above takes the rest and compared calls). Counted in nvdisasm's output for sm_90: the amax pass "
+      "in the module's own build, the quantize pass in `cur_count1.ptx` / `cur_count2.ptx` (`make perf-report` "
+      "builds them: one layout each, E4M3 data with its step in range, the other ways compiled out, as the "
+      "launch with such data runs). The region: the innermost backward branch whose body holds a 16-byte load "
+      "(`LDG.E.128`) and, for the quantize pass, `F2FP.SATFINITE.E4M3`; the kernel inlines one body an "
+      "operand, so there must be exactly two such loops of one size, else the report fails; one is counted. "
+      "Within it, the basic blocks that load elements one by one (a group cut by the matrix's edge) are left "
+      "out, as in the block-scaled counts; the blocks of the edge tests that whole groups skip stay in, so the "
+      "count bounds a steady-state trip from above. A trip is the next trip's loads (k-contiguous walk and "
+      "amax: U groups of 8 a thread, U = 3 for 16-bit sources, 2 for fp32, each walk step an add with one "
+      "carry), the maxima or the quotients, conversions and 8-byte stores of this trip's groups, and the "
+      "register moves between the two; k-strided: one warp unit, a thread's eight 16-byte loads and V rows' "
+      "codes (V = 8 bf16, 4 fp32). Elements a trip are a thread's.\n")
+    w(md_table(["kernel", "pass", "source", "loop instructions", "counted", "elements a trip", "per element",
+                "largest opcodes"], rows))
+    w("")
+    issue = BQ_SMS * 4 * BQ_CLOCK * 32
+    am, q = CUR_FAST[("amax", "bf16")], max(CUR_FAST[("quantize, k-contiguous", "bf16")],
+                                              CUR_FAST[("quantize, k-strided", "bf16")])
+    need_kb = BQ_BW * 700e-9 / BQ_SMS / 1024
+    w(f"Issue against bandwidth (H200, {issue / 1e12:.1f} T thread-instructions/s as above), bf16: the amax pass "
+      f"at {am:.1f} instructions an element can issue {issue / am / 1e12:.2f} T elements/s against the "
+      f"{0.8 * BQ_BW / 2 / 1e12:.2f} T that 80% of 4.3 TB/s reads at 2 bytes an element "
+      f"({0.8 * BQ_BW / 2 / (issue / am):.0%} of the issue slots); the quantize pass at {q:.1f} (the larger of "
+      f"its two layouts) {issue / q / 1e12:.2f} T against {0.8 * BQ_BW / 3 / 1e12:.2f} T at 3 bytes "
+      f"({0.8 * BQ_BW / 3 / (issue / q):.0%}). Both bandwidth-bound by this count. Bytes in flight a SM, 3 "
+      f"blocks of 256 threads (`__launch_bounds__(256, 3)`, 75-80 registers: the kernels table): k-contiguous "
+      f"and amax {3 * 256 * CUR_U['bf16'] * 16 // 1024} KB (the next trip's {CUR_U['bf16']} 16-byte loads a "
+      f"thread, issued before this trip's groups are reduced or encoded), k-strided "
+      f"{3 * 256 * 8 * 16 // 1024} KB (a unit's eight 16-byte loads a thread, issued together; the next "
+      f"unit's after this one's stores: not double-buffered, which the registers do not allow), against "
+      f"4.3 TB/s x ~700 ns / {BQ_SMS} SMs = {need_kb:.1f} KB (the latency an assumption). Estimates, not "
+      f"measured.\n")
+
+
+def cur_fast_time(mm, nn, kk):
+    """Both current-recipe passes for A (m x k) and B (n x k), bf16,
+    k-contiguous, on the fast kernels, estimated: each pass's bytes (2 and 3
+    an element) at the lower of 80% of 4.3 TB/s and the issue rate of its
+    counted loop, times the walk's imbalance (the most trips a thread makes
+    over the mean: the grid shared by the operands in proportion to their
+    64 x 64 tiles, as fp8_launch.c does). (seconds, imbalance)."""
+    issue = BQ_SMS * 4 * BQ_CLOCK * 32
+    t = [-(-mm // 64) * -(-kk // 64), -(-nn // 64) * -(-kk // 64)]
+    b0 = max(1, min(t[0], CUR_GRID * t[0] // (t[0] + t[1])))
+    b1 = max(1, min(t[1], CUR_GRID - b0))
+    imb = 1.0
+    for el, blocks in ((mm * kk, b0), (nn * kk, b1)):
+        per = el / 8 / (CUR_U["bf16"] * blocks * 256)
+        imb = max(imb, -(-per // 1) / per)
+    el = mm * kk + nn * kk
+    q = max(CUR_FAST[("quantize, k-contiguous", "bf16")], CUR_FAST[("quantize, k-strided", "bf16")])
+    rate_a = min(0.8 * BQ_BW / 2, issue / CUR_FAST[("amax", "bf16")])
+    rate_q = min(0.8 * BQ_BW / 3, issue / q)
+    return (el / rate_a + el / rate_q) * imb, imb
 
 
 def bq_operand_time(outer, kk):
@@ -578,8 +688,11 @@ def fp8_recipe_estimates(w, launch):
       "GEMMs were not timed, and are taken at the same range, an assumption: DeepGEMM's README reports ~1550 "
       "TFLOP/s for 1 x 128 / 128 x 128 scaling on an H800); quantize bytes, first column, at "
       "its kernels' rate: current and delayed at 1.62 TB/s (what the current recipe's kernels reached: "
-      "413 us for 8192^3's two operands, 671 MB at 5 bytes an element; delayed's are taken at the same rate, "
-      "an assumption), block at its vector, persistent kernels' static "
+      "413 us for 8192^3's two operands, 671 MB at 5 bytes an element, with the general kernels before "
+      "their rearrangement; delayed's are taken at the same rate, an assumption), \"current, fast kernels\" "
+      "at the fast kernels' static estimate (each pass at the lower of 80% of 4.3 TB/s and its counted "
+      "loop's issue rate, times the walk's imbalance: \"The current recipe's fast kernels\" above; "
+      "not measured), block at its vector, persistent kernels' static "
       "estimate per shape (80% of the 4.3 TB/s copy times the grid's imbalance, \"Block-scaled quantize\" "
       "above; not measured; \"block, A in tiles\": A on the 128 x 128 tile kernels, as a GEMM known to be "
       "a forward one runs, its second read from L2, an assumption stated there, launches as in the "
@@ -591,7 +704,8 @@ def fp8_recipe_estimates(w, launch):
     rows = []
     h200 = dict(bf16=780e12, fp8=(1300e12, 1600e12), bw=(1.62e12, 3.44e12))
     b200 = dict(bf16=2250e12 * 0.8, fp8=(4500e12 * 0.8, 4500e12 * 0.8), bw=(8e12 * 0.8, 8e12 * 0.8))
-    for gpu, rates, recipes in (("H200", h200, ("current", "delayed", "block", "block, A in tiles")),
+    for gpu, rates, recipes in (("H200", h200, ("current", "current, fast kernels", "delayed", "block",
+                                                "block, A in tiles")),
                                 ("B200", b200, ("mxfp8",))):
         for shape in FP8_SHAPES:
             mm, nn, kk = shape
@@ -599,9 +713,11 @@ def fp8_recipe_estimates(w, launch):
             native = fl / rates["bf16"]
             for recipe in recipes:
                 qb = fp8_recipe_bytes(recipe, mm, nn, kk)
-                launches = 3 if recipe == "current" else 2
+                launches = 3 if recipe.startswith("current") else 2
                 spans = []
                 qt = [qb / bw for bw in rates["bw"]]
+                if gpu == "H200" and recipe == "current, fast kernels":
+                    qt[0] = cur_fast_time(mm, nn, kk)[0]
                 if gpu == "H200" and recipe == "block":
                     qt[0] = bq_operand_time(mm, kk)[0] + bq_operand_time(nn, kk)[0]
                 if gpu == "H200" and recipe == "block, A in tiles":
@@ -727,6 +843,7 @@ def main():
       f"two tile loops (one an operand), which still locates each tile with two 64-bit divisions, `fp8_tile_at`); no whole-loop count "
       f"is made here. By opcode: " + by_opcode(path) + ".\n")
 
+    cur_fast_section(w, a, cubins, tmp)
     bq_section(w, a, tmp)
 
     w("## own-mma (`gs_fp8_gemm_mma`): what ptxas makes of fp8 `mma.sync`\n")
@@ -821,17 +938,21 @@ def main():
     w("")
     h200_clock, h200_sms = 1.98e9, 132
     issue = h200_sms * 4 * h200_clock * 32  # thread-instructions per second
-    quant_rate_issue = issue / per_elem
-    quant_rate_bw = 4.3e12 / 3
+    # the passes the current recipe runs on sm_89+ for aligned operands: the fast kernels' counted loops
+    q_fast = max(CUR_FAST[("quantize, k-contiguous", "bf16")], CUR_FAST[("quantize, k-strided", "bf16")])
+    a_fast = CUR_FAST[("amax", "bf16")]
     w(f"Quantize on H200, issue against bandwidth: {h200_sms} SMs x 4 schedulers x 1 warp instruction a "
       f"cycle x {h200_clock / 1e9:.2f} GHz (NVIDIA's H200 SXM boost clock) x 32 = {issue / 1e12:.1f} T "
-      f"thread-instructions/s; at {per_elem:.1f} per element that is {quant_rate_issue / 1e12:.2f} T "
-      f"elements/s, against {quant_rate_bw / 1e12:.2f} T elements/s that 4.3 TB/s allows at 3 bytes per "
-      + (f"element: quantize is bandwidth-bound, so its time is bytes / bandwidth.\n"
-         if quant_rate_issue >= quant_rate_bw else
-         f"element: by this count quantize is issue-bound, at most {quant_rate_issue * 3 / 4.3e12:.0%} of "
-         f"4.3 TB/s (by this count, which is not a bound: above); the estimates below take bytes / bandwidth at the "
-         f"rates they name, which this ceiling caps.\n"))
+      f"thread-instructions/s. The current recipe's fast kernels (aligned operands, the counts above): amax "
+      f"at {a_fast:.1f} instructions a bf16 element, {issue / a_fast / 1e12:.2f} T elements/s against the "
+      f"{0.8 * 4.3e12 / 2 / 1e12:.2f} T that 80% of 4.3 TB/s reads at 2 bytes; quantize at {q_fast:.1f}, "
+      f"{issue / q_fast / 1e12:.2f} T against {0.8 * 4.3e12 / 3 / 1e12:.2f} T at 3 bytes: "
+      + ("both bandwidth-bound by these counts (each an upper bound on a trip), so the estimates below take "
+         "bytes / bandwidth. "
+         if issue / a_fast >= 0.8 * 4.3e12 / 2 and issue / q_fast >= 0.8 * 4.3e12 / 3 else
+         "issue-bound by these counts; the estimates below take bytes / bandwidth, which this caps. ")
+      + f"The general kernel (unaligned layouts, compared calls) by the group count above, {per_elem:.1f} an "
+      f"element (not a bound): {issue / per_elem / 1e12:.2f} T elements/s.\n")
     rows = []
     launch = 5e-6
 
