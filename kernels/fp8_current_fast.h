@@ -270,6 +270,20 @@ GS_FP8_UNROLL
   }
 }
 
+/* The walk of layout S (1: k-strided, 0: k-contiguous): member b's first
+ * loads, and member b. */
+template <int E, int S, typename St>
+static __device__ __forceinline__ void cf_first(const gs_fp8_q_operand &a, unsigned bx, int64_t b, St &st) {
+  if constexpr (S) cf_s_first<E>(a, bx, b, st);
+  else cf_k_first<E>(a, bx, b, st);
+}
+template <int E, int S, int ENC, typename St>
+static __device__ __forceinline__ void cf_member(const gs_fp8_q_operand &a, unsigned bx, int64_t b, St &st, int fmt,
+                                                 float scale, float rcp, uint32_t fast_below) {
+  if constexpr (S) cf_s_member<E, ENC>(a, bx, b, st, fmt, scale, rcp, fast_below);
+  else cf_k_member<E, ENC>(a, bx, b, st, fmt, scale, rcp, fast_below);
+}
+
 /* The step, once member 0's first loads are in flight (S: the k-strided
  * walk, else the k-contiguous one). */
 template <int E, int S, typename St>
@@ -277,10 +291,7 @@ static __device__ __forceinline__ float cf_first_then_step(const gs_fp8_q_operan
                                                            unsigned &slots_amax) {
   __shared__ unsigned s_slots;
   if (threadIdx.x == 0) s_slots = 0;
-  if (a.rows != 0 && a.cols != 0 && a.batch != 0) {
-    if constexpr (S) cf_s_first<E>(a, bx, 0, st);
-    else cf_k_first<E>(a, bx, 0, st);
-  }
+  if (a.rows != 0 && a.cols != 0 && a.batch != 0) cf_first<E, S>(a, bx, 0, st);
   __syncthreads(); /* s_slots' zero is seen */
   const float step = fp8_current_step_of_slots(a, bx, &s_slots);
   slots_amax = s_slots;
@@ -300,27 +311,15 @@ template <int E, int S> static __device__ __forceinline__ void cf_quantize_as(co
   const bool all_fast = slots_amax < 0x7F800000u && fast_below != 0;
   const int fmt = a.fmt;
   for (int64_t b = 0; b < a.batch; b++) {
-    if constexpr (S) {
-      if (b) cf_s_first<E>(a, bx, b, st);
+    if (b) cf_first<E, S>(a, bx, b, st);
 #if defined(GS_FP8_CUR_COUNT)
-      (void)all_fast;
-      cf_s_member<E, CF_HW4>(a, bx, b, st, fmt, scale, rcp, fast_below);
+    (void)all_fast;
+    cf_member<E, S, CF_HW4>(a, bx, b, st, fmt, scale, rcp, fast_below);
 #else
-      if (all_fast && fmt == GS_FP8_DEV_E4M3) cf_s_member<E, CF_HW4>(a, bx, b, st, fmt, scale, rcp, fast_below);
-      else if (all_fast) cf_s_member<E, CF_HW5>(a, bx, b, st, fmt, scale, rcp, fast_below);
-      else cf_s_member<E, CF_MIXED>(a, bx, b, st, fmt, scale, rcp, fast_below);
+    if (all_fast && fmt == GS_FP8_DEV_E4M3) cf_member<E, S, CF_HW4>(a, bx, b, st, fmt, scale, rcp, fast_below);
+    else if (all_fast) cf_member<E, S, CF_HW5>(a, bx, b, st, fmt, scale, rcp, fast_below);
+    else cf_member<E, S, CF_MIXED>(a, bx, b, st, fmt, scale, rcp, fast_below);
 #endif
-    } else {
-      if (b) cf_k_first<E>(a, bx, b, st);
-#if defined(GS_FP8_CUR_COUNT)
-      (void)all_fast;
-      cf_k_member<E, CF_HW4>(a, bx, b, st, fmt, scale, rcp, fast_below);
-#else
-      if (all_fast && fmt == GS_FP8_DEV_E4M3) cf_k_member<E, CF_HW4>(a, bx, b, st, fmt, scale, rcp, fast_below);
-      else if (all_fast) cf_k_member<E, CF_HW5>(a, bx, b, st, fmt, scale, rcp, fast_below);
-      else cf_k_member<E, CF_MIXED>(a, bx, b, st, fmt, scale, rcp, fast_below);
-#endif
-    }
   }
 }
 
