@@ -1345,23 +1345,24 @@ static const char *cf_sfx(int type) { return type == CUDA_R_16BF ? "bf16" : type
 static void test_current_fast_matches_general(void **state) {
   (void)state;
   static const cf_case cases[] = {
-      {CUDA_R_16BF, 0, 37, 19, 40, 0, 1, 40},          /* k-contiguous: k = rows, odd */
+      {CUDA_R_16BF, 0, 37, 19, 40, 0, 1, 56},          /* k-contiguous: k = rows, odd; two whole zero groups */
+      {CUDA_R_16BF, 0, 200, 100, 200, 0, 1, 200},      /* 2500 groups: several trips a thread on small grids */
       {CUDA_R_16BF, 0, 130, 7, 136, 0, 1, 136},        /* k padded 130 -> 136 */
       {CUDA_R_16F, 0, 61, 11, 64, 64 * 11 + 8, 3, 64}, /* batched, k padded 61 -> 64 */
       {CUDA_R_32F, 0, 45, 9, 48, 0, 1, 48},
-      {CUDA_R_16BF, 1, 37, 45, 40, 0, 1, 48},          /* k-strided: k = cols, padded 45 -> 48 */
+      {CUDA_R_16BF, 1, 37, 45, 40, 0, 1, 56},          /* k-strided: k = cols, padded 45 -> 56 */
       {CUDA_R_16F, 1, 70, 136, 72, 72 * 136, 2, 136},  /* batched */
-      {CUDA_R_32F, 1, 33, 20, 36, 36 * 20 + 4, 2, 24}, /* batched, k padded 20 -> 24 */
+      {CUDA_R_32F, 1, 33, 20, 36, 36 * 20 + 4, 2, 32}, /* batched, k padded 20 -> 32 */
       {CUDA_R_16BF, 1, 300, 8, 304, 0, 1, 8},          /* many row tiles */
   };
-  static const int grids[] = {1, 3, 7, 40, 2};
+  static const int grids[] = {1, 3, 7, 40, 2, 1};
   void *rec_g = dev_alloc(16), *rec_f = dev_alloc(16);
   uint32_t *slots_g = dev_alloc((GS_FP8_CUR_SLOTS + 1) * sizeof(uint32_t));
   uint32_t *slots_f = dev_alloc((GS_FP8_CUR_SLOTS + 1) * sizeof(uint32_t));
   for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++)
     for (int kind = 0; kind < CF_KINDS; kind++) {
       const cf_case *c = &cases[ci];
-      const int fmt = (int)((ci + (size_t)kind) % 2), blocks = grids[(ci + (size_t)kind) % 5];
+      const int fmt = (int)((ci + (size_t)kind) % 2), blocks = grids[(ci + (size_t)kind) % 6];
       const int64_t len = (c->batch - 1) * c->stride + c->ld * (c->cols - 1) + c->rows;
       const int64_t outer = c->transpose ? c->rows : c->cols, k = c->transpose ? c->cols : c->rows;
       const size_t out = (size_t)(c->batch * outer * c->dst_ld);
