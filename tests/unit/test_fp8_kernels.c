@@ -1128,6 +1128,7 @@ static void test_current_matches_ring(void **state) {
   static const struct {
     golden_operand a, b;
     int kind_a, kind_b;
+    int sms; /* the device's SMs as the launchers see them (kernel_ctx.sms); 0: as the stand-in says */
   } cases[] = {
       {golden_cases[0].a, golden_cases[0].b, CUR_GOLDEN, CUR_GOLDEN},
       {golden_cases[2].a, golden_cases[2].b, CUR_GOLDEN, CUR_GOLDEN},
@@ -1140,14 +1141,14 @@ static void test_current_matches_ring(void **state) {
        {CUDA_R_32F, 0, GS_FP8_E4M3, 70, 40, 70, 0, 1, 1.0f, 1.0f}, CUR_ZERO, CUR_TINY},
       {{CUDA_R_32F, 0, GS_FP8_E5M2, 200, 64, 200, 0, 1, 1.0f, 1.0f},
        {CUDA_R_32F, 1, GS_FP8_E4M3, 0, 64, 1, 0, 1, 1.0f, 1.0f}, CUR_HUGE, CUR_GOLDEN},
-      /* Over three tiles a block, batched: 1200 tiles, 5 a member (260
-       * x 8), against a grid of 396 (3 blocks on each of the devices' 132
-       * SMs), so a block steps 79 members and 1 tile row at a time,
-       * carrying into the tile column and on into the member every fifth
-       * tile (the current kernels walk their tiles; the ring kernels
-       * locate each one by division) */
-      {{CUDA_R_16BF, 0, GS_FP8_E4M3, 260, 8, 264, 264 * 8 + 8, 240, 1.0f, 1.0f},
-       {CUDA_R_16F, 1, GS_FP8_E4M3, 130, 200, 136, 136 * 200, 3, 1.0f, 1.0f}, CUR_GOLDEN, CUR_GOLDEN},
+      /* Over three tiles a block, batched: A's 120 tiles, 5 a member (260
+       * x 8, 24 members), and B's 36, on a device of 8 SMs: a grid of 24,
+       * 18 blocks for A, so a block of A steps 3 members and 3 tile rows
+       * at a time, carrying into the tile column and on into the member
+       * on most steps (the current kernels walk their tiles; the ring
+       * kernels locate each one by division) */
+      {{CUDA_R_16BF, 0, GS_FP8_E4M3, 260, 8, 264, 264 * 8 + 8, 24, 1.0f, 1.0f},
+       {CUDA_R_16F, 1, GS_FP8_E4M3, 130, 200, 136, 136 * 200, 3, 1.0f, 1.0f}, CUR_GOLDEN, CUR_GOLDEN, 8},
   };
   CUcontext *ctxs[2] = {&ctx, &ctx90};
   for (int w = 0; w < 2; w++)
@@ -1190,6 +1191,8 @@ static void test_current_matches_ring(void **state) {
           cops[i].fmt = g[i]->fmt;
         }
         kernel_ctx *kc = KERNEL_CTX(*ctxs[w]);
+        const int sms = kc->sms;
+        if (cases[ci].sms) kc->sms = cases[ci].sms;
         assert_int_equal(fp8_amax_init_operands(kc, NULL, rops, 2, 0), CUDA_SUCCESS);
         assert_int_equal(fp8_quantize_operands(kc, NULL, rops, 2, 0), CUDA_SUCCESS);
         for (int rep = 0; rep < 2; rep++) {
@@ -1261,6 +1264,7 @@ static void test_current_matches_ring(void **state) {
           if (kinds[i] == CUR_TINY) assert_true(step == min_step());
           if (kinds[i] == CUR_HUGE) assert_true(step == 3.0e38f / fmt_max(g[i]->fmt));
         }
+        kc->sms = sms;
         for (int i = 0; i < 2; i++) {
           dev_free(src[i]), dev_free(dst_ring[i]), dev_free(dst_cur[i]);
           dev_free(ring[i]), dev_free(rec[i]), dev_free(slots[i]);
