@@ -26,9 +26,11 @@
 #if defined(__clang__)
 #define GS_FP8_UNROLL _Pragma("unroll")
 #define GS_FP8_UNROLL_8 _Pragma("unroll 8")
+#define GS_FP8_NO_UNROLL _Pragma("unroll 1")
 #else
 #define GS_FP8_UNROLL _Pragma("GCC unroll 16")
 #define GS_FP8_UNROLL_8 _Pragma("GCC unroll 8")
+#define GS_FP8_NO_UNROLL _Pragma("GCC unroll 1")
 #endif
 
 #if !defined(GS_EMU)

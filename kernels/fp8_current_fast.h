@@ -26,8 +26,11 @@
  * amax, so where that amax is finite and the step in range every element
  * is below the bound: the whole launch takes the instruction, with no
  * per-group test (the loop perf-report counts). Otherwise (a NaN or
- * infinity in the operand, a step outside [2^-60, 2^60]) every group
- * makes the general kernel's own choice (fp8_encode8_sm89). */
+ * infinity in the operand, a step outside [2^-60, 2^60]) a plain loop
+ * encodes every element as the general kernel's slow path does
+ * (fp8_encode1_slow: x / step with saturation, a NaN as itself), which is
+ * the bits the general kernel's per-group choice gives, whichever way a
+ * group goes. */
 
 #include <type_traits>
 
@@ -44,10 +47,9 @@
 #define CF_HAS_S 1
 #endif
 
-/* How a launch encodes: the instruction for every group, one format
- * fixed (CF_HW4: E4M3, CF_HW5: E5M2), or the general kernel's choice per
- * group (CF_MIXED). */
-enum { CF_HW4, CF_HW5, CF_MIXED };
+/* How a launch's walks encode: the instruction for every group, one
+ * format fixed (CF_HW4: E4M3, CF_HW5: E5M2). */
+enum { CF_HW4, CF_HW5 };
 
 /* Eight source elements: one 16-byte load of bf16/fp16, two of fp32. */
 template <int E> struct cf_group {
@@ -69,20 +71,41 @@ template <int E> static __device__ __forceinline__ uint32_t cf_raw(const cf_grou
 template <int E, int ENC, typename F>
 static __device__ __forceinline__ uint64_t cf_encode(F raw, int fmt, float scale, float rcp, uint32_t fast_below) {
   float xs[8];
-  if constexpr (ENC == CF_MIXED) {
-    uint32_t group_max = 0;
+  (void)fmt, (void)fast_below;
 GS_FP8_UNROLL
-    for (int q = 0; q < 8; q++) {
-      xs[q] = fp8v_widen_exact<E>(raw(q));
-      const uint32_t mag = gs_f32_bits(xs[q]) & 0x7FFFFFFFu;
-      group_max = mag > group_max ? mag : group_max;
+  for (int q = 0; q < 8; q++) xs[q] = fp8v_widen<E>(raw(q));
+  return fp8_encode8_hw<ENC == CF_HW4 ? GS_FP8_DEV_E4M3 : GS_FP8_DEV_E5M2>(xs, scale, rcp);
+}
+
+/* Member b, element by element, for a launch whose operand holds a NaN or
+ * an infinity or whose step is out of range: rare, so one 8-byte output
+ * group a thread a trip, no unrolling, no loads ahead. A walk of the fast
+ * layouts making the general kernel's choice per group instead, inlined
+ * into every trip, made the three quantize kernels 4.2 MB of the module's
+ * 7.1 MB of PTX. */
+template <int E>
+static __device__ __forceinline__ void cf_slow_member(const gs_fp8_q_operand &a, unsigned bx, int64_t b, int fmt,
+                                                      float scale) {
+  constexpr int SZ = fp8v_src<E>::SZ;
+  const int64_t outer = a.transpose ? a.rows : a.cols, k = a.transpose ? a.cols : a.rows;
+  const int64_t gpr = a.dst_ld / 8, n = outer * gpr, s = (int64_t)a.blocks * GS_FP8_Q_THREADS;
+  const char *src = (const char *)a.src + b * a.stride * SZ;
+  uint8_t *dst = a.dst + b * a.dst_ld * outer;
+GS_FP8_NO_UNROLL
+  for (int64_t p = (int64_t)bx * GS_FP8_Q_THREADS + threadIdx.x; p < n; p += s) {
+    const int64_t o = p / gpr, q0 = p % gpr * 8;
+    const int m = k - q0 < 8 ? (int)(k - q0) : 8; /* elements before k's padding */
+    uint64_t codes = 0;
+GS_FP8_NO_UNROLL
+    for (int i = 0; i < m; i++) {
+      /* element (o, q): k runs down the columns (transpose 0) or along the rows */
+      const int64_t e = a.transpose ? (q0 + i) * a.ld + o : o * a.ld + q0 + i;
+      uint32_t raw;
+      if constexpr (E == GS_ELEM_F32) raw = ((const uint32_t *)src)[e];
+      else raw = ((const uint16_t *)src)[e];
+      codes |= (uint64_t)fp8_encode1_slow(fp8v_widen_exact<E>(raw), scale, fmt) << (8 * i);
     }
-    return fp8_encode8_sm89(xs, group_max, fmt, scale, rcp, fast_below);
-  } else {
-    (void)fmt, (void)fast_below;
-GS_FP8_UNROLL
-    for (int q = 0; q < 8; q++) xs[q] = fp8v_widen<E>(raw(q));
-    return fp8_encode8_hw<ENC == CF_HW4 ? GS_FP8_DEV_E4M3 : GS_FP8_DEV_E5M2>(xs, scale, rcp);
+    gs_st8(dst + o * a.dst_ld + q0, codes);
   }
 }
 
@@ -310,15 +333,20 @@ template <int E, int S> static __device__ __forceinline__ void cf_quantize_as(co
   const uint32_t fast_below = fp8_fast_below(scale);
   const bool all_fast = slots_amax < 0x7F800000u && fast_below != 0;
   const int fmt = a.fmt;
+#if !defined(GS_FP8_CUR_COUNT)
+  if (!all_fast) {
+    for (int64_t b = 0; b < a.batch; b++) cf_slow_member<E>(a, bx, b, fmt, scale);
+    return;
+  }
+#endif
   for (int64_t b = 0; b < a.batch; b++) {
     if (b) cf_first<E, S>(a, bx, b, st);
 #if defined(GS_FP8_CUR_COUNT)
     (void)all_fast;
     cf_member<E, S, CF_HW4>(a, bx, b, st, fmt, scale, rcp, fast_below);
 #else
-    if (all_fast && fmt == GS_FP8_DEV_E4M3) cf_member<E, S, CF_HW4>(a, bx, b, st, fmt, scale, rcp, fast_below);
-    else if (all_fast) cf_member<E, S, CF_HW5>(a, bx, b, st, fmt, scale, rcp, fast_below);
-    else cf_member<E, S, CF_MIXED>(a, bx, b, st, fmt, scale, rcp, fast_below);
+    if (fmt == GS_FP8_DEV_E4M3) cf_member<E, S, CF_HW4>(a, bx, b, st, fmt, scale, rcp, fast_below);
+    else cf_member<E, S, CF_HW5>(a, bx, b, st, fmt, scale, rcp, fast_below);
 #endif
   }
 }

@@ -271,11 +271,6 @@ static __device__ __forceinline__ uint32_t bq_lanes_max(uint32_t v, unsigned m) 
  * 128 / V lanes and an MX block 32 / V. Rows run to a multiple of 128 for
  * MX (the padding rows' scales are zeros). */
 #define BQ_U 4
-#if defined(__clang__)
-#define BQ_NO_UNROLL _Pragma("unroll 1")
-#else
-#define BQ_NO_UNROLL _Pragma("GCC unroll 1")
-#endif
 template <int E> static __device__ __forceinline__ void bq_k_rows(const gs_fp8_bq_args &a) {
   constexpr int V = fp8v_src<E>::V, SZ = fp8v_src<E>::SZ, SPAN = BQ_U * 32 * V;
   const unsigned l = threadIdx.x % 32, w = threadIdx.x / 32;
@@ -453,7 +448,7 @@ template <int E, int KC> static __device__ __forceinline__ void bq_tiles(const g
     q0 = at.minor * 128 + (KC ? (l % (128 / V)) * V : (l % 16) * 8);
     base = src + (KC ? r0 * a.stride_r + q0 : q0 * a.stride_q + r0) * SZ;
     uint32_t key = 0;
-BQ_NO_UNROLL
+GS_FP8_NO_UNROLL
     for (int p = 0; p < NL / 8; p++) {
       gs_u32x4 g[8];
 GS_FP8_UNROLL
@@ -494,7 +489,7 @@ GS_FP8_UNROLL
         }
       }
     } else {
-BQ_NO_UNROLL
+GS_FP8_NO_UNROLL
       for (int p = 0; p < NL / 8; p++) {
         gs_u32x4 g[8];
 GS_FP8_UNROLL

@@ -1130,17 +1130,17 @@ static void test_current_matches_ring(void **state) {
     int kind_a, kind_b;
     int sms; /* the device's SMs as the launchers see them (kernel_ctx.sms); 0: as the stand-in says */
   } cases[] = {
-      {golden_cases[0].a, golden_cases[0].b, CUR_GOLDEN, CUR_GOLDEN},
-      {golden_cases[2].a, golden_cases[2].b, CUR_GOLDEN, CUR_GOLDEN},
+      {golden_cases[0].a, golden_cases[0].b, CUR_GOLDEN, CUR_GOLDEN, 0},
+      {golden_cases[2].a, golden_cases[2].b, CUR_GOLDEN, CUR_GOLDEN, 0},
       /* 160 tiles: more blocks than the ring's 32 amax slots */
       {{CUDA_R_16BF, 0, GS_FP8_E4M3, 1024, 640, 1024, 0, 1, 0.5f, 1.0f},
-       {CUDA_R_16BF, 1, GS_FP8_E4M3, 640, 96, 648, 0, 1, 2.0f, 1.0f}, CUR_GOLDEN, CUR_ZERO},
+       {CUDA_R_16BF, 1, GS_FP8_E4M3, 640, 96, 648, 0, 1, 2.0f, 1.0f}, CUR_GOLDEN, CUR_ZERO, 0},
       {{CUDA_R_32F, 0, GS_FP8_E4M3, 130, 100, 136, 0, 1, 1.0f, 1.0f},
-       {CUDA_R_32F, 1, GS_FP8_E5M2, 96, 100, 96, 0, 1, 1.0f, 1.0f}, CUR_NAN, CUR_INF},
+       {CUDA_R_32F, 1, GS_FP8_E5M2, 96, 100, 96, 0, 1, 1.0f, 1.0f}, CUR_NAN, CUR_INF, 0},
       {{CUDA_R_16F, 1, GS_FP8_E5M2, 70, 90, 72, 72 * 90, 2, 1.0f, 1.0f},
-       {CUDA_R_32F, 0, GS_FP8_E4M3, 70, 40, 70, 0, 1, 1.0f, 1.0f}, CUR_ZERO, CUR_TINY},
+       {CUDA_R_32F, 0, GS_FP8_E4M3, 70, 40, 70, 0, 1, 1.0f, 1.0f}, CUR_ZERO, CUR_TINY, 0},
       {{CUDA_R_32F, 0, GS_FP8_E5M2, 200, 64, 200, 0, 1, 1.0f, 1.0f},
-       {CUDA_R_32F, 1, GS_FP8_E4M3, 0, 64, 1, 0, 1, 1.0f, 1.0f}, CUR_HUGE, CUR_GOLDEN},
+       {CUDA_R_32F, 1, GS_FP8_E4M3, 0, 64, 1, 0, 1, 1.0f, 1.0f}, CUR_HUGE, CUR_GOLDEN, 0},
       /* Over three tiles a block, batched: A's 120 tiles, 5 a member (260
        * x 8, 24 members), and B's 36, on a device of 8 SMs: a grid of 24,
        * 18 blocks for A, so a block of A steps 3 members and 3 tile rows
