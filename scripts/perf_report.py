@@ -929,7 +929,7 @@ def main():
         ("H200 fp8 GEMM (cuBLASLt)", "1580 TFLOP/s",
          "assumption: the bf16 rate x 2, NVIDIA's H100/H200 dense peaks 1979/989 TFLOP/s (datasheet); "
          "DeepGEMM's ~1550 TFLOP/s fp8 on H800 (its README) is of this order"),
-        ("H200 device bandwidth", "4.3 TB/s", "estimate: ~90% of the H200's 4.8 TB/s nominal (NVIDIA datasheet); never measured by this project"),
+        ("H200 device bandwidth", "4.3 TB/s", "estimate: ~90% of the H200's 4.8 TB/s nominal (NVIDIA datasheet); a device copy measured 4.075 TB/s at 8192x8192 (gpu-results.md, 2026-12-04), so the estimates' 80% of 4.3 TB/s (3.44 TB/s) is 84% of that copy"),
         ("gap per dependent kernel launch", "5 us", "assumption (order of magnitude; not measured here)"),
         ("GEMM rate at the smaller anchor shapes", "as at the large one", "assumption (smaller GEMMs run "
          "below it, natively and routed alike)"),
