@@ -87,10 +87,17 @@ pthread_mutex_t sd_lock = PTHREAD_MUTEX_INITIALIZER;
 /* A real driver refuses a forked child's calls (CUDA is not fork-safe);
  * the stand-in serves them, so that tests of a child reach the shim's own
  * locks. Its one lock must then not be inherited held from a thread that
- * does not exist in the child. */
-static void sd_after_fork_child(void) { pthread_mutex_init(&sd_lock, NULL); }
+ * does not exist in the child, nor its state half-updated: fork takes the
+ * lock, so the child gets the state between two updates and the lock held
+ * by its own (the forking) thread, which releases it (POSIX pthread_atfork
+ * rationale). Re-initialising it instead raced, for ThreadSanitizer, with
+ * the last use by a thread the fork left behind. The stand-in runs no
+ * caller code under sd_lock, so taking it here orders after any lock of the
+ * shim's own fork handlers. */
+static void sd_before_fork(void) { pthread_mutex_lock(&sd_lock); }
+static void sd_after_fork(void) { pthread_mutex_unlock(&sd_lock); }
 
-__attribute__((constructor)) static void sd_register_fork(void) { pthread_atfork(NULL, NULL, sd_after_fork_child); }
+__attribute__((constructor)) static void sd_register_fork(void) { pthread_atfork(sd_before_fork, sd_after_fork, sd_after_fork); }
 unsigned long long sd_counts[SD_API_COUNT];
 
 static const char *const sd_api_names[SD_API_COUNT] = {
