@@ -183,8 +183,10 @@ $(BUILD)/perf/cur_count%.ptx: kernels/fp8_quantize_sm89.cu kernels/fp8_quantize.
 	@mkdir -p $(dir $@)
 	$(CLANG_CUDA) $(KERNELS_CUDA_FLAGS) --cuda-gpu-arch=sm_89 $(call kernels_isa_flag,fp8_quantize_sm89) -DGS_FP8_CUR_COUNT=$* -S $< -o $@
 
+# test_cost --table prints the cost model's table (tests/unit/unit.mk).
 .PHONY: perf-report
-perf-report: $(PERF_VENV)/.installed $(KERNELS_PTX) $(PERF_BQ_PTX) $(PERF_CUR_PTX) $(SHIM_SO) $(KERNELS_HOST_SO) $(PERF_CLIENT)
+perf-report: $(PERF_VENV)/.installed $(KERNELS_PTX) $(PERF_BQ_PTX) $(PERF_CUR_PTX) $(SHIM_SO) $(KERNELS_HOST_SO) $(PERF_CLIENT) \
+             $(BUILD)/tests/unit/test_cost
 	$(PYTHON) scripts/perf_report.py --build $(BUILD) --cuda $(CUDA) --client $(PERF_CLIENT) --out docs/perf-static.md \
 	  --ptxas12 "$$(ls $(PERF_VENV)/lib/python3*/site-packages/nvidia/cuda_nvcc/bin/ptxas)" \
 	  --nvdisasm "$$(ls $(PERF_VENV)/lib/python3*/site-packages/nvidia/cu13/bin/nvdisasm)"

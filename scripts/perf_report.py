@@ -698,8 +698,9 @@ def fp8_recipe_estimates(w, launch):
       "a forward one runs, its second read from L2, an assumption stated there, launches as in the "
       "block rows); second column, every recipe at 3.44 TB/s (the goal). B200: "
       "bf16 2250 and fp8 4500 TFLOP/s dense (NVIDIA's datasheet peaks, taken at 80%: an assumption), 8 TB/s "
-      "(datasheet) at 80%; nothing measured on a B200. Launches: current 3 (amax, quantize, GEMM), the others "
-      "2, 5 us each. Smaller GEMMs are taken at the large-GEMM rates, natively and routed alike (an "
+      "(datasheet) at 80%; nothing measured on a B200. Launches, 5 us each: current 3 (amax, quantize, GEMM), block and "
+      "mxfp8 3 (a quantize launch an operand, the GEMM), delayed 2 (one quantize launch for both operands "
+      "of one source type, the GEMM). Smaller GEMMs are taken at the large-GEMM rates, natively and routed alike (an "
       "assumption that flatters neither side).\n")
     rows = []
     h200 = dict(bf16=780e12, fp8=(1300e12, 1600e12), bw=(1.62e12, 3.44e12))
@@ -713,7 +714,10 @@ def fp8_recipe_estimates(w, launch):
             native = fl / rates["bf16"]
             for recipe in recipes:
                 qb = fp8_recipe_bytes(recipe, mm, nn, kk)
-                launches = 3 if recipe.startswith("current") else 2
+                # current: amax, quantize, GEMM; block and mxfp8: one quantize
+                # launch an operand (fp8_scaled.c), GEMM; delayed: one quantize
+                # launch for both operands of one type, GEMM
+                launches = 2 if recipe == "delayed" else 3
                 spans = []
                 qt = [qb / bw for bw in rates["bw"]]
                 if gpu == "H200" and recipe == "current, fast kernels":
