@@ -7,11 +7,11 @@
 #               with poisoned outputs, over the real driver and cuBLAS: the
 #               integration suite (native, ffma; fp16 linked) under its
 #               loading patterns, route_check (native, ffma, fp16, fp8 with
-#               each backend, the delayed recipe), the cast kernels bit for
+#               each backend, each recipe the device runs), the cast kernels bit for
 #               bit; lt_scale_probe: cuBLASLt's fp8 refusals and block
 #               scale layouts (sm_90) against the stand-in's rules
 #   3. bench    ffma vs native bf16, ffma vs sgemm, the cast kernels vs a
-#               device copy, fp8 vs native bf16 per backend, fp16 vs native
+#               device copy, fp8 vs native bf16 per backend and recipe, fp16 vs native
 #               bf16, torch._scaled_mm
 #   4. train    scripts/train.py native, ffma, fp16, fp8 and fp32; losses
 #               compared
@@ -205,6 +205,22 @@ fp8_block_device() {
   local cc
   cc=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -n 1 | tr -d ' ') || return 0
   [ "$cc" = 9.0 ] && printf '%s\n' "$cc"
+  return 0
+}
+
+# The fp8 recipes this device runs beyond the default (current): delayed
+# everywhere, block on 9.0, mxfp8 on 10.0 and newer (docs/fp8.md, "Which
+# GPU runs what"). The stand-in's device is a 9.0.
+fp8_more_recipes() {
+  local cc
+  printf '%s\n' delayed
+  if [ "$MODE" != gpu ]; then
+    printf '%s\n' block
+    return 0
+  fi
+  cc=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -n 1 | tr -d ' ') || return 0
+  [ "$cc" = 9.0 ] && printf '%s\n' block
+  [ -n "$cc" ] && [ "${cc%%.*}" -ge 10 ] 2>/dev/null && printf '%s\n' mxfp8
   return 0
 }
 
@@ -439,8 +455,8 @@ step_correctness() {
 
   local backend sets
   for backend in own own-mma cublaslt; do
-    # cuBLASLt fp8 takes only 16-aligned shapes; the shim's kernels take any
-    # (own-mma: the tensor-core variant, opt-in until this step passes).
+    # The own kernels take any shape (own-mma: the tensor-core variant);
+    # cuBLASLt's odd set runs below, where a batch with odd m runs native.
     sets=aligned
     [ "$backend" != cublaslt ] && sets=aligned,odd
     mapfile -t renv < <(shim_env "route-fp8-$backend")
@@ -453,14 +469,27 @@ step_correctness() {
     for p in "${FP8_REQUIRED_APIS[@]}"; do exp+=(--expect "$p=fp8/$backend"); done
     routes_step "route-fp8-$backend" "${exp[@]}"
   done
-  # The delayed recipe (the default is current) on cuBLASLt.
-  mapfile -t renv < <(shim_env route-fp8-delayed)
-  run_step route-fp8-delayed 150 env "${penv[@]}" "${renv[@]}" GEMMSHIM_MODE=fp8 GEMMSHIM_GATE=off \
-    GEMMSHIM_FP8_RECIPE=delayed \
-    "$GPU_BIN/route_check" --set=aligned --tol=fp8
-  exp=()
-  for p in "${FP8_REQUIRED_APIS[@]}"; do exp+=(--expect "$p=fp8/cublaslt"); done
-  routes_step route-fp8-delayed "${exp[@]}"
+  # The odd set on cuBLASLt (default recipe): k padded to 16, odd m through
+  # the transient fp32 D' (docs/fp8.md); a batch with odd m runs native, by
+  # design.
+  mapfile -t renv < <(shim_env route-fp8-cublaslt-odd)
+  run_step route-fp8-cublaslt-odd 150 env "${penv[@]}" "${renv[@]}" GEMMSHIM_MODE=fp8 GEMMSHIM_GATE=off \
+    GEMMSHIM_FP8_BACKEND=cublaslt "$GPU_BIN/route_check" --set=odd --tol=fp8
+  routes_step route-fp8-cublaslt-odd --expect cublasGemmEx=fp8/cublaslt --expect cublasLtMatmul=fp8/cublaslt \
+    --expect cublasGemmStridedBatchedEx=native
+  # The other recipes this device runs (the default is current) on cuBLASLt;
+  # where block takes a shape it cannot scale (a batch, m not a multiple of
+  # 8), the call runs current, still on cuBLASLt.
+  local recipe
+  for recipe in $(fp8_more_recipes); do
+    mapfile -t renv < <(shim_env "route-fp8-$recipe")
+    run_step "route-fp8-$recipe" 150 env "${penv[@]}" "${renv[@]}" GEMMSHIM_MODE=fp8 GEMMSHIM_GATE=off \
+      GEMMSHIM_FP8_RECIPE=$recipe \
+      "$GPU_BIN/route_check" --set=aligned --tol=fp8
+    exp=()
+    for p in "${FP8_REQUIRED_APIS[@]}"; do exp+=(--expect "$p=fp8/cublaslt"); done
+    routes_step "route-fp8-$recipe" "${exp[@]}" --expect-some-recipe "$recipe"
+  done
 
   # cuBLASLt's fp8 rules and block-scale layouts as the loaded cuBLASLt
   # applies them, against the stand-in's and the route's (the shim's
@@ -572,6 +601,18 @@ step_benchmarks() {
       --trace --max-seconds=100 --json="$RESULTS/bench/$name.jsonl"
     routes_step "$name" --expect "cublasGemmEx=fp8/$backend" --expect cublasGemmEx_64=native \
       --expect-counts "$RESULTS/bench/$name.jsonl"
+  done
+  # bench-fp8-cublaslt ran the default recipe (current); the others here.
+  local recipe
+  for recipe in $(fp8_more_recipes); do
+    name=bench-fp8-recipe-$recipe
+    mapfile -t benv < <(shim_env "$name")
+    run_step "$name" 120 env "${penv[@]}" "${benv[@]}" GEMMSHIM_POLICY="$pol" GEMMSHIM_GATE=off \
+      GEMMSHIM_FP8_BACKEND=cublaslt GEMMSHIM_FP8_RECIPE=$recipe GEMMSHIM_FP8_MAX_BYTES=8G \
+      "$GPU_BIN/gemm_bench" --pair=fp8-bf16 --shapes=$FP8_SHAPES "${BENCH_TIMING[@]}" \
+      --trace --max-seconds=100 --json="$RESULTS/bench/$name.jsonl"
+    routes_step "$name" --expect "cublasGemmEx=fp8/cublaslt" --expect cublasGemmEx_64=native \
+      --expect-some-recipe "$recipe" --expect-counts "$RESULTS/bench/$name.jsonl"
   done
 
   if fp16_device; then

@@ -32,6 +32,9 @@ FP8_FINAL_TOL = 0.02
 GOAL_FFMA_OVER_SGEMM = 1.10  # at 4096^3
 GOAL_CAST_OF_COPY = 0.85
 PEAK_BF16, PEAK_FP8 = 989.0, 1979.0
+# gpu-check.sh's benchmarks of the recipes other than the default (current),
+# those the device runs (fp8_more_recipes there).
+FP8_RECIPE_BENCHES = ("bench-fp8-recipe-delayed", "bench-fp8-recipe-block", "bench-fp8-recipe-mxfp8")
 
 
 def load_json(path, default=None):
@@ -201,7 +204,7 @@ def report(results):
     steps = read_steps(results)
     bench = {name: load_jsonl(os.path.join(results, "bench", f"{name}.jsonl"))
              for name in ("cast-bench", "bench-ffma-bf16", "bench-ffma-sgemm", "bench-fp8-own", "bench-fp8-own-mma",
-                          "bench-fp8-cublaslt", "bench-fp16-bf16", "scaled-mm")}
+                          "bench-fp8-cublaslt", *FP8_RECIPE_BENCHES, "bench-fp16-bf16", "scaled-mm")}
     train = load_json(os.path.join(results, "train_compare.json"))
     md, headline = [], []
     device = next((r for recs in bench.values() for r in recs if r.get("kind") == "device"), {})
@@ -311,13 +314,20 @@ def report(results):
         section_error("cast kernels", e)
 
     try:
-        for backend in ("own", "own-mma", "cublaslt"):
-            recs = bench[f"bench-fp8-{backend}"]
+        for backend in ("own", "own-mma", "cublaslt", *FP8_RECIPE_BENCHES):
+            step = backend if backend.startswith("bench-") else f"bench-fp8-{backend}"
+            recs = bench[step]
             rows = gemm_rows(recs, "fp8-bf16")
             if not rows:
                 continue
-            md.append(f"#### fp8 route (backend {backend}, quantization included) vs native bf16")
-            route_warning(f"bench-fp8-{backend}")
+            what = f"backend {backend}"
+            if backend == "cublaslt":
+                what = "backend cublaslt, recipe current"
+            elif step in FP8_RECIPE_BENCHES:
+                backend = "recipe " + step.removeprefix("bench-fp8-recipe-")
+                what = f"backend cublaslt, {backend}"
+            md.append(f"#### fp8 route ({what}, quantization included) vs native bf16")
+            route_warning(step)
             md += md_table(("m x n x k", "fp8 ms", "fp8 TFLOP/s", "of 1979 peak", "bf16 ms", "bf16 TFLOP/s",
                             "speedup (bf16 time / fp8 time)"),
                            [(shape_str(r), f"{r['a']['ms']:.3f}", f"{r['a']['tflops']:.0f}", pct0(r['a']['tflops'] / PEAK_FP8),
@@ -334,7 +344,7 @@ def report(results):
             at = [r for r in rows if (r["m"], r["n"], r["k"]) == (8192, 8192, 8192)] or rows[-1:]
             headline.append((f"fp8 {backend} speedup at {shape_str(at[0])}", f"{1.0 / at[0]['ratio_a_over_b']:.2f}x",
                              f"{at[0]['a']['tflops']:.0f} TFLOP/s fp8 vs {at[0]['b']['tflops']:.0f} bf16"
-                             + ("" if status.get(f"bench-fp8-{backend}:routes") == "PASS" else "; route check FAILED")))
+                             + ("" if status.get(f"{step}:routes") == "PASS" else "; route check FAILED")))
             md.append("")
     except (KeyError, TypeError, ValueError, ZeroDivisionError) as e:
         section_error("fp8 route", e)

@@ -527,6 +527,20 @@ def test_steps_and_expectations(tmp_path):
     assert "expectations: all met" in r.stdout.splitlines()
 
 
+def test_expect_some_recipe(tmp_path):
+    # The "recipe" field of an fp8 record (docs/log.md); scripts/gpu-check.sh
+    # checks that each recipe step ran its recipe.
+    p = tmp_path / "log.jsonl"
+    p.write_text("\n".join([rec(seq=1, **dict(FP8, recipe="current")), rec(seq=2, **dict(FP8, recipe="current")),
+                             rec(seq=3, **dict(FP8, recipe="block")), rec(seq=4)]) + "\n")
+    r = report(p, "--expect-some-recipe", "block", "--expect-some-recipe", "current")
+    assert "expectations: all met" in r.stdout.splitlines()
+    r = report(p, "--expect-some-recipe", "mxfp8", "--expect-some-recipe", "block", check=False)
+    assert r.returncode == 1
+    assert [l for l in r.stdout.splitlines() if l.startswith("FAIL")] == [
+        "FAIL --expect-some-recipe mxfp8: no call ran it (fp8 calls ran: 2x current)"]
+
+
 def test_records_lost_notices_are_counted_not_bad(tmp_path):
     # log.c writes {"event":"records_lost",...} where a writer that fell
     # behind dropped records (docs/log.md, "What can be lost, and when").

@@ -59,6 +59,8 @@ def main(argv=None):
                          "(GEMMSHIM_COMPARE) measured sqnr_db >= DB, and at least one was compared; repeatable")
     ap.add_argument("--expect-some", action="append", default=[], type=parse_expectation,
                     metavar="API=ROUTE[/BACKEND]", help="at least one call of API ran ROUTE; repeatable")
+    ap.add_argument("--expect-some-recipe", action="append", default=[], metavar="RECIPE",
+                    help="at least one call ran the fp8 recipe RECIPE (its \"recipe\" field); repeatable")
     ap.add_argument("--expect-counts", action="append", default=[], metavar="FILE",
                     help="a bench's JSON lines: the logs hold exactly the calls its {\"kind\":\"calls\"} record counts")
     ap.add_argument("--expect-steady-sites", metavar="ROUTE",
@@ -84,8 +86,8 @@ def main(argv=None):
 
     files = expand_logs(args.logs)
     summary = Summary(starts)
-    expectations = Expectations(args.expect, args.expect_some)
-    checking = bool(args.expect or args.expect_some)
+    expectations = Expectations(args.expect, args.expect_some, args.expect_some_recipe)
+    checking = bool(args.expect or args.expect_some or args.expect_some_recipe)
     plot = PlotData() if args.plot else None
     trace = None
     if args.trace:
@@ -178,7 +180,8 @@ def main(argv=None):
             json.dump(s, f, indent=1, allow_nan=False)
     for msg in failures:
         print(f"FAIL {msg}", file=out)
-    if (args.expect or args.expect_some or args.expect_counts or args.expect_steady_sites) and not failures:
+    if (args.expect or args.expect_some or args.expect_some_recipe or args.expect_counts
+            or args.expect_steady_sites) and not failures:
         print("expectations: all met", file=out)
     if args.trace and args.json != "-":
         print(f"trace: {args.trace} (open in https://ui.perfetto.dev or chrome://tracing)", file=out)

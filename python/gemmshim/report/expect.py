@@ -47,9 +47,12 @@ def sqnr_of(r):
 class Expectations:
     """--expect and --expect-some, checked as records stream by."""
 
-    def __init__(self, expect, expect_some):
+    def __init__(self, expect, expect_some, expect_some_recipe=()):
         self.expect = [(e, 0, 0, collections.Counter()) for e in expect]
         self.expect_some = [[e, 0, False] for e in expect_some]
+        # --expect-some-recipe: recipe -> calls that ran it.
+        self.recipes = {name: 0 for name in expect_some_recipe}
+        self.recipes_seen = collections.Counter()
         # Per --expect with a minimum SQNR: [compared calls, below it, worst (db, site, shape)].
         self.sqnr = [[0, 0, None] for _ in expect]
 
@@ -68,6 +71,12 @@ class Expectations:
                     q[1] += db < min_db
                     if q[2] is None or db < q[2][0]:
                         q[2] = (db, r.get("site"), f"{r.get('m')}x{r.get('n')}x{r.get('k')}")
+        if self.recipes:
+            recipe = r.get("recipe")
+            if recipe in self.recipes:
+                self.recipes[recipe] += 1
+            elif r.get("route") == "fp8":
+                self.recipes_seen[recipe if recipe.__class__ is str else "(none)"] += 1
         for e in self.expect_some:
             want_api, want_route, want_backend, _ = e[0]
             if want_api == "*" or api == want_api:
@@ -93,6 +102,10 @@ class Expectations:
         for (api, route, backend, _), n, ok in self.expect_some:
             if not ok:
                 out.append(f"--expect-some {api}={route}{'/' + backend if backend else ''}: none of {n} calls of {api} did")
+        for name, n in self.recipes.items():
+            if not n:
+                seen = ", ".join(f"{c}x {k}" for k, c in self.recipes_seen.most_common(3)) or "no fp8 call"
+                out.append(f"--expect-some-recipe {name}: no call ran it (fp8 calls ran: {seen})")
         return out
 
 
