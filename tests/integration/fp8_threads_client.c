@@ -5,6 +5,9 @@
  * stream and buffers made once and kept, call the same cublasGemmEx line
  * (T,N, M = N = K = --dim, 32 by default, bf16 in and out, fp32 compute)
  * --calls times; --m and --k set M and K apart from N = --dim. With
+ * --legacy-stream the handles keep the legacy stream, which a handle uses
+ * unless told otherwise (cuBLAS docs, cublasSetStream): the threads then
+ * share a stream and nothing else. With
  * --outlier, A's element (i = 3, k = 5) and B's (k = 7, j = 9) are 1e5:
  * each line then also gives sqnr_clean, over the outputs D(i, j) with
  * i >= 128 and j >= 128, which share no 1x128, 128x128 or 32-element
@@ -27,7 +30,7 @@
 #include "../../kernels/convert.h"
 #include "client.h"
 
-static int THREADS = 8, CALLS = 4, DIM = 32, MDIM = 0, KDIM = 0, OUTLIER = 0;
+static int THREADS = 8, CALLS = 4, DIM = 32, MDIM = 0, KDIM = 0, OUTLIER = 0, LEGACY = 0;
 static CUcontext ctx;
 static pthread_barrier_t barrier;
 static pthread_mutex_t print_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -50,12 +53,12 @@ static void *run(void *arg) {
   worker *w = arg;
   const int n = DIM, m = MDIM, kd = KDIM;
   const size_t abytes = (size_t)kd * m * 2, bbytes = (size_t)kd * n * 2, bytes = (size_t)m * n * 2;
-  CUstream stream;
+  CUstream stream = NULL;
   cublasHandle_t handle;
   CUdeviceptr A, B, D;
   uint16_t *a = calloc((size_t)kd * m, 2), *b = calloc((size_t)kd * n, 2), *d = calloc((size_t)m * n, 2);
-  if (!a || !b || !d || client_drv.cuCtxSetCurrent(ctx) || client_drv.cuStreamCreate(&stream, 0) ||
-      cublasCreate(&handle) || cublasSetStream(handle, stream) || client_drv.cuMemAlloc_v2(&A, abytes) ||
+  if (!a || !b || !d || client_drv.cuCtxSetCurrent(ctx) || (!LEGACY && client_drv.cuStreamCreate(&stream, 0)) ||
+      cublasCreate(&handle) || (!LEGACY && cublasSetStream(handle, stream)) || client_drv.cuMemAlloc_v2(&A, abytes) ||
       client_drv.cuMemAlloc_v2(&B, bbytes) || client_drv.cuMemAlloc_v2(&D, bytes)) {
     fprintf(stderr, "fp8_threads_client: thread %d set-up failed\n", w->t);
     exit(2);
@@ -112,7 +115,12 @@ int main(int argc, char **argv) {
       OUTLIER = 1;
       continue;
     }
-    fprintf(stderr, "usage: fp8_threads_client [--threads=N] [--calls=C] [--dim=D] [--m=M] [--k=K] [--outlier]\n");
+    if (strcmp(argv[i], "--legacy-stream") == 0) {
+      LEGACY = 1;
+      continue;
+    }
+    fprintf(stderr,
+            "usage: fp8_threads_client [--threads=N] [--calls=C] [--dim=D] [--m=M] [--k=K] [--outlier] [--legacy-stream]\n");
     return 2;
   }
   if (!MDIM) MDIM = DIM;
