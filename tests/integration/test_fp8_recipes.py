@@ -324,9 +324,14 @@ def test_block_takes_a_for_a_weight_on_known_forward_gemms(shim, standin, tmp_pa
     require_built([client])
     layers, steps = 2, 3
     log = tmp_path / "gemms.jsonl"
+    counts = tmp_path / "counts"
     r = run_ok([client, f"--layers={layers}", f"--steps={steps}"], standin[13], shim=True,
                env={"STANDIN_CC": "9.0", "GEMMSHIM_MODE": "fp8", "GEMMSHIM_GATE": "off", "GEMMSHIM_FP8_RECIPE": "block",
-                    "GEMMSHIM_LOG": str(log)})
+                    "GEMMSHIM_LOG": str(log), "STANDIN_COUNTS": str(counts)})
+    # What cuBLASLt was given, not what the log says: A's scale mode
+    # BLK128x128_32F on exactly the known forward GEMMs.
+    c = standin_counts(counts)
+    assert (c["standin_fp8_gemms"], c["standin_fp8_blk128_a_gemms"]) == (steps * layers * 3, (steps - 1) * layers), c
     lines = [dict(w.split("=", 1) for w in words[1:]) for words in r.lines("gemm")]
     assert len(lines) == steps * layers * 3, r.describe()
     assert all(int(d["status"]) == 0 and float(d["sqnr"]) >= 25.0 for d in lines), lines
