@@ -63,8 +63,9 @@ static const char *block_acquire(gs_call *c, CUdeviceptr scratch, fp8_scales *s)
   s->scale_mode[0] = a_weight ? CUBLASLT_MATMUL_MATRIX_SCALE_BLK128x128_32F : CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F;
   s->scale_mode[1] = CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F;
   s->per_call = 1;
-  if (format_note) s->note = a_weight ? "A: 128x128 blocks (weight), B: 1x128; hybrid asked for, but gradients cannot be told apart: e4m3 for both"
-                                      : "1x128 blocks on A and B; hybrid asked for, but gradients cannot be told apart: e4m3 for both";
+  if (format_note)
+    s->note = a_weight ? "A: 128x128 blocks (weight), B: 1x128; hybrid asked for, not done for block-scaled recipes yet: e4m3 for both"
+                       : "1x128 blocks on A and B; hybrid asked for, not done for block-scaled recipes yet: e4m3 for both";
   else s->note = a_weight ? "A: 128x128 blocks (weight), B: 1x128" : "1x128 blocks on A and B";
   return NULL;
 }
