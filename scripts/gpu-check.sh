@@ -191,19 +191,24 @@ shim_env() { # name -> words for `env`
 # ---- prerequisites --------------------------------------------------------
 have() { command -v "$1" >/dev/null 2>&1; }
 
+# The first GPU's compute capability ("9.0"); empty where nvidia-smi cannot tell.
+device_cc() {
+  nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -n 1 | tr -d ' ' || true
+}
+
 # Whether the device has fp16 tensor cores (7.0 and newer): the fp16 route's
 # steps run only there. The stand-in's device is a 9.0.
 fp16_device() {
   [ "$MODE" != gpu ] && return 0
   local cc
-  cc=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -n 1 | tr -d ' ') || return 1
+  cc=$(device_cc)
   [ -n "$cc" ] && [ "${cc%%.*}" -ge 7 ] 2>/dev/null
 }
 
 # Prints the compute capability when it is 9.0 (the 1x128/128x128 modes').
 fp8_block_device() {
   local cc
-  cc=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -n 1 | tr -d ' ') || return 0
+  cc=$(device_cc)
   [ "$cc" = 9.0 ] && printf '%s\n' "$cc"
   return 0
 }
@@ -218,7 +223,7 @@ fp8_more_recipes() {
     printf '%s\n' block
     return 0
   fi
-  cc=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -n 1 | tr -d ' ') || return 0
+  cc=$(device_cc)
   [ "$cc" = 9.0 ] && printf '%s\n' block
   [ -n "$cc" ] && [ "${cc%%.*}" -ge 10 ] 2>/dev/null && printf '%s\n' mxfp8
   return 0

@@ -32,9 +32,9 @@ FP8_FINAL_TOL = 0.02
 GOAL_FFMA_OVER_SGEMM = 1.10  # at 4096^3
 GOAL_CAST_OF_COPY = 0.85
 PEAK_BF16, PEAK_FP8 = 989.0, 1979.0
-# gpu-check.sh's benchmarks of the recipes other than the default (current),
-# those the device runs (fp8_more_recipes there).
-FP8_RECIPE_BENCHES = ("bench-fp8-recipe-delayed", "bench-fp8-recipe-block", "bench-fp8-recipe-mxfp8")
+# gpu-check.sh's benchmarks of the recipes other than the default (current):
+# bench-fp8-recipe-<recipe>, one for each recipe the device runs.
+FP8_RECIPE_PREFIX = "bench-fp8-recipe-"
 
 
 def load_json(path, default=None):
@@ -202,9 +202,19 @@ def trace_rows(records):
 def report(results):
     env = load_json(os.path.join(results, "env.json"), {})
     steps = read_steps(results)
+    try:
+        recipe_benches = sorted(f[:-len(".jsonl")] for f in os.listdir(os.path.join(results, "bench"))
+                                if f.startswith(FP8_RECIPE_PREFIX) and f.endswith(".jsonl"))
+    except OSError:
+        recipe_benches = []
+    # (bench step, what its table is, its headline's name)
+    fp8_benches = [("bench-fp8-own", "backend own", "own"), ("bench-fp8-own-mma", "backend own-mma", "own-mma"),
+                   ("bench-fp8-cublaslt", "backend cublaslt, recipe current", "cublaslt")]
+    fp8_benches += [(step, f"backend cublaslt, recipe {step[len(FP8_RECIPE_PREFIX):]}",
+                     f"recipe {step[len(FP8_RECIPE_PREFIX):]}") for step in recipe_benches]
     bench = {name: load_jsonl(os.path.join(results, "bench", f"{name}.jsonl"))
-             for name in ("cast-bench", "bench-ffma-bf16", "bench-ffma-sgemm", "bench-fp8-own", "bench-fp8-own-mma",
-                          "bench-fp8-cublaslt", *FP8_RECIPE_BENCHES, "bench-fp16-bf16", "scaled-mm")}
+             for name in ("cast-bench", "bench-ffma-bf16", "bench-ffma-sgemm", *(b[0] for b in fp8_benches),
+                          "bench-fp16-bf16", "scaled-mm")}
     train = load_json(os.path.join(results, "train_compare.json"))
     md, headline = [], []
     device = next((r for recs in bench.values() for r in recs if r.get("kind") == "device"), {})
@@ -314,18 +324,11 @@ def report(results):
         section_error("cast kernels", e)
 
     try:
-        for backend in ("own", "own-mma", "cublaslt", *FP8_RECIPE_BENCHES):
-            step = backend if backend.startswith("bench-") else f"bench-fp8-{backend}"
+        for step, what, name in fp8_benches:
             recs = bench[step]
             rows = gemm_rows(recs, "fp8-bf16")
             if not rows:
                 continue
-            what = f"backend {backend}"
-            if backend == "cublaslt":
-                what = "backend cublaslt, recipe current"
-            elif step in FP8_RECIPE_BENCHES:
-                backend = "recipe " + step.removeprefix("bench-fp8-recipe-")
-                what = f"backend cublaslt, {backend}"
             md.append(f"#### fp8 route ({what}, quantization included) vs native bf16")
             route_warning(step)
             md += md_table(("m x n x k", "fp8 ms", "fp8 TFLOP/s", "of 1979 peak", "bf16 ms", "bf16 TFLOP/s",
@@ -342,7 +345,7 @@ def report(results):
                                  of_copy(r["cast_gbs"], r.get("copy_gbs")), f"{r['shim_gemm_us']:.1f}",
                                  f"{r['other_us']:.1f}") for r in tr])
             at = [r for r in rows if (r["m"], r["n"], r["k"]) == (8192, 8192, 8192)] or rows[-1:]
-            headline.append((f"fp8 {backend} speedup at {shape_str(at[0])}", f"{1.0 / at[0]['ratio_a_over_b']:.2f}x",
+            headline.append((f"fp8 {name} speedup at {shape_str(at[0])}", f"{1.0 / at[0]['ratio_a_over_b']:.2f}x",
                              f"{at[0]['a']['tflops']:.0f} TFLOP/s fp8 vs {at[0]['b']['tflops']:.0f} bf16"
                              + ("" if status.get(f"{step}:routes") == "PASS" else "; route check FAILED")))
             md.append("")
