@@ -11,6 +11,7 @@
  *   path.c        %p %h %r placeholders in file names
  *   debug.c       WARN/INFO/TRACE messages to stderr or a file
  *   ctx_table.c   per-CUDA-context state, reused when a context is gone
+ *   threads.c     thread numbers, never reused; whether a thread has exited
  *
  * The guarantees (what opening a file may and may not do, what a message
  * costs, how a context's slot is reused) are in docs/architecture.md and
@@ -120,5 +121,18 @@ int path_expand(const char *pattern, long pid, char *out, size_t len, int *uses_
 int path_expand_here(const char *pattern, char *out, size_t len);
 /* What %r becomes: RANK, else LOCAL_RANK, else "0" (each only when digits). */
 const char *path_rank(void);
+
+/* ------------------------------------------------------------------------ */
+/* "threads.c": the calling thread's number (from 1, never reused) and the
+ * slot that follows its exit (-1: not followed). gs_thread_exited is 1 only
+ * when t is known to have exited; a thread not followed never reads as
+ * exited. */
+typedef struct gs_thread {
+  uint64_t number;
+  int slot;
+} gs_thread;
+gs_thread gs_thread_self(void);
+uint64_t gs_thread_number(void);
+int gs_thread_exited(gs_thread t);
 
 #endif

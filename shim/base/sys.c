@@ -38,6 +38,8 @@ gs_sys_table gs_sys = {
     .pthread_create = pthread_create,
     .gethostname = gethostname,
     .pthread_getname_np = pthread_getname_np,
+    .pthread_key_create = pthread_key_create,
+    .pthread_setspecific = pthread_setspecific,
     .dlopen = dlopen,
     /* .dlsym: set by resolve_init() to libc's dlsym, never to our own. */
     .pthread_setcancelstate = pthread_setcancelstate,

@@ -58,6 +58,10 @@
   X(gethostname, int, -1, (char *name, size_t len), (name, len))               \
   X(pthread_getname_np, int, ERANGE, (pthread_t t, char *name, size_t len),    \
     (t, name, len))                                                            \
+  X(pthread_key_create, int, EAGAIN, (pthread_key_t *key, void (*dtor)(void *)), \
+    (key, dtor))                                                               \
+  X(pthread_setspecific, int, ENOMEM, (pthread_key_t key, const void *value),  \
+    (key, value))                                                              \
   X(dlopen, void *, NULL, (const char *file, int mode), (file, mode))          \
   X(dlsym, void *, NULL, (void *handle, const char *name), (handle, name))     \
   X(pthread_setcancelstate, int, EINVAL, (int state, int *old), (state, old))  \

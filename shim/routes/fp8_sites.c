@@ -70,6 +70,7 @@ struct fp8_site {
   uint64_t ordinal, round, last_tick;
   const void *ptr[FP8_ROLES];    /* the last call's operand pointers */
   unsigned stable[FP8_ROLES];    /* calls in a row with that pointer unchanged */
+  gs_thread thread;              /* the last call's thread */
   fp8_slot *slot;
   int fmt[2], gradient[2];
   int parity;
@@ -106,7 +107,7 @@ struct fp8_ctx {
   uint64_t tick, epoch;
   int backward_since_epoch;
   fp8_site *anchor;
-  uint64_t primary;    /* the first thread that called in this context (shim_thread_number:
+  uint64_t primary;    /* the first thread that called in this context (gs_thread_number:
                         * a pthread_t may be reused once its thread has exited) */
   seen_entry *seen;    /* SEEN_SLOTS */
   fp8_slot *free_slots;
@@ -250,7 +251,7 @@ static fp8_ctx *ctx_get(const gs_call *c, const char **why) {
       x->device = c->device;
       x->seen = seen;
       x->buckets = buckets;
-      x->primary = shim_thread_number();
+      x->primary = gs_thread_number();
       pthread_mutex_init(&x->lock, NULL);
       /* The table it replaces (a new context at the address, or a gone
        * context's slot) is retired. */
@@ -301,7 +302,7 @@ int fp8_thread_forward(void) {
 static int thread_is_backward(const fp8_ctx *x) {
   if (thread_is_autograd()) return 1;
   if (atomic_load_explicit(&autograd_seen, memory_order_relaxed)) return 0;
-  return shim_thread_number() != x->primary;
+  return gs_thread_number() != x->primary;
 }
 
 /* ---- forward operand pointers (hybrid detection) --------------------------------- */
@@ -364,7 +365,7 @@ static void choose_formats(fp8_ctx *x, int backward, const void *A, const void *
  * reused (memory.c): glibc hands a joined thread's pthread_t to the next
  * thread, whose per-thread stream is another stream. */
 static uintptr_t stream_thread_of(const void *stream) {
-  return stream == CU_STREAM_PER_THREAD ? (uintptr_t)shim_thread_number() : 0;
+  return stream == CU_STREAM_PER_THREAD ? (uintptr_t)gs_thread_number() : 0;
 }
 
 static int slot_on_stream(const fp8_slot *s, const gs_call *c) {
@@ -394,7 +395,7 @@ static int stream_free_of_capture(const void *stream) {
  * joined either. Returns 1 when ordered; 0 leaves c's stream untouched. */
 static int order_after_slot(fp8_ctx *x, const gs_call *c, const fp8_slot *s) {
   if (slot_on_stream(s, c)) return 1;
-  if (s->stream_thread && s->stream_thread != (uintptr_t)shim_thread_number()) return 0;
+  if (s->stream_thread && s->stream_thread != (uintptr_t)gs_thread_number()) return 0;
   if (!gs_sys.cuEventCreate || !gs_sys.cuEventRecord || !gs_sys.cuStreamWaitEvent) return 0;
   if (ctx_push(x) != CUDA_SUCCESS) return 0;
   CUresult r = stream_free_of_capture(s->stream) ? CUDA_SUCCESS : CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
@@ -538,16 +539,26 @@ static int contradicted(const fp8_site *s, const void *const ptr[FP8_ROLES]) {
  * read each other's histories. */
 static int site_on_call_stream(const fp8_site *s, const gs_call *c) { return !s->slot || slot_on_stream(s->slot, c); }
 
+/* A site is taken by position only from the calling thread or from one
+ * that has exited (a backward pass on a new thread each step): a live
+ * thread on the same stream is concurrent work with its own history (the
+ * legacy stream shared by threads with their own handles and buffers). */
+static int site_from_this_or_gone_thread(const fp8_site *s, gs_thread me) {
+  return s->thread.number == me.number || gs_thread_exited(s->thread);
+}
+
 static fp8_site *group_match(const fp8_group *g, const gs_call *c, const void *const ptr[FP8_ROLES], int backward) {
   /* A before D before B: A holds weights and saved activations, D the
    * weight gradients, B the most short-lived tensors. */
   static const int role_rank[FP8_ROLES] = {0, 2, 1};
   fp8_site *key = NULL, *ord = NULL, *fresh = NULL, *repeat = NULL;
   int key_rank = INT_MAX, fresh_rank = INT_MAX;
+  gs_thread me = gs_thread_self();
   for (fp8_site *s = g->sites; s; s = s->group_next) {
     int unused = s->round != g->round;
     int contra = contradicted(s, ptr);
-    if (unused && !contra && s->ordinal == g->pos && site_on_call_stream(s, c) && (!ord || s->last_tick > ord->last_tick))
+    if (unused && !contra && s->ordinal == g->pos && site_on_call_stream(s, c) &&
+        site_from_this_or_gone_thread(s, me) && (!ord || s->last_tick > ord->last_tick))
       ord = s;
     for (int r = 0; r < FP8_ROLES; r++) {
       if (!ptr[r] || s->ptr[r] != ptr[r]) continue;
@@ -585,6 +596,7 @@ static int site_touch(fp8_ctx *x, fp8_site *s, const void *const ptr[FP8_ROLES])
       s->ptr[r] = ptr[r];
     }
   }
+  s->thread = gs_thread_self();
   s->last_tick = ++x->tick;
   lru_unlink(x, s);
   lru_push_head(x, s);
@@ -660,6 +672,7 @@ static const char *site_create(fp8_ctx *x, fp8_group *g, gs_call *c, int capturi
   s->group_next = g->sites;
   g->sites = s;
   g->pos = s->ordinal + 1;
+  s->thread = gs_thread_self();
   s->last_tick = ++x->tick;
   lru_push_head(x, s);
   x->live++;

@@ -213,16 +213,6 @@ __attribute__((constructor)) static void scratch_register_fork(void) {
   pthread_atfork(NULL, NULL, scratch_after_fork_child);
 }
 
-/* Numbers threads for CU_STREAM_PER_THREAD slots; never reused, since a
- * finished thread's stream may still be running its last kernels. */
-static _Atomic uint64_t thread_numbers;
-static __thread uint64_t thread_number __attribute__((tls_model("initial-exec")));
-
-uint64_t shim_thread_number(void) {
-  if (!thread_number) thread_number = atomic_fetch_add(&thread_numbers, 1) + 1;
-  return thread_number;
-}
-
 static int slot_owned_by(const scratch_slot *s, void *ctx, unsigned long long ctx_id, void *stream, uint64_t thread) {
   return s->ctx == ctx && s->ctx_id == ctx_id && s->stream == stream && s->thread == thread;
 }
@@ -287,7 +277,7 @@ static scratch_slot *slot_take(void *ctx, unsigned long long ctx_id, void *strea
  * may have passed to another owner meanwhile: then look again. */
 static scratch_slot *scratch_slot_for(void *ctx, unsigned long long ctx_id, void *stream) {
   pthread_once(&scratch_once, scratch_init);
-  uint64_t thread = stream == (void *)CU_STREAM_PER_THREAD ? shim_thread_number() : 0;
+  uint64_t thread = stream == (void *)CU_STREAM_PER_THREAD ? gs_thread_number() : 0;
   for (int attempt = 0; attempt < 8; attempt++) {
     scratch_slot *found = NULL, *taken = NULL;
     pthread_mutex_lock(&scratch_table_lock);

@@ -32,10 +32,6 @@ const char *transient_alloc(gs_call *c, size_t bytes, gs_transient *t);
 /* Enqueue the free after everything enqueued so far on the stream. */
 void transient_release(gs_transient *t);
 
-/* The calling thread's number, from 1, never reused (a finished thread's
- * per-thread default stream may still be running its last work): what
- * names CU_STREAM_PER_THREAD apart in each thread. */
-uint64_t shim_thread_number(void);
 /* One sub-buffer of a route's transient allocation: d0 x d1 x d2 elements
  * of elem bytes (any dimension 0: none). */
 typedef struct transient_part {

@@ -37,10 +37,12 @@ def gemm_lines(r):
 
 # legacy: the handles keep the legacy stream (cuBLAS docs, cublasSetStream:
 # a handle without a stream uses the default one), so the threads share a
-# stream and nothing else. Under delayed they can still meet in one site
-# there (docs/fp8.md, "What is left"): only current runs that case here.
-@pytest.mark.parametrize("recipe, legacy", [("current", False), ("delayed", False), ("current", True)],
-                         ids=["current-own-streams", "delayed-own-streams", "current-legacy-stream"])
+# stream and nothing else: under delayed, only a site's own thread, or one
+# that has exited, may take it by position (docs/fp8-sites.md).
+@pytest.mark.parametrize("recipe, legacy", [("current", False), ("delayed", False), ("current", True),
+                                            ("delayed", True)],
+                         ids=["current-own-streams", "delayed-own-streams", "current-legacy-stream",
+                              "delayed-legacy-stream"])
 def test_threads_sharing_a_call_site_keep_their_own_scales(threads_client, standin, tmp_path, recipe, legacy):
     log = tmp_path / "gemms.jsonl"
     r = run_ok([threads_client, f"--threads={THREADS}", f"--calls={CALLS}"] + ["--legacy-stream"] * legacy,

@@ -820,6 +820,79 @@ static void test_concurrent_calls_one_site(void **state) {
   fp8_site_release(&u, 0);
 }
 
+/* Threads of one program, each with its own handle and buffers but all on
+ * one stream (the legacy stream: cuBLAS docs, cublasSetStream), calling
+ * one GEMM line in turns while all are alive: each keeps a site of its
+ * own. A position in the group names a layer for successive threads (the
+ * training cases above) but never for live ones, whose calls are
+ * independent work. */
+#define TURN_THREADS 4
+#define TURN_CALLS 5
+typedef struct turns {
+  void *ctx;
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  int turn;
+  pthread_barrier_t done; /* nobody exits before every call ran */
+  uint64_t ids[TURN_THREADS][TURN_CALLS];
+} turns;
+typedef struct turn_arg {
+  turns *t;
+  int i;
+} turn_arg;
+
+/* Who calls at turn n: each round its own order (0 1 2 3, 1 3 0 2,
+ * 3 2 1 0, ...), as threads racing to one stream would. */
+static int turn_thread(int n) {
+  static const int order[3][TURN_THREADS] = {{0, 1, 2, 3}, {1, 3, 0, 2}, {3, 2, 1, 0}};
+  return order[(n / TURN_THREADS) % 3][n % TURN_THREADS];
+}
+
+static void *turn_main(void *arg) {
+  turn_arg *a = arg;
+  turns *t = a->t;
+  uintptr_t base = 0x40000000 + (uintptr_t)a->i * 0x1000000;
+  for (int k = 0; k < TURN_CALLS; k++) {
+    pthread_mutex_lock(&t->mu);
+    while (turn_thread(t->turn) != a->i) pthread_cond_wait(&t->cv, &t->mu);
+    gs_call c;
+    make_call(&c, t->ctx, H, NTOK, H, CUBLAS_OP_T, CUBLAS_OP_N, base, base + 0x100000, base + 0x200000);
+    t->ids[a->i][k] = run_site(&c, NULL);
+    t->turn++;
+    pthread_cond_broadcast(&t->cv);
+    pthread_mutex_unlock(&t->mu);
+  }
+  pthread_barrier_wait(&t->done);
+  return NULL;
+}
+
+static void test_live_threads_on_one_stream_keep_their_own_sites(void **state) {
+  static turns t;
+  memset(&t, 0, sizeof t);
+  t.ctx = fresh_ctx();
+  pthread_mutex_init(&t.mu, NULL);
+  pthread_cond_init(&t.cv, NULL);
+  pthread_barrier_init(&t.done, NULL, TURN_THREADS);
+  pthread_t th[TURN_THREADS];
+  turn_arg args[TURN_THREADS];
+  for (int i = 0; i < TURN_THREADS; i++) {
+    args[i] = (turn_arg){&t, i};
+    assert_int_equal(pthread_create(&th[i], NULL, turn_main, &args[i]), 0);
+  }
+  for (int i = 0; i < TURN_THREADS; i++) pthread_join(th[i], NULL);
+  assert_int_equal(fp8_sites_live(t.ctx), TURN_THREADS);
+  for (int i = 0; i < TURN_THREADS; i++) {
+    for (int k = 1; k < TURN_CALLS; k++)
+      if (t.ids[i][k] != t.ids[i][0])
+        fail_msg("thread %d call %d: site %016llx, its first call had %016llx", i, k, (unsigned long long)t.ids[i][k],
+                 (unsigned long long)t.ids[i][0]);
+    for (int j = 0; j < i; j++) assert_true(t.ids[i][0] != t.ids[j][0]);
+  }
+  pthread_barrier_destroy(&t.done);
+  pthread_cond_destroy(&t.cv);
+  pthread_mutex_destroy(&t.mu);
+}
+
 /* A program that made and destroyed more contexts than the table holds, at
  * addresses the driver did not hand out again (cuda.h promises unique ids,
  * nothing about addresses), then makes one more: the table gives it a gone
@@ -882,6 +955,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_capture_cannot_allocate, setup, teardown),
       cmocka_unit_test_setup_teardown(test_memset_failure_retries, setup, teardown),
       cmocka_unit_test_setup_teardown(test_concurrent_calls_one_site, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_live_threads_on_one_stream_keep_their_own_sites, setup, teardown),
       cmocka_unit_test_setup_teardown(test_gone_contexts_give_their_slots, setup, teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
