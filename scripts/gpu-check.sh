@@ -495,6 +495,20 @@ step_correctness() {
     for p in "${FP8_REQUIRED_APIS[@]}"; do exp+=(--expect "$p=fp8/cublaslt"); done
     routes_step "route-fp8-$recipe" "${exp[@]}" --expect-some-recipe "$recipe"
   done
+  # hybrid (E4M3 forward, E5M2 gradients) on cuBLASLt for current and each
+  # block-scaled recipe this device runs: fp8_client_cu13's training loop
+  # (2 layers, 2 steps; backward on a thread named pt_autograd_0), every
+  # GEMM at its floor against float64 and the backward GEMMs given an E5M2
+  # B (gpu_report.py hybrid-floors).
+  for recipe in current $(fp8_more_recipes | grep -vx delayed); do
+    name=route-fp8-hybrid-$recipe
+    mapfile -t renv < <(shim_env "$name")
+    run_step "$name" 90 env "${penv[@]}" "${renv[@]}" GEMMSHIM_MODE=fp8 GEMMSHIM_GATE=off \
+      GEMMSHIM_FP8_RECIPE=$recipe GEMMSHIM_FP8_FORMAT=hybrid "$INTEG/fp8_client_cu13" --layers=2 --steps=2
+    run_step "$name:floors" 30 "$PYTHON" scripts/gpu_report.py hybrid-floors "$RESULTS/logs/$name.log" \
+      "$RESULTS/routing/$name.jsonl"
+    routes_step "$name" --expect cublasGemmEx=fp8/cublaslt --expect-some-recipe "$recipe"
+  done
 
   # cuBLASLt's fp8 rules and block-scale layouts as the loaded cuBLASLt
   # applies them, against the stand-in's and the route's (the shim's

@@ -52,7 +52,7 @@ static size_t block_scratch(const gs_call *c) { return fp8_scaled_scratch(c, k_p
 static const char *block_acquire(gs_call *c, CUdeviceptr scratch, fp8_scales *s) {
   const char *loaded = fp8_scaled_loaded(c);
   if (loaded) return loaded;
-  const char *format_note = fp8_scaled_format(s);
+  const char *format_note = fp8_recipe_formats(c, s->fmt, s->gradient);
   fp8_scaled_place(c, scratch, k_pad(c), 0, s);
   /* A known forward GEMM tells the weight; fast accumulation is never
    * set: TransformerEngine's Float8BlockScaling requires split
@@ -63,10 +63,10 @@ static const char *block_acquire(gs_call *c, CUdeviceptr scratch, fp8_scales *s)
   s->scale_mode[0] = a_weight ? CUBLASLT_MATMUL_MATRIX_SCALE_BLK128x128_32F : CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F;
   s->scale_mode[1] = CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F;
   s->per_call = 1;
-  if (format_note)
-    s->note = a_weight ? "A: 128x128 blocks (weight), B: 1x128; hybrid asked for, not done for block-scaled recipes yet: e4m3 for both"
-                       : "1x128 blocks on A and B; hybrid asked for, not done for block-scaled recipes yet: e4m3 for both";
-  else s->note = a_weight ? "A: 128x128 blocks (weight), B: 1x128" : "1x128 blocks on A and B";
+  /* A known forward GEMM has told backward ones apart: no format note. */
+  s->note = a_weight ? "A: 128x128 blocks (weight), B: 1x128"
+            : format_note ? "1x128 blocks on A and B; " FP8_HYBRID_UNTOLD
+                          : "1x128 blocks on A and B";
   return NULL;
 }
 

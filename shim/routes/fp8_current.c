@@ -20,19 +20,8 @@
  * nor torchao's tensorwise recipe (round_scales_to_power_of_2 False) does
  * by default.
  *
- * Formats: E4M3 for both operands (E5M2 under GEMMSHIM_FP8_FORMAT=e5m2),
- * torchao's default for input, weight and
- * grad_output alike (torchao/float8/config.py, CastConfig). Under
- * GEMMSHIM_FP8_FORMAT=hybrid, TE's Format.HYBRID (transformer_engine/common/
- * recipe/__init__.py: E4M3 in the forward pass, E5M2 in the backward
- * pass): a GEMM on PyTorch's autograd thread is a backward one, and both
- * of nn.Linear's backward GEMMs reach cuBLAS with grad_output as B (dgrad
- * dX^T = W^T-as-stored x dY^T: A = W, B = dY; wgrad dW^T = X^T x dY: A =
- * X, B = dY; TE's linear.py passes grad_output second to both), so B is
- * E5M2 there; not a (T,N) GEMM there, nn.Linear's forward layout, which
- * activation checkpointing recomputes on the autograd thread. Elsewhere,
- * and where no autograd thread has been seen, E4M3
- * (docs/fp8.md, "Recipes"). */
+ * Formats: fp8_recipe_formats (fp8_formats.c), TE's Format.HYBRID when
+ * asked for. */
 #include "fp8_recipe.h"
 
 #include <stddef.h>
@@ -50,14 +39,8 @@ _Static_assert(offsetof(gs_fp8_ring, scale) == 0, "the step is not at the ring's
 #define SLOTS_BYTES (GS_FP8_CUR_SLOTS * sizeof(uint32_t))
 
 static const char *current_acquire(gs_call *c, CUdeviceptr scratch, fp8_scales *s) {
-  /* A (T,N) GEMM is nn.Linear's forward layout (dgrad is (N,N), wgrad
-   * (N,T)): on the autograd thread it is a forward recomputed by
-   * torch.utils.checkpoint, whose B is an activation, not a gradient. */
-  const int tn = c->g.transa != CUBLAS_OP_N && c->g.transb == CUBLAS_OP_N;
-  const int hybrid = gs_opt.fp8_format == GS_FP8_FORMAT_HYBRID, backward = hybrid && !tn && fp8_thread_backward();
+  s->note = fp8_recipe_formats(c, s->fmt, s->gradient);
   for (int i = 0; i < 2; i++) {
-    s->gradient[i] = backward && i == 1;
-    s->fmt[i] = gs_opt.fp8_format == GS_FP8_FORMAT_E5M2 || s->gradient[i] ? GS_FP8_E5M2 : GS_FP8_E4M3;
     s->ring[i] = (gs_fp8_ring *)(uintptr_t)(scratch + (CUdeviceptr)(i * STEP_STRIDE));
     s->partial[i] = (uint32_t *)(uintptr_t)(scratch + (CUdeviceptr)(2 * STEP_STRIDE + i * SLOTS_BYTES));
   }
@@ -66,9 +49,6 @@ static const char *current_acquire(gs_call *c, CUdeviceptr scratch, fp8_scales *
   s->per_call = 1;
   /* Fast accumulation for forward GEMMs only (fp8.c, lt_fp8). */
   s->forward = fp8_thread_forward();
-  s->note = hybrid && !backward && !s->forward
-                ? "hybrid asked for, but no autograd thread has been seen to tell backward GEMMs apart: e4m3 for both"
-                : NULL;
   return NULL;
 }
 

@@ -45,7 +45,7 @@ static size_t mxfp8_scratch(const gs_call *c) { return fp8_scaled_scratch(c, k_p
 static const char *mxfp8_acquire(gs_call *c, CUdeviceptr scratch, fp8_scales *s) {
   const char *loaded = fp8_scaled_loaded(c);
   if (loaded) return loaded;
-  const char *format_note = fp8_scaled_format(s);
+  const char *format_note = fp8_recipe_formats(c, s->fmt, s->gradient);
   fp8_scaled_place(c, scratch, k_pad(c), 1, s);
   s->scale_mode[0] = s->scale_mode[1] = CUBLASLT_MATMUL_MATRIX_SCALE_VEC32_UE8M0;
   s->forward = fp8_thread_forward();

@@ -114,6 +114,14 @@ const char *fp8_recipe_gate(const gs_call *c, const fp8_recipe *rc, const fp8_ou
 /* The scratch bytes rc needs for call c. */
 size_t fp8_recipe_scratch(const fp8_recipe *rc, const gs_call *c);
 
+/* The formats of call c's operands under the per-call recipes (current,
+ * block, mxfp8) and GEMMSHIM_FP8_FORMAT: fmt[i] and whether operand i is
+ * taken for a gradient. NULL, or a note for the call's reason (hybrid
+ * asked for where backward GEMMs cannot be told apart yet). The hybrid
+ * rule: fp8_formats.c. */
+#define FP8_HYBRID_UNTOLD "hybrid asked for, but no autograd thread has been seen to tell backward GEMMs apart: e4m3 for both"
+const char *fp8_recipe_formats(const gs_call *c, int fmt[2], int gradient[2]);
+
 /* The recipe call c runs (a gs_fp8_recipe, never AUTO) under
  * GEMMSHIM_FP8_RECIPE. Where that is not the one asked for (AUTO resolved
  * aside), why[0..len) says why, "" otherwise. */

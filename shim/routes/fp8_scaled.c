@@ -108,17 +108,6 @@ const char *fp8_scaled_unfit(const gs_call *c, const char *recipe) {
   return NULL;
 }
 
-const char *fp8_scaled_format(fp8_scales *s) {
-  /* TransformerEngine's Float8BlockScaling and MXFP8BlockScaling default to
-   * Format.E4M3 for every tensor (docs/api/common.rst); E5M2 when asked.
-   * TE allows Format.HYBRID for both; not done here (docs/fp8.md). */
-  const int e5 = gs_opt.fp8_format == GS_FP8_FORMAT_E5M2;
-  s->fmt[0] = s->fmt[1] = e5 ? GS_FP8_E5M2 : GS_FP8_E4M3;
-  s->gradient[0] = s->gradient[1] = 0;
-  return gs_opt.fp8_format == GS_FP8_FORMAT_HYBRID ? "hybrid asked for, not done for block-scaled recipes yet: e4m3 for both"
-                                                    : NULL;
-}
-
 const char *fp8_scaled_cublas_before(size_t need, const char *what, char *buf, size_t len) {
   /* Resolving cublasLtMatmul loads cuBLASLt's other entries (resolve.c). */
   if (!resolve_hooked(GS_SYS_cublasLtMatmul) || !gs_sys.cublasLtGetVersion) {

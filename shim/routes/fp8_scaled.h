@@ -30,7 +30,5 @@ const char *fp8_scaled_unfit(const gs_call *c, const char *recipe);
  * cublasLt.h's CUBLASLT_VERSION), else why not: `what` (e.g. "block needs
  * cuBLAS 12.9 or newer") and the version found, in buf or a static string. */
 const char *fp8_scaled_cublas_before(size_t need, const char *what, char *buf, size_t len);
-/* The operands' formats under GEMMSHIM_FP8_FORMAT; a note or NULL. */
-const char *fp8_scaled_format(fp8_scales *s);
 
 #endif

@@ -48,8 +48,10 @@ extern unsigned long long lt_fp16_tensor_core_gemms;
  * standin_fp8_fast_accum_gemms in the counts file): what a caller asked
  * of the accumulation, which the stand-in's fp32 sums do not model; and
  * those whose A scale mode was BLK128x128_32F (standin_fp8_blk128_a_gemms):
- * 1x128 scales on a weight are finer, so the results alone cannot tell. */
-extern unsigned long long lt_fp8_gemms, lt_fp8_fast_accum_gemms, lt_fp8_blk128_a_gemms;
+ * 1x128 scales on a weight are finer, so the results alone cannot tell;
+ * and those whose B was E5M2 (standin_fp8_e5m2_b_gemms): what a hybrid
+ * format gave cuBLASLt for a gradient. */
+extern unsigned long long lt_fp8_gemms, lt_fp8_fast_accum_gemms, lt_fp8_blk128_a_gemms, lt_fp8_e5m2_b_gemms;
 #define LT_COUNT(name) STANDIN_BUMP(lt_counts, LT_API_##name)
 
 #define LT_HANDLE_MAGIC 0x4c74486eu /* "LtHn" */
