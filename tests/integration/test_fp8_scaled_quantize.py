@@ -236,6 +236,42 @@ def test_outlier_stays_in_its_block():
         assert (data[0, 1:blk] != ref[0, 1:blk]).any()  # the outlier's block did move
 
 
+def test_nan_block_scale_is_one():
+    """A VEC128 segment or BLK128 tile holding a NaN gets the scale 1, its
+    other elements encoded at that scale; the blocks without it are the
+    model's. TransformerEngine's block amax is an fmaxf reduction
+    (transformer_engine/common/transpose/quantize_transpose_square_blockwise.cu),
+    which passes the NaN over: its scale for the tile is the finite
+    elements' (asserted to differ here), a documented difference
+    (docs/fp8.md, "Kernels")."""
+    rng = np.random.default_rng(11)
+    outer, k, k_pad = 130, 256, 256
+    x = source(rng, outer, k, "f32") * np.float32(0.01)
+    x[1, 5] = np.nan
+    for mode in (VEC128, BLK128):
+        data, sc = run_kernel(x, "f32", False, mode, E4M3, k_pad, grid=5)
+        sc = np.frombuffer(sc, np.float32)
+        clean = x.copy()
+        clean[1, 5] = 0.0
+        want_data, want_sc = model(clean, mode, E4M3, k_pad)
+        want_sc = np.frombuffer(want_sc, np.float32)
+        nan_scale = 0 if mode == BLK128 else 1  # tile (0, 0); segment (row 1, k-block 0)
+        assert sc[nan_scale] == 1.0, sc[nan_scale]
+        te = np.float32(1) / te_pow2_scale(np.nanmax(np.abs(x[:128, :128] if mode == BLK128 else x[1, :128])), E4M3)
+        assert te != 1.0 and want_sc[nan_scale] == te  # TE's scale for it
+        others = np.ones(len(sc), bool)
+        others[nan_scale] = False
+        assert (sc[others] == want_sc[others]).all()
+        rows = slice(0, 128) if mode == BLK128 else slice(1, 2)
+        blk = np.nan_to_num(x[rows, :128], nan=0.0)  # the model's encode takes no NaN
+        finite = ~np.isnan(x[rows, :128])
+        assert (data[rows, :128][finite] == encode(blk, E4M3)[finite]).all()  # scale 1: x itself
+        assert data[1, 5] & 0x7F == 0x7F  # the NaN kept (E4M3's NaN, OCP 8-bit spec)
+        same = np.ones(data.shape, bool)
+        same[rows, :128] = False
+        assert (data[same] == want_data[same]).all()
+
+
 # ---- the fast kernels (fp8_kernels.h: _k_/_kt_ k-contiguous, _s_/_st_
 # k-strided), which the launcher picks for aligned layouts: the same model,
 # at shapes that cut every vector group, warp unit and tile (odd outer and
