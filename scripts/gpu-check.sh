@@ -506,7 +506,7 @@ step_correctness() {
     run_step "$name" 90 env "${penv[@]}" "${renv[@]}" GEMMSHIM_MODE=fp8 GEMMSHIM_GATE=off \
       GEMMSHIM_FP8_RECIPE=$recipe GEMMSHIM_FP8_FORMAT=hybrid "$INTEG/fp8_client_cu13" --layers=2 --steps=2
     run_step "$name:floors" 30 "$PYTHON" scripts/gpu_report.py hybrid-floors "$RESULTS/logs/$name.log" \
-      "$RESULTS/routing/$name.jsonl"
+      "$RESULTS/routing/$name.jsonl" "$recipe"
     routes_step "$name" --expect cublasGemmEx=fp8/cublaslt --expect-some-recipe "$recipe"
   done
 

@@ -7,13 +7,15 @@
                                         paste into docs/) and results.json,
                                         print the short table; exit 1 when a
                                         step failed
-  gpu_report.py hybrid-floors OUT LOG   fp8_client's output OUT under
+  gpu_report.py hybrid-floors OUT LOG RECIPE
+                                        fp8_client's output OUT under
                                         GEMMSHIM_FP8_FORMAT=hybrid and its
                                         routing log LOG: exit 1 unless every
-                                        GEMM returned 0 at its floor (25 dB,
-                                        18 for dgrad/wgrad, whose B is E5M2)
-                                        and exactly the dgrad/wgrad GEMMs
-                                        say "e4m3 x e5m2 (B: gradient)"
+                                        GEMM ran RECIPE and returned 0 at its
+                                        floor (25 dB, 18 for dgrad/wgrad,
+                                        whose B is E5M2) and exactly the
+                                        dgrad/wgrad GEMMs say "e4m3 x e5m2
+                                        (B: gradient)"
 
 Training tolerances (losses are the mean of the last 10 steps, "final", and
 the loss of step 0, "first"; relative to the native bf16 run):
@@ -426,7 +428,7 @@ def report(results):
 HYBRID_E5M2_B = "e4m3 x e5m2 (B: gradient)"
 
 
-def hybrid_floors(out_path, log_path):
+def hybrid_floors(out_path, log_path, recipe):
     """torchao's 25 dB floor for fp8 GEMMs (test/float8/test_base.py), 18 dB
     for its Linear outputs, here for a GEMM with an E5M2 operand (one
     mantissa bit less); tests/integration/test_fp8_recipes.py holds the
@@ -451,17 +453,20 @@ def hybrid_floors(out_path, log_path):
              if (HYBRID_E5M2_B in r["reason"]) != (g.get("kind") in ("dgrad", "wgrad"))]
     for w in wrong:
         print("FAIL formats", *w)
+    other = [r.get("recipe") for r in recs if r.get("recipe") != recipe]
+    if other:
+        print(f"FAIL recipe: {len(other)} calls ran {sorted(set(map(str, other)))}, not {recipe}")
     backward = sum(g.get("kind") in ("dgrad", "wgrad") for g in gemms)
     e5m2_b = sum(HYBRID_E5M2_B in r["reason"] for r in recs)
-    ok = gemms and not bad and not wrong and len(recs) == len(gemms)
+    ok = gemms and not bad and not wrong and not other and len(recs) == len(gemms)
     print(f"summary hybrid gemms={len(gemms)} logged={len(recs)} below_floor={bad} "
           f"backward={backward} e5m2_b={e5m2_b}")
     return 0 if ok else 1
 
 
 def main(argv):
-    if len(argv) == 4 and argv[1] == "hybrid-floors":
-        return hybrid_floors(argv[2], argv[3])
+    if len(argv) == 5 and argv[1] == "hybrid-floors":
+        return hybrid_floors(argv[2], argv[3], argv[4])
     if len(argv) != 3 or argv[1] not in ("train-compare", "report"):
         print(__doc__, file=sys.stderr)
         return 2

@@ -97,8 +97,9 @@ int gs_thread_exited(gs_thread t) {
 /* A forked child has the forking thread alone; the others will never
  * exit there, so their slots are freed now. */
 static void threads_after_fork_child(void) {
+  /* an unnumbered thread's self.slot is 0, a slot like any other */
   for (int k = 0; k < THREAD_SLOTS; k++)
-    if (k != self.slot) atomic_store(&slots[k], 0);
+    if (!self.number || k != self.slot) atomic_store(&slots[k], 0);
 }
 
 /* At load, not at first use: a first use inside another fork handler would

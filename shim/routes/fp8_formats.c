@@ -30,5 +30,5 @@ const char *fp8_recipe_formats(const gs_call *c, int fmt[2], int gradient[2]) {
     gradient[i] = backward && i == 1;
     fmt[i] = gs_opt.fp8_format == GS_FP8_FORMAT_E5M2 || gradient[i] ? GS_FP8_E5M2 : GS_FP8_E4M3;
   }
-  return hybrid && !backward && !fp8_thread_forward() ? FP8_HYBRID_UNTOLD : NULL;
+  return hybrid && !backward && !fp8_autograd_seen() ? FP8_HYBRID_UNTOLD : NULL;
 }

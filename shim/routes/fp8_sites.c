@@ -6,8 +6,9 @@
  * steps, and the return address cannot (every PyTorch GEMM comes through
  * the same one). Calls are grouped by caller, api, shape, types and device,
  * and within a group matched to a site by key pointer, ordinal in the step,
- * plain pointer or repeat, so a program gets the same site ids in every
- * run. The hybrid format puts gradients in E5M2, and the shim is not told
+ * plain pointer or repeat, the calling thread's sites first, then those of
+ * exited threads, never a live thread's, so a program gets the same site
+ * ids in every run and live threads never share a history. The hybrid format puts gradients in E5M2, and the shim is not told
  * which operand is one: it tells from the calling thread and the step's
  * forward tensors.
  *
@@ -294,6 +295,10 @@ static int thread_is_autograd(void) {
 
 int fp8_thread_backward(void) { return thread_is_autograd(); }
 
+int fp8_autograd_seen(void) {
+  return thread_is_autograd() || atomic_load_explicit(&autograd_seen, memory_order_relaxed);
+}
+
 int fp8_thread_forward(void) {
   return !thread_is_autograd() && atomic_load_explicit(&autograd_seen, memory_order_relaxed);
 }
@@ -539,15 +544,23 @@ static int contradicted(const fp8_site *s, const void *const ptr[FP8_ROLES]) {
  * read each other's histories. */
 static int site_on_call_stream(const fp8_site *s, const gs_call *c) { return !s->slot || slot_on_stream(s->slot, c); }
 
-/* A site is taken by position only from the calling thread or from one
- * that has exited (a backward pass on a new thread each step): a live
- * thread on the same stream is concurrent work with its own history (the
- * legacy stream shared by threads with their own handles and buffers). */
-static int site_from_this_or_gone_thread(const fp8_site *s, gs_thread me) {
-  return s->thread.number == me.number || gs_thread_exited(s->thread);
+/* A site is matched only from the thread that used it last or after that
+ * thread has exited (a backward pass on a new thread each step): a live
+ * thread's calls are its own work with its own history, even on the same
+ * stream, with a weight in common or with buffers another thread used
+ * before. The calling thread's own sites come first: an exited thread's
+ * are taken only where none of its own matches (a thread that keeps a
+ * weight's site does not trade it for the same weight's site of one that
+ * ended). Reading s->slot is ordered after that thread's last use (its own
+ * earlier call, or its exit: threads.c's release store). */
+enum { MATCH_OWN, MATCH_GONE };
+static int site_matchable(const fp8_site *s, gs_thread me, int pass) {
+  return pass == MATCH_OWN ? s->thread.number == me.number
+                           : s->thread.number != me.number && gs_thread_exited(s->thread);
 }
 
-static fp8_site *group_match(const fp8_group *g, const gs_call *c, const void *const ptr[FP8_ROLES], int backward) {
+static fp8_site *group_match_pass(const fp8_group *g, const gs_call *c, const void *const ptr[FP8_ROLES],
+                                  int backward, int pass) {
   /* A before D before B: A holds weights and saved activations, D the
    * weight gradients, B the most short-lived tensors. */
   static const int role_rank[FP8_ROLES] = {0, 2, 1};
@@ -555,10 +568,10 @@ static fp8_site *group_match(const fp8_group *g, const gs_call *c, const void *c
   int key_rank = INT_MAX, fresh_rank = INT_MAX;
   gs_thread me = gs_thread_self();
   for (fp8_site *s = g->sites; s; s = s->group_next) {
+    if (!site_matchable(s, me, pass)) continue;
     int unused = s->round != g->round;
     int contra = contradicted(s, ptr);
-    if (unused && !contra && s->ordinal == g->pos && site_on_call_stream(s, c) &&
-        site_from_this_or_gone_thread(s, me) && (!ord || s->last_tick > ord->last_tick))
+    if (unused && !contra && s->ordinal == g->pos && site_on_call_stream(s, c) && (!ord || s->last_tick > ord->last_tick))
       ord = s;
     for (int r = 0; r < FP8_ROLES; r++) {
       if (!ptr[r] || s->ptr[r] != ptr[r]) continue;
@@ -576,6 +589,11 @@ static fp8_site *group_match(const fp8_group *g, const gs_call *c, const void *c
   if (ord) return ord;
   if (fresh) return fresh;
   return repeat;
+}
+
+static fp8_site *group_match(const fp8_group *g, const gs_call *c, const void *const ptr[FP8_ROLES], int backward) {
+  fp8_site *s = group_match_pass(g, c, ptr, backward, MATCH_OWN);
+  return s ? s : group_match_pass(g, c, ptr, backward, MATCH_GONE);
 }
 
 /* Record a call of s; returns 1 when it started a new round of its group. */

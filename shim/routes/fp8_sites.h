@@ -54,6 +54,9 @@ int fp8_thread_forward(void);
 /* Whether this thread is PyTorch's autograd thread: its GEMMs are backward
  * ones (dgrad, wgrad). */
 int fp8_thread_backward(void);
+/* Whether the process has shown an autograd thread (this one included):
+ * before, backward GEMMs cannot be told from forward ones. */
+int fp8_autograd_seen(void);
 
 /* ---- for tests -------------------------------------------------------------- */
 /* Live sites of context ctx (0 when it has none); of the newest context at

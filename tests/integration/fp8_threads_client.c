@@ -7,7 +7,12 @@
  * --calls times; --m and --k set M and K apart from N = --dim. With
  * --legacy-stream the handles keep the legacy stream, which a handle uses
  * unless told otherwise (cuBLAS docs, cublasSetStream): the threads then
- * share a stream and nothing else. With
+ * share a stream and nothing else. --shared-a gives every thread one A
+ * (a weight in common: unit amplitude, written once, never changed), B
+ * and D still its own. --rotate hands the threads' buffer sets around:
+ * at call I thread T uses set (T + I) mod N, as a caching allocator hands
+ * a freed block to another thread (a second barrier after each call: no
+ * set is in two threads' hands at once). With
  * --outlier, A's element (i = 3, k = 5) and B's (k = 7, j = 9) are 1e5:
  * each line then also gives sqnr_clean, over the outputs D(i, j) with
  * i >= 128 and j >= 128, which share no 1x128, 128x128 or 32-element
@@ -30,9 +35,10 @@
 #include "../../kernels/convert.h"
 #include "client.h"
 
-static int THREADS = 8, CALLS = 4, DIM = 32, MDIM = 0, KDIM = 0, OUTLIER = 0, LEGACY = 0;
+static int THREADS = 8, CALLS = 4, DIM = 32, MDIM = 0, KDIM = 0, OUTLIER = 0, LEGACY = 0, SHARED_A = 0, ROTATE = 0;
 static CUcontext ctx;
 static pthread_barrier_t barrier;
+static CUdeviceptr set_a[64], set_b[64], set_d[64]; /* buffer set i: thread i's own */
 static pthread_mutex_t print_lock = PTHREAD_MUTEX_INITIALIZER;
 static int failures;
 
@@ -55,24 +61,28 @@ static void *run(void *arg) {
   const size_t abytes = (size_t)kd * m * 2, bbytes = (size_t)kd * n * 2, bytes = (size_t)m * n * 2;
   CUstream stream = NULL;
   cublasHandle_t handle;
-  CUdeviceptr A, B, D;
   uint16_t *a = calloc((size_t)kd * m, 2), *b = calloc((size_t)kd * n, 2), *d = calloc((size_t)m * n, 2);
   if (!a || !b || !d || client_drv.cuCtxSetCurrent(ctx) || (!LEGACY && client_drv.cuStreamCreate(&stream, 0)) ||
-      cublasCreate(&handle) || (!LEGACY && cublasSetStream(handle, stream)) || client_drv.cuMemAlloc_v2(&A, abytes) ||
-      client_drv.cuMemAlloc_v2(&B, bbytes) || client_drv.cuMemAlloc_v2(&D, bytes)) {
+      cublasCreate(&handle) || (!LEGACY && cublasSetStream(handle, stream))) {
     fprintf(stderr, "fp8_threads_client: thread %d set-up failed\n", w->t);
     exit(2);
   }
   const float amp = powf(10.0f, (float)(w->t - 3)), one = 1.0f, zero = 0.0f;
+  uint64_t shared_rng = 0x7368617265644100ull; /* the same A in every thread */
+  if (SHARED_A)
+    for (int i = 0; i < kd * m; i++) a[i] = gs_f32_to_bf16_rn(uniform(&shared_rng));
   for (int call = 0; call < CALLS; call++) {
+    const int set = ROTATE ? (w->t + call) % THREADS : w->t;
+    const CUdeviceptr A = SHARED_A ? set_a[0] : set_a[set], B = set_b[set], D = set_d[set];
     /* New data each call, of the thread's amplitude, in the same buffers. */
-    for (int i = 0; i < kd * m; i++) a[i] = gs_f32_to_bf16_rn(amp * uniform(&w->rng));
+    if (!SHARED_A)
+      for (int i = 0; i < kd * m; i++) a[i] = gs_f32_to_bf16_rn(amp * uniform(&w->rng));
     for (int i = 0; i < kd * n; i++) b[i] = gs_f32_to_bf16_rn(amp * uniform(&w->rng));
     if (OUTLIER && m > 3 && n > 9 && kd > 7) {
       a[5 + (size_t)3 * kd] = gs_f32_to_bf16_rn(1e5f);
       b[7 + (size_t)9 * kd] = gs_f32_to_bf16_rn(1e5f);
     }
-    client_drv.cuMemcpyHtoD_v2(A, a, abytes);
+    if (!SHARED_A || (w->t == 0 && call == 0)) client_drv.cuMemcpyHtoD_v2(A, a, abytes);
     client_drv.cuMemcpyHtoD_v2(B, b, bbytes);
     pthread_barrier_wait(&barrier);
     /* D = A^T B: A stored k x m, B stored k x n. */
@@ -99,6 +109,7 @@ static void *run(void *arg) {
     if (OUTLIER) printf(" sqnr_clean=%.2f", cerr == 0 ? 99.0 : 10.0 * log10(csig / cerr));
     printf("\n");
     pthread_mutex_unlock(&print_lock);
+    if (ROTATE) pthread_barrier_wait(&barrier);
   }
   cublasDestroy(handle);
   free(a), free(b), free(d);
@@ -119,8 +130,16 @@ int main(int argc, char **argv) {
       LEGACY = 1;
       continue;
     }
-    fprintf(stderr,
-            "usage: fp8_threads_client [--threads=N] [--calls=C] [--dim=D] [--m=M] [--k=K] [--outlier] [--legacy-stream]\n");
+    if (strcmp(argv[i], "--shared-a") == 0) {
+      SHARED_A = 1;
+      continue;
+    }
+    if (strcmp(argv[i], "--rotate") == 0) {
+      ROTATE = 1;
+      continue;
+    }
+    fprintf(stderr, "usage: fp8_threads_client [--threads=N] [--calls=C] [--dim=D] [--m=M] [--k=K] [--outlier] "
+                    "[--legacy-stream] [--shared-a] [--rotate]\n");
     return 2;
   }
   if (!MDIM) MDIM = DIM;
@@ -132,6 +151,13 @@ int main(int argc, char **argv) {
     fprintf(stderr, "fp8_threads_client: set-up failed: %s\n", why ? why : "driver");
     return 2;
   }
+  for (int t = 0; t < THREADS; t++)
+    if (client_drv.cuCtxSetCurrent(ctx) || client_drv.cuMemAlloc_v2(&set_a[t], (size_t)KDIM * MDIM * 2) ||
+        client_drv.cuMemAlloc_v2(&set_b[t], (size_t)KDIM * DIM * 2) ||
+        client_drv.cuMemAlloc_v2(&set_d[t], (size_t)MDIM * DIM * 2)) {
+      fprintf(stderr, "fp8_threads_client: allocation failed\n");
+      return 2;
+    }
   pthread_barrier_init(&barrier, NULL, (unsigned)THREADS);
   pthread_t tid[64];
   worker w[64];

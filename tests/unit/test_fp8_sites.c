@@ -308,6 +308,49 @@ static void test_training_autograd_thread_caching(void **state) {
   check_hybrid_formats(&md);
 }
 
+/* PyTorch's own pattern: one autograd thread, alive for every step
+ * (torch/csrc/autograd/engine.cpp: a worker thread per device): its sites
+ * stay its own from step to step, through the same-thread rule (it never
+ * exits). */
+typedef struct persist { model *md; pthread_mutex_t mu; pthread_cond_t cv; int go, done, quit; } persist;
+static void *persist_main(void *arg) {
+  persist *p = arg;
+  pthread_setname_np(pthread_self(), "pt_autograd_0");
+  model *md = p->md; md->named = 0; /* already named */
+  for (;;) {
+    pthread_mutex_lock(&p->mu);
+    while (!p->go && !p->quit) pthread_cond_wait(&p->cv, &p->mu);
+    if (p->quit) { pthread_mutex_unlock(&p->mu); return NULL; }
+    p->go = 0;
+    pthread_mutex_unlock(&p->mu);
+    backward(md);
+    pthread_mutex_lock(&p->mu); p->done = 1; pthread_cond_broadcast(&p->cv); pthread_mutex_unlock(&p->mu);
+  }
+}
+static void test_training_persistent_autograd_thread(void **state) {
+  static model md;
+  static persist p;
+  memset(&md, 0, sizeof md);
+  md.ctx = fresh_ctx();
+  md.mem.caching = 0;
+  md.mem.next = 0x70000000;
+  md.first_input_grad = 1;
+  for (int l = 0; l < L; l++) md.W[l] = 0x10000000 + (uintptr_t)l * 0x100000;
+  p.md = &md;
+  pthread_mutex_init(&p.mu, NULL); pthread_cond_init(&p.cv, NULL);
+  pthread_t t;
+  assert_int_equal(pthread_create(&t, NULL, persist_main, &p), 0);
+  for (md.step = 0; md.step < STEPS; md.step++) {
+    forward(&md);
+    pthread_mutex_lock(&p.mu); p.done = 0; p.go = 1; pthread_cond_broadcast(&p.cv);
+    while (!p.done) pthread_cond_wait(&p.cv, &p.mu);
+    pthread_mutex_unlock(&p.mu);
+  }
+  pthread_mutex_lock(&p.mu); p.quit = 1; pthread_cond_broadcast(&p.cv); pthread_mutex_unlock(&p.mu);
+  pthread_join(t, NULL);
+  check_identity(&md);
+}
+
 /* A forward-only loop on one thread (inference): steps are found from the
  * first layer's weight repeating. */
 static void test_inference_loop(void **state) {
@@ -344,6 +387,7 @@ static void test_shared_weight_one_site(void **state) {
   }
   assert_int_equal(fp8_sites_live(ctx), 1);
 }
+
 
 /* ---- formats ------------------------------------------------------------------------ */
 static void test_format_options(void **state) {
@@ -395,6 +439,79 @@ static fp8_use forward_call(void *ctx, int64_t m, uintptr_t A, uintptr_t B) {
   make_call(&c, ctx, m, NTOK, H, CUBLAS_OP_T, CUBLAS_OP_N, A, B, 0x4E000000);
   run_site(&c, &u);
   return u;
+}
+
+/* A site taken over from an exited thread belongs to the thread that took
+ * it: a third, live thread does not get it while that one lives. */
+typedef struct hold_call { void *ctx; uintptr_t A, B, D; uint64_t id; pthread_barrier_t *bar; } hold_call;
+static void *hold_thread(void *arg) {
+  hold_call *h = arg;
+  pthread_setname_np(pthread_self(), "pt_autograd_0");
+  gs_call c;
+  make_call(&c, h->ctx, 2 * H, NTOK, H, CUBLAS_OP_N, CUBLAS_OP_N, h->A, h->B, h->D);
+  h->id = run_site(&c, NULL);
+  if (h->bar) { pthread_barrier_wait(h->bar); pthread_barrier_wait(h->bar); }
+  return NULL;
+}
+static void test_handed_over_site_is_the_new_threads(void **state) {
+  void *ctx = fresh_ctx();
+  pthread_barrier_t bar;
+  pthread_barrier_init(&bar, NULL, 2);
+  forward_call(ctx, H, 0x61000000, 0x62000000);
+  hold_call b0 = {ctx, 0x63000000, 0x64000000, 0x65000000, 0, NULL};
+  pthread_t t0, t1, tz;
+  pthread_create(&t0, NULL, hold_thread, &b0); pthread_join(t0, NULL);
+  forward_call(ctx, H, 0x61000000, 0x66000000);
+  hold_call b1 = {ctx, 0x67000000, 0x68000000, 0x69000000, 0, &bar};
+  pthread_create(&t1, NULL, hold_thread, &b1);
+  pthread_barrier_wait(&bar);           /* b1 has called and stays alive */
+  assert_int_equal(b1.id, b0.id);       /* taken over from the exited b0 */
+  forward_call(ctx, H, 0x61000000, 0x6A000000);
+  hold_call z = {ctx, 0x6B000000, 0x6C000000, 0x6D000000, 0, NULL};
+  pthread_create(&tz, NULL, hold_thread, &z); pthread_join(tz, NULL);
+  pthread_barrier_wait(&bar);
+  pthread_join(t1, NULL);
+  if (z.id == b1.id) fail_msg("live thread z took live thread b1's site %016llx", (unsigned long long)z.id);
+  pthread_barrier_destroy(&bar);
+}
+
+/* A live thread's own site comes before an exited thread's: the main
+ * thread and a worker share a weight (A), each with its own B and D; the
+ * worker calls twice and exits; the main thread's next call keeps its own
+ * site (the worker's matches it on the same stable weight). */
+typedef struct twice_call {
+  void *ctx;
+  uint64_t id;
+} twice_call;
+
+static void *twice_thread(void *arg) {
+  twice_call *w = arg;
+  for (int i = 0; i < 2; i++) {
+    gs_call c;
+    make_call(&c, w->ctx, H, NTOK, H, CUBLAS_OP_T, CUBLAS_OP_N, 0x5A000000, 0x5B000000, 0x5C000000);
+    w->id = run_site(&c, NULL);
+  }
+  return NULL;
+}
+
+static void test_own_site_before_an_exited_threads(void **state) {
+  void *ctx = fresh_ctx();
+  gs_call c;
+  uint64_t mine = 0;
+  for (int i = 0; i < 2; i++) {
+    make_call(&c, ctx, H, NTOK, H, CUBLAS_OP_T, CUBLAS_OP_N, 0x5A000000, 0x5D000000, 0x5E000000);
+    mine = run_site(&c, NULL);
+  }
+  twice_call w = {ctx, 0};
+  pthread_t t;
+  assert_int_equal(pthread_create(&t, NULL, twice_thread, &w), 0);
+  pthread_join(t, NULL);
+  assert_true(w.id != mine);
+  for (int i = 0; i < 3; i++) {
+    make_call(&c, ctx, H, NTOK, H, CUBLAS_OP_T, CUBLAS_OP_N, 0x5A000000, 0x5D000000, 0x5E000000);
+    assert_int_equal(run_site(&c, NULL), mine);
+  }
+  assert_int_equal(fp8_sites_live(ctx), 2);
 }
 
 /* The first thread to call in a context is its forward thread; a call from
@@ -785,39 +902,52 @@ static void test_memset_failure_retries(void **state) {
 typedef struct hammer {
   void *ctx;
   int calls;
+  pthread_barrier_t *live; /* all alive until every call ran */
+  uint64_t id;             /* the site of the thread's calls */
+  int parity;              /* its parity after them */
 } hammer;
 
 static void *hammer_main(void *arg) {
   hammer *h = arg;
-  for (int i = 0; i < h->calls; i++) {
+  for (int i = 0; i <= h->calls; i++) {
     gs_call c;
     make_call(&c, h->ctx, H, NTOK, H, CUBLAS_OP_T, CUBLAS_OP_N, 0x79000000, 0x7A000000, 0x7B000000);
     fp8_use u;
     if (fp8_site_acquire(&c, 0, &u)) return (void *)1;
-    fp8_site_release(&u, FP8_RAN_QUANTIZE);
+    if (i > 0 && u.id != h->id) return (void *)2; /* one site for all its calls */
+    h->id = u.id, h->parity = u.parity;
+    fp8_site_release(&u, i < h->calls ? FP8_RAN_QUANTIZE : 0); /* the last only looks */
   }
+  pthread_barrier_wait(h->live);
   return NULL;
 }
 
-/* Four threads, one site: every call holds it alone, so the parity moves
- * once per call. */
-static void test_concurrent_calls_one_site(void **state) {
+/* Four live threads calling with the same pointers at once, a site each:
+ * a live thread's calls are its own work (even with a weight, or every
+ * buffer, in common) and never read another's history. Each site's parity
+ * moves once per call of its thread, so no call of another thread went
+ * through it. */
+static void test_concurrent_calls_own_sites(void **state) {
   void *ctx = fresh_ctx();
-  hammer h = {ctx, 1001};
+  pthread_barrier_t live;
+  pthread_barrier_init(&live, NULL, 4);
+  hammer h[4];
   pthread_t t[4];
-  for (int i = 0; i < 4; i++) assert_int_equal(pthread_create(&t[i], NULL, hammer_main, &h), 0);
+  for (int i = 0; i < 4; i++) {
+    h[i] = (hammer){ctx, 1001, &live, 0, -1};
+    assert_int_equal(pthread_create(&t[i], NULL, hammer_main, &h[i]), 0);
+  }
   for (int i = 0; i < 4; i++) {
     void *r;
     pthread_join(t[i], &r);
     assert_null(r);
   }
-  assert_int_equal(fp8_sites_live(ctx), 1);
-  gs_call c;
-  make_call(&c, ctx, H, NTOK, H, CUBLAS_OP_T, CUBLAS_OP_N, 0x79000000, 0x7A000000, 0x7B000000);
-  fp8_use u;
-  assert_null(fp8_site_acquire(&c, 0, &u));
-  assert_int_equal(u.parity, (4 * 1001) & 1);
-  fp8_site_release(&u, 0);
+  assert_int_equal(fp8_sites_live(ctx), 4);
+  for (int i = 0; i < 4; i++) {
+    assert_int_equal(h[i].parity, 1001 & 1);
+    for (int j = 0; j < i; j++) assert_true(h[i].id != h[j].id);
+  }
+  pthread_barrier_destroy(&live);
 }
 
 /* Threads of one program, each with its own handle and buffers but all on
@@ -938,6 +1068,9 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_exited_first_thread_is_not_reused, setup, teardown),
       cmocka_unit_test_setup_teardown(test_training_autograd_thread_moving, setup, teardown),
       cmocka_unit_test_setup_teardown(test_training_autograd_thread_caching, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_training_persistent_autograd_thread, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_handed_over_site_is_the_new_threads, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_own_site_before_an_exited_threads, setup, teardown),
       cmocka_unit_test_setup_teardown(test_inference_loop, setup, teardown),
       cmocka_unit_test_setup_teardown(test_shared_weight_one_site, setup, teardown),
       cmocka_unit_test_setup_teardown(test_format_options, setup, teardown),
@@ -954,7 +1087,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_alloc_failure, setup, teardown),
       cmocka_unit_test_setup_teardown(test_capture_cannot_allocate, setup, teardown),
       cmocka_unit_test_setup_teardown(test_memset_failure_retries, setup, teardown),
-      cmocka_unit_test_setup_teardown(test_concurrent_calls_one_site, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_concurrent_calls_own_sites, setup, teardown),
       cmocka_unit_test_setup_teardown(test_live_threads_on_one_stream_keep_their_own_sites, setup, teardown),
       cmocka_unit_test_setup_teardown(test_gone_contexts_give_their_slots, setup, teardown),
   };

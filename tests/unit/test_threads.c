@@ -127,12 +127,54 @@ static void test_fork_child_sees_other_threads_gone(void **unused) {
   pthread_barrier_destroy(&hold);
 }
 
+/* The same from a thread that never asked for its number (its slot field
+ * reads 0, a slot like any other), with the live thread on slot 0. */
+typedef struct forker {
+  gs_thread holder;
+  int child_ok;
+} forker;
+
+static void *fork_unnumbered(void *arg) {
+  forker *f = arg;
+  pid_t pid = fork();
+  if (pid == 0) _exit(gs_thread_exited(f->holder) ? 0 : 1);
+  int st = 0;
+  f->child_ok = pid > 0 && waitpid(pid, &st, 0) == pid && WIFEXITED(st) && WEXITSTATUS(st) == 0;
+  return NULL;
+}
+
+static void test_fork_from_unnumbered_thread_frees_slot_zero(void **unused) {
+  (void)unused;
+  pthread_barrier_t hold;
+  pthread_barrier_init(&hold, NULL, 2);
+  probe a = {.hold = &hold};
+  /* numbers hash to slots one to one: within 4096 numbers one lands on 0 */
+  for (int tries = 0;; tries++) {
+    assert_true(tries < 2 * 4096);
+    probe_start(&a);
+    pthread_barrier_wait(&hold);
+    if (a.t.slot == 0) break;
+    pthread_barrier_wait(&hold);
+    pthread_join(a.pt, NULL);
+  }
+  forker f = {a.t, 0};
+  pthread_t t;
+  assert_int_equal(pthread_create(&t, NULL, fork_unnumbered, &f), 0);
+  pthread_join(t, NULL);
+  assert_true(f.child_ok);
+  assert_false(gs_thread_exited(a.t));
+  pthread_barrier_wait(&hold);
+  pthread_join(a.pt, NULL);
+  pthread_barrier_destroy(&hold);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_key_failure_means_never_exited),
       cmocka_unit_test(test_numbers_never_reused_and_exit_seen),
       cmocka_unit_test(test_setspecific_failure_means_never_exited),
       cmocka_unit_test(test_fork_child_sees_other_threads_gone),
+      cmocka_unit_test(test_fork_from_unnumbered_thread_frees_slot_zero),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
