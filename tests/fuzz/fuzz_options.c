@@ -138,16 +138,18 @@ static int ref_size(const char *s, uint64_t *v) {
 
 static int ref_fault(const char *s) {
   const char *p = s;
+  char named[GS_SYS_COUNT] = {0}; /* each call at most once */
   if (!*p) return 0; /* empty: nothing armed */
   for (;;) {
     const char *colon = strchr(p, ':'), *comma = strchr(p, ',');
     const char *end = comma ? comma : p + strlen(p);
     if (!colon || colon > end) return -1;
-    int known = 0;
+    int known = -1;
     for (int i = 0; i < GS_SYS_COUNT; i++)
       if (strlen(gs_sys_names[i]) == (size_t)(colon - p) && !strncmp(gs_sys_names[i], p, (size_t)(colon - p)))
-        known = 1;
-    if (!known) return -1;
+        known = i;
+    if (known < 0 || named[known]) return -1;
+    named[known] = 1;
     const char *q = colon + 1, *dend;
     if (!all_digits(q, &dend)) return -1;
     uint64_t n = 0;
