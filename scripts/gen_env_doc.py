@@ -183,8 +183,8 @@ figure and why: [log-format.md](log-format.md#the-guards-figure).""",
 For frameworks that `dlopen` cuBLAS themselves (XLA, TensorFlow):
 [interception.md](interception.md).""",
     "GEMMSHIM_FAULT": """\
-For tests: `name:N[+],...` makes the Nth call (and with `+` every later
-one) of an entry of the shim's call table fail
+For tests: `name:N[+],...` (each name at most once) makes the Nth call
+(and with `+` every later one) of an entry of the shim's call table fail
 ([reliability.md](reliability.md#fault-injection)). One name is not a
 call: `route_output:N[+]` zeroes the first column of the Nth compared
 call's route output (`GEMMSHIM_COMPARE`), a known error for the tests of
