@@ -5,9 +5,8 @@
  * next thread, and a finished thread's per-thread stream may still be
  * running its last kernels. Whether a thread has exited tells successive
  * threads (a backward pass on a new thread each step) from concurrent ones
- * (threads of one program sharing a stream, each with its own buffers):
- * only the former may take over each other's fp8 sites by position
- * (docs/fp8-sites.md).
+ * (threads of one program calling the same GEMM line): only the former
+ * may take over each other's fp8 sites (docs/fp8-sites.md).
  *
  * A thread that asks for its number takes a slot of a fixed table and
  * holds it until a pthread key destructor clears it at the thread's exit

@@ -8,7 +8,8 @@
  * and within a group matched to a site by key pointer, ordinal in the step,
  * plain pointer or repeat, the calling thread's sites first, then those of
  * exited threads, never a live thread's, so a program gets the same site
- * ids in every run and live threads never share a history. The hybrid format puts gradients in E5M2, and the shim is not told
+ * ids in every run and live threads never share a history. The hybrid
+ * format puts gradients in E5M2, and the shim is not told
  * which operand is one: it tells from the calling thread and the step's
  * forward tensors.
  *
@@ -560,13 +561,12 @@ static int site_matchable(const fp8_site *s, gs_thread me, int pass) {
 }
 
 static fp8_site *group_match_pass(const fp8_group *g, const gs_call *c, const void *const ptr[FP8_ROLES],
-                                  int backward, int pass) {
+                                  int backward, gs_thread me, int pass) {
   /* A before D before B: A holds weights and saved activations, D the
    * weight gradients, B the most short-lived tensors. */
   static const int role_rank[FP8_ROLES] = {0, 2, 1};
   fp8_site *key = NULL, *ord = NULL, *fresh = NULL, *repeat = NULL;
   int key_rank = INT_MAX, fresh_rank = INT_MAX;
-  gs_thread me = gs_thread_self();
   for (fp8_site *s = g->sites; s; s = s->group_next) {
     if (!site_matchable(s, me, pass)) continue;
     int unused = s->round != g->round;
@@ -592,8 +592,9 @@ static fp8_site *group_match_pass(const fp8_group *g, const gs_call *c, const vo
 }
 
 static fp8_site *group_match(const fp8_group *g, const gs_call *c, const void *const ptr[FP8_ROLES], int backward) {
-  fp8_site *s = group_match_pass(g, c, ptr, backward, MATCH_OWN);
-  return s ? s : group_match_pass(g, c, ptr, backward, MATCH_GONE);
+  const gs_thread me = gs_thread_self();
+  fp8_site *s = group_match_pass(g, c, ptr, backward, me, MATCH_OWN);
+  return s ? s : group_match_pass(g, c, ptr, backward, me, MATCH_GONE);
 }
 
 /* Record a call of s; returns 1 when it started a new round of its group. */

@@ -122,22 +122,14 @@ int main(int argc, char **argv) {
         sscanf(argv[i], "--dim=%d", &DIM) == 1 || sscanf(argv[i], "--m=%d", &MDIM) == 1 ||
         sscanf(argv[i], "--k=%d", &KDIM) == 1)
       continue;
-    if (strcmp(argv[i], "--outlier") == 0) {
-      OUTLIER = 1;
-      continue;
-    }
-    if (strcmp(argv[i], "--legacy-stream") == 0) {
-      LEGACY = 1;
-      continue;
-    }
-    if (strcmp(argv[i], "--shared-a") == 0) {
-      SHARED_A = 1;
-      continue;
-    }
-    if (strcmp(argv[i], "--rotate") == 0) {
-      ROTATE = 1;
-      continue;
-    }
+    static const struct {
+      const char *name;
+      int *on;
+    } flags[] = {{"--outlier", &OUTLIER}, {"--legacy-stream", &LEGACY}, {"--shared-a", &SHARED_A}, {"--rotate", &ROTATE}};
+    int known = 0;
+    for (size_t f = 0; f < sizeof flags / sizeof flags[0] && !known; f++)
+      if (strcmp(argv[i], flags[f].name) == 0) *flags[f].on = known = 1;
+    if (known) continue;
     fprintf(stderr, "usage: fp8_threads_client [--threads=N] [--calls=C] [--dim=D] [--m=M] [--k=K] [--outlier] "
                     "[--legacy-stream] [--shared-a] [--rotate]\n");
     return 2;
