@@ -49,6 +49,8 @@ typedef struct fp8_slot {
   void *stream;             /* stream of its last use (when used) */
   uintptr_t stream_thread;  /* for the per-thread stream: whose */
   int used;                 /* has run anything */
+  CUevent done;             /* per-thread stream: recorded after each use */
+  int done_valid;           /* done marks the last use (site held or context lock) */
   struct fp8_slot *next;    /* free list */
 } fp8_slot;
 
@@ -401,8 +403,15 @@ static int stream_free_of_capture(const void *stream) {
  * joined either. Returns 1 when ordered; 0 leaves c's stream untouched. */
 static int order_after_slot(fp8_ctx *x, const gs_call *c, const fp8_slot *s) {
   if (slot_on_stream(s, c)) return 1;
-  if (s->stream_thread && s->stream_thread != (uintptr_t)gs_thread_number()) return 0;
   if (!gs_sys.cuEventCreate || !gs_sys.cuEventRecord || !gs_sys.cuStreamWaitEvent) return 0;
+  if (s->stream_thread && s->stream_thread != (uintptr_t)gs_thread_number()) {
+    /* Another thread's per-thread stream: only that thread could record
+     * on it, and it did, after the slot's last use (slot_mark_done). */
+    if (!s->done_valid || ctx_push(x) != CUDA_SUCCESS) return 0;
+    CUresult r = GS_CALL(cuStreamWaitEvent, (CUstream)c->g.stream, s->done, 0);
+    ctx_pop();
+    return r == CUDA_SUCCESS;
+  }
   if (ctx_push(x) != CUDA_SUCCESS) return 0;
   CUresult r = stream_free_of_capture(s->stream) ? CUDA_SUCCESS : CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
   if (r == CUDA_SUCCESS && !x->order_event) r = GS_CALL(cuEventCreate, &x->order_event, CU_EVENT_DISABLE_TIMING);
@@ -542,8 +551,13 @@ static int contradicted(const fp8_site *s, const void *const ptr[FP8_ROLES]) {
 /* An ordinal names a layer only among calls of one stream: calls on
  * different streams with no pointer in common are independent work (each
  * thread of a program with its own stream and buffers, say), and must not
- * read each other's histories. */
-static int site_on_call_stream(const fp8_site *s, const gs_call *c) { return !s->slot || slot_on_stream(s->slot, c); }
+ * read each other's histories. The per-thread default stream counts as
+ * one stream here: a site of it is matched only by its own thread or
+ * after that thread exited (site_matchable), and a backward pass on a new
+ * thread each step on that stream is the same layers' next step. */
+static int site_on_call_stream(const fp8_site *s, const gs_call *c) {
+  return !s->slot || !s->slot->used || s->slot->stream == c->g.stream;
+}
 
 /* A site is matched only from the thread that used it last or after that
  * thread has exited (a backward pass on a new thread each step): a live
@@ -826,6 +840,29 @@ const char *fp8_site_acquire(gs_call *c, int capturing, fp8_use *u) {
   return NULL;
 }
 
+/* With the slot's site held, after the call's last enqueue: on a
+ * per-thread default stream, record the slot's event there, so a later
+ * thread taking the site over (this one exited: group_match) can order
+ * after this use (order_after_slot) and keep the ring and its history.
+ * Only this thread can record on its per-thread stream. A failure, or a
+ * use under capture (an event recorded there is a captured one), leaves
+ * no valid mark: the next thread starts over on a fresh ring. */
+static void slot_mark_done(fp8_ctx *x, fp8_slot *sl, int capturing) {
+  sl->done_valid = 0;
+  if (sl->stream != CU_STREAM_PER_THREAD || capturing) return;
+  if (!gs_sys.cuEventCreate || !gs_sys.cuEventRecord || !gs_sys.cuStreamWaitEvent) return;
+  if (ctx_push(x) != CUDA_SUCCESS) return;
+  CUresult r = CUDA_SUCCESS;
+  if (!sl->done) {
+    CUevent ev = NULL;
+    r = GS_CALL(cuEventCreate, &ev, CU_EVENT_DISABLE_TIMING);
+    if (r == CUDA_SUCCESS) sl->done = ev;
+  }
+  if (r == CUDA_SUCCESS) r = GS_CALL(cuEventRecord, sl->done, CU_STREAM_PER_THREAD);
+  ctx_pop();
+  sl->done_valid = r == CUDA_SUCCESS;
+}
+
 void fp8_site_release(fp8_use *u, unsigned ran) {
   fp8_site *s = u->site;
   if (!s) return;
@@ -834,6 +871,7 @@ void fp8_site_release(fp8_use *u, unsigned ran) {
    * same slot, which the route refreshes after its GEMM. */
   if ((ran & FP8_RAN_QUANTIZE) && !u->capturing) s->parity ^= 1;
   fp8_ctx *x = s->owner;
+  slot_mark_done(x, s->slot, u->capturing);
   pthread_mutex_unlock(&s->mu);
   pthread_mutex_lock(&x->lock);
   int gone = site_unhold_locked(x, s);

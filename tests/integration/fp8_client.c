@@ -23,6 +23,10 @@
  * --checkpoint=1 recomputes each layer's forward on the backward thread
  * before its gradients (kind=recompute), as torch.utils.checkpoint does.
  *
+ * --stream=per-thread runs every GEMM on CU_STREAM_PER_THREAD (one
+ * handle, the per-thread default stream: another stream in each thread,
+ * the backward's new each step) instead of a stream of its own.
+ *
  * --churn=N instead runs N times what cudaDeviceReset and JAX client
  * rebuilds do around a GEMM: retain the primary context, make a cuBLAS
  * handle and a stream, run one forward GEMM (step=i), destroy the handle
@@ -45,6 +49,7 @@
 
 static int L = 4, STEPS = 3, H = 64, T = 32, RESET_BEFORE = -1, CHURN = 0, CHECKPOINT = 0;
 static const char *reset_kind = "primary";
+static int PER_THREAD;
 static CUdevice dev;
 static CUcontext ctx;
 static CUstream stream;
@@ -140,7 +145,13 @@ static void *driver_symbol(const char *name) {
 }
 
 static int session_open(void) {
-  return client_drv.cuStreamCreate(&stream, 0) || cublasCreate(&handle) || cublasSetStream(handle, stream) ? -1 : 0;
+  if (PER_THREAD) stream = CU_STREAM_PER_THREAD;
+  else if (client_drv.cuStreamCreate(&stream, 0)) return -1;
+  return cublasCreate(&handle) || cublasSetStream(handle, stream) ? -1 : 0;
+}
+
+static int session_close(void) {
+  return cublasDestroy(handle) || (!PER_THREAD && client_drv.cuStreamDestroy_v2(stream)) ? -1 : 0;
 }
 
 static int context_open(void) {
@@ -166,7 +177,7 @@ static void weights_new(void) {
  * objects again, as a framework rebuilding its client does. */
 static int context_reset(int step) {
   CUcontext old = ctx;
-  if (cublasDestroy(handle) || client_drv.cuStreamDestroy_v2(stream)) return -1;
+  if (session_close()) return -1;
   if (strcmp(reset_kind, "device") == 0) {
     /* The retain stays: the same handle is the new context at once. */
     primary_reset = (__typeof__(primary_reset))driver_symbol("cuDevicePrimaryCtxReset_v2");
@@ -189,8 +200,7 @@ static int churn(void) {
     mat w = mat_new(H, H, 1.0f / sqrtf((float)H)), a = mat_new(H, T, 1.0f), y = mat_new(H, T, 0.0f);
     gemm(i, "fwd", 0, CUBLAS_OP_T, CUBLAS_OP_N, &w, &a, &y);
     free(w.host), free(a.host), free(y.host);
-    if (cublasDestroy(handle) || client_drv.cuStreamDestroy_v2(stream) || client_drv.cuDevicePrimaryCtxRelease_v2(dev))
-      return 2;
+    if (session_close() || client_drv.cuDevicePrimaryCtxRelease_v2(dev)) return 2;
   }
   return failures ? 1 : 0;
 }
@@ -203,12 +213,16 @@ int main(int argc, char **argv) {
         sscanf(argv[i], "--reset-before=%d", &RESET_BEFORE) == 1 || sscanf(argv[i], "--churn=%d", &CHURN) == 1 ||
         sscanf(argv[i], "--checkpoint=%d", &CHECKPOINT) == 1)
       continue;
+    if (strcmp(argv[i], "--stream=per-thread") == 0) {
+      PER_THREAD = 1;
+      continue;
+    }
     if (sscanf(argv[i], "--reset=%15s", kind) == 1 && (!strcmp(kind, "primary") || !strcmp(kind, "created") || !strcmp(kind, "device"))) {
       reset_kind = kind;
       continue;
     }
     fprintf(stderr, "usage: fp8_client [--layers=L] [--steps=S] [--dim=H] [--tokens=T] [--reset-before=S] "
-                    "[--reset=primary|device|created] [--churn=N]\n");
+                    "[--reset=primary|device|created] [--checkpoint=0|1] [--stream=per-thread] [--churn=N]\n");
     return 2;
   }
   const char *why = client_driver_load();

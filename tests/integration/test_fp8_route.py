@@ -162,16 +162,16 @@ def test_margin_is_headroom(fp8_client, standin, tmp_path, cc):
 
 
 # ---- per-thread default streams of threads that come and go ----------------------------------
-def test_per_thread_streams_of_successive_threads_never_share_a_ring(shim, standin, tmp_path):
+def test_per_thread_streams_of_successive_threads_pass_the_ring_on_in_order(shim, standin, tmp_path):
     """Five threads, each started after the previous one exited, run the
-    same GEMM (one call site) on CU_STREAM_PER_THREAD, a different stream
-    in each thread (CUDA Runtime API, "per-thread default stream"). glibc
-    gives a joined thread's pthread_t to the next thread, so pthread_self()
-    cannot tell their streams apart. A site's rings may only pass to
-    another stream ordered after the old one's work, which no thread can
-    arrange for another thread's per-thread stream: each thread's call
-    starts from fresh rings (its scales from its own amax, two rings
-    initialised), never from the last thread's rings unordered."""
+    same GEMM (one call site) on CU_STREAM_PER_THREAD, "an implicit stream
+    local to both the thread and the CUcontext" (CUDA Runtime API, stream
+    synchronization behavior): a different stream in each thread, on which
+    no other thread can record. Each call records the site's event on its
+    own stream after its work, and the next thread's call waits on it
+    (cuStreamWaitEvent: "all future work submitted to hStream will wait
+    until hEvent completes") before using the ring: one site, one ring
+    initialised once, the history carried from thread to thread."""
     client = CLIENT_DIR / "ffma_client_cu13"
     require_built([client])
     threads = 5
@@ -184,16 +184,53 @@ def test_per_thread_streams_of_successive_threads_never_share_a_ring(shim, stand
     assert r.returncode == 1, r.describe()
     recs = read_log(log)
     assert len(recs) == threads
-    # One site when glibc reuses the joined thread's pthread_t (the site
-    # table then takes each thread for the first, forward one); sanitizer
-    # runtimes may not reuse it, and the later threads' calls are sites of
-    # their own. Either way no call may run on an earlier thread's rings.
-    for rec in recs:
+    for i, rec in enumerate(recs):
         assert (rec["route"], rec["status"], rec["stream"]) == ("fp8", 0, "0x2"), rec
-        assert rec["reason"] == ("GEMMSHIM_MODE=fp8; fp8 e4m3 x e4m3; first call: scales from its own amax; "
+        first = "first call: scales from its own amax; " if i == 0 else ""
+        assert rec["reason"] == ("GEMMSHIM_MODE=fp8; fp8 e4m3 x e4m3; " + first +
                                  "own kernel: cuBLASLt fp8 needs sm_89 or newer"), rec
-    # ring_init: one cuMemsetD8Async per ring, two rings per fresh start.
-    assert standin_counts(counts)["cuMemsetD8Async"] == 2 * threads
+        assert rec.get("site_event") == ("new" if i == 0 else None), rec
+    assert len({rec["site"] for rec in recs}) == 1, recs
+    got = standin_counts(counts)
+    # ring_init: one cuMemsetD8Async per ring, two rings, once.
+    assert got["cuMemsetD8Async"] == 2
+    # A mark after every call; a wait on it by each later thread.
+    assert (got["cuEventCreate"], got["cuEventRecord"], got["cuStreamWaitEvent"]) == (1, threads, threads - 1), got
+
+
+def test_backward_on_a_new_thread_each_step_on_the_per_thread_stream(fp8_client, standin, tmp_path):
+    """fp8_client --stream=per-thread: the forward on the main thread's
+    per-thread stream, the backward on a new thread each step, on that
+    thread's own per-thread stream. Each backward site passes from the
+    exited thread to the next one in order (its event, recorded after the
+    last use, waited on) and keeps its ring and history: step 0 alone
+    measures, every site keeps its id, no ring is made after step 0, and
+    with a small GEMMSHIM_FP8_MAX_SITES the ring bound (2 x sites + 32) is
+    never reached however many steps run."""
+    layers, steps = 2, 24
+    log, counts = tmp_path / "gemms.jsonl", tmp_path / "counts"
+    r = run_ok([fp8_client, f"--layers={layers}", f"--steps={steps}", "--stream=per-thread"], standin[13], shim=True,
+               env={"STANDIN_CC": "9.0", "GEMMSHIM_MODE": "fp8", "GEMMSHIM_GATE": "off",
+                    "GEMMSHIM_FP8_RECIPE": "delayed", "GEMMSHIM_FP8_MAX_SITES": "6", "GEMMSHIM_LOG": str(log),
+                    "STANDIN_COUNTS": str(counts)})
+    gemms, recs = gemm_lines(r), read_log(log)
+    assert len(gemms) == len(recs) == steps * layers * len(KINDS), r.describe()
+    sites = {}
+    for g, rec in zip(gemms, recs):
+        first = g["step"] == 0
+        assert (g["status"], rec["status"], rec["route"], rec["backend"]) == (0, 0, "fp8", "cublaslt-fp8"), rec
+        assert rec["reason"] == "GEMMSHIM_MODE=fp8; fp8 e4m3 x e4m3" + ("; first call: scales from its own amax" if first else ""), rec
+        assert rec.get("site_event") == ("new" if first else None), rec
+        assert g["sqnr"] >= 25.0, g
+        key = (g["kind"], g["layer"])
+        assert sites.setdefault(key, rec["site"]) == rec["site"], (key, rec)
+    assert len(set(sites.values())) == layers * len(KINDS)
+    got = standin_counts(counts)
+    # Two rings per site, initialised once; one mark per call; one wait per
+    # backward site per step after the first.
+    assert got["cuMemsetD8Async"] == 2 * layers * len(KINDS), got
+    assert got["cuEventRecord"] == steps * layers * len(KINDS), got
+    assert got["cuStreamWaitEvent"] == (steps - 1) * layers * 2, got
 
 
 # ---- the handle's math mode --------------------------------------------------------------------

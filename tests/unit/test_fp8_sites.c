@@ -29,8 +29,9 @@
 #include "sys.h"
 
 /* ---- fake driver ---------------------------------------------------------------- */
-static int allocs, memsets, event_records, stream_waits;
+static int allocs, memsets, event_records, stream_waits, events_created, fail_records, fail_waits;
 static void *last_record_stream, *last_wait_stream;
+static CUevent last_record_event, last_wait_event;
 
 /* Device memory is never freed by the shim (a context's goes with it);
  * the fake keeps every block listed so the leak checker sees it owned. */
@@ -62,17 +63,21 @@ static CUresult fake_memset32(CUdeviceptr p, unsigned int v, size_t n, CUstream 
   return CUDA_SUCCESS;
 }
 static CUresult fake_event_create(CUevent *e, unsigned flags) {
-  *e = (CUevent)(uintptr_t)0xE0E0;
+  *e = (CUevent)(uintptr_t)(0xE000 + 0x10 * ++events_created); /* each its own */
   return CUDA_SUCCESS;
 }
 static CUresult fake_event_record(CUevent e, CUstream s) {
+  if (fail_records) return CUDA_ERROR_LAUNCH_FAILED;
   event_records++;
   last_record_stream = s;
+  last_record_event = e;
   return CUDA_SUCCESS;
 }
 static CUresult fake_stream_wait(CUstream s, CUevent e, unsigned flags) {
+  if (fail_waits) return CUDA_ERROR_LAUNCH_FAILED;
   stream_waits++;
   last_wait_stream = s;
+  last_wait_event = e;
   return CUDA_SUCCESS;
 }
 
@@ -90,7 +95,9 @@ static int setup(void **state) {
   gs_opt.fp8_history = 16;
   gs_opt.fp8_margin = 0;
   gs_opt.fp8_max_sites = 4096;
-  allocs = memsets = event_records = stream_waits = 0;
+  allocs = memsets = event_records = stream_waits = events_created = fail_records = fail_waits = 0;
+  last_record_stream = last_wait_stream = NULL;
+  last_record_event = last_wait_event = NULL;
   return 0;
 }
 
@@ -443,13 +450,21 @@ static fp8_use forward_call(void *ctx, int64_t m, uintptr_t A, uintptr_t B) {
 
 /* A site taken over from an exited thread belongs to the thread that took
  * it: a third, live thread does not get it while that one lives. */
-typedef struct hold_call { void *ctx; uintptr_t A, B, D; uint64_t id; pthread_barrier_t *bar; } hold_call;
+typedef struct hold_call {
+  void *ctx;
+  uintptr_t A, B, D;
+  uint64_t id;
+  pthread_barrier_t *bar;
+  void *stream; /* the call's stream; STREAM when NULL */
+  fp8_use use;  /* what the call was given */
+} hold_call;
 static void *hold_thread(void *arg) {
   hold_call *h = arg;
   pthread_setname_np(pthread_self(), "pt_autograd_0");
   gs_call c;
   make_call(&c, h->ctx, 2 * H, NTOK, H, CUBLAS_OP_N, CUBLAS_OP_N, h->A, h->B, h->D);
-  h->id = run_site(&c, NULL);
+  if (h->stream) c.g.stream = h->stream;
+  h->id = run_site(&c, &h->use);
   if (h->bar) { pthread_barrier_wait(h->bar); pthread_barrier_wait(h->bar); }
   return NULL;
 }
@@ -458,16 +473,16 @@ static void test_handed_over_site_is_the_new_threads(void **state) {
   pthread_barrier_t bar;
   pthread_barrier_init(&bar, NULL, 2);
   forward_call(ctx, H, 0x61000000, 0x62000000);
-  hold_call b0 = {ctx, 0x63000000, 0x64000000, 0x65000000, 0, NULL};
+  hold_call b0 = {ctx, 0x63000000, 0x64000000, 0x65000000, 0, NULL, NULL, {0}};
   pthread_t t0, t1, tz;
   pthread_create(&t0, NULL, hold_thread, &b0); pthread_join(t0, NULL);
   forward_call(ctx, H, 0x61000000, 0x66000000);
-  hold_call b1 = {ctx, 0x67000000, 0x68000000, 0x69000000, 0, &bar};
+  hold_call b1 = {ctx, 0x67000000, 0x68000000, 0x69000000, 0, &bar, NULL, {0}};
   pthread_create(&t1, NULL, hold_thread, &b1);
   pthread_barrier_wait(&bar);           /* b1 has called and stays alive */
   assert_int_equal(b1.id, b0.id);       /* taken over from the exited b0 */
   forward_call(ctx, H, 0x61000000, 0x6A000000);
-  hold_call z = {ctx, 0x6B000000, 0x6C000000, 0x6D000000, 0, NULL};
+  hold_call z = {ctx, 0x6B000000, 0x6C000000, 0x6D000000, 0, NULL, NULL, {0}};
   pthread_create(&tz, NULL, hold_thread, &z); pthread_join(tz, NULL);
   pthread_barrier_wait(&bar);
   pthread_join(t1, NULL);
@@ -833,6 +848,99 @@ static void test_stream_change_without_events_starts_over(void **state) {
   assert_int_equal(event_records, 0);
 }
 
+/* The per-thread default stream (CUDA Runtime API, "Stream
+ * synchronization behavior": CU_STREAM_PER_THREAD is "an implicit stream
+ * local to both the thread and the CUcontext") is another stream in each
+ * thread, and no thread can record on another's. A backward pass on a new
+ * thread each step on that stream: each call's thread records the slot's
+ * own event on its stream after its use, and the next thread, taking the
+ * exited thread's site, waits on that event (cuStreamWaitEvent: "all
+ * future work submitted to hStream will wait until hEvent completes") and
+ * keeps the ring, its history and its parity: no new ring, no memset. */
+static void test_per_thread_stream_handover_waits_on_the_last_use(void **state) {
+  void *ctx = fresh_ctx();
+  forward_call(ctx, H, 0x71000000, 0x72000000);
+  hold_call b0 = {ctx, 0x73000000, 0x74000000, 0x75000000, 0, NULL, CU_STREAM_PER_THREAD, {0}};
+  pthread_t t;
+  pthread_create(&t, NULL, hold_thread, &b0); pthread_join(t, NULL);
+  assert_int_equal(b0.use.needs_amax_init, 1);
+  /* b0's mark: its own event, on its per-thread stream */
+  assert_int_equal(event_records, 1);
+  assert_ptr_equal(last_record_stream, CU_STREAM_PER_THREAD);
+  CUevent mark = last_record_event;
+  assert_non_null(mark);
+  assert_int_equal(stream_waits, 0);
+  int allocs0 = allocs, memsets0 = memsets;
+  forward_call(ctx, H, 0x71000000, 0x76000000);
+  hold_call b1 = {ctx, 0x77000000, 0x78000000, 0x79000000, 0, NULL, CU_STREAM_PER_THREAD, {0}};
+  pthread_create(&t, NULL, hold_thread, &b1); pthread_join(t, NULL);
+  assert_int_equal(b1.id, b0.id);
+  assert_int_equal(stream_waits, 1);
+  assert_ptr_equal(last_wait_stream, CU_STREAM_PER_THREAD);
+  assert_ptr_equal(last_wait_event, mark);           /* the slot's mark, not a new record */
+  assert_ptr_equal(b1.use.ring[0], b0.use.ring[0]);  /* the ring and its history kept */
+  assert_ptr_equal(b1.use.ring[1], b0.use.ring[1]);
+  assert_int_equal(b1.use.needs_amax_init, 0);
+  assert_int_equal(b1.use.parity, 1);
+  assert_int_equal(allocs, allocs0);
+  assert_int_equal(memsets, memsets0);
+  assert_int_equal(event_records, 2);                /* b1's own mark, same event */
+  assert_ptr_equal(last_record_event, mark);
+  assert_int_equal(events_created, 1);
+}
+
+/* Without a mark (the record failed) or with the wait refused, the next
+ * thread cannot order after the exited one's stream: a fresh ring,
+ * measured again. */
+static void handover_starts_over(int *fail) {
+  void *ctx = fresh_ctx();
+  forward_call(ctx, H, 0x7A000000, 0x7B000000);
+  fail_records = fail == &fail_records;
+  hold_call b0 = {ctx, 0x7C000000, 0x7D000000, 0x7E000000, 0, NULL, CU_STREAM_PER_THREAD, {0}};
+  pthread_t t;
+  pthread_create(&t, NULL, hold_thread, &b0); pthread_join(t, NULL);
+  fail_records = 0;
+  forward_call(ctx, H, 0x7A000000, 0x7F000000);
+  fail_waits = fail == &fail_waits;
+  hold_call b1 = {ctx, 0x80000000, 0x81000000, 0x82000000, 0, NULL, CU_STREAM_PER_THREAD, {0}};
+  pthread_create(&t, NULL, hold_thread, &b1); pthread_join(t, NULL);
+  assert_int_equal(b1.id, b0.id);
+  assert_int_equal(stream_waits, 0);
+  assert_true(b1.use.ring[0] != b0.use.ring[0]);
+  assert_int_equal(b1.use.needs_amax_init, 1);
+  assert_int_equal(b1.use.parity, 0);
+}
+
+static void test_per_thread_stream_handover_without_a_mark_starts_over(void **state) { handover_starts_over(&fail_records); }
+static void test_per_thread_stream_handover_wait_refused_starts_over(void **state) { handover_starts_over(&fail_waits); }
+
+/* A use under capture leaves no mark: an event recorded on a capturing
+ * stream is a captured event, and an eager stream waiting on it would
+ * join the capture (CUDA C++ Programming Guide, "Cross-stream Dependencies
+ * and Events"). A later thread starts over instead. */
+static void *captured_thread(void *arg) {
+  hold_call *h = arg;
+  pthread_setname_np(pthread_self(), "pt_autograd_0");
+  gs_call c;
+  make_call(&c, h->ctx, 2 * H, NTOK, H, CUBLAS_OP_N, CUBLAS_OP_N, h->A, h->B, h->D);
+  c.g.stream = CU_STREAM_PER_THREAD;
+  const char *why = fp8_site_acquire(&c, 1, &h->use);
+  if (why) fail_msg("fp8_site_acquire: %s", why);
+  h->id = h->use.id;
+  fp8_site_release(&h->use, FP8_RAN_AMAX_INIT | FP8_RAN_QUANTIZE);
+  return NULL;
+}
+
+static void test_per_thread_stream_captured_use_leaves_no_mark(void **state) {
+  void *ctx = fresh_ctx();
+  forward_call(ctx, H, 0x83000000, 0x84000000);
+  hold_call b0 = {ctx, 0x85000000, 0x86000000, 0x87000000, 0, NULL, CU_STREAM_PER_THREAD, {0}};
+  pthread_t t;
+  pthread_create(&t, NULL, captured_thread, &b0); pthread_join(t, NULL);
+  assert_int_equal(event_records, 0);
+  assert_int_equal(events_created, 0);
+}
+
 static void test_capture_new_site_needs_free_ring(void **state) {
   void *ctx = fresh_ctx();
   gs_opt.fp8_max_sites = 1;
@@ -1083,6 +1191,10 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_context_reset_same_address, setup, teardown),
       cmocka_unit_test_setup_teardown(test_stream_change_waits, setup, teardown),
       cmocka_unit_test_setup_teardown(test_stream_change_without_events_starts_over, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_per_thread_stream_handover_waits_on_the_last_use, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_per_thread_stream_handover_without_a_mark_starts_over, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_per_thread_stream_handover_wait_refused_starts_over, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_per_thread_stream_captured_use_leaves_no_mark, setup, teardown),
       cmocka_unit_test_setup_teardown(test_capture_new_site_needs_free_ring, setup, teardown),
       cmocka_unit_test_setup_teardown(test_alloc_failure, setup, teardown),
       cmocka_unit_test_setup_teardown(test_capture_cannot_allocate, setup, teardown),
