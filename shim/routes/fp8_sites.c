@@ -408,11 +408,9 @@ static int order_after_slot(fp8_ctx *x, const gs_call *c, const fp8_slot *s) {
   if (!gs_sys.cuEventCreate || !gs_sys.cuEventRecord || !gs_sys.cuStreamWaitEvent) return 0;
   if (s->stream_thread && s->stream_thread != (uintptr_t)gs_thread_number()) {
     /* Another thread's per-thread stream: only that thread could record
-     * on it, and it did, after the slot's last use (slot_mark_done). */
-    if (!s->done_valid || ctx_push(x) != CUDA_SUCCESS) return 0;
-    CUresult r = GS_CALL(cuStreamWaitEvent, (CUstream)c->g.stream, s->done, 0);
-    ctx_pop();
-    return r == CUDA_SUCCESS;
+     * on it, and it did, after the slot's last use (slot_mark_done). The
+     * wait needs no context push: c's stream names its context. */
+    return s->done_valid && GS_CALL(cuStreamWaitEvent, (CUstream)c->g.stream, s->done, 0) == CUDA_SUCCESS;
   }
   if (ctx_push(x) != CUDA_SUCCESS) return 0;
   CUresult r = stream_free_of_capture(s->stream) ? CUDA_SUCCESS : CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
@@ -759,6 +757,10 @@ static const char *site_prepare(fp8_ctx *x, fp8_site *s, const gs_call *c, int c
   s->slot->used = 1;
   s->slot->stream = c->g.stream;
   s->slot->stream_thread = stream_thread_of(c->g.stream);
+  /* From here this call may enqueue on the ring: an earlier mark no longer
+   * covers it, and only this call's release marks again (a failure below
+   * returns before it, and the next thread then starts over). */
+  s->slot->done_valid = 0;
   if (!s->ring_ready) {
     if (ctx_push(x) != CUDA_SUCCESS) return "cuCtxPushCurrent failed before initialising fp8 rings";
     const char *failed = NULL;
@@ -864,12 +866,13 @@ const char *fp8_site_acquire(gs_call *c, int capturing, fp8_use *u) {
  * after this use (order_after_slot) and keep the ring and its history.
  * Only this thread can record on its per-thread stream. A failure, or a
  * use under capture (an event recorded there is a captured one), leaves
- * no valid mark: the next thread starts over on a fresh ring. */
-static void slot_mark_done(fp8_ctx *x, fp8_slot *sl, int capturing) {
+ * no valid mark: the next thread starts over on a fresh ring. No context
+ * push: the per-thread stream is the current context's (the call's
+ * context, cuStreamGetCtx's answer for it), and so is the event. */
+static void slot_mark_done(fp8_slot *sl, int capturing) {
   sl->done_valid = 0;
   if (sl->stream != CU_STREAM_PER_THREAD || capturing) return;
   if (!gs_sys.cuEventCreate || !gs_sys.cuEventRecord || !gs_sys.cuStreamWaitEvent) return;
-  if (ctx_push(x) != CUDA_SUCCESS) return;
   CUresult r = CUDA_SUCCESS;
   if (!sl->done) {
     CUevent ev = NULL;
@@ -877,7 +880,6 @@ static void slot_mark_done(fp8_ctx *x, fp8_slot *sl, int capturing) {
     if (r == CUDA_SUCCESS) sl->done = ev;
   }
   if (r == CUDA_SUCCESS) r = GS_CALL(cuEventRecord, sl->done, CU_STREAM_PER_THREAD);
-  ctx_pop();
   sl->done_valid = r == CUDA_SUCCESS;
 }
 
@@ -889,7 +891,7 @@ void fp8_site_release(fp8_use *u, unsigned ran) {
    * same slot, which the route refreshes after its GEMM. */
   if ((ran & FP8_RAN_QUANTIZE) && !u->capturing) s->parity ^= 1;
   fp8_ctx *x = s->owner;
-  slot_mark_done(x, s->slot, u->capturing);
+  slot_mark_done(s->slot, u->capturing);
   pthread_mutex_unlock(&s->mu);
   pthread_mutex_lock(&x->lock);
   int gone = site_unhold_locked(x, s);

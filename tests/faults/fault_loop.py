@@ -90,11 +90,15 @@ ROUTES = OrderedDict(
                         "GEMMSHIM_FP8_RECIPE": "block", "GEMMSHIM_GATE": "off"}, ["--fp8"])),
         # delayed scaling (fp8_sites.c): the site table, its ring memory and
         # their initialising memsets, the thread numbers and their exit key
-        # (shim/base/threads.c); ex_again is the site's second call. On the
-        # per-thread default stream: each call records its site's event
-        # after its work, for a later thread taking the site.
+        # (shim/base/threads.c); ex_again is the site's second call.
         ("fp8 delayed", ({"STANDIN_CC": "9.0", "GEMMSHIM_MODE": "fp8", "GEMMSHIM_FP8_BACKEND": "cublaslt",
-                          "GEMMSHIM_FP8_RECIPE": "delayed", "GEMMSHIM_GATE": "off"}, ["--fp8", "--stream=per-thread"])),
+                          "GEMMSHIM_FP8_RECIPE": "delayed", "GEMMSHIM_GATE": "off"}, ["--fp8"])),
+        # The same on the per-thread default stream: each call also records
+        # its site's event there after its work (made at the slot's first
+        # such use), for a later thread taking the site.
+        ("fp8 delayed per-thread", ({"STANDIN_CC": "9.0", "GEMMSHIM_MODE": "fp8", "GEMMSHIM_FP8_BACKEND": "cublaslt",
+                                     "GEMMSHIM_FP8_RECIPE": "delayed", "GEMMSHIM_GATE": "off"},
+                                    ["--fp8", "--stream=per-thread"])),
         # One more GEMM whose k (40) and m (33, ldc 33) cuBLASLt's fp8 GEMM
         # refuses as given: k padded by the quantize kernel, A8's extra
         # columns zeroed (cuMemsetD8Async), C widened into an aligned

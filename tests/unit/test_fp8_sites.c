@@ -529,12 +529,13 @@ typedef struct hold_call {
   pthread_barrier_t *bar;
   void *stream; /* the call's stream; STREAM when NULL */
   fp8_use use;  /* what the call was given */
+  int64_t m;    /* the GEMM's m; 2H when 0 */
 } hold_call;
 static void *hold_thread(void *arg) {
   hold_call *h = arg;
   pthread_setname_np(pthread_self(), "pt_autograd_0");
   gs_call c;
-  make_call(&c, h->ctx, 2 * H, NTOK, H, CUBLAS_OP_N, CUBLAS_OP_N, h->A, h->B, h->D);
+  make_call(&c, h->ctx, h->m ? h->m : 2 * H, NTOK, H, CUBLAS_OP_N, CUBLAS_OP_N, h->A, h->B, h->D);
   if (h->stream) c.g.stream = h->stream;
   h->id = run_site(&c, &h->use);
   if (h->bar) { pthread_barrier_wait(h->bar); pthread_barrier_wait(h->bar); }
@@ -545,16 +546,16 @@ static void test_handed_over_site_is_the_new_threads(void **state) {
   pthread_barrier_t bar;
   pthread_barrier_init(&bar, NULL, 2);
   forward_call(ctx, H, 0x61000000, 0x62000000);
-  hold_call b0 = {ctx, 0x63000000, 0x64000000, 0x65000000, 0, NULL, NULL, {0}};
+  hold_call b0 = {ctx, 0x63000000, 0x64000000, 0x65000000, 0, NULL, NULL, {0}, 0};
   pthread_t t0, t1, tz;
   pthread_create(&t0, NULL, hold_thread, &b0); pthread_join(t0, NULL);
   forward_call(ctx, H, 0x61000000, 0x66000000);
-  hold_call b1 = {ctx, 0x67000000, 0x68000000, 0x69000000, 0, &bar, NULL, {0}};
+  hold_call b1 = {ctx, 0x67000000, 0x68000000, 0x69000000, 0, &bar, NULL, {0}, 0};
   pthread_create(&t1, NULL, hold_thread, &b1);
   pthread_barrier_wait(&bar);           /* b1 has called and stays alive */
   assert_int_equal(b1.id, b0.id);       /* taken over from the exited b0 */
   forward_call(ctx, H, 0x61000000, 0x6A000000);
-  hold_call z = {ctx, 0x6B000000, 0x6C000000, 0x6D000000, 0, NULL, NULL, {0}};
+  hold_call z = {ctx, 0x6B000000, 0x6C000000, 0x6D000000, 0, NULL, NULL, {0}, 0};
   pthread_create(&tz, NULL, hold_thread, &z); pthread_join(tz, NULL);
   pthread_barrier_wait(&bar);
   pthread_join(t1, NULL);
@@ -569,7 +570,7 @@ static void test_handed_over_site_is_the_new_threads(void **state) {
  * call does not carry names another layer: a new site. */
 static uint64_t backward_step(void *ctx, uintptr_t fwd_b, uintptr_t A, uintptr_t B, uintptr_t D, uint32_t *flags) {
   forward_call(ctx, H, 0x8A000000, fwd_b); /* the step's forward: a new epoch */
-  hold_call h = {ctx, A, B, D, 0, NULL, NULL, {0}};
+  hold_call h = {ctx, A, B, D, 0, NULL, NULL, {0}, 0};
   pthread_t t;
   pthread_create(&t, NULL, hold_thread, &h); pthread_join(t, NULL);
   if (flags) *flags = (uint32_t)(h.use.needs_amax_init ? GS_SITE_NEW : 0);
@@ -973,7 +974,7 @@ static void test_stream_change_without_events_starts_over(void **state) {
 static void test_per_thread_stream_handover_waits_on_the_last_use(void **state) {
   void *ctx = fresh_ctx();
   forward_call(ctx, H, 0x71000000, 0x72000000);
-  hold_call b0 = {ctx, 0x73000000, 0x74000000, 0x75000000, 0, NULL, CU_STREAM_PER_THREAD, {0}};
+  hold_call b0 = {ctx, 0x73000000, 0x74000000, 0x75000000, 0, NULL, CU_STREAM_PER_THREAD, {0}, 0};
   pthread_t t;
   pthread_create(&t, NULL, hold_thread, &b0); pthread_join(t, NULL);
   assert_int_equal(b0.use.needs_amax_init, 1);
@@ -985,7 +986,7 @@ static void test_per_thread_stream_handover_waits_on_the_last_use(void **state) 
   assert_int_equal(stream_waits, 0);
   int allocs0 = allocs, memsets0 = memsets;
   forward_call(ctx, H, 0x71000000, 0x76000000);
-  hold_call b1 = {ctx, 0x77000000, 0x78000000, 0x79000000, 0, NULL, CU_STREAM_PER_THREAD, {0}};
+  hold_call b1 = {ctx, 0x77000000, 0x78000000, 0x79000000, 0, NULL, CU_STREAM_PER_THREAD, {0}, 0};
   pthread_create(&t, NULL, hold_thread, &b1); pthread_join(t, NULL);
   assert_int_equal(b1.id, b0.id);
   assert_int_equal(stream_waits, 1);
@@ -1002,6 +1003,114 @@ static void test_per_thread_stream_handover_waits_on_the_last_use(void **state) 
   assert_int_equal(events_created, 1);
 }
 
+/* The mark is the release's: nothing is recorded while the call holds
+ * the site (its kernels are enqueued between acquire and release). */
+static void test_per_thread_stream_mark_at_release(void **state) {
+  void *ctx = fresh_ctx();
+  gs_call c;
+  make_call(&c, ctx, H, NTOK, H, CUBLAS_OP_T, CUBLAS_OP_N, 0x9B000000, 0x9C000000, 0x9D000000);
+  c.g.stream = CU_STREAM_PER_THREAD;
+  fp8_use u;
+  assert_null(fp8_site_acquire(&c, 0, &u));
+  assert_int_equal(event_records, 0);
+  fp8_site_release(&u, FP8_RAN_AMAX_INIT | FP8_RAN_QUANTIZE);
+  assert_int_equal(event_records, 1);
+  assert_ptr_equal(last_record_stream, CU_STREAM_PER_THREAD);
+}
+
+/* The taker waits on the mark, on its own stream, whatever that stream
+ * is, and not on the context's order event (made here first by a move
+ * between two ordinary streams): an ordinary-stream call taking an exited
+ * thread's per-thread-stream site by its pointers waits there. */
+static void test_per_thread_stream_handover_to_an_ordinary_stream(void **state) {
+  void *ctx = fresh_ctx();
+  gs_call c;
+  make_call(&c, ctx, H, NTOK, H, CUBLAS_OP_T, CUBLAS_OP_N, 0x9E000000, 0x9F000000, 0xA0000000);
+  run_site(&c, NULL);
+  c.g.stream = (void *)0x5500;
+  run_site(&c, NULL); /* an ordinary move: the order event exists now */
+  assert_int_equal(stream_waits, 1);
+  CUevent order = last_wait_event;
+  hold_call b0 = {ctx, 0xA1000000, 0xA2000000, 0xA3000000, 0, NULL, CU_STREAM_PER_THREAD, {0}, 0};
+  pthread_t t;
+  pthread_create(&t, NULL, hold_thread, &b0); pthread_join(t, NULL);
+  CUevent mark = last_record_event;
+  assert_ptr_equal(last_record_stream, CU_STREAM_PER_THREAD);
+  assert_true(mark != order);
+  hold_call b1 = {ctx, 0xA1000000, 0xA2000000, 0xA3000000, 0, NULL, (void *)0x5600, {0}, 0};
+  pthread_create(&t, NULL, hold_thread, &b1); pthread_join(t, NULL);
+  assert_int_equal(b1.id, b0.id);
+  assert_int_equal(stream_waits, 2);
+  assert_ptr_equal(last_wait_stream, (void *)0x5600);
+  assert_ptr_equal(last_wait_event, mark);
+  assert_ptr_equal(b1.use.ring[0], b0.use.ring[0]);
+  assert_int_equal(b1.use.needs_amax_init, 0);
+}
+
+/* A mark covers the uses before it only. A thread's site X is marked; its
+ * next call, a new site Y, evicts X (GEMMSHIM_FP8_MAX_SITES=1) and takes
+ * its slot, and fails setting the rings up after enqueuing a memset on
+ * them. The next thread, taking Y, must not trust X's mark: it starts
+ * over on another ring, with no wait. */
+typedef struct stale_call {
+  void *ctx;
+  fp8_use x, y;
+  uint64_t y_id; /* Y's site, from the failed call */
+  const char *why;
+} stale_call;
+
+static void *stale_thread(void *arg) {
+  stale_call *h = arg;
+  pthread_setname_np(pthread_self(), "pt_autograd_0");
+  gs_call c;
+  make_call(&c, h->ctx, 2 * H, NTOK, H, CUBLAS_OP_N, CUBLAS_OP_N, 0xA4000000, 0xA5000000, 0xA6000000);
+  c.g.stream = CU_STREAM_PER_THREAD;
+  run_site(&c, &h->x);
+  make_call(&c, h->ctx, 3 * H, NTOK, H, CUBLAS_OP_N, CUBLAS_OP_N, 0xA7000000, 0xA8000000, 0xA9000000);
+  c.g.stream = CU_STREAM_PER_THREAD;
+  gs_fault_arm(GS_SYS_cuMemsetD32Async, 1, 0);
+  h->why = fp8_site_acquire(&c, 0, &h->y);
+  h->y_id = c.site;
+  return NULL;
+}
+
+static void test_per_thread_stream_failed_setup_voids_the_mark(void **state) {
+  void *ctx = fresh_ctx();
+  gs_opt.fp8_max_sites = 1;
+  stale_call b0 = {ctx, {0}, {0}, 0, NULL};
+  pthread_t t;
+  pthread_create(&t, NULL, stale_thread, &b0); pthread_join(t, NULL);
+  assert_non_null(b0.why); /* Y's ring set-up failed */
+  assert_int_equal(event_records, 1); /* X's mark only */
+  hold_call b1 = {ctx, 0xA7000000, 0xA8000000, 0xA9000000, 0, NULL, CU_STREAM_PER_THREAD, {0}, 3 * H};
+  pthread_create(&t, NULL, hold_thread, &b1); pthread_join(t, NULL);
+  assert_int_equal(b1.id, b0.y_id);
+  assert_int_equal(stream_waits, 0);
+  assert_true(b1.use.ring[0] != b0.x.ring[0]);
+  assert_int_equal(b1.use.needs_amax_init, 1);
+}
+
+/* Ordinals name layers among calls of one stream only: an exited
+ * thread's site on an ordinary stream is not taken by position by a call
+ * on another ordinary stream with no pointer in common. */
+static void test_ordinal_across_ordinary_streams_is_another_site(void **state) {
+  void *ctx = fresh_ctx();
+  forward_call(ctx, H, 0xAA000000, 0xAB000000);
+  hold_call b0 = {ctx, 0xAC000000, 0xAD000000, 0xAE000000, 0, NULL, (void *)0x5700, {0}, 0};
+  pthread_t t;
+  pthread_create(&t, NULL, hold_thread, &b0); pthread_join(t, NULL);
+  forward_call(ctx, H, 0xAA000000, 0xAF000000);
+  hold_call b1 = {ctx, 0xB0000000, 0xB1000000, 0xB2000000, 0, NULL, (void *)0x5800, {0}, 0};
+  pthread_create(&t, NULL, hold_thread, &b1); pthread_join(t, NULL);
+  assert_true(b1.id != b0.id);
+  assert_int_equal(b1.use.needs_amax_init, 1);
+  /* the same on b0's stream is b0's layer */
+  forward_call(ctx, H, 0xAA000000, 0xB3000000);
+  hold_call b2 = {ctx, 0xB4000000, 0xB5000000, 0xB6000000, 0, NULL, (void *)0x5700, {0}, 0};
+  pthread_create(&t, NULL, hold_thread, &b2); pthread_join(t, NULL);
+  assert_int_equal(b2.id, b0.id);
+}
+
 /* Without a mark (the record failed) or with the wait refused, the next
  * thread cannot order after the exited one's stream: a fresh ring,
  * measured again. */
@@ -1009,13 +1118,13 @@ static void handover_starts_over(int *fail) {
   void *ctx = fresh_ctx();
   forward_call(ctx, H, 0x7A000000, 0x7B000000);
   fail_records = fail == &fail_records;
-  hold_call b0 = {ctx, 0x7C000000, 0x7D000000, 0x7E000000, 0, NULL, CU_STREAM_PER_THREAD, {0}};
+  hold_call b0 = {ctx, 0x7C000000, 0x7D000000, 0x7E000000, 0, NULL, CU_STREAM_PER_THREAD, {0}, 0};
   pthread_t t;
   pthread_create(&t, NULL, hold_thread, &b0); pthread_join(t, NULL);
   fail_records = 0;
   forward_call(ctx, H, 0x7A000000, 0x7F000000);
   fail_waits = fail == &fail_waits;
-  hold_call b1 = {ctx, 0x80000000, 0x81000000, 0x82000000, 0, NULL, CU_STREAM_PER_THREAD, {0}};
+  hold_call b1 = {ctx, 0x80000000, 0x81000000, 0x82000000, 0, NULL, CU_STREAM_PER_THREAD, {0}, 0};
   pthread_create(&t, NULL, hold_thread, &b1); pthread_join(t, NULL);
   assert_int_equal(b1.id, b0.id);
   assert_int_equal(stream_waits, 0);
@@ -1047,7 +1156,7 @@ static void *captured_thread(void *arg) {
 static void test_per_thread_stream_captured_use_leaves_no_mark(void **state) {
   void *ctx = fresh_ctx();
   forward_call(ctx, H, 0x83000000, 0x84000000);
-  hold_call b0 = {ctx, 0x85000000, 0x86000000, 0x87000000, 0, NULL, CU_STREAM_PER_THREAD, {0}};
+  hold_call b0 = {ctx, 0x85000000, 0x86000000, 0x87000000, 0, NULL, CU_STREAM_PER_THREAD, {0}, 0};
   pthread_t t;
   pthread_create(&t, NULL, captured_thread, &b0); pthread_join(t, NULL);
   assert_int_equal(event_records, 0);
@@ -1312,6 +1421,10 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_per_thread_stream_handover_without_a_mark_starts_over, setup, teardown),
       cmocka_unit_test_setup_teardown(test_per_thread_stream_handover_wait_refused_starts_over, setup, teardown),
       cmocka_unit_test_setup_teardown(test_per_thread_stream_captured_use_leaves_no_mark, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_per_thread_stream_mark_at_release, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_per_thread_stream_handover_to_an_ordinary_stream, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_per_thread_stream_failed_setup_voids_the_mark, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_ordinal_across_ordinary_streams_is_another_site, setup, teardown),
       cmocka_unit_test_setup_teardown(test_capture_new_site_needs_free_ring, setup, teardown),
       cmocka_unit_test_setup_teardown(test_alloc_failure, setup, teardown),
       cmocka_unit_test_setup_teardown(test_capture_cannot_allocate, setup, teardown),
