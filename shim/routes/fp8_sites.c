@@ -6,8 +6,7 @@
  * steps, and the return address cannot (every PyTorch GEMM comes through
  * the same one). Calls are grouped by caller, api, shape, types and device,
  * and within a group matched to a site by key pointer, ordinal in the step,
- * plain pointer, repeat or, last, ordinal despite a short-lived key
- * pointer that moved, the calling thread's sites first, then those of
+ * plain pointer or repeat, the calling thread's sites first, then those of
  * exited threads, never a live thread's, so a program gets the same site
  * ids in every run and live threads never share a history. The hybrid
  * format puts gradients in E5M2, and the shim is not told
@@ -91,7 +90,6 @@ struct fp8_group {
   fp8_group *next;    /* bucket chain */
   fp8_site *sites;
   uint64_t round, pos, epoch;
-  const void *last_b;  /* B of the group's last call */
 };
 
 typedef struct seen_entry {
@@ -540,18 +538,14 @@ static void lru_push_head(fp8_ctx *x, fp8_site *s) {
   if (!x->lru_tail) x->lru_tail = s;
 }
 
-/* A site's key pointer that the call does not carry: another layer, or
- * a buffer that had one address some calls running and now has another.
- * Returns the longest such run (0: none). */
-static unsigned contradicted(const fp8_site *s, const void *const ptr[FP8_ROLES]) {
-  unsigned most = 0;
+/* A site's key pointer that the call does not carry: another layer. */
+static int contradicted(const fp8_site *s, const void *const ptr[FP8_ROLES]) {
   for (int r = 0; r < FP8_ROLES; r++)
-    if (s->stable[r] > most && s->ptr[r] != ptr[r]) most = s->stable[r];
-  return most;
+    if (s->stable[r] && s->ptr[r] != ptr[r]) return 1;
+  return 0;
 }
 
-/* Rules 1-4 of the matching (docs/fp8-sites.md); NULL: none (rule 5 is
- * group_match's last resort, rule 6 a new site). */
+/* Steps 1-4 of the matching at the top of this file; NULL: a new site. */
 /* An ordinal names a layer only among calls of one stream: calls on
  * different streams with no pointer in common are independent work (each
  * thread of a program with its own stream and buffers, say), and must not
@@ -579,20 +573,18 @@ static int site_matchable(const fp8_site *s, gs_thread me, int pass) {
 }
 
 static fp8_site *group_match_pass(const fp8_group *g, const gs_call *c, const void *const ptr[FP8_ROLES],
-                                  int backward, gs_thread me, int pass, fp8_site **last_resort) {
+                                  int backward, gs_thread me, int pass) {
   /* A before D before B: A holds weights and saved activations, D the
    * weight gradients, B the most short-lived tensors. */
   static const int role_rank[FP8_ROLES] = {0, 2, 1};
-  fp8_site *key = NULL, *ord = NULL, *ord_contra = NULL, *fresh = NULL, *repeat = NULL;
+  fp8_site *key = NULL, *ord = NULL, *fresh = NULL, *repeat = NULL;
   int key_rank = INT_MAX, fresh_rank = INT_MAX;
   for (fp8_site *s = g->sites; s; s = s->group_next) {
     if (!site_matchable(s, me, pass)) continue;
     int unused = s->round != g->round;
-    unsigned contra = contradicted(s, ptr);
-    if (unused && s->ordinal == g->pos && contra < 2 && site_on_call_stream(s, c)) {
-      fp8_site **o = contra ? &ord_contra : &ord;
-      if (!*o || s->last_tick > (*o)->last_tick) *o = s;
-    }
+    int contra = contradicted(s, ptr);
+    if (unused && !contra && s->ordinal == g->pos && site_on_call_stream(s, c) && (!ord || s->last_tick > ord->last_tick))
+      ord = s;
     for (int r = 0; r < FP8_ROLES; r++) {
       if (!ptr[r] || s->ptr[r] != ptr[r]) continue;
       if (s->stable[r]) {
@@ -600,30 +592,21 @@ static fp8_site *group_match_pass(const fp8_group *g, const gs_call *c, const vo
         if (rank < key_rank) key = s, key_rank = rank;
       } else if (!contra && unused) {
         if (role_rank[r] < fresh_rank) fresh = s, fresh_rank = role_rank[r];
-      } else if (!contra && !repeat && (r == FP8_ROLE_A || (r == FP8_ROLE_B && !backward && ptr[r] != g->last_b))) {
+      } else if (!contra && !repeat && (r == FP8_ROLE_A || (r == FP8_ROLE_B && !backward))) {
         repeat = s;
       }
     }
   }
-  if (!*last_resort) *last_resort = ord_contra;
   if (key) return key;
   if (ord) return ord;
   if (fresh) return fresh;
   return repeat;
 }
 
-/* Where neither pass matches: the site at the call's position whose key
- * pointer the call does not carry (the calling thread's first), where that
- * pointer had held for two calls only. A caching allocator can hand a
- * buffer out at one address two steps running and at another the next;
- * nothing else names the call's layer then, and a new site would lose its
- * history. A pointer held longer (a weight) names another layer. */
 static fp8_site *group_match(const fp8_group *g, const gs_call *c, const void *const ptr[FP8_ROLES], int backward) {
   const gs_thread me = gs_thread_self();
-  fp8_site *last_resort = NULL;
-  fp8_site *s = group_match_pass(g, c, ptr, backward, me, MATCH_OWN, &last_resort);
-  if (!s) s = group_match_pass(g, c, ptr, backward, me, MATCH_GONE, &last_resort);
-  return s ? s : last_resort;
+  fp8_site *s = group_match_pass(g, c, ptr, backward, me, MATCH_OWN);
+  return s ? s : group_match_pass(g, c, ptr, backward, me, MATCH_GONE);
 }
 
 /* Record a call of s; returns 1 when it started a new round of its group. */
@@ -824,7 +807,6 @@ const char *fp8_site_acquire(gs_call *c, int capturing, fp8_use *u) {
       return why;
     }
   }
-  g->last_b = ptr[FP8_ROLE_B];
   if (!backward) {
     seen_put(x, c->g.A);
     seen_put(x, c->g.B);

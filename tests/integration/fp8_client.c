@@ -23,11 +23,6 @@
  * --checkpoint=1 recomputes each layer's forward on the backward thread
  * before its gradients (kind=recompute), as torch.utils.checkpoint does.
  *
- * --siblings=N --ratio=R: each forward layer also runs N more GEMMs of
- * its shape on the same input x (q, k and v projections of one hidden
- * state; kind=sib1..sibN), each with a weight of its own whose amplitude
- * is 1/R of the layer's; their outputs are not used further.
- *
  * --stream=per-thread runs every GEMM on CU_STREAM_PER_THREAD (one
  * handle, the per-thread default stream: another stream in each thread,
  * the backward's new each step) instead of a stream of its own.
@@ -54,8 +49,7 @@
 
 static int L = 4, STEPS = 3, H = 64, T = 32, RESET_BEFORE = -1, CHURN = 0, CHECKPOINT = 0;
 static const char *reset_kind = "primary";
-static int PER_THREAD, SIBLINGS;
-static float RATIO = 1.0f;
+static int PER_THREAD;
 static CUdevice dev;
 static CUcontext ctx;
 static CUstream stream;
@@ -118,7 +112,7 @@ static void gemm(int step, const char *kind, int layer, int ta, int tb, mat *A, 
          err == 0 ? 99.0 : 10.0 * log10(sig / err));
 }
 
-static mat *W, *Wsib, *x;
+static mat *W, *x;
 static int cur_step;
 
 static void *backward(void *arg) {
@@ -176,10 +170,6 @@ static void weights_new(void) {
   for (int l = 0; l < L; l++) {
     free(W[l].host);
     W[l] = mat_new(H, H, 1.0f / sqrtf((float)H));
-    for (int j = 0; j < SIBLINGS; j++) {
-      free(Wsib[l * SIBLINGS + j].host);
-      Wsib[l * SIBLINGS + j] = mat_new(H, H, 1.0f / (RATIO * sqrtf((float)H)));
-    }
   }
 }
 
@@ -221,8 +211,7 @@ int main(int argc, char **argv) {
     if (sscanf(argv[i], "--layers=%d", &L) == 1 || sscanf(argv[i], "--steps=%d", &STEPS) == 1 ||
         sscanf(argv[i], "--dim=%d", &H) == 1 || sscanf(argv[i], "--tokens=%d", &T) == 1 ||
         sscanf(argv[i], "--reset-before=%d", &RESET_BEFORE) == 1 || sscanf(argv[i], "--churn=%d", &CHURN) == 1 ||
-        sscanf(argv[i], "--checkpoint=%d", &CHECKPOINT) == 1 || sscanf(argv[i], "--siblings=%d", &SIBLINGS) == 1 ||
-        sscanf(argv[i], "--ratio=%f", &RATIO) == 1)
+        sscanf(argv[i], "--checkpoint=%d", &CHECKPOINT) == 1)
       continue;
     if (strcmp(argv[i], "--stream=per-thread") == 0) {
       PER_THREAD = 1;
@@ -233,7 +222,7 @@ int main(int argc, char **argv) {
       continue;
     }
     fprintf(stderr, "usage: fp8_client [--layers=L] [--steps=S] [--dim=H] [--tokens=T] [--reset-before=S] "
-                    "[--reset=primary|device|created] [--checkpoint=0|1] [--stream=per-thread] [--siblings=N] [--ratio=R] [--churn=N]\n");
+                    "[--reset=primary|device|created] [--checkpoint=0|1] [--stream=per-thread] [--churn=N]\n");
     return 2;
   }
   const char *why = client_driver_load();
@@ -243,7 +232,6 @@ int main(int argc, char **argv) {
   }
   if (CHURN) return churn();
   W = calloc((size_t)L, sizeof *W);
-  Wsib = calloc((size_t)L * SIBLINGS + 1, sizeof *Wsib);
   x = calloc((size_t)L + 1, sizeof *x);
   weights_new();
   for (cur_step = 0; cur_step < STEPS; cur_step++) {
@@ -255,12 +243,6 @@ int main(int argc, char **argv) {
     for (int l = 0; l < L; l++) {
       x[l + 1] = mat_new(H, T, 0.0f);
       gemm(cur_step, "fwd", l, CUBLAS_OP_T, CUBLAS_OP_N, &W[l], &x[l], &x[l + 1]);
-      for (int j = 0; j < SIBLINGS; j++) {
-        char kind_j[16];
-        snprintf(kind_j, sizeof kind_j, "sib%d", j + 1);
-        mat y = mat_new(H, T, 0.0f);
-        gemm(cur_step, kind_j, l, CUBLAS_OP_T, CUBLAS_OP_N, &Wsib[l * SIBLINGS + j], &x[l], &y);
-      }
     }
     pthread_t t;
     if (pthread_create(&t, NULL, backward, NULL) || pthread_join(t, NULL)) return 2;

@@ -148,7 +148,6 @@ static uint64_t run_site(gs_call *c, fp8_use *out) {
 #define H 64
 #define NTOK 32
 #define STEPS 5
-#define SIBS 2
 enum { FWD, GRAD_IN, GRAD_W, KINDS };
 
 /* Equal-sized blocks: "moving" hands out a new address every time (no
@@ -183,10 +182,6 @@ typedef struct model {
   int step;
   int named;   /* name the backward thread pt_autograd_0 */
   int first_input_grad; /* layer 0 computes a grad-input too */
-  int siblings; /* more forward GEMMs of a layer's input (k, v beside q) */
-  uintptr_t sib_out[L][SIBS];
-  uint64_t sib_ids[STEPS][L][SIBS];
-  uint32_t sib_flags[STEPS][L][SIBS];
 } model;
 
 static void record(model *md, int kind, int l, gs_call *c, const fp8_use *u) {
@@ -208,15 +203,6 @@ static void forward(model *md) {
     make_call(&c, md->ctx, H, NTOK, H, CUBLAS_OP_T, CUBLAS_OP_N, md->W[l], md->x[l], md->x[l + 1]);
     run_site(&c, &u);
     record(md, FWD, l, &c, &u);
-    /* Sibling projections of the same input, each with its weight. */
-    for (int j = 0; j < md->siblings; j++) {
-      md->sib_out[l][j] = blk_alloc(&md->mem);
-      make_call(&c, md->ctx, H, NTOK, H, CUBLAS_OP_T, CUBLAS_OP_N, md->W[l] + 0x10000 * (uintptr_t)(j + 1), md->x[l],
-                md->sib_out[l][j]);
-      run_site(&c, &u);
-      md->sib_ids[md->step][l][j] = u.id;
-      md->sib_flags[md->step][l][j] = c.site_flags;
-    }
   }
 }
 
@@ -243,7 +229,6 @@ static void *backward(void *arg) {
     record(md, GRAD_W, l, &c, &u);
     blk_free(&md->mem, dy);
     blk_free(&md->mem, md->x[l + 1]);
-    for (int j = 0; j < md->siblings; j++) blk_free(&md->mem, md->sib_out[l][j]);
     dy = dx;
   }
   if (dy) blk_free(&md->mem, dy);
@@ -253,9 +238,8 @@ static void *backward(void *arg) {
   return NULL;
 }
 
-static void train_siblings(model *md, int caching, int named, int first_input_grad, int siblings) {
+static void train(model *md, int caching, int named, int first_input_grad) {
   memset(md, 0, sizeof *md);
-  md->siblings = siblings;
   md->ctx = fresh_ctx();
   md->mem.caching = caching;
   md->mem.next = 0x70000000;
@@ -270,14 +254,10 @@ static void train_siblings(model *md, int caching, int named, int first_input_gr
   }
 }
 
-static void train(model *md, int caching, int named, int first_input_grad) {
-  train_siblings(md, caching, named, first_input_grad, 0);
-}
-
 /* Same layer, same id in every step; 3L (or 3L - 1) distinct ids; NEW on
  * the first step's calls only; one epoch per step boundary. */
 static void check_identity(model *md) {
-  size_t expect = (size_t)(3 * L - (md->first_input_grad ? 0 : 1) + L * md->siblings);
+  size_t expect = (size_t)(3 * L - (md->first_input_grad ? 0 : 1));
   assert_int_equal(fp8_sites_live(md->ctx), expect);
   assert_int_equal(fp8_sites_epoch(md->ctx), STEPS - 1);
   for (int k = 0; k < KINDS; k++)
@@ -298,22 +278,6 @@ static void check_identity(model *md) {
         for (int l2 = 0; l2 < L; l2++)
           if ((k2 != k || l2 != l) && !(k2 == GRAD_IN && l2 == 0 && !md->first_input_grad))
             assert_true(md->ids[0][k2][l2] != id);
-      for (int l2 = 0; l2 < L; l2++)
-        for (int j = 0; j < md->siblings; j++) assert_true(md->sib_ids[0][l2][j] != id);
-    }
-  for (int l = 0; l < L; l++)
-    for (int j = 0; j < md->siblings; j++) {
-      uint64_t id = md->sib_ids[0][l][j];
-      assert_int_equal(md->sib_flags[0][l][j], GS_SITE_NEW);
-      for (int s = 1; s < STEPS; s++) {
-        if (md->sib_ids[s][l][j] != id)
-          fail_msg("sibling %d of layer %d: step %d has site %016llx, step 0 had %016llx", j + 1, l, s,
-                   (unsigned long long)md->sib_ids[s][l][j], (unsigned long long)id);
-        assert_int_equal(md->sib_flags[s][l][j], 0);
-      }
-      for (int l2 = 0; l2 < L; l2++)
-        for (int j2 = 0; j2 < md->siblings; j2++)
-          if (l2 != l || j2 != j) assert_true(md->sib_ids[0][l2][j2] != id);
     }
 }
 
@@ -392,42 +356,6 @@ static void test_training_persistent_autograd_thread(void **state) {
   pthread_mutex_lock(&p.mu); p.quit = 1; pthread_cond_broadcast(&p.cv); pthread_mutex_unlock(&p.mu);
   pthread_join(t, NULL);
   check_identity(&md);
-}
-
-/* Layers of one shape reading the same input one after another (a
- * transformer's separate q, k and v projections of one hidden state, or
- * an MLP's gate and up projections), each with its own weight: a site
- * each, the same every step, with either allocator. */
-static void test_training_sibling_projections(void **state) {
-  static model md;
-  train_siblings(&md, 0, 1, 1, SIBS);
-  check_identity(&md);
-  train_siblings(&md, 1, 1, 1, SIBS);
-  check_identity(&md);
-}
-
-/* The same in a forward-only loop: the step is still found from the first
- * layer's weight repeating, and each sibling keeps its site. */
-static void test_inference_sibling_projections(void **state) {
-  void *ctx = fresh_ctx();
-  uint64_t ids[STEPS][L][1 + SIBS];
-  uintptr_t act = 0x94000000;
-  for (int s = 0; s < STEPS; s++)
-    for (int l = 0; l < L; l++) {
-      act += 0x10000;
-      for (int j = 0; j <= SIBS; j++) {
-        gs_call c;
-        make_call(&c, ctx, H, NTOK, H, CUBLAS_OP_T, CUBLAS_OP_N, 0x24000000 + (uintptr_t)l * 0x1000 + (uintptr_t)j * 0x100,
-                  act, act + 0x8000 + (uintptr_t)j * 0x1000);
-        ids[s][l][j] = run_site(&c, NULL);
-        assert_int_equal(c.site_flags, s == 0 ? GS_SITE_NEW : 0);
-      }
-    }
-  assert_int_equal(fp8_sites_live(ctx), L * (1 + SIBS));
-  assert_int_equal(fp8_sites_epoch(ctx), STEPS - 1);
-  for (int s = 1; s < STEPS; s++)
-    for (int l = 0; l < L; l++)
-      for (int j = 0; j <= SIBS; j++) assert_int_equal(ids[s][l][j], ids[0][l][j]);
 }
 
 /* A forward-only loop on one thread (inference): steps are found from the
@@ -561,47 +489,6 @@ static void test_handed_over_site_is_the_new_threads(void **state) {
   pthread_join(t1, NULL);
   if (z.id == b1.id) fail_msg("live thread z took live thread b1's site %016llx", (unsigned long long)z.id);
   pthread_barrier_destroy(&bar);
-}
-
-/* Backward on a new thread each step, one GEMM whose pointers all move
- * but for B, which a caching allocator gave the same address two steps
- * running and another the next: still the same site (nothing else names
- * the layer). A weight held three steps and more (stable twice) that the
- * call does not carry names another layer: a new site. */
-static uint64_t backward_step(void *ctx, uintptr_t fwd_b, uintptr_t A, uintptr_t B, uintptr_t D, uint32_t *flags) {
-  forward_call(ctx, H, 0x8A000000, fwd_b); /* the step's forward: a new epoch */
-  hold_call h = {ctx, A, B, D, 0, NULL, NULL, {0}, 0};
-  pthread_t t;
-  pthread_create(&t, NULL, hold_thread, &h); pthread_join(t, NULL);
-  if (flags) *flags = (uint32_t)(h.use.needs_amax_init ? GS_SITE_NEW : 0);
-  return h.id;
-}
-
-static void test_pointer_held_two_steps_then_moved_keeps_the_site(void **state) {
-  void *ctx = fresh_ctx();
-  uint32_t f;
-  uint64_t id = backward_step(ctx, 0x8B000000, 0x8C000000, 0x8D000000, 0x8E000000, &f);
-  assert_int_equal(f, GS_SITE_NEW);
-  assert_int_equal(backward_step(ctx, 0x8B100000, 0x8C100000, 0x8D000000, 0x8E100000, &f), id); /* B again */
-  assert_int_equal(backward_step(ctx, 0x8B200000, 0x8C200000, 0x8D200000, 0x8E200000, &f), id); /* B moved */
-  assert_int_equal(f, 0);
-  assert_int_equal(backward_step(ctx, 0x8B300000, 0x8C300000, 0x8D300000, 0x8E300000, &f), id);
-}
-
-static void test_weight_held_three_steps_names_its_layer(void **state) {
-  void *ctx = fresh_ctx();
-  uint32_t f;
-  uint64_t id = 0;
-  for (int s = 0; s < 3; s++) {
-    uint64_t got = backward_step(ctx, 0x8F000000 + (uintptr_t)s * 0x100000, 0x90000000,
-                                 0x91000000 + (uintptr_t)s * 0x100000, 0x92000000 + (uintptr_t)s * 0x100000, &f);
-    if (s == 0) id = got;
-    assert_int_equal(got, id);
-  }
-  /* Another weight at that position, everything else new: another layer. */
-  uint64_t other = backward_step(ctx, 0x8F400000, 0x93000000, 0x91400000, 0x92400000, &f);
-  assert_true(other != id);
-  assert_int_equal(f, GS_SITE_NEW);
 }
 
 /* A live thread's own site comes before an exited thread's: the main
@@ -1401,11 +1288,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_training_persistent_autograd_thread, setup, teardown),
       cmocka_unit_test_setup_teardown(test_handed_over_site_is_the_new_threads, setup, teardown),
       cmocka_unit_test_setup_teardown(test_own_site_before_an_exited_threads, setup, teardown),
-      cmocka_unit_test_setup_teardown(test_training_sibling_projections, setup, teardown),
-      cmocka_unit_test_setup_teardown(test_inference_sibling_projections, setup, teardown),
       cmocka_unit_test_setup_teardown(test_inference_loop, setup, teardown),
-      cmocka_unit_test_setup_teardown(test_pointer_held_two_steps_then_moved_keeps_the_site, setup, teardown),
-      cmocka_unit_test_setup_teardown(test_weight_held_three_steps_names_its_layer, setup, teardown),
       cmocka_unit_test_setup_teardown(test_shared_weight_one_site, setup, teardown),
       cmocka_unit_test_setup_teardown(test_format_options, setup, teardown),
       cmocka_unit_test_setup_teardown(test_hybrid_detection, setup, teardown),
