@@ -848,11 +848,11 @@ const char *fp8_site_acquire(gs_call *c, int capturing, fp8_use *u) {
  * after this use (order_after_slot) and keep the ring and its history.
  * Only this thread can record on its per-thread stream. A failure, or a
  * use under capture (an event recorded there is a captured one), leaves
- * no valid mark: the next thread starts over on a fresh ring. No context
- * push: the per-thread stream is the current context's (the call's
- * context, cuStreamGetCtx's answer for it), and so is the event. */
+ * the mark site_prepare voided: the next thread starts over on a fresh
+ * ring. No context push: the per-thread stream is the current context's
+ * (the call's context, cuStreamGetCtx's answer for it), and so is the
+ * event. */
 static void slot_mark_done(fp8_slot *sl, int capturing) {
-  sl->done_valid = 0;
   if (sl->stream != CU_STREAM_PER_THREAD || capturing) return;
   if (!gs_sys.cuEventCreate || !gs_sys.cuEventRecord || !gs_sys.cuStreamWaitEvent) return;
   CUresult r = CUDA_SUCCESS;

@@ -849,6 +849,13 @@ static void test_stream_change_without_events_starts_over(void **state) {
   assert_int_equal(event_records, 0);
 }
 
+/* Runs fn(arg) on a thread of its own and waits for it to exit. */
+static void on_new_thread(void *(*fn)(void *), void *arg) {
+  pthread_t t;
+  assert_int_equal(pthread_create(&t, NULL, fn, arg), 0);
+  pthread_join(t, NULL);
+}
+
 /* The per-thread default stream (CUDA Runtime API, "Stream
  * synchronization behavior": CU_STREAM_PER_THREAD is "an implicit stream
  * local to both the thread and the CUcontext") is another stream in each
@@ -862,8 +869,7 @@ static void test_per_thread_stream_handover_waits_on_the_last_use(void **state) 
   void *ctx = fresh_ctx();
   forward_call(ctx, H, 0x71000000, 0x72000000);
   hold_call b0 = {ctx, 0x73000000, 0x74000000, 0x75000000, 0, NULL, CU_STREAM_PER_THREAD, {0}, 0};
-  pthread_t t;
-  pthread_create(&t, NULL, hold_thread, &b0); pthread_join(t, NULL);
+  on_new_thread(hold_thread, &b0);
   assert_int_equal(b0.use.needs_amax_init, 1);
   /* b0's mark: its own event, on its per-thread stream */
   assert_int_equal(event_records, 1);
@@ -874,7 +880,7 @@ static void test_per_thread_stream_handover_waits_on_the_last_use(void **state) 
   int allocs0 = allocs, memsets0 = memsets;
   forward_call(ctx, H, 0x71000000, 0x76000000);
   hold_call b1 = {ctx, 0x77000000, 0x78000000, 0x79000000, 0, NULL, CU_STREAM_PER_THREAD, {0}, 0};
-  pthread_create(&t, NULL, hold_thread, &b1); pthread_join(t, NULL);
+  on_new_thread(hold_thread, &b1);
   assert_int_equal(b1.id, b0.id);
   assert_int_equal(stream_waits, 1);
   assert_ptr_equal(last_wait_stream, CU_STREAM_PER_THREAD);
@@ -919,13 +925,12 @@ static void test_per_thread_stream_handover_to_an_ordinary_stream(void **state) 
   assert_int_equal(stream_waits, 1);
   CUevent order = last_wait_event;
   hold_call b0 = {ctx, 0xA1000000, 0xA2000000, 0xA3000000, 0, NULL, CU_STREAM_PER_THREAD, {0}, 0};
-  pthread_t t;
-  pthread_create(&t, NULL, hold_thread, &b0); pthread_join(t, NULL);
+  on_new_thread(hold_thread, &b0);
   CUevent mark = last_record_event;
   assert_ptr_equal(last_record_stream, CU_STREAM_PER_THREAD);
   assert_true(mark != order);
   hold_call b1 = {ctx, 0xA1000000, 0xA2000000, 0xA3000000, 0, NULL, (void *)0x5600, {0}, 0};
-  pthread_create(&t, NULL, hold_thread, &b1); pthread_join(t, NULL);
+  on_new_thread(hold_thread, &b1);
   assert_int_equal(b1.id, b0.id);
   assert_int_equal(stream_waits, 2);
   assert_ptr_equal(last_wait_stream, (void *)0x5600);
@@ -965,12 +970,11 @@ static void test_per_thread_stream_failed_setup_voids_the_mark(void **state) {
   void *ctx = fresh_ctx();
   gs_opt.fp8_max_sites = 1;
   stale_call b0 = {ctx, {0}, {0}, 0, NULL};
-  pthread_t t;
-  pthread_create(&t, NULL, stale_thread, &b0); pthread_join(t, NULL);
+  on_new_thread(stale_thread, &b0);
   assert_non_null(b0.why); /* Y's ring set-up failed */
   assert_int_equal(event_records, 1); /* X's mark only */
   hold_call b1 = {ctx, 0xA7000000, 0xA8000000, 0xA9000000, 0, NULL, CU_STREAM_PER_THREAD, {0}, 3 * H};
-  pthread_create(&t, NULL, hold_thread, &b1); pthread_join(t, NULL);
+  on_new_thread(hold_thread, &b1);
   assert_int_equal(b1.id, b0.y_id);
   assert_int_equal(stream_waits, 0);
   assert_true(b1.use.ring[0] != b0.x.ring[0]);
@@ -984,17 +988,16 @@ static void test_ordinal_across_ordinary_streams_is_another_site(void **state) {
   void *ctx = fresh_ctx();
   forward_call(ctx, H, 0xAA000000, 0xAB000000);
   hold_call b0 = {ctx, 0xAC000000, 0xAD000000, 0xAE000000, 0, NULL, (void *)0x5700, {0}, 0};
-  pthread_t t;
-  pthread_create(&t, NULL, hold_thread, &b0); pthread_join(t, NULL);
+  on_new_thread(hold_thread, &b0);
   forward_call(ctx, H, 0xAA000000, 0xAF000000);
   hold_call b1 = {ctx, 0xB0000000, 0xB1000000, 0xB2000000, 0, NULL, (void *)0x5800, {0}, 0};
-  pthread_create(&t, NULL, hold_thread, &b1); pthread_join(t, NULL);
+  on_new_thread(hold_thread, &b1);
   assert_true(b1.id != b0.id);
   assert_int_equal(b1.use.needs_amax_init, 1);
   /* the same on b0's stream is b0's layer */
   forward_call(ctx, H, 0xAA000000, 0xB3000000);
   hold_call b2 = {ctx, 0xB4000000, 0xB5000000, 0xB6000000, 0, NULL, (void *)0x5700, {0}, 0};
-  pthread_create(&t, NULL, hold_thread, &b2); pthread_join(t, NULL);
+  on_new_thread(hold_thread, &b2);
   assert_int_equal(b2.id, b0.id);
 }
 
@@ -1006,13 +1009,12 @@ static void handover_starts_over(int *fail) {
   forward_call(ctx, H, 0x7A000000, 0x7B000000);
   fail_records = fail == &fail_records;
   hold_call b0 = {ctx, 0x7C000000, 0x7D000000, 0x7E000000, 0, NULL, CU_STREAM_PER_THREAD, {0}, 0};
-  pthread_t t;
-  pthread_create(&t, NULL, hold_thread, &b0); pthread_join(t, NULL);
+  on_new_thread(hold_thread, &b0);
   fail_records = 0;
   forward_call(ctx, H, 0x7A000000, 0x7F000000);
   fail_waits = fail == &fail_waits;
   hold_call b1 = {ctx, 0x80000000, 0x81000000, 0x82000000, 0, NULL, CU_STREAM_PER_THREAD, {0}, 0};
-  pthread_create(&t, NULL, hold_thread, &b1); pthread_join(t, NULL);
+  on_new_thread(hold_thread, &b1);
   assert_int_equal(b1.id, b0.id);
   assert_int_equal(stream_waits, 0);
   assert_true(b1.use.ring[0] != b0.use.ring[0]);
@@ -1044,8 +1046,7 @@ static void test_per_thread_stream_captured_use_leaves_no_mark(void **state) {
   void *ctx = fresh_ctx();
   forward_call(ctx, H, 0x83000000, 0x84000000);
   hold_call b0 = {ctx, 0x85000000, 0x86000000, 0x87000000, 0, NULL, CU_STREAM_PER_THREAD, {0}, 0};
-  pthread_t t;
-  pthread_create(&t, NULL, captured_thread, &b0); pthread_join(t, NULL);
+  on_new_thread(captured_thread, &b0);
   assert_int_equal(event_records, 0);
   assert_int_equal(events_created, 0);
 }
