@@ -9,6 +9,12 @@
  *                      stream and exits 0. The parent gives it --timeout=S
  *                      seconds (default 20), then kills it and exits 3:
  *                      a child that hangs fails the test, never the suite.
+ *   --child-hang       (with --fork-at) a thread of the parent holds a lock
+ *                      of the program's own at the fork; the child takes
+ *                      it after its calls and waits for ever (POSIX: only
+ *                      async-signal-safe calls in such a child): checks
+ *                      what the parent prints about a hung child, one
+ *                      line a thread of it (describe_hang)
  *   --close-fds-at=K   (one thread) after K calls, close descriptors 3..1023,
  *                      as daemons do, open --dir/data0.bin..data3.bin and
  *                      write a 4096-byte pattern to each, make the rest of
@@ -47,6 +53,7 @@
  * <f>" from a child). Exit 0 when every call returned CUBLAS_STATUS_SUCCESS,
  * 1 when one did not, 2 on a set-up error, 3 when a child hung or died. */
 #define _GNU_SOURCE
+#include <dirent.h>
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -245,6 +252,19 @@ static int run_vfork(session *x) {
   return 0;
 }
 
+static int child_hang;
+static pthread_mutex_t program_lock = PTHREAD_MUTEX_INITIALIZER;
+static _Atomic int program_lock_held;
+
+static void *lock_holder(void *arg) {
+  (void)arg;
+  pthread_mutex_lock(&program_lock);
+  program_lock_held = 1;
+  while (!forked) sched_yield();
+  pthread_mutex_unlock(&program_lock);
+  return NULL;
+}
+
 static void child_main(void) {
   session x;
   session_open(&x);
@@ -252,7 +272,81 @@ static void child_main(void) {
   for (int i = 0; i < child_calls; i++) failed += one_call(&x);
   CU(drv.cuStreamSynchronize(x.stream));
   printf("child calls %d failed %d\n", child_calls, failed);
+  if (child_hang) pthread_mutex_lock(&program_lock);
   exit(failed ? 1 : 0); /* exit, not _exit: the shim's exit path runs */
+}
+
+/* The object of pid's address space that holds addr: its file name, or
+ * "[anon]"; "?" where the map cannot be read. */
+static void object_at(pid_t pid, unsigned long long addr, char *out, size_t n) {
+  char path[64], line[512];
+  snprintf(out, n, "?");
+  snprintf(path, sizeof path, "/proc/%d/maps", (int)pid);
+  FILE *f = fopen(path, "r");
+  if (!f) return;
+  snprintf(out, n, "[anon]");
+  while (fgets(line, sizeof line, f)) {
+    unsigned long long lo, hi;
+    int name_at = 0;
+    if (sscanf(line, "%llx-%llx %*s %*s %*s %*s %n", &lo, &hi, &name_at) < 2 || addr < lo || addr >= hi) continue;
+    line[strcspn(line, "\n")] = '\0';
+    if (name_at > 0 && line[name_at]) snprintf(out, n, "%s", line + name_at);
+    break;
+  }
+  fclose(f);
+}
+
+/* One thread's /proc/<pid>/task/<tid>/syscall (proc(5): the system
+ * call's number, its six arguments, the stack pointer and the program
+ * counter; "running" when in none), sampled until it shows a call (a
+ * spinning thread shows one when it yields), 20 times at most. */
+static void thread_syscall(const char *path, char *line, size_t n) {
+  for (int i = 0; i < 20; i++) {
+    FILE *f = fopen(path, "r");
+    line[0] = '\0';
+    if (f) {
+      if (!fgets(line, (int)n, f)) line[0] = '\0';
+      fclose(f);
+    }
+    line[strcspn(line, "\n")] = '\0';
+    if (!f || strncmp(line, "running", 7) != 0) return;
+    struct timespec ms = {0, 5000000};
+    nanosleep(&ms, NULL);
+  }
+}
+
+/* Where each thread of a hung child waits, one line a thread:
+ * "proc_client: hung thread <tid>: syscall <nr> pc <object> arg0 <object>"
+ * (objects named as object_at does), or the syscall file's text. The test
+ * tells a wait in the program's or the shim's code (a pthread lock waits
+ * in libc) from one inside a sanitizer's runtime. */
+static void describe_hang(pid_t pid) {
+  char tasks[64];
+  snprintf(tasks, sizeof tasks, "/proc/%d/task", (int)pid);
+  DIR *d = opendir(tasks);
+  if (!d) {
+    fprintf(stderr, "proc_client: hung child %d: cannot read %s (%s)\n", (int)pid, tasks, strerror(errno));
+    return;
+  }
+  struct dirent *e;
+  while ((e = readdir(d))) {
+    if (e->d_name[0] == '.') continue;
+    char path[sizeof tasks + sizeof e->d_name + 16], line[512];
+    snprintf(path, sizeof path, "%s/%s/syscall", tasks, e->d_name);
+    thread_syscall(path, line, sizeof line);
+    long nr;
+    unsigned long long a[6], sp, pc;
+    if (sscanf(line, "%ld %llx %llx %llx %llx %llx %llx %llx %llx", &nr, &a[0], &a[1], &a[2], &a[3], &a[4], &a[5], &sp,
+               &pc) == 9) {
+      char pc_obj[256], arg_obj[256];
+      object_at(pid, pc, pc_obj, sizeof pc_obj);
+      object_at(pid, a[0], arg_obj, sizeof arg_obj);
+      fprintf(stderr, "proc_client: hung thread %s: syscall %ld pc %s arg0 %s\n", e->d_name, nr, pc_obj, arg_obj);
+    } else {
+      fprintf(stderr, "proc_client: hung thread %s: %s\n", e->d_name, line[0] ? line : "(unreadable)");
+    }
+  }
+  closedir(d);
 }
 
 /* 0 when the child exited 0 within the timeout. */
@@ -270,6 +364,7 @@ static int wait_child(pid_t pid) {
     clock_gettime(CLOCK_MONOTONIC, &now);
     if (now.tv_sec - start.tv_sec >= timeout_s) {
       fprintf(stderr, "proc_client: child %d hung for %d s\n", (int)pid, timeout_s);
+      describe_hang(pid);
       kill(pid, SIGKILL);
       waitpid(pid, &status, 0);
       return -1;
@@ -323,6 +418,7 @@ int main(int argc, char **argv) {
     else if (!strncmp(a, "--threads=", 10)) n_threads = atoi(a + 10);
     else if (!strncmp(a, "--fork-at=", 10)) fork_at = atoi(a + 10);
     else if (!strncmp(a, "--child-calls=", 14)) child_calls = atoi(a + 14);
+    else if (!strcmp(a, "--child-hang")) child_hang = 1;
     else if (!strncmp(a, "--close-fds-at=", 15)) close_at = atoi(a + 15);
     else if (!strncmp(a, "--timeout=", 10)) timeout_s = atoi(a + 10);
     else if (!strncmp(a, "--dir=", 6)) dir = a + 6;
@@ -373,8 +469,11 @@ int main(int argc, char **argv) {
     pthread_t *ts = calloc((size_t)n_threads, sizeof *ts);
     for (int t = 0; t < n_threads; t++)
       if (pthread_create(&ts[t], NULL, worker, &xs[t]) != 0) die("pthread_create", 0);
+    pthread_t holder;
+    if (child_hang && (fork_at < 0 || pthread_create(&holder, NULL, lock_holder, NULL) != 0)) die("--child-hang", 0);
     if (fork_at >= 0) {
       while (calls_made < fork_at && calls_made < n_calls * n_threads) sched_yield();
+      while (child_hang && !program_lock_held) sched_yield();
       pid_t pid = fork();
       forked = 1;
       if (pid < 0) die("fork", errno);
@@ -382,6 +481,7 @@ int main(int argc, char **argv) {
       if (wait_child(pid) != 0) rc = 3;
     }
     for (int t = 0; t < n_threads; t++) pthread_join(ts[t], NULL);
+    if (child_hang) pthread_join(holder, NULL);
     free(ts);
   }
   printf("calls %d failed %d\n", (int)calls_made, (int)calls_failed);

@@ -17,8 +17,10 @@ parent's state)."""
 
 import json
 import os
+import platform
 import pty
 import re
+import warnings
 import pytest
 
 from harness import CLIENT_DIR, PRELOAD_PREFIX, ROOT, read_log, require_built, run
@@ -463,6 +465,70 @@ def test_write_fault_still_warns(client, standin, tmp_path):
 
 
 # ---- fork -----------------------------------------------------------------------------
+# futex(2)'s number: Linux's syscall tables (arch/x86/entry/syscalls/
+# syscall_64.tbl; include/uapi/asm-generic/unistd.h for arm64).
+FUTEX = {"x86_64": 202, "aarch64": 98}.get(platform.machine())
+HUNG_THREAD = re.compile(r"proc_client: hung thread (\d+): syscall (-?\d+) pc (\S+) arg0 (\S+)$")
+TSAN_RUNTIME = [os.path.realpath(p) for p in PRELOAD_PREFIX if "tsan" in p]
+
+
+def hung_threads(stderr):
+    """proc_client's lines on a hung child's threads (describe_hang):
+    (tid, syscall number, object of the pc, object of the first argument),
+    or None where a thread's line is not in that form (not in a call)."""
+    out = []
+    for line in stderr.splitlines():
+        if line.startswith("proc_client: hung thread "):
+            m = HUNG_THREAD.match(line)
+            out.append((int(m[1]), int(m[2]), m[3], m[4]) if m else None)
+    return out
+
+
+def hung_in_tsan_runtime(r):
+    """Whether a child hung with every thread waiting in a call made from
+    ThreadSanitizer's own runtime. Its runtime in GCC 12 takes none of its
+    allocator's locks around fork (LLVM added that in 2024, pull request
+    96600, "[tsan] Lock/Unlock allocator and stacks on fork", for "known
+    deadlocks"): a child whose parent forked while another thread was inside
+    it can wait there for ever, before any code of the shim's. A lock of the
+    shim's or the program's waits in libc's code, not the runtime's."""
+    threads = hung_threads(r.stderr)
+    return r.returncode == 3 and bool(TSAN_RUNTIME) and bool(threads) and \
+        all(t is not None and t[2] in TSAN_RUNTIME for t in threads)
+
+
+def run_fork_client(client, standin, args, env, remove):
+    """run_client for a client that forks. Under ThreadSanitizer a child
+    that hung inside the runtime (hung_in_tsan_runtime) is run again, twice
+    at most, after remove() took that run's files, with a warning in the
+    test report; any other hang fails, as does a third."""
+    for attempt in range(3):
+        r = run_client(client, standin, args, env)
+        if attempt == 2 or not hung_in_tsan_runtime(r):
+            return r
+        warnings.warn(f"a forked child hung inside ThreadSanitizer's runtime; run again: {r.stderr.strip()}")
+        remove()
+
+
+def test_hung_child_is_described(client, standin):
+    """A child that waits for ever on a lock a parent's thread held at the
+    fork (the program's own, as POSIX warns): the parent names the wait,
+    futex(2) made from libc's code, which is not ThreadSanitizer's runtime.
+    The fork comes after the parent's calls, when no thread is inside an
+    allocator (the test runs under ASan too)."""
+    r = run_client(client, standin, ["--threads=1", "--calls=4", "--fork-at=4", "--child-hang", "--timeout=2"],
+                   ROUTES["native"][0])
+    assert r.returncode == 3, r.describe()
+    assert r.stdout.splitlines() == ["child calls 5 failed 0", "calls 4 failed 0"], r.describe()
+    lines = r.stderr.splitlines()
+    m = re.fullmatch(r"proc_client: child (\d+) hung for 2 s", lines[0])
+    assert m and len(lines) == 2, r.describe()
+    (thread,) = hung_threads(r.stderr)
+    assert thread is not None, r.describe()
+    tid, nr, pc, _ = thread
+    assert (tid, nr) == (int(m[1]), FUTEX), r.describe()
+    assert re.fullmatch(r"/\S+/libc\.so\.6", pc), r.describe()
+    assert not hung_in_tsan_runtime(r)
 # Where the fork lands: the share of the parent's calls made before it.
 # Under a sanitizer every run costs ten times more: two points.
 FORK_POINTS = (0.01, 0.15, 0.4, 0.7, 0.95) if not PRELOAD_PREFIX else (0.15, 0.7)
@@ -490,10 +556,11 @@ def test_fork_child_never_hangs(client, standin, tmp_path, route, pools):
     total = 6 * calls
     for i, share in enumerate(FORK_POINTS):
         own = tmp_path / f"own{i}.%p.jsonl"
-        r = run_client(client, standin,
-                       ["--threads=6", f"--calls={calls}", f"--fork-at={int(share * total)}", "--child-calls=5",
-                        "--stream=legacy"],
-                       {**env, "GEMMSHIM_LOG": str(own)})
+        r = run_fork_client(client, standin,
+                            ["--threads=6", f"--calls={calls}", f"--fork-at={int(share * total)}", "--child-calls=5",
+                             "--stream=legacy"],
+                            {**env, "GEMMSHIM_LOG": str(own)},
+                            lambda: [p.unlink() for p in tmp_path.glob(f"own{i}.*.jsonl")])
         assert r.returncode == 0, r.describe()
         assert sorted(r.stdout.splitlines()) == [f"calls {total} failed 0", "child calls 5 failed 0"], r.describe()
         logs = sorted(tmp_path.glob(f"own{i}.*.jsonl"))
@@ -505,8 +572,9 @@ def test_fork_child_never_hangs(client, standin, tmp_path, route, pools):
         assert {(x["route"], x.get("backend")) for x in parent + child} == {(want_route, want_backend)}
         assert len({x["seq"] for x in parent}) == total
     shared = tmp_path / "shared.jsonl"
-    r = run_client(client, standin, ["--threads=6", f"--calls={calls}", f"--fork-at={total // 4}", "--child-calls=5"],
-                   {**env, "GEMMSHIM_LOG": str(shared)})
+    r = run_fork_client(client, standin,
+                        ["--threads=6", f"--calls={calls}", f"--fork-at={total // 4}", "--child-calls=5"],
+                        {**env, "GEMMSHIM_LOG": str(shared)}, lambda: shared.unlink(missing_ok=True))
     assert r.returncode == 0, r.describe()
     assert len(read_log(shared)) == total + 5
 
