@@ -9,12 +9,16 @@
  *                      stream and exits 0. The parent gives it --timeout=S
  *                      seconds (default 20), then kills it and exits 3:
  *                      a child that hangs fails the test, never the suite.
- *   --child-hang       (with --fork-at) a thread of the parent holds a lock
- *                      of the program's own at the fork; the child takes
- *                      it after its calls and waits for ever (POSIX: only
- *                      async-signal-safe calls in such a child): checks
- *                      what the parent prints about a hung child, one
- *                      line a thread of it (describe_hang)
+ *   --child-hang=H     (with --fork-at) a thread of the parent is inside
+ *                      something of the program's own at the fork, which
+ *                      the child enters after its calls (POSIX allows such
+ *                      a child async-signal-safe calls only): H = lock (a
+ *                      mutex: the child waits for ever), spin (a flag the
+ *                      child spins on for ever, no system call), once
+ *                      (pthread_once's routine: glibc runs it again in the
+ *                      child; ThreadSanitizer's pthread_once waits for
+ *                      ever). Checks what the parent prints about a hung
+ *                      child, one line a thread of it (describe_hang).
  *   --close-fds-at=K   (one thread) after K calls, close descriptors 3..1023,
  *                      as daemons do, open --dir/data0.bin..data3.bin and
  *                      write a 4096-byte pattern to each, make the rest of
@@ -55,6 +59,7 @@
 #define _GNU_SOURCE
 #include <dirent.h>
 #include <dlfcn.h>
+#include <elf.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -63,6 +68,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ptrace.h>
+#include <sys/uio.h>
+#include <sys/user.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -252,17 +260,40 @@ static int run_vfork(session *x) {
   return 0;
 }
 
-static int child_hang;
+static const char *child_hang; /* NULL, "lock", "spin" or "once" */
 static pthread_mutex_t program_lock = PTHREAD_MUTEX_INITIALIZER;
-static _Atomic int program_lock_held;
+static pthread_once_t program_once = PTHREAD_ONCE_INIT;
+static _Atomic int program_spin, held_at_fork;
 
-static void *lock_holder(void *arg) {
-  (void)arg;
-  pthread_mutex_lock(&program_lock);
-  program_lock_held = 1;
+static void once_routine(void) {
+  held_at_fork = 1;
   while (!forked) sched_yield();
-  pthread_mutex_unlock(&program_lock);
+}
+static void once_in_child(void) {}
+
+/* Holds what --child-hang names until the fork is made. */
+static void *hang_holder(void *arg) {
+  (void)arg;
+  if (!strcmp(child_hang, "once")) {
+    pthread_once(&program_once, once_routine);
+    return NULL;
+  }
+  int lock = !strcmp(child_hang, "lock");
+  if (lock) pthread_mutex_lock(&program_lock);
+  else program_spin = 1;
+  held_at_fork = 1;
+  while (!forked) sched_yield();
+  if (lock) pthread_mutex_unlock(&program_lock);
+  else program_spin = 0;
   return NULL;
+}
+
+static void child_enter_held(void) {
+  if (!strcmp(child_hang, "lock")) pthread_mutex_lock(&program_lock);
+  else if (!strcmp(child_hang, "once")) pthread_once(&program_once, once_in_child);
+  else
+    while (program_spin) {
+    }
 }
 
 static void child_main(void) {
@@ -272,7 +303,7 @@ static void child_main(void) {
   for (int i = 0; i < child_calls; i++) failed += one_call(&x);
   CU(drv.cuStreamSynchronize(x.stream));
   printf("child calls %d failed %d\n", child_calls, failed);
-  if (child_hang) pthread_mutex_lock(&program_lock);
+  if (child_hang) child_enter_held();
   exit(failed ? 1 : 0); /* exit, not _exit: the shim's exit path runs */
 }
 
@@ -296,30 +327,39 @@ static void object_at(pid_t pid, unsigned long long addr, char *out, size_t n) {
   fclose(f);
 }
 
-/* One thread's /proc/<pid>/task/<tid>/syscall (proc(5): the system
- * call's number, its six arguments, the stack pointer and the program
- * counter; "running" when in none), sampled until it shows a call (a
- * spinning thread shows one when it yields), 20 times at most. */
-static void thread_syscall(const char *path, char *line, size_t n) {
-  for (int i = 0; i < 20; i++) {
-    FILE *f = fopen(path, "r");
-    line[0] = '\0';
-    if (f) {
-      if (!fgets(line, (int)n, f)) line[0] = '\0';
-      fclose(f);
+/* Where thread tid is now: its program counter, read by stopping it
+ * (ptrace(2): PTRACE_SEIZE, PTRACE_INTERRUPT, the registers, detach).
+ * Also for a thread that runs (a spin loop) or yields, which
+ * /proc/<pid>/task/<tid>/syscall shows as "running", without a pc. 0 when
+ * it cannot be read. */
+static unsigned long long thread_pc(pid_t tid) {
+  if (ptrace(PTRACE_SEIZE, tid, NULL, NULL) != 0) return 0;
+  unsigned long long pc = 0;
+  int st;
+  if (ptrace(PTRACE_INTERRUPT, tid, NULL, NULL) == 0 && waitpid(tid, &st, __WALL) == tid && WIFSTOPPED(st)) {
+    struct user_regs_struct regs;
+    struct iovec io = {&regs, sizeof regs};
+    if (ptrace(PTRACE_GETREGSET, tid, (void *)(uintptr_t)NT_PRSTATUS, &io) == 0) {
+#if defined(__x86_64__)
+      pc = regs.rip;
+#elif defined(__aarch64__)
+      pc = regs.pc;
+#endif
     }
-    line[strcspn(line, "\n")] = '\0';
-    if (!f || strncmp(line, "running", 7) != 0) return;
-    struct timespec ms = {0, 5000000};
-    nanosleep(&ms, NULL);
   }
+  ptrace(PTRACE_DETACH, tid, NULL, NULL);
+  return pc;
 }
 
-/* Where each thread of a hung child waits, one line a thread:
- * "proc_client: hung thread <tid>: syscall <nr> pc <object> arg0 <object>"
- * (objects named as object_at does), or the syscall file's text. The test
- * tells a wait in the program's or the shim's code (a pthread lock waits
- * in libc) from one inside a sanitizer's runtime. */
+/* Where each thread of a hung child is, one line a thread:
+ *   proc_client: hung thread <tid>: syscall <nr> pc <objects> arg0 <object>
+ *   proc_client: hung thread <tid>: running pc <objects>
+ * <nr> and the first argument from /proc/<pid>/task/<tid>/syscall
+ * (proc(5): the call's number, six arguments, stack pointer, pc; "running"
+ * when in none); <objects>: the objects (object_at) holding the thread's
+ * pc at five stops 5 ms apart (thread_pc), each named once, comma-
+ * separated. The test tells a wait in the program's or the shim's code (a
+ * pthread lock waits in libc) from one inside a sanitizer's runtime. */
 static void describe_hang(pid_t pid) {
   char tasks[64];
   snprintf(tasks, sizeof tasks, "/proc/%d/task", (int)pid);
@@ -331,19 +371,39 @@ static void describe_hang(pid_t pid) {
   struct dirent *e;
   while ((e = readdir(d))) {
     if (e->d_name[0] == '.') continue;
-    char path[sizeof tasks + sizeof e->d_name + 16], line[512];
+    pid_t tid = (pid_t)atoi(e->d_name);
+    char path[sizeof tasks + sizeof e->d_name + 16], line[512] = "", seen[5][256], objs[5 * 257] = "";
+    int n_seen = 0;
+    for (int i = 0; i < 5; i++) {
+      unsigned long long pc = thread_pc(tid);
+      char *obj = seen[n_seen];
+      if (pc) object_at(pid, pc, obj, sizeof seen[0]);
+      else snprintf(obj, sizeof seen[0], "?");
+      int known = 0;
+      for (int j = 0; j < n_seen; j++) known |= !strcmp(seen[j], obj);
+      if (!known) {
+        size_t at = strlen(objs);
+        snprintf(objs + at, sizeof objs - at, "%s%s", n_seen ? "," : "", obj);
+        n_seen++;
+      }
+      struct timespec ms = {0, 5000000};
+      nanosleep(&ms, NULL);
+    }
     snprintf(path, sizeof path, "%s/%s/syscall", tasks, e->d_name);
-    thread_syscall(path, line, sizeof line);
+    FILE *f = fopen(path, "r");
+    if (f) {
+      if (!fgets(line, sizeof line, f)) line[0] = '\0';
+      fclose(f);
+    }
+    line[strcspn(line, "\n")] = '\0';
     long nr;
-    unsigned long long a[6], sp, pc;
-    if (sscanf(line, "%ld %llx %llx %llx %llx %llx %llx %llx %llx", &nr, &a[0], &a[1], &a[2], &a[3], &a[4], &a[5], &sp,
-               &pc) == 9) {
-      char pc_obj[256], arg_obj[256];
-      object_at(pid, pc, pc_obj, sizeof pc_obj);
-      object_at(pid, a[0], arg_obj, sizeof arg_obj);
-      fprintf(stderr, "proc_client: hung thread %s: syscall %ld pc %s arg0 %s\n", e->d_name, nr, pc_obj, arg_obj);
+    unsigned long long arg0;
+    char arg_obj[256];
+    if (sscanf(line, "%ld %llx", &nr, &arg0) == 2 && nr >= 0) {
+      object_at(pid, arg0, arg_obj, sizeof arg_obj);
+      fprintf(stderr, "proc_client: hung thread %d: syscall %ld pc %s arg0 %s\n", (int)tid, nr, objs, arg_obj);
     } else {
-      fprintf(stderr, "proc_client: hung thread %s: %s\n", e->d_name, line[0] ? line : "(unreadable)");
+      fprintf(stderr, "proc_client: hung thread %d: %s pc %s\n", (int)tid, line[0] ? line : "(unreadable)", objs);
     }
   }
   closedir(d);
@@ -362,7 +422,7 @@ static int wait_child(pid_t pid) {
       return -1;
     }
     clock_gettime(CLOCK_MONOTONIC, &now);
-    if (now.tv_sec - start.tv_sec >= timeout_s) {
+    if ((now.tv_sec - start.tv_sec) * 1000000000LL + (now.tv_nsec - start.tv_nsec) >= timeout_s * 1000000000LL) {
       fprintf(stderr, "proc_client: child %d hung for %d s\n", (int)pid, timeout_s);
       describe_hang(pid);
       kill(pid, SIGKILL);
@@ -418,7 +478,7 @@ int main(int argc, char **argv) {
     else if (!strncmp(a, "--threads=", 10)) n_threads = atoi(a + 10);
     else if (!strncmp(a, "--fork-at=", 10)) fork_at = atoi(a + 10);
     else if (!strncmp(a, "--child-calls=", 14)) child_calls = atoi(a + 14);
-    else if (!strcmp(a, "--child-hang")) child_hang = 1;
+    else if (!strncmp(a, "--child-hang=", 13)) child_hang = a + 13;
     else if (!strncmp(a, "--close-fds-at=", 15)) close_at = atoi(a + 15);
     else if (!strncmp(a, "--timeout=", 10)) timeout_s = atoi(a + 10);
     else if (!strncmp(a, "--dir=", 6)) dir = a + 6;
@@ -470,10 +530,13 @@ int main(int argc, char **argv) {
     for (int t = 0; t < n_threads; t++)
       if (pthread_create(&ts[t], NULL, worker, &xs[t]) != 0) die("pthread_create", 0);
     pthread_t holder;
-    if (child_hang && (fork_at < 0 || pthread_create(&holder, NULL, lock_holder, NULL) != 0)) die("--child-hang", 0);
+    if (child_hang && (fork_at < 0 || (strcmp(child_hang, "lock") && strcmp(child_hang, "spin") &&
+                                       strcmp(child_hang, "once"))))
+      die("--child-hang", 0);
+    if (child_hang && pthread_create(&holder, NULL, hang_holder, NULL) != 0) die("pthread_create", 0);
     if (fork_at >= 0) {
       while (calls_made < fork_at && calls_made < n_calls * n_threads) sched_yield();
-      while (child_hang && !program_lock_held) sched_yield();
+      while (child_hang && !held_at_fork) sched_yield();
       pid_t pid = fork();
       forked = 1;
       if (pid < 0) die("fork", errno);

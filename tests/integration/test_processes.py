@@ -468,33 +468,43 @@ def test_write_fault_still_warns(client, standin, tmp_path):
 # futex(2)'s number: Linux's syscall tables (arch/x86/entry/syscalls/
 # syscall_64.tbl; include/uapi/asm-generic/unistd.h for arm64).
 FUTEX = {"x86_64": 202, "aarch64": 98}.get(platform.machine())
-HUNG_THREAD = re.compile(r"proc_client: hung thread (\d+): syscall (-?\d+) pc (\S+) arg0 (\S+)$")
+HUNG_THREAD = re.compile(r"proc_client: hung thread (\d+): (?:syscall (\d+) pc (\S+) arg0 (\S+)|(.*) pc (\S+))$")
 TSAN_RUNTIME = [os.path.realpath(p) for p in PRELOAD_PREFIX if "tsan" in p]
 
 
 def hung_threads(stderr):
-    """proc_client's lines on a hung child's threads (describe_hang):
-    (tid, syscall number, object of the pc, object of the first argument),
-    or None where a thread's line is not in that form (not in a call)."""
+    """proc_client's lines on a hung child's threads (describe_hang), each
+    as {"tid", "syscall" (None when in none), "pcs" (the objects its pc was
+    in), "arg0" (the object of the call's first argument, or None)}, or None
+    for a line not in that form."""
     out = []
     for line in stderr.splitlines():
-        if line.startswith("proc_client: hung thread "):
-            m = HUNG_THREAD.match(line)
-            out.append((int(m[1]), int(m[2]), m[3], m[4]) if m else None)
+        if not line.startswith("proc_client: hung thread "):
+            continue
+        m = HUNG_THREAD.match(line)
+        if not m:
+            out.append(None)
+        elif m[2]:
+            out.append({"tid": int(m[1]), "syscall": int(m[2]), "pcs": m[3].split(","), "arg0": m[4]})
+        else:
+            out.append({"tid": int(m[1]), "syscall": None, "state": m[5], "pcs": m[6].split(","), "arg0": None})
     return out
 
 
 def hung_in_tsan_runtime(r):
-    """Whether a child hung with every thread waiting in a call made from
-    ThreadSanitizer's own runtime. Its runtime in GCC 12 takes none of its
-    allocator's locks around fork (LLVM added that in 2024, pull request
-    96600, "[tsan] Lock/Unlock allocator and stacks on fork", for "known
-    deadlocks"): a child whose parent forked while another thread was inside
-    it can wait there for ever, before any code of the shim's. A lock of the
-    shim's or the program's waits in libc's code, not the runtime's."""
+    """Whether a child hung with every thread stopped, at every look, in
+    ThreadSanitizer's own runtime, while the parent's calls all succeeded.
+    GCC 12's runtime takes none of its allocator's or stack depot's locks
+    around fork (LLVM added that in 2024, pull request 96600, "[tsan]
+    Lock/Unlock allocator and stacks on fork", for "known deadlocks"), and
+    its pthread_once, unlike glibc's, never runs a routine again in a child
+    forked while another thread ran it: such a child waits there for ever,
+    where glibc alone would not. A lock of the shim's or the program's waits
+    in libc's code, a spin loop of theirs runs in their own."""
     threads = hung_threads(r.stderr)
-    return r.returncode == 3 and bool(TSAN_RUNTIME) and bool(threads) and \
-        all(t is not None and t[2] in TSAN_RUNTIME for t in threads)
+    parent_ok = any(re.fullmatch(r"calls \d+ failed 0", l) for l in r.stdout.splitlines())
+    return r.returncode == 3 and parent_ok and bool(TSAN_RUNTIME) and bool(threads) and \
+        all(t is not None and all(pc in TSAN_RUNTIME for pc in t["pcs"]) for t in threads)
 
 
 def run_fork_client(client, standin, args, env, remove):
@@ -510,25 +520,72 @@ def run_fork_client(client, standin, args, env, remove):
         remove()
 
 
-def test_hung_child_is_described(client, standin):
-    """A child that waits for ever on a lock a parent's thread held at the
-    fork (the program's own, as POSIX warns): the parent names the wait,
-    futex(2) made from libc's code, which is not ThreadSanitizer's runtime.
-    The fork comes after the parent's calls, when no thread is inside an
-    allocator (the test runs under ASan too)."""
-    r = run_client(client, standin, ["--threads=1", "--calls=4", "--fork-at=4", "--child-hang", "--timeout=2"],
-                   ROUTES["native"][0])
-    assert r.returncode == 3, r.describe()
-    assert r.stdout.splitlines() == ["child calls 5 failed 0", "calls 4 failed 0"], r.describe()
+HANG_ARGS = ["--threads=1", "--calls=4", "--fork-at=4", "--timeout=2"]
+
+
+def hang_described(r):
+    """The hung child's one thread, after the line that says it hung."""
     lines = r.stderr.splitlines()
     m = re.fullmatch(r"proc_client: child (\d+) hung for 2 s", lines[0])
-    assert m and len(lines) == 2, r.describe()
+    assert r.returncode == 3 and m and len(lines) == 2, r.describe()
+    assert r.stdout.splitlines() == ["child calls 5 failed 0", "calls 4 failed 0"], r.describe()
     (thread,) = hung_threads(r.stderr)
-    assert thread is not None, r.describe()
-    tid, nr, pc, _ = thread
-    assert (tid, nr) == (int(m[1]), FUTEX), r.describe()
-    assert re.fullmatch(r"/\S+/libc\.so\.6", pc), r.describe()
+    assert thread is not None and thread["tid"] == int(m[1]), r.describe()
+    return thread
+
+
+def test_hung_child_on_a_lock_is_described(client, standin):
+    """A child that waits for ever on a mutex a parent's thread held at the
+    fork (the program's own, as POSIX warns): the parent names the wait,
+    futex(2) made from libc's code, not from a sanitizer's runtime. The
+    fork comes after the parent's calls, when no thread is inside an
+    allocator (the test runs under ASan too)."""
+    r = run_client(client, standin, [*HANG_ARGS, "--child-hang=lock"], ROUTES["native"][0])
+    t = hang_described(r)
+    assert t["syscall"] == FUTEX and len(t["pcs"]) == 1, r.describe()
+    assert re.fullmatch(r"/\S+/libc\.so\.6", t["pcs"][0]), r.describe()
     assert not hung_in_tsan_runtime(r)
+
+
+def test_spinning_child_is_described(client, standin):
+    """A child that spins for ever on a flag a parent's thread set at the
+    fork, in no system call (/proc shows "running", without a pc): the
+    parent stops it to read its pc, in the program's own code (under TSan
+    also in the runtime's, which instruments the load)."""
+    r = run_client(client, standin, [*HANG_ARGS, "--child-hang=spin"], ROUTES["native"][0])
+    t = hang_described(r)
+    assert t["syscall"] is None and t["state"] == "running", r.describe()
+    own = os.path.realpath(client)
+    assert (own in t["pcs"] and set(t["pcs"]) <= {own, *TSAN_RUNTIME}) if TSAN_RUNTIME else t["pcs"] == [own], \
+        r.describe()
+    assert not hung_in_tsan_runtime(r)
+
+
+def test_once_routine_interrupted_by_fork(client, standin, tmp_path):
+    """A parent's thread is inside a pthread_once routine at the fork and
+    the child then calls pthread_once on the same control. glibc runs the
+    routine again in the child (its _Fork advances the fork generation in
+    the child, "See __pthread_once"; nptl/pthread_once.c runs again a
+    routine marked in progress in an older generation), so the child ends. ThreadSanitizer's own pthread_once waits for ever: the child is
+    described waiting on futex(2) from the runtime's code, the hang counts
+    as the runtime's, and run_fork_client runs it three times, with two
+    warnings."""
+    args = [*HANG_ARGS, "--child-hang=once"]
+    if not TSAN_RUNTIME:
+        r = run_client(client, standin, args, ROUTES["native"][0])
+        assert r.returncode == 0 and sorted(r.stdout.splitlines()) == ["calls 4 failed 0", "child calls 5 failed 0"], \
+            r.describe()
+        return
+    removed = []
+    with warnings.catch_warnings(record=True) as said:
+        warnings.simplefilter("always")
+        r = run_fork_client(client, standin, args, ROUTES["native"][0], lambda: removed.append(1))
+    t = hang_described(r)
+    assert t["syscall"] == FUTEX and t["pcs"] == TSAN_RUNTIME, r.describe()
+    assert hung_in_tsan_runtime(r)
+    assert removed == [1, 1] and len(said) == 2, (removed, [str(w.message) for w in said])
+
+
 # Where the fork lands: the share of the parent's calls made before it.
 # Under a sanitizer every run costs ten times more: two points.
 FORK_POINTS = (0.01, 0.15, 0.4, 0.7, 0.95) if not PRELOAD_PREFIX else (0.15, 0.7)
