@@ -327,12 +327,14 @@ static void object_at(pid_t pid, unsigned long long addr, char *out, size_t n) {
   fclose(f);
 }
 
-/* Where thread tid is now: its program counter, read by stopping it
- * (ptrace(2): PTRACE_SEIZE, PTRACE_INTERRUPT, the registers, detach).
- * Also for a thread that runs (a spin loop) or yields, which
- * /proc/<pid>/task/<tid>/syscall shows as "running", without a pc. 0 when
- * it cannot be read. */
-static unsigned long long thread_pc(pid_t tid) {
+/* Where thread tid is now, read by stopping it (ptrace(2): PTRACE_SEIZE,
+ * PTRACE_INTERRUPT, the registers, detach), also for a thread that runs
+ * or yields, which /proc/<pid>/task/<tid>/syscall shows as "running"
+ * without a pc: its program counter (0: unreadable) and, on x86-64, the
+ * system call it stopped in or returning from (orig_rax, which the kernel
+ * sets at a system call's entry and to -1 at an interrupt's), else -1. */
+static unsigned long long thread_stop(pid_t tid, long *syscall_nr) {
+  *syscall_nr = -1;
   if (ptrace(PTRACE_SEIZE, tid, NULL, NULL) != 0) return 0;
   unsigned long long pc = 0;
   int st;
@@ -342,6 +344,7 @@ static unsigned long long thread_pc(pid_t tid) {
     if (ptrace(PTRACE_GETREGSET, tid, (void *)(uintptr_t)NT_PRSTATUS, &io) == 0) {
 #if defined(__x86_64__)
       pc = regs.rip;
+      *syscall_nr = (long)regs.orig_rax;
 #elif defined(__aarch64__)
       pc = regs.pc;
 #endif
@@ -351,15 +354,19 @@ static unsigned long long thread_pc(pid_t tid) {
   return pc;
 }
 
-/* Where each thread of a hung child is, one line a thread:
- *   proc_client: hung thread <tid>: syscall <nr> pc <objects> arg0 <object>
- *   proc_client: hung thread <tid>: running pc <objects>
- * <nr> and the first argument from /proc/<pid>/task/<tid>/syscall
- * (proc(5): the call's number, six arguments, stack pointer, pc; "running"
- * when in none); <objects>: the objects (object_at) holding the thread's
- * pc at five stops 5 ms apart (thread_pc), each named once, comma-
- * separated. The test tells a wait in the program's or the shim's code (a
- * pthread lock waits in libc) from one inside a sanitizer's runtime. */
+#define STOPS 20
+
+/* Where each thread of a hung child is. First a line from /proc/<pid>/
+ * task/<tid>/syscall (proc(5): the call's number, six arguments, stack
+ * pointer, pc; "running" when in none):
+ *   proc_client: hung thread <tid>: syscall <nr> pc <object> arg0 <object>
+ *   proc_client: hung thread <tid>: running   (or the file's other text)
+ * then one line for each different place among STOPS stops 2 ms apart
+ * (thread_stop), in the order first seen:
+ *   proc_client: hung thread <tid> stopped in <object>[ at syscall <nr>]
+ * objects named as object_at does. The test tells a wait in the program's
+ * or the shim's code (a pthread lock waits in libc, a spin loop runs in
+ * its own code) from one inside a sanitizer's runtime. */
 static void describe_hang(pid_t pid) {
   char tasks[64];
   snprintf(tasks, sizeof tasks, "/proc/%d/task", (int)pid);
@@ -372,23 +379,7 @@ static void describe_hang(pid_t pid) {
   while ((e = readdir(d))) {
     if (e->d_name[0] == '.') continue;
     pid_t tid = (pid_t)atoi(e->d_name);
-    char path[sizeof tasks + sizeof e->d_name + 16], line[512] = "", seen[5][256], objs[5 * 257] = "";
-    int n_seen = 0;
-    for (int i = 0; i < 5; i++) {
-      unsigned long long pc = thread_pc(tid);
-      char *obj = seen[n_seen];
-      if (pc) object_at(pid, pc, obj, sizeof seen[0]);
-      else snprintf(obj, sizeof seen[0], "?");
-      int known = 0;
-      for (int j = 0; j < n_seen; j++) known |= !strcmp(seen[j], obj);
-      if (!known) {
-        size_t at = strlen(objs);
-        snprintf(objs + at, sizeof objs - at, "%s%s", n_seen ? "," : "", obj);
-        n_seen++;
-      }
-      struct timespec ms = {0, 5000000};
-      nanosleep(&ms, NULL);
-    }
+    char path[sizeof tasks + sizeof e->d_name + 16], line[512] = "";
     snprintf(path, sizeof path, "%s/%s/syscall", tasks, e->d_name);
     FILE *f = fopen(path, "r");
     if (f) {
@@ -397,13 +388,36 @@ static void describe_hang(pid_t pid) {
     }
     line[strcspn(line, "\n")] = '\0';
     long nr;
-    unsigned long long arg0;
-    char arg_obj[256];
-    if (sscanf(line, "%ld %llx", &nr, &arg0) == 2 && nr >= 0) {
-      object_at(pid, arg0, arg_obj, sizeof arg_obj);
-      fprintf(stderr, "proc_client: hung thread %d: syscall %ld pc %s arg0 %s\n", (int)tid, nr, objs, arg_obj);
+    unsigned long long a[6], sp, pc;
+    if (sscanf(line, "%ld %llx %llx %llx %llx %llx %llx %llx %llx", &nr, &a[0], &a[1], &a[2], &a[3], &a[4], &a[5], &sp,
+               &pc) == 9) {
+      char pc_obj[256], arg_obj[256];
+      object_at(pid, pc, pc_obj, sizeof pc_obj);
+      object_at(pid, a[0], arg_obj, sizeof arg_obj);
+      fprintf(stderr, "proc_client: hung thread %d: syscall %ld pc %s arg0 %s\n", (int)tid, nr, pc_obj, arg_obj);
     } else {
-      fprintf(stderr, "proc_client: hung thread %d: %s pc %s\n", (int)tid, line[0] ? line : "(unreadable)", objs);
+      fprintf(stderr, "proc_client: hung thread %d: %s\n", (int)tid, line[0] ? line : "(unreadable)");
+    }
+    struct { char obj[256]; long nr; } seen[STOPS];
+    int n_seen = 0;
+    for (int i = 0; i < STOPS; i++) {
+      long stop_nr;
+      unsigned long long stop_pc = thread_stop(tid, &stop_nr);
+      if (stop_pc) object_at(pid, stop_pc, seen[n_seen].obj, sizeof seen[n_seen].obj);
+      else snprintf(seen[n_seen].obj, sizeof seen[n_seen].obj, "?");
+      seen[n_seen].nr = stop_nr < 0 ? -1 : stop_nr;
+      int known = 0;
+      for (int j = 0; j < n_seen; j++) known |= seen[j].nr == seen[n_seen].nr && !strcmp(seen[j].obj, seen[n_seen].obj);
+      if (!known) {
+        if (seen[n_seen].nr >= 0)
+          fprintf(stderr, "proc_client: hung thread %d stopped in %s at syscall %ld\n", (int)tid, seen[n_seen].obj,
+                  seen[n_seen].nr);
+        else
+          fprintf(stderr, "proc_client: hung thread %d stopped in %s\n", (int)tid, seen[n_seen].obj);
+        n_seen++;
+      }
+      struct timespec ms = {0, 2000000};
+      nanosleep(&ms, NULL);
     }
   }
   closedir(d);

@@ -468,43 +468,53 @@ def test_write_fault_still_warns(client, standin, tmp_path):
 # futex(2)'s number: Linux's syscall tables (arch/x86/entry/syscalls/
 # syscall_64.tbl; include/uapi/asm-generic/unistd.h for arm64).
 FUTEX = {"x86_64": 202, "aarch64": 98}.get(platform.machine())
-HUNG_THREAD = re.compile(r"proc_client: hung thread (\d+): (?:syscall (\d+) pc (\S+) arg0 (\S+)|(.*) pc (\S+))$")
+HUNG_THREAD = re.compile(r"proc_client: hung thread (\d+): (?:syscall (\d+) pc (\S+) arg0 (\S+)|(.*))$")
+HUNG_STOP = re.compile(r"proc_client: hung thread (\d+) stopped in (\S+)(?: at syscall (\d+))?$")
 TSAN_RUNTIME = [os.path.realpath(p) for p in PRELOAD_PREFIX if "tsan" in p]
 
 
 def hung_threads(stderr):
-    """proc_client's lines on a hung child's threads (describe_hang), each
-    as {"tid", "syscall" (None when in none), "pcs" (the objects its pc was
-    in), "arg0" (the object of the call's first argument, or None)}, or None
-    for a line not in that form."""
-    out = []
+    """proc_client's lines on a hung child's threads (describe_hang): tid ->
+    {"syscall": the call it is blocked in (None: in none), "pc" and "arg0":
+    the objects of that call's pc and first argument, "state": the text
+    otherwise, "stops": [(object of the pc, system call or None)] at its
+    stops, each place once}."""
+    out = {}
     for line in stderr.splitlines():
-        if not line.startswith("proc_client: hung thread "):
-            continue
         m = HUNG_THREAD.match(line)
-        if not m:
-            out.append(None)
-        elif m[2]:
-            out.append({"tid": int(m[1]), "syscall": int(m[2]), "pcs": m[3].split(","), "arg0": m[4]})
-        else:
-            out.append({"tid": int(m[1]), "syscall": None, "state": m[5], "pcs": m[6].split(","), "arg0": None})
+        if m:
+            out[int(m[1])] = {"syscall": int(m[2]) if m[2] else None, "pc": m[3], "arg0": m[4], "state": m[5],
+                              "stops": []}
+            continue
+        m = HUNG_STOP.match(line)
+        if m:
+            out[int(m[1])]["stops"].append((m[2], int(m[3]) if m[3] else None))
     return out
 
 
 def hung_in_tsan_runtime(r):
-    """Whether a child hung with every thread stopped, at every look, in
-    ThreadSanitizer's own runtime, while the parent's calls all succeeded.
-    GCC 12's runtime takes none of its allocator's or stack depot's locks
-    around fork (LLVM added that in 2024, pull request 96600, "[tsan]
-    Lock/Unlock allocator and stacks on fork", for "known deadlocks"), and
-    its pthread_once, unlike glibc's, never runs a routine again in a child
-    forked while another thread ran it: such a child waits there for ever,
-    where glibc alone would not. A lock of the shim's or the program's waits
-    in libc's code, a spin loop of theirs runs in their own."""
+    """Whether a child hung with every thread waiting in ThreadSanitizer's
+    own runtime, while the parent's calls all succeeded: each thread stopped
+    only in the runtime's code, at least once in a system call made from it
+    (a futex wait, the sched_yield of its spin locks), and a thread blocked
+    in a call made it from there. GCC 12's runtime takes none of its
+    allocator's or stack depot's locks around fork (LLVM added that in
+    2024, pull request 96600, "[tsan] Lock/Unlock allocator and stacks on
+    fork", for "known deadlocks"), and its pthread_once, unlike glibc's,
+    never runs a routine again in a child forked while another thread ran
+    it: such a child waits there for ever, where glibc alone would not. A
+    lock of the shim's or the program's waits in libc's code; a spin loop
+    of theirs makes no system call from the runtime, even where TSan's
+    atomics run its loads."""
     threads = hung_threads(r.stderr)
     parent_ok = any(re.fullmatch(r"calls \d+ failed 0", l) for l in r.stdout.splitlines())
+
+    def in_runtime(t):
+        stops = t["stops"]
+        return bool(stops) and all(obj in TSAN_RUNTIME for obj, _ in stops) and \
+            any(nr is not None for _, nr in stops) and (t["syscall"] is None or t["pc"] in TSAN_RUNTIME)
     return r.returncode == 3 and parent_ok and bool(TSAN_RUNTIME) and bool(threads) and \
-        all(t is not None and all(pc in TSAN_RUNTIME for pc in t["pcs"]) for t in threads)
+        all(in_runtime(t) for t in threads.values())
 
 
 def run_fork_client(client, standin, args, env, remove):
@@ -527,37 +537,40 @@ def hang_described(r):
     """The hung child's one thread, after the line that says it hung."""
     lines = r.stderr.splitlines()
     m = re.fullmatch(r"proc_client: child (\d+) hung for 2 s", lines[0])
-    assert r.returncode == 3 and m and len(lines) == 2, r.describe()
+    assert r.returncode == 3 and m, r.describe()
     assert r.stdout.splitlines() == ["child calls 5 failed 0", "calls 4 failed 0"], r.describe()
-    (thread,) = hung_threads(r.stderr)
-    assert thread is not None and thread["tid"] == int(m[1]), r.describe()
-    return thread
+    threads = hung_threads(r.stderr)
+    assert list(threads) == [int(m[1])], r.describe()
+    assert len(lines) == 2 + len(threads[int(m[1])]["stops"]), r.describe()
+    return threads[int(m[1])]
 
 
 def test_hung_child_on_a_lock_is_described(client, standin):
     """A child that waits for ever on a mutex a parent's thread held at the
     fork (the program's own, as POSIX warns): the parent names the wait,
-    futex(2) made from libc's code, not from a sanitizer's runtime. The
-    fork comes after the parent's calls, when no thread is inside an
-    allocator (the test runs under ASan too)."""
+    futex(2) made from libc's code, where every stop finds it, not from a
+    sanitizer's runtime. The fork comes after the parent's calls, when no
+    thread is inside an allocator (the test runs under ASan too)."""
     r = run_client(client, standin, [*HANG_ARGS, "--child-hang=lock"], ROUTES["native"][0])
     t = hang_described(r)
-    assert t["syscall"] == FUTEX and len(t["pcs"]) == 1, r.describe()
-    assert re.fullmatch(r"/\S+/libc\.so\.6", t["pcs"][0]), r.describe()
+    assert t["syscall"] == FUTEX and re.fullmatch(r"/\S+/libc\.so\.6", t["pc"]), r.describe()
+    assert t["stops"] == [(t["pc"], FUTEX)], r.describe()
     assert not hung_in_tsan_runtime(r)
 
 
 def test_spinning_child_is_described(client, standin):
     """A child that spins for ever on a flag a parent's thread set at the
     fork, in no system call (/proc shows "running", without a pc): the
-    parent stops it to read its pc, in the program's own code (under TSan
-    also in the runtime's, which instruments the load)."""
+    parent stops it to read its pc, in the program's own code, at no system
+    call (under TSan also in the runtime's atomic load, never in a call)."""
     r = run_client(client, standin, [*HANG_ARGS, "--child-hang=spin"], ROUTES["native"][0])
     t = hang_described(r)
     assert t["syscall"] is None and t["state"] == "running", r.describe()
     own = os.path.realpath(client)
-    assert (own in t["pcs"] and set(t["pcs"]) <= {own, *TSAN_RUNTIME}) if TSAN_RUNTIME else t["pcs"] == [own], \
-        r.describe()
+    if TSAN_RUNTIME:
+        assert set(t["stops"]) <= {(own, None), (TSAN_RUNTIME[0], None)}, r.describe()
+    else:
+        assert t["stops"] == [(own, None)], r.describe()
     assert not hung_in_tsan_runtime(r)
 
 
@@ -566,7 +579,8 @@ def test_once_routine_interrupted_by_fork(client, standin, tmp_path):
     the child then calls pthread_once on the same control. glibc runs the
     routine again in the child (its _Fork advances the fork generation in
     the child, "See __pthread_once"; nptl/pthread_once.c runs again a
-    routine marked in progress in an older generation), so the child ends. ThreadSanitizer's own pthread_once waits for ever: the child is
+    routine marked in progress in an older generation), so the child ends.
+    ThreadSanitizer's own pthread_once waits for ever: the child is
     described waiting on futex(2) from the runtime's code, the hang counts
     as the runtime's, and run_fork_client runs it three times, with two
     warnings."""
@@ -581,7 +595,8 @@ def test_once_routine_interrupted_by_fork(client, standin, tmp_path):
         warnings.simplefilter("always")
         r = run_fork_client(client, standin, args, ROUTES["native"][0], lambda: removed.append(1))
     t = hang_described(r)
-    assert t["syscall"] == FUTEX and t["pcs"] == TSAN_RUNTIME, r.describe()
+    assert (t["syscall"], t["pc"]) == (FUTEX, TSAN_RUNTIME[0]), r.describe()
+    assert t["stops"] == [(TSAN_RUNTIME[0], FUTEX)], r.describe()
     assert hung_in_tsan_runtime(r)
     assert removed == [1, 1] and len(said) == 2, (removed, [str(w.message) for w in said])
 
