@@ -10,6 +10,7 @@ GSTEST_PRELOAD_PREFIX); run by hand, the defaults match a plain
 
 import json
 import os
+import signal
 import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -133,6 +134,9 @@ class Run:
 
 
 def run(argv, libdir, shim=False, env=None, timeout=300, cwd=None, pass_fds=()):
+    """Runs argv in a session of its own: at the timeout the whole group is
+    killed, so that no descendant left holding its pipes keeps the test
+    waiting."""
     full_env = child_env(libdir, shim, env)
     p = subprocess.Popen(
         [str(a) for a in argv],
@@ -142,12 +146,17 @@ def run(argv, libdir, shim=False, env=None, timeout=300, cwd=None, pass_fds=()):
         text=True,
         cwd=cwd,
         pass_fds=pass_fds,
+        start_new_session=True,
     )
     try:
         out, err = p.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
-        p.kill()
-        out, err = p.communicate()
+        os.killpg(p.pid, signal.SIGKILL)
+        try:
+            out, err = p.communicate(timeout=10)
+        except subprocess.TimeoutExpired:  # a descendant that left the group holds the pipes
+            p.wait()
+            out = err = "(not read: a descendant outside the process group holds the pipes)"
         raise AssertionError(f"timed out after {timeout}s: {argv}\n{out}\n{err}")
     return Run([str(a) for a in argv], p.returncode, out, err, p.pid, full_env)
 

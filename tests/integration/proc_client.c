@@ -17,8 +17,11 @@
  *                      child spins on for ever, no system call), once
  *                      (pthread_once's routine: glibc runs it again in the
  *                      child; ThreadSanitizer's pthread_once waits for
- *                      ever). Checks what the parent prints about a hung
- *                      child, one line a thread of it (describe_hang).
+ *                      ever), vfork (the child vforks, and its vfork
+ *                      child waits 4 s for the mutex: the child waits in
+ *                      the kernel, where no ptrace stop reaches it).
+ *                      Checks what the parent prints about a hung child,
+ *                      one line a thread of it (describe_hang).
  *   --close-fds-at=K   (one thread) after K calls, close descriptors 3..1023,
  *                      as daemons do, open --dir/data0.bin..data3.bin and
  *                      write a 4096-byte pattern to each, make the rest of
@@ -278,7 +281,7 @@ static void *hang_holder(void *arg) {
     pthread_once(&program_once, once_routine);
     return NULL;
   }
-  int lock = !strcmp(child_hang, "lock");
+  int lock = !strcmp(child_hang, "lock") || !strcmp(child_hang, "vfork");
   if (lock) pthread_mutex_lock(&program_lock);
   else program_spin = 1;
   held_at_fork = 1;
@@ -290,7 +293,15 @@ static void *hang_holder(void *arg) {
 
 static void child_enter_held(void) {
   if (!strcmp(child_hang, "lock")) pthread_mutex_lock(&program_lock);
-  else if (!strcmp(child_hang, "once")) pthread_once(&program_once, once_in_child);
+  else if (!strcmp(child_hang, "vfork")) {
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += 4;
+    if (vfork() == 0) {
+      pthread_mutex_timedlock(&program_lock, &until);
+      _exit(0);
+    }
+  } else if (!strcmp(child_hang, "once")) pthread_once(&program_once, once_in_child);
   else
     while (program_spin) {
     }
@@ -327,28 +338,49 @@ static void object_at(pid_t pid, unsigned long long addr, char *out, size_t n) {
   fclose(f);
 }
 
-/* Where thread tid is now, read by stopping it (ptrace(2): PTRACE_SEIZE,
- * PTRACE_INTERRUPT, the registers, detach), also for a thread that runs
- * or yields, which /proc/<pid>/task/<tid>/syscall shows as "running"
- * without a pc: its program counter (0: unreadable) and, on x86-64, the
+/* Set when the child ended while it was being described: a stop's wait
+ * reaped it (its pid is then no longer ours to kill or wait for). */
+static int child_reaped;
+
+/* Where thread tid of child pid is now, read by stopping it (ptrace(2):
+ * PTRACE_SEIZE, PTRACE_INTERRUPT, the registers, detach), also for a
+ * thread that runs or yields, which /proc/<pid>/task/<tid>/syscall shows
+ * as "running" without a pc: its program counter and, on x86-64, the
  * system call it stopped in or returning from (orig_rax, which the kernel
- * sets at a system call's entry and to -1 at an interrupt's), else -1. */
-static unsigned long long thread_stop(pid_t tid, long *syscall_nr) {
+ * sets at a system call's entry and to -1 at an interrupt's), else -1.
+ * 0 when it cannot be read; *stuck when the thread did not stop within
+ * 100 ms (an uninterruptible sleep: it stays seized until the kill). */
+static unsigned long long thread_stop(pid_t pid, pid_t tid, long *syscall_nr, int *stuck) {
   *syscall_nr = -1;
   if (ptrace(PTRACE_SEIZE, tid, NULL, NULL) != 0) return 0;
+  if (ptrace(PTRACE_INTERRUPT, tid, NULL, NULL) != 0) {
+    ptrace(PTRACE_DETACH, tid, NULL, NULL);
+    return 0;
+  }
+  int st = 0;
+  pid_t r = 0;
+  for (int ms = 0; ms < 100 && (r = waitpid(tid, &st, __WALL | WNOHANG)) == 0; ms++) {
+    struct timespec t = {0, 1000000};
+    nanosleep(&t, NULL);
+  }
+  if (r != tid) {
+    *stuck = 1;
+    return 0;
+  }
+  if (!WIFSTOPPED(st)) { /* the thread ended; the main one's end is the child's */
+    if (tid == pid) child_reaped = 1;
+    return 0;
+  }
   unsigned long long pc = 0;
-  int st;
-  if (ptrace(PTRACE_INTERRUPT, tid, NULL, NULL) == 0 && waitpid(tid, &st, __WALL) == tid && WIFSTOPPED(st)) {
-    struct user_regs_struct regs;
-    struct iovec io = {&regs, sizeof regs};
-    if (ptrace(PTRACE_GETREGSET, tid, (void *)(uintptr_t)NT_PRSTATUS, &io) == 0) {
+  struct user_regs_struct regs;
+  struct iovec io = {&regs, sizeof regs};
+  if (ptrace(PTRACE_GETREGSET, tid, (void *)(uintptr_t)NT_PRSTATUS, &io) == 0) {
 #if defined(__x86_64__)
-      pc = regs.rip;
-      *syscall_nr = (long)regs.orig_rax;
+    pc = regs.rip;
+    *syscall_nr = (long)regs.orig_rax;
 #elif defined(__aarch64__)
-      pc = regs.pc;
+    pc = regs.pc;
 #endif
-    }
   }
   ptrace(PTRACE_DETACH, tid, NULL, NULL);
   return pc;
@@ -364,6 +396,7 @@ static unsigned long long thread_stop(pid_t tid, long *syscall_nr) {
  * then one line for each different place among STOPS stops 2 ms apart
  * (thread_stop), in the order first seen:
  *   proc_client: hung thread <tid> stopped in <object>[ at syscall <nr>]
+ *   proc_client: hung thread <tid> did not stop within 100 ms   (the last)
  * objects named as object_at does. The test tells a wait in the program's
  * or the shim's code (a pthread lock waits in libc, a spin loop runs in
  * its own code) from one inside a sanitizer's runtime. */
@@ -376,7 +409,7 @@ static void describe_hang(pid_t pid) {
     return;
   }
   struct dirent *e;
-  while ((e = readdir(d))) {
+  while (!child_reaped && (e = readdir(d))) {
     if (e->d_name[0] == '.') continue;
     pid_t tid = (pid_t)atoi(e->d_name);
     char path[sizeof tasks + sizeof e->d_name + 16], line[512] = "";
@@ -400,9 +433,14 @@ static void describe_hang(pid_t pid) {
     }
     struct { char obj[256]; long nr; } seen[STOPS];
     int n_seen = 0;
-    for (int i = 0; i < STOPS; i++) {
+    int stuck = 0;
+    for (int i = 0; i < STOPS && !stuck && !child_reaped; i++) {
       long stop_nr;
-      unsigned long long stop_pc = thread_stop(tid, &stop_nr);
+      unsigned long long stop_pc = thread_stop(pid, tid, &stop_nr, &stuck);
+      if (stuck) {
+        fprintf(stderr, "proc_client: hung thread %d did not stop within 100 ms\n", (int)tid);
+        break;
+      }
       if (stop_pc) object_at(pid, stop_pc, seen[n_seen].obj, sizeof seen[n_seen].obj);
       else snprintf(seen[n_seen].obj, sizeof seen[n_seen].obj, "?");
       seen[n_seen].nr = stop_nr < 0 ? -1 : stop_nr;
@@ -439,6 +477,10 @@ static int wait_child(pid_t pid) {
     if ((now.tv_sec - start.tv_sec) * 1000000000LL + (now.tv_nsec - start.tv_nsec) >= timeout_s * 1000000000LL) {
       fprintf(stderr, "proc_client: child %d hung for %d s\n", (int)pid, timeout_s);
       describe_hang(pid);
+      if (child_reaped) {
+        fprintf(stderr, "proc_client: child %d ended while it was described\n", (int)pid);
+        return -1;
+      }
       kill(pid, SIGKILL);
       waitpid(pid, &status, 0);
       return -1;
@@ -545,7 +587,7 @@ int main(int argc, char **argv) {
       if (pthread_create(&ts[t], NULL, worker, &xs[t]) != 0) die("pthread_create", 0);
     pthread_t holder;
     if (child_hang && (fork_at < 0 || (strcmp(child_hang, "lock") && strcmp(child_hang, "spin") &&
-                                       strcmp(child_hang, "once"))))
+                                       strcmp(child_hang, "once") && strcmp(child_hang, "vfork"))))
       die("--child-hang", 0);
     if (child_hang && pthread_create(&holder, NULL, hang_holder, NULL) != 0) die("pthread_create", 0);
     if (fork_at >= 0) {
