@@ -134,9 +134,9 @@ class Run:
 
 
 def run(argv, libdir, shim=False, env=None, timeout=300, cwd=None, pass_fds=()):
-    """Runs argv in a session of its own: at the timeout the whole group is
-    killed, so that no descendant left holding its pipes keeps the test
-    waiting."""
+    """Runs argv in a session of its own: at the timeout (or when the test
+    is interrupted) the whole group is killed, so that no descendant left
+    holding its pipes keeps the test waiting."""
     full_env = child_env(libdir, shim, env)
     p = subprocess.Popen(
         [str(a) for a in argv],
@@ -154,10 +154,19 @@ def run(argv, libdir, shim=False, env=None, timeout=300, cwd=None, pass_fds=()):
         os.killpg(p.pid, signal.SIGKILL)
         try:
             out, err = p.communicate(timeout=10)
-        except subprocess.TimeoutExpired:  # a descendant that left the group holds the pipes
+        except subprocess.TimeoutExpired as e:  # a descendant that left the group holds the pipes
             p.wait()
-            out = err = "(not read: a descendant outside the process group holds the pipes)"
+            p.stdout.close()
+            p.stderr.close()
+            def text(b):  # what communicate read before this timeout: bytes, even in text mode
+                return b.decode(errors="replace") if isinstance(b, bytes) else (b or "")
+            out = f"{text(e.output)}(the rest unread: a descendant outside the process group holds the pipes)"
+            err = text(e.stderr)
         raise AssertionError(f"timed out after {timeout}s: {argv}\n{out}\n{err}")
+    except BaseException:  # Ctrl-C reaches pytest, not the program's own session
+        os.killpg(p.pid, signal.SIGKILL)
+        p.wait()
+        raise
     return Run([str(a) for a in argv], p.returncode, out, err, p.pid, full_env)
 
 

@@ -19,7 +19,9 @@
  *                      child; ThreadSanitizer's pthread_once waits for
  *                      ever), vfork (the child vforks, and its vfork
  *                      child waits 4 s for the mutex: the child waits in
- *                      the kernel, where no ptrace stop reaches it).
+ *                      the kernel, where no ptrace stop reaches it), or
+ *                      thread-vfork (the same from a second thread of the
+ *                      child, its first waiting on the mutex).
  *                      Checks what the parent prints about a hung child,
  *                      one line a thread of it (describe_hang).
  *   --close-fds-at=K   (one thread) after K calls, close descriptors 3..1023,
@@ -281,7 +283,7 @@ static void *hang_holder(void *arg) {
     pthread_once(&program_once, once_routine);
     return NULL;
   }
-  int lock = !strcmp(child_hang, "lock") || !strcmp(child_hang, "vfork");
+  int lock = strcmp(child_hang, "spin") != 0;
   if (lock) pthread_mutex_lock(&program_lock);
   else program_spin = 1;
   held_at_fork = 1;
@@ -291,16 +293,25 @@ static void *hang_holder(void *arg) {
   return NULL;
 }
 
+/* vforks; the vfork child waits 4 s for the mutex the fork left held,
+ * the calling thread meanwhile in the kernel. */
+static void *vfork_waiting(void *arg) {
+  struct timespec until;
+  clock_gettime(CLOCK_REALTIME, &until);
+  until.tv_sec += 4;
+  if (vfork() == 0) {
+    pthread_mutex_timedlock(&program_lock, &until);
+    _exit(0);
+  }
+  return arg;
+}
+
 static void child_enter_held(void) {
+  pthread_t t;
   if (!strcmp(child_hang, "lock")) pthread_mutex_lock(&program_lock);
-  else if (!strcmp(child_hang, "vfork")) {
-    struct timespec until;
-    clock_gettime(CLOCK_REALTIME, &until);
-    until.tv_sec += 4;
-    if (vfork() == 0) {
-      pthread_mutex_timedlock(&program_lock, &until);
-      _exit(0);
-    }
+  else if (!strcmp(child_hang, "vfork")) vfork_waiting(NULL);
+  else if (!strcmp(child_hang, "thread-vfork")) {
+    if (pthread_create(&t, NULL, vfork_waiting, NULL) == 0) pthread_mutex_lock(&program_lock);
   } else if (!strcmp(child_hang, "once")) pthread_once(&program_once, once_in_child);
   else
     while (program_spin) {
@@ -339,8 +350,14 @@ static void object_at(pid_t pid, unsigned long long addr, char *out, size_t n) {
 }
 
 /* Set when the child ended while it was being described: a stop's wait
- * reaped it (its pid is then no longer ours to kill or wait for). */
-static int child_reaped;
+ * reaped it (its pid is then no longer ours to kill or wait for), with
+ * its wait status. */
+static int child_reaped, child_reaped_status;
+/* Threads that did not stop: seized until the kill, after which each is a
+ * traced zombie only its tracer's wait clears (ptrace(2)); the child's
+ * own end waits for them. */
+static pid_t stuck_tids[64];
+static int n_stuck;
 
 /* Where thread tid of child pid is now, read by stopping it (ptrace(2):
  * PTRACE_SEIZE, PTRACE_INTERRUPT, the registers, detach), also for a
@@ -349,7 +366,9 @@ static int child_reaped;
  * system call it stopped in or returning from (orig_rax, which the kernel
  * sets at a system call's entry and to -1 at an interrupt's), else -1.
  * 0 when it cannot be read; *stuck when the thread did not stop within
- * 100 ms (an uninterruptible sleep: it stays seized until the kill). */
+ * a second (an uninterruptible sleep, as a vfork parent's; a second, not
+ * less, for a thread that waits for a busy CPU): it stays seized until
+ * the kill, in stuck_tids. */
 static unsigned long long thread_stop(pid_t pid, pid_t tid, long *syscall_nr, int *stuck) {
   *syscall_nr = -1;
   if (ptrace(PTRACE_SEIZE, tid, NULL, NULL) != 0) return 0;
@@ -359,16 +378,17 @@ static unsigned long long thread_stop(pid_t pid, pid_t tid, long *syscall_nr, in
   }
   int st = 0;
   pid_t r = 0;
-  for (int ms = 0; ms < 100 && (r = waitpid(tid, &st, __WALL | WNOHANG)) == 0; ms++) {
+  for (int ms = 0; ms < 1000 && (r = waitpid(tid, &st, __WALL | WNOHANG)) == 0; ms++) {
     struct timespec t = {0, 1000000};
     nanosleep(&t, NULL);
   }
   if (r != tid) {
     *stuck = 1;
+    if (n_stuck < (int)(sizeof stuck_tids / sizeof stuck_tids[0])) stuck_tids[n_stuck++] = tid;
     return 0;
   }
   if (!WIFSTOPPED(st)) { /* the thread ended; the main one's end is the child's */
-    if (tid == pid) child_reaped = 1;
+    if (tid == pid) child_reaped = 1, child_reaped_status = st;
     return 0;
   }
   unsigned long long pc = 0;
@@ -396,7 +416,7 @@ static unsigned long long thread_stop(pid_t pid, pid_t tid, long *syscall_nr, in
  * then one line for each different place among STOPS stops 2 ms apart
  * (thread_stop), in the order first seen:
  *   proc_client: hung thread <tid> stopped in <object>[ at syscall <nr>]
- *   proc_client: hung thread <tid> did not stop within 100 ms   (the last)
+ *   proc_client: hung thread <tid> did not stop within 1 s   (the last)
  * objects named as object_at does. The test tells a wait in the program's
  * or the shim's code (a pthread lock waits in libc, a spin loop runs in
  * its own code) from one inside a sanitizer's runtime. */
@@ -438,7 +458,7 @@ static void describe_hang(pid_t pid) {
       long stop_nr;
       unsigned long long stop_pc = thread_stop(pid, tid, &stop_nr, &stuck);
       if (stuck) {
-        fprintf(stderr, "proc_client: hung thread %d did not stop within 100 ms\n", (int)tid);
+        fprintf(stderr, "proc_client: hung thread %d did not stop within 1 s\n", (int)tid);
         break;
       }
       if (stop_pc) object_at(pid, stop_pc, seen[n_seen].obj, sizeof seen[n_seen].obj);
@@ -478,10 +498,13 @@ static int wait_child(pid_t pid) {
       fprintf(stderr, "proc_client: child %d hung for %d s\n", (int)pid, timeout_s);
       describe_hang(pid);
       if (child_reaped) {
-        fprintf(stderr, "proc_client: child %d ended while it was described\n", (int)pid);
+        fprintf(stderr, "proc_client: child %d ended while it was described (status %#x)\n", (int)pid,
+                child_reaped_status);
         return -1;
       }
       kill(pid, SIGKILL);
+      for (int i = 0; i < n_stuck; i++)
+        if (stuck_tids[i] != pid) waitpid(stuck_tids[i], NULL, __WALL);
       waitpid(pid, &status, 0);
       return -1;
     }
@@ -587,7 +610,8 @@ int main(int argc, char **argv) {
       if (pthread_create(&ts[t], NULL, worker, &xs[t]) != 0) die("pthread_create", 0);
     pthread_t holder;
     if (child_hang && (fork_at < 0 || (strcmp(child_hang, "lock") && strcmp(child_hang, "spin") &&
-                                       strcmp(child_hang, "once") && strcmp(child_hang, "vfork"))))
+                                       strcmp(child_hang, "once") && strcmp(child_hang, "vfork") &&
+                                       strcmp(child_hang, "thread-vfork"))))
       die("--child-hang", 0);
     if (child_hang && pthread_create(&holder, NULL, hang_holder, NULL) != 0) die("pthread_create", 0);
     if (fork_at >= 0) {
