@@ -72,7 +72,9 @@ static __device__ __forceinline__ uint32_t gs_fp8_shfl_xor(uint32_t v, unsigned 
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/mman.h>
+#if !defined(__x86_64__)
 #include <ucontext.h>
+#endif
 
 #include <new>
 #include <tuple>
@@ -131,8 +133,36 @@ inline float gs_fp8_load_const(const float *p) { return *p; }
 
 enum { GS_FP8_FIBER_RUNNABLE, GS_FP8_FIBER_AT_BARRIER, GS_FP8_FIBER_DONE };
 
+#if defined(__x86_64__)
+/* Saves the callee-saved registers of the SysV x86-64 ABI (rbx, rbp,
+ * r12-r15, MXCSR's and the x87 control word's control bits) on the
+ * current stack, stores its pointer in *save, and resumes the context
+ * saved at stack pointer to. swapcontext also saves and sets the signal
+ * mask, one rt_sigprocmask system call a switch (most of a launch's time
+ * here); the fibers never change the mask. Weak: every object that
+ * includes this file has a copy. */
+extern "C" void gs_fp8_ctx_switch(void **save, void *to);
+__asm__(".pushsection .text\n"
+        ".weak gs_fp8_ctx_switch\n"
+        ".type gs_fp8_ctx_switch, @function\n"
+        "gs_fp8_ctx_switch:\n"
+        "  pushq %rbp\n  pushq %rbx\n  pushq %r12\n  pushq %r13\n  pushq %r14\n  pushq %r15\n"
+        "  subq $8, %rsp\n  stmxcsr (%rsp)\n  fnstcw 4(%rsp)\n"
+        "  movq %rsp, (%rdi)\n  movq %rsi, %rsp\n"
+        "  ldmxcsr (%rsp)\n  fldcw 4(%rsp)\n  addq $8, %rsp\n"
+        "  popq %r15\n  popq %r14\n  popq %r13\n  popq %r12\n  popq %rbx\n  popq %rbp\n"
+        "  ret\n"
+        ".size gs_fp8_ctx_switch, .-gs_fp8_ctx_switch\n"
+        ".popsection\n");
+typedef void *gs_fp8_ctx; /* the saved stack pointer */
+#define GS_FP8_SWITCH(save, to) gs_fp8_ctx_switch(&(save), (to))
+#else
+typedef ucontext_t gs_fp8_ctx;
+#define GS_FP8_SWITCH(save, to) swapcontext(&(save), &(to))
+#endif
+
 struct gs_fp8_fiber {
-  ucontext_t uc;
+  gs_fp8_ctx uc;
   char *stack;
   int state;
   unsigned long long barriers; /* barriers this thread reached */
@@ -140,7 +170,7 @@ struct gs_fp8_fiber {
 };
 
 struct gs_fp8_block_run {
-  ucontext_t sched;
+  gs_fp8_ctx sched;
   gs_fp8_fiber *fibers;
   unsigned nthreads, cur;
   void (*body)(void *);
@@ -179,7 +209,7 @@ inline void gs_fp8_fiber_yield(gs_fp8_block_run *r, gs_fp8_fiber *f, int finishe
   void *fake = nullptr;
   gs_fp8_asan_start(finished ? nullptr : &fake, r->sched_stack, r->sched_stack_size);
   gs_fp8_tsan_switch(r->sched_tsan);
-  swapcontext(&f->uc, &r->sched);
+  GS_FP8_SWITCH(f->uc, r->sched);
   gs_fp8_asan_finish(fake, nullptr, nullptr);
 }
 
@@ -226,18 +256,35 @@ inline void gs_fp8_fiber_resume(gs_fp8_block_run *r, unsigned i) {
   void *fake = nullptr;
   gs_fp8_asan_start(&fake, r->fibers[i].stack, GS_FP8_EMU_STACK);
   gs_fp8_tsan_switch(r->fibers[i].tsan);
-  swapcontext(&r->sched, &r->fibers[i].uc);
+  GS_FP8_SWITCH(r->sched, r->fibers[i].uc);
   gs_fp8_asan_finish(fake, nullptr, nullptr);
 }
 
 /* A fresh fiber at the kernel's start. Out of line: getcontext counts as
- * returning twice, which would pin its caller's locals to memory. */
+ * returning twice, which would pin its caller's locals to memory. On
+ * x86-64 the stack is laid out as gs_fp8_ctx_switch leaves one, returning
+ * into gs_fp8_fiber_main as if called (the stack pointer 8 past a multiple
+ * of 16 at its entry), with zeroed registers and the caller's MXCSR and
+ * x87 control word; gs_fp8_fiber_main never returns. */
 __attribute__((noinline)) inline void gs_fp8_fiber_init(gs_fp8_fiber *f) {
+#if defined(__x86_64__)
+  uintptr_t top = ((uintptr_t)f->stack + GS_FP8_EMU_STACK) & ~(uintptr_t)15;
+  uint64_t *sp = (uint64_t *)top;
+  *--sp = 0;                                    /* gs_fp8_fiber_main's return address: none */
+  *--sp = (uint64_t)(uintptr_t)gs_fp8_fiber_main; /* where the switch returns */
+  for (int i = 0; i < 6; i++) *--sp = 0;        /* rbp rbx r12 r13 r14 r15 */
+  uint32_t csr;
+  uint16_t cw;
+  __asm__ __volatile__("stmxcsr %0\n\tfnstcw %1" : "=m"(csr), "=m"(cw));
+  *--sp = (uint64_t)csr | (uint64_t)cw << 32;
+  f->uc = sp;
+#else
   getcontext(&f->uc);
   f->uc.uc_stack.ss_sp = f->stack;
   f->uc.uc_stack.ss_size = GS_FP8_EMU_STACK;
   f->uc.uc_link = nullptr;
   makecontext(&f->uc, gs_fp8_fiber_main, 0);
+#endif
   f->state = GS_FP8_FIBER_RUNNABLE;
   f->barriers = 0;
 }

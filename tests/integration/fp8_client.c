@@ -27,6 +27,9 @@
  * handle, the per-thread default stream: another stream in each thread,
  * the backward's new each step) instead of a stream of its own.
  *
+ * --pause-ms=N sleeps N ms after each step (a log writer that reads every
+ * 10 ms, GEMMSHIM_COMPARE's, has read the step's records by then).
+ *
  * --churn=N instead runs N times what cudaDeviceReset and JAX client
  * rebuilds do around a GEMM: retain the primary context, make a cuBLAS
  * handle and a stream, run one forward GEMM (step=i), destroy the handle
@@ -43,11 +46,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "../../kernels/convert.h"
 #include "client.h"
 
-static int L = 4, STEPS = 3, H = 64, T = 32, RESET_BEFORE = -1, CHURN = 0, CHECKPOINT = 0;
+static int L = 4, STEPS = 3, H = 64, T = 32, RESET_BEFORE = -1, CHURN = 0, CHECKPOINT = 0, PAUSE_MS = 0;
 static const char *reset_kind = "primary";
 static int PER_THREAD;
 static CUdevice dev;
@@ -211,7 +215,7 @@ int main(int argc, char **argv) {
     if (sscanf(argv[i], "--layers=%d", &L) == 1 || sscanf(argv[i], "--steps=%d", &STEPS) == 1 ||
         sscanf(argv[i], "--dim=%d", &H) == 1 || sscanf(argv[i], "--tokens=%d", &T) == 1 ||
         sscanf(argv[i], "--reset-before=%d", &RESET_BEFORE) == 1 || sscanf(argv[i], "--churn=%d", &CHURN) == 1 ||
-        sscanf(argv[i], "--checkpoint=%d", &CHECKPOINT) == 1)
+        sscanf(argv[i], "--checkpoint=%d", &CHECKPOINT) == 1 || sscanf(argv[i], "--pause-ms=%d", &PAUSE_MS) == 1)
       continue;
     if (strcmp(argv[i], "--stream=per-thread") == 0) {
       PER_THREAD = 1;
@@ -222,7 +226,8 @@ int main(int argc, char **argv) {
       continue;
     }
     fprintf(stderr, "usage: fp8_client [--layers=L] [--steps=S] [--dim=H] [--tokens=T] [--reset-before=S] "
-                    "[--reset=primary|device|created] [--checkpoint=0|1] [--stream=per-thread] [--churn=N]\n");
+                    "[--reset=primary|device|created] [--checkpoint=0|1] [--stream=per-thread] [--pause-ms=N] "
+                    "[--churn=N]\n");
     return 2;
   }
   const char *why = client_driver_load();
@@ -246,6 +251,10 @@ int main(int argc, char **argv) {
     }
     pthread_t t;
     if (pthread_create(&t, NULL, backward, NULL) || pthread_join(t, NULL)) return 2;
+    if (PAUSE_MS > 0) {
+      struct timespec p = {PAUSE_MS / 1000, (long)(PAUSE_MS % 1000) * 1000000L};
+      nanosleep(&p, NULL);
+    }
   }
   cublasDestroy(handle);
   return failures ? 1 : 0;
