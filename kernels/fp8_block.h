@@ -72,7 +72,12 @@ static __device__ __forceinline__ uint32_t gs_fp8_shfl_xor(uint32_t v, unsigned 
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/mman.h>
-#if !defined(__x86_64__)
+/* The own switch (below) on x86-64 with 64-bit pointers, without CET
+ * shadow stacks (its ret to another stack would fault there): elsewhere
+ * swapcontext, which handles them. */
+#if defined(__x86_64__) && defined(__LP64__) && !(defined(__CET__) && (__CET__ & 2))
+#define GS_FP8_OWN_SWITCH 1
+#else
 #include <ucontext.h>
 #endif
 
@@ -95,6 +100,7 @@ static __device__ __forceinline__ uint32_t gs_fp8_shfl_xor(uint32_t v, unsigned 
 #endif
 #endif
 #if defined(GS_FP8_EMU_ASAN)
+#include <sanitizer/asan_interface.h>
 #include <sanitizer/common_interface_defs.h>
 #endif
 #if defined(GS_FP8_EMU_TSAN)
@@ -133,17 +139,19 @@ inline float gs_fp8_load_const(const float *p) { return *p; }
 
 enum { GS_FP8_FIBER_RUNNABLE, GS_FP8_FIBER_AT_BARRIER, GS_FP8_FIBER_DONE };
 
-#if defined(__x86_64__)
+#if defined(GS_FP8_OWN_SWITCH)
 /* Saves the callee-saved registers of the SysV x86-64 ABI (rbx, rbp,
  * r12-r15, MXCSR's and the x87 control word's control bits) on the
  * current stack, stores its pointer in *save, and resumes the context
  * saved at stack pointer to. swapcontext also saves and sets the signal
  * mask, one rt_sigprocmask system call a switch (most of a launch's time
  * here); the fibers never change the mask. Weak: every object that
- * includes this file has a copy. */
-extern "C" void gs_fp8_ctx_switch(void **save, void *to);
+ * includes this file has a copy (not with GCC's LTO, which merges them:
+ * not used). Hidden: another library's copy is not this one's. */
+extern "C" __attribute__((visibility("hidden"))) void gs_fp8_ctx_switch(void **save, void *to);
 __asm__(".pushsection .text\n"
         ".weak gs_fp8_ctx_switch\n"
+        ".hidden gs_fp8_ctx_switch\n"
         ".type gs_fp8_ctx_switch, @function\n"
         "gs_fp8_ctx_switch:\n"
         "  pushq %rbp\n  pushq %rbx\n  pushq %r12\n  pushq %r13\n  pushq %r14\n  pushq %r15\n"
@@ -267,7 +275,7 @@ inline void gs_fp8_fiber_resume(gs_fp8_block_run *r, unsigned i) {
  * of 16 at its entry), with zeroed registers and the caller's MXCSR and
  * x87 control word; gs_fp8_fiber_main never returns. */
 __attribute__((noinline)) inline void gs_fp8_fiber_init(gs_fp8_fiber *f) {
-#if defined(__x86_64__)
+#if defined(GS_FP8_OWN_SWITCH)
   uintptr_t top = ((uintptr_t)f->stack + GS_FP8_EMU_STACK) & ~(uintptr_t)15;
   uint64_t *sp = (uint64_t *)top;
   *--sp = 0;                                    /* gs_fp8_fiber_main's return address: none */
@@ -391,6 +399,12 @@ inline int gs_fp8_emu_run(const standin_launch *l, void (*body)(void *), void *a
         rc = gs_fp8_block(&r);
       }
   gs_fp8_run = nullptr;
+#if defined(GS_FP8_EMU_ASAN)
+  /* A launch that ended early left fibers mid-kernel, their frames'
+   * redzones poisoned on stacks the next launch reuses (ASan's swapcontext
+   * interceptor cleared them; the own switch does not). */
+  if (rc != CUDA_SUCCESS) __asan_unpoison_memory_region(stacks, (size_t)r.nthreads * GS_FP8_EMU_STACK);
+#endif
   delete[] r.fibers;
   return rc;
 }

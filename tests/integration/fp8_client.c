@@ -27,7 +27,7 @@
  * handle, the per-thread default stream: another stream in each thread,
  * the backward's new each step) instead of a stream of its own.
  *
- * --pause-ms=N sleeps N ms after each step (a log writer that reads every
+ * --pause-ms=N sleeps N ms between steps (a log writer that reads every
  * 10 ms, GEMMSHIM_COMPARE's, has read the step's records by then).
  *
  * --churn=N instead runs N times what cudaDeviceReset and JAX client
@@ -251,7 +251,7 @@ int main(int argc, char **argv) {
     }
     pthread_t t;
     if (pthread_create(&t, NULL, backward, NULL) || pthread_join(t, NULL)) return 2;
-    if (PAUSE_MS > 0) {
+    if (PAUSE_MS > 0 && cur_step + 1 < STEPS) {
       struct timespec p = {PAUSE_MS / 1000, (long)(PAUSE_MS % 1000) * 1000000L};
       nanosleep(&p, NULL);
     }

@@ -17,7 +17,7 @@ cli=$BUILD/tests/integration
 subset=${1:-}
 
 # --max-stackframe: the stand-in runs the shim's kernels under CPU emulation,
-# every GPU thread a ucontext fiber on its own 256 KiB stack, the stacks
+# every GPU thread a fiber on its own 256 KiB stack, the stacks
 # side by side (kernels/fp8_block.h, kernels/emu.h). memcheck takes a stack
 # pointer move smaller than this bound for a frame, not a switch, and would
 # then see the fibers' memory as uninitialised; below 256 KiB every fiber
