@@ -265,7 +265,7 @@ static int run_vfork(session *x) {
   return 0;
 }
 
-static const char *child_hang; /* NULL, "lock", "spin" or "once" */
+static const char *child_hang; /* NULL or --child-hang's H */
 static pthread_mutex_t program_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_once_t program_once = PTHREAD_ONCE_INIT;
 static _Atomic int program_spin, held_at_fork;
@@ -452,9 +452,8 @@ static void describe_hang(pid_t pid) {
       fprintf(stderr, "proc_client: hung thread %d: %s\n", (int)tid, line[0] ? line : "(unreadable)");
     }
     struct { char obj[256]; long nr; } seen[STOPS];
-    int n_seen = 0;
-    int stuck = 0;
-    for (int i = 0; i < STOPS && !stuck && !child_reaped; i++) {
+    int n_seen = 0, stuck = 0;
+    for (int i = 0; i < STOPS && !child_reaped; i++) {
       long stop_nr;
       unsigned long long stop_pc = thread_stop(pid, tid, &stop_nr, &stuck);
       if (stuck) {

@@ -471,6 +471,7 @@ FUTEX = {"x86_64": 202, "aarch64": 98}.get(platform.machine())
 VFORK = {"x86_64": 58}.get(platform.machine())  # arm64 has none: glibc's vfork is clone there
 HUNG_THREAD = re.compile(r"proc_client: hung thread (\d+): (?:syscall (\d+) pc (\S+) arg0 (\S+)|(.*))$")
 HUNG_STOP = re.compile(r"proc_client: hung thread (\d+) stopped in (\S+)(?: at syscall (\d+))?$")
+HUNG_STUCK = re.compile(r"proc_client: hung thread (\d+) did not stop within 1 s$")
 TSAN_RUNTIME = [os.path.realpath(p) for p in PRELOAD_PREFIX if "tsan" in p]
 
 
@@ -491,7 +492,7 @@ def hung_threads(stderr):
         if m:
             out[int(m[1])]["stops"].append((m[2], int(m[3]) if m[3] else None))
             continue
-        m = re.match(r"proc_client: hung thread (\d+) did not stop within 1 s$", line)
+        m = HUNG_STUCK.match(line)
         if m:
             out[int(m[1])]["stops"].append(("?", None))
     return out
