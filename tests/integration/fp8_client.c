@@ -27,8 +27,10 @@
  * handle, the per-thread default stream: another stream in each thread,
  * the backward's new each step) instead of a stream of its own.
  *
- * --pause-ms=N sleeps N ms between steps (a log writer that reads every
- * 10 ms, GEMMSHIM_COMPARE's, has read the step's records by then).
+ * --wait-log=1 waits between steps until the file GEMMSHIM_LOG names
+ * holds a record of every GEMM so far (lines with "route"; 10 s at most,
+ * then exit 3): the log's writer has read those calls' measurements
+ * (GEMMSHIM_COMPARE) before the next step's first call.
  *
  * --churn=N instead runs N times what cudaDeviceReset and JAX client
  * rebuilds do around a GEMM: retain the primary context, make a cuBLAS
@@ -51,14 +53,31 @@
 #include "../../kernels/convert.h"
 #include "client.h"
 
-static int L = 4, STEPS = 3, H = 64, T = 32, RESET_BEFORE = -1, CHURN = 0, CHECKPOINT = 0, PAUSE_MS = 0;
+static int L = 4, STEPS = 3, H = 64, T = 32, RESET_BEFORE = -1, CHURN = 0, CHECKPOINT = 0, WAIT_LOG = 0;
 static const char *reset_kind = "primary";
 static int PER_THREAD;
 static CUdevice dev;
 static CUcontext ctx;
 static CUstream stream;
 static cublasHandle_t handle;
-static int failures;
+static int failures, calls;
+
+/* Whether the log file holds at least n records within 10 s. */
+static int log_holds(int n) {
+  const char *path = getenv("GEMMSHIM_LOG");
+  for (int tries = 0; path && tries < 2000; tries++) {
+    FILE *f = fopen(path, "r");
+    int have = 0;
+    char line[8192];
+    while (f && fgets(line, sizeof line, f))
+      if (strstr(line, "\"route\"")) have++;
+    if (f) fclose(f);
+    if (have >= n) return 1;
+    struct timespec p = {0, 5000000L};
+    nanosleep(&p, NULL);
+  }
+  return 0;
+}
 
 static uint64_t rng = 0x66703863;
 static float uniform(void) {
@@ -112,6 +131,7 @@ static void gemm(int step, const char *kind, int layer, int ta, int tb, mat *A, 
       err += d * d;
     }
   if (s != CUBLAS_STATUS_SUCCESS) failures++;
+  __atomic_add_fetch(&calls, 1, __ATOMIC_RELAXED);
   printf("gemm step=%d kind=%s layer=%d status=%d sqnr=%.2f\n", step, kind, layer, (int)s,
          err == 0 ? 99.0 : 10.0 * log10(sig / err));
 }
@@ -215,7 +235,7 @@ int main(int argc, char **argv) {
     if (sscanf(argv[i], "--layers=%d", &L) == 1 || sscanf(argv[i], "--steps=%d", &STEPS) == 1 ||
         sscanf(argv[i], "--dim=%d", &H) == 1 || sscanf(argv[i], "--tokens=%d", &T) == 1 ||
         sscanf(argv[i], "--reset-before=%d", &RESET_BEFORE) == 1 || sscanf(argv[i], "--churn=%d", &CHURN) == 1 ||
-        sscanf(argv[i], "--checkpoint=%d", &CHECKPOINT) == 1 || sscanf(argv[i], "--pause-ms=%d", &PAUSE_MS) == 1)
+        sscanf(argv[i], "--checkpoint=%d", &CHECKPOINT) == 1 || sscanf(argv[i], "--wait-log=%d", &WAIT_LOG) == 1)
       continue;
     if (strcmp(argv[i], "--stream=per-thread") == 0) {
       PER_THREAD = 1;
@@ -226,7 +246,7 @@ int main(int argc, char **argv) {
       continue;
     }
     fprintf(stderr, "usage: fp8_client [--layers=L] [--steps=S] [--dim=H] [--tokens=T] [--reset-before=S] "
-                    "[--reset=primary|device|created] [--checkpoint=0|1] [--stream=per-thread] [--pause-ms=N] "
+                    "[--reset=primary|device|created] [--checkpoint=0|1] [--stream=per-thread] [--wait-log=1] "
                     "[--churn=N]\n");
     return 2;
   }
@@ -251,9 +271,9 @@ int main(int argc, char **argv) {
     }
     pthread_t t;
     if (pthread_create(&t, NULL, backward, NULL) || pthread_join(t, NULL)) return 2;
-    if (PAUSE_MS > 0 && cur_step + 1 < STEPS) {
-      struct timespec p = {PAUSE_MS / 1000, (long)(PAUSE_MS % 1000) * 1000000L};
-      nanosleep(&p, NULL);
+    if (WAIT_LOG && cur_step + 1 < STEPS && !log_holds(calls)) {
+      fprintf(stderr, "fp8_client: %s did not hold %d records within 10 s\n", getenv("GEMMSHIM_LOG"), calls);
+      return 3;
     }
   }
   cublasDestroy(handle);

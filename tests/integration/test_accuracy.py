@@ -262,12 +262,12 @@ def test_guard_turns_one_fp8_layer_native(standin, tmp_path, shim):
     # loop of 2 layers, 2 steps, 3 GEMMs a layer; the first call (layer 0's
     # forward) is corrupted, so that site alone runs native in step 1. The
     # guard acts from the call after the log writer read the measurement
-    # (every 10 ms with GEMMSHIM_COMPARE): the client pauses 200 ms between
-    # steps, so that step 1 comes after it.
+    # (guard_observe runs as the writer formats the record): the client
+    # waits between steps until the log file holds step 0's six records.
     path = CLIENT_DIR / "fp8_client_cu13"
     require_built([path])
     log = tmp_path / "gs.jsonl"
-    r = run([path, "--layers=2", "--steps=2", "--pause-ms=200"], standin[13], shim=True,
+    r = run([path, "--layers=2", "--steps=2", "--wait-log=1"], standin[13], shim=True,
             env={**FP8, **COMPARE, "GEMMSHIM_FP8_RECIPE": "delayed", "GEMMSHIM_GUARD_SQNR": "20",
                  "GEMMSHIM_FAULT": "route_output:1",
                  "GEMMSHIM_LOG": str(log)})
