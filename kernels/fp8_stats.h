@@ -74,8 +74,14 @@ struct gs_fp8_counts {
   uint32_t saturated, flushed;
 };
 
+/* Saturated: q overflows the format in IEEE 754's sense (2008, 7.4): its
+ * rounding to the format's precision with the exponent unbounded is past
+ * the largest finite value. E4M3: past 464, halfway from 448 to 480 (a
+ * tie goes to 448, the even code); E5M2: from 61440 on, halfway from
+ * 57344 to 65536 (a tie goes to 65536). A value rounding to the largest
+ * finite value, from above or below, is rounded, not saturated. */
 static __device__ __forceinline__ int gs_fp8_above_max(float q, int fmt) {
-  return (gs_f32_bits(q) & 0x7FFFFFFFu) > (fmt ? 0x47600000u : 0x43E00000u); /* 57344, 448 */
+  return (gs_f32_bits(q) & 0x7FFFFFFFu) > (fmt ? 0x476FFFFFu : 0x43E80000u); /* >= 61440, > 464 */
 }
 
 /* Element x, encoded as code with step s in format fmt (GS_FP8_DEV_*). */

@@ -44,6 +44,15 @@ static const char *block_unfit(const gs_call *c, char *buf, size_t len) {
              (long long)c->g.m);
     return buf;
   }
+  /* 1x128 scales on B (always, here) need n a multiple of 8: what
+   * TransformerEngine observed of cuBLASLt (transformer_engine/common/gemm/
+   * cublaslt_gemm.cu, "Outer dimension requirement on B for
+   * NVTE_BLOCK_SCALING GEMM"); no GPU of ours has run n = 12 yet. */
+  if (c->g.n % 8) {
+    snprintf(buf, len, "block needs n a multiple of 8 (cuBLASLt's 1x128 scales on B), the call has n = %lld",
+             (long long)c->g.n);
+    return buf;
+  }
   return fp8_scaled_unfit(c, "block");
 }
 

@@ -270,6 +270,27 @@ def test_block_m_not_multiple_of_8_goes_to_current(shim, standin, tmp_path):
             "be padded in m), the call has m = 36") in rec["reason"], rec
 
 
+def test_block_n_not_multiple_of_8_goes_to_current(shim, standin, tmp_path):
+    """1x128 scales on B need n a multiple of 8: TransformerEngine checks it
+    before every block-scaled GEMM whose B is 1D-quantized ("Outer
+    dimension requirement on B for NVTE_BLOCK_SCALING GEMM", observed of
+    cuBLASLt: transformer_engine/common/gemm/cublaslt_gemm.cu), and the
+    stand-in refuses it. The block recipe always gives B 1x128 scales, so
+    an n of 12 (a multiple of 4) goes to current with the reason, before
+    anything is quantized, and runs fp8 there."""
+    require_built([FFMA_CLIENT])
+    import route_client
+    args = [route_client.gemm("n12", m=64, n=12, k=256, pad=0), "--fp8"]
+    env = {"STANDIN_CC": "9.0", "GEMMSHIM_MODE": "fp8", "GEMMSHIM_GATE": "off", "GEMMSHIM_FP8_RECIPE": "block"}
+    res = route_client.run_client(FFMA_CLIENT, standin, tmp_path, args, env, tag="n12")
+    route_client.assert_all_ok(res)
+    (rec,) = res.recs
+    assert (rec["route"], rec.get("backend"), rec.get("recipe")) == ("fp8", "cublaslt-fp8", "current"), rec
+    assert ("recipe current instead: block needs n a multiple of 8 (cuBLASLt's 1x128 scales on B), "
+            "the call has n = 12") in rec["reason"], rec
+    assert res.counts["standin_fp8_gemms"] == 1, res.counts
+
+
 FFMA_CLIENT = CLIENT_DIR / "ffma_client_cu13"
 SLOWER = "the own fp8 kernel is slower than native bf16 on sm_89+"
 

@@ -4,10 +4,11 @@ kernels/fp8_stats.h, shim/routes/fp8_stats.c), over the stand-in.
 Operands are built from 8 explicit values (ffma_client's apat/bpat: each
 value fills an eighth of op(A), op(B)), so the counts are known exactly:
 
-- saturated: |x * scale| above the format's largest finite value before
-  the encoder clamps it, E4M3 448 (OCP 8-bit Floating Point Specification
-  v1.0, table 1; TransformerEngine casts with saturation, as cvt.satfinite
-  does, PTX ISA);
+- saturated: |x * scale| overflows the format (IEEE 754-2008 7.4: rounded
+  with the exponent unbounded, past the largest finite value, E4M3 448:
+  past 464) and the encoder clamps it (OCP 8-bit Floating Point
+  Specification v1.0, table 1; TransformerEngine casts with saturation, as
+  cvt.satfinite does, PTX ISA);
 - flushed: a non-zero x whose code is zero: |x * scale| at most half of
   E4M3's smallest subnormal 2^-9 (round to nearest even), so below
   2^-10 / scale.
@@ -96,6 +97,22 @@ def test_current_recipe_amax_and_scale_exact_nothing_saturates(client, standin, 
     assert (rec["a_sat"], rec["b_sat"]) == (0, 0), rec
     assert (rec["a_flush"], rec["b_flush"]) == (ELEMS // 8, 0), rec
     assert "a_worst_flush" not in rec and "b_worst_sat" not in rec, rec  # block recipes only
+
+
+def test_current_recipe_amax_just_past_448_is_rounded_not_saturated(client, standin, tmp_path):
+    # The step amax / 448 is rounded in fp32; for these amaxes it rounds
+    # down, so amax / step is 448.00003: above 448, yet it rounds to 448.
+    # Saturation is overflow as IEEE 754-2008 7.4 defines it (the value
+    # rounded with the exponent unbounded is past the largest finite
+    # value: for E4M3 past 464), so nothing saturates under current scaling.
+    a = [0.51171875, -0.25, 0.125, 0.5, 0.0625, -0.375, 0.25, 0.03125]
+    b = [0.88671875, -0.5, 0.25, 0.125, -0.75, 0.5, 0.375, 0.625]
+    for amax in (a[0], b[0]):
+        step = np.float32(amax) / np.float32(448)
+        assert 448 < float(np.float32(amax) / step) < 464, amax
+    (rec,) = routed(client, standin, tmp_path, [gemm("p", a, b)], {"GEMMSHIM_FP8_RECIPE": "current"})
+    assert (rec["recipe"], rec["a_amax"], rec["b_amax"]) == ("current", a[0], b[0]), rec
+    assert (rec["a_sat"], rec["b_sat"], rec["a_flush"], rec["b_flush"]) == (0, 0, 0, 0), rec
 
 
 def test_delayed_first_call_scales_from_its_own_amax(client, standin, tmp_path):

@@ -24,6 +24,10 @@ int sm_check_modes(int32_t amode, int32_t bmode, int64_t m, int64_t n) {
   if (sm_is_hopper_block(amode) && sm_is_hopper_block(bmode)) {
     if (amode == SM_BLK128 && bmode == SM_BLK128) return CUBLAS_STATUS_NOT_SUPPORTED;
     if (m % 4 || n % 4) return CUBLAS_STATUS_NOT_SUPPORTED;
+    /* 1x128 scales on B with n % 8: TransformerEngine observed cuBLASLt
+     * refuse them (transformer_engine/common/gemm/cublaslt_gemm.cu, "Outer
+     * dimension requirement on B"); taken as a refusal here. */
+    if (bmode == SM_VEC128 && n % 8) return CUBLAS_STATUS_NOT_SUPPORTED;
     return CUBLAS_STATUS_SUCCESS;
   }
   /* A per-tensor scale with a block one: INVALID_VALUE from the heuristic

@@ -2225,7 +2225,9 @@ static int child_fp16_gemms(void) {
  *                   ((r/128) * ceil(ceil(K/32)/4) + kb/4) * 512
  *                   + (r%32)*16 + ((r%128)/32)*4 + kb%4
  * Which run: VEC128/BLK pairs but BLKxBLK on 9.0 from cuBLAS 12.9, M and N
- * multiples of 4; VEC32xVEC32 on 10.0+. E8M0 per the OCP MX spec v1.0:
+ * multiples of 4, N of 8 where B has 1x128 scales (TransformerEngine's
+ * cublaslt_gemm.cu: "Outer dimension requirement on B", observed of
+ * cuBLASLt); VEC32xVEC32 on 10.0+. E8M0 per the OCP MX spec v1.0:
  * 2^(e-127), 0xFF NaN. Padding of the VEC32 tiles is filled with 0xFF here
  * (the docs ask for zeros) so a GEMM that read it would turn NaN. */
 #define BK_K 256
@@ -2366,8 +2368,9 @@ static int child_block_scales(void) {
   enum { V128 = CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F, B128 = CUBLASLT_MATMUL_MATRIX_SCALE_BLK128x128_32F,
          V32 = CUBLASLT_MATMUL_MATRIX_SCALE_VEC32_UE8M0, SC = CUBLASLT_MATMUL_MATRIX_SCALE_SCALAR_32F };
   static const struct { bk_case c; int runs_on_hopper, runs_on_mx; } cases[] = {
-      {{V128, V128, 8, 4}, 1, 0},   {{V128, B128, 8, 4}, 1, 0},  {{B128, V128, 136, 4}, 1, 0},
+      {{V128, V128, 8, 8}, 1, 0},   {{V128, B128, 8, 4}, 1, 0},  {{B128, V128, 136, 8}, 1, 0},
       {{B128, B128, 8, 4}, 0, 0},   {{V128, V128, 8, 6}, 0, 0},  {{V128, SC, 8, 4}, 0, 0},
+      {{V128, V128, 8, 12}, 0, 0},  {{B128, V128, 136, 12}, 0, 0},
       {{V32, V32, 8, 4}, 0, 1},     {{V32, V32, 136, 4}, 0, 1},  {{V32, V128, 8, 4}, 0, 0},
   };
   rng_seed(19);

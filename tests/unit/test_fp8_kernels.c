@@ -1650,9 +1650,12 @@ static void test_quantize_sm89(void **state) {
  * statistics"): A and B quantized in one launch with a step of 0.5, as the
  * delayed recipe quantizes with the scale of a history smaller than this
  * call's values. The counts are taken from the definitions here, element
- * by element: saturated = not NaN and |x / step| above the format's
- * largest finite value (OCP 8-bit Floating Point Specification v1.0: E4M3
- * 448, E5M2 57344), infinities included; flushed = finite, non-zero, and
+ * by element: saturated = not NaN and |x / step| overflows the format as
+ * IEEE 754-2008 7.4 defines overflow (rounded to its precision with the
+ * exponent unbounded, past the largest finite value, OCP 8-bit Floating
+ * Point Specification v1.0: E4M3 448, E5M2 57344; so |x / step| > 464,
+ * resp. >= 61440, the tie going to the even 480 resp. 65536's side: 448 is
+ * 1.110b x 2^8, 57344 1.11b x 2^15), infinities included; flushed = finite, non-zero, and
  * encoded as +-0. Values at, just below and above both formats' limits,
  * tiny ones at and around half the smallest subnormal (E4M3 2^-9, E5M2
  * 2^-16) times the step, zeros, infinities and a NaN in A; several blocks
@@ -1661,7 +1664,8 @@ static void test_quantize_sm89(void **state) {
  * nothing (the other tests pass it). */
 static void test_quantize_stats(void **state) {
   (void)state;
-  static const float values[] = {0.0f, -0.0f, 1.0f, -3.0f, 224.0f, 225.0f, -300.0f, 28672.0f, 28673.0f,
+  static const float values[] = {0.0f, -0.0f, 1.0f, -3.0f, 224.0f, 225.0f, 232.0f, -233.0f, -300.0f, 28672.0f,
+                                 28673.0f, 30592.0f, -30720.0f,
                                  -1e5f, 0x1p-11f, 0x1p-12f, -0x1.2p-11f, 0x1p-18f, 0x1p-17f, 0x1.1p-18f, INFINITY,
                                  -INFINITY};
   const int nv = (int)(sizeof values / sizeof values[0]);
@@ -1682,7 +1686,7 @@ static void test_quantize_stats(void **state) {
             if (x != x) continue;
             const float q = x / 0.5f;
             const uint8_t code = gs_f32_to_fp8_sat(q, fmt);
-            want_sat[o] += fabsf(q) > (fmt ? 57344.0f : 448.0f);
+            want_sat[o] += fmt ? fabsf(q) >= 61440.0f : fabsf(q) > 464.0f;
             want_flush[o] += x != 0 && !isinf(x) && (code & 0x7F) == 0;
           }
       assert_true(want_sat[0] > 0 && want_sat[1] > 0 && want_flush[0] > 0 && want_flush[1] > 0);
