@@ -235,59 +235,35 @@ def test_block_recipe_never_sets_fast_accumulation(shim, standin, tmp_path):
     assert (c["standin_fp8_gemms"], c["standin_fp8_fast_accum_gemms"]) == (18, 0), c
 
 
-def test_block_n_not_multiple_of_4_goes_to_current(shim, standin, tmp_path):
-    """cuBLASLt's 1x128/128x128 modes refuse N not a multiple of 4 (an H200
-    refused n = 258, docs/gpu-results.md; the stand-in refuses it too): the
-    block recipe hands such a call to current before quantizing, with the
-    reason, and it runs fp8 there."""
+@pytest.mark.parametrize("name,m,n,k,why", [
+    # cuBLASLt's 1x128/128x128 modes refuse N not a multiple of 4 (an H200
+    # refused n = 258, docs/gpu-results.md; the stand-in refuses it too).
+    ("n6", 64, 6, 64, "block needs m and n multiples of 4 (cuBLASLt's 1x128/128x128 scale modes), the call is 64x6"),
+    # cuBLASLt's fp8 GEMM refuses m not a multiple of 8 (an H200 refused m =
+    # 100 and 260, docs/gpu-results.md); current pads m through its
+    # transient output, block cannot (its 1x128 scales have m for their
+    # stride): an m of 36 is a multiple of 4, which the scale modes accept.
+    ("m36", 36, 64, 64, "block needs m a multiple of 8 (cuBLASLt's fp8 GEMM; its 1x128 scales cannot be padded "
+                        "in m), the call has m = 36"),
+    # 1x128 scales on B need n a multiple of 8: TransformerEngine checks it
+    # before every block-scaled GEMM whose B is 1D-quantized ("Outer
+    # dimension requirement on B for NVTE_BLOCK_SCALING GEMM", observed of
+    # cuBLASLt: transformer_engine/common/gemm/cublaslt_gemm.cu), and the
+    # stand-in refuses it; block always gives B 1x128 scales.
+    ("n12", 64, 12, 256, "block needs n a multiple of 8 (cuBLASLt's 1x128 scales on B), the call has n = 12"),
+])
+def test_block_unfit_shape_goes_to_current(shim, standin, tmp_path, name, m, n, k, why):
+    """A shape the block recipe cannot give cuBLASLt goes to current with
+    the reason, before anything is quantized, and runs fp8 there."""
     require_built([FFMA_CLIENT])
     import route_client
-    args = [route_client.gemm("n6", m=64, n=6, k=64, pad=0), "--fp8"]
+    args = [route_client.gemm(name, m=m, n=n, k=k, pad=0), "--fp8"]
     env = {"STANDIN_CC": "9.0", "GEMMSHIM_MODE": "fp8", "GEMMSHIM_GATE": "off", "GEMMSHIM_FP8_RECIPE": "block"}
-    res = route_client.run_client(FFMA_CLIENT, standin, tmp_path, args, env, tag="n6")
+    res = route_client.run_client(FFMA_CLIENT, standin, tmp_path, args, env, tag=name)
     route_client.assert_all_ok(res)
     (rec,) = res.recs
     assert (rec["route"], rec.get("backend"), rec.get("recipe")) == ("fp8", "cublaslt-fp8", "current"), rec
-    assert ("recipe current instead: block needs m and n multiples of 4 (cuBLASLt's 1x128/128x128 scale modes), "
-            "the call is 64x6") in rec["reason"], rec
-
-
-def test_block_m_not_multiple_of_8_goes_to_current(shim, standin, tmp_path):
-    """cuBLASLt's fp8 GEMM refuses m not a multiple of 8 (an H200 refused
-    m = 100 and 260, docs/gpu-results.md); current pads m through its
-    transient output, block cannot (its 1x128 scales have m for their
-    stride): an m of 36 (a multiple of 4, which the scale modes accept) goes
-    to current with the reason and runs fp8 there."""
-    require_built([FFMA_CLIENT])
-    import route_client
-    args = [route_client.gemm("m36", m=36, n=64, k=64, pad=0), "--fp8"]
-    env = {"STANDIN_CC": "9.0", "GEMMSHIM_MODE": "fp8", "GEMMSHIM_GATE": "off", "GEMMSHIM_FP8_RECIPE": "block"}
-    res = route_client.run_client(FFMA_CLIENT, standin, tmp_path, args, env, tag="m36")
-    route_client.assert_all_ok(res)
-    (rec,) = res.recs
-    assert (rec["route"], rec.get("backend"), rec.get("recipe")) == ("fp8", "cublaslt-fp8", "current"), rec
-    assert ("recipe current instead: block needs m a multiple of 8 (cuBLASLt's fp8 GEMM; its 1x128 scales cannot "
-            "be padded in m), the call has m = 36") in rec["reason"], rec
-
-
-def test_block_n_not_multiple_of_8_goes_to_current(shim, standin, tmp_path):
-    """1x128 scales on B need n a multiple of 8: TransformerEngine checks it
-    before every block-scaled GEMM whose B is 1D-quantized ("Outer
-    dimension requirement on B for NVTE_BLOCK_SCALING GEMM", observed of
-    cuBLASLt: transformer_engine/common/gemm/cublaslt_gemm.cu), and the
-    stand-in refuses it. The block recipe always gives B 1x128 scales, so
-    an n of 12 (a multiple of 4) goes to current with the reason, before
-    anything is quantized, and runs fp8 there."""
-    require_built([FFMA_CLIENT])
-    import route_client
-    args = [route_client.gemm("n12", m=64, n=12, k=256, pad=0), "--fp8"]
-    env = {"STANDIN_CC": "9.0", "GEMMSHIM_MODE": "fp8", "GEMMSHIM_GATE": "off", "GEMMSHIM_FP8_RECIPE": "block"}
-    res = route_client.run_client(FFMA_CLIENT, standin, tmp_path, args, env, tag="n12")
-    route_client.assert_all_ok(res)
-    (rec,) = res.recs
-    assert (rec["route"], rec.get("backend"), rec.get("recipe")) == ("fp8", "cublaslt-fp8", "current"), rec
-    assert ("recipe current instead: block needs n a multiple of 8 (cuBLASLt's 1x128 scales on B), "
-            "the call has n = 12") in rec["reason"], rec
+    assert f"recipe current instead: {why}" in rec["reason"], rec
     assert res.counts["standin_fp8_gemms"] == 1, res.counts
 
 
