@@ -405,11 +405,22 @@ static void undo(gs_call *c, void *stats_slot, gs_transient *t, const fp8_recipe
   rc->release(u, ran);
 }
 
+/* The recipe that ran, or whose rules and estimate declined the call,
+ * where it is not the one asked for. */
+static void recipe_note(gs_call *c, int recipe, const char *recipe_why) {
+  if (recipe_why[0]) call_note(c, "recipe %s instead: %s", gs_fp8_recipe_name(recipe), recipe_why);
+}
+
+/* A decline once the recipe is chosen: the recipe first (its rules and
+ * estimate are what declined), then "fp8 declined: <why>; ran native". */
+#define FP8_DECLINE_AS(c, recipe, recipe_why, ...) \
+  (recipe_note((c), (recipe), (recipe_why)), FP8_DECLINE((c), __VA_ARGS__))
+
 static void describe_formats(gs_call *c, const fp8_scales *u, const char *recipe_why) {
   static const char *const grad[4] = {"", " (A: gradient)", " (B: gradient)", ""};
   call_note(c, "fp8 %s x %s%s%s%s", fmt_name(u->fmt[0]), fmt_name(u->fmt[1]),
             grad[u->gradient[0] | u->gradient[1] << 1], u->note ? "; " : "", u->note ? u->note : "");
-  if (recipe_why[0]) call_note(c, "recipe %s instead: %s", gs_fp8_recipe_name(c->recipe), recipe_why);
+  recipe_note(c, c->recipe, recipe_why);
 }
 
 int route_fp8(gs_call *c) {
@@ -419,24 +430,25 @@ int route_fp8(gs_call *c) {
   const fp8_recipe *rc = fp8_recipe_get(recipe);
   fp8_plan p;
   const char *why = plan(c, rc, &p);
-  if (why) return FP8_DECLINE(c, "%s", why);
+  if (why) return FP8_DECLINE_AS(c, recipe, recipe_why, "%s", why);
   /* In capture, before any state is touched: a captured call's buffers
    * are its graph's (memory.h). The delayed recipe's per-site state lives
    * on the host (ring parity, site matching, docs/graphs.md): a replay
    * would not advance it. */
   why = transient_capture_why(c);
-  if (why) return FP8_DECLINE(c, "%s", why);
+  if (why) return FP8_DECLINE_AS(c, recipe, recipe_why, "%s", why);
   if (c->captured && recipe == GS_FP8_RECIPE_DELAYED)
-    return FP8_DECLINE(c, "the delayed recipe is not captured into CUDA graphs: its per-site state (amax history "
+    return FP8_DECLINE_AS(c, recipe, recipe_why,
+                          "the delayed recipe is not captured into CUDA graphs: its per-site state (amax history "
                           "parity, site matching) is kept on the host, and replays would not advance it");
   kernel_ctx kc = route_kernel_ctx(c);
   kc.sms = cost_device_sms(c->device, c->sm); /* the quantize grid: a wave of the device's SMs */
   why = route_kernels_ready(&kc);
-  if (why) return FP8_DECLINE(c, "kernels not loaded (%s)", why);
+  if (why) return FP8_DECLINE_AS(c, recipe, recipe_why, "kernels not loaded (%s)", why);
 
   gs_transient t;
   why = transient_alloc(c, p.bytes, &t);
-  if (why) return FP8_DECLINE(c, "%s", why);
+  if (why) return FP8_DECLINE_AS(c, recipe, recipe_why, "%s", why);
   char *base = (char *)(uintptr_t)t.ptr;
   fp8_scales u;
   memset(&u, 0, sizeof u);
@@ -444,7 +456,7 @@ int route_fp8(gs_call *c) {
   why = rc->acquire(c, fp8_recipe_scratch(rc, c) ? t.ptr + (CUdeviceptr)p.off[BUF_SCRATCH] : 0, &u);
   if (why) {
     transient_release(&t);
-    return FP8_DECLINE(c, "%s", why);
+    return FP8_DECLINE_AS(c, recipe, recipe_why, "%s", why);
   }
   /* A recipe with per-layer sites (delayed) has just named the call's
    * site: the guard and the measured gate are asked again for that one. */
@@ -454,6 +466,7 @@ int route_fp8(gs_call *c) {
                                    measured_reason(c->site, "fp8", guarded, sizeof guarded)))) {
     transient_release(&t);
     rc->release(&u, 0);
+    recipe_note(c, recipe, recipe_why);
     call_decline(c, "%s", guarded);
     return GS_DECLINED;
   }
@@ -465,7 +478,8 @@ int route_fp8(gs_call *c) {
   if (own_why && fp8_lt_path(c)) {
     transient_release(&t);
     rc->release(&u, 0);
-    return FP8_DECLINE(c, "%s; the own fp8 kernel is slower than native bf16 on sm_89+", own_why);
+    return FP8_DECLINE_AS(c, recipe, recipe_why, "%s; the own fp8 kernel is slower than native bf16 on sm_89+",
+                          own_why);
   }
   call_work_begin(c, GS_ROUTE_FP8);
   /* A compared call's statistics (fp8_stats.c), counted by every
@@ -477,7 +491,7 @@ int route_fp8(gs_call *c) {
   CUresult r = quantize_operands(c, rc, &kc, &p, &u, base, &ran);
   if (r != CUDA_SUCCESS) {
     undo(c, stats_slot, &t, rc, &u, ran);
-    return FP8_DECLINE(c, "quantize kernel launch failed (CUresult %d)", (int)r);
+    return FP8_DECLINE_AS(c, recipe, recipe_why, "quantize kernel launch failed (CUresult %d)", (int)r);
   }
 
   /* Nothing of the caller's is written until a GEMM succeeds: a cuBLASLt
@@ -495,14 +509,14 @@ int route_fp8(gs_call *c) {
                                : CUDA_ERROR_NOT_FOUND;
     if (r != CUDA_SUCCESS) {
       undo(c, stats_slot, &t, rc, &u, ran);
-      return FP8_DECLINE(c, "cuMemsetD8Async failed (CUresult %d)", (int)r);
+      return FP8_DECLINE_AS(c, recipe, recipe_why, "cuMemsetD8Async failed (CUresult %d)", (int)r);
     }
   }
   if (!own_why && p.out.cast_c) {
     r = out_in(c, &kc, &p, base);
     if (r != CUDA_SUCCESS) {
       undo(c, stats_slot, &t, rc, &u, ran);
-      return FP8_DECLINE(c, "C copy kernel launch failed (CUresult %d)", (int)r);
+      return FP8_DECLINE_AS(c, recipe, recipe_why, "C copy kernel launch failed (CUresult %d)", (int)r);
     }
   }
   if (c->gpu.on) gpu_time_mark(c, GS_GPU_EV_GEMM_BEGIN);
@@ -520,7 +534,7 @@ int route_fp8(gs_call *c) {
     r = out_out(c, &kc, &p, base);
     if (r != CUDA_SUCCESS) {
       undo(c, stats_slot, &t, rc, &u, ran);
-      return FP8_DECLINE(c, "output copy kernel launch failed (CUresult %d)", (int)r);
+      return FP8_DECLINE_AS(c, recipe, recipe_why, "output copy kernel launch failed (CUresult %d)", (int)r);
     }
   }
   /* sm_89+: what cuBLASLt refuses at run time runs native, never the own
@@ -530,10 +544,10 @@ int route_fp8(gs_call *c) {
    * through and scale pointers it would not take. */
   if (!lt && fp8_lt_path(c)) {
     undo(c, stats_slot, &t, rc, &u, ran);
-    if (plan_why) return FP8_DECLINE(c, "cuBLASLt fp8: %s", plan_why);
+    if (plan_why) return FP8_DECLINE_AS(c, recipe, recipe_why, "cuBLASLt fp8: %s", plan_why);
     if (lt_status != CUBLAS_STATUS_SUCCESS)
-      return FP8_DECLINE(c, "cuBLASLt fp8 refused this call (status %d)", (int)lt_status);
-    return FP8_DECLINE(c, "cuBLASLt fp8: %s", own_why ? own_why : "no handle");
+      return FP8_DECLINE_AS(c, recipe, recipe_why, "cuBLASLt fp8 refused this call (status %d)", (int)lt_status);
+    return FP8_DECLINE_AS(c, recipe, recipe_why, "cuBLASLt fp8: %s", own_why ? own_why : "no handle");
   }
   /* GEMMSHIM_FP8_BACKEND=own-mma: the tensor-core kernel where the device
    * has fp8 mma (sm_89+) and its module loaded; otherwise, and if its launch
@@ -553,7 +567,7 @@ int route_fp8(gs_call *c) {
     r = own_fp8(c, &kc, &p, &u, base, 0);
     if (r != CUDA_SUCCESS) {
       undo(c, stats_slot, &t, rc, &u, ran);
-      return FP8_DECLINE(c, "fp8 GEMM kernel launch failed (CUresult %d)", (int)r);
+      return FP8_DECLINE_AS(c, recipe, recipe_why, "fp8 GEMM kernel launch failed (CUresult %d)", (int)r);
     }
   }
   if (c->gpu.on) gpu_time_mark(c, GS_GPU_EV_GEMM_END);

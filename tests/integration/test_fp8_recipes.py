@@ -151,6 +151,27 @@ def test_recipe_falls_back_with_the_reason(threads_client, standin, tmp_path, cu
     assert rec["reason"] == want, rec
 
 
+@pytest.mark.parametrize("cc,asked,ran,why,gpu", [
+    ("10.0", "block", "current", block_sm(100), "B200"),
+    ("9.0", "mxfp8", "block", mxfp8_sm(90), "H100 SXM5"),
+])
+def test_a_declined_call_names_the_recipe_that_declined_it(threads_client, standin, tmp_path, cc, asked, ran, why,
+                                                           gpu):
+    """A call the cost gate sends native (one small GEMM: the launches
+    alone cost more than the GEMM) after its recipe fell back: the
+    estimate is the running recipe's, and the reason says which recipe
+    that was, and why, before the decline."""
+    log = tmp_path / "gemms.jsonl"
+    run_ok([threads_client, "--threads=1", "--calls=1"], standin[13], shim=True,
+           env={"STANDIN_CC": cc, "GEMMSHIM_MODE": "fp8", "GEMMSHIM_LOG": str(log), "GEMMSHIM_FP8_RECIPE": asked})
+    (rec,) = read_log(log)
+    assert rec["route"] == "native" and "recipe" not in rec, rec
+    want = f"GEMMSHIM_MODE=fp8; recipe {ran} instead: {why}; fp8 declined: estimated "
+    assert rec["reason"].startswith(want), rec
+    assert f"; {gpu} rates x 1, " in rec["reason"], rec  # the device's figures (cost.c)
+    assert rec["reason"].endswith("; GEMMSHIM_GATE=off routes it anyway; ran native"), rec
+
+
 @pytest.mark.parametrize("cc,recipe", [("9.0", "current"), ("9.0", "block"), ("10.0", "mxfp8")])
 def test_block_scales_keep_outputs_away_from_outliers(threads_client, standin, tmp_path, cc, recipe):
     """One 1e5 value in A (the weight of nn.Linear's (T, N) forward) and one
