@@ -424,7 +424,8 @@ static void describe_formats(gs_call *c, const fp8_scales *u, const char *recipe
 }
 
 int route_fp8(gs_call *c) {
-  if (!c->ctx) return FP8_DECLINE(c, "the call's device is unknown");
+  /* Recipes and kernels are chosen by the device's compute capability. */
+  if (!c->ctx || c->sm < 0) return FP8_DECLINE(c, "the call's device is unknown");
   char recipe_why[320];
   int recipe = fp8_recipe_choose(c, recipe_why, sizeof recipe_why);
   const fp8_recipe *rc = fp8_recipe_get(recipe);

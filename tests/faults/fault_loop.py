@@ -69,7 +69,7 @@ GEMMS = [
 
 # route -> (environment, client flags). Devices: 8.0 native (bf16 has
 # tensor cores there), 6.1 for ffma and the own fp8 kernel, 9.0 for
-# cuBLASLt's fp8 GEMM, 7.5 for fp16.
+# cuBLASLt's fp8 GEMM, 10.0 for MXFP8, 7.5 for fp16.
 ROUTES = OrderedDict(
     [
         ("native", ({"STANDIN_CC": "8.0", "GEMMSHIM_MODE": "native"}, [])),
@@ -88,6 +88,10 @@ ROUTES = OrderedDict(
         # scale-mode attributes; the batched calls fall back to current.
         ("fp8 block", ({"STANDIN_CC": "9.0", "GEMMSHIM_MODE": "fp8", "GEMMSHIM_FP8_BACKEND": "cublaslt",
                         "GEMMSHIM_FP8_RECIPE": "block", "GEMMSHIM_GATE": "off"}, ["--fp8"])),
+        # MXFP8 (fp8_mx.c) on 10.0: 32-element E8M0 scales in cuBLASLt's
+        # 128x4 tiles, VEC32_UE8M0; the batched calls fall back to current.
+        ("fp8 mxfp8", ({"STANDIN_CC": "10.0", "GEMMSHIM_MODE": "fp8", "GEMMSHIM_FP8_BACKEND": "cublaslt",
+                        "GEMMSHIM_FP8_RECIPE": "mxfp8", "GEMMSHIM_GATE": "off"}, ["--fp8"])),
         # delayed scaling (fp8_sites.c): the site table, its ring memory and
         # their initialising memsets, the thread numbers and their exit key
         # (shim/base/threads.c); ex_again is the site's second call.
