@@ -172,6 +172,36 @@ def test_a_declined_call_names_the_recipe_that_declined_it(threads_client, stand
     assert rec["reason"].endswith("; GEMMSHIM_GATE=off routes it anyway; ran native"), rec
 
 
+@pytest.mark.parametrize("cc,recipe,nonfinite", [("9.0", "current", 0), ("9.0", "delayed", 0), ("9.0", "block", 0),
+                                                  ("10.0", "mxfp8", 48)])
+def test_an_infinity_in_an_operand_per_recipe(shim, standin, tmp_path, cc, recipe, nonfinite):
+    """A's first element +Inf (row 0 of op(A), read by D's row 0: 48
+    outputs, which native makes non-finite). Each recipe does what
+    TransformerEngine's does. Per-tensor and 1x128/128x128 scales: an amax
+    of Inf gives the scale 1 (compute_scale_from_amax in
+    transformer_engine/common/recipe/recipe_common.cuh: "if (isinf(amax)
+    ...) return scale" with scale 1; TE's Float8BlockScaling quantizes
+    through the same function), and the saturating cast makes Inf 448
+    (cvt.rn.satfinite, PTX ISA): every output finite. MXFP8: the block's
+    E8M0 scale of an Inf amax is 0xFE, 2^127 (TE's float_to_e8m0,
+    transformer_engine/common/util/ptx_arch_spec.cuh: cvt.rp.satfinite on
+    Blackwell, 0xFE for Inf otherwise), so the element's 448 x 2^127 is past
+    fp32's range in the GEMM: D's row 0 is non-finite, as native's, and no
+    other output is."""
+    require_built([FFMA_CLIENT])
+    import route_client
+    args = [route_client.gemm("inf", m=64, n=48, k=64, pad=0, special="inf"), "--fp8"]
+    env = {"STANDIN_CC": cc, "GEMMSHIM_MODE": "fp8", "GEMMSHIM_GATE": "off", "GEMMSHIM_FP8_RECIPE": recipe}
+    # The client exits 1 when an output is wrong: a finite row 0 is.
+    res = route_client.run_client(FFMA_CLIENT, standin, tmp_path, args, env, tag=recipe, rc=0 if nonfinite else 1)
+    (call,) = res.calls
+    (rec,) = res.recs
+    assert (rec["route"], rec.get("recipe"), call["status"]) == ("fp8", recipe, "0"), res.describe()
+    assert call["nonfinite"] == str(nonfinite), res.describe()
+    # The client's verdict: right only where the non-finite outputs are native's.
+    assert call["ok"] == ("1" if nonfinite else "0"), res.describe()
+
+
 @pytest.mark.parametrize("cc,recipe", [("9.0", "current"), ("9.0", "block"), ("10.0", "mxfp8")])
 def test_block_scales_keep_outputs_away_from_outliers(threads_client, standin, tmp_path, cc, recipe):
     """One 1e5 value in A (the weight of nn.Linear's (T, N) forward) and one
