@@ -53,6 +53,16 @@ static const char *block_unfit(const gs_call *c, char *buf, size_t len) {
              (long long)c->g.n);
     return buf;
   }
+  /* TransformerEngine runs block-scaled GEMMs with the DEFAULT, BIAS and
+   * DGELU epilogues only, "the available and tested cuBLAS functionality
+   * for float8 block scaled GEMM" (cublaslt_gemm.cu); the shim routes no
+   * DGELU, and sends RELU and GELU forms to a recipe cuBLASLt runs them with. */
+  if (c->g.api == GS_API_LT_MATMUL && c->g.epilogue != CUBLASLT_EPILOGUE_DEFAULT &&
+      c->g.epilogue != CUBLASLT_EPILOGUE_BIAS) {
+    snprintf(buf, len, "block takes no %s epilogue (cuBLASLt's block-scaled GEMM is tested with a bias only)",
+             gs_epilogue_name(c->g.epilogue));
+    return buf;
+  }
   return fp8_scaled_unfit(c, "block");
 }
 

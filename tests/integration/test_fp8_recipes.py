@@ -302,13 +302,21 @@ def test_block_recipe_never_sets_fast_accumulation(shim, standin, tmp_path):
     # cuBLASLt: transformer_engine/common/gemm/cublaslt_gemm.cu), and the
     # stand-in refuses it; block always gives B 1x128 scales.
     ("n12", 64, 12, 256, "block needs n a multiple of 8 (cuBLASLt's 1x128 scales on B), the call has n = 12"),
+    # TransformerEngine runs block-scaled GEMMs with the DEFAULT, BIAS and
+    # DGELU epilogues only: "Epilogue requested outside of the available
+    # and tested cuBLAS functionality for float8 block scaled GEMM"
+    # (cublaslt_gemm.cu). A bias stays on block (test_block_takes_a_bias).
+    ("gelu", 64, 48, 64, "block takes no gelu epilogue (cuBLASLt's block-scaled GEMM is tested with a bias only)"),
+    ("relu_bias", 64, 48, 64, "block takes no relu_bias epilogue (cuBLASLt's block-scaled GEMM is tested with a "
+                              "bias only)"),
 ])
 def test_block_unfit_shape_goes_to_current(shim, standin, tmp_path, name, m, n, k, why):
-    """A shape the block recipe cannot give cuBLASLt goes to current with
+    """A call the block recipe cannot give cuBLASLt goes to current with
     the reason, before anything is quantized, and runs fp8 there."""
     require_built([FFMA_CLIENT])
     import route_client
-    args = [route_client.gemm(name, m=m, n=n, k=k, pad=0), "--fp8"]
+    epi = {"api": "lt", "epi": name} if name in ("gelu", "relu_bias") else {}
+    args = [route_client.gemm(name, m=m, n=n, k=k, pad=0, **epi), "--fp8"]
     env = {"STANDIN_CC": "9.0", "GEMMSHIM_MODE": "fp8", "GEMMSHIM_GATE": "off", "GEMMSHIM_FP8_RECIPE": "block"}
     res = route_client.run_client(FFMA_CLIENT, standin, tmp_path, args, env, tag=name)
     route_client.assert_all_ok(res)
@@ -316,6 +324,23 @@ def test_block_unfit_shape_goes_to_current(shim, standin, tmp_path, name, m, n, 
     assert (rec["route"], rec.get("backend"), rec.get("recipe")) == ("fp8", "cublaslt-fp8", "current"), rec
     assert f"recipe current instead: {why}" in rec["reason"], rec
     assert res.counts["standin_fp8_gemms"] == 1, res.counts
+
+
+def test_block_takes_a_bias(shim, standin, tmp_path):
+    """cublasLtMatmul with CUBLASLT_EPILOGUE_BIAS, an epilogue
+    TransformerEngine runs block-scaled GEMMs with (cublaslt_gemm.cu), runs
+    the block recipe on cuBLASLt; the client holds D to 25 dB against
+    float64 of op(A) op(B) + bias."""
+    require_built([FFMA_CLIENT])
+    import route_client
+    args = [route_client.gemm("bias", "lt", m=64, n=48, k=64, pad=0, epi="bias"), "--fp8"]
+    env = {"STANDIN_CC": "9.0", "GEMMSHIM_MODE": "fp8", "GEMMSHIM_GATE": "off", "GEMMSHIM_FP8_RECIPE": "block"}
+    res = route_client.run_client(FFMA_CLIENT, standin, tmp_path, args, env, tag="bias")
+    route_client.assert_all_ok(res)
+    (rec,) = res.recs
+    assert (rec["route"], rec.get("backend"), rec.get("recipe"), rec["epilogue"]) == (
+        "fp8", "cublaslt-fp8", "block", "bias"), rec
+    assert rec["reason"] == f"GEMMSHIM_MODE=fp8; fp8 e4m3 x e4m3; {BLOCK_NOTE}", rec
 
 
 FFMA_CLIENT = CLIENT_DIR / "ffma_client_cu13"
