@@ -12,11 +12,14 @@
  * skip the counting on a branch uniform over the launch (register costs:
  * docs/log-format.md, "fp8 statistics"). Counting, for one
  * element x of code c (the encoded byte) and step s (x8 = x / s):
- *   saturated  x is not NaN and |x / s| > the format's largest finite
+ *   saturated  x is not NaN and |x / s| overflows the format: rounded
+ *              with the exponent unbounded, past its largest finite
  *              value (E4M3 448, E5M2 57344: OCP 8-bit Floating Point
- *              Specification v1.0, table 1), before the encoder clamps it
+ *              Specification v1.0, table 1), so E4M3 above 464, E5M2
+ *              from 61440 on (gs_fp8_above_max), which the encoder clamps
  *              (cvt .satfinite; TransformerEngine's cast saturates the
- *              same way); infinities included;
+ *              same way); infinities included, though IEEE 754 calls no
+ *              conversion of one an overflow;
  *   flushed    x is finite and not zero, and c is +-0.
  * Cost where counted: per element two compares of c (the division again
  * only for an element whose code is the largest, the only ones that can
@@ -79,7 +82,9 @@ struct gs_fp8_counts {
  * the largest finite value. E4M3: past 464, halfway from 448 to 480 (a
  * tie goes to 448, the even code); E5M2: from 61440 on, halfway from
  * 57344 to 65536 (a tie goes to 65536). A value rounding to the largest
- * finite value, from above or below, is rounded, not saturated. */
+ * finite value, from above or below, is rounded, not saturated. An
+ * infinity counts too (clamped to the largest finite value; IEEE 754
+ * itself calls converting one exact). */
 static __device__ __forceinline__ int gs_fp8_above_max(float q, int fmt) {
   return (gs_f32_bits(q) & 0x7FFFFFFFu) > (fmt ? 0x476FFFFFu : 0x43E80000u); /* >= 61440, > 464 */
 }

@@ -411,8 +411,9 @@ static void recipe_note(gs_call *c, int recipe, const char *recipe_why) {
   if (recipe_why[0]) call_note(c, "recipe %s instead: %s", gs_fp8_recipe_name(recipe), recipe_why);
 }
 
-/* A decline once the recipe is chosen: the recipe first (its rules and
- * estimate are what declined), then "fp8 declined: <why>; ran native". */
+/* A decline once the recipe is chosen: the recipe in use first, where it
+ * is not the one asked for (a cost gate's estimate is that recipe's), then
+ * "fp8 declined: <why>; ran native", whether or not why is the recipe's. */
 #define FP8_DECLINE_AS(c, recipe, recipe_why, ...) \
   (recipe_note((c), (recipe), (recipe_why)), FP8_DECLINE((c), __VA_ARGS__))
 

@@ -55,12 +55,17 @@ static const char *block_unfit(const gs_call *c, char *buf, size_t len) {
   }
   /* TransformerEngine runs block-scaled GEMMs with the DEFAULT, BIAS and
    * DGELU epilogues only, "the available and tested cuBLAS functionality
-   * for float8 block scaled GEMM" (cublaslt_gemm.cu); the shim routes no
-   * DGELU, and sends RELU and GELU forms to a recipe cuBLASLt runs them with. */
-  if (c->g.api == GS_API_LT_MATMUL && c->g.epilogue != CUBLASLT_EPILOGUE_DEFAULT &&
-      c->g.epilogue != CUBLASLT_EPILOGUE_BIAS) {
-    snprintf(buf, len, "block takes no %s epilogue (cuBLASLt's block-scaled GEMM is tested with a bias only)",
-             gs_epilogue_name(c->g.epilogue));
+   * for float8 block scaled GEMM" (cublaslt_gemm.cu). Of those the fp8
+   * route takes (route_check_lt), RELU and GELU forms go to a recipe
+   * cuBLASLt runs them with; an epilogue no recipe takes is declined
+   * as such, not blamed on this one. */
+  const int epi = c->g.api == GS_API_LT_MATMUL ? c->g.epilogue : CUBLASLT_EPILOGUE_DEFAULT;
+  if (epi == CUBLASLT_EPILOGUE_RELU || epi == CUBLASLT_EPILOGUE_RELU_BIAS || epi == CUBLASLT_EPILOGUE_GELU ||
+      epi == CUBLASLT_EPILOGUE_GELU_BIAS) {
+    snprintf(buf, len,
+             "block takes no %s epilogue (TransformerEngine runs block-scaled GEMMs with DEFAULT, BIAS and DGELU "
+             "only)",
+             gs_epilogue_name(epi));
     return buf;
   }
   return fp8_scaled_unfit(c, "block");

@@ -306,9 +306,10 @@ def test_block_recipe_never_sets_fast_accumulation(shim, standin, tmp_path):
     # DGELU epilogues only: "Epilogue requested outside of the available
     # and tested cuBLAS functionality for float8 block scaled GEMM"
     # (cublaslt_gemm.cu). A bias stays on block (test_block_takes_a_bias).
-    ("gelu", 64, 48, 64, "block takes no gelu epilogue (cuBLASLt's block-scaled GEMM is tested with a bias only)"),
-    ("relu_bias", 64, 48, 64, "block takes no relu_bias epilogue (cuBLASLt's block-scaled GEMM is tested with a "
-                              "bias only)"),
+    ("gelu", 64, 48, 64, "block takes no gelu epilogue (TransformerEngine runs block-scaled GEMMs with DEFAULT, "
+                         "BIAS and DGELU only)"),
+    ("relu_bias", 64, 48, 64, "block takes no relu_bias epilogue (TransformerEngine runs block-scaled GEMMs with "
+                              "DEFAULT, BIAS and DGELU only)"),
 ])
 def test_block_unfit_shape_goes_to_current(shim, standin, tmp_path, name, m, n, k, why):
     """A call the block recipe cannot give cuBLASLt goes to current with

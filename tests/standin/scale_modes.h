@@ -13,7 +13,8 @@
  *     tile (rb, kb) at kb + rb * roundup(ceil(K/128), 4).
  *     Both only on compute capability 9.0 from cuBLAS 12.9; VEC128xVEC128,
  *     VEC128xBLK and BLKxVEC128 run, BLKxBLK does not; M and N multiples
- *     of 4.
+ *     of 4, and N of 8 where B is VEC128 (TransformerEngine's
+ *     cublaslt_gemm.cu checks it: "Outer dimension requirement on B").
  *   - VEC32_UE8M0: one E8M0 scale per 32 elements along k, in 128x4 tiles
  *     of 512 bytes (128 outer rows by 4 k-blocks), tiles ordered k-block
  *     first: byte (r, kb) at ((r/128) * ceil(ceil(K/32)/4) + kb/4) * 512 +
