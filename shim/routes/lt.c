@@ -174,6 +174,17 @@ static cublasStatus_t plan_build(cublasLtHandle_t h, route_lt_plan *p) {
   int32_t amode = k->a_scale_mode, bmode = k->b_scale_mode;
   if (amode) SET(CUBLASLT_MATMUL_DESC_A_SCALE_MODE, amode);
   if (bmode) SET(CUBLASLT_MATMUL_DESC_B_SCALE_MODE, bmode);
+  /* cuBLASLt up to 12.8.3 keyed its heuristic cache without the scale
+   * modes, so an MXFP8 GEMM could be given the algorithm of a per-tensor
+   * one of the same shape; TransformerEngine sets the unused alpha-vector
+   * batch stride on MXFP8 descriptors there to tell them apart
+   * (cublaslt_gemm.cu, "Workaround for heuristic cache bug"), and so does
+   * this. An unknown version (0) counts as an old one. */
+  if ((amode == CUBLASLT_MATMUL_MATRIX_SCALE_VEC32_UE8M0 || bmode == CUBLASLT_MATMUL_MATRIX_SCALE_VEC32_UE8M0) &&
+      (!gs_sys.cublasLtGetVersion || GS_CALL(cublasLtGetVersion) <= 120803)) {
+    int64_t mx_key = 1;
+    SET(CUBLASLT_MATMUL_DESC_ALPHA_VECTOR_BATCH_STRIDE, mx_key);
+  }
   if (k->fast_accum) {
     int8_t fast = 1; /* cublasLt.h: FAST_ACCUM is an int8_t */
     SET(CUBLASLT_MATMUL_DESC_FAST_ACCUM, fast);
