@@ -174,12 +174,11 @@ static cublasStatus_t plan_build(cublasLtHandle_t h, route_lt_plan *p) {
   int32_t amode = k->a_scale_mode, bmode = k->b_scale_mode;
   if (amode) SET(CUBLASLT_MATMUL_DESC_A_SCALE_MODE, amode);
   if (bmode) SET(CUBLASLT_MATMUL_DESC_B_SCALE_MODE, bmode);
-  /* cuBLASLt up to 12.8.3 keyed its heuristic cache without the scale
-   * modes, so an MXFP8 GEMM could be given the algorithm of a per-tensor
-   * one of the same shape; TransformerEngine sets the unused alpha-vector
-   * batch stride on MXFP8 descriptors there to tell them apart
-   * (cublaslt_gemm.cu, "Workaround for heuristic cache bug"), and so does
-   * this. An unknown version (0) counts as an old one. */
+  /* TransformerEngine sets the alpha-vector batch stride, unused by block
+   * scaling, on MXFP8 descriptors when cuBLASLt is 12.8.3 or older:
+   * "Workaround for heuristic cache bug in cublasLt. This separates the
+   * MXFP8 cache key from non-block scaling." (cublaslt_gemm.cu). So does
+   * this; an unknown version (0) counts as an old one. */
   if ((amode == CUBLASLT_MATMUL_MATRIX_SCALE_VEC32_UE8M0 || bmode == CUBLASLT_MATMUL_MATRIX_SCALE_VEC32_UE8M0) &&
       (!gs_sys.cublasLtGetVersion || GS_CALL(cublasLtGetVersion) <= 120803)) {
     int64_t mx_key = 1;

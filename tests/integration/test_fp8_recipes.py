@@ -154,20 +154,19 @@ def test_recipe_falls_back_with_the_reason(threads_client, standin, tmp_path, cu
 @pytest.mark.parametrize("version,recipe,keyed", [(120803, "mxfp8", 1), (120804, "mxfp8", 0), (130100, "mxfp8", 0),
                                                    (120803, "current", 0)])
 def test_mxfp8_descriptor_keyed_for_old_cublaslt(threads_client, standin, tmp_path, version, recipe, keyed):
-    """cuBLASLt 12.8.3 and older keyed its heuristic cache without the
-    scale modes; TransformerEngine sets CUBLASLT_MATMUL_DESC_ALPHA_VECTOR_
-    BATCH_STRIDE (unused for block scaling) on MXFP8 descriptors when the
-    run-time version is at most 120803 ("Workaround for heuristic cache bug
+    """TransformerEngine sets CUBLASLT_MATMUL_DESC_ALPHA_VECTOR_BATCH_STRIDE
+    (unused for block scaling) on MXFP8 descriptors when the run-time
+    cuBLASLt version is at most 120803 ("Workaround for heuristic cache bug
     in cublasLt", transformer_engine/common/gemm/cublaslt_gemm.cu), and the
-    shim does the same: the stand-in counts the fp8 GEMMs whose VEC32_UE8M0
-    descriptor carried it, at the loaded version STANDIN_CUBLASLT_VERSION
-    names. Per-tensor scales never carry it."""
+    shim does the same: the stand-in counts the fp8 GEMMs whose descriptor
+    carried it, at the loaded version STANDIN_CUBLASLT_VERSION names.
+    Per-tensor descriptors never carry it, old version or not."""
     counts = tmp_path / "counts"
     run_ok([threads_client, "--threads=1", "--calls=1"], standin[13], shim=True,
            env={"STANDIN_CC": "10.0", "GEMMSHIM_MODE": "fp8", "GEMMSHIM_GATE": "off", "GEMMSHIM_FP8_RECIPE": recipe,
                 "STANDIN_CUBLASLT_VERSION": str(version), "STANDIN_COUNTS": str(counts)})
     c = standin_counts(counts)
-    assert (c["standin_fp8_gemms"], c["standin_fp8_mx_batch_stride_gemms"]) == (1, keyed), c
+    assert (c["standin_fp8_gemms"], c["standin_fp8_batch_stride_gemms"]) == (1, keyed), c
 
 
 @pytest.mark.parametrize("cc,asked,ran,why,gpu", [

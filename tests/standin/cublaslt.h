@@ -50,13 +50,13 @@ extern unsigned long long lt_fp16_tensor_core_gemms;
  * those whose A scale mode was BLK128x128_32F (standin_fp8_blk128_a_gemms):
  * 1x128 scales on a weight are finer, so the results alone cannot tell;
  * and those whose B was E5M2 (standin_fp8_e5m2_b_gemms): what a hybrid
- * format gave cuBLASLt for a gradient; and VEC32_UE8M0 ones whose
- * descriptor set CUBLASLT_MATMUL_DESC_ALPHA_VECTOR_BATCH_STRIDE
- * (standin_fp8_mx_batch_stride_gemms): the key TransformerEngine adds for
- * cuBLASLt 12.8.3 and older, whose effect on that version's heuristic
- * cache the stand-in does not model. */
+ * format gave cuBLASLt for a gradient; and those whose descriptor set
+ * CUBLASLT_MATMUL_DESC_ALPHA_VECTOR_BATCH_STRIDE
+ * (standin_fp8_batch_stride_gemms): what TransformerEngine sets on MXFP8
+ * descriptors for cuBLASLt 12.8.3 and older, whose effect on that
+ * version's heuristic cache the stand-in does not model. */
 extern unsigned long long lt_fp8_gemms, lt_fp8_fast_accum_gemms, lt_fp8_blk128_a_gemms, lt_fp8_e5m2_b_gemms,
-    lt_fp8_mx_batch_stride_gemms;
+    lt_fp8_batch_stride_gemms;
 #define LT_COUNT(name) STANDIN_BUMP(lt_counts, LT_API_##name)
 
 #define LT_HANDLE_MAGIC 0x4c74486eu /* "LtHn" */

@@ -18,7 +18,7 @@
 unsigned long long lt_counts[LT_API_COUNT];
 unsigned long long lt_fp16_tensor_core_gemms;
 unsigned long long lt_fp8_gemms, lt_fp8_fast_accum_gemms, lt_fp8_blk128_a_gemms, lt_fp8_e5m2_b_gemms,
-    lt_fp8_mx_batch_stride_gemms;
+    lt_fp8_batch_stride_gemms;
 
 static const char *const lt_api_names[LT_API_COUNT] = {
 #define LT_API_NAME(name) #name,
@@ -31,13 +31,13 @@ static void lt_at_exit(void) {
   char extra[512];
   snprintf(extra, sizeof extra,
            "standin_fp16_tensor_core_gemms %llu\nstandin_fp8_gemms %llu\nstandin_fp8_fast_accum_gemms %llu\n"
-           "standin_fp8_blk128_a_gemms %llu\nstandin_fp8_e5m2_b_gemms %llu\nstandin_fp8_mx_batch_stride_gemms %llu\n",
+           "standin_fp8_blk128_a_gemms %llu\nstandin_fp8_e5m2_b_gemms %llu\nstandin_fp8_batch_stride_gemms %llu\n",
            __atomic_load_n(&lt_fp16_tensor_core_gemms, __ATOMIC_RELAXED),
            __atomic_load_n(&lt_fp8_gemms, __ATOMIC_RELAXED),
            __atomic_load_n(&lt_fp8_fast_accum_gemms, __ATOMIC_RELAXED),
            __atomic_load_n(&lt_fp8_blk128_a_gemms, __ATOMIC_RELAXED),
            __atomic_load_n(&lt_fp8_e5m2_b_gemms, __ATOMIC_RELAXED),
-           __atomic_load_n(&lt_fp8_mx_batch_stride_gemms, __ATOMIC_RELAXED));
+           __atomic_load_n(&lt_fp8_batch_stride_gemms, __ATOMIC_RELAXED));
   standin_counts_append(&table, extra);
 }
 

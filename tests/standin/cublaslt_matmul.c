@@ -363,8 +363,7 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t lightHandle, cublasLtMatmulDesc_t
     if (d->fast_accum) STANDIN_BUMP(&lt_fp8_fast_accum_gemms, 0);
     if (d->a_scale_mode == CUBLASLT_MATMUL_MATRIX_SCALE_BLK128x128_32F) STANDIN_BUMP(&lt_fp8_blk128_a_gemms, 0);
     if (p.b.type == CUDA_R_8F_E5M2) STANDIN_BUMP(&lt_fp8_e5m2_b_gemms, 0);
-    if (d->a_scale_mode == CUBLASLT_MATMUL_MATRIX_SCALE_VEC32_UE8M0 && d->alpha_vector_batch_stride)
-      STANDIN_BUMP(&lt_fp8_mx_batch_stride_gemms, 0);
+    if (d->alpha_vector_batch_stride) STANDIN_BUMP(&lt_fp8_batch_stride_gemms, 0);
   }
   int queued = rt_gemm_on_stream(&p, &late, (CUstream)stream);
   return queued == -1 ? CUBLAS_STATUS_ALLOC_FAILED : queued ? CUBLAS_STATUS_EXECUTION_FAILED : CUBLAS_STATUS_SUCCESS;
