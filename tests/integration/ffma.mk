@@ -9,8 +9,8 @@
 #                      injected faults, threads and a context reset
 FFMA_CLIENT := $(INTEG_DIR)/ffma_client_cu13
 
-$(FFMA_CLIENT): $(INTEG_DIR)/obj/ffma_client.o $(call integ_cublas_deps,13)
-	$(CC) $(LDFLAGS_SAN) -pthread -o $@ $(INTEG_DIR)/obj/ffma_client.o \
+$(FFMA_CLIENT): $(INTEG_DIR)/obj/ffma_client.o $(INTEG_DIR)/obj/client_log.o $(call integ_cublas_deps,13)
+	$(CC) $(LDFLAGS_SAN) -pthread -o $@ $(INTEG_DIR)/obj/ffma_client.o $(INTEG_DIR)/obj/client_log.o \
 	  $(call integ_cublas_link,13) $(INTEG_LIBS)
 
 TEST_DEPS += $(FFMA_CLIENT)

@@ -150,6 +150,8 @@
 #include <cublas_v2.h>
 #include <cuda.h>
 
+#include "client_log.h"
+
 #define EXIT_SETUP 2
 
 /* ---- the driver, loaded as the CUDA runtime loads it ---------------------- */
@@ -990,28 +992,6 @@ typedef struct options {
   const char *side_capture; /* NULL: none */
 } options;
 
-/* Until path holds `lines` record lines, polled; dies after 60 s. The
- * shim's header line (one per process, first) is not a record. */
-static void wait_for_lines(const char *path, int lines) {
-  static const char header[] = "{\"header\":";
-  for (int tries = 0; tries < 60000; tries++) {
-    FILE *f = fopen(path, "r");
-    int n = 0, ch, at = 0, is_header = 1;
-    if (f) {
-      while ((ch = fgetc(f)) != EOF) {
-        if (at < (int)sizeof header - 1 && ch != header[at]) is_header = 0;
-        at++;
-        if (ch == '\n') n += !(is_header && at > (int)sizeof header - 1), at = 0, is_header = 1;
-      }
-      fclose(f);
-    }
-    if (n >= lines) return;
-    struct timespec ms = {0, 1000000};
-    nanosleep(&ms, NULL);
-  }
-  die("--wait-log: the log never reached the line count", 0);
-}
-
 static int report(const char *index, gemm *g, int checked) {
   char line[512];
   format_line(line, sizeof line, index, g, checked);
@@ -1074,13 +1054,14 @@ static int run_sequential(const options *op) {
     }
     failed += !report(idx, &g, !op->nosync);
     gemm_release(&g);
-    if (op->wait_log) wait_for_lines(op->wait_log, i + 1);
+    if (op->wait_log && !client_log_wait(op->wait_log, i + 1))
+      die("--wait-log: the log never reached the line count", 0);
   }
   if (op->side_capture) {
     CUstream side;
     CU(drv.cuStreamCreate(&side, CU_STREAM_NON_BLOCKING));
     CUresult begin = drv.cuStreamBeginCapture_v2(side, CU_STREAM_CAPTURE_MODE_GLOBAL);
-    wait_for_lines(op->side_capture, eager_end);
+    if (!client_log_wait(op->side_capture, eager_end)) die("--wait-log: the log never reached the line count", 0);
     CUgraph graph = NULL;
     CUresult end = drv.cuStreamEndCapture(side, &graph);
     if (graph) CU(drv.cuGraphDestroy(graph));

@@ -10,8 +10,10 @@
 #                     the host kernels when it runs: built after them
 FP8_CLIENT := $(INTEG_DIR)/fp8_client_cu13
 
-$(FP8_CLIENT): $(INTEG_DIR)/obj/fp8_client.o $(INTEG_DIR)/obj/client_cuda.o $(call integ_cublas_deps,13)
+$(FP8_CLIENT): $(INTEG_DIR)/obj/fp8_client.o $(INTEG_DIR)/obj/client_cuda.o $(INTEG_DIR)/obj/client_log.o \
+  $(call integ_cublas_deps,13)
 	$(CC) $(LDFLAGS_SAN) -pthread -o $@ $(INTEG_DIR)/obj/fp8_client.o $(INTEG_DIR)/obj/client_cuda.o \
+	  $(INTEG_DIR)/obj/client_log.o \
 	  $(call integ_cublas_link,13) $(INTEG_LIBS)
 
 $(INTEG_DIR)/obj/fp8_client.o: kernels/convert.h

@@ -28,7 +28,7 @@
  * the backward's new each step) instead of a stream of its own.
  *
  * --wait-log=1 waits between steps until the file GEMMSHIM_LOG names
- * holds a record of every GEMM so far (lines with "route"; 10 s at most,
+ * holds a record of every GEMM so far (client_log_wait: 60 s at most,
  * then exit 3): the log's writer has read those calls' measurements
  * (GEMMSHIM_COMPARE) before the next step's first call.
  *
@@ -52,6 +52,7 @@
 
 #include "../../kernels/convert.h"
 #include "client.h"
+#include "client_log.h"
 
 static int L = 4, STEPS = 3, H = 64, T = 32, RESET_BEFORE = -1, CHURN = 0, CHECKPOINT = 0, WAIT_LOG = 0;
 static const char *reset_kind = "primary";
@@ -61,23 +62,6 @@ static CUcontext ctx;
 static CUstream stream;
 static cublasHandle_t handle;
 static int failures, calls;
-
-/* Whether the log file holds at least n records within 10 s. */
-static int log_holds(int n) {
-  const char *path = getenv("GEMMSHIM_LOG");
-  for (int tries = 0; path && tries < 2000; tries++) {
-    FILE *f = fopen(path, "r");
-    int have = 0;
-    char line[8192];
-    while (f && fgets(line, sizeof line, f))
-      if (strstr(line, "\"route\"")) have++;
-    if (f) fclose(f);
-    if (have >= n) return 1;
-    struct timespec p = {0, 5000000L};
-    nanosleep(&p, NULL);
-  }
-  return 0;
-}
 
 static uint64_t rng = 0x66703863;
 static float uniform(void) {
@@ -271,8 +255,10 @@ int main(int argc, char **argv) {
     }
     pthread_t t;
     if (pthread_create(&t, NULL, backward, NULL) || pthread_join(t, NULL)) return 2;
-    if (WAIT_LOG && cur_step + 1 < STEPS && !log_holds(calls)) {
-      fprintf(stderr, "fp8_client: %s did not hold %d records within 10 s\n", getenv("GEMMSHIM_LOG"), calls);
+    const char *log = getenv("GEMMSHIM_LOG");
+    if (WAIT_LOG && cur_step + 1 < STEPS && !(log && client_log_wait(log, calls))) {
+      fprintf(stderr, "fp8_client: %s did not hold %d records within 60 s\n", log ? log : "(GEMMSHIM_LOG unset)",
+              calls);
       return 3;
     }
   }
