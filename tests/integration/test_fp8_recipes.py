@@ -304,38 +304,40 @@ def test_block_recipe_never_sets_fast_accumulation(shim, standin, tmp_path):
     assert (c["standin_fp8_gemms"], c["standin_fp8_fast_accum_gemms"]) == (18, 0), c
 
 
-@pytest.mark.parametrize("name,m,n,k,why", [
+@pytest.mark.parametrize("name,shape,why", [
     # cuBLASLt's 1x128/128x128 modes refuse N not a multiple of 4 (an H200
     # refused n = 258, docs/gpu-results.md; the stand-in refuses it too).
-    ("n6", 64, 6, 64, "block needs m and n multiples of 4 (cuBLASLt's 1x128/128x128 scale modes), the call is 64x6"),
+    ("n6", dict(m=64, n=6, k=64),
+     "block needs m and n multiples of 4 (cuBLASLt's 1x128/128x128 scale modes), the call is 64x6"),
     # cuBLASLt's fp8 GEMM refuses m not a multiple of 8 (an H200 refused m =
     # 100 and 260, docs/gpu-results.md); current pads m through its
     # transient output, block cannot (its 1x128 scales have m for their
     # stride): an m of 36 is a multiple of 4, which the scale modes accept.
-    ("m36", 36, 64, 64, "block needs m a multiple of 8 (cuBLASLt's fp8 GEMM; its 1x128 scales cannot be padded "
-                        "in m), the call has m = 36"),
+    ("m36", dict(m=36, n=64, k=64), "block needs m a multiple of 8 (cuBLASLt's fp8 GEMM; its 1x128 scales "
+                                    "cannot be padded in m), the call has m = 36"),
     # 1x128 scales on B need n a multiple of 8: TransformerEngine checks it
     # before every block-scaled GEMM whose B is 1D-quantized ("Outer
     # dimension requirement on B for NVTE_BLOCK_SCALING GEMM", observed of
     # cuBLASLt: transformer_engine/common/gemm/cublaslt_gemm.cu), and the
     # stand-in refuses it; block always gives B 1x128 scales.
-    ("n12", 64, 12, 256, "block needs n a multiple of 8 (cuBLASLt's 1x128 scales on B), the call has n = 12"),
+    ("n12", dict(m=64, n=12, k=256), "block needs n a multiple of 8 (cuBLASLt's 1x128 scales on B), the call has "
+                                     "n = 12"),
     # TransformerEngine runs block-scaled GEMMs with the DEFAULT, BIAS and
     # DGELU epilogues only: "Epilogue requested outside of the available
     # and tested cuBLAS functionality for float8 block scaled GEMM"
     # (cublaslt_gemm.cu). A bias stays on block (test_block_takes_a_bias).
-    ("gelu", 64, 48, 64, "block takes no gelu epilogue (TransformerEngine runs block-scaled GEMMs with DEFAULT, "
-                         "BIAS and DGELU only)"),
-    ("relu_bias", 64, 48, 64, "block takes no relu_bias epilogue (TransformerEngine runs block-scaled GEMMs with "
-                              "DEFAULT, BIAS and DGELU only)"),
+    ("gelu", dict(m=64, n=48, k=64, api="lt", epi="gelu"),
+     "block takes no gelu epilogue (TransformerEngine runs block-scaled GEMMs with DEFAULT, BIAS and DGELU only)"),
+    ("relu_bias", dict(m=64, n=48, k=64, api="lt", epi="relu_bias"),
+     "block takes no relu_bias epilogue (TransformerEngine runs block-scaled GEMMs with DEFAULT, BIAS and DGELU "
+     "only)"),
 ])
-def test_block_unfit_shape_goes_to_current(shim, standin, tmp_path, name, m, n, k, why):
+def test_block_unfit_shape_goes_to_current(shim, standin, tmp_path, name, shape, why):
     """A call the block recipe cannot give cuBLASLt goes to current with
     the reason, before anything is quantized, and runs fp8 there."""
     require_built([FFMA_CLIENT])
     import route_client
-    epi = {"api": "lt", "epi": name} if name in ("gelu", "relu_bias") else {}
-    args = [route_client.gemm(name, m=m, n=n, k=k, pad=0, **epi), "--fp8"]
+    args = [route_client.gemm(name, pad=0, **shape), "--fp8"]
     env = {"STANDIN_CC": "9.0", "GEMMSHIM_MODE": "fp8", "GEMMSHIM_GATE": "off", "GEMMSHIM_FP8_RECIPE": "block"}
     res = route_client.run_client(FFMA_CLIENT, standin, tmp_path, args, env, tag=name)
     route_client.assert_all_ok(res)
