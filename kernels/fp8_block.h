@@ -242,17 +242,19 @@ inline void gs_fp8_syncthreads(void) {
 }
 #define __syncthreads gs_fp8_syncthreads
 
-/* Warp shuffles (the device's shfl.sync) through a word a thread and two
- * barriers: every thread of the block must call them, as the kernels do
- * (uniform control flow); lanes are threadIdx.x % 32. */
+/* Warp shuffles (the device's shfl.sync) through a word a thread and one
+ * barrier: every thread of the block must call them, as the kernels do
+ * (uniform control flow); lanes are threadIdx.x % 32. Two words a thread,
+ * picked by the parity of the barriers passed (the same in every thread of
+ * the block): a thread writes a word again only past the next barrier,
+ * which every thread reaches after reading it. */
 inline uint32_t gs_fp8_shfl_idx(uint32_t v, unsigned src) {
-  static thread_local uint32_t s[1024];
+  static thread_local uint32_t s[2][1024];
   const unsigned t = threadIdx.x;
-  s[t] = v;
+  uint32_t *w = s[gs_fp8_run->fibers[gs_fp8_run->cur].barriers & 1u];
+  w[t] = v;
   gs_fp8_syncthreads();
-  const uint32_t r = s[(t & ~31u) | (src & 31u)];
-  gs_fp8_syncthreads();
-  return r;
+  return w[(t & ~31u) | (src & 31u)];
 }
 inline uint32_t gs_fp8_shfl_xor(uint32_t v, unsigned mask) { return gs_fp8_shfl_idx(v, (threadIdx.x ^ mask) & 31u); }
 
