@@ -582,16 +582,21 @@ GS_FP8_UNROLL
     if (tid == 0) a.partial[bx] = s_block_amax;
     return;
   }
-  /* Ring kernels: the last block to count itself folds. */
+  /* Ring kernels: the last block to count itself folds. Each block's
+   * slot write, fence, then count is the PTX memory model's release
+   * pattern; the last block's count, then fence, in the same thread, is
+   * its acquire pattern, and the barrier after it orders the block's
+   * other threads (PTX ISA, "Memory Consistency Model": release and
+   * acquire patterns, causality order through bar.sync). */
   if (tid == 0) {
     if (s_block_amax != 0)
       gs_fp8_atomic_max(&ring->amax_slot[bx % GS_FP8_DEV_AMAX_SLOTS], s_block_amax);
     gs_fp8_threadfence();
     s_last = gs_fp8_atomic_add(&ring->blocks_done, 1) == nb - 1;
+    if (s_last) gs_fp8_threadfence();
   }
   __syncthreads();
   if (!s_last) return;
-  gs_fp8_threadfence();
 
   const uint32_t hlen = ring->history;
   const uint32_t pos = hlen ? ring->pos % hlen : 0;

@@ -47,8 +47,9 @@ LIMITS = {
     "sm_100": dict(threads=2048, blocks=32, smem=228 * 1024, smem_unit=128, gpu="B200 (Blackwell)"),
 }
 # Targets beyond a file's own that it is assembled for: the block-scaled
-# quantize also feeds mxfp8 on sm_100.
-EXTRA_TARGETS = {"fp8_scaled_quantize": ["sm_100"]}
+# quantize also feeds mxfp8 on sm_100, and the current recipe's kernels
+# run there for the calls mxfp8 passes to current (batched, unfit shapes).
+EXTRA_TARGETS = {"fp8_scaled_quantize": ["sm_100"], "fp8_quantize_sm89": ["sm_100"]}
 REGS_PER_SM, REG_UNIT, PARTITIONS = 65536, 256, 4
 
 
@@ -790,7 +791,8 @@ def main():
       "Guide's per-capability limits (threads, blocks and shared memory per SM; 64K registers) and the "
       "occupancy calculator's allocation rules (registers per warp in units of 256, warps per SM "
       "sub-partition). A file for a newer target (sm_89) is assembled for the targets it serves only; "
-      "the block-scaled quantize also for sm_100 (B200, mxfp8).\n")
+      "the block-scaled quantize also for sm_100 (B200, mxfp8), and the current recipe's sm_89 kernels "
+      "(the calls mxfp8 passes to current there).\n")
     rows, by = [], {}
     cubins = {}
     for ptx in sorted(glob.glob(os.path.join(a.build, "kernels", "*.ptx"))):
