@@ -298,7 +298,8 @@ GS_FP8_UNROLL
 }
 
 /* Tile t's lines brought into L2 (PTX ISA, "prefetch": the cache line
- * holding the address, sm_20 on; nothing in the host build), one address
+ * holding the address, sm_20 on; no state space: the operand pointer is a
+ * generic address; nothing in the host build), one address
  * per group inside the matrix: DRAM reads in flight that hold no register
  * until fp8_tile_load reads them from L2. */
 template <int E>
@@ -313,7 +314,7 @@ GS_FP8_UNROLL
   for (int u = 0; u < FP8_Q_PER_THREAD; u++) {
     const unsigned g = threadIdx.x + u * GS_FP8_Q_THREADS;
     const int64_t c = pos.c0 + g / 8, r = pos.r0 + (g % 8) * 8;
-    if (c < a.cols && r < a.rows) asm volatile("prefetch.global.L2 [%0];" : : "l"(src + c * a.ld + r));
+    if (c < a.cols && r < a.rows) asm volatile("prefetch.L2 [%0];" : : "l"(src + c * a.ld + r));
   }
 #endif
 }
