@@ -231,7 +231,17 @@ static int read_scales(gs_gemm *g) {
  * The ids from 31 on (and the layout's BATCH_MODE) are spelled out, with
  * CUDA 13's cublasLt.h values: older headers the shim also builds with
  * lack them (12.6 has none of them, 12.8 no BATCH_MODE, 12.9 no
- * EMULATION_DESCRIPTOR). */
+ * EMULATION_DESCRIPTOR). Ids 27-30 are cuBLAS 12's atomic synchronization
+ * (its cublasLt.h: chunk counts, "default 0 (atomic synchronization
+ * disabled)", and counter arrays the GEMM waits on and signals), gone from
+ * CUDA 13's header and library (INVALID_VALUE: unused): a route would
+ * neither wait nor signal, and whoever waits on the counters would wait
+ * for ever. cuBLAS 12.9 reads id 38 as 4 bytes; the 8-byte read is refused
+ * there (unused). Ids 39-41 are cuBLAS 13.10's (its cublasLt.h, newer than
+ * the toolkit's): alpha and beta read per batch member at these strides,
+ * which a route would read once, and batch invariance flags, which no
+ * route keeps (an fp8 scale depends on the whole batch); UNSET (the
+ * default) is the unused value, so an explicit DISABLED also runs native. */
 typedef struct lt_attr_default {
   int id;
   unsigned char size; /* the attribute's storage: 1, 4 or 8 bytes */
@@ -254,6 +264,10 @@ static const lt_attr_default desc_unrouted[] = {
     LT_DESC_ATTR(CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_DATA_TYPE, 4, -1),
     LT_DESC_ATTR(CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_SCALE_POINTER, 8, 0),
     LT_DESC_ATTR(CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_AMAX_POINTER, 8, 0),
+    LT_DESC_NEW("ATOMIC_SYNC_NUM_CHUNKS_D_ROWS", 27, 4, 0),
+    LT_DESC_NEW("ATOMIC_SYNC_NUM_CHUNKS_D_COLS", 28, 4, 0),
+    LT_DESC_NEW("ATOMIC_SYNC_IN_COUNTERS_POINTER", 29, 8, 0),
+    LT_DESC_NEW("ATOMIC_SYNC_OUT_COUNTERS_POINTER", 30, 8, 0),
     LT_DESC_NEW("A_SCALE_MODE", 31, 4, 0),
     LT_DESC_NEW("B_SCALE_MODE", 32, 4, 0),
     LT_DESC_NEW("C_SCALE_MODE", 33, 4, 0),
@@ -262,6 +276,9 @@ static const lt_attr_default desc_unrouted[] = {
     LT_DESC_NEW("D_OUT_SCALE_POINTER", 36, 8, 0),
     LT_DESC_NEW("D_OUT_SCALE_MODE", 37, 4, 0),
     LT_DESC_NEW("EMULATION_DESCRIPTOR", 38, 8, 0),
+    LT_DESC_NEW("ALPHA_BATCH_STRIDE", 39, 8, 0),
+    LT_DESC_NEW("BETA_BATCH_STRIDE", 40, 8, 0),
+    LT_DESC_NEW("BATCH_INVARIANCE_FLAGS", 41, 4, 0x8000),
 };
 #undef LT_DESC_NEW
 #undef LT_DESC_ATTR
@@ -274,7 +291,8 @@ static const lt_attr_default desc_unrouted[] = {
 static const lt_attr_default layout_unrouted[] = {
     {8, 4, 0, "CUBLASLT_MATRIX_LAYOUT_BATCH_MODE",
      "a layout's CUBLASLT_MATRIX_LAYOUT_BATCH_MODE is not strided (CUBLASLT_BATCH_MODE_POINTER_ARRAY: A, B, C and D "
-     "are arrays of pointers); the routes take strided batches only"},
+     "are arrays of pointers; cuBLAS 13.10's GROUPED: groups of their own shapes); the routes take strided batches "
+     "only"},
     {CUBLASLT_MATRIX_LAYOUT_PLANE_OFFSET, 8, 0, "CUBLASLT_MATRIX_LAYOUT_PLANE_OFFSET",
      "a layout sets CUBLASLT_MATRIX_LAYOUT_PLANE_OFFSET (planar complex), which no route reproduces"},
 };

@@ -723,12 +723,15 @@ static void gemm_prepare(gemm *g, const spec *s, uint64_t seed, CUstream stream,
       }
     }
     /* cublasLt.h gives each attribute's storage; those the catalogue sets
-     * are int32 but for the int64 strides and leading dimensions below. */
+     * are int32 but for the int64 strides and leading dimensions below,
+     * cuBLAS 12's atomic synchronization counter pointers (ids 29 and 30
+     * in its cublasLt.h, not in CUDA 13's) and cuBLAS 13.10's alpha and
+     * beta batch strides (39 and 40). */
     for (int i = 0; i < s->ndattr; i++) {
       int id = s->dattr[i].id;
       int wide = id == CUBLASLT_MATMUL_DESC_BIAS_BATCH_STRIDE || id == CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD ||
                  id == CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_BATCH_STRIDE ||
-                 id == CUBLASLT_MATMUL_DESC_ALPHA_VECTOR_BATCH_STRIDE;
+                 id == CUBLASLT_MATMUL_DESC_ALPHA_VECTOR_BATCH_STRIDE || id == 29 || id == 30 || id == 39 || id == 40;
       int32_t v32 = (int32_t)s->dattr[i].value;
       int64_t v64 = s->dattr[i].value;
       BL(cublasLtMatmulDescSetAttribute(g->desc, (cublasLtMatmulDescAttributes_t)id, wide ? (void *)&v64 : (void *)&v32,

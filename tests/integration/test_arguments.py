@@ -227,3 +227,91 @@ def test_unrouted_attributes_run_native(native, client, standin, tmp_path, mode)
         rec = recs[key]
         assert rec["route"] == "native" and rec["decided"] == mode, (key, rec)
         assert attr in rec["reason"], (key, rec["reason"])
+
+
+
+def check_attribute_calls_run_native(client, libdir, env, mode, attributes, tmp_path):
+    """attributes: name -> (ID:VALUE, the attribute's name, cuBLASLt's
+    status). One plain batched Lt call and one per attribute setting it:
+    without the shim each gets its status; under the shim the same, the
+    plain call takes the route and the others run native naming it."""
+    args = ["--gemm=name=plain,api=lt,batch=2"]
+    args += [f"--gemm=name={name},api=lt,batch=2,dattr={attr}" for name, (attr, _, _) in attributes.items()]
+    base = statuses(run([client, *args], libdir, env=env))
+    assert base == {"plain": (SUCCESS, "1"), **{n: (st, "1") for n, (_, _, st) in attributes.items()}}, base
+    log = tmp_path / "gemms.jsonl"
+    # --fp8: the client checks fp8 results at fp8's tolerance.
+    r = run([client, *(["--fp8"] if mode == "fp8" else []), *args], libdir, shim=True,
+            env={**env, "GEMMSHIM_LOG": str(log), "GEMMSHIM_MODE": mode, "GEMMSHIM_GATE": "off"})
+    assert statuses(r) == base
+    recs = dict(zip((c["name"] for c in r.calls), read_log(log)))
+    assert recs["plain"]["route"] == mode, recs["plain"]
+    for name, (_, attr, status) in attributes.items():
+        rec = recs[name]
+        assert (rec["route"], rec["decided"], rec["status"]) == ("native", mode, status), (name, rec)
+        want = f"{mode} declined: the descriptor sets {attr}, which no route reproduces; ran native"
+        assert rec["reason"].endswith(want), (name, rec)
+
+
+MODE_DEVICE = {"ffma": "6.1", "fp8": "9.0", "fp16": "7.5"}
+
+# cuBLAS 12's atomic synchronization: cublasLtMatmulDescAttributes_t ids 27
+# to 30 in its cublasLt.h (12.9), not in CUDA 13's.
+CU12_ATOMIC_SYNC = {
+    "atomic_rows": ("27:4", "CUBLASLT_MATMUL_DESC_ATOMIC_SYNC_NUM_CHUNKS_D_ROWS", NOT_SUPPORTED),
+    "atomic_cols": ("28:2", "CUBLASLT_MATMUL_DESC_ATOMIC_SYNC_NUM_CHUNKS_D_COLS", NOT_SUPPORTED),
+    "atomic_in": ("29:4096", "CUBLASLT_MATMUL_DESC_ATOMIC_SYNC_IN_COUNTERS_POINTER", NOT_SUPPORTED),
+    "atomic_out": ("30:4096", "CUBLASLT_MATMUL_DESC_ATOMIC_SYNC_OUT_COUNTERS_POINTER", NOT_SUPPORTED),
+}
+
+
+@pytest.mark.parametrize("mode", list(MODE_DEVICE))
+def test_cublas12_atomic_sync_runs_native(standin, tmp_path, mode):
+    """cuBLAS 12's EXPERIMENTAL atomic synchronization (its cublasLt.h: the
+    chunk counts, "default 0 (atomic synchronization disabled)", and the
+    counter arrays "consumed" and "produced by a matmul") makes the GEMM
+    wait on and signal counters another kernel watches. A route would do
+    neither, and the watcher would wait for ever: such a call runs native
+    with cuBLASLt's own status (the stand-in's: NOT_SUPPORTED, it has no
+    such kernels) and the log names the attribute. The same call without
+    it takes the route. CUDA 13's cuBLASLt refuses the ids when they are
+    set (tests/real/test_real_tables.py), so nobody can set them there."""
+    client = CLIENT_DIR / "ffma_client_cu12"
+    require_built([client])
+    check_attribute_calls_run_native(client, standin[12], {"STANDIN_CC": MODE_DEVICE[mode]}, mode, CU12_ATOMIC_SYNC,
+                                     tmp_path)
+
+
+# cuBLAS 13.10's cublasLt.h (PyPI nvidia-cublas 13.10.0.20), newer than the
+# toolkit's 13.1: cublasLtMatmulDescAttributes_t ids 39 to 41.
+CU1310_ATTRIBUTES = {
+    "alpha_batch_stride": ("39:1", "CUBLASLT_MATMUL_DESC_ALPHA_BATCH_STRIDE", NOT_SUPPORTED),
+    "beta_batch_stride": ("40:1", "CUBLASLT_MATMUL_DESC_BETA_BATCH_STRIDE", NOT_SUPPORTED),
+    "batch_invariance_auto": ("41:8", "CUBLASLT_MATMUL_DESC_BATCH_INVARIANCE_FLAGS", SUCCESS),
+    "batch_invariance_disabled": ("41:0", "CUBLASLT_MATMUL_DESC_BATCH_INVARIANCE_FLAGS", SUCCESS),
+}
+
+
+@pytest.mark.parametrize("mode", list(MODE_DEVICE))
+def test_cublas1310_batch_attributes_run_native(client, standin, tmp_path, mode):
+    """cuBLAS 13.10's ALPHA_BATCH_STRIDE and BETA_BATCH_STRIDE ("Used when
+    matrix D's CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT > 1": alpha and beta per
+    batch member, which a route would read once) and BATCH_INVARIANCE_FLAGS
+    (default CUBLASLT_BATCH_INVARIANCE_UNSET; results that do not depend on
+    the batch, which an fp8 scale taken over the whole batch breaks): a
+    call that sets any of them runs native with cuBLASLt's status, and the
+    log names the attribute; an explicit DISABLED too (the shim takes only
+    the default as unused). The stand-in answers as 13.10
+    (STANDIN_CUBLASLT_VERSION=131000): it takes the ids, refuses per-member
+    alpha and beta (not implemented there) and keeps batch invariance (one
+    summation order); as 13.1 it refuses the ids, as the toolkit's does."""
+    env = {"STANDIN_CC": MODE_DEVICE[mode], "STANDIN_CUBLASLT_VERSION": "131000"}
+    check_attribute_calls_run_native(client, standin[13], env, mode, CU1310_ATTRIBUTES, tmp_path)
+
+
+def test_cublas131_refuses_the_1310_attributes(client, standin):
+    """The stand-in answering as the toolkit's 13.1 refuses ids 39 to 41 at
+    set time, as the toolkit's library does (tests/real/test_real_tables.py
+    compares every id): the client's set fails before any GEMM."""
+    r = run([client, "--gemm=name=a,api=lt,dattr=41:8"], standin[13], env={"STANDIN_CC": "9.0"})
+    assert r.returncode != 0 and "cublasLtMatmulDescSetAttribute" in r.stdout + r.stderr, r.describe()

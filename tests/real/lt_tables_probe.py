@@ -4,13 +4,15 @@ test_real_tables.py to hold the stand-in's answers against the toolkit's:
 
   lt_tables_probe.py LIBDIR CUBLASLT_H
 
-LIBDIR holds libcublas.so.13 and libcublasLt.so.13. For every value of the
-three attribute enums cublasLt.h declares (matmul descriptor, matrix
-layout, matmul preference): the size query, the default, get and set with
-a size one too large or small or a NULL buffer, and two values set and read
-back. Then descriptor and layout creation over valid and invalid types and
-sizes, both libraries' status names and strings, their properties and
-cuBLASLt's versions. Every one of these works with no driver."""
+LIBDIR holds libcublas.so.13 and libcublasLt.so.13. For every attribute
+number from 0 to 15 past the largest value of the three attribute enums
+cublasLt.h declares (matmul descriptor, matrix layout, matmul preference),
+declared or not: the size query, and where it answers, the default, get
+and set with a size one too large or too small or a NULL buffer, and two
+values set and read back. Then descriptor and layout creation over valid
+and invalid types and sizes, both libraries' status names and strings,
+their properties and cuBLASLt's versions. Every one of these works with no
+driver."""
 
 import ctypes
 import json
@@ -26,8 +28,13 @@ out = {}
 u64, i64, size_t = ctypes.c_uint64, ctypes.c_int64, ctypes.c_size_t
 
 
-def enum_values(prefix):
-    return sorted({int(v) for v in re.findall(r"\b%s\w+\s*=\s*(\d+)\s*,?" % prefix, hdr)})
+def declared(prefix):
+    """The values of the enumerators cublasLt.h names with prefix, each on
+    a line of its own (decimal or hex literals: what the header uses;
+    anything else fails here)."""
+    values = re.findall(r"^\s*%s\w+\s*=\s*([^,\n}]+)" % prefix, hdr, re.M)
+    assert values and all(re.fullmatch(r"\d+|0x[0-9a-fA-F]+", v.strip()) for v in values), (prefix, values)
+    return {int(v.strip(), 0) for v in values}
 
 
 def created(fn, *args):
@@ -47,7 +54,9 @@ OBJECTS = {
              lt.cublasLtMatmulPreferenceGetAttribute, "CUBLASLT_MATMUL_PREF_"),
 }
 for kind, (obj, set_attr, get_attr, prefix) in OBJECTS.items():
-    for a in enum_values(prefix):
+    names = declared(prefix)
+    out[f"{kind} declared"] = sorted(names)
+    for a in range(max(names) + 16):
         n = size_t(999)
         rec = {"query": get_attr(obj, a, None, size_t(0), ctypes.byref(n))}
         out[f"{kind} attribute {a}"] = rec
@@ -57,6 +66,7 @@ for kind, (obj, set_attr, get_attr, prefix) in OBJECTS.items():
         buf = (ctypes.c_ubyte * 64)()
         rec.update(size=size, get=get_attr(obj, a, buf, size_t(size), ctypes.byref(n)), default=bytes(buf[:size]).hex())
         rec["get_too_large"] = get_attr(obj, a, (ctypes.c_ubyte * 64)(), size_t(size + 1), ctypes.byref(n))
+        rec["get_too_small"] = get_attr(obj, a, (ctypes.c_ubyte * 64)(), size_t(size - 1), ctypes.byref(n))
         rec["get_null"] = get_attr(obj, a, None, size_t(size), ctypes.byref(n))
         zero = (ctypes.c_ubyte * 64)()
         rec["set_too_large"] = set_attr(obj, a, zero, size_t(size + 1))

@@ -67,6 +67,24 @@ struct cublasLtContext {
 };
 
 /* Matmul descriptor state; field types are the attribute types. */
+/* cuBLAS 13.10's cublasLt.h (PyPI nvidia-cublas 13.10.0.20), newer than
+ * the toolkit's 13.1 this is built with: ALPHA_BATCH_STRIDE,
+ * BETA_BATCH_STRIDE (int64_t, default 0, "Used when matrix D's
+ * CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT > 1"), BATCH_INVARIANCE_FLAGS
+ * (cublasLtMatmulBatchInvarianceFlags_t, default
+ * CUBLASLT_BATCH_INVARIANCE_UNSET 0x8000). */
+#define LT_V1310_ALPHA_BATCH_STRIDE 39
+#define LT_V1310_BETA_BATCH_STRIDE 40
+#define LT_V1310_BATCH_INVARIANCE_FLAGS 41
+#define LT_V1310_BATCH_INVARIANCE_UNSET 0x8000u
+
+/* cuBLAS 12's ids of the atomic synchronization attributes (its
+ * cublasLt.h; not in CUDA 13's, which this is built with). */
+#define LT_CU12_ATOMIC_SYNC_NUM_CHUNKS_D_ROWS 27
+#define LT_CU12_ATOMIC_SYNC_NUM_CHUNKS_D_COLS 28
+#define LT_CU12_ATOMIC_SYNC_IN_COUNTERS_POINTER 29
+#define LT_CU12_ATOMIC_SYNC_OUT_COUNTERS_POINTER 30
+
 typedef struct lt_desc {
   int32_t compute, scale, pointer_mode, transa, transb, transc, fill_mode;
   uint32_t epilogue;
@@ -75,6 +93,7 @@ typedef struct lt_desc {
   void *aux;
   int64_t aux_ld, aux_batch_stride, alpha_vector_batch_stride;
   int32_t sm_count_target;
+  int32_t attr16; /* LT_DESC_ATTR_16 (cublaslt_desc.c) */
   const void *a_scale, *b_scale, *c_scale, *d_scale;
   void *amax_d;
   int32_t aux_type;
@@ -84,7 +103,17 @@ typedef struct lt_desc {
   int32_t a_scale_mode, b_scale_mode, c_scale_mode, d_scale_mode, aux_scale_mode;
   void *d_out_scale;
   int32_t d_out_scale_mode;
+#if STANDIN_CUDA_MAJOR == 12
+  /* cuBLAS 12 only (cublaslt_desc.c): atomic synchronization, and id 38 */
+  int32_t atomic_chunks_rows, atomic_chunks_cols, attr38_cu12;
+  void *atomic_in_counters, *atomic_out_counters;
+#else
   void *emulation;
+  /* cuBLAS 13.10 on (cublaslt_desc.c): per-member alpha and beta, batch
+   * invariance */
+  int64_t alpha_batch_stride, beta_batch_stride;
+  uint32_t batch_invariance;
+#endif
 } lt_desc;
 
 typedef struct lt_layout {

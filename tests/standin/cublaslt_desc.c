@@ -102,9 +102,17 @@ const char *cublasLtGetStatusString(cublasStatus_t status) {
 typedef struct lt_attr {
   int id;
   size_t offset, size;
+  size_t since; /* the first cuBLAS version (standin_lt_version) that has it */
 } lt_attr;
 
-#define LT_FIELD(type, id, field) {id, offsetof(type, field), sizeof(((type *)0)->field)}
+#define LT_FIELD(type, id, field) {id, offsetof(type, field), sizeof(((type *)0)->field), 0}
+#define LT_FIELD_SINCE(type, id, field, version) {id, offsetof(type, field), sizeof(((type *)0)->field), version}
+
+/* The toolkit's libcublasLt 13 also takes descriptor attribute 16, which
+ * cublasLt.h does not name: 4 bytes, default 0, stored and read back
+ * (tests/real/test_real_tables.py asks it). Kept and never read here, as
+ * its meaning is not documented. */
+#define LT_DESC_ATTR_16 16
 
 static const lt_attr lt_desc_attrs[] = {
     LT_FIELD(lt_desc, CUBLASLT_MATMUL_DESC_COMPUTE_TYPE, compute),
@@ -122,6 +130,7 @@ static const lt_attr lt_desc_attrs[] = {
     LT_FIELD(lt_desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_BATCH_STRIDE, aux_batch_stride),
     LT_FIELD(lt_desc, CUBLASLT_MATMUL_DESC_ALPHA_VECTOR_BATCH_STRIDE, alpha_vector_batch_stride),
     LT_FIELD(lt_desc, CUBLASLT_MATMUL_DESC_SM_COUNT_TARGET, sm_count_target),
+    LT_FIELD(lt_desc, LT_DESC_ATTR_16, attr16),
     LT_FIELD(lt_desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, a_scale),
     LT_FIELD(lt_desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, b_scale),
     LT_FIELD(lt_desc, CUBLASLT_MATMUL_DESC_C_SCALE_POINTER, c_scale),
@@ -139,7 +148,26 @@ static const lt_attr lt_desc_attrs[] = {
     LT_FIELD(lt_desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_SCALE_MODE, aux_scale_mode),
     LT_FIELD(lt_desc, CUBLASLT_MATMUL_DESC_D_OUT_SCALE_POINTER, d_out_scale),
     LT_FIELD(lt_desc, CUBLASLT_MATMUL_DESC_D_OUT_SCALE_MODE, d_out_scale_mode),
+#if STANDIN_CUDA_MAJOR == 12
+    /* cuBLAS 12's cublasLt.h (12.9, nvidia-cublas-cu12 12.9.3): the
+     * EXPERIMENTAL atomic synchronization attributes, int32_t chunk counts
+     * (default 0, "atomic synchronization disabled") and int32_t * counter
+     * arrays (default NULL); CUDA 13's header and library drop them. 12.9.3
+     * also takes id 38, undeclared there, as 4 bytes (default 0), where
+     * CUDA 13 has EMULATION_DESCRIPTOR. */
+    LT_FIELD(lt_desc, LT_CU12_ATOMIC_SYNC_NUM_CHUNKS_D_ROWS, atomic_chunks_rows),
+    LT_FIELD(lt_desc, LT_CU12_ATOMIC_SYNC_NUM_CHUNKS_D_COLS, atomic_chunks_cols),
+    LT_FIELD(lt_desc, LT_CU12_ATOMIC_SYNC_IN_COUNTERS_POINTER, atomic_in_counters),
+    LT_FIELD(lt_desc, LT_CU12_ATOMIC_SYNC_OUT_COUNTERS_POINTER, atomic_out_counters),
+    LT_FIELD(lt_desc, 38, attr38_cu12),
+#else
     LT_FIELD(lt_desc, CUBLASLT_MATMUL_DESC_EMULATION_DESCRIPTOR, emulation),
+    /* cublaslt.h, LT_V1310_*: only when answering as 13.10 or newer
+     * (STANDIN_CUBLASLT_VERSION) */
+    LT_FIELD_SINCE(lt_desc, LT_V1310_ALPHA_BATCH_STRIDE, alpha_batch_stride, 131000),
+    LT_FIELD_SINCE(lt_desc, LT_V1310_BETA_BATCH_STRIDE, beta_batch_stride, 131000),
+    LT_FIELD_SINCE(lt_desc, LT_V1310_BATCH_INVARIANCE_FLAGS, batch_invariance, 131000),
+#endif
 };
 
 static const lt_attr lt_layout_attrs[] = {
@@ -170,7 +198,7 @@ static const lt_attr lt_pref_attrs[] = {
 
 static const lt_attr *lt_attr_find(const lt_attr *t, size_t n, int id) {
   for (size_t i = 0; i < n; i++)
-    if (t[i].id == id) return &t[i];
+    if (t[i].id == id) return standin_lt_version() >= t[i].since ? &t[i] : NULL;
   return NULL;
 }
 
@@ -208,6 +236,9 @@ static void lt_desc_init(lt_desc *d, cublasComputeType_t compute, cudaDataType_t
   d->epilogue = CUBLASLT_EPILOGUE_DEFAULT;
   d->aux_type = -1;
   d->bias_type = -1;
+#if STANDIN_CUDA_MAJOR != 12
+  d->batch_invariance = LT_V1310_BATCH_INVARIANCE_UNSET;
+#endif
 }
 
 cublasStatus_t cublasLtMatmulDescCreate(cublasLtMatmulDesc_t *matmulDesc,

@@ -140,6 +140,18 @@ static cublasStatus_t lt_plan(const lt_desc *d, const lt_layout *A, const lt_lay
     return CUBLAS_STATUS_INVALID_VALUE;
   }
   if (d->c_scale || d->d_scale) return CUBLAS_STATUS_INVALID_VALUE;
+  /* cuBLAS 12's atomic synchronization makes the GEMM wait on and signal
+   * counters chunk by chunk; the stand-in has no such kernels and refuses
+   * it as cublasLtMatmul does an unsupported configuration. */
+#if STANDIN_CUDA_MAJOR == 12
+  if (d->atomic_chunks_rows || d->atomic_chunks_cols || d->atomic_in_counters || d->atomic_out_counters)
+    return CUBLAS_STATUS_NOT_SUPPORTED;
+#else
+  /* cuBLAS 13.10's per-member alpha and beta: not implemented here, refused
+   * the same way. Batch invariance is kept: every element is summed in one
+   * fixed order, whatever the batch. */
+  if (d->alpha_batch_stride || d->beta_batch_stride) return CUBLAS_STATUS_NOT_SUPPORTED;
+#endif
   /* A/B block scaling (scale_modes.h) is for fp8 operands; C/D/aux/D-out
    * scale modes apply to fp8/fp4 outputs, which the stand-in does not
    * offer. A block mode reads its scale tensor through the A/B scale

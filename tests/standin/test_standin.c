@@ -3025,7 +3025,18 @@ static void test_lt_descriptors(void **state) {
       {CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_SCALE_MODE, 4, 0},
       {CUBLASLT_MATMUL_DESC_D_OUT_SCALE_POINTER, 8, 0},
       {CUBLASLT_MATMUL_DESC_D_OUT_SCALE_MODE, 4, 0},
+      {16, 4, 0}, /* undeclared; the toolkit's cuBLASLt 13 and cuBLAS 12.9.3 take it */
+#if STANDIN_CUDA_MAJOR == 12
+      /* cuBLAS 12's cublasLt.h: ATOMIC_SYNC_NUM_CHUNKS_D_ROWS, _D_COLS,
+       * ATOMIC_SYNC_IN_COUNTERS_POINTER, _OUT_COUNTERS_POINTER */
+      {27, 4, 0},
+      {28, 4, 0},
+      {29, 8, 0},
+      {30, 8, 0},
+      {38, 4, 0}, /* cuBLAS 12.9.3: undeclared, 4 bytes */
+#else
       {CUBLASLT_MATMUL_DESC_EMULATION_DESCRIPTOR, 8, 0},
+#endif
   };
   cublasLtMatmulDesc_t d;
   BL_OK(cublasLtMatmulDescCreate(&d, CUBLAS_COMPUTE_32F, CUDA_R_32F));
