@@ -236,24 +236,27 @@ static int read_scales(gs_gemm *g) {
  * disabled)", and counter arrays the GEMM waits on and signals), gone from
  * CUDA 13's header and library (INVALID_VALUE: unused): a route would
  * neither wait nor signal, and whoever waits on the counters would wait
- * for ever. cuBLAS 12.9 reads id 38 as 4 bytes; the 8-byte read is refused
- * there (unused). Ids 39-41 are cuBLAS 13.10's (its cublasLt.h, newer than
- * the toolkit's): alpha and beta read per batch member at these strides,
- * which a route would read once, and batch invariance flags, which no
- * route keeps (an fp8 scale depends on the whole batch); UNSET (the
- * default) is the unused value, so an explicit DISABLED also runs native. */
+ * for ever. cuBLAS 12.9.3 takes id 38, undeclared in its header, as 4
+ * bytes (default 0): read at that size where the 8-byte read is refused.
+ * Ids 39-41 are cuBLAS 13.10's (its cublasLt.h, newer than the toolkit's):
+ * alpha and beta batch strides, which a route would not apply, and batch
+ * invariance flags, which no route keeps (an fp8 scale depends on the
+ * whole batch): UNSET (the default) and DISABLED are unused. */
 typedef struct lt_attr_default {
   int id;
   unsigned char size; /* the attribute's storage: 1, 4 or 8 bytes */
   int64_t unused;     /* the documented default */
   const char *name;
   const char *why;    /* the routing log's reason when it holds another value */
+  unsigned char alt_size; /* another release's storage, tried when size is refused */
+  int64_t also_unused;    /* a second value that changes nothing (= unused if none) */
 } lt_attr_default;
 
 #define LT_SETS(name) "the descriptor sets " name ", which no route reproduces"
-#define LT_DESC_ATTR(id, size, unused) {id, size, unused, #id, LT_SETS(#id)}
-#define LT_DESC_NEW(name, value, size, unused) \
-  {value, size, unused, "CUBLASLT_MATMUL_DESC_" name, LT_SETS("CUBLASLT_MATMUL_DESC_" name)}
+#define LT_DESC_ATTR(id, size, unused) {id, size, unused, #id, LT_SETS(#id), 0, unused}
+#define LT_DESC_NEW(name, value, size, unused) LT_DESC_NEW2(name, value, size, unused, 0, unused)
+#define LT_DESC_NEW2(name, value, size, unused, alt_size, also_unused) \
+  {value, size, unused, "CUBLASLT_MATMUL_DESC_" name, LT_SETS("CUBLASLT_MATMUL_DESC_" name), alt_size, also_unused}
 static const lt_attr_default desc_unrouted[] = {
     LT_DESC_ATTR(CUBLASLT_MATMUL_DESC_TRANSC, 4, CUBLAS_OP_N),
     LT_DESC_ATTR(CUBLASLT_MATMUL_DESC_FILL_MODE, 4, CUBLAS_FILL_MODE_FULL),
@@ -275,11 +278,12 @@ static const lt_attr_default desc_unrouted[] = {
     LT_DESC_NEW("EPILOGUE_AUX_SCALE_MODE", 35, 4, 0),
     LT_DESC_NEW("D_OUT_SCALE_POINTER", 36, 8, 0),
     LT_DESC_NEW("D_OUT_SCALE_MODE", 37, 4, 0),
-    LT_DESC_NEW("EMULATION_DESCRIPTOR", 38, 8, 0),
+    LT_DESC_NEW2("EMULATION_DESCRIPTOR", 38, 8, 0, 4, 0),
     LT_DESC_NEW("ALPHA_BATCH_STRIDE", 39, 8, 0),
     LT_DESC_NEW("BETA_BATCH_STRIDE", 40, 8, 0),
-    LT_DESC_NEW("BATCH_INVARIANCE_FLAGS", 41, 4, 0x8000),
+    LT_DESC_NEW2("BATCH_INVARIANCE_FLAGS", 41, 4, 0x8000, 0, 0),
 };
+#undef LT_DESC_NEW2
 #undef LT_DESC_NEW
 #undef LT_DESC_ATTR
 #undef LT_SETS
@@ -292,9 +296,9 @@ static const lt_attr_default layout_unrouted[] = {
     {8, 4, 0, "CUBLASLT_MATRIX_LAYOUT_BATCH_MODE",
      "a layout's CUBLASLT_MATRIX_LAYOUT_BATCH_MODE is not strided (CUBLASLT_BATCH_MODE_POINTER_ARRAY: A, B, C and D "
      "are arrays of pointers; cuBLAS 13.10's GROUPED: groups of their own shapes); the routes take strided batches "
-     "only"},
+     "only", 0, 0},
     {CUBLASLT_MATRIX_LAYOUT_PLANE_OFFSET, 8, 0, "CUBLASLT_MATRIX_LAYOUT_PLANE_OFFSET",
-     "a layout sets CUBLASLT_MATRIX_LAYOUT_PLANE_OFFSET (planar complex), which no route reproduces"},
+     "a layout sets CUBLASLT_MATRIX_LAYOUT_PLANE_OFFSET (planar complex), which no route reproduces", 0, 0},
 };
 
 /* 1: the attribute holds its unused value; 0: another; -1: unreadable
@@ -310,18 +314,24 @@ static int attr_unused(gs_gemm *g, char of, void *obj, const lt_attr_default *a)
     undecoded(g, of, a->name, DECODE_NO_GETTER);
     return -1;
   }
+  unsigned size = a->size;
   if (of)
-    s = GS_CALL(cublasLtMatrixLayoutGetAttribute, obj, (cublasLtMatrixLayoutAttribute_t)a->id, &v, a->size, &w);
+    s = GS_CALL(cublasLtMatrixLayoutGetAttribute, obj, (cublasLtMatrixLayoutAttribute_t)a->id, &v, size, &w);
   else
-    s = GS_CALL(cublasLtMatmulDescGetAttribute, obj, (cublasLtMatmulDescAttributes_t)a->id, &v, a->size, &w);
+    s = GS_CALL(cublasLtMatmulDescGetAttribute, obj, (cublasLtMatmulDescAttributes_t)a->id, &v, size, &w);
+  if (s == CUBLAS_STATUS_INVALID_VALUE && a->alt_size && !of) {
+    size = a->alt_size;
+    v = 0;
+    s = GS_CALL(cublasLtMatmulDescGetAttribute, obj, (cublasLtMatmulDescAttributes_t)a->id, &v, size, &w);
+  }
   if (s == CUBLAS_STATUS_INVALID_VALUE) return 1;
   if (s != CUBLAS_STATUS_SUCCESS) {
     undecoded(g, of, a->name, (int)s);
     return -1;
   }
-  if (a->size == 4) v = (int32_t)v;
-  else if (a->size == 1) v = (int8_t)v;
-  return v == a->unused;
+  if (size == 4) v = (int32_t)v;
+  else if (size == 1) v = (int8_t)v;
+  return v == a->unused || v == a->also_unused;
 }
 
 /* The reason of the first attribute of desc or a layout that no route

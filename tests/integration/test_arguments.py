@@ -230,22 +230,25 @@ def test_unrouted_attributes_run_native(native, client, standin, tmp_path, mode)
 
 
 
-def check_attribute_calls_run_native(client, libdir, env, mode, attributes, tmp_path):
+def check_attribute_calls_run_native(client, libdir, env, mode, attributes, tmp_path, routed=()):
     """attributes: name -> (ID:VALUE, the attribute's name, cuBLASLt's
-    status). One plain batched Lt call and one per attribute setting it:
-    without the shim each gets its status; under the shim the same, the
-    plain call takes the route and the others run native naming it."""
-    args = ["--gemm=name=plain,api=lt,batch=2"]
+    status). One plain batched Lt call, one per attribute setting it, and
+    one per ID:VALUE in routed: without the shim each gets its status;
+    under the shim the same, the plain and routed calls take the route and
+    the others run native naming their attribute."""
+    plain = {"plain": ""} | {f"routed{i}": f",dattr={attr}" for i, attr in enumerate(routed)}
+    args = [f"--gemm=name={name},api=lt,batch=2{extra}" for name, extra in plain.items()]
     args += [f"--gemm=name={name},api=lt,batch=2,dattr={attr}" for name, (attr, _, _) in attributes.items()]
     base = statuses(run([client, *args], libdir, env=env))
-    assert base == {"plain": (SUCCESS, "1"), **{n: (st, "1") for n, (_, _, st) in attributes.items()}}, base
+    assert base == {**{n: (SUCCESS, "1") for n in plain}, **{n: (st, "1") for n, (_, _, st) in attributes.items()}}, base
     log = tmp_path / "gemms.jsonl"
     # --fp8: the client checks fp8 results at fp8's tolerance.
     r = run([client, *(["--fp8"] if mode == "fp8" else []), *args], libdir, shim=True,
             env={**env, "GEMMSHIM_LOG": str(log), "GEMMSHIM_MODE": mode, "GEMMSHIM_GATE": "off"})
     assert statuses(r) == base
     recs = dict(zip((c["name"] for c in r.calls), read_log(log)))
-    assert recs["plain"]["route"] == mode, recs["plain"]
+    for name in plain:
+        assert recs[name]["route"] == mode, recs[name]
     for name, (_, attr, status) in attributes.items():
         rec = recs[name]
         assert (rec["route"], rec["decided"], rec["status"]) == ("native", mode, status), (name, rec)
@@ -262,6 +265,9 @@ CU12_ATOMIC_SYNC = {
     "atomic_cols": ("28:2", "CUBLASLT_MATMUL_DESC_ATOMIC_SYNC_NUM_CHUNKS_D_COLS", NOT_SUPPORTED),
     "atomic_in": ("29:4096", "CUBLASLT_MATMUL_DESC_ATOMIC_SYNC_IN_COUNTERS_POINTER", NOT_SUPPORTED),
     "atomic_out": ("30:4096", "CUBLASLT_MATMUL_DESC_ATOMIC_SYNC_OUT_COUNTERS_POINTER", NOT_SUPPORTED),
+    # id 38: undeclared in cuBLAS 12.9's header, 4 bytes in its library (CUDA
+    # 13's EMULATION_DESCRIPTOR is 8); the stand-in keeps it and runs the call
+    "id38": ("38:1", "CUBLASLT_MATMUL_DESC_EMULATION_DESCRIPTOR", SUCCESS),
 }
 
 
@@ -288,7 +294,7 @@ CU1310_ATTRIBUTES = {
     "alpha_batch_stride": ("39:1", "CUBLASLT_MATMUL_DESC_ALPHA_BATCH_STRIDE", NOT_SUPPORTED),
     "beta_batch_stride": ("40:1", "CUBLASLT_MATMUL_DESC_BETA_BATCH_STRIDE", NOT_SUPPORTED),
     "batch_invariance_auto": ("41:8", "CUBLASLT_MATMUL_DESC_BATCH_INVARIANCE_FLAGS", SUCCESS),
-    "batch_invariance_disabled": ("41:0", "CUBLASLT_MATMUL_DESC_BATCH_INVARIANCE_FLAGS", SUCCESS),
+    "batch_invariance_align16": ("41:4", "CUBLASLT_MATMUL_DESC_BATCH_INVARIANCE_FLAGS", SUCCESS),
 }
 
 
@@ -300,13 +306,13 @@ def test_cublas1310_batch_attributes_run_native(client, standin, tmp_path, mode)
     (default CUBLASLT_BATCH_INVARIANCE_UNSET; results that do not depend on
     the batch, which an fp8 scale taken over the whole batch breaks): a
     call that sets any of them runs native with cuBLASLt's status, and the
-    log names the attribute; an explicit DISABLED too (the shim takes only
-    the default as unused). The stand-in answers as 13.10
+    log names the attribute; CUBLASLT_BATCH_INVARIANCE_DISABLED (0) asks
+    for nothing and is routed. The stand-in answers as 13.10
     (STANDIN_CUBLASLT_VERSION=131000): it takes the ids, refuses per-member
     alpha and beta (not implemented there) and keeps batch invariance (one
     summation order); as 13.1 it refuses the ids, as the toolkit's does."""
     env = {"STANDIN_CC": MODE_DEVICE[mode], "STANDIN_CUBLASLT_VERSION": "131000"}
-    check_attribute_calls_run_native(client, standin[13], env, mode, CU1310_ATTRIBUTES, tmp_path)
+    check_attribute_calls_run_native(client, standin[13], env, mode, CU1310_ATTRIBUTES, tmp_path, routed=["41:0"])
 
 
 def test_cublas131_refuses_the_1310_attributes(client, standin):

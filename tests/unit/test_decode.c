@@ -436,11 +436,11 @@ static void test_lt_unrouted_older_library(void **state) {
   /* Every read of the full decode failing in turn with INVALID_VALUE (the
    * injection's value, sys.h): the 1 + 13 descriptor reads of the policy
    * key and fields, and the 3 + 4*6 layout reads of the types and four
-   * layouts, leave the call undecoded; the 17 + 4*2 reads of unrouted
+   * layouts, leave the call undecoded; the 24 + 4*2 reads of unrouted
    * attributes (after the descriptor's fields, before the layouts' fields)
    * take it for an attribute the library does not know. */
   unsigned nth;
-  for (nth = 1; nth <= 1 + 13 + 17; nth++) {
+  for (nth = 1; nth <= 1 + 13 + 24; nth++) {
     gs_fault_clear();
     gs_fault_arm(GS_SYS_cublasLtMatmulDescGetAttribute, nth, 0);
     decode_routable(&g, d, l);
