@@ -29,6 +29,10 @@
 #include "sys.h"
 
 /* ---- fake driver ---------------------------------------------------------------- */
+/* Threads call the fakes at once (test_concurrent_calls_own_sites: each
+ * site's ring is set up under that site's lock only), so their counters
+ * and the block list change under fake_lock. */
+static pthread_mutex_t fake_lock = PTHREAD_MUTEX_INITIALIZER;
 static int allocs, memsets, event_records, stream_waits, events_created, fail_records, fail_waits;
 static void *last_record_stream, *last_wait_stream;
 static CUevent last_record_event, last_wait_event;
@@ -42,42 +46,55 @@ static CUresult fake_alloc(CUdeviceptr *p, size_t n) {
   size_t head = 256;
   char *m = aligned_alloc(256, head + ((n + 255) & ~(size_t)255));
   if (!m) return CUDA_ERROR_OUT_OF_MEMORY;
+  pthread_mutex_lock(&fake_lock);
   ((fake_block *)m)->next = fake_blocks;
   fake_blocks = (fake_block *)m;
+  allocs++;
+  pthread_mutex_unlock(&fake_lock);
   m += head;
   memset(m, 0xA5, n); /* device memory starts undefined */
-  allocs++;
   *p = (CUdeviceptr)(uintptr_t)m;
   return CUDA_SUCCESS;
 }
 static CUresult fake_push(CUcontext c) { return CUDA_SUCCESS; }
 static CUresult fake_pop(CUcontext *c) { return CUDA_SUCCESS; }
+static void fake_count(int *counter) {
+  pthread_mutex_lock(&fake_lock);
+  ++*counter;
+  pthread_mutex_unlock(&fake_lock);
+}
 static CUresult fake_memset8(CUdeviceptr p, unsigned char v, size_t n, CUstream s) {
-  memsets++;
+  fake_count(&memsets);
   memset((void *)(uintptr_t)p, v, n);
   return CUDA_SUCCESS;
 }
 static CUresult fake_memset32(CUdeviceptr p, unsigned int v, size_t n, CUstream s) {
-  memsets++;
+  fake_count(&memsets);
   for (size_t i = 0; i < n; i++) memcpy((char *)(uintptr_t)p + 4 * i, &v, 4);
   return CUDA_SUCCESS;
 }
 static CUresult fake_event_create(CUevent *e, unsigned flags) {
+  pthread_mutex_lock(&fake_lock);
   *e = (CUevent)(uintptr_t)(0xE000 + 0x10 * ++events_created); /* each its own */
+  pthread_mutex_unlock(&fake_lock);
   return CUDA_SUCCESS;
 }
 static CUresult fake_event_record(CUevent e, CUstream s) {
   if (fail_records) return CUDA_ERROR_LAUNCH_FAILED;
+  pthread_mutex_lock(&fake_lock);
   event_records++;
   last_record_stream = s;
   last_record_event = e;
+  pthread_mutex_unlock(&fake_lock);
   return CUDA_SUCCESS;
 }
 static CUresult fake_stream_wait(CUstream s, CUevent e, unsigned flags) {
   if (fail_waits) return CUDA_ERROR_LAUNCH_FAILED;
+  pthread_mutex_lock(&fake_lock);
   stream_waits++;
   last_wait_stream = s;
   last_wait_event = e;
+  pthread_mutex_unlock(&fake_lock);
   return CUDA_SUCCESS;
 }
 
