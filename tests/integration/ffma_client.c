@@ -722,16 +722,17 @@ static void gemm_prepare(gemm *g, const spec *s, uint64_t seed, CUstream stream,
         BL(cublasLtMatmulDescSetAttribute(g->desc, CUBLASLT_MATMUL_DESC_BIAS_BATCH_STRIDE, &bs, sizeof bs));
       }
     }
-    /* cublasLt.h gives each attribute's storage; those the catalogue sets
-     * are int32 but for the int64 strides and leading dimensions below,
-     * cuBLAS 12's atomic synchronization counter pointers (ids 29 and 30
-     * in its cublasLt.h, not in CUDA 13's) and cuBLAS 13.10's alpha and
-     * beta batch strides (39 and 40). */
+    /* Each attribute's storage is the loaded library's: asked with the
+     * size query (cublasLtMatmulDescGetAttribute, sizeInBytes 0), so ids
+     * of other releases (cuBLAS 12's 27-30, 13.10's 39-41) take their own
+     * sizes. An id the library does not know is set as an int32, for the
+     * library's own refusal. */
     for (int i = 0; i < s->ndattr; i++) {
       int id = s->dattr[i].id;
-      int wide = id == CUBLASLT_MATMUL_DESC_BIAS_BATCH_STRIDE || id == CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD ||
-                 id == CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_BATCH_STRIDE ||
-                 id == CUBLASLT_MATMUL_DESC_ALPHA_VECTOR_BATCH_STRIDE || id == 29 || id == 30 || id == 39 || id == 40;
+      size_t size = 0;
+      int wide = cublasLtMatmulDescGetAttribute(g->desc, (cublasLtMatmulDescAttributes_t)id, NULL, 0, &size) ==
+                     CUBLAS_STATUS_SUCCESS &&
+                 size == 8;
       int32_t v32 = (int32_t)s->dattr[i].value;
       int64_t v64 = s->dattr[i].value;
       BL(cublasLtMatmulDescSetAttribute(g->desc, (cublasLtMatmulDescAttributes_t)id, wide ? (void *)&v64 : (void *)&v32,

@@ -301,16 +301,18 @@ CU1310_ATTRIBUTES = {
 @pytest.mark.parametrize("mode", list(MODE_DEVICE))
 def test_cublas1310_batch_attributes_run_native(client, standin, tmp_path, mode):
     """cuBLAS 13.10's ALPHA_BATCH_STRIDE and BETA_BATCH_STRIDE ("Used when
-    matrix D's CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT > 1": alpha and beta per
-    batch member, which a route would read once) and BATCH_INVARIANCE_FLAGS
+    matrix D's CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT > 1": strides a route
+    would not apply) and BATCH_INVARIANCE_FLAGS
     (default CUBLASLT_BATCH_INVARIANCE_UNSET; results that do not depend on
     the batch, which an fp8 scale taken over the whole batch breaks): a
     call that sets any of them runs native with cuBLASLt's status, and the
     log names the attribute; CUBLASLT_BATCH_INVARIANCE_DISABLED (0) asks
     for nothing and is routed. The stand-in answers as 13.10
-    (STANDIN_CUBLASLT_VERSION=131000): it takes the ids, refuses per-member
-    alpha and beta (not implemented there) and keeps batch invariance (one
-    summation order); as 13.1 it refuses the ids, as the toolkit's does."""
+    (STANDIN_CUBLASLT_VERSION=131000): it takes the ids, refuses alpha and
+    beta batch strides as 13.10's library does outside grouped GEMMs ("A
+    batch stride for alpha is only supported for grouped operations"; the
+    stand-in has no grouped ones) and keeps batch invariance (one summation
+    order); as 13.1 it refuses the ids, as the toolkit's does."""
     env = {"STANDIN_CC": MODE_DEVICE[mode], "STANDIN_CUBLASLT_VERSION": "131000"}
     check_attribute_calls_run_native(client, standin[13], env, mode, CU1310_ATTRIBUTES, tmp_path, routed=["41:0"])
 

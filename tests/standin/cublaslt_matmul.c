@@ -140,16 +140,21 @@ static cublasStatus_t lt_plan(const lt_desc *d, const lt_layout *A, const lt_lay
     return CUBLAS_STATUS_INVALID_VALUE;
   }
   if (d->c_scale || d->d_scale) return CUBLAS_STATUS_INVALID_VALUE;
-  /* cuBLAS 12's atomic synchronization makes the GEMM wait on and signal
-   * counters chunk by chunk; the stand-in has no such kernels and refuses
-   * it as cublasLtMatmul does an unsupported configuration. */
 #if STANDIN_CUDA_MAJOR == 12
+  /* cuBLAS 12's atomic synchronization makes the GEMM wait on and signal
+   * counters chunk by chunk. The real library runs it where its kernels
+   * have it; the stand-in cannot signal a counter another kernel watches,
+   * so it refuses every such call with cublasLtMatmul's status for an
+   * unsupported configuration: stricter than a GPU, never kinder. */
   if (d->atomic_chunks_rows || d->atomic_chunks_cols || d->atomic_in_counters || d->atomic_out_counters)
     return CUBLAS_STATUS_NOT_SUPPORTED;
 #else
-  /* cuBLAS 13.10's per-member alpha and beta: not implemented here, refused
-   * the same way. Batch invariance is kept: every element is summed in one
-   * fixed order, whatever the batch. */
+  /* cuBLAS 13.10 takes alpha and beta batch strides for grouped GEMMs only
+   * (its libcublasLt.so.13: "A batch stride for alpha is only supported for
+   * grouped operations.", the same for beta); the stand-in has no grouped
+   * GEMMs, so it refuses every call that sets one, with NOT_SUPPORTED (the
+   * real status is not documented). Batch invariance is kept: every
+   * element is summed in one fixed order, whatever the batch. */
   if (d->alpha_batch_stride || d->beta_batch_stride) return CUBLAS_STATUS_NOT_SUPPORTED;
 #endif
   /* A/B block scaling (scale_modes.h) is for fp8 operands; C/D/aux/D-out
