@@ -198,6 +198,25 @@ BESIDE = {
     "GEMMSHIM_FAULT": {"default": "", "kind": "FAULT", "meaning": "for tests: make calls of the shim's call table fail"},
 }
 
+OTHERS = """\
+## Other programs' variables the shim reads
+
+- `RANK`, `LOCAL_RANK`: `%r` in `GEMMSHIM_LOG` and `GEMMSHIM_DEBUG_FILE`
+  (above).
+- `NVTX_INJECTION64_PATH`: whether a profiler is listening for NVTX ranges
+  ([profiling.md](profiling.md)).
+- `CUBLAS_BATCH_INVARIANCE_FLAGS`: cuBLAS 13.10's switch for batch-invariant
+  results (its `cublasLt.h`: a descriptor whose `BATCH_INVARIANCE_FLAGS` is
+  left `UNSET`, the default, defers to it). Where the loaded cuBLASLt knows
+  that attribute and the variable is set to anything but 0 (`DISABLED`),
+  every GEMM that defers to it runs native (`... asks cuBLAS for
+  batch-invariant results, which no route promises`): the GemmEx family and
+  cuBLASLt calls left `UNSET`. It is read at the first call a route checks,
+  so a program may set it after the shim loaded
+  ([ffma.md](ffma.md#what-qualifies)). The shim does not judge its value: one
+  cuBLAS would reject still counts as asking.
+"""
+
 VALUES = """\
 ## Values
 
@@ -288,6 +307,7 @@ def render(text):
         if r["name"] in NOTES:
             out += [f"### {r['name']}", "", NOTES[r["name"]], ""]
     out.append(VALUES)
+    out.append(OTHERS)
     return "\n".join(out)
 
 

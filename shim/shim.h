@@ -431,6 +431,10 @@ int route_run(gs_call *c);
 /* "routes/checks.c": what every route asks first; NULL or the reason. */
 void route_operand_shapes(const gs_gemm *g, int64_t *a_rows, int64_t *a_cols, int64_t *b_rows, int64_t *b_cols);
 const char *route_check_arguments(const gs_gemm *g);
+/* CUBLAS_BATCH_INVARIANCE_FLAGS asks the loaded cuBLAS (13.10 and newer)
+ * for batch-invariant results and the call defers to it: the reason, else
+ * NULL; buf holds a failed probe's reason. */
+const char *route_check_batch_invariance(const gs_gemm *g, char *buf, size_t len);
 /* A strided batch whose D members overlap: the reason, else NULL. */
 const char *route_check_output_members(const gs_gemm *g);
 /* A GEMM under the route's GEMMSHIM_*_MIN_FLOPS floor (ffma, fp16; fp8 has

@@ -3,6 +3,9 @@
  * forms the routes rebuild, and the shim's kernels loaded in the call's
  * context. Each check returns NULL or the reason, in the words the routing
  * log shows. */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <cublasLt.h>
 
 #include "../../kernels/kernels.h"
@@ -91,6 +94,88 @@ const char *route_check_output_members(const gs_gemm *g) {
       g->stride_d < span)
     return "D's batch members overlap (stride below ldd x (n - 1) + m): an element would have two writers";
   return NULL;
+}
+
+/* cuBLAS 13.10's batch invariance (its cublasLt.h): BATCH_INVARIANCE_FLAGS,
+ * descriptor id 41, defaults to CUBLASLT_BATCH_INVARIANCE_UNSET (0x8000),
+ * under which "batch invariance is controlled by the
+ * CUBLAS_BATCH_INVARIANCE_FLAGS environment variable instead"; a value set
+ * on the descriptor takes precedence. No route keeps a result independent
+ * of the batch (the fp8 and fp16 scales come from the whole operand), so
+ * while the variable asks for invariance a call that defers to it runs
+ * native. decode.c already declined every set value but DISABLED (0) and
+ * UNSET. Read once, at the first call a route checks, so that a program
+ * may set it after the shim loaded (Python's os.environ before importing
+ * its framework). Off: unset, empty, or a number that is 0 (DISABLED);
+ * anything else, a value cuBLAS would reject included, counts as on: the
+ * cost of a wrong guess is a native call, the other way a broken promise. */
+#define LT_BATCH_INVARIANCE_FLAGS 41
+#define LT_BATCH_INVARIANCE_UNSET 0x8000
+
+static pthread_once_t invariance_once = PTHREAD_ONCE_INIT;
+static char invariance_why[160]; /* empty: the variable asks for nothing */
+
+static void invariance_read(void) {
+  const char *v = getenv("CUBLAS_BATCH_INVARIANCE_FLAGS");
+  if (!v || !*v) return;
+  char *end;
+  if (strtoull(v, &end, 0) == 0 && *end == '\0' && *v != '-' && *v != '+') return;
+  char shown[41];
+  size_t n = 0;
+  for (; v[n] && n < sizeof shown - 1; n++) shown[n] = v[n] > 0x20 && v[n] < 0x7f ? v[n] : '?';
+  shown[n] = '\0';
+  snprintf(invariance_why, sizeof invariance_why,
+           "CUBLAS_BATCH_INVARIANCE_FLAGS=%s%s asks cuBLAS for batch-invariant results, which no route promises", shown,
+           v[n] ? "..." : "");
+}
+
+/* Whether the loaded cuBLASLt knows id 41 (and so reads the variable), for
+ * the GemmEx family: 1 yes, 2 no, 0 not yet known. libcublas.so.13 runs its
+ * GEMMs in libcublasLt (it imports the matmul entry points), which reads
+ * the variable; whether they honour it is not documented, so they are
+ * taken to. */
+static int lt_knows_invariance;
+
+static const char *probe_failed(char *buf, size_t len, const char *call, int status) {
+  snprintf(buf, len, "%s failed (status %d) probing whether cuBLASLt reads CUBLAS_BATCH_INVARIANCE_FLAGS", call,
+           status);
+  return buf;
+}
+
+const char *route_check_batch_invariance(const gs_gemm *g, char *buf, size_t len) {
+  pthread_once(&invariance_once, invariance_read);
+  if (!invariance_why[0]) return NULL;
+  int32_t v = 0;
+  size_t w = 0;
+  cublasStatus_t s;
+  /* Resolving cublasLtMatmul loads cuBLASLt's other entries (resolve.c):
+   * a program that only calls the GemmEx family has not resolved it yet. */
+  if (!resolve_hooked(GS_SYS_cublasLtMatmul) || !gs_sys.cublasLtMatmulDescGetAttribute ||
+      !gs_sys.cublasLtMatmulDescCreate)
+    return "CUBLAS_BATCH_INVARIANCE_FLAGS is set and cuBLASLt's descriptor functions were not found to tell "
+           "whether it is read";
+  if (g->api == GS_API_LT_MATMUL) {
+    s = GS_CALL(cublasLtMatmulDescGetAttribute, g->lt_desc, (cublasLtMatmulDescAttributes_t)LT_BATCH_INVARIANCE_FLAGS,
+                &v, sizeof v, &w);
+    /* INVALID_VALUE: an id this cuBLASLt does not know (cublasLt.h) */
+    if (s == CUBLAS_STATUS_INVALID_VALUE) return NULL;
+    if (s != CUBLAS_STATUS_SUCCESS) return probe_failed(buf, len, "cublasLtMatmulDescGetAttribute", (int)s);
+    return v == LT_BATCH_INVARIANCE_UNSET ? invariance_why : NULL;
+  }
+  int known = __atomic_load_n(&lt_knows_invariance, __ATOMIC_RELAXED);
+  if (!known) {
+    cublasLtMatmulDesc_t d = NULL;
+    s = GS_CALL(cublasLtMatmulDescCreate, &d, CUBLAS_COMPUTE_32F, CUDA_R_32F);
+    if (s != CUBLAS_STATUS_SUCCESS) return probe_failed(buf, len, "cublasLtMatmulDescCreate", (int)s);
+    s = GS_CALL(cublasLtMatmulDescGetAttribute, d, (cublasLtMatmulDescAttributes_t)LT_BATCH_INVARIANCE_FLAGS, &v,
+                sizeof v, &w);
+    if (gs_sys.cublasLtMatmulDescDestroy) (void)GS_CALL(cublasLtMatmulDescDestroy, d);
+    if (s != CUBLAS_STATUS_SUCCESS && s != CUBLAS_STATUS_INVALID_VALUE)
+      return probe_failed(buf, len, "cublasLtMatmulDescGetAttribute", (int)s);
+    known = s == CUBLAS_STATUS_SUCCESS ? 1 : 2;
+    __atomic_store_n(&lt_knows_invariance, known, __ATOMIC_RELAXED);
+  }
+  return known == 1 ? invariance_why : NULL;
 }
 
 const char *route_check_min_flops(const gs_gemm *g, int route) {

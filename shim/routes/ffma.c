@@ -102,6 +102,7 @@ static const char *plan(const gs_call *c, ffma_plan *p) {
   if (!why && g->api == GS_API_LT_MATMUL) why = route_check_lt_scalars(g);
   if (!why) why = route_check_arguments(g);
   if (!why) why = route_check_output_members(g);
+  if (!why) why = route_check_batch_invariance(g, p->why, sizeof p->why);
   if (why) return why;
   if (g->m == 0 || g->n == 0 || g->k == 0 || g->batch == 0) return "empty GEMM: nothing to cast";
   if ((why = route_check_min_flops(g, GS_ROUTE_FFMA))) return why;

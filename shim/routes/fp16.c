@@ -95,6 +95,7 @@ static const char *plan(const gs_call *c, fp16_plan *p) {
   if (!why && g->api == GS_API_LT_MATMUL) why = route_check_lt_scalars(g);
   if (!why) why = route_check_arguments(g);
   if (!why) why = route_check_output_members(g);
+  if (!why) why = route_check_batch_invariance(g, p->why, sizeof p->why);
   if (why) return why;
   if (g->api != GS_API_LT_MATMUL && g->pointer_mode != CUBLAS_POINTER_MODE_HOST &&
       g->pointer_mode != CUBLAS_POINTER_MODE_DEVICE)

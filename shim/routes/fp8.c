@@ -122,6 +122,7 @@ static const char *plan(const gs_call *c, const fp8_recipe *rc, fp8_plan *p) {
   const char *why = check_types(g);
   if (!why) why = route_check_arguments(g);
   if (!why) why = g->api == GS_API_LT_MATMUL ? check_lt(g) : check_math_mode(g);
+  if (!why) why = route_check_batch_invariance(g, p->why, sizeof p->why);
   if (why) return why;
   if (g->pointer_mode != CUBLAS_POINTER_MODE_HOST && g->pointer_mode != CUBLAS_POINTER_MODE_DEVICE)
     return g->pointer_mode == -1 ? "the handle's pointer mode is unknown" : "alpha/beta pointer mode is a vector mode";

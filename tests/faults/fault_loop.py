@@ -109,8 +109,12 @@ ROUTES = OrderedDict(
         # transient D' and D' cast into D (fp8.c).
         ("fp8 padded", ({"STANDIN_CC": "9.0", "GEMMSHIM_MODE": "fp8", "GEMMSHIM_FP8_BACKEND": "cublaslt",
                          "GEMMSHIM_GATE": "off"}, ["--fp8", "--gemm=name=odd,api=ex,m=33,n=16,k=40,pad=0,spad=0"])),
-        # sm 7.5: fp16 tensor cores, no bf16 ones.
-        ("fp16", ({"STANDIN_CC": "7.5", "GEMMSHIM_MODE": "fp16", "GEMMSHIM_GATE": "off"}, [])),
+        # sm 7.5: fp16 tensor cores, no bf16 ones. CUBLAS_BATCH_INVARIANCE_FLAGS
+        # set: the routes ask whether cuBLASLt knows BATCH_INVARIANCE_FLAGS
+        # (the Lt call's descriptor, a descriptor of the shim's own for the
+        # GemmEx family); the stand-in's 13.1 does not, so the calls are routed.
+        ("fp16", ({"STANDIN_CC": "7.5", "GEMMSHIM_MODE": "fp16", "GEMMSHIM_GATE": "off",
+                   "CUBLAS_BATCH_INVARIANCE_FLAGS": "4"}, [])),
         # GPU time and the native comparison: events from the pool around
         # each call, read by the log's writer; every routed call compared
         # (each is its own site), native into scratch memory. The first

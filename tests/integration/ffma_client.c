@@ -128,6 +128,10 @@
  *                      for fp8 GEMMs)
  *   --dump=DIR         each call's output buffer, raw as the call left it
  *                      (padding included), to DIR/<name>.out
+ *   --setenv=NAME=VALUE   setenv(NAME, VALUE) before the first call, after
+ *                      a preloaded shim's constructor ran (as a Python
+ *                      program sets os.environ before importing its
+ *                      framework)
  *   --nosync           no synchronisation and no host copies at all:
  *                      operands filled by stream-ordered memsets, results not
  *                      read (ok=1 when status is 0): for running under a
@@ -1208,7 +1212,13 @@ int main(int argc, char **argv) {
     else if (!strncmp(a, "--dump=", 7)) dump_dir = a + 7;
     else if (!strncmp(a, "--side-capture=", 15)) op.side_capture = a + 15;
     else if (!strcmp(a, "--fp8")) fp8_tolerance = 1;
-    else {
+    else if (!strncmp(a, "--setenv=", 9) && strchr(a + 9, '=') > a + 9) {
+      char name[128];
+      const size_t n = (size_t)(strchr(a + 9, '=') - (a + 9));
+      if (n >= sizeof name) die("--setenv: name too long", 0);
+      memcpy(name, a + 9, n), name[n] = '\0';
+      if (setenv(name, a + 9 + n + 1, 1)) die("setenv", 0);
+    } else {
       fprintf(stderr, "ffma_client: unknown option %s (see the top of ffma_client.c)\n", a);
       return EXIT_SETUP;
     }

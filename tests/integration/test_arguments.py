@@ -323,3 +323,83 @@ def test_cublas131_refuses_the_1310_attributes(client, standin):
     compares every id): the client's set fails before any GEMM."""
     r = run([client, "--gemm=name=a,api=lt,dattr=41:8"], standin[13], env={"STANDIN_CC": "9.0"})
     assert r.returncode != 0 and "cublasLtMatmulDescSetAttribute" in r.stdout + r.stderr, r.describe()
+
+
+INVARIANCE_WHY = "asks cuBLAS for batch-invariant results, which no route promises"
+
+
+def invariance_run(client, libdir, env, mode, tmp_path, calls, extra=()):
+    """calls: name -> --gemm keys. Runs them under the shim in mode; returns
+    name -> (route, decided, status, ok, reason)."""
+    log = tmp_path / f"inv{len(list(tmp_path.iterdir()))}.jsonl"
+    args = [f"--gemm=name={name},{keys}" for name, keys in calls.items()]
+    r = run([client, *(["--fp8"] if mode == "fp8" else []), *extra, *args], libdir, shim=True,
+            env={**env, "GEMMSHIM_LOG": str(log), "GEMMSHIM_MODE": mode, "GEMMSHIM_GATE": "off"})
+    assert r.returncode == 0, r.describe()
+    st = statuses(r)
+    recs = dict(zip((c["name"] for c in r.calls), read_log(log)))
+    return {n: (rec["route"], rec["decided"], rec["status"], st[n][1], rec["reason"]) for n, rec in recs.items()}
+
+
+@pytest.mark.parametrize("mode", list(MODE_DEVICE))
+def test_cublas_batch_invariance_variable_runs_native(client, standin, tmp_path, mode):
+    """cuBLAS 13.10's cublasLt.h: BATCH_INVARIANCE_FLAGS defaults to
+    CUBLASLT_BATCH_INVARIANCE_UNSET, "not set through the attribute; batch
+    invariance is controlled by the CUBLAS_BATCH_INVARIANCE_FLAGS
+    environment variable instead", and "An explicitly set descriptor
+    attribute value takes precedence over the environment variable". While
+    the variable asks for invariance (any value but 0, DISABLED), a call
+    that defers to it runs native, the log naming the variable: an Lt call
+    left UNSET, and a GemmEx call (libcublas.so.13 runs its GEMMs in
+    libcublasLt, which reads the variable). An Lt call set to DISABLED is
+    routed. A cuBLASLt that does not know the attribute (13.1, the
+    toolkit's: it refuses id 41) reads no such variable: everything is
+    routed. The variable is read at the first routed call, so a program
+    may set it after the shim loaded."""
+    dev = {"STANDIN_CC": MODE_DEVICE[mode]}
+    v1310 = {**dev, "STANDIN_CUBLASLT_VERSION": "131000"}
+    calls = {"lt": "api=lt", "ex": "api=ex", "lt_disabled": "api=lt,dattr=41:0"}
+    native = f"{mode} declined: CUBLAS_BATCH_INVARIANCE_FLAGS=4 {INVARIANCE_WHY}; ran native"
+
+    def expect(got, native_names, reason=native):
+        for name, (route, decided, status, ok, why) in got.items():
+            assert (decided, status, ok) == (mode, SUCCESS, "1"), (name, got[name])
+            if name in native_names:
+                assert route == "native" and why.endswith(reason), (name, got[name])
+            else:
+                assert route == mode and INVARIANCE_WHY not in why, (name, got[name])
+
+    expect(invariance_run(client, standin[13], {**v1310, "CUBLAS_BATCH_INVARIANCE_FLAGS": "4"}, mode, tmp_path,
+                          calls), {"lt", "ex"})
+    # set by the program after the shim's constructor ran
+    expect(invariance_run(client, standin[13], v1310, mode, tmp_path, calls,
+                          ["--setenv=CUBLAS_BATCH_INVARIANCE_FLAGS=4"]), {"lt", "ex"})
+    for off in ("0", "0x0", ""):
+        expect(invariance_run(client, standin[13], {**v1310, "CUBLAS_BATCH_INVARIANCE_FLAGS": off}, mode, tmp_path,
+                              calls), set())
+    expect(invariance_run(client, standin[13], v1310, mode, tmp_path, calls), set())
+    # a value cuBLAS would ignore as invalid still counts as asking; the
+    # reason shows at most 40 characters of it
+    long = "x" * 45
+    expect(invariance_run(client, standin[13], {**v1310, "CUBLAS_BATCH_INVARIANCE_FLAGS": long}, mode, tmp_path,
+                          {"ex": "api=ex"}), {"ex"},
+           f"{mode} declined: CUBLAS_BATCH_INVARIANCE_FLAGS={'x' * 40}... {INVARIANCE_WHY}; ran native")
+    # cuBLASLt 13.1 does not know id 41: the variable means nothing to it
+    expect(invariance_run(client, standin[13], {**dev, "CUBLAS_BATCH_INVARIANCE_FLAGS": "4"}, mode, tmp_path,
+                          {"lt": "api=lt", "ex": "api=ex"}), set())
+
+
+def test_cublas_batch_invariance_probe_failure_runs_native(client, standin, tmp_path):
+    """A GemmEx call cannot show whether the loaded cuBLASLt reads the
+    variable: the shim asks a descriptor of its own. If creating it fails
+    (the fault table's cublasLtMatmulDescCreate: ALLOC_FAILED, status 3,
+    cublasLt.h's failure for it), the call runs native naming the failed
+    call, and the next call asks again."""
+    env = {"STANDIN_CC": "6.1", "STANDIN_CUBLASLT_VERSION": "131000", "CUBLAS_BATCH_INVARIANCE_FLAGS": "1",
+           "GEMMSHIM_FAULT": "cublasLtMatmulDescCreate:1"}
+    got = invariance_run(client, standin[13], env, "ffma", tmp_path, {"ex": "api=ex", "ex2": "api=ex"})
+    assert got["ex"][:4] == ("native", "ffma", SUCCESS, "1"), got
+    assert got["ex"][4].endswith("ffma declined: cublasLtMatmulDescCreate failed (status 3) probing whether cuBLASLt "
+                                 "reads CUBLAS_BATCH_INVARIANCE_FLAGS; ran native"), got
+    assert got["ex2"][:4] == ("native", "ffma", SUCCESS, "1"), got
+    assert got["ex2"][4].endswith(f"ffma declined: CUBLAS_BATCH_INVARIANCE_FLAGS=1 {INVARIANCE_WHY}; ran native"), got
