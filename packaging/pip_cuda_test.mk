@@ -7,5 +7,5 @@ ifeq ($(SAN),)
 TEST_STEPS += pip-cuda-test
 endif
 .PHONY: pip-cuda-test
-pip-cuda-test: $(LAUNCHER) $(SHIM_SO) $(INTEG_BIN) $(FP8_CLIENT) $(STANDIN_LIBS_CU13) $(KERNELS_HOST_SO)
+pip-cuda-test: $(LAUNCHER) $(SHIM_SO) $(INTEG_BIN) $(FP8_CLIENT) $(STANDIN_LIBS_CU12) $(STANDIN_LIBS_CU13) $(KERNELS_HOST_SO)
 	$(INTEG_ENV) $(PYTHON) -m pytest -q tests/packaging/test_pip_cuda.py

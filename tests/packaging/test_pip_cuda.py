@@ -14,7 +14,7 @@ import sys
 
 import pytest
 
-from harness import BUILD, ROOT, SHIM
+from harness import BUILD, ROOT, SHIM, STANDIN, run
 from pkgtest import clean_env, make, run_launcher_suite
 
 # The packages, pinned to the versions whose contents were read (see
@@ -102,6 +102,48 @@ def test_build_from_pip_headers(version):
     assert re.findall(r"\(NEEDED\)\s+Shared library: \[(.*)\]", needed) == ["libc.so.6"]
     assert exported(lib) == exported(SHIM)
     run_launcher_suite(build / "gemmshim", lib, ROOT / "python" / "gemmshim")
+
+
+# cuBLAS 13.10's grouped GEMM attributes, which the stand-in does not
+# model: the layout's device arrays of rows, columns and leading dimensions
+# and their integer widths (cublasLt.h's CUBLASLT_GROUPED_MATRIX_LAYOUT_*,
+# 9 to 13), and the preference's average sizes (CUBLASLT_MATMUL_PREF_GROUPED_*,
+# 13 to 15). A layout holding them outgrows the 64-byte
+# cublasLtMatrixLayoutOpaque_t of the 13.1 headers the stand-in is built
+# with (13.10's is 112 bytes), and no route reads them: the GROUPED batch
+# mode they serve runs native (shim/decode.c).
+UNMODELLED = {"12": set(), "13": {*(f"layout attribute {i}" for i in range(9, 14)),
+                                   *(f"pref attribute {i}" for i in range(13, 16))}}
+
+
+@pytest.mark.parametrize("version", ["12", "13"])
+def test_standin_tables_are_the_wheels(version):
+    """The stand-in's cuBLASLt tables, answering as the release PACKAGES
+    pins (STANDIN_CUBLASLT_VERSION), against that release's own libraries,
+    which answer without a GPU: every attribute id up to 15 past the
+    largest its cublasLt.h declares for descriptors, layouts and
+    preferences (size, default, wrong sizes, NULL buffers, values read
+    back), creation, status names and strings, properties and versions
+    (tests/real/lt_tables_probe.py; tests/real/test_real_tables.py does the
+    same against the toolkit's 13.1). Only UNMODELLED may differ, and only
+    as ids the stand-in refuses."""
+    venv = venv_with_only(version)
+    site = venv.resolve() / "lib" / f"python{sys.version_info.major}.{sys.version_info.minor}" / "site-packages"
+    real = site / ("nvidia/cublas" if version == "12" else "nvidia/cu13")
+    blas = next(p for p in PACKAGES[version] if p.startswith("nvidia-cublas"))
+    major, minor, patch = (int(x) for x in blas.split("==")[1].split(".")[:3])
+    env = {"STANDIN_CUBLASLT_VERSION": str(major * 10000 + minor * 100 + patch)}
+    probe = ROOT / "tests" / "real" / "lt_tables_probe.py"
+    got = {}
+    for who, libdir, extra in (("real", real / "lib", {}), ("standin", STANDIN[int(version)], env)):
+        r = run([sys.executable, probe, libdir, real / "include" / "cublasLt.h"], libdir, env=extra, timeout=120)
+        assert r.returncode == 0, r.describe()
+        got[who] = json.loads(r.stdout)
+    assert len(got["real"]) > 200 and sorted(got["real"]) == sorted(got["standin"])
+    differ = {k for k in got["real"] if got["real"][k] != got["standin"][k]}
+    assert differ == UNMODELLED[version], {k: (got["real"][k], got["standin"][k]) for k in differ ^ UNMODELLED[version]}
+    for k in differ:
+        assert got["real"][k]["query"] == 0 and got["standin"][k] == {"query": 7}, (k, got["real"][k], got["standin"][k])
 
 
 def test_missing_packages_are_named():

@@ -1,10 +1,12 @@
 #!/usr/bin/env python3
-"""What a cuBLAS 13 answers without a GPU, as JSON on stdout, for
-test_real_tables.py to hold the stand-in's answers against the toolkit's:
+"""What a cuBLAS 12 or 13 answers without a GPU, as JSON on stdout, for
+test_real_tables.py to hold the stand-in's answers against the toolkit's
+(and tests/packaging/test_pip_cuda.py against PyPI's):
 
   lt_tables_probe.py LIBDIR CUBLASLT_H
 
-LIBDIR holds libcublas.so.13 and libcublasLt.so.13. For every attribute
+LIBDIR holds libcublas.so.13 and libcublasLt.so.13, or the .so.12 pair
+when it has no .so.13 one. For every attribute
 number from 0 to 15 past the largest value of the three attribute enums
 cublasLt.h declares (matmul descriptor, matrix layout, matmul preference),
 declared or not: the size query, and where it answers, the default, get
@@ -16,12 +18,14 @@ driver."""
 
 import ctypes
 import json
+import os
 import re
 import sys
 
 libdir, header = sys.argv[1], sys.argv[2]
-blas = ctypes.CDLL(f"{libdir}/libcublas.so.13")
-lt = ctypes.CDLL(f"{libdir}/libcublasLt.so.13")
+major = 13 if os.path.exists(f"{libdir}/libcublas.so.13") else 12
+blas = ctypes.CDLL(f"{libdir}/libcublas.so.{major}")
+lt = ctypes.CDLL(f"{libdir}/libcublasLt.so.{major}")
 hdr = open(header).read()
 out = {}
 
