@@ -4,7 +4,8 @@ nothing else, the kernels from Debian's clang-19. For CUDA 12 and 13:
 `make CUDA=/nonexistent CUDA_FROM_PIP=<venv python>` builds the library
 and the launcher and passes the PTX check with pip's ptxas; the library
 needs only libc and exports what the toolkit build exports; and the
-launcher's tests pass over what it built.
+launcher's tests pass over what it built. The packages' cuBLAS libraries
+also answer the stand-in's attribute tables without a GPU.
 
 Downloads and venvs stay under $(BUILD)/pip-cuda: a rerun reuses them."""
 import json
