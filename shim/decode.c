@@ -20,6 +20,7 @@ static void gemm_defaults(gs_gemm *g) {
   g->algo = -1;
   g->ldd = -1;
   g->lt_unrouted = NULL;
+  g->lt_invariance = -2;
   g->undecoded_attr = NULL;
 }
 
@@ -240,8 +241,9 @@ static int read_scales(gs_gemm *g) {
  * bytes (default 0): read at that size where the 8-byte read is refused.
  * Ids 39-41 are cuBLAS 13.10's (its cublasLt.h, newer than the toolkit's):
  * alpha and beta batch strides, which a route would not apply, and batch
- * invariance flags, which no route keeps (an fp8 scale depends on the
- * whole batch): UNSET (the default) and DISABLED are unused. */
+ * invariance flags, which no route promises: UNSET (the default) and
+ * DISABLED are unused, and what was read is kept (g->lt_invariance), as
+ * UNSET defers to an environment variable (routes/checks.c). */
 typedef struct lt_attr_default {
   int id;
   unsigned char size; /* the attribute's storage: 1, 4 or 8 bytes */
@@ -250,13 +252,15 @@ typedef struct lt_attr_default {
   const char *why;    /* the routing log's reason when it holds another value */
   unsigned char alt_size; /* another release's storage, tried when size is refused */
   int64_t also_unused;    /* a second value that changes nothing (= unused if none) */
+  unsigned char keep;     /* 1: what was read goes to g->lt_invariance */
 } lt_attr_default;
 
 #define LT_SETS(name) "the descriptor sets " name ", which no route reproduces"
-#define LT_DESC_ATTR(id, size, unused) {id, size, unused, #id, LT_SETS(#id), 0, unused}
-#define LT_DESC_NEW(name, value, size, unused) LT_DESC_NEW2(name, value, size, unused, 0, unused)
-#define LT_DESC_NEW2(name, value, size, unused, alt_size, also_unused) \
-  {value, size, unused, "CUBLASLT_MATMUL_DESC_" name, LT_SETS("CUBLASLT_MATMUL_DESC_" name), alt_size, also_unused}
+#define LT_DESC_ATTR(id, size, unused) {id, size, unused, #id, LT_SETS(#id), 0, unused, 0}
+#define LT_DESC_NEW(name, value, size, unused) LT_DESC_NEW2(name, value, size, unused, 0, unused, 0)
+#define LT_DESC_NEW2(name, value, size, unused, alt_size, also_unused, keep)                                     \
+  {value, size, unused, "CUBLASLT_MATMUL_DESC_" name, LT_SETS("CUBLASLT_MATMUL_DESC_" name), alt_size, also_unused, \
+   keep}
 static const lt_attr_default desc_unrouted[] = {
     LT_DESC_ATTR(CUBLASLT_MATMUL_DESC_TRANSC, 4, CUBLAS_OP_N),
     LT_DESC_ATTR(CUBLASLT_MATMUL_DESC_FILL_MODE, 4, CUBLAS_FILL_MODE_FULL),
@@ -278,10 +282,10 @@ static const lt_attr_default desc_unrouted[] = {
     LT_DESC_NEW("EPILOGUE_AUX_SCALE_MODE", 35, 4, 0),
     LT_DESC_NEW("D_OUT_SCALE_POINTER", 36, 8, 0),
     LT_DESC_NEW("D_OUT_SCALE_MODE", 37, 4, 0),
-    LT_DESC_NEW2("EMULATION_DESCRIPTOR", 38, 8, 0, 4, 0),
+    LT_DESC_NEW2("EMULATION_DESCRIPTOR", 38, 8, 0, 4, 0, 0),
     LT_DESC_NEW("ALPHA_BATCH_STRIDE", 39, 8, 0),
     LT_DESC_NEW("BETA_BATCH_STRIDE", 40, 8, 0),
-    LT_DESC_NEW2("BATCH_INVARIANCE_FLAGS", 41, 4, 0x8000, 0, 0),
+    LT_DESC_NEW2("BATCH_INVARIANCE_FLAGS", 41, 4, 0x8000, 0, 0, 1),
 };
 #undef LT_DESC_NEW2
 #undef LT_DESC_NEW
@@ -296,9 +300,9 @@ static const lt_attr_default layout_unrouted[] = {
     {8, 4, 0, "CUBLASLT_MATRIX_LAYOUT_BATCH_MODE",
      "a layout's CUBLASLT_MATRIX_LAYOUT_BATCH_MODE is not strided (CUBLASLT_BATCH_MODE_POINTER_ARRAY: A, B, C and D "
      "are arrays of pointers; cuBLAS 13.10's GROUPED: groups of their own shapes); the routes take strided batches "
-     "only", 0, 0},
+     "only", 0, 0, 0},
     {CUBLASLT_MATRIX_LAYOUT_PLANE_OFFSET, 8, 0, "CUBLASLT_MATRIX_LAYOUT_PLANE_OFFSET",
-     "a layout sets CUBLASLT_MATRIX_LAYOUT_PLANE_OFFSET (planar complex), which no route reproduces", 0, 0},
+     "a layout sets CUBLASLT_MATRIX_LAYOUT_PLANE_OFFSET (planar complex), which no route reproduces", 0, 0, 0},
 };
 
 /* 1: the attribute holds its unused value; 0: another; -1: unreadable
@@ -324,13 +328,17 @@ static int attr_unused(gs_gemm *g, char of, void *obj, const lt_attr_default *a)
     v = 0;
     s = GS_CALL(cublasLtMatmulDescGetAttribute, obj, (cublasLtMatmulDescAttributes_t)a->id, &v, size, &w);
   }
-  if (s == CUBLAS_STATUS_INVALID_VALUE) return 1;
+  if (s == CUBLAS_STATUS_INVALID_VALUE) {
+    if (a->keep) g->lt_invariance = -1;
+    return 1;
+  }
   if (s != CUBLAS_STATUS_SUCCESS) {
     undecoded(g, of, a->name, (int)s);
     return -1;
   }
   if (size == 4) v = (int32_t)v;
   else if (size == 1) v = (int8_t)v;
+  if (a->keep) g->lt_invariance = v == a->unused;
   return v == a->unused || v == a->also_unused;
 }
 
@@ -372,6 +380,7 @@ void decode_lt_rest(gs_gemm *g, int for_route) {
          (!for_route || read_scales(g));
   }
   g->lt_unrouted = NULL;
+  g->lt_invariance = -2;
   if (ok && for_route) {
     int bad = 0;
     g->lt_unrouted = find_unrouted(g, &bad);

@@ -61,6 +61,18 @@ int resolve_object_is_cublas(const void *p, int *is_lt) {
   return 0;
 }
 
+int resolve_cublas_major(const void *p) {
+  Dl_info info;
+  if (!p || !dladdr(p, &info) || !info.dli_fname) return 0;
+  const char *base = strrchr(info.dli_fname, '/');
+  base = base ? base + 1 : info.dli_fname;
+  const char *v = strncmp(base, "libcublasLt.so.", 15) == 0 ? base + 15
+                  : strncmp(base, "libcublas.so.", 13) == 0 ? base + 13 : NULL;
+  int major = 0;
+  for (; v && *v >= '0' && *v <= '9' && major < 1000; v++) major = major * 10 + (*v - '0');
+  return major;
+}
+
 /* ---- loaded-object search (pattern 2) ---------------------------------- */
 #define MAX_CANDIDATES 8
 static _Atomic int warned_copy;

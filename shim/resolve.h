@@ -16,5 +16,9 @@ const char *resolve_driver(void);
 int resolve_is_self(const void *p);
 /* 1 when p lies in a libcublas/libcublasLt object; *is_lt says which. */
 int resolve_object_is_cublas(const void *p, int *is_lt);
+/* The major version its file name gives the libcublas or libcublasLt
+ * object holding p (libcublas.so.13.1.0.3: 13); 0 when the name does not
+ * say (libcublas.so, another library). */
+int resolve_cublas_major(const void *p);
 
 #endif

@@ -66,6 +66,9 @@ typedef struct gs_gemm {
   int batch_mismatch; /* Lt only: A, B or C has a batch count other than D's */
   const char *lt_unrouted; /* Lt only, for a route: the first descriptor or layout
                             * attribute whose value no route reproduces, or NULL */
+  int lt_invariance;  /* Lt only, for a route: BATCH_INVARIANCE_FLAGS as read: 1 UNSET
+                       * (defers to CUBLAS_BATCH_INVARIANCE_FLAGS), 0 another value,
+                       * -1 refused (INVALID_VALUE: a cuBLASLt without it), -2 not read */
   size_t workspace_size;
   int decoded;       /* 1 when every field above could be read */
   /* Lt only, when not decoded: the first read that failed. undecoded_of is

@@ -100,17 +100,18 @@ const char *route_check_output_members(const gs_gemm *g) {
  * descriptor id 41, defaults to CUBLASLT_BATCH_INVARIANCE_UNSET (0x8000),
  * under which "batch invariance is controlled by the
  * CUBLAS_BATCH_INVARIANCE_FLAGS environment variable instead"; a value set
- * on the descriptor takes precedence. No route keeps a result independent
- * of the batch (the fp8 and fp16 scales come from the whole operand), so
- * while the variable asks for invariance a call that defers to it runs
- * native. decode.c already declined every set value but DISABLED (0) and
- * UNSET. Read once, at the first call a route checks, so that a program
- * may set it after the shim loaded (Python's os.environ before importing
- * its framework). Off: unset, empty, or a number that is 0 (DISABLED);
- * anything else, a value cuBLAS would reject included, counts as on: the
- * cost of a wrong guess is a native call, the other way a broken promise. */
+ * on the descriptor takes precedence. No route asks the GEMMs it runs for
+ * invariance, and the current and delayed fp8 scales span the whole
+ * operand, so while the variable asks for it a call that defers to it runs
+ * native (decode.c declined every set value but DISABLED, 0, and UNSET).
+ * Read once, at the first call a route checks, so that a program may set
+ * it after the shim loaded (Python's os.environ before importing its
+ * framework). Off: unset, empty, or a number that is 0 (strtoul base 0, as
+ * 13.10's library reads it); anything else counts as on, the values 13.10
+ * ignores as invalid included (it takes 0-4 and 8): a later release may
+ * take more, and a wrong guess this way costs a native call. */
 #define LT_BATCH_INVARIANCE_FLAGS 41
-#define LT_BATCH_INVARIANCE_UNSET 0x8000
+#define CUBLAS_13_10 131000 /* cublasLtGetVersion's number: the first release with id 41 */
 
 static pthread_once_t invariance_once = PTHREAD_ONCE_INIT;
 static char invariance_why[160]; /* empty: the variable asks for nothing */
@@ -125,57 +126,88 @@ static void invariance_read(void) {
   for (; v[n] && n < sizeof shown - 1; n++) shown[n] = v[n] > 0x20 && v[n] < 0x7f ? v[n] : '?';
   shown[n] = '\0';
   snprintf(invariance_why, sizeof invariance_why,
-           "CUBLAS_BATCH_INVARIANCE_FLAGS=%s%s asks cuBLAS for batch-invariant results, which no route promises", shown,
-           v[n] ? "..." : "");
+           "CUBLAS_BATCH_INVARIANCE_FLAGS=%s%s asks cuBLAS for batch-invariant results, which no route promises",
+           shown, v[n] ? "..." : "");
 }
 
-/* Whether the loaded cuBLASLt knows id 41 (and so reads the variable), for
- * the GemmEx family: 1 yes, 2 no, 0 not yet known. libcublas.so.13 runs its
- * GEMMs in libcublasLt (it imports the matmul entry points), which reads
- * the variable; whether they honour it is not documented, so they are
- * taken to. */
-static int lt_knows_invariance;
+#define PROBING "probing whether cuBLASLt reads CUBLAS_BATCH_INVARIANCE_FLAGS"
+
+/* A cuBLASLt answered INVALID_VALUE for id 41, its answer for an id it does
+ * not know (cublasLt.h), but also the fault table's for a failed getter: it
+ * lacks the attribute only if its version is older than 13.10. NULL when
+ * that holds, else the reason the call runs native. */
+static const char *confirm_lacks(char *buf, size_t len) {
+  size_t v = gs_sys.cublasLtGetVersion ? GS_CALL(cublasLtGetVersion) : 0;
+  if (v && v < CUBLAS_13_10) return NULL;
+  if (!v)
+    snprintf(buf, len, "cublasLtGetVersion %s " PROBING, gs_sys.cublasLtGetVersion ? "returned 0" : "was not found");
+  else
+    snprintf(buf, len,
+             "cublasLtMatmulDescGetAttribute refused BATCH_INVARIANCE_FLAGS on cuBLASLt %zu.%zu.%zu, which has it, "
+             PROBING, v / 10000, v / 100 % 100, v % 100);
+  return buf;
+}
+
+/* Whether the cuBLASLt of the GemmEx family knows id 41: 1 yes, 2 no, 0 not
+ * yet known. libcublas.so.13 runs its GEMMs in libcublasLt (it imports the
+ * matmul entry points), which reads the variable; whether they honour it
+ * is not documented, so they are taken to. */
+static int blas_lt_knows_invariance;
 
 static const char *probe_failed(char *buf, size_t len, const char *call, int status) {
-  snprintf(buf, len, "%s failed (status %d) probing whether cuBLASLt reads CUBLAS_BATCH_INVARIANCE_FLAGS", call,
-           status);
+  snprintf(buf, len, "%s failed (status %d) " PROBING, call, status);
   return buf;
+}
+
+static const char *blas_invariance(char *buf, size_t len) {
+  int known = __atomic_load_n(&blas_lt_knows_invariance, __ATOMIC_RELAXED);
+  if (known) return known == 1 ? invariance_why : NULL;
+  /* Resolving cublasLtMatmul loads cuBLASLt's other entries (resolve.c):
+   * a program that only calls the GemmEx family has not resolved it yet. */
+  if (!resolve_hooked(GS_SYS_cublasLtMatmul) || !gs_sys.cublasLtMatmulDescGetAttribute ||
+      !gs_sys.cublasLtMatmulDescCreate)
+    return "CUBLAS_BATCH_INVARIANCE_FLAGS is set and cuBLASLt's descriptor functions were not found " PROBING;
+  /* The probe asks the cuBLASLt the hooks resolved; the GemmEx family runs
+   * in the one its libcublas loaded. Two majors at once: no answer. */
+  const int blas = resolve_cublas_major((const void *)gs_sys.cublasGetMathMode);
+  const int lt = resolve_cublas_major((const void *)gs_sys.cublasLtMatmulDescCreate);
+  if (blas && lt && blas != lt) {
+    snprintf(buf, len, "CUBLAS_BATCH_INVARIANCE_FLAGS is set and libcublas.so.%d runs beside libcublasLt.so.%d: "
+             "cannot tell whether its GEMMs read it", blas, lt);
+    return buf;
+  }
+  cublasLtMatmulDesc_t d = NULL;
+  int32_t v = 0;
+  size_t w = 0;
+  cublasStatus_t s = GS_CALL(cublasLtMatmulDescCreate, &d, CUBLAS_COMPUTE_32F, CUDA_R_32F);
+  if (s != CUBLAS_STATUS_SUCCESS) return probe_failed(buf, len, "cublasLtMatmulDescCreate", (int)s);
+  s = GS_CALL(cublasLtMatmulDescGetAttribute, d, (cublasLtMatmulDescAttributes_t)LT_BATCH_INVARIANCE_FLAGS, &v,
+              sizeof v, &w);
+  if (gs_sys.cublasLtMatmulDescDestroy) (void)GS_CALL(cublasLtMatmulDescDestroy, d);
+  if (s == CUBLAS_STATUS_SUCCESS) {
+    known = 1;
+  } else if (s == CUBLAS_STATUS_INVALID_VALUE) {
+    const char *why = confirm_lacks(buf, len);
+    if (why) return why;
+    known = 2;
+  } else {
+    return probe_failed(buf, len, "cublasLtMatmulDescGetAttribute", (int)s);
+  }
+  __atomic_store_n(&blas_lt_knows_invariance, known, __ATOMIC_RELAXED);
+  return known == 1 ? invariance_why : NULL;
 }
 
 const char *route_check_batch_invariance(const gs_gemm *g, char *buf, size_t len) {
   pthread_once(&invariance_once, invariance_read);
   if (!invariance_why[0]) return NULL;
-  int32_t v = 0;
-  size_t w = 0;
-  cublasStatus_t s;
-  /* Resolving cublasLtMatmul loads cuBLASLt's other entries (resolve.c):
-   * a program that only calls the GemmEx family has not resolved it yet. */
-  if (!resolve_hooked(GS_SYS_cublasLtMatmul) || !gs_sys.cublasLtMatmulDescGetAttribute ||
-      !gs_sys.cublasLtMatmulDescCreate)
-    return "CUBLAS_BATCH_INVARIANCE_FLAGS is set and cuBLASLt's descriptor functions were not found to tell "
-           "whether it is read";
-  if (g->api == GS_API_LT_MATMUL) {
-    s = GS_CALL(cublasLtMatmulDescGetAttribute, g->lt_desc, (cublasLtMatmulDescAttributes_t)LT_BATCH_INVARIANCE_FLAGS,
-                &v, sizeof v, &w);
-    /* INVALID_VALUE: an id this cuBLASLt does not know (cublasLt.h) */
-    if (s == CUBLAS_STATUS_INVALID_VALUE) return NULL;
-    if (s != CUBLAS_STATUS_SUCCESS) return probe_failed(buf, len, "cublasLtMatmulDescGetAttribute", (int)s);
-    return v == LT_BATCH_INVARIANCE_UNSET ? invariance_why : NULL;
+  if (g->api != GS_API_LT_MATMUL) return blas_invariance(buf, len);
+  /* What decode.c read from the call's own descriptor. */
+  switch (g->lt_invariance) {
+    case 1: return invariance_why; /* UNSET */
+    case 0: return NULL;           /* DISABLED */
+    case -1: return confirm_lacks(buf, len);
+    default: return "CUBLAS_BATCH_INVARIANCE_FLAGS is set and the descriptor's BATCH_INVARIANCE_FLAGS was not read";
   }
-  int known = __atomic_load_n(&lt_knows_invariance, __ATOMIC_RELAXED);
-  if (!known) {
-    cublasLtMatmulDesc_t d = NULL;
-    s = GS_CALL(cublasLtMatmulDescCreate, &d, CUBLAS_COMPUTE_32F, CUDA_R_32F);
-    if (s != CUBLAS_STATUS_SUCCESS) return probe_failed(buf, len, "cublasLtMatmulDescCreate", (int)s);
-    s = GS_CALL(cublasLtMatmulDescGetAttribute, d, (cublasLtMatmulDescAttributes_t)LT_BATCH_INVARIANCE_FLAGS, &v,
-                sizeof v, &w);
-    if (gs_sys.cublasLtMatmulDescDestroy) (void)GS_CALL(cublasLtMatmulDescDestroy, d);
-    if (s != CUBLAS_STATUS_SUCCESS && s != CUBLAS_STATUS_INVALID_VALUE)
-      return probe_failed(buf, len, "cublasLtMatmulDescGetAttribute", (int)s);
-    known = s == CUBLAS_STATUS_SUCCESS ? 1 : 2;
-    __atomic_store_n(&lt_knows_invariance, known, __ATOMIC_RELAXED);
-  }
-  return known == 1 ? invariance_why : NULL;
 }
 
 const char *route_check_min_flops(const gs_gemm *g, int route) {

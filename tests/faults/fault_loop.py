@@ -112,9 +112,15 @@ ROUTES = OrderedDict(
         # sm 7.5: fp16 tensor cores, no bf16 ones. CUBLAS_BATCH_INVARIANCE_FLAGS
         # set: the routes ask whether cuBLASLt knows BATCH_INVARIANCE_FLAGS
         # (the Lt call's descriptor, a descriptor of the shim's own for the
-        # GemmEx family); the stand-in's 13.1 does not, so the calls are routed.
+        # GemmEx family, cublasLtGetVersion to confirm a refusal); the
+        # stand-in's 13.1 does not know it, so the calls are routed.
         ("fp16", ({"STANDIN_CC": "7.5", "GEMMSHIM_MODE": "fp16", "GEMMSHIM_GATE": "off",
                    "CUBLAS_BATCH_INVARIANCE_FLAGS": "4"}, [])),
+        # The same variable where cuBLASLt answers as 13.10, which knows the
+        # attribute: every call runs native (routes/checks.c), and a failed
+        # read of it must not route one.
+        ("ffma invariant", ({"STANDIN_CC": "6.1", "GEMMSHIM_MODE": "ffma", "GEMMSHIM_GATE": "off",
+                             "STANDIN_CUBLASLT_VERSION": "131000", "CUBLAS_BATCH_INVARIANCE_FLAGS": "4"}, [])),
         # GPU time and the native comparison: events from the pool around
         # each call, read by the log's writer; every routed call compared
         # (each is its own site), native into scratch memory. The first

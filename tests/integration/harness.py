@@ -56,7 +56,7 @@ CUBLAS_STATUS_INVALID_VALUE = 7
 
 # Variables a child must not inherit from the developer's shell: they would
 # change what the shim or the stand-in does behind a test's back.
-_INHERITED_NEVER = ("LD_PRELOAD", "LD_LIBRARY_PATH", "RANK", "LOCAL_RANK")
+_INHERITED_NEVER = ("LD_PRELOAD", "LD_LIBRARY_PATH", "RANK", "LOCAL_RANK", "CUBLAS_BATCH_INVARIANCE_FLAGS")
 _INHERITED_NEVER_PREFIXES = ("GEMMSHIM_", "STANDIN_", "CUBLAS_LOG", "CUBLASLT_LOG")
 
 

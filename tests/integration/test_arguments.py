@@ -37,7 +37,7 @@ against it in tests/unit/test_decode.c."""
 
 import pytest
 
-from harness import CLIENT_DIR, read_log, require_built, run
+from harness import CLIENT_DIR, PRELOAD_PREFIX, SHIM, read_log, require_built, run, standin_counts
 
 GEMM_FAMILY = ("ex", "ex64", "strided", "strided64", "batched", "batched64")
 BATCHED = ("strided", "strided64", "batched", "batched64")
@@ -391,15 +391,51 @@ def test_cublas_batch_invariance_variable_runs_native(client, standin, tmp_path,
 
 def test_cublas_batch_invariance_probe_failure_runs_native(client, standin, tmp_path):
     """A GemmEx call cannot show whether the loaded cuBLASLt reads the
-    variable: the shim asks a descriptor of its own. If creating it fails
-    (the fault table's cublasLtMatmulDescCreate: ALLOC_FAILED, status 3,
-    cublasLt.h's failure for it), the call runs native naming the failed
-    call, and the next call asks again."""
-    env = {"STANDIN_CC": "6.1", "STANDIN_CUBLASLT_VERSION": "131000", "CUBLAS_BATCH_INVARIANCE_FLAGS": "1",
-           "GEMMSHIM_FAULT": "cublasLtMatmulDescCreate:1"}
-    got = invariance_run(client, standin[13], env, "ffma", tmp_path, {"ex": "api=ex", "ex2": "api=ex"})
+    variable: the shim asks a descriptor of its own, once a process. When
+    the probe fails the call runs native naming the failed call, and the
+    next call asks again; only an answer is kept. INVALID_VALUE for the
+    attribute is cublasLt.h's answer for an id the library does not know,
+    and also the fault table's for a failed getter, so it is believed only
+    from a cuBLASLt older than 13.10 (cublasLtGetVersion). Faults are the
+    fault table's (shim/base/sys.h): cublasLtMatmulDescCreate ALLOC_FAILED
+    (3), cublasLtMatmulDescGetAttribute INVALID_VALUE (7),
+    cublasLtGetVersion 0. The probe's descriptor is destroyed (the
+    stand-in's counts)."""
+    probing = "probing whether cuBLASLt reads CUBLAS_BATCH_INVARIANCE_FLAGS; ran native"
+    asks = f"ffma declined: CUBLAS_BATCH_INVARIANCE_FLAGS=1 {INVARIANCE_WHY}; ran native"
+    calls = {"ex": "api=ex", "ex2": "api=ex", "ex3": "api=ex"}
+    v1310 = {"STANDIN_CC": "6.1", "STANDIN_CUBLASLT_VERSION": "131000", "CUBLAS_BATCH_INVARIANCE_FLAGS": "1"}
+    v131 = {"STANDIN_CC": "6.1", "CUBLAS_BATCH_INVARIANCE_FLAGS": "1"}
+    cases = [
+        (v1310, "cublasLtMatmulDescCreate:1", f"cublasLtMatmulDescCreate failed (status 3) {probing}", "native"),
+        (v1310, "cublasLtMatmulDescGetAttribute:1",
+         f"cublasLtMatmulDescGetAttribute refused BATCH_INVARIANCE_FLAGS on cuBLASLt 13.10.0, which has it, {probing}",
+         "native"),
+        (v131, "cublasLtGetVersion:1", f"cublasLtGetVersion returned 0 {probing}", "ffma"),
+    ]
+    for env, fault, first, later in cases:
+        counts = tmp_path / "counts"
+        got = invariance_run(client, standin[13], {**env, "GEMMSHIM_FAULT": fault, "STANDIN_COUNTS": str(counts)},
+                             "ffma", tmp_path, calls)
+        assert got["ex"][:4] == ("native", "ffma", SUCCESS, "1"), (fault, got)
+        assert got["ex"][4].endswith(f"ffma declined: {first}"), (fault, got)
+        for name in ("ex2", "ex3"):
+            assert got[name][:4] == (later, "ffma", SUCCESS, "1"), (fault, got)
+            assert (got[name][4].endswith(asks)) == (later == "native"), (fault, got)
+        c = standin_counts(counts)
+        assert c["cublasLtMatmulDescCreate"] == c["cublasLtMatmulDescDestroy"] > 0, (fault, c)
+
+
+def test_cublas_batch_invariance_two_cublas_majors_run_native(client, standin, tmp_path):
+    """The GemmEx family runs in the cuBLASLt its libcublas loaded; the
+    shim's probe asks the one its cuBLASLt hooks resolved. With cuBLAS 12's
+    libcublasLt.so.12 preloaded beside cuBLAS 13's libcublas.so.13 they
+    differ, and the answer would be another library's: the call runs
+    native, naming both."""
+    preload = ":".join([*PRELOAD_PREFIX, str(SHIM), str(standin[12] / "libcublasLt.so.12")])
+    env = {"STANDIN_CC": "6.1", "STANDIN_CUBLASLT_VERSION": "131000", "CUBLAS_BATCH_INVARIANCE_FLAGS": "4",
+           "LD_PRELOAD": preload}
+    got = invariance_run(client, standin[13], env, "ffma", tmp_path, {"ex": "api=ex"})
     assert got["ex"][:4] == ("native", "ffma", SUCCESS, "1"), got
-    assert got["ex"][4].endswith("ffma declined: cublasLtMatmulDescCreate failed (status 3) probing whether cuBLASLt "
-                                 "reads CUBLAS_BATCH_INVARIANCE_FLAGS; ran native"), got
-    assert got["ex2"][:4] == ("native", "ffma", SUCCESS, "1"), got
-    assert got["ex2"][4].endswith(f"ffma declined: CUBLAS_BATCH_INVARIANCE_FLAGS=1 {INVARIANCE_WHY}; ran native"), got
+    assert got["ex"][4].endswith("ffma declined: CUBLAS_BATCH_INVARIANCE_FLAGS is set and libcublas.so.13 runs beside "
+                                 "libcublasLt.so.12: cannot tell whether its GEMMs read it; ran native"), got
