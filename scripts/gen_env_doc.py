@@ -215,6 +215,13 @@ OTHERS = """\
   so a program may set it after the shim loaded
   ([ffma.md](ffma.md#what-qualifies)). The shim does not judge its value: one
   cuBLAS would reject still counts as asking.
+- Not read: `CUBLAS_EMULATION_STRATEGY` and the `CUBLAS_EMULATE_*`
+  variables, cuBLAS's switches for emulating fp32 and fp64 GEMMs on tensor
+  cores (`cublas_api.h`: `cublasEmulationStrategy_t`). The built-in rules
+  route bf16 GEMMs only, so the GEMMs those switches are for run native, as
+  cuBLAS is asked; a policy rule that routes fp32 GEMMs (`fp8 ab=fp32`)
+  takes them out of cuBLAS's hands. The ffma route's own fp32 GEMM runs on
+  the caller's handle, under whatever they ask of it.
 """
 
 VALUES = """\
