@@ -48,8 +48,9 @@ LIMITS = {
 }
 # Targets beyond a file's own that it is assembled for: the block-scaled
 # quantize also feeds mxfp8 on sm_100, and the current recipe's kernels
-# run there for the calls mxfp8 passes to current (batched, unfit shapes).
-EXTRA_TARGETS = {"fp8_scaled_quantize": ["sm_100"], "fp8_quantize_sm89": ["sm_100"]}
+# run there for the calls mxfp8 passes to current (batched, unfit shapes);
+# the own mma.sync GEMM runs there when GEMMSHIM_FP8_BACKEND names it.
+EXTRA_TARGETS = {"fp8_scaled_quantize": ["sm_100"], "fp8_quantize_sm89": ["sm_100"], "fp8_gemm_mma": ["sm_100"]}
 REGS_PER_SM, REG_UNIT, PARTITIONS = 65536, 256, 4
 
 
@@ -791,8 +792,8 @@ def main():
       "Guide's per-capability limits (threads, blocks and shared memory per SM; 64K registers) and the "
       "occupancy calculator's allocation rules (registers per warp in units of 256, warps per SM "
       "sub-partition). A file for a newer target (sm_89) is assembled for the targets it serves only; "
-      "the block-scaled quantize also for sm_100 (B200, mxfp8), and the current recipe's sm_89 kernels "
-      "(the calls mxfp8 passes to current there).\n")
+      "the block-scaled quantize also for sm_100 (B200, mxfp8), the current recipe's sm_89 kernels "
+      "(the calls mxfp8 passes to current there), and the own mma.sync fp8 GEMM (`GEMMSHIM_FP8_BACKEND=own-mma`).\n")
     rows, by = [], {}
     cubins = {}
     for ptx in sorted(glob.glob(os.path.join(a.build, "kernels", "*.ptx"))):
