@@ -188,22 +188,30 @@ static double flops_of(const gs_gemm *g) { return 2.0 * (double)g->m * (double)g
  * narrow the fp32 result (read 4, write 2), and when beta may be nonzero
  * read C there too (2), or, for a cuBLASLt relu/gelu epilogue, widen C
  * first (read 2, write 4). One launch in, one out. */
+gs_cost_work cost_work_ffma(double flops, int a_type, double ab_elems, double mn, int own_out, int c_pass) {
+  double c_bytes = c_pass == GS_COST_FFMA_C_READ ? 2.0 : c_pass == GS_COST_FFMA_C_WIDENED ? 6.0 : 0.0;
+  return (gs_cost_work){flops, a_type, 6.0 * ab_elems + (own_out ? 6.0 * mn : 0) + c_bytes * mn, 1 + (own_out ? 1 : 0),
+                        0};
+}
+
 const char *cost_gate_ffma(const gs_call *c, double a_elems, double b_elems, int own_out, int c_pass, char *why) {
   const gs_gemm *g = &c->g;
   double mn = (double)g->m * (double)g->n * (double)g->batch;
-  double c_bytes = c_pass == GS_COST_FFMA_C_READ ? 2.0 : c_pass == GS_COST_FFMA_C_WIDENED ? 6.0 : 0.0;
-  gs_cost_work w = {flops_of(g), g->a_type, 6.0 * (a_elems + b_elems) + (own_out ? 6.0 * mn : 0) + c_bytes * mn,
-                    1 + (own_out ? 1 : 0), 0};
+  gs_cost_work w = cost_work_ffma(flops_of(g), g->a_type, a_elems + b_elems, mn, own_out, c_pass);
   return cost_gate(c->device, c->sm, GS_COST_FFMA, &w, why);
 }
 
 /* amax reads A and B (2 bytes), the cast reads them again and writes fp16
  * (2 + 2), the output kernel reads the fp32 product (4) and writes D (2 or
  * 4); three launches. C, when read, is not counted (docs/cost-model.md). */
+gs_cost_work cost_work_fp16(double flops, int a_type, double ab_elems, double mn, int d_type) {
+  return (gs_cost_work){flops, a_type, 6.0 * ab_elems + (d_type == CUDA_R_32F ? 8.0 : 6.0) * mn, 3, 0};
+}
+
 const char *cost_gate_fp16(const gs_call *c, double a_elems, double b_elems, char *why) {
   const gs_gemm *g = &c->g;
   double mn = (double)g->m * (double)g->n * (double)g->batch;
-  gs_cost_work w = {flops_of(g), g->a_type, 6.0 * (a_elems + b_elems) + (g->d_type == CUDA_R_32F ? 8.0 : 6.0) * mn, 3, 0};
+  gs_cost_work w = cost_work_fp16(flops_of(g), g->a_type, a_elems + b_elems, mn, g->d_type);
   return cost_gate(c->device, c->sm, GS_COST_FP16, &w, why);
 }
 
@@ -214,14 +222,19 @@ const char *cost_gate_fp16(const gs_call *c, double a_elems, double b_elems, cha
  * once per operand and write a scale per 128 (4 bytes) or 32 (1 byte)
  * elements, taken here at the larger. The kernels at their measured share
  * of bandwidth (GS_COST_FP8_STREAM_SHARE). */
+gs_cost_work cost_work_fp8(double flops, int a_type, double ab_elems, int recipe, double out_bytes, int out_launches) {
+  double in = a_type == CUDA_R_32F ? 4.0 : 2.0;
+  gs_cost_work w = {flops, a_type, (in + 1.0) * ab_elems, 1, GS_COST_FP8_STREAM_SHARE};
+  if (recipe == GS_COST_FP8_CURRENT) w.pass_bytes += in * ab_elems, w.launches = 2;
+  if (recipe == GS_COST_FP8_BLOCK) w.pass_bytes += ab_elems / 32.0, w.launches = 2;
+  w.pass_bytes += out_bytes;
+  w.launches += out_launches;
+  return w;
+}
+
 const char *cost_gate_fp8(const gs_call *c, double a_elems, double b_elems, int recipe, double out_bytes,
                           int out_launches, char *why) {
   const gs_gemm *g = &c->g;
-  double in = g->a_type == CUDA_R_32F ? 4.0 : 2.0, elems = a_elems + b_elems;
-  gs_cost_work w = {flops_of(g), g->a_type, (in + 1.0) * elems, 1, GS_COST_FP8_STREAM_SHARE};
-  if (recipe == GS_COST_FP8_CURRENT) w.pass_bytes += in * elems, w.launches = 2;
-  if (recipe == GS_COST_FP8_BLOCK) w.pass_bytes += elems / 32.0, w.launches = 2;
-  w.pass_bytes += out_bytes;
-  w.launches += out_launches;
+  gs_cost_work w = cost_work_fp8(flops_of(g), g->a_type, a_elems + b_elems, recipe, out_bytes, out_launches);
   return cost_gate(c->device, c->sm, GS_COST_FP8, &w, why);
 }

@@ -72,12 +72,18 @@ enum { GS_COST_FFMA_C_NONE, GS_COST_FFMA_C_READ, GS_COST_FFMA_C_WIDENED };
 const char *cost_gate_ffma(const struct gs_call *c, double a_elems, double b_elems, int own_out, int c_pass,
                            char *why);
 const char *cost_gate_fp16(const struct gs_call *c, double a_elems, double b_elems, char *why);
+/* The work each gate above prices, from the GEMM's flops, A's type, the
+ * elements of A and B and of the output (mn), all members counted: what
+ * the gates and the docs' table (tests/unit/test_cost.c) both use. */
+gs_cost_work cost_work_ffma(double flops, int a_type, double ab_elems, double mn, int own_out, int c_pass);
+gs_cost_work cost_work_fp16(double flops, int a_type, double ab_elems, double mn, int d_type);
 /* recipe: GS_COST_FP8_CURRENT, _ONE_PASS (delayed), _BLOCK (block, mxfp8) */
 enum { GS_COST_FP8_CURRENT, GS_COST_FP8_ONE_PASS, GS_COST_FP8_BLOCK };
 /* out_bytes, out_launches: what the call adds around the GEMM (an unaligned
  * C/D through a transient output: C widened in, D' cast out). */
 const char *cost_gate_fp8(const struct gs_call *c, double a_elems, double b_elems, int recipe, double out_bytes,
                           int out_launches, char *why);
+gs_cost_work cost_work_fp8(double flops, int a_type, double ab_elems, int recipe, double out_bytes, int out_launches);
 
 /* Whether the gates (this estimate and the measured one) judge call c for
  * route (a gs_route): not the fp8 route below sm_89, nor with an own fp8

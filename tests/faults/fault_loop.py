@@ -17,6 +17,8 @@ Each run must end in one of:
   - the call ran as it would without the fault, with a right result;
   - native, with a right result and a reason naming the failed call
     (its name, or the failure value the injection gives it);
+  - the fp8 route under another recipe (the one it falls back to), with a
+    right result and a reason naming the failed call the same way;
   - cuBLAS's own status from the failed call returned to the caller, who
     sees its output untouched (the failed call was cuBLAS itself);
 and never crash, hang, leak device memory (the stand-in's counters:
@@ -328,10 +330,19 @@ class Loop:
                 continue
             if rec["api"] != base["api"]:
                 bad(f"record {i} is for {rec['api']}")
-            if rec["route"] == base["route"]:
+            if rec["route"] == base["route"] and rec.get("recipe") == base.get("recipe"):
                 outcomes.append("ran as without the fault")
                 continue
             reason = rec["reason"]
+            if rec["route"] == base["route"]:
+                # Another fp8 recipe took the call (fp8_recipes.c): its
+                # reason must name the failed call.
+                m = re.search(r"recipe \w+ instead: ([^;]*)", reason)
+                if not m or not any(x in m.group(1) for x in signatures(name, section, fail)):
+                    bad(f"call {call['name']}: recipe {rec.get('recipe')} instead of {base.get('recipe')} without "
+                        f"naming the failed call: {reason!r}")
+                outcomes.append(f"recipe {rec.get('recipe')} instead: " + (m.group(1) if m else "?"))
+                continue
             if rec["route"] != "native":
                 bad(f"call {call['name']}: route {rec['route']}")
             sig = signatures(name, section, fail)

@@ -164,10 +164,13 @@ static int starts_with(const char *s, const char *p) { return strncmp(s, p, strl
 /* Bytes the shim's cast or quantize kernels read and write for one A-side
  * call, each operand counted once: ffma widens A and B (2 -> 4 bytes) and
  * narrows C (4 -> 2, beta 0 so C is not widened); fp8 quantizes A and B
- * (2 -> 1 byte; TN needs no transpose). */
-static double shim_kernel_bytes(pair_kind p, const shape *s) {
+ * (2 -> 1 byte; TN needs no transpose), and the current recipe's amax pass
+ * (its gs_fp8_amax_part kernels in the trace: amax_pass) reads them once
+ * before (2 more). Block and mxfp8 scales (at most 4 bytes a 128
+ * elements) are not counted. */
+static double shim_kernel_bytes(pair_kind p, const shape *s, int amax_pass) {
   double a = (double)s->m * (double)s->k, b = (double)s->k * (double)s->n, c = (double)s->m * (double)s->n;
-  if (p == PAIR_FP8_BF16) return 3.0 * (a + b);
+  if (p == PAIR_FP8_BF16) return (amax_pass ? 5.0 : 3.0) * (a + b);
   return 6.0 * (a + b + c);
 }
 
@@ -215,7 +218,9 @@ static void trace_pass(bench_state *st, const bench_opts *op, const shape *s, si
     if (g < ng) groups[g].count++, groups[g].us += us;
   }
   cast_us /= calls, shim_gemm_us /= calls, other_us /= calls;
-  double bytes = shim_kernel_bytes(op->pair, s);
+  int amax_pass = 0;
+  for (int g = 0; g < ng; g++) amax_pass |= starts_with(groups[g].name, "gs_fp8_amax_part");
+  double bytes = shim_kernel_bytes(op->pair, s, amax_pass);
   double gbs = cast_us > 0.0 ? bytes / (cast_us * 1e-6) / 1e9 : 0.0;
   printf("  trace (%d calls): shim cast/quantize kernels %.1f us/call = %.0f GB/s", calls, cast_us, gbs);
   if (st->copy_gbs > 0.0 && gbs > 0.0) printf(" (%.0f%% of device copy %.0f GB/s)", 100.0 * gbs / st->copy_gbs, st->copy_gbs);

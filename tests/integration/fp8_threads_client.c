@@ -16,7 +16,12 @@
  * --outlier, A's element (i = 3, k = 5) and B's (k = 7, j = 9) are 1e5:
  * each line then also gives sqnr_clean, over the outputs D(i, j) with
  * i >= 128 and j >= 128, which share no 1x128, 128x128 or 32-element
- * scale block with either outlier (the whole output when that is empty). Thread t's data has amplitude 10^(t - 3): the threads'
+ * scale block with either outlier (the whole output when that is empty).
+ * --autograd-first: before the threads start, a thread named
+ * pt_autograd_0 (PyTorch's autograd thread) makes one 32^3 GEMM of its
+ * own, so that the threads' GEMMs are known forward ones (a (T,N) GEMM's
+ * A then a weight to the block recipe). Thread t's data has amplitude
+ * 10^(t - 3): the threads'
  * operands differ by up to seven orders of magnitude, so a scale one
  * thread borrowed from another would saturate or flush its values. A
  * barrier before each call makes the threads' calls interleave.
@@ -35,7 +40,8 @@
 #include "../../kernels/convert.h"
 #include "client.h"
 
-static int THREADS = 8, CALLS = 4, DIM = 32, MDIM = 0, KDIM = 0, OUTLIER = 0, LEGACY = 0, SHARED_A = 0, ROTATE = 0;
+static int THREADS = 8, CALLS = 4, DIM = 32, MDIM = 0, KDIM = 0, OUTLIER = 0, LEGACY = 0, SHARED_A = 0, ROTATE = 0,
+           AUTOGRAD_FIRST = 0;
 static CUcontext ctx;
 static pthread_barrier_t barrier;
 static CUdeviceptr set_a[64], set_b[64], set_d[64]; /* buffer set i: thread i's own */
@@ -116,6 +122,32 @@ static void *run(void *arg) {
   return NULL;
 }
 
+/* One GEMM on a thread named as PyTorch names its autograd thread. */
+static void *autograd_call(void *arg) {
+  (void)arg;
+  enum { N = 32 };
+  static uint16_t host[N * N];
+  for (int i = 0; i < N * N; i++) host[i] = gs_f32_to_bf16_rn((float)(i % 7) - 3.0f);
+  CUdeviceptr a, b, d;
+  cublasHandle_t h;
+  const float one = 1.0f, zero = 0.0f;
+  if (pthread_setname_np(pthread_self(), "pt_autograd_0") || client_drv.cuCtxSetCurrent(ctx) ||
+      client_drv.cuMemAlloc_v2(&a, sizeof host) || client_drv.cuMemAlloc_v2(&b, sizeof host) ||
+      client_drv.cuMemAlloc_v2(&d, sizeof host) || client_drv.cuMemcpyHtoD_v2(a, host, sizeof host) ||
+      client_drv.cuMemcpyHtoD_v2(b, host, sizeof host) || cublasCreate(&h)) {
+    fprintf(stderr, "fp8_threads_client: autograd thread set-up failed\n");
+    exit(2);
+  }
+  cublasStatus_t s = cublasGemmEx(h, CUBLAS_OP_N, CUBLAS_OP_N, N, N, N, &one, (const void *)a, CUDA_R_16BF, N,
+                                  (const void *)b, CUDA_R_16BF, N, &zero, (void *)d, CUDA_R_16BF, N,
+                                  CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+  client_drv.cuStreamSynchronize(NULL);
+  printf("autograd status=%d\n", (int)s);
+  if (s != CUBLAS_STATUS_SUCCESS) failures++;
+  cublasDestroy(h);
+  return NULL;
+}
+
 int main(int argc, char **argv) {
   for (int i = 1; i < argc; i++) {
     if (sscanf(argv[i], "--threads=%d", &THREADS) == 1 || sscanf(argv[i], "--calls=%d", &CALLS) == 1 ||
@@ -125,13 +157,14 @@ int main(int argc, char **argv) {
     static const struct {
       const char *name;
       int *on;
-    } flags[] = {{"--outlier", &OUTLIER}, {"--legacy-stream", &LEGACY}, {"--shared-a", &SHARED_A}, {"--rotate", &ROTATE}};
+    } flags[] = {{"--outlier", &OUTLIER}, {"--legacy-stream", &LEGACY}, {"--shared-a", &SHARED_A}, {"--rotate", &ROTATE},
+                 {"--autograd-first", &AUTOGRAD_FIRST}};
     int known = 0;
     for (size_t f = 0; f < sizeof flags / sizeof flags[0] && !known; f++)
       if (strcmp(argv[i], flags[f].name) == 0) *flags[f].on = known = 1;
     if (known) continue;
     fprintf(stderr, "usage: fp8_threads_client [--threads=N] [--calls=C] [--dim=D] [--m=M] [--k=K] [--outlier] "
-                    "[--legacy-stream] [--shared-a] [--rotate]\n");
+                    "[--legacy-stream] [--shared-a] [--rotate] [--autograd-first]\n");
     return 2;
   }
   if (!MDIM) MDIM = DIM;
@@ -150,6 +183,10 @@ int main(int argc, char **argv) {
       fprintf(stderr, "fp8_threads_client: allocation failed\n");
       return 2;
     }
+  if (AUTOGRAD_FIRST) {
+    pthread_t ag;
+    if (pthread_create(&ag, NULL, autograd_call, NULL) || pthread_join(ag, NULL)) return 2;
+  }
   pthread_barrier_init(&barrier, NULL, (unsigned)THREADS);
   pthread_t tid[64];
   worker w[64];

@@ -128,7 +128,7 @@ def test_summary_numbers_of_a_known_log(tmp_path):
 
 
 def test_route_vs_native_pairs_the_same_calls_per_gpu(tmp_path):
-    """The issue's "the time it would have taken native where both were
+    """The report's promise, "the time it would have taken native where both were
     measured": a route's speedup is native over route on the calls that
     ran both (GEMMSHIM_COMPARE: the route, then the same GEMM native; both
     times in one record), per device and GPU, never the route's mean over

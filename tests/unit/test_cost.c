@@ -70,12 +70,13 @@ static const char *const route_names[] = {"ffma", "fp16", "fp8"};
 static gs_cost_work work_of(gs_cost_route r, const shape *s) {
   double ab = (double)(s->m * s->k + s->k * s->n), mn = (double)s->m * (double)s->n;
   double flops = 2.0 * (double)s->m * (double)s->n * (double)s->k;
+  /* The gates' own work (cost.c), bf16 A, B and D, beta 0: ffma narrows
+   * its fp32 result into D and reads no C; fp8 runs the current recipe
+   * (the default), nothing around the GEMM. */
   switch (r) {
-    case GS_COST_FFMA: return (gs_cost_work){flops, CUDA_R_16BF, 6 * ab + 6 * mn, 2, 0};
-    case GS_COST_FP16: return (gs_cost_work){flops, CUDA_R_16BF, 6 * ab + 6 * mn, 3, 0};
-    /* The current recipe (the default): amax pass (2) + quantize (2 + 1),
-     * two kernels and eight memsets (cost_gate_fp8). */
-    default: return (gs_cost_work){flops, CUDA_R_16BF, 5 * ab, 10, GS_COST_FP8_STREAM_SHARE};
+    case GS_COST_FFMA: return cost_work_ffma(flops, CUDA_R_16BF, ab, mn, 1, GS_COST_FFMA_C_NONE);
+    case GS_COST_FP16: return cost_work_fp16(flops, CUDA_R_16BF, ab, mn, CUDA_R_16BF);
+    default: return cost_work_fp8(flops, CUDA_R_16BF, ab, GS_COST_FP8_CURRENT, 0, 0);
   }
 }
 
