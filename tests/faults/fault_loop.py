@@ -18,7 +18,9 @@ Each run must end in one of:
   - native, with a right result and a reason naming the failed call
     (its name, or the failure value the injection gives it);
   - the fp8 route under another recipe (the one it falls back to), with a
-    right result and a reason naming the failed call the same way;
+    right result and a reason naming the failed call the same way (never
+    on another backend: cuBLASLt's fp8 GEMM is not traded for the own
+    kernel, nor back, over a fault);
   - cuBLAS's own status from the failed call returned to the caller, who
     sees its output untouched (the failed call was cuBLAS itself);
 and never crash, hang, leak device memory (the stand-in's counters:
@@ -330,6 +332,10 @@ class Loop:
                 continue
             if rec["api"] != base["api"]:
                 bad(f"record {i} is for {rec['api']}")
+            if rec["route"] == base["route"] and rec.get("backend") != base.get("backend"):
+                # The fp8 route never trades cuBLASLt for its own kernel (or
+                # back) over a fault: a refusal on sm_89+ runs native.
+                bad(f"call {call['name']}: backend {rec.get('backend')} instead of {base.get('backend')}")
             if rec["route"] == base["route"] and rec.get("recipe") == base.get("recipe"):
                 outcomes.append("ran as without the fault")
                 continue
