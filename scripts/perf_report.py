@@ -978,17 +978,23 @@ def main():
                  f"launches x 5 us = {route * 1e3:.3f} ms")
         return native, route, arith
 
-    def fp8_case(mm, nn, kk):
+    def fp8_parts(mm, nn, kk):
+        """(flops, native s, fp8 GEMM s, quantize bytes) at the measured rates.
+        The default (current) recipe: an amax pass (2 bytes an element) and
+        the quantize pass (2 read, 1 written)."""
         fl = 2.0 * mm * nn * kk
-        native = fl / 780e12
-        gemm = fl / 1496e12
-        # The default (current) recipe: an amax pass (2 bytes an element)
-        # and the quantize pass (2 read, 1 written), at 80% of 4.3 TB/s
-        # (the goal), and the two launches it adds to native's GEMM (amax,
-        # quantize), as the ffma rows count theirs and the gate does.
-        qb = 5 * (mm * kk + kk * nn)
+        return fl, fl / 780e12, fl / 1496e12, 5 * (mm * kk + kk * nn)
+
+    def fp8_route(gemm, qb, bw, extra=0.0):
+        # the passes at bw, and the two launches the recipe adds to native's
+        # GEMM (amax, quantize), as the ffma rows count theirs and the gate does
+        return gemm + qb / bw + extra + 2 * launch
+
+    def fp8_case(mm, nn, kk):
+        # at 80% of 4.3 TB/s (the goal)
+        fl, native, gemm, qb = fp8_parts(mm, nn, kk)
         q = qb / (0.8 * 4.3e12)
-        route = gemm + q + 2 * launch
+        route = fp8_route(gemm, qb, 0.8 * 4.3e12)
         arith = (f"native {fl / 1e12:.3f} TFLOP / 780 T = {native * 1e3:.3f} ms; route {fl / 1e12:.3f} / 1496 T = "
                  f"{gemm * 1e3:.3f} ms + quantize (current: amax + quantize, 5 B an element) {qb / 1e6:.1f} MB / "
                  f"3.44 TB/s = {q * 1e3:.3f} ms + 2 launches x 5 us = {route * 1e3:.3f} ms")
@@ -1007,11 +1013,10 @@ def main():
                rows))
     w("")
     # The 8192^3 fp8 row against its goal, over the bandwidth the passes may reach.
-    fl8 = 2.0 * 8192 ** 3
-    nat8, gemm8, qb8 = fl8 / 780e12, fl8 / 1496e12, 5 * 2 * 8192 ** 2
-    at = {bw: nat8 / (gemm8 + qb8 / bw + 2 * launch) for bw in (0.8 * 4.075e12, 0.8 * 4.3e12, 4.075e12)}
+    _, nat8, gemm8, qb8 = fp8_parts(8192, 8192, 8192)
+    at = {bw: nat8 / fp8_route(gemm8, qb8, bw) for bw in (0.8 * 4.075e12, 0.8 * 4.3e12, 4.075e12)}
     imb = 3e-6  # the walk's imbalance at 8192^3 ("The current recipe's passes")
-    with_imb = nat8 / (gemm8 + qb8 / (0.8 * 4.3e12) + imb + 2 * launch)
+    with_imb = nat8 / fp8_route(gemm8, qb8, 0.8 * 4.3e12, imb)
     need = qb8 / (nat8 / 1.5 - gemm8 - 2 * launch) / 4.075e12
     w(f"The fp8 row at 8192^3 against its goal of 1.5x, the GEMM and native at their measured rates: "
       f"{at[0.8 * 4.3e12]:.3f}x with the passes at 80% of 4.3 TB/s ({with_imb:.3f}x with the walk's imbalance), "
